@@ -1,0 +1,32 @@
+"""Shared pytest fixtures: paths to ../shared/models (read in place, never copied)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+os.environ.setdefault("TRITON_INTERPRET", "1")
+
+REPO = Path(__file__).resolve().parent.parent
+SHARED = REPO.parent / "shared"
+MODELS = SHARED / "models"
+STORIES = MODELS / "stories260K.gguf"
+VOCAB_ONLY = MODELS / "parser-inputs" / "ggml-vocab-llama-spm.gguf"
+TINY_RANDOM = MODELS / "parser-inputs" / "llama-2-tiny-random.gguf"
+
+
+@pytest.fixture(scope="session")
+def stories_path() -> Path:
+    """Path of the shared stories260K.gguf (5 blocks, F32)."""
+    assert STORIES.exists(), f"missing shared model {STORIES}"
+    return STORIES
+
+
+@pytest.fixture(scope="session")
+def expected_cases() -> list[dict]:
+    """The llama.cpp greedy cases from shared/models/expected.json."""
+    import json
+
+    return json.loads((MODELS / "expected.json").read_text())["cases"]

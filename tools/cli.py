@@ -1,0 +1,59 @@
+"""``pipeplan``: the user command (``plan``, ``run``, ...).
+
+Each subcommand lives in its own module ``pipeplan.tools.cmd_<name>`` exposing
+``HELP: str``, ``add_arguments(parser)`` and ``main(args) -> int``. Errors are typed
+(:class:`pipeplan.errors.PipeplanError`): printed as one ``error[<code>]: <message>`` line on
+stderr with a non-zero exit status, never a traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from importlib import import_module
+
+from pipeplan.errors import PipeplanError, StageFault
+
+COMMANDS = ("plan", "run")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argparse parser with one sub-parser per available command."""
+    parser = argparse.ArgumentParser(prog="pipeplan", description="Pipeline-parallel LLM planning and inference")
+    sub = parser.add_subparsers(dest="command", required=True)
+    for name in COMMANDS:
+        try:
+            mod = import_module(f"pipeplan.tools.cmd_{name}")
+        except ModuleNotFoundError as e:  # a command not built yet
+            if e.name == f"pipeplan.tools.cmd_{name}":
+                continue
+            raise
+        p = sub.add_parser(name, help=mod.HELP, description=mod.HELP)
+        mod.add_arguments(p)
+        p.set_defaults(_main=mod.main)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the CLI. Exit status: 0 ok, 2 rejected/invalid input, 3 stage fault."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        return int(args._main(args) or 0)
+    except StageFault as e:
+        print(e.one_line(), file=sys.stderr)
+        return 3
+    except PipeplanError as e:
+        print(e.one_line(), file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("error[interrupted]: interrupted", file=sys.stderr)
+        return 130
+
+
+def entry() -> None:
+    sys.exit(main())
+
+
+if __name__ == "__main__":
+    sys.exit(main())
