@@ -15,12 +15,11 @@ Nothing here reads process-global state: the caller's ``Context`` is the only re
 
 from __future__ import annotations
 
+from pipeplan.universe import DIALECTS, PASSES, PIPEPLAN_UNIVERSE
 from xdsl.context import Context
 from xdsl.dialects.builtin import Builtin, ModuleOp
 from xdsl.parser import Parser
 from xdsl.passes import ModulePass, PassPipeline
-
-from pipeplan.universe import DIALECTS, PASSES, PIPEPLAN_UNIVERSE
 
 
 def register_pipeplan(ctx: Context, *, builtin: bool = True) -> Context:
