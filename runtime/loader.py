@@ -1,0 +1,226 @@
+"""Stage-local weight loading: map only a stage's tensor byte ranges, dequantize to torch float32.
+
+Seed 001 (weight lifecycle): a stage loads only its assigned range (WL-A-4, WL-L-1/2/3). This
+module memory-maps, per file (whole GGUF or gguf-split shard), only the byte ranges of the
+requested tensors: ranges are coalesced when they are less than one allocation granule apart,
+each region is mapped with its offset rounded down to ``mmap.ALLOCATIONGRANULARITY``; the rest
+of the file is never mapped or read. :class:`LoadedWeights` reports the bytes mapped so tests can
+show a stage touched only its own tensors.
+
+Errors are :class:`LoaderError` (``kind`` ``"download"`` when a file is missing or unreadable,
+``"parse"`` when a range lies outside its file) and :class:`~pipeplan.runtime.dequant.DequantError`
+(``kind`` ``"parse"``): the stage worker maps ``err.kind`` to ``StageFault(kind, ...)``.
+"""
+
+from __future__ import annotations
+
+import mmap
+import os
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import torch
+from pipeplan.errors import PipeplanError
+from pipeplan.plan_types import ModelFacts, TensorInfo, TensorSlice
+from pipeplan.runtime.dequant import dequantize, expected_nbytes
+
+GRANULE = mmap.ALLOCATIONGRANULARITY
+
+
+class LoaderError(PipeplanError):
+    """A tensor's bytes cannot be mapped.
+
+    ``kind``: ``"download"`` (the shard file is missing/unreadable: the artifact is not locally
+    available, WL-F-1) or ``"parse"`` (a byte range outside the file, a shard index with no file,
+    or a size that disagrees with the ggml type and shape, WL-F-2). ``code`` is ``loader:<kind>``.
+    """
+
+    def __init__(self, kind: str, detail: str, *, where: str | None = None):
+        super().__init__(detail, code=f"loader:{kind}", where=where)
+        self.kind = kind
+        self.detail = detail
+
+    def __reduce__(self):  # picklable across processes
+        return (_make_loader_error, (self.kind, self.detail, self.where))
+
+
+def _make_loader_error(kind: str, detail: str, where: str | None) -> LoaderError:
+    return LoaderError(kind, detail, where=where)
+
+
+def slice_of(t: TensorInfo) -> TensorSlice:
+    """The :class:`TensorSlice` (what a stage loads) of a header :class:`TensorInfo`."""
+    return TensorSlice(t.name, t.ggml_type, tuple(t.shape), t.shard, t.offset, t.n_bytes)
+
+
+@dataclass
+class MappedRegion:
+    """One mapped window of a file: ``[offset, offset + length)``, ``offset`` granule-aligned."""
+
+    file: str
+    offset: int
+    length: int
+
+
+@dataclass
+class MappedTensors:
+    """Result of :func:`map_tensor_bytes`: name -> uint8 array view of the tensor's bytes, plus the
+    mapped regions (their total length is ``mapped_bytes``)."""
+
+    views: dict[str, np.ndarray]
+    regions: list[MappedRegion] = field(default_factory=list)
+
+    @property
+    def mapped_bytes(self) -> int:
+        """Total bytes mapped (sum of region lengths, including granule rounding)."""
+        return sum(r.length for r in self.regions)
+
+
+def _plan_regions(ranges: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    """Coalesce sorted ``(start, end)`` byte ranges into granule-aligned ``(map_start, map_end)``
+    windows; ranges whose aligned windows touch or overlap are merged."""
+    out: list[tuple[int, int]] = []
+    for start, end in sorted(ranges):
+        a = start - start % GRANULE
+        if out and a <= out[-1][1]:
+            out[-1] = (out[-1][0], max(out[-1][1], end))
+        else:
+            out.append((a, end))
+    return out
+
+
+def map_tensors(files: Sequence[str | Path], tensors: Sequence[TensorSlice]) -> MappedTensors:
+    """Memory-map only the byte ranges of ``tensors`` (see the module docstring).
+
+    Args:
+        files: local paths, indexed by ``TensorSlice.shard``.
+        tensors: the tensors to map; ``offset``/``n_bytes`` are absolute byte positions in their file.
+
+    Returns:
+        :class:`MappedTensors` whose views stay valid as long as they are referenced (each view
+        keeps its mmap alive); nothing is read until the views are used.
+
+    Raises:
+        LoaderError: ``download`` for a missing/unreadable file; ``parse`` for a shard index with no
+            file, a negative offset/size, or a range reaching past the end of its file.
+    """
+    by_shard: dict[int, list[TensorSlice]] = {}
+    for t in tensors:
+        if not 0 <= t.shard < len(files):
+            raise LoaderError("parse", f"tensor {t.name}: shard {t.shard} but only {len(files)} file(s)", where=t.name)
+        if t.offset < 0 or t.n_bytes < 0:
+            raise LoaderError("parse", f"tensor {t.name}: negative offset/size ({t.offset}, {t.n_bytes})", where=t.name)
+        by_shard.setdefault(t.shard, []).append(t)
+    result = MappedTensors(views={})
+    for shard, ts in sorted(by_shard.items()):
+        path = str(files[shard])
+        try:
+            fd = os.open(path, os.O_RDONLY)
+        except OSError as e:
+            raise LoaderError("download", f"cannot open weight file {path}: {e.strerror}", where=path) from e
+        try:
+            size = os.fstat(fd).st_size
+            for t in ts:
+                if t.offset + t.n_bytes > size:
+                    raise LoaderError(
+                        "parse",
+                        f"tensor {t.name}: bytes [{t.offset}, {t.offset + t.n_bytes}) lie outside "
+                        f"{path} ({size} bytes)",
+                        where=t.name,
+                    )
+            regions = _plan_regions([(t.offset, t.offset + t.n_bytes) for t in ts if t.n_bytes > 0])
+            maps: list[tuple[int, int, np.ndarray]] = []
+            for a, b in regions:
+                try:
+                    mm = mmap.mmap(fd, b - a, access=mmap.ACCESS_READ, offset=a)
+                except (OSError, ValueError) as e:
+                    raise LoaderError("parse", f"cannot map bytes [{a}, {b}) of {path}: {e}", where=path) from e
+                maps.append((a, b, np.frombuffer(mm, dtype=np.uint8)))
+                result.regions.append(MappedRegion(path, a, b - a))
+            for t in ts:
+                if t.n_bytes == 0:
+                    result.views[t.name] = np.zeros(0, dtype=np.uint8)
+                    continue
+                for a, b, arr in maps:
+                    if a <= t.offset and t.offset + t.n_bytes <= b:
+                        result.views[t.name] = arr[t.offset - a : t.offset - a + t.n_bytes]
+                        break
+        finally:
+            os.close(fd)
+    return result
+
+
+def map_tensor_bytes(files: Sequence[str | Path], tensors: Sequence[TensorSlice]) -> dict[str, np.ndarray]:
+    """Name -> uint8 numpy view of each tensor's bytes, mapping only those ranges.
+
+    Same arguments and errors as :func:`map_tensors` (which also reports the mapped regions).
+    """
+    return map_tensors(files, tensors).views
+
+
+class LoadedWeights(Mapping[str, torch.Tensor]):
+    """A stage's dequantized weights: a read-only mapping name -> float32 torch tensor (numpy/torch
+    order), plus ``mapped_bytes`` (bytes of the files that were mapped) and ``tensor_bytes`` (sum of
+    the requested tensors' ``n_bytes``)."""
+
+    def __init__(self, tensors: dict[str, torch.Tensor], mapped_bytes: int, tensor_bytes: int,
+                 regions: list[MappedRegion]):
+        self.tensors = tensors
+        self.mapped_bytes = mapped_bytes
+        self.tensor_bytes = tensor_bytes
+        self.regions = regions
+
+    def __getitem__(self, name: str) -> torch.Tensor:
+        return self.tensors[name]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.tensors)
+
+    def __len__(self) -> int:
+        return len(self.tensors)
+
+    def __repr__(self) -> str:
+        return f"LoadedWeights({len(self.tensors)} tensors, mapped_bytes={self.mapped_bytes})"
+
+
+def load_stage_weights(files: Sequence[str | Path], tensors: Sequence[TensorSlice]) -> LoadedWeights:
+    """Map and dequantize a stage's tensors.
+
+    Args:
+        files: local paths of the GGUF file or of its gguf-split shards (index = ``TensorSlice.shard``).
+        tensors: the stage's tensors (``ProvisionStage.tensors``), shapes in ggml order.
+
+    Returns:
+        :class:`LoadedWeights` (a ``Mapping[str, torch.Tensor]``): each tensor float32, contiguous,
+        shape reversed from ggml order (``blk.0.attn_k.weight`` ggml (64, 32) -> torch (32, 64),
+        i.e. ``[out_features, in_features]``). Tensors own their memory (copied out of the map), so
+        the maps are released when this returns.
+
+    Raises:
+        LoaderError: see :func:`map_tensors`; ``parse`` also when ``n_bytes`` disagrees with the
+            ggml type and shape.
+        DequantError: unknown or undequantizable ggml type, bad row length (kind ``parse``).
+    """
+    for t in tensors:
+        need = expected_nbytes(t.ggml_type, t.shape, what=t.name)
+        if need != t.n_bytes:
+            raise LoaderError(
+                "parse", f"tensor {t.name}: {t.ggml_type} {tuple(t.shape)} needs {need} bytes, index says {t.n_bytes}",
+                where=t.name,
+            )
+    mapped = map_tensors(files, tensors)
+    out: dict[str, torch.Tensor] = {}
+    for t in tensors:
+        arr = dequantize(mapped.views[t.name], t.ggml_type, t.shape, what=t.name)
+        out[t.name] = torch.from_numpy(np.array(arr, dtype=np.float32, copy=True))
+    return LoadedWeights(out, mapped.mapped_bytes, sum(t.n_bytes for t in tensors), mapped.regions)
+
+
+def stage_slices(facts: ModelFacts, layer_start: int, layer_end: int, first: bool, last: bool
+                 ) -> tuple[TensorSlice, ...]:
+    """The :class:`TensorSlice` of every tensor a stage owns (``ModelFacts.tensors_for_stage``):
+    blocks in ``[layer_start, layer_end)``, ``token_embd.weight`` when ``first``, the output norm and
+    head (or tied ``token_embd.weight``) when ``last``."""
+    return tuple(slice_of(t) for t in facts.tensors_for_stage(layer_start, layer_end, first, last))

@@ -1,0 +1,95 @@
+"""Token sampling from a logits row: greedy, or temperature + top-k + top-p with a seeded generator.
+
+Order of operations follows llama.cpp's default sampler chain for these three samplers
+(``top_k`` -> ``top_p`` -> ``temp`` -> ``dist``): top-k and top-p select candidates from the logits
+ranking (top-p on the softmax of the *un-tempered* logits, as ``llama_sampler_top_p`` sees them
+before ``temp``), then the survivors are sampled from ``softmax(logits / temperature)`` with a
+``torch.Generator`` seeded by ``seed``, so equal seeds give equal sequences.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+from pipeplan.errors import PipeplanError
+
+
+class SamplingError(PipeplanError):
+    """Invalid sampler parameters, or logits that are not a finite 1-D float row."""
+
+    code = "sampling"
+    kind = "runtime"
+
+
+class Sampler:
+    """Pick the next token id from logits ``[n_vocab]``.
+
+    Args:
+        temperature: 0 = greedy argmax (ties: lowest id); > 0 scales logits before softmax.
+        top_k: keep the k highest logits (0 = all).
+        top_p: keep the smallest set of highest-probability tokens whose probability reaches
+            ``top_p`` (1.0 = all; always keeps at least one token).
+        seed: seed of the generator (None: a fixed default seed 0, still reproducible).
+
+    Raises:
+        SamplingError: ``temperature < 0`` or not finite, ``top_k < 0``, ``top_p`` outside ``(0, 1]``,
+            or ``seed`` not an int.
+    """
+
+    def __init__(self, temperature: float = 0.0, top_k: int = 0, top_p: float = 1.0, seed: int | None = None):
+        if not isinstance(temperature, (int, float)) or not math.isfinite(temperature) or temperature < 0:
+            raise SamplingError(f"temperature must be a finite number >= 0, got {temperature!r}", where="temperature")
+        if not isinstance(top_k, int) or isinstance(top_k, bool) or top_k < 0:
+            raise SamplingError(f"top_k must be an int >= 0, got {top_k!r}", where="top_k")
+        if not isinstance(top_p, (int, float)) or not (0.0 < top_p <= 1.0):
+            raise SamplingError(f"top_p must be in (0, 1], got {top_p!r}", where="top_p")
+        if seed is not None and (not isinstance(seed, int) or isinstance(seed, bool)):
+            raise SamplingError(f"seed must be an int or None, got {seed!r}", where="seed")
+        self.temperature = float(temperature)
+        self.top_k = top_k
+        self.top_p = float(top_p)
+        self.seed = 0 if seed is None else seed
+        self.generator = torch.Generator().manual_seed(self.seed)
+
+    @property
+    def greedy(self) -> bool:
+        """Whether this sampler is greedy (temperature 0, or top_k 1)."""
+        return self.temperature == 0.0 or self.top_k == 1
+
+    def candidates(self, logits: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """The ids kept by top-k then top-p, highest logit first, and their logits.
+
+        Shapes: ``logits`` ``[n_vocab]`` -> (int64 ``[m]``, float32 ``[m]``), ``1 <= m <= n_vocab``.
+        """
+        vals, ids = torch.sort(logits.float(), descending=True, stable=True)
+        if self.top_k > 0:
+            vals, ids = vals[: self.top_k], ids[: self.top_k]
+        if self.top_p < 1.0:
+            probs = torch.softmax(vals, dim=-1)
+            cum = torch.cumsum(probs, dim=-1)
+            keep = int(torch.searchsorted(cum, torch.tensor([self.top_p]), right=False)[0]) + 1
+            keep = max(1, min(keep, vals.numel()))
+            vals, ids = vals[:keep], ids[:keep]
+        return ids, vals
+
+    def sample(self, logits: torch.Tensor) -> int:
+        """One token id from ``logits`` (``[n_vocab]``, or ``[1, n_vocab]``).
+
+        Raises:
+            SamplingError: logits not a 1-row float tensor, empty, or containing NaN.
+        """
+        if not isinstance(logits, torch.Tensor) or not logits.is_floating_point():
+            raise SamplingError("logits must be a float torch.Tensor", where="logits")
+        if logits.dim() == 2 and logits.shape[0] == 1:
+            logits = logits[0]
+        if logits.dim() != 1 or logits.numel() == 0:
+            raise SamplingError(f"logits must have shape [n_vocab], got {tuple(logits.shape)}", where="logits")
+        if bool(torch.isnan(logits).any()):
+            raise SamplingError("logits contain NaN", where="logits")
+        if self.greedy:
+            return int(torch.argmax(logits))
+        ids, vals = self.candidates(logits)
+        probs = torch.softmax(vals / self.temperature, dim=-1)
+        pick = int(torch.multinomial(probs, 1, generator=self.generator)[0])
+        return int(ids[pick])
