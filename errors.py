@@ -104,7 +104,9 @@ class RunPlanRejection(PipeplanError):
 
     ``code`` is one of: unknown_node, duplicate_stage, missing_stage, invalid_stage_count,
     edge_endpoint_mismatch, inconsistent_model_facts, insufficient_memory, invalid_object_spec,
-    invalid_pool, invalid_runtime_config.
+    invalid_pool, invalid_runtime_config; from the runplan IR verifiers also
+    invalid_layer_assignment (RP-LA-1/2/4), inconsistent_provision (RP-PP-*) and malformed_runplan
+    (IR that is not a RunPlan at all). See ``pipeplan.dialects.runplan.INVARIANT_CODES``.
     """
 
     code = "rejected"
