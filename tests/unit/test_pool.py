@@ -1,0 +1,133 @@
+"""Node pools: ``[[nodes]]`` TOML loading, validation and the local pool (frontend/pool.py)."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+from pipeplan.errors import RunPlanRejection
+from pipeplan.frontend.pool import load_pool_toml, local_pool, physical_memory_bytes, validate_pool
+from pipeplan.plan_types import NodePool, NodeSpec
+
+GOOD = """
+[[nodes]]
+id = "gpu0"
+memory_bytes = 17179869184
+bandwidth_bytes_per_s = 9.0e11
+flops_per_s = 6.5e13
+link_bandwidth_bytes_per_s = 1250000000
+
+[[nodes]]
+id = "host-1.example:7000"
+memory_bytes = 8000000000
+"""
+
+
+def _write(tmp_path, text: str, name: str = "pool.toml"):
+    p = tmp_path / name
+    p.write_text(text)
+    return p
+
+
+def test_load_good_pool(tmp_path):
+    """A well-formed pool loads in file order with every optional field."""
+    pool = load_pool_toml(_write(tmp_path, GOOD))
+    assert pool == NodePool((
+        NodeSpec("gpu0", 17179869184, 9.0e11, 6.5e13, 1250000000),
+        NodeSpec("host-1.example:7000", 8000000000),
+    ))
+
+
+BAD_CASES = {
+    "missing_id": ('[[nodes]]\nmemory_bytes = 10\n', "nodes[0]", "missing key 'id'"),
+    "missing_memory": ('[[nodes]]\nid = "a"\n', "nodes[0]", "missing key 'memory_bytes'"),
+    "duplicate_id": ('[[nodes]]\nid = "a"\nmemory_bytes = 10\n[[nodes]]\nid = "a"\nmemory_bytes = 20\n',
+                     "nodes[1]", "duplicate node id 'a' (first in nodes[0])"),
+    "zero_memory": ('[[nodes]]\nid = "a"\nmemory_bytes = 0\n', "nodes[0]", "'memory_bytes' must be > 0"),
+    "negative_memory": ('[[nodes]]\nid = "a"\nmemory_bytes = -5\n', "nodes[0]", "'memory_bytes' must be > 0"),
+    "float_memory": ('[[nodes]]\nid = "a"\nmemory_bytes = 1.5e9\n', "nodes[0]", "'memory_bytes' must be an integer"),
+    "string_memory": ('[[nodes]]\nid = "a"\nmemory_bytes = "16GB"\n', "nodes[0]", "'memory_bytes' must be an integer"),
+    "bool_memory": ('[[nodes]]\nid = "a"\nmemory_bytes = true\n', "nodes[0]", "'memory_bytes' must be an integer"),
+    "int_id": ('[[nodes]]\nid = 3\nmemory_bytes = 10\n', "nodes[0]", "'id' must be a non-empty string"),
+    "empty_id": ('[[nodes]]\nid = ""\nmemory_bytes = 10\n', "nodes[0]", "'id' must be a non-empty string"),
+    "id_with_comma": ('[[nodes]]\nid = "a,b"\nmemory_bytes = 10\n', "nodes[0]", "is not a valid node id"),
+    "reserved_id": ('[[nodes]]\nid = "orchestrator"\nmemory_bytes = 10\n', "nodes[0]", "reserved"),
+    "string_bandwidth": ('[[nodes]]\nid = "a"\nmemory_bytes = 10\nbandwidth_bytes_per_s = "fast"\n',
+                         "nodes[0]", "'bandwidth_bytes_per_s' must be a number"),
+    "negative_flops": ('[[nodes]]\nid = "a"\nmemory_bytes = 10\nflops_per_s = -1.0\n',
+                       "nodes[0]", "'flops_per_s' must be a finite number > 0"),
+    "inf_link": ('[[nodes]]\nid = "a"\nmemory_bytes = 10\nlink_bandwidth_bytes_per_s = inf\n',
+                 "nodes[0]", "'link_bandwidth_bytes_per_s' must be a finite number > 0"),
+    "unknown_key": ('[[nodes]]\nid = "a"\nmemory_bytes = 10\nmemroy = 3\n', "nodes[0]", "unknown key 'memroy'"),
+    "unknown_top_level": ('name = "x"\n[[nodes]]\nid = "a"\nmemory_bytes = 10\n', "pool.toml",
+                          "unknown top-level key 'name'"),
+    "no_nodes": ('# nothing\n', "pool.toml", "missing [[nodes]] tables"),
+    "empty_nodes": ('nodes = []\n', "pool.toml", "the pool has no nodes"),
+    "nodes_not_tables": ('nodes = [1, 2]\n', "pool.toml", "array of tables"),
+    "toml_syntax": ('[[nodes]\nid = "a"\n', "pool.toml", "TOML syntax error"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(BAD_CASES))
+def test_bad_pool_rejected(tmp_path, case):
+    """Every pool defect is invalid_pool naming the file, the table and the key."""
+    text, where, fragment = BAD_CASES[case]
+    path = _write(tmp_path, text)
+    with pytest.raises(RunPlanRejection) as ei:
+        load_pool_toml(path)
+    err = ei.value
+    assert err.code == "invalid_pool"
+    assert str(path) in err.message
+    assert where in err.message
+    assert fragment in err.message
+    assert "\n" not in err.one_line()
+
+
+def test_unreadable_pool(tmp_path):
+    """A missing file is invalid_pool naming the path."""
+    path = tmp_path / "nope.toml"
+    with pytest.raises(RunPlanRejection) as ei:
+        load_pool_toml(path)
+    assert ei.value.code == "invalid_pool" and str(path) in ei.value.message
+
+
+def test_non_utf8_pool(tmp_path):
+    """A binary file is invalid_pool, not a UnicodeDecodeError."""
+    path = tmp_path / "bin.toml"
+    path.write_bytes(b"\xff\xfe\x00id")
+    with pytest.raises(RunPlanRejection) as ei:
+        load_pool_toml(path)
+    assert ei.value.code == "invalid_pool"
+
+
+@pytest.mark.parametrize("pool, fragment", [
+    (NodePool(()), "no nodes"),
+    (NodePool((NodeSpec("a", 10), NodeSpec("a", 10))), "duplicate node id 'a'"),
+    (NodePool((NodeSpec("a", 0),)), "'memory_bytes' must be > 0"),
+    (NodePool([NodeSpec("a", 10)]), "tuple of NodeSpec"),  # type: ignore[arg-type]
+    (NodePool(("a",)), "expected a NodeSpec"),  # type: ignore[arg-type]
+    ([NodeSpec("a", 10)], "expected a NodePool"),
+])
+def test_validate_python_pools(pool, fragment):
+    """Pools built in Python get the same checks as TOML pools."""
+    with pytest.raises(RunPlanRejection) as ei:
+        validate_pool(pool)  # type: ignore[arg-type]
+    assert ei.value.code == "invalid_pool" and fragment in ei.value.message
+
+
+def test_local_pool_semantics():
+    """local_pool(n): ids local0..local{n-1}, each with the host's whole physical memory, no bandwidths."""
+    mem = physical_memory_bytes()
+    assert mem == os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE") and mem > 0
+    pool = local_pool(3)
+    assert [n.id for n in pool.nodes] == ["local0", "local1", "local2"]
+    assert all(n.memory_bytes == mem and n.bandwidth_bytes_per_s is None for n in pool.nodes)
+    assert local_pool(2, memory_bytes=1234).nodes[1] == NodeSpec("local1", 1234)
+
+
+@pytest.mark.parametrize("n, kwargs", [(0, {}), (-1, {}), (True, {}), (2, {"memory_bytes": 0})])
+def test_local_pool_rejects(n, kwargs):
+    """A local pool needs >= 1 node and positive memory."""
+    with pytest.raises(RunPlanRejection) as ei:
+        local_pool(n, **kwargs)
+    assert ei.value.code == "invalid_pool"
