@@ -16,11 +16,19 @@ from xdsl.universe import Universe
 
 DIALECTS: dict[str, str] = {
     "runplan": "pipeplan.dialects.runplan:Runplan",
+    "pplan": "pipeplan.dialects.pplan:Pplan",
+    "cplan": "pipeplan.dialects.cplan:Cplan",
 }
 
 PASSES: dict[str, str] = {
     "runplan-verify": "pipeplan.transforms.runplan_verify:RunplanVerifyPass",
     "runplan-project-provisioning": "pipeplan.transforms.project_provisioning:ProjectProvisioningPass",
+    "convert-runplan-to-pplan": "pipeplan.transforms.convert_runplan_to_pplan:ConvertRunplanToPplanPass",
+    "pplan-legalize": "pipeplan.transforms.pplan_legalize:PplanLegalizePass",
+    "pplan-select-implementations": "pipeplan.transforms.pplan_select_implementations:PplanSelectImplementationsPass",
+    "pplan-resolve-costs": "pipeplan.transforms.pplan_resolve_costs:PplanResolveCostsPass",
+    "convert-pplan-to-cplan": "pipeplan.transforms.convert_pplan_to_cplan:ConvertPplanToCplanPass",
+    "cplan-verify": "pipeplan.transforms.cplan_verify:CplanVerifyPass",
 }
 
 

@@ -1,0 +1,37 @@
+"""Queue-centric virtual target ``virtual-queue`` (seed 003, "First implementation milestone" 1).
+
+A reference target whose commands run on in-order queues: a ``compute`` queue for kernels and a
+``copy`` queue for edge transfers. Its kernel library mirrors the runtime's reference kernels for
+the dtypes F32/F16/BF16/Q8_0/Q4_0 — deliberately **no K-quants** (Q4_K), so plans with K-quant
+weights fail legalization on it with a lineage diagnostic rather than a silent generic kernel.
+"""
+
+from __future__ import annotations
+
+from pipeplan.dialects.bindings import TargetBinding
+from pipeplan.lowering.targets import (
+    EngineResources,
+    PreferenceSelector,
+    RuleTable,
+    StandardLegality,
+    TargetPlugin,
+    standard_rules,
+)
+
+DTYPES = ("f32", "f16", "bf16", "q8_0", "q4_0")
+REVISION = "virtual-queue@1"
+
+BINDING = TargetBinding(
+    target="virtual-queue", architecture="virtual-queue", runtime="vq-runtime-1",
+    capabilities=tuple(f"dtype:{d}" for d in (*DTYPES, "i32")) + ("memspace:device", "memspace:link",
+                                                                 "layout:row_major", "collective:send",
+                                                                 "collective:recv", "engine:queue"),
+    library="pipeplan-vq-kernels", library_version="1", abi="vq-abi-1", plugin_revision=REVISION)
+
+PLUGIN = TargetPlugin(
+    name="virtual-queue", revision=REVISION, binding=BINDING,
+    capability=RuleTable(standard_rules("vq", compute_dtypes=DTYPES, runtime=BINDING.runtime,
+                                        library=BINDING.library, abi=BINDING.abi, engine="queue.compute",
+                                        copy_engine="queue.copy")),
+    legality=StandardLegality(), selector=PreferenceSelector(), resources=EngineResources())
+"""The virtual-queue plugin."""

@@ -1,0 +1,375 @@
+"""``convert-runplan-to-pplan``: RunPlan -> PortablePlanIR (issue 4, item 2).
+
+The pass reads the RunPlan as a :class:`~pipeplan.plan_types.RunPlanSpec`
+(``runplan_spec_from_module``), so it does not depend on the runplan IR's op layout, and replaces
+the module's ``runplan.*`` ops with one ``pplan.plan`` (plus a ``pplan.deployment_binding`` when
+the ``pool`` option names a node-pool TOML file).
+
+Task granularity is the runtime's by construction: each stage's tasks are the
+:class:`~pipeplan.runtime.program.KernelCall` list of ``build_stage_program`` (16 calls per block:
+attn_norm, q/k/v matmuls, two ropes, kv_cache_write, attention, attn_output matmul, residual add,
+ffn_norm, gate/up matmuls, silu_mul, down matmul, residual add; embedding on the first stage;
+last_row, output norm and head on the last), wrapped by the edge transfers (``recv`` of the
+inbound edge, ``send`` of the outbound one) and, on the last stage, the sampling ``argmax``
+(llama.cpp greedy sampling; the runtime's Sampler at temperature 0). Two steps are described: a
+prefill of ``prompt_len`` tokens at position 0 and a decode of one token at ``decode_pos``
+(default ``prompt_len``).
+
+Work formulas (R rows in the call, D hidden, F ffn, H/Hkv heads, hd head dim, r rope dims,
+P = start position, L = P + R keys, w = element bytes; all activations f32):
+
+* ``matmul`` [R,K]x[N,K]^T: flops ``2*R*N*K``; reads ``R*K*4 + bytes(W)``; writes ``R*N*4``.
+* ``rms_norm``: flops ``4*R*D`` (square, sum, scale, weight); reads ``R*D*4 + bytes(w)``.
+* ``rope``: flops ``3*R*n_heads*r`` (6 per rotated pair); reads x and ``R*r*4`` of the table.
+* ``kv_cache_write``: reads k and v (``2*R*Hkv*hd*4``); writes ``R*Hkv*hd*w_kv`` into each cache.
+* ``attention``: flops ``H*S*(4*hd + 5)`` with ``S = R*P + R*(R+1)/2`` causal scores (QK^T and
+  PV 2*hd each, softmax 5); reads q and ``L*Hkv*hd*w_kv`` of each cache (caches are
+  ``[max_seq_len, Hkv, hd]``, position-major like the runtime's); work shape ``[R, H*hd, L]``.
+* ``add``: ``R*D`` flops; ``silu_mul``: ``5*R*F``; ``argmax``: ``V`` (compares);
+  ``embedding_gather``/``last_row``/``send``/``recv``: 0 flops, bytes of the rows moved.
+* ``send``/``recv`` move the step's rows of the edge object (``T*D*w`` activations, ``T*4`` token
+  ids, 4 bytes for the sampled token) — at most the ObjectSpec's ``max_extent``.
+
+Dependencies are derived from buffer hazards in program order (read-after-write,
+write-after-read, write-after-write on whole buffers), across stages through the edge buffers.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from pipeplan.dialects.bindings import DeploymentBinding
+from pipeplan.dialects.pplan import BufferOp, PlanOp, TaskOp, dtype_nbytes, gc_paused
+from pipeplan.plan_types import DTYPE_WIDTHS, ORCHESTRATOR, NodePool, RunPlanSpec
+from xdsl.context import Context
+from xdsl.dialects.builtin import ModuleOp
+from xdsl.ir import Operation
+from xdsl.passes import ModulePass
+from xdsl.utils.exceptions import PassFailedException
+
+_SKIP_INPUTS = ("start_pos",)
+
+
+@dataclass
+class _Buf:
+    name: str
+    dtype: str
+    shape: tuple[int, ...]
+
+
+class _Builder:
+    """Accumulates buffers and tasks, deriving hazard dependencies in O(accesses)."""
+
+    def __init__(self) -> None:
+        self.ops: list[Operation] = []
+        self.bufs: dict[str, _Buf] = {}
+        self.last_writer: dict[str, str] = {}
+        self.readers: dict[str, list[str]] = {}
+        self.task_count = 0
+        self._align: dict[str, int] = {}
+
+    def buffer(self, name: str, dtype: str, shape: Sequence[int], *, alignment: int, lifetime: str,
+               memspace: str, stage: int, origin: str, nbytes: int | None = None) -> _Buf:
+        if name in self.bufs:
+            return self.bufs[name]
+        shape = tuple(int(d) for d in shape)
+        n = dtype_nbytes(dtype, shape) if nbytes is None else nbytes
+        self.ops.append(BufferOp(name, dtype=dtype, shape=shape, nbytes=n, alignment=alignment, lifetime=lifetime,
+                                 memspace=memspace, stage=stage, origin=origin))
+        b = _Buf(name, dtype, shape)
+        self.bufs[name] = b
+        self._align[name] = alignment
+        return b
+
+    def task(self, name: str, *, op: str, step: str, stage: int, block: int, model_op: str, flops: int,
+             reads: Sequence[tuple[_Buf, int]], writes: Sequence[tuple[_Buf, int]], shape: Sequence[int],
+             memspace: str = "device", collective: str = "none", edge: str | None = None) -> None:
+        deps: dict[str, None] = {}
+        for b, _ in reads:
+            w = self.last_writer.get(b.name)
+            if w is not None:
+                deps[w] = None
+        for b, _ in writes:
+            w = self.last_writer.get(b.name)
+            if w is not None:
+                deps[w] = None
+            for r in self.readers.get(b.name, ()):
+                deps[r] = None
+        deps.pop(name, None)
+        operands = [b for b, _ in reads] + [b for b, _ in writes]
+        self.ops.append(TaskOp(
+            name, op=op, step=step, stage=stage, block=block, model_op=model_op, flops=flops,
+            reads=[b.name for b, _ in reads], read_bytes=[n for _, n in reads],
+            writes=[b.name for b, _ in writes], write_bytes=[n for _, n in writes],
+            dtypes=[b.dtype for b in operands], shape=shape, deps=list(deps),
+            alignment=min(self._align[b.name] for b in operands) if operands else 1,
+            memspace=memspace, collective=collective, edge=edge))
+        self.task_count += 1
+        for b, _ in reads:
+            self.readers.setdefault(b.name, []).append(name)
+        for b, _ in writes:
+            self.last_writer[b.name] = name
+            self.readers[b.name] = []
+
+
+def _short(name: str) -> str:
+    """``blk.3.attn_q.weight`` -> ``attn_q``; ``blk.3.q_proj`` -> ``q_proj``; ``output.weight`` -> ``output``."""
+    if name.endswith(".weight"):
+        name = name[: -len(".weight")]
+    if name.startswith("blk."):
+        name = name.split(".", 2)[2]
+    return name
+
+
+def build_portable_plan(spec: RunPlanSpec, *, prompt_len: int, decode_pos: int | None = None) -> PlanOp:
+    """The ``pplan.plan`` of ``spec``: one prefill step of ``prompt_len`` tokens and one decode step
+    at position ``decode_pos`` (default ``prompt_len``), for every stage, with edge transfers.
+
+    Raises:
+        PassFailedException: prompt_len < 1, decode_pos < prompt_len, decode_pos >= max_seq_len,
+            or model facts the runtime program rejects (message names the stage).
+    Source: the task list of each stage is ``runtime.program.build_stage_program`` (same kernels, same
+    order); formulas in the module docstring.
+    """
+    from pipeplan.runtime.program import LlamaHParams, ProgramError, build_stage_program
+
+    facts, cfg = spec.facts, spec.config
+    L = cfg.max_seq_len
+    pos = prompt_len if decode_pos is None else decode_pos
+    if prompt_len < 1:
+        raise PassFailedException(f"convert-runplan-to-pplan: prompt_len must be >= 1, got {prompt_len}")
+    if not prompt_len <= pos < L:
+        raise PassFailedException(f"convert-runplan-to-pplan: decode position {pos} must be in [prompt_len "
+                                  f"{prompt_len}, max_seq_len {L})")
+    try:
+        hp = LlamaHParams.from_facts(facts)
+    except ProgramError as e:
+        raise PassFailedException(f"convert-runplan-to-pplan: model {facts.name}: {e.message}") from None
+    D, hd, V = hp.n_embd, hp.head_dim, hp.n_vocab
+    kv_dt = cfg.kv_dtype
+    tensors = {t.name: t for t in facts.tensors}
+    n = len(spec.stages)
+    inbound = {e.consumer: e for e in spec.edges}
+    outbound = {e.producer: e for e in spec.edges}
+    bld = _Builder()
+    act_align = cfg.alignment
+    for e in spec.edges:
+        os = e.object_spec
+        bld.buffer(f"edge.{e.edge_id}", os.dtype, os.shape, alignment=os.alignment, lifetime="edge",
+                   memspace="link", stage=-1, origin=f"edge {e.edge_id} ({e.kind})")
+    programs = []
+    for st in spec.stages:
+        first, last = st.index == 0, st.index == n - 1
+        try:
+            programs.append(build_stage_program(hp, st.layer_start, st.layer_end, first, last, L))
+        except ProgramError as e:
+            raise PassFailedException(f"convert-runplan-to-pplan: stage {st.index}: {e.message}") from None
+    for step, T, P in (("prefill", prompt_len, 0), ("decode", 1, pos)):
+        for st, program in zip(spec.stages, programs):
+            s = st.index
+            first, last = s == 0, s == n - 1
+            pre = f"{step}.s{s}"
+            shapes: dict[str, _Buf] = {}
+
+            def transient(local: str, dtype: str, shape: Sequence[int], s=s, pre=pre, step=step, shapes=shapes) -> _Buf:
+                b = bld.buffer(f"{pre}.{local}", dtype, shape, alignment=act_align, lifetime="transient",
+                               memspace="device", stage=s, origin=f"{step}:{local}")
+                shapes[local] = b
+                return b
+
+            def weight(local: str, s=s) -> _Buf:
+                t = tensors.get(local)
+                if t is None:
+                    raise PassFailedException(f"convert-runplan-to-pplan: stage {s} needs tensor {local!r}, which "
+                                              f"the model facts lack")
+                dt = t.ggml_type.lower()
+                try:
+                    return bld.buffer(f"s{s}.w.{local}", dt, tuple(reversed(t.shape)), alignment=facts.alignment,
+                                      lifetime="weight", memspace="device", stage=s, origin=local, nbytes=t.n_bytes)
+                except ValueError as err:
+                    raise PassFailedException(f"convert-runplan-to-pplan: tensor {local}: {err}") from None
+
+            def lookup(local: str, s=s, shapes=shapes) -> _Buf:
+                if local.endswith(".weight"):
+                    return weight(local)
+                if local.endswith(".cache_k") or local.endswith(".cache_v"):
+                    return bld.buffer(f"s{s}.{local}", kv_dt, (L, hp.n_head_kv, hd), alignment=act_align,
+                                      lifetime="kv", memspace="device", stage=s, origin=local)
+                if local == "rope_table":
+                    return bld.buffer(f"s{s}.rope_table", "f32", (L, hp.rope_dim), alignment=act_align,
+                                      lifetime="weight", memspace="device", stage=s, origin="rope_table")
+                return shapes[local]
+
+            # inbound edge -> stage input
+            ein = inbound[s]
+            in_buf = transient("input", "i32", (T,)) if first else transient("input", "f32", (T, D))
+            eb = bld.bufs[f"edge.{ein.edge_id}"]
+            nb = dtype_nbytes(ein.object_spec.dtype, (T,) + tuple(ein.object_spec.shape[1:]))
+            bld.task(f"{pre}.recv.{ein.edge_id}", op="recv", step=step, stage=s, block=-1,
+                     model_op=f"edge:{ein.edge_id}", flops=0, reads=[(eb, nb)],
+                     writes=[(in_buf, dtype_nbytes(in_buf.dtype, in_buf.shape))], shape=in_buf.shape,
+                     memspace="link", collective="recv", edge=ein.edge_id)
+            rows = T
+            for call in program:
+                k = call.kernel
+                ins = [lookup(x) for x in call.inputs if x not in _SKIP_INPUTS]
+                blk = -1 if call.block is None else call.block
+                wname = next((x for x in call.inputs if x.endswith(".weight")), None)
+                label = _short(wname) if wname else (_short(call.outputs[0]) if call.outputs else "")
+                tname = f"{pre}." + (f"b{blk}." if blk >= 0 else "") + k + (f".{label}" if label else "")
+                model_op = (wname[: -len(".weight")] if wname else
+                            (f"blk.{blk}.{k}({label})" if blk >= 0 else f"{k}({label})"))
+                x = ins[0]
+                R = x.shape[0] if x.shape else rows
+                f32 = 4
+                writes: list[tuple[_Buf, int]] = []
+                if k == "embedding_gather":
+                    w = ins[1]
+                    out = transient(call.outputs[0], "f32", (T, D))
+                    reads = [(x, T * 4), (w, T * dtype_nbytes(w.dtype, (1, w.shape[-1])))]
+                    flops, shape = 0, out.shape
+                elif k == "rms_norm":
+                    w = ins[1]
+                    out = transient(call.outputs[0], "f32", x.shape)
+                    reads = [(x, R * x.shape[1] * f32), (w, dtype_nbytes(w.dtype, w.shape))]
+                    flops, shape = 4 * R * x.shape[1], out.shape
+                elif k == "matmul":
+                    w = ins[1]
+                    N, K = w.shape
+                    out = transient(call.outputs[0], "f32", (R, N))
+                    reads = [(x, R * K * f32), (w, dtype_nbytes(w.dtype, w.shape))]
+                    flops, shape = 2 * R * N * K, (R, N, K)
+                elif k == "rope":
+                    nh = int(call.attrs["n_heads"])
+                    out = transient(call.outputs[0], "f32", x.shape)
+                    reads = [(x, R * x.shape[1] * f32), (ins[1], R * hp.rope_dim * f32)]
+                    flops, shape = 3 * R * nh * hp.rope_dim, out.shape
+                elif k == "kv_cache_write":
+                    kx, vx, ck, cv = ins
+                    out = None
+                    reads = [(kx, R * kx.shape[1] * f32), (vx, R * vx.shape[1] * f32)]
+                    per = dtype_nbytes(kv_dt, (R, hp.n_head_kv * hd))
+                    writes = [(ck, per), (cv, per)]
+                    flops, shape = 0, (R, hp.n_head_kv * hd)
+                elif k == "attention":
+                    q, ck, cv = ins
+                    ctx = P + R
+                    S = R * P + R * (R + 1) // 2
+                    out = transient(call.outputs[0], "f32", q.shape)
+                    kv_read = dtype_nbytes(kv_dt, (ctx, hp.n_head_kv, hd))
+                    reads = [(q, R * q.shape[1] * f32), (ck, kv_read), (cv, kv_read)]
+                    flops, shape = hp.n_head * S * (4 * hd + 5), (R, q.shape[1], ctx)
+                elif k in ("add", "silu_mul"):
+                    y = ins[1]
+                    out = transient(call.outputs[0], "f32", x.shape)
+                    nel = R * x.shape[1]
+                    reads = [(x, nel * f32), (y, nel * f32)]
+                    flops, shape = (nel if k == "add" else 5 * nel), out.shape
+                elif k == "last_row":
+                    out = transient(call.outputs[0], "f32", (1, x.shape[1]))
+                    reads = [(x, x.shape[1] * f32)]
+                    flops, shape = 0, out.shape
+                    rows = 1
+                else:
+                    raise PassFailedException(f"convert-runplan-to-pplan: stage {s}: runtime kernel {k!r} has no "
+                                              f"portable work model")
+                if out is not None:
+                    writes = [(out, dtype_nbytes("f32", out.shape))]
+                bld.task(tname, op=k, step=step, stage=s, block=blk, model_op=model_op, flops=flops,
+                         reads=reads, writes=writes, shape=shape)
+            result = shapes["output"]
+            eout = outbound[s]
+            if last:
+                tok = transient("token", "i32", (1,))
+                bld.task(f"{pre}.argmax.token", op="argmax", step=step, stage=s, block=-1, model_op="sampling",
+                         flops=V, reads=[(result, V * 4)], writes=[(tok, 4)], shape=(1,))
+                result = tok
+            eb = bld.bufs[f"edge.{eout.edge_id}"]
+            rows_out = 1 if last else T
+            nb = dtype_nbytes(eout.object_spec.dtype, (rows_out,) + tuple(eout.object_spec.shape[1:]))
+            bld.task(f"{pre}.send.{eout.edge_id}", op="send", step=step, stage=s, block=-1,
+                     model_op=f"edge:{eout.edge_id}", flops=0,
+                     reads=[(result, dtype_nbytes(result.dtype, result.shape))], writes=[(eb, nb)],
+                     shape=(rows_out,) + tuple(eout.object_spec.shape[1:]), memspace="link",
+                     collective="send", edge=eout.edge_id)
+    if any(e.producer != ORCHESTRATOR and e.producer not in range(n) for e in spec.edges):
+        raise PassFailedException("convert-runplan-to-pplan: an edge names an unknown producer stage")
+    return PlanOp(spec.run_id, stage_count=n, prompt_len=prompt_len, decode_pos=pos, model=facts.name,
+                  source=f"runplan @{spec.run_id}", ops=bld.ops)
+
+
+def stage_reservations(spec: RunPlanSpec) -> dict[str, int]:
+    """Bytes each node already holds for the plan: its stage's weight bytes plus its KV cache
+    (``kv_bytes_per_block(max_seq_len, kv width) * blocks``), keyed by node id."""
+    out: dict[str, int] = {}
+    n = len(spec.stages)
+    kvw = DTYPE_WIDTHS.get(spec.config.kv_dtype, 4)
+    for st in spec.stages:
+        ts = spec.facts.tensors_for_stage(st.layer_start, st.layer_end, st.index == 0, st.index == n - 1)
+        kv = spec.facts.kv_bytes_per_block(spec.config.max_seq_len, kvw) * (st.layer_end - st.layer_start)
+        out[st.node_id] = out.get(st.node_id, 0) + sum(t.n_bytes for t in ts) + kv
+    return out
+
+
+def deployment_for(spec: RunPlanSpec, pool: NodePool) -> DeploymentBinding:
+    """DeploymentBinding of ``spec`` on ``pool`` (stage devices from the plan, reservations from
+    :func:`stage_reservations`). Raises PassFailedException when a stage node is not in the pool."""
+    try:
+        return DeploymentBinding.from_pool(pool, [s.node_id for s in spec.stages], stage_reservations(spec))
+    except KeyError as e:
+        raise PassFailedException(f"convert-runplan-to-pplan: {e.args[0]}") from None
+
+
+@dataclass(frozen=True)
+class ConvertRunplanToPplanPass(ModulePass):
+    """Replace the module's RunPlan with its PortablePlanIR.
+
+    Options: ``prompt_len`` (tokens of the prefill step, default 8), ``decode_pos`` (position of the
+    decode step; -1 = prompt_len), ``pool`` (node-pool TOML; when given, a
+    ``pplan.deployment_binding`` is emitted: the DeploymentBinding is never guessed).
+
+    Errors (PassFailedException): no RunPlan in the module, an unreadable pool, bad step options, a
+    runplan op left behind.
+    """
+
+    name = "convert-runplan-to-pplan"
+
+    prompt_len: int = 8
+    decode_pos: int = -1
+    pool: str = ""
+
+    def apply(self, ctx: Context, op: ModuleOp) -> None:
+        with gc_paused():
+            self._apply(op)
+
+    def _apply(self, op: ModuleOp) -> None:
+        from pipeplan.dialects.runplan_build import runplan_spec_from_module
+        from pipeplan.errors import PipeplanError
+
+        if not any(o.name.startswith("runplan.") for o in op.ops):
+            raise PassFailedException("convert-runplan-to-pplan: the module holds no runplan.plan")
+        try:
+            spec = runplan_spec_from_module(op)
+        except PipeplanError as e:
+            raise PassFailedException(f"convert-runplan-to-pplan: {e.one_line()}") from None
+        plan = build_portable_plan(spec, prompt_len=self.prompt_len,
+                                   decode_pos=None if self.decode_pos < 0 else self.decode_pos)
+        new_ops: list[Operation] = [plan]
+        if self.pool:
+            from pipeplan.frontend.pool import load_pool_toml
+
+            try:
+                pool = load_pool_toml(self.pool)
+            except PipeplanError as e:
+                raise PassFailedException(f"convert-runplan-to-pplan: pool: {e.one_line()}") from None
+            new_ops.append(deployment_for(spec, pool).to_op())
+        for o in list(op.ops):
+            if o.name.startswith("runplan."):
+                o.detach()
+                o.erase()
+        for o in new_ops:
+            op.body.block.add_op(o)
+        left = [o.name for o in op.walk() if o.name.startswith("runplan.")]
+        if left:
+            raise PassFailedException(f"convert-runplan-to-pplan: runplan ops remain: {left[:3]}")

@@ -1,0 +1,178 @@
+"""``pplan-legalize{target=...}``: map every portable task to legal implementations (AB-L-1, AB-L-2, AB-I-2).
+
+For each ``pplan.task`` the target plugin's capability rules for its op are checked by the
+plugin's LegalityModel (dtype, shape, layout, alignment, memory space, collective, runtime,
+library, ABI), for the task as written and for each requirement rewrite the plugin's selector
+offers. A rewrite that changes the task's op, flops, bytes, dtypes, shape or collective is refused
+(AB-L-2). The legal (task, rule) pairs become ``pplan.candidate`` ops (rank -1) in a
+``pplan.candidates`` op next to the plan, each recording the originating task, rule, plugin
+revision, resources and the reasons every other rule was rejected (AB-I-1).
+
+A task with no legal candidate fails the pass with the lineage path
+``model op -> stage/block (step) -> task -> rejected candidates with reasons`` — never a generic
+fallback implementation (AB-I-2). The TargetBinding comes from the ``target`` option (the plugin's
+identity is inserted as ``pplan.target_binding``) or from a ``pplan.target_binding`` already in the
+module; neither is a "missing binding" diagnostic (AB-G-4). The plan itself is not modified.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from pipeplan.dialects.bindings import TargetBinding, TargetBindingOp, find_binding, require_binding
+from pipeplan.dialects.pplan import (
+    CandidateOp,
+    CandidatesOp,
+    PlanOp,
+    TaskOp,
+    find_plan,
+    gc_paused,
+    ints,
+    portable_digest,
+    str_list,
+)
+from pipeplan.lowering.targets import (
+    Candidate,
+    TargetPlugin,
+    TaskRequirements,
+    UnknownTargetError,
+    get_target,
+)
+from xdsl.context import Context
+from xdsl.dialects.builtin import IntegerAttr, ModuleOp, StringAttr, i64
+from xdsl.ir import Attribute
+from xdsl.passes import ModulePass
+from xdsl.utils.exceptions import PassFailedException
+
+
+def task_requirements(t: TaskOp) -> TaskRequirements:
+    """The normalized requirements of a ``pplan.task``."""
+    return TaskRequirements(
+        task=t.sym_name.data, op=t.op.data, dtypes=str_list(t.dtypes), shape=ints(t.shape), layout=t.layout.data,
+        alignment=t.alignment.value.data, memspace=t.memspace.data, collective=t.collective.data,
+        flops=t.flops.value.data, bytes_read=t.bytes_read.value.data, bytes_written=t.bytes_written.value.data,
+        lineage=t.lineage)
+
+
+def plan_of(module: ModuleOp, pass_name: str) -> PlanOp:
+    """The module's ``pplan.plan``, or PassFailedException naming ``pass_name``."""
+    try:
+        return find_plan(module)
+    except ValueError as e:
+        raise PassFailedException(f"{pass_name}: {e}") from None
+
+
+def resolve_target(module: ModuleOp, option: str, pass_name: str) -> tuple[TargetPlugin, TargetBindingOp]:
+    """The target plugin and its ``pplan.target_binding`` op (inserted from the plugin when the
+    option names one and the module has none).
+
+    Raises:
+        PassFailedException: missing binding (no option, no op), unknown target, or an option that
+            contradicts the module's binding.
+    """
+    existing = find_binding(module, "TargetBinding")
+    name = option or (existing.target.data if isinstance(existing, TargetBindingOp) else "")
+    if not name:
+        require_binding(module, "TargetBinding", pass_name)
+    try:
+        plugin = get_target(name)
+    except UnknownTargetError as e:
+        raise PassFailedException(f"{pass_name}: {e.message}") from None
+    if isinstance(existing, TargetBindingOp):
+        if TargetBinding.from_op(existing) != plugin.binding:
+            raise PassFailedException(
+                f"{pass_name}: the module's TargetBinding (target {existing.target.data}, plugin revision "
+                f"{existing.plugin_revision.data}) does not match target plugin {plugin.name} ({plugin.revision})")
+        return plugin, existing
+    op = plugin.binding.to_op()
+    module.body.block.add_op(op)
+    return plugin, op
+
+
+def legalize_task(plugin: TargetPlugin, binding: TargetBinding, req: TaskRequirements
+                  ) -> tuple[list[Candidate], list[str]]:
+    """Legal candidates of one task and the rejection reasons (``"<rule>[ (rewrite)]: <reasons>"``).
+
+    Raises:
+        PassFailedException: a plugin rewrite changes the task's semantics (AB-L-2).
+    """
+    alts = [req]
+    for alt in plugin.selector.alternatives(req):
+        if alt.semantic_key() != req.semantic_key() or alt.task != req.task:
+            raise PassFailedException(
+                f"pplan-legalize: target {plugin.name} ({plugin.revision}) offered rewrite {alt.rewrite!r} of "
+                f"{req.lineage} that changes its op, bytes, flops, dtypes, shape or collective: refused")
+        alts.append(alt)
+    legal: list[Candidate] = []
+    rejected: list[str] = []
+    for rule in plugin.capability.rules_for(req.op):
+        for alt in alts:
+            reasons = plugin.legality.check(alt, rule, binding)
+            tag = rule.name + (f" ({alt.rewrite})" if alt.rewrite else "")
+            if reasons:
+                rejected.append(f"{tag}: {'; '.join(reasons)}")
+            else:
+                legal.append(Candidate(req.task, rule, alt, plugin.resources.resources(alt, rule)))
+                break  # the least-rewritten legal form of this rule is enough
+    return legal, rejected
+
+
+def _resources(c: Candidate) -> dict[str, Attribute]:
+    out: dict[str, Attribute] = {}
+    for k, v in sorted(c.resources.items()):
+        out[k] = IntegerAttr(v, i64) if isinstance(v, int) else StringAttr(str(v))
+    if c.requirements.rewrite:
+        out["rewrite"] = StringAttr(c.requirements.rewrite)
+    return out
+
+
+def candidate_symbol(task: str, rule: str) -> str:
+    """Symbol of the candidate of ``task`` under ``rule``."""
+    return f"c.{task}.{rule}"
+
+
+@dataclass(frozen=True)
+class PplanLegalizePass(ModulePass):
+    """Legalize the portable plan for ``target`` (a name in ``lowering.targets.TARGETS``).
+
+    Errors (PassFailedException): no plan; missing/unknown/contradicting TargetBinding; a task
+    without legal implementation (lineage path and every rejected candidate with its reasons);
+    a plugin rewrite that changes semantics.
+    """
+
+    name = "pplan-legalize"
+
+    target: str = ""
+
+    def apply(self, ctx: Context, op: ModuleOp) -> None:
+        with gc_paused():
+            self._apply(op)
+
+    def _apply(self, op: ModuleOp) -> None:
+        plan = plan_of(op, self.name)
+        plugin, bop = resolve_target(op, self.target, self.name)
+        binding = TargetBinding.from_op(bop)
+        cands: list[CandidateOp] = []
+        failures: list[str] = []
+        for t in plan.tasks():
+            req = task_requirements(t)
+            legal, rejected = legalize_task(plugin, binding, req)
+            if not legal:
+                why = "; ".join(rejected) if rejected else f"none (target offers no implementation of op {req.op})"
+                failures.append(f"no legal implementation on target {plugin.name} ({plugin.revision}) for "
+                                f"{req.lineage} -> rejected candidates: {why}")
+                continue
+            for c in legal:
+                others = [r for r in rejected if not r.startswith(c.rule.name + ":") and
+                          not r.startswith(c.rule.name + " (")]
+                cands.append(CandidateOp(candidate_symbol(req.task, c.rule.name), task=req.task, impl=c.rule.impl,
+                                         rule=c.rule.name, plugin_revision=plugin.revision,
+                                         resources=_resources(c), rejected=others))
+        if failures:
+            more = f" (and {len(failures) - 1} more tasks)" if len(failures) > 1 else ""
+            raise PassFailedException(f"pplan-legalize: {failures[0]}{more}")
+        for old in [o for o in op.ops if isinstance(o, CandidatesOp)]:
+            old.detach()
+            old.erase()
+        op.body.block.add_op(CandidatesOp(plan=plan.sym_name.data, target=plugin.name,
+                                          portable_digest=portable_digest(plan), ops=cands))

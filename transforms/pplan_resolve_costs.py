@@ -1,0 +1,155 @@
+"""``pplan-resolve-costs{evidence=...}``: price every candidate into a CostedTaskView (AB-C-1..3).
+
+Builds one normalized estimate request per ``pplan.candidate`` (task work + the device of the
+task's stage from the DeploymentBinding) and resolves it under the EvidencePolicy
+(:func:`pipeplan.lowering.evidence.resolve`). The result is a ``pplan.costed_view`` op next to the
+plan holding one ``pplan.cost`` per candidate (duration, provider, confidence, status) and the
+provenance fingerprints of the target, deployment, policy and evidence (AB-G-3). The plan is
+untouched: the same plan priced with roofline and with measured evidence keeps its digest.
+
+Options: ``evidence`` — providers in order, e.g. ``evidence=roofline`` or
+``evidence="measured:/path/table.json",roofline`` (builds a ``pplan.evidence_policy``, replacing
+one already in the module); ``fallback`` (allow | forbid), ``uncertainty_budget`` (0..1),
+``max_age_s`` (freshness, 0 = any), ``revision``. Without ``evidence`` the module's
+``pplan.evidence_policy`` is used; without either the pass fails with "missing binding:
+EvidencePolicy". The DeploymentBinding and TargetBinding must be in the module (AB-G-1, AB-G-4).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from pipeplan.dialects.bindings import (
+    DeploymentBinding,
+    DeploymentBindingOp,
+    EvidencePolicy,
+    EvidencePolicyOp,
+    find_binding,
+    require_binding,
+)
+from pipeplan.dialects.pplan import CandidateOp, CostedViewOp, CostOp, fingerprint, gc_paused, ints, str_list
+from pipeplan.lowering.evidence import (
+    EstimateRequest,
+    EvidenceError,
+    evidence_fingerprint,
+    providers_for,
+    resolve,
+)
+from pipeplan.transforms.pplan_legalize import plan_of
+from pipeplan.transforms.pplan_select_implementations import candidates_of
+from xdsl.context import Context
+from xdsl.dialects.builtin import ModuleOp
+from xdsl.passes import ModulePass
+from xdsl.utils.exceptions import PassFailedException, VerifyException
+
+
+@dataclass(frozen=True)
+class CostEntry:
+    """One row of a CostedTaskView (Python form of ``pplan.cost``)."""
+
+    candidate: str
+    duration_s: float
+    provider: str
+    confidence: float
+    status: str
+    key: str
+
+
+def costed_task_view(module: ModuleOp) -> dict[str, list[CostEntry]]:
+    """The module's CostedTaskView: task -> its candidates' resolved costs (empty when none)."""
+    out: dict[str, list[CostEntry]] = {}
+    for v in module.ops:
+        if isinstance(v, CostedViewOp):
+            for c in v.body.block.ops:
+                assert isinstance(c, CostOp)
+                out.setdefault(c.task.root_reference.data, []).append(CostEntry(
+                    c.candidate.root_reference.data, c.duration_s.value.data, c.provider.data,
+                    c.confidence.value.data, c.status.data, c.key.data))
+    return out
+
+
+@dataclass(frozen=True)
+class PplanResolveCostsPass(ModulePass):
+    """Resolve every candidate's cost under the EvidencePolicy into a ``pplan.costed_view``.
+
+    Errors (PassFailedException): missing binding (TargetBinding, DeploymentBinding,
+    EvidencePolicy), no candidates, a stage without a device, and every EvidenceError (forbidden
+    fallback, missing peak, stale/bad table, uncertainty over budget) with the task's lineage.
+    """
+
+    name = "pplan-resolve-costs"
+
+    evidence: tuple[str, ...] = ()
+    fallback: str = "allow"
+    uncertainty_budget: float = 1.0
+    max_age_s: int = 0
+    revision: str = "r1"
+
+    def _policy_op(self, op: ModuleOp) -> EvidencePolicyOp:
+        if not self.evidence:
+            pol = require_binding(op, "EvidencePolicy", self.name)
+            assert isinstance(pol, EvidencePolicyOp)
+            return pol
+        new = EvidencePolicy(tuple(str(e) for e in self.evidence), float(self.uncertainty_budget), self.fallback,
+                             int(self.max_age_s), str(self.revision)).to_op()
+        try:
+            new.verify()
+        except VerifyException as e:
+            raise PassFailedException(f"{self.name}: {e}") from None
+        old = find_binding(op, "EvidencePolicy")
+        if old is not None:
+            old.detach()
+            old.erase()
+        op.body.block.add_op(new)
+        return new
+
+    def apply(self, ctx: Context, op: ModuleOp) -> None:
+        with gc_paused():
+            self._apply(op)
+
+    def _apply(self, op: ModuleOp) -> None:
+        plan = plan_of(op, self.name)
+        target = require_binding(op, "TargetBinding", self.name)
+        dep_op = require_binding(op, "DeploymentBinding", self.name)
+        assert isinstance(dep_op, DeploymentBindingOp)
+        pol_op = self._policy_op(op)
+        policy = EvidencePolicy.from_op(pol_op)
+        deployment = DeploymentBinding.from_op(dep_op)
+        cands = candidates_of(op, self.name)
+        digest = cands.portable_digest.data  # the plan as legalized; the plan is never modified after
+        try:
+            providers = providers_for(policy)
+        except EvidenceError as e:
+            raise PassFailedException(f"{self.name}: {e.one_line()}") from None
+        tasks = {t.sym_name.data: t for t in plan.tasks()}
+        costs: list[CostOp] = []
+        for c in cands.body.block.ops:
+            assert isinstance(c, CandidateOp)
+            t = tasks.get(c.task.root_reference.data)
+            if t is None:
+                raise PassFailedException(f"{self.name}: candidate @{c.sym_name.data} names undeclared task "
+                                          f"@{c.task.root_reference.data}")
+            stage = t.stage.value.data
+            try:
+                device = deployment.stage_device(stage)
+            except KeyError:
+                raise PassFailedException(f"{self.name}: DeploymentBinding has no device for stage {stage} "
+                                          f"({t.lineage})") from None
+            req = EstimateRequest(
+                task=t.sym_name.data, candidate=c.sym_name.data, impl=c.impl.data, op=t.op.data,
+                dtypes=str_list(t.dtypes), shape=ints(t.shape), flops=t.flops.value.data,
+                bytes_read=t.bytes_read.value.data, bytes_written=t.bytes_written.value.data,
+                collective=t.collective.data, device=device, lineage=t.lineage)
+            try:
+                est, status = resolve(req, providers, policy)
+            except EvidenceError as e:
+                raise PassFailedException(f"{self.name}: {e.one_line()}") from None
+            costs.append(CostOp(candidate=c.sym_name.data, task=req.task, duration_s=est.duration_s,
+                                provider=est.provider, confidence=est.confidence, status=status, key=req.key))
+        for old in [o for o in op.ops if isinstance(o, CostedViewOp)]:
+            old.detach()
+            old.erase()
+        op.body.block.add_op(CostedViewOp(
+            plan=plan.sym_name.data, portable_digest=digest, policy_fingerprint=fingerprint(pol_op),
+            evidence_fingerprint=evidence_fingerprint(providers), target_fingerprint=fingerprint(target),
+            deployment_fingerprint=fingerprint(dep_op), ops=costs))
