@@ -1,0 +1,696 @@
+"""The ``cplan`` dialect: ConcretePlanIR (seeds/003 "Joint scheduling and memory planning").
+
+A ``cplan.plan`` is one authoritative concrete plan bound to a target, a deployment and an evidence
+policy. Its common core holds:
+
+* ``cplan.device`` / ``cplan.link``: the deployment resources (per-memory-space capacity in bytes,
+  engines with their slot counts, links with their per-transfer byte capacity);
+* ``cplan.alloc``: buffer allocations (source portable buffer, device, memory space, byte offset,
+  size, alignment, lifetime class ``weight | kv | transient | edge``);
+* ``cplan.command``: commands (portable task, operation, implementation, placement on a device and
+  engine, dependencies, buffer reads/writes, lineage, cost used);
+* ``cplan.sync``: explicit signal/wait edges (``signal`` completes before ``wait`` starts);
+
+and exactly one typed target extension, as the last op of the plan body:
+
+* ``cplan.queue_schedule`` holding ``cplan.queue`` ops (per-queue command order), or
+* ``cplan.slot_dataflow`` holding ``cplan.slot`` and ``cplan.fire`` ops (slots and firing rules, no
+  queues).
+
+The op verifiers check what one op (or one extension) can check alone; the seven whole-plan
+construction invariants (AB-S-1..7) are checked by the ``cplan-verify`` pass
+(:mod:`pipeplan.transforms.cplan_verify`). :class:`ConcretePlan` is the plain value form of a plan;
+:func:`plan_to_ir` and :func:`plan_from_ir` convert both ways without loss, so that the commit gate
+can compare a rebuilt plan with the IR it gates.
+
+Identifiers (command ids, buffer ids, device ids, ...) are ``StringAttr`` values, not symbols: a
+plan is a flat table and every reference is checked by ``cplan-verify``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from pipeplan.errors import PipeplanError
+from xdsl.dialects.builtin import (
+    ArrayAttr,
+    DictionaryAttr,
+    FloatAttr,
+    IntegerAttr,
+    StringAttr,
+    f64,
+    i64,
+)
+from xdsl.ir import Attribute, Block, Dialect, Region
+from xdsl.irdl import (
+    IRDLOperation,
+    ParsePropInAttrDict,
+    irdl_op_definition,
+    opt_prop_def,
+    prop_def,
+    region_def,
+    traits_def,
+)
+from xdsl.traits import HasParent, NoTerminator
+from xdsl.utils.exceptions import VerifyException
+
+LIFETIMES = ("weight", "kv", "transient", "edge")
+"""Buffer lifetime classes; all but ``transient`` are persistent (live for the whole plan)."""
+
+PERSISTENT_LIFETIMES = ("weight", "kv", "edge")
+
+COST_STATUSES = ("direct", "fallback", "out_of_domain", "missing")
+"""Cost status of a command: the CostedTaskView's ``direct | fallback | out_of_domain`` (see
+``pplan.cost``), or ``missing`` when no estimate priced the selected implementation."""
+
+RISK_POLICIES = ("strict", "accept-fallback", "accept-out-of-domain", "accept-missing")
+"""Explicit risk policies (AB-S-7), each accepting the statuses of the previous one and one more:
+``strict`` only ``direct`` costs, then ``fallback``, then ``out_of_domain``, then ``missing``."""
+
+
+def risk_allows(risk: str, status: str) -> bool:
+    """Whether risk policy ``risk`` covers a cost of ``status`` (False for unknown names)."""
+    if risk not in RISK_POLICIES or status not in COST_STATUSES:
+        return False
+    return COST_STATUSES.index(status) <= RISK_POLICIES.index(risk)
+
+BINDERS = ("reference-queue", "reference-slot", "list-schedule")
+
+
+class CplanError(PipeplanError):
+    """A concrete plan that cannot be built or does not hold an invariant.
+
+    ``code`` is one of ``capacity_exceeded``, ``invalid_problem``, ``missing_binding``,
+    ``unsupported_binder``, ``invariant_violation`` (with ``invariant`` set to ``AB-S-n``),
+    ``commit_gate_mismatch``, ``relation_violation``.
+    """
+
+    code = "cplan"
+
+    def __init__(self, message: str, *, code: str | None = None, where: str | None = None,
+                 invariant: str | None = None):
+        super().__init__(message, code=code, where=where)
+        self.invariant = invariant
+
+
+# --------------------------------------------------------------------------- value types
+@dataclass(frozen=True)
+class Device:
+    """A deployment device: ``capacities`` maps memory space -> bytes, ``engines`` engine -> slots."""
+
+    id: str
+    capacities: tuple[tuple[str, int], ...]
+    engines: tuple[tuple[str, int], ...]
+
+
+@dataclass(frozen=True)
+class Link:
+    """A link from device ``src`` to ``dst`` carrying at most ``capacity`` bytes per transfer."""
+
+    id: str
+    src: str
+    dst: str
+    capacity: int
+
+
+@dataclass(frozen=True)
+class Alloc:
+    """One buffer allocation: bytes ``[offset, offset + size)`` of ``space`` on ``device``."""
+
+    id: str
+    source: str
+    device: str
+    space: str
+    offset: int
+    size: int
+    alignment: int
+    lifetime: str
+
+
+@dataclass(frozen=True)
+class Command:
+    """One concrete command, 1:1 with portable task ``task``. ``duration`` is seconds (None when
+    the cost is missing); ``link`` names the link a transfer command uses ("" otherwise)."""
+
+    id: str
+    task: str
+    op: str
+    implementation: str
+    device: str
+    engine: str
+    deps: tuple[str, ...]
+    reads: tuple[str, ...]
+    writes: tuple[str, ...]
+    lineage: str
+    provider: str
+    status: str
+    duration: float | None
+    link: str = ""
+
+
+@dataclass(frozen=True)
+class Sync:
+    """A signal/wait edge: command ``signal`` completes before command ``wait`` starts."""
+
+    signal: str
+    wait: str
+
+
+@dataclass(frozen=True)
+class Queue:
+    """One hardware queue (an engine of a device) and the order it runs its commands in."""
+
+    device: str
+    engine: str
+    order: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class QueueSchedule:
+    """The queue schedule extension: one :class:`Queue` per used (device, engine)."""
+
+    queues: tuple[Queue, ...]
+
+
+@dataclass(frozen=True)
+class Slot:
+    """A dataflow slot (an issue slot of an engine) and the commands bound to it."""
+
+    id: str
+    device: str
+    engine: str
+    commands: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Fire:
+    """Firing rule: ``command`` fires on ``slot`` once every command in ``after`` completed."""
+
+    command: str
+    slot: str
+    after: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class SlotDataflow:
+    """The slot dataflow extension: slots and one firing rule per command (no queues)."""
+
+    slots: tuple[Slot, ...]
+    fires: tuple[Fire, ...]
+
+
+@dataclass(frozen=True)
+class ConcretePlan:
+    """The value form of one ``cplan.plan`` (see the module docstring)."""
+
+    binder: str
+    target: str
+    deployment: str
+    evidence: str
+    risk: str
+    source: str
+    devices: tuple[Device, ...]
+    links: tuple[Link, ...]
+    allocs: tuple[Alloc, ...]
+    commands: tuple[Command, ...]
+    syncs: tuple[Sync, ...]
+    extension: QueueSchedule | SlotDataflow
+
+
+# --------------------------------------------------------------------------- attribute helpers
+def _s(v: str) -> StringAttr:
+    return StringAttr(v)
+
+
+def _i(v: int) -> IntegerAttr:
+    return IntegerAttr(v, i64)
+
+
+def _strs(vs: tuple[str, ...]) -> ArrayAttr:
+    return ArrayAttr([StringAttr(v) for v in vs])
+
+
+def _intdict(pairs: tuple[tuple[str, int], ...]) -> DictionaryAttr:
+    return DictionaryAttr({k: _i(v) for k, v in pairs})
+
+
+def _rs(a: ArrayAttr) -> tuple[str, ...]:
+    return tuple(x.data for x in a.data)  # type: ignore[attr-defined]
+
+
+def _rintdict(d: DictionaryAttr) -> tuple[tuple[str, int], ...]:
+    out = []
+    for k, v in d.data.items():
+        if not isinstance(v, IntegerAttr):
+            raise VerifyException(f"expected an integer for key '{k}', got {v}")
+        out.append((k, v.value.data))
+    return tuple(out)
+
+
+def _check_strs(a: ArrayAttr, what: str) -> None:
+    for x in a.data:
+        if not isinstance(x, StringAttr):
+            raise VerifyException(f"{what} must be an array of strings, got {x}")
+
+
+def _body() -> Region:
+    # Not "single_block": the parser gives `{ }` zero blocks, and an empty extension is legal.
+    return region_def()
+
+
+def _ops(region: Region) -> list:
+    """The ops of a region's (at most one) block; [] for an empty region."""
+    return list(region.blocks[0].ops) if region.blocks else []
+
+
+class _Leaf(IRDLOperation):
+    """Shared options: properties print inside the attribute dictionary."""
+
+    irdl_options = (ParsePropInAttrDict(),)
+    assembly_format = "attr-dict"
+
+
+# --------------------------------------------------------------------------- ops
+@irdl_op_definition
+class PlanOp(IRDLOperation):
+    """One concrete plan bound to target, deployment and evidence identities.
+
+    Properties: ``binder`` (one of BINDERS), ``target``/``deployment``/``evidence`` (identities of
+    the TargetBinding, DeploymentBinding and evidence policy), ``risk`` (one of RISK_POLICIES),
+    ``source`` (digest of the portable plan it was built from). The body holds the common core and
+    exactly one extension op, last (seeds/003: "exactly one typed target extension").
+
+    ```mlir
+    cplan.plan attributes {binder = "reference-queue", target = "virtual-queue@1",
+        deployment = "dep", evidence = "roofline@1", risk = "strict", source = "sha256:00"} {
+      cplan.device {id = "d0", capacity = {hbm = 1024 : i64}, engines = {compute = 1 : i64}}
+      cplan.alloc {id = "b0", source = "b0", device = "d0", space = "hbm", offset = 0 : i64,
+                   size = 64 : i64, alignment = 64 : i64, lifetime = "transient"}
+      cplan.command {id = "c0", task = "t0", op = "rms_norm", impl = "vq.rms_norm", device = "d0",
+                     engine = "compute", deps = [], reads = [], writes = ["b0"], lineage = "s0/blk0/attn_norm",
+                     provider = "roofline", status = "direct", duration = 1.0e-06 : f64}
+      cplan.queue_schedule {
+        cplan.queue {device = "d0", engine = "compute", order = ["c0"]}
+      }
+    }
+    ```
+    """
+
+    name = "cplan.plan"
+    irdl_options = (ParsePropInAttrDict(),)
+    binder = prop_def(StringAttr)
+    target = prop_def(StringAttr)
+    deployment = prop_def(StringAttr)
+    evidence = prop_def(StringAttr)
+    risk = prop_def(StringAttr)
+    source = prop_def(StringAttr)
+    body = _body()
+    traits = traits_def(NoTerminator())
+    assembly_format = "attr-dict-with-keyword $body"
+
+    def verify_(self) -> None:
+        if self.binder.data not in BINDERS:
+            raise VerifyException(f"unknown binder '{self.binder.data}', expected one of {', '.join(BINDERS)}")
+        if self.risk.data not in RISK_POLICIES:
+            raise VerifyException(f"unknown risk policy '{self.risk.data}', expected one of {', '.join(RISK_POLICIES)}")
+        if len(self.body.blocks) > 1:
+            raise VerifyException("a plan body has at most one block")
+        ops = _ops(self.body)
+        exts = [o for o in ops if isinstance(o, QueueScheduleOp | SlotDataflowOp)]
+        if len(exts) != 1:
+            raise VerifyException(f"a plan needs exactly one target extension (queue_schedule or slot_dataflow), found {len(exts)}")
+        if ops[-1] is not exts[0]:
+            raise VerifyException("the target extension must be the last op of the plan")
+        for o in ops:
+            if not isinstance(o, DeviceOp | LinkOp | AllocOp | CommandOp | SyncOp | QueueScheduleOp | SlotDataflowOp):
+                raise VerifyException(f"unexpected op '{o.name}' in a cplan.plan body")
+
+
+@irdl_op_definition
+class DeviceOp(_Leaf):
+    """A deployment device: ``capacity`` maps memory space -> bytes, ``engines`` engine -> slots.
+
+    ```mlir
+    cplan.device {id = "d0", capacity = {hbm = 1073741824 : i64}, engines = {compute = 1 : i64, copy = 1 : i64}}
+    ```
+    """
+
+    name = "cplan.device"
+    id = prop_def(StringAttr)
+    capacity = prop_def(DictionaryAttr)
+    engines = prop_def(DictionaryAttr)
+    traits = traits_def(HasParent(PlanOp))
+
+    def verify_(self) -> None:
+        for k, v in _rintdict(self.capacity):
+            if v < 0:
+                raise VerifyException(f"device '{self.id.data}': capacity of '{k}' is negative ({v})")
+        for k, v in _rintdict(self.engines):
+            if v < 1:
+                raise VerifyException(f"device '{self.id.data}': engine '{k}' needs at least one slot, has {v}")
+
+
+@irdl_op_definition
+class LinkOp(_Leaf):
+    """A link from ``src`` to ``dst`` carrying at most ``capacity`` bytes per transfer.
+
+    ```mlir
+    cplan.link {id = "l0", src = "d0", dst = "d1", capacity = 1048576 : i64}
+    ```
+    """
+
+    name = "cplan.link"
+    id = prop_def(StringAttr)
+    src = prop_def(StringAttr)
+    dst = prop_def(StringAttr)
+    capacity = prop_def(IntegerAttr)
+    traits = traits_def(HasParent(PlanOp))
+
+    def verify_(self) -> None:
+        if self.capacity.value.data < 0:
+            raise VerifyException(f"link '{self.id.data}': capacity is negative")
+
+
+@irdl_op_definition
+class AllocOp(_Leaf):
+    """A buffer allocation of ``size`` bytes at byte ``offset`` of ``space`` on ``device``.
+
+    ``offset`` must be a multiple of ``alignment`` (a power of two); ``lifetime`` is one of
+    LIFETIMES; ``source`` names the portable buffer it allocates.
+
+    ```mlir
+    cplan.alloc {id = "b0", source = "b0", device = "d0", space = "hbm", offset = 128 : i64,
+                 size = 100 : i64, alignment = 64 : i64, lifetime = "transient"}
+    ```
+    """
+
+    name = "cplan.alloc"
+    id = prop_def(StringAttr)
+    source = prop_def(StringAttr)
+    device = prop_def(StringAttr)
+    space = prop_def(StringAttr)
+    offset = prop_def(IntegerAttr)
+    size = prop_def(IntegerAttr)
+    alignment = prop_def(IntegerAttr)
+    lifetime = prop_def(StringAttr)
+    traits = traits_def(HasParent(PlanOp))
+
+    def verify_(self) -> None:
+        name = self.id.data
+        off, size, al = self.offset.value.data, self.size.value.data, self.alignment.value.data
+        if al < 1 or al & (al - 1):
+            raise VerifyException(f"alloc '{name}': alignment {al} is not a positive power of two")
+        if off < 0 or size < 0:
+            raise VerifyException(f"alloc '{name}': offset and size must be non-negative")
+        if off % al:
+            raise VerifyException(f"alloc '{name}': offset {off} is not a multiple of alignment {al}")
+        if self.lifetime.data not in LIFETIMES:
+            raise VerifyException(f"alloc '{name}': unknown lifetime '{self.lifetime.data}'")
+
+
+@irdl_op_definition
+class CommandOp(_Leaf):
+    """One concrete command, 1:1 with a portable task.
+
+    ``impl`` is the selected implementation, ``device``/``engine`` its placement, ``deps`` the
+    command ids it depends on, ``reads``/``writes`` alloc ids, ``lineage`` the path back to the
+    model (``stage/block/op``), ``provider``/``status``/``duration`` (seconds) the cost used.
+    ``duration`` is present exactly when ``status`` is not ``missing``; ``link`` names the link a
+    transfer uses.
+
+    ```mlir
+    cplan.command {id = "c1", task = "t1", op = "matmul", impl = "vq.matmul", device = "d0",
+                   engine = "compute", deps = ["c0"], reads = ["b0"], writes = ["b1"],
+                   lineage = "s0/blk0/attn_q", provider = "roofline", status = "direct",
+                   duration = 2.5e-06 : f64}
+    ```
+    """
+
+    name = "cplan.command"
+    id = prop_def(StringAttr)
+    task = prop_def(StringAttr)
+    op = prop_def(StringAttr)
+    impl = prop_def(StringAttr)
+    device = prop_def(StringAttr)
+    engine = prop_def(StringAttr)
+    deps = prop_def(ArrayAttr)
+    reads = prop_def(ArrayAttr)
+    writes = prop_def(ArrayAttr)
+    lineage = prop_def(StringAttr)
+    provider = prop_def(StringAttr)
+    status = prop_def(StringAttr)
+    duration = opt_prop_def(FloatAttr)
+    link = opt_prop_def(StringAttr)
+    traits = traits_def(HasParent(PlanOp))
+
+    def verify_(self) -> None:
+        name = self.id.data
+        for what in ("deps", "reads", "writes"):
+            _check_strs(getattr(self, what), f"command '{name}': {what}")
+        if self.status.data not in COST_STATUSES:
+            raise VerifyException(f"command '{name}': unknown cost status '{self.status.data}'")
+        if (self.duration is None) != (self.status.data == "missing"):
+            raise VerifyException(f"command '{name}': duration must be present exactly when the cost is not missing")
+        if self.duration is not None and not self.duration.value.data >= 0.0:
+            raise VerifyException(f"command '{name}': duration must be >= 0 seconds")
+
+
+@irdl_op_definition
+class SyncOp(_Leaf):
+    """A signal/wait edge: ``signal`` completes before ``wait`` starts.
+
+    ```mlir
+    cplan.sync {signal = "c0", wait = "c3"}
+    ```
+    """
+
+    name = "cplan.sync"
+    signal = prop_def(StringAttr)
+    wait = prop_def(StringAttr)
+    traits = traits_def(HasParent(PlanOp))
+
+
+@irdl_op_definition
+class QueueScheduleOp(IRDLOperation):
+    """Queue schedule extension: ``cplan.queue`` ops only, one per (device, engine).
+
+    ```mlir
+    cplan.queue_schedule {
+      cplan.queue {device = "d0", engine = "compute", order = ["c0", "c1"]}
+    }
+    ```
+    """
+
+    name = "cplan.queue_schedule"
+    body = _body()
+    traits = traits_def(NoTerminator(), HasParent(PlanOp))
+    assembly_format = "$body attr-dict"
+
+    def verify_(self) -> None:
+        seen: set[tuple[str, str]] = set()
+        placed: set[str] = set()
+        for o in _ops(self.body):
+            if not isinstance(o, QueueOp):
+                raise VerifyException(f"queue_schedule may hold only cplan.queue ops, found '{o.name}'")
+            key = (o.device.data, o.engine.data)
+            if key in seen:
+                raise VerifyException(f"queue_schedule: two queues for device '{key[0]}' engine '{key[1]}'")
+            seen.add(key)
+            for c in _rs(o.order):
+                if c in placed:
+                    raise VerifyException(f"queue_schedule: command '{c}' appears in more than one queue position")
+                placed.add(c)
+
+
+@irdl_op_definition
+class QueueOp(_Leaf):
+    """The command order of the queue of engine ``engine`` on ``device``.
+
+    ```mlir
+    cplan.queue {device = "d0", engine = "compute", order = ["c0", "c1"]}
+    ```
+    """
+
+    name = "cplan.queue"
+    device = prop_def(StringAttr)
+    engine = prop_def(StringAttr)
+    order = prop_def(ArrayAttr)
+    traits = traits_def(HasParent(QueueScheduleOp))
+
+    def verify_(self) -> None:
+        _check_strs(self.order, "queue order")
+
+
+@irdl_op_definition
+class SlotDataflowOp(IRDLOperation):
+    """Slot dataflow extension: ``cplan.slot`` and ``cplan.fire`` ops, no queues.
+
+    ```mlir
+    cplan.slot_dataflow {
+      cplan.slot {id = "s0", device = "d0", engine = "compute", commands = ["c0", "c1"]}
+      cplan.fire {command = "c0", slot = "s0", after = []}
+      cplan.fire {command = "c1", slot = "s0", after = ["c0"]}
+    }
+    ```
+    """
+
+    name = "cplan.slot_dataflow"
+    body = _body()
+    traits = traits_def(NoTerminator(), HasParent(PlanOp))
+    assembly_format = "$body attr-dict"
+
+    def verify_(self) -> None:
+        slots: dict[str, tuple[str, ...]] = {}
+        fired: dict[str, str] = {}
+        for o in _ops(self.body):
+            if isinstance(o, SlotOp):
+                if o.id.data in slots:
+                    raise VerifyException(f"slot_dataflow: duplicate slot '{o.id.data}'")
+                slots[o.id.data] = _rs(o.commands)
+            elif isinstance(o, FireOp):
+                c = o.command.data
+                if c in fired:
+                    raise VerifyException(f"slot_dataflow: command '{c}' has more than one firing rule")
+                fired[c] = o.slot.data
+            else:
+                raise VerifyException(f"slot_dataflow may hold only cplan.slot and cplan.fire ops, found '{o.name}'")
+        bound: dict[str, str] = {}
+        for s, cs in slots.items():
+            for c in cs:
+                if c in bound:
+                    raise VerifyException(f"slot_dataflow: command '{c}' is bound to slots '{bound[c]}' and '{s}'")
+                bound[c] = s
+        for c, s in fired.items():
+            if s not in slots:
+                raise VerifyException(f"slot_dataflow: firing rule of '{c}' names unknown slot '{s}'")
+            if bound.get(c) != s:
+                raise VerifyException(f"slot_dataflow: command '{c}' fires on slot '{s}' but is not bound to it")
+        for c in bound:
+            if c not in fired:
+                raise VerifyException(f"slot_dataflow: command '{c}' has no firing rule")
+
+
+@irdl_op_definition
+class SlotOp(_Leaf):
+    """A dataflow slot of ``engine`` on ``device`` and the commands bound to it.
+
+    ```mlir
+    cplan.slot {id = "s0", device = "d0", engine = "compute", commands = ["c0"]}
+    ```
+    """
+
+    name = "cplan.slot"
+    id = prop_def(StringAttr)
+    device = prop_def(StringAttr)
+    engine = prop_def(StringAttr)
+    commands = prop_def(ArrayAttr)
+    traits = traits_def(HasParent(SlotDataflowOp))
+
+    def verify_(self) -> None:
+        _check_strs(self.commands, f"slot '{self.id.data}': commands")
+
+
+@irdl_op_definition
+class FireOp(_Leaf):
+    """Firing rule: ``command`` fires on ``slot`` once every command in ``after`` has completed.
+
+    ```mlir
+    cplan.fire {command = "c1", slot = "s0", after = ["c0"]}
+    ```
+    """
+
+    name = "cplan.fire"
+    command = prop_def(StringAttr)
+    slot = prop_def(StringAttr)
+    after = prop_def(ArrayAttr)
+    traits = traits_def(HasParent(SlotDataflowOp))
+
+    def verify_(self) -> None:
+        _check_strs(self.after, f"firing rule of '{self.command.data}': after")
+
+
+Cplan = Dialect(
+    "cplan",
+    [PlanOp, DeviceOp, LinkOp, AllocOp, CommandOp, SyncOp, QueueScheduleOp, QueueOp, SlotDataflowOp, SlotOp, FireOp],
+    [],
+)
+
+
+# --------------------------------------------------------------------------- value <-> IR
+def _build(cls: type[IRDLOperation], props: dict[str, Attribute], regions=()) -> IRDLOperation:
+    return cls.create(properties=props, regions=list(regions))
+
+
+def plan_to_ir(plan: ConcretePlan) -> PlanOp:
+    """Build the ``cplan.plan`` op of ``plan`` (deterministic: op order is the plan's tuple order).
+
+    Raises nothing itself; the result is verified by the caller (``op.verify()``).
+    """
+    ops: list[IRDLOperation] = []
+    for d in plan.devices:
+        ops.append(_build(DeviceOp, {"id": _s(d.id), "capacity": _intdict(d.capacities), "engines": _intdict(d.engines)}))
+    for ln in plan.links:
+        ops.append(_build(LinkOp, {"id": _s(ln.id), "src": _s(ln.src), "dst": _s(ln.dst), "capacity": _i(ln.capacity)}))
+    for a in plan.allocs:
+        ops.append(_build(AllocOp, {
+            "id": _s(a.id), "source": _s(a.source), "device": _s(a.device), "space": _s(a.space),
+            "offset": _i(a.offset), "size": _i(a.size), "alignment": _i(a.alignment), "lifetime": _s(a.lifetime)}))
+    for c in plan.commands:
+        props: dict[str, Attribute] = {
+            "id": _s(c.id), "task": _s(c.task), "op": _s(c.op), "impl": _s(c.implementation),
+            "device": _s(c.device), "engine": _s(c.engine), "deps": _strs(c.deps), "reads": _strs(c.reads),
+            "writes": _strs(c.writes), "lineage": _s(c.lineage), "provider": _s(c.provider), "status": _s(c.status)}
+        if c.duration is not None:
+            props["duration"] = FloatAttr(c.duration, f64)
+        if c.link:
+            props["link"] = _s(c.link)
+        ops.append(_build(CommandOp, props))
+    for s in plan.syncs:
+        ops.append(_build(SyncOp, {"signal": _s(s.signal), "wait": _s(s.wait)}))
+    ext = plan.extension
+    if isinstance(ext, QueueSchedule):
+        inner: list[IRDLOperation] = [
+            _build(QueueOp, {"device": _s(q.device), "engine": _s(q.engine), "order": _strs(q.order)}) for q in ext.queues]
+        ops.append(_build(QueueScheduleOp, {}, [Region(Block(inner))]))
+    else:
+        inner = [_build(SlotOp, {"id": _s(s.id), "device": _s(s.device), "engine": _s(s.engine), "commands": _strs(s.commands)})
+                 for s in ext.slots]
+        inner += [_build(FireOp, {"command": _s(f.command), "slot": _s(f.slot), "after": _strs(f.after)}) for f in ext.fires]
+        ops.append(_build(SlotDataflowOp, {}, [Region(Block(inner))]))
+    return PlanOp.create(properties={
+        "binder": _s(plan.binder), "target": _s(plan.target), "deployment": _s(plan.deployment),
+        "evidence": _s(plan.evidence), "risk": _s(plan.risk), "source": _s(plan.source)},
+        regions=[Region(Block(ops))])
+
+
+def plan_from_ir(op: PlanOp) -> ConcretePlan:
+    """Read the value form back out of a verified ``cplan.plan`` op (inverse of :func:`plan_to_ir`)."""
+    devices, links, allocs, commands, syncs = [], [], [], [], []
+    ext: QueueSchedule | SlotDataflow | None = None
+    for o in _ops(op.body):
+        if isinstance(o, DeviceOp):
+            devices.append(Device(o.id.data, _rintdict(o.capacity), _rintdict(o.engines)))
+        elif isinstance(o, LinkOp):
+            links.append(Link(o.id.data, o.src.data, o.dst.data, o.capacity.value.data))
+        elif isinstance(o, AllocOp):
+            allocs.append(Alloc(o.id.data, o.source.data, o.device.data, o.space.data, o.offset.value.data,
+                                o.size.value.data, o.alignment.value.data, o.lifetime.data))
+        elif isinstance(o, CommandOp):
+            commands.append(Command(
+                o.id.data, o.task.data, o.op.data, o.impl.data, o.device.data, o.engine.data, _rs(o.deps),
+                _rs(o.reads), _rs(o.writes), o.lineage.data, o.provider.data, o.status.data,
+                None if o.duration is None else o.duration.value.data, "" if o.link is None else o.link.data))
+        elif isinstance(o, SyncOp):
+            syncs.append(Sync(o.signal.data, o.wait.data))
+        elif isinstance(o, QueueScheduleOp):
+            ext = QueueSchedule(tuple(Queue(q.device.data, q.engine.data, _rs(q.order))
+                                      for q in _ops(o.body) if isinstance(q, QueueOp)))
+        elif isinstance(o, SlotDataflowOp):
+            inner = list(_ops(o.body))
+            ext = SlotDataflow(
+                tuple(Slot(s.id.data, s.device.data, s.engine.data, _rs(s.commands)) for s in inner if isinstance(s, SlotOp)),
+                tuple(Fire(f.command.data, f.slot.data, _rs(f.after)) for f in inner if isinstance(f, FireOp)))
+    if ext is None:
+        raise CplanError("cplan.plan has no target extension", code="invariant_violation")
+    return ConcretePlan(op.binder.data, op.target.data, op.deployment.data, op.evidence.data, op.risk.data,
+                        op.source.data, tuple(devices), tuple(links), tuple(allocs), tuple(commands), tuple(syncs), ext)

@@ -1,0 +1,167 @@
+"""ConcretePlanIR on the real pipeline: stories260K (planner -> pplan -> legalize -> select -> costs ->
+convert-pplan-to-cplan -> cplan-verify), deterministic replay across processes, memory peak vs lower
+bound on stories260K and the 70B-shaped facts, and the 80-block planning budget (seeds/003)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from pipeplan.api import parse_module, register_pipeplan, run_pipeline
+from pipeplan.dialects.cplan import PlanOp, QueueSchedule, SlotDataflow, plan_from_ir
+from pipeplan.frontend.gguf_facts import read_model_facts
+from pipeplan.frontend.planner import plan_run
+from pipeplan.plan_types import NodePool, NodeSpec, RuntimeConfig
+from pipeplan.transforms.convert_pplan_to_cplan import bind, problem_from_module
+from pipeplan.transforms.cplan_verify import verify_plan
+from xdsl.context import Context
+from xdsl.printer import Printer
+
+REPO = Path(__file__).resolve().parents[2]
+PIPE = ("convert-runplan-to-pplan{{pool=\"{pool}\" prompt_len=4}},pplan-legalize{{target=virtual-queue}},"
+        "pplan-select-implementations,pplan-resolve-costs{{evidence=roofline}}")
+
+
+def _pool(path: Path, n: int, mem: int) -> NodePool:
+    nodes = tuple(NodeSpec(f"n{i}", mem, 1.0e11, 1.0e12, 1.0e9) for i in range(n))
+    path.write_text("".join(f'[[nodes]]\nid = "{x.id}"\nmemory_bytes = {mem}\nbandwidth_bytes_per_s = 1.0e11\n'
+                            f'flops_per_s = 1.0e12\nlink_bandwidth_bytes_per_s = 1.0e9\n' for x in nodes))
+    return NodePool(nodes)
+
+
+def _text(op) -> str:
+    import io
+
+    buf = io.StringIO()
+    Printer(stream=buf).print_op(op)
+    return buf.getvalue()
+
+
+@pytest.fixture(scope="session")
+def stories_pplan(tmp_path_factory, stories_path) -> str:
+    """The costed pplan text of stories260K on 2 stages (max_seq_len 64)."""
+    d = tmp_path_factory.mktemp("cplan")
+    pool = _pool(d / "pool.toml", 2, 1 << 30)
+    mod = plan_run(read_model_facts(stories_path), RuntimeConfig(max_seq_len=64), pool, 2)
+    run_pipeline(register_pipeplan(Context()), mod, PIPE.format(pool=d / "pool.toml"))
+    text = _text(mod)
+    (d / "pp.mlir").write_text(text)
+    return text
+
+
+def _ctx() -> Context:
+    return register_pipeplan(Context())
+
+
+@pytest.mark.parametrize("binder", ["list-schedule", "reference-queue", "reference-slot"])
+def test_stories_binders_pass_commit_gate(stories_pplan, binder):
+    """AB-R-1..7, AB-S-1..7: each binder's plan from the real pplan passes cplan-verify with the commit gate."""
+    ctx = _ctx()
+    mod = parse_module(ctx, stories_pplan)
+    problem = problem_from_module(mod)
+    run_pipeline(ctx, mod, f"convert-pplan-to-cplan{{binder={binder} keep_source=true}},cplan-verify{{require_source=true}}")
+    plans = [o for o in mod.ops if isinstance(o, PlanOp)]
+    assert len(plans) == 1
+    plan = plan_from_ir(plans[0])
+    assert verify_plan(plan, problem) == []
+    assert len(plan.commands) == len(problem.tasks) > 100
+    assert isinstance(plan.extension, SlotDataflow if binder == "reference-slot" else QueueSchedule)
+    assert all("-> candidate vq." in c.lineage and "model op" in c.lineage for c in plan.commands)
+
+
+def test_conversion_removes_source_and_gate_needs_it(stories_pplan):
+    """AB-R-5: by default the pplan ops are replaced; cplan-verify{require_source} then refuses to gate."""
+    from xdsl.utils.exceptions import PassFailedException
+
+    ctx = _ctx()
+    mod = parse_module(ctx, stories_pplan)
+    run_pipeline(ctx, mod, "convert-pplan-to-cplan,cplan-verify")
+    assert not any(o.name.startswith("pplan.") for o in mod.ops)
+    with pytest.raises(PassFailedException, match="commit gate needs the portable source"):
+        run_pipeline(ctx, mod, "cplan-verify{require_source=true}")
+
+
+def test_missing_binding_is_a_diagnostic(stories_pplan):
+    """AB-G-4: without a DeploymentBinding the conversion fails naming it."""
+    from xdsl.utils.exceptions import PassFailedException
+
+    ctx = _ctx()
+    mod = parse_module(ctx, stories_pplan)
+    for o in list(mod.ops):
+        if o.name == "pplan.deployment_binding":
+            o.detach()
+            o.erase()
+    with pytest.raises(PassFailedException, match="missing binding: DeploymentBinding"):
+        run_pipeline(ctx, mod, "convert-pplan-to-cplan")
+
+
+def test_capacity_rejection_through_the_pass(stories_pplan):
+    """AB-S-6: a deployment too small for the stage's weights is rejected naming device, peak, contributors."""
+    import re
+
+    from xdsl.utils.exceptions import PassFailedException
+
+    small = re.sub(r"reserved_bytes = \d+", "reserved_bytes = 0",
+                   stories_pplan.replace("memory_bytes = 1073741824", "memory_bytes = 100000"))
+    assert small != stories_pplan
+    ctx = _ctx()
+    mod = parse_module(ctx, small)
+    with pytest.raises(PassFailedException) as ei:
+        run_pipeline(ctx, mod, "convert-pplan-to-cplan")
+    msg = str(ei.value)
+    assert "error[capacity_exceeded]" in msg and "device 'n0'" in msg and "peak" in msg and "weight" in msg
+
+
+def test_deterministic_replay_across_processes(stories_pplan, tmp_path):
+    """Deterministic replay: same input gives byte-identical cplan text twice and across processes."""
+    src = tmp_path / "pp.mlir"
+    src.write_text(stories_pplan)
+    opt = str(REPO / ".venv" / "bin" / "pipeplan-opt")
+    outs = []
+    for seed in ("0", "12345"):
+        env = dict(os.environ, PYTHONHASHSEED=seed)
+        r = subprocess.run([opt, str(src), "-p", "convert-pplan-to-cplan{binder=list-schedule}"], env=env,
+                           capture_output=True, text=True, timeout=300)
+        assert r.returncode == 0, r.stderr
+        outs.append(r.stdout)
+    assert outs[0] == outs[1] and "cplan.queue_schedule" in outs[0]
+    ctx = _ctx()
+    a = bind(problem_from_module(parse_module(ctx, stories_pplan)), "list-schedule").plan
+    b = bind(problem_from_module(parse_module(ctx, stories_pplan)), "list-schedule").plan
+    assert a == b
+
+
+def test_stories_decode_peak_within_10pct_of_bound(stories_pplan):
+    """Memory planner peak per device vs the max-live-bytes lower bound on stories260K (<= 10% over)."""
+    r = bind(problem_from_module(parse_module(_ctx(), stories_pplan)), "list-schedule")
+    dev = [x for x in r.reports if x.space == "device"]
+    assert len(dev) == 2
+    for x in dev:
+        assert x.lower_bound <= x.peak <= 1.10 * x.lower_bound, x
+        assert x.transient_lower_bound <= x.transient_peak <= 1.10 * x.transient_lower_bound + 64 * 8, x
+
+
+@pytest.mark.slow
+def test_70b_80_blocks_8_stages_under_3s(tmp_path):
+    """70B-shaped facts, 80 blocks, 8 stages: list scheduling + memory planning < 3 s; peak within 10%."""
+    from pipeplan.frontend.facts_toml import loads_facts_toml
+
+    text = (REPO / "examples" / "llama3-70b.toml").read_text().replace('"Q4_K"', '"Q4_0"')
+    pool = _pool(tmp_path / "pool.toml", 8, 80 << 30)
+    mod = plan_run(loads_facts_toml(text), RuntimeConfig(max_seq_len=1024), pool, 8)
+    run_pipeline(_ctx(), mod, PIPE.format(pool=tmp_path / "pool.toml"))
+    prob = problem_from_module(mod)
+    t = time.perf_counter()
+    r = bind(prob, "list-schedule")
+    elapsed = time.perf_counter() - t
+    print(f"70B 80 blocks: {len(prob.tasks)} tasks, schedule+memplan {elapsed:.3f} s", file=sys.stderr)
+    assert elapsed < 3.0
+    assert verify_plan(r.plan) == []
+    for x in r.reports:
+        if x.space == "device":
+            assert x.lower_bound <= x.peak <= 1.10 * x.lower_bound, x
+            assert x.transient_peak <= 1.10 * x.transient_lower_bound + 64 * 8, x
