@@ -6,6 +6,9 @@ Behaves exactly like ``xdsl-opt`` (same flags: ``-p``, ``--verify-diagnostics``,
 
 from __future__ import annotations
 
+import sys
+
+from xdsl.utils.exceptions import DiagnosticException, ParseError
 from xdsl.xdsl_opt_main import xDSLOptMain
 
 
@@ -29,8 +32,21 @@ class PipeplanOptMain(xDSLOptMain):
 
 
 def main() -> None:
-    """Entry point of ``pipeplan-opt``."""
-    PipeplanOptMain(description="pipeplan optimizer driver").run()
+    """Entry point of ``pipeplan-opt``.
+
+    Diagnostics (a verifier or pass failure, a parse error, a typed pipeplan error) are printed
+    on stderr without a Python traceback and the exit status is 1, like ``mlir-opt``. With
+    ``--verify-diagnostics`` xDSL itself prints them on stdout and exits 0 (lit tests rely on it).
+    """
+    from pipeplan.errors import PipeplanError
+
+    try:
+        PipeplanOptMain(description="pipeplan optimizer driver").run()
+    except (DiagnosticException, ParseError, PipeplanError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        for note in getattr(e, "__notes__", ()):
+            print(note, file=sys.stderr)
+        sys.exit(1)
 
 
 if __name__ == "__main__":
