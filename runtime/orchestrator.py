@@ -1,0 +1,304 @@
+"""The orchestrator: the run authority that starts the stages, feeds tokens and collects them.
+
+Flow (DESIGN.md §1, §4): the orchestrator starts one worker per :class:`ProvisionStage` on a
+backend, records every lifecycle event in one :class:`~pipeplan.runtime.events.EventLog` (total
+order), and waits until every stage reported ``StageReady``. Per sequence it sends a RESET frame
+(new KV cache, sampler parameters) and the prompt ids on the token-in edge (prefill); activations
+go stage to stage on the activation edges; the last stage samples and returns one token id on the
+token-out edge; the orchestrator feeds it back on token-in (decode) until EOS or ``max_tokens``.
+
+Failure: a ``StageFaulted`` event, or a stage that dies (checked every ``POLL_S`` while waiting,
+so a killed stage process is reported as ``StageFault(kind="runtime")`` well within 5 s), stops
+all stages, joins/terminates them, releases the edges (unlinks shared memory) and raises the
+:class:`~pipeplan.errors.StageFault`. Several sequences can run through one started
+:class:`Pipeline` (the per-process start cost is paid once).
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+from pipeplan.errors import PipeplanError, StageFault
+from pipeplan.plan_types import ProvisionStage
+from pipeplan.runtime.backends import Backend, WorkerOptions, make_backend
+from pipeplan.runtime.events import Event, EventLog, StageFaulted, StageReady, event_to_dict
+from pipeplan.runtime.stage import POLL_S, FaultInjection
+from pipeplan.runtime.transport import DATA, ORCHESTRATOR_NODE, RESET, SHUTDOWN, Frame, SamplerParams
+
+DEATH_GRACE_S = 0.3
+"""After noticing a dead stage, how long to wait for its StageFaulted event before calling it a crash."""
+
+
+class RunRequestError(PipeplanError):
+    """A generation request the plan cannot serve (code ``invalid_request``): empty prompt,
+    ``max_tokens < 1``, or prompt + generated positions beyond the plan's ``max_seq_len``."""
+
+    code = "invalid_request"
+
+
+@dataclass
+class RunResult:
+    """Outcome of one sequence.
+
+    Attributes:
+        token_ids: generated ids (EOS, when reached, ends the list and is not included).
+        prompt_ids: the prompt's ids (BOS first) as tokenized with the GGUF's own vocabulary.
+        text: the generated ids decoded.
+        events: the run's lifecycle events in total order (``seq``).
+        timings: seconds and rates: ``load_s`` (start -> all StageReady), ``prefill_s`` (prompt sent
+            -> first token), ``decode_s`` (first -> last token), ``prefill_tok_s``, ``decode_tok_s``
+            (generated tokens after the first / decode_s), ``n_prompt``, ``n_generated``.
+    """
+
+    token_ids: list[int]
+    prompt_ids: list[int]
+    text: str
+    events: list[Event] = field(default_factory=list)
+    timings: dict[str, float] = field(default_factory=dict)
+
+    def to_json(self) -> dict:
+        """JSON-ready dict: ids, text, ordered events, timings."""
+        return {"prompt_ids": self.prompt_ids, "token_ids": self.token_ids, "text": self.text,
+                "events": [event_to_dict(e) for e in self.events], "timings": self.timings}
+
+
+class Pipeline:
+    """A started pipeline of stages (context manager).
+
+    Args:
+        provisions: one ProvisionStage per stage (stage order), e.g. from ``project_provisions``.
+        backend: ``"local"`` (processes + shared memory) or ``"inproc"`` (threads), or a Backend.
+        fault_injection: forwarded to every worker (only the targeted stage acts on it).
+        on_event: called with each event, in total order, as it is recorded.
+        kernels / cache_dir / num_threads: see :class:`~pipeplan.runtime.backends.WorkerOptions`
+            (``num_threads`` defaults to 1 for ``local``: one core per stage process).
+    Raises (from :meth:`start`): StageFault; BackendError for an unknown backend name.
+    """
+
+    def __init__(self, provisions: Sequence[ProvisionStage], *, backend: str | Backend = "local",
+                 fault_injection: FaultInjection | None = None, on_event: Callable[[Event], None] | None = None,
+                 kernels: str | None = None, cache_dir: str | os.PathLike | None = None,
+                 num_threads: int | None = None):
+        if not provisions:
+            raise RunRequestError("no stage provisions given", where="provisions")
+        self.provisions = sorted(provisions, key=lambda p: p.stage)
+        self.backend = make_backend(backend) if isinstance(backend, str) else backend
+        if num_threads is None and self.backend.name == "local":
+            num_threads = 1
+        self.options = WorkerOptions(kernels, None if cache_dir is None else str(cache_dir), num_threads)
+        self.fault_injection = fault_injection
+        self.log = EventLog(on_event)
+        self.max_seq_len = min(p.max_seq_len for p in self.provisions)
+        self.load_s = 0.0
+        self._seq = 0
+        self._started = False
+        self._closed = False
+        self._tx = self._rx = None
+
+    # ------------------------------------------------------------------ lifecycle
+    def __enter__(self) -> Pipeline:
+        self.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def _drain(self, timeout: float = 0.0) -> None:
+        ev = self.backend.next_event(timeout)
+        while ev is not None:
+            self.log.record(ev)
+            ev = self.backend.next_event(0.0)
+
+    def _check(self) -> None:
+        """Raise the first StageFault seen, or a runtime fault for a stage that died."""
+        self._drain()
+        f = self.log.first_fault()
+        if f is not None:
+            raise f.fault
+        dead = self.backend.dead_stage()
+        if dead is not None:
+            end = time.monotonic() + DEATH_GRACE_S
+            while time.monotonic() < end and self.log.first_fault() is None:
+                self._drain(0.05)
+            f = self.log.first_fault()
+            raise f.fault if f is not None else StageFault("runtime", dead[0], dead[1])
+
+    def start(self) -> float:
+        """Launch the stages and wait until all are ready. Returns the load time in seconds.
+
+        Raises StageFault (after stopping everything) when a stage faults or dies while loading."""
+        t0 = time.monotonic()
+        self._started = True
+        try:
+            self.backend.start(self.provisions, self.fault_injection, self.options)
+            first, last = self.provisions[0], self.provisions[-1]
+            self._tx = self.backend.transport.open_send(first.node_id, first.inbound.edge_id)
+            self._rx = self.backend.transport.open_recv(ORCHESTRATOR_NODE, last.outbound.edge_id)
+            want = {p.stage for p in self.provisions}
+            while True:
+                ev = self.backend.next_event(POLL_S)
+                if ev is not None:
+                    self.log.record(ev)
+                    if isinstance(ev, StageFaulted):
+                        raise ev.fault
+                ready = {e.stage for e in self.log.events if isinstance(e, StageReady)}
+                if ready >= want:
+                    break
+                if ev is None:
+                    self._check()
+        except BaseException:
+            self.close(force=True)
+            raise
+        self.load_s = time.monotonic() - t0
+        return self.load_s
+
+    def close(self, force: bool = False) -> None:
+        """Shut the stages down (SHUTDOWN through the pipeline, or forced), join/terminate them and
+        release the edges. Idempotent; safe after a fault."""
+        if self._closed:
+            return
+        self._closed = True
+        try:
+            if not force and self._started and self._tx is not None and self.log.first_fault() is None:
+                self.backend.expect_exit()
+                if self._tx.send(Frame(SHUTDOWN), timeout=1.0):
+                    self.backend.wait_exit(5.0)
+        finally:
+            # after a fault there is nothing to finish: stages that do not stop at once are terminated
+            self.backend.stop(grace_s=0.2 if force else 2.0)
+            self._drain()
+
+    @property
+    def events(self) -> list[Event]:
+        """The recorded events in total order."""
+        return self.log.events
+
+    # ------------------------------------------------------------------ generation
+    def _send(self, frame: Frame) -> None:
+        assert self._tx is not None
+        while not self._tx.send(frame, timeout=POLL_S):
+            self._check()
+
+    def _recv_token(self, seq_id: int) -> tuple[int, int]:
+        assert self._rx is not None
+        while True:
+            f = self._rx.recv(timeout=POLL_S)
+            if f is None:
+                self._check()
+                continue
+            if f.op == DATA and f.seq_id == seq_id:
+                assert f.array is not None
+                return int(f.array[0]), f.position
+            if f.op == SHUTDOWN:
+                raise StageFault("runtime", self.provisions[-1].stage, "pipeline shut down while generating")
+
+    def generate_ids(self, prompt_ids: Sequence[int], max_tokens: int, *, temperature: float = 0.0,
+                     top_k: int = 0, top_p: float = 1.0, seed: int | None = None,
+                     eos_id: int | None = None) -> tuple[list[int], dict[str, float]]:
+        """Generate up to ``max_tokens`` ids after ``prompt_ids`` (stops early at ``eos_id``).
+
+        Returns ``(ids, timings)``; see :class:`RunResult` for the timing keys.
+        Raises:
+            RunRequestError: empty prompt, ``max_tokens < 1``, or ``len(prompt) + max_tokens - 1`` above
+                the plan's ``max_seq_len``.
+            StageFault: a stage faulted or died (everything is stopped first).
+        """
+        if not self._started or self._closed:
+            raise RunRequestError("the pipeline is not running", where="pipeline")
+        n = len(prompt_ids)
+        if n < 1 or max_tokens < 1:
+            raise RunRequestError(f"need a non-empty prompt and max_tokens >= 1 (got {n} ids, {max_tokens})")
+        if n + max_tokens - 1 > self.max_seq_len:
+            raise RunRequestError(f"prompt of {n} tokens + {max_tokens} generated exceeds the plan's max_seq_len "
+                                  f"{self.max_seq_len}", where="max_tokens")
+        self._seq += 1
+        seq = self._seq
+        sp = SamplerParams(float(temperature), int(top_k), float(top_p), -1 if seed is None else int(seed))
+        try:
+            self._send(Frame(RESET, seq, 0, None, sp))
+            t0 = time.perf_counter()
+            self._send(Frame(DATA, seq, 0, np.asarray(prompt_ids, dtype=np.int32)))
+            tok, pos = self._recv_token(seq)
+            t1 = time.perf_counter()
+            out: list[int] = []
+            while True:
+                if eos_id is not None and tok == eos_id:
+                    break
+                out.append(tok)
+                if len(out) >= max_tokens:
+                    break
+                self._send(Frame(DATA, seq, pos, np.array([tok], dtype=np.int32)))
+                tok, pos = self._recv_token(seq)
+            t2 = time.perf_counter()
+        except BaseException:
+            self.close(force=True)
+            raise
+        prefill, decode = t1 - t0, t2 - t1
+        steps = max(len(out) - 1, 0)
+        timings = {"load_s": self.load_s, "prefill_s": prefill, "decode_s": decode,
+                   "prefill_tok_s": n / prefill if prefill > 0 else 0.0,
+                   "decode_tok_s": steps / decode if decode > 0 and steps else 0.0,
+                   "n_prompt": n, "n_generated": len(out)}
+        return out, timings
+
+
+def generate_many(model_path: str | os.PathLike, provisions: Sequence[ProvisionStage], prompts: Sequence[str], *,
+                  max_tokens: int, temperature: float = 0.0, top_k: int = 0, top_p: float = 1.0,
+                  seed: int | None = None, backend: str | Backend = "local",
+                  fault_injection: FaultInjection | None = None, on_event: Callable[[Event], None] | None = None,
+                  kernels: str | None = None, cache_dir: str | os.PathLike | None = None,
+                  num_threads: int | None = None) -> list[RunResult]:
+    """Run several prompts, one after another, through ONE started pipeline (see :func:`generate`).
+
+    Every result carries the same run events; ``timings["load_s"]`` is the one start cost."""
+    from pipeplan.runtime.sampling import Sampler
+    from pipeplan.runtime.tokenizer import SPMTokenizer
+
+    Sampler(temperature, top_k, top_p, seed)  # SamplingError before any stage starts
+    tok = SPMTokenizer.from_gguf(model_path)
+    encoded = [tok.encode(p, add_bos=True) for p in prompts]
+    limit = min((p.max_seq_len for p in provisions), default=0)
+    for ids in encoded:
+        if max_tokens < 1 or len(ids) + max_tokens - 1 > limit:
+            raise RunRequestError(f"prompt of {len(ids)} tokens + {max_tokens} generated does not fit the plan's "
+                                  f"max_seq_len {limit} (max_tokens must be >= 1)", where="max_tokens")
+    results: list[RunResult] = []
+    with Pipeline(provisions, backend=backend, fault_injection=fault_injection, on_event=on_event,
+                  kernels=kernels, cache_dir=cache_dir, num_threads=num_threads) as pipe:
+        for ids in encoded:
+            out, timings = pipe.generate_ids(ids, max_tokens, temperature=temperature, top_k=top_k, top_p=top_p,
+                                             seed=seed, eos_id=tok.eos_id)
+            results.append(RunResult(out, list(ids), tok.decode(out), [], timings))
+    for r in results:
+        r.events = pipe.events
+    return results
+
+
+def generate(model_path: str | os.PathLike, provisions: Sequence[ProvisionStage], prompt: str, *,
+             max_tokens: int, temperature: float = 0.0, top_k: int = 0, top_p: float = 1.0,
+             seed: int | None = None, backend: str | Backend = "local",
+             fault_injection: FaultInjection | None = None, on_event: Callable[[Event], None] | None = None,
+             kernels: str | None = None, cache_dir: str | os.PathLike | None = None,
+             num_threads: int | None = None) -> RunResult:
+    """Generate a continuation of ``prompt`` through the pipeline the provisions describe.
+
+    Args:
+        model_path: a local GGUF (or its first shard) whose vocabulary tokenizes the prompt.
+        provisions: the stages' ProvisionStage values (from ``runplan_build.project_provisions``).
+        prompt: text; encoded with BOS (llama.cpp SPM rules).
+        max_tokens: most tokens to generate (stops early at the vocabulary's EOS).
+        temperature / top_k / top_p / seed: sampling (temperature 0: greedy), applied by the last stage.
+        backend: ``"local"`` (default) or ``"inproc"``.
+        fault_injection: optional :class:`~pipeplan.runtime.stage.FaultInjection`.
+        on_event: called with every lifecycle event in order.
+    Returns: :class:`RunResult`.
+    Raises: StageFault (a stage failed; everything stopped), RunRequestError, TokenizerError,
+        SamplingError (bad sampling parameters are checked before any stage starts).
+    """
+    return generate_many(model_path, provisions, [prompt], max_tokens=max_tokens, temperature=temperature,
+                         top_k=top_k, top_p=top_p, seed=seed, backend=backend, fault_injection=fault_injection,
+                         on_event=on_event, kernels=kernels, cache_dir=cache_dir, num_threads=num_threads)[0]

@@ -1,0 +1,388 @@
+"""The stage worker: weight lifecycle (seed 001) and the serve loop.
+
+:class:`StageWorker` runs the lifecycle of one stage from its :class:`ProvisionStage` and reports
+it through ``emit``:
+
+1. resolve the weight source to local files (download / shards / cache)    -> fault ``download``
+2. parse: read the GGUF header (``read_model_facts``) and check that every
+   TensorSlice of the provision matches the file's tensor index (name, ggml
+   type, shape, shard, offset, size)                                         -> fault ``parse``
+3. validate the assigned layer range against the plan: ``0 <= start < end <=
+   block_count``, the file's block count equals the plan's, the embedding/head
+   flags match the stage position, and the provision's tensors are exactly
+   the range's                                                                -> fault ``invalid_range``
+4. load only the stage's own byte ranges (mmap + dequantize)               -> fault ``parse``/``download``
+5. allocate (KV cache, rope table) and 6. bind (build the stage program,
+   check every weight it reads)                                               -> fault ``allocation``/``bind``
+7. emit :class:`WeightsReady` (WL-R-1..3), 8. connect the inbound and outbound
+   edges through the transport by ``(node_id, edge_id)``, 9. emit :class:`StageReady`.
+
+Any failure emits one :class:`StageFaulted` (carrying ``StageFault(kind, stage, detail)``) and the
+stage never emits ``StageReady`` (WL-F-1..6). :meth:`StageWorker.serve` then loops on the inbound
+edge: DATA frames run the executor (the last stage samples a token id and sends it on token-out),
+RESET starts a new sequence (clears the KV cache, new sampler), SHUTDOWN ends the loop (both are
+forwarded downstream). A failure while serving is a ``runtime`` fault.
+
+Fault injection is explicit: a :class:`FaultInjection` given to the worker is consulted at the
+step of its kind and makes that step fail through the step's own error path (no monkeypatching).
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import numpy as np
+import torch
+from pipeplan.errors import STAGE_FAULT_KINDS, GGUFError, PipeplanError, StageFault
+from pipeplan.plan_types import ModelFacts, ProvisionStage
+from pipeplan.runtime.events import Event, StageFaulted, StageReady, WeightsReady
+from pipeplan.runtime.transport import DATA, RESET, SHUTDOWN, Frame, RecvEndpoint, SendEndpoint, Transport
+
+POLL_S = 0.05
+"""Seconds a blocked worker waits on an edge before re-checking its stop flag."""
+
+INJECT_ENV = "PIPEPLAN_INJECT_FAULT"
+
+
+class FaultInjectionError(PipeplanError):
+    """A malformed fault-injection spec (code ``bad_fault_injection``)."""
+
+    code = "bad_fault_injection"
+
+
+@dataclass(frozen=True)
+class FaultInjection:
+    """Make stage ``stage`` fail at the step of ``kind`` (a StageFault kind).
+
+    ``after`` (runtime only): number of DATA frames served before the failure. The step fails
+    through its own path: ``download`` -> the weight source resolves to nothing; ``parse`` -> the
+    header check sees a corrupt index; ``invalid_range`` -> the range is checked as
+    ``[start, block_count + 1)``; ``allocation`` -> the KV-cache allocator raises; ``bind`` -> the
+    first weight the program reads is withheld from the executor; ``runtime`` -> the serve loop
+    raises after ``after`` frames.
+    """
+
+    stage: int
+    kind: str
+    after: int = 0
+
+    def __post_init__(self):
+        if self.kind not in STAGE_FAULT_KINDS:
+            raise FaultInjectionError(f"unknown fault kind {self.kind!r}; expected one of {', '.join(STAGE_FAULT_KINDS)}",
+                                      where="kind")
+        if self.stage < 0 or self.after < 0:
+            raise FaultInjectionError(f"fault injection stage/after must be >= 0, got {self.stage}/{self.after}")
+
+    @classmethod
+    def parse(cls, text: str) -> FaultInjection:
+        """Parse ``"STAGE:KIND"`` or ``"STAGE:runtime:AFTER"`` (e.g. ``"1:bind"``).
+
+        Raises FaultInjectionError naming the bad part."""
+        parts = text.strip().split(":")
+        if len(parts) not in (2, 3) or not parts[0].isdigit() or (len(parts) == 3 and not parts[2].isdigit()):
+            raise FaultInjectionError(f"fault injection {text!r} is not STAGE:KIND or STAGE:KIND:AFTER", where=text)
+        return cls(int(parts[0]), parts[1], int(parts[2]) if len(parts) == 3 else 0)
+
+    @classmethod
+    def from_env(cls, environ: dict | None = None) -> FaultInjection | None:
+        """The injection named by ``$PIPEPLAN_INJECT_FAULT``, or None when it is unset/empty."""
+        v = (os.environ if environ is None else environ).get(INJECT_ENV, "").strip()
+        return cls.parse(v) if v else None
+
+    def hits(self, stage: int, kind: str) -> bool:
+        """Whether this injection targets ``kind`` on ``stage``."""
+        return self.stage == stage and self.kind == kind
+
+
+def _kernel_table(kernels: str | ModuleType | None) -> Any:
+    if kernels is None:
+        from pipeplan.runtime.kernels import reference
+
+        return reference
+    if isinstance(kernels, str):
+        return importlib.import_module(kernels)
+    return kernels
+
+
+class StageWorker:
+    """One pipeline stage (see the module docstring for the lifecycle).
+
+    Args:
+        provision: the stage's ProvisionStage (its only source of range, weights and edges: WL-A-1/2).
+        emit: called with each lifecycle event, in order (thread/process-safe sink of the caller).
+        fault_injection: optional :class:`FaultInjection` (ignored unless it targets this stage).
+        kernels: kernel module (or its dotted name) for the executor; default the torch reference.
+        cache_dir: weight cache directory (default ``$PIPEPLAN_CACHE`` / ``~/.cache/pipeplan``).
+        num_threads: ``torch.set_num_threads`` for this worker's process (None: leave as is).
+        on_request: called with each URL the worker downloads (tests count requests).
+    """
+
+    def __init__(self, provision: ProvisionStage, emit: Callable[[Event], None], *,
+                 fault_injection: FaultInjection | None = None, kernels: str | ModuleType | None = None,
+                 cache_dir: str | os.PathLike | None = None, num_threads: int | None = None,
+                 on_request: Callable[[str], None] | None = None):
+        self.p = provision
+        self.emit = emit
+        self.fi = fault_injection if (fault_injection and fault_injection.stage == provision.stage) else None
+        self.kernels = kernels
+        self.cache_dir = cache_dir
+        self.num_threads = num_threads
+        self.on_request = on_request
+        self.files: list[Path] = []
+        self.facts: ModelFacts | None = None
+        self.executor = None
+        self.mapped_bytes = 0
+        self.tensor_bytes = 0
+        self.faulted = False
+        self.ready = False
+        self.served = 0
+        self._rx: RecvEndpoint | None = None
+        self._tx: SendEndpoint | None = None
+        self._sampler = None
+
+    # ------------------------------------------------------------------ lifecycle
+    def _inject(self, kind: str) -> bool:
+        return self.fi is not None and self.fi.hits(self.p.stage, kind)
+
+    def _fault(self, kind: str, detail: str) -> StageFault:
+        f = StageFault(kind, self.p.stage, " ".join(str(detail).split()))
+        if not self.faulted:
+            self.faulted = True
+            self.emit(StageFaulted.of(f, self.p.node_id))
+        return f
+
+    def load(self) -> WeightsReady:
+        """Steps 1-7: resolve, parse, validate, load, allocate, bind, emit WeightsReady.
+
+        Returns the emitted event. Raises the StageFault it emitted on failure.
+        """
+        t0 = time.monotonic()
+        try:
+            self._resolve()
+            self._parse()
+            self._validate_range()
+            weights = self._load()
+            self._bind(weights)
+        except StageFault as f:
+            raise self._fault(f.kind, f.detail) from None
+        except Exception as e:  # an unexpected failure is still a typed fault, never a bare traceback
+            raise self._fault("runtime", f"unexpected {type(e).__name__} during load: {e}") from None
+        ev = WeightsReady(self.p.stage, self.p.node_id, self.mapped_bytes, time.monotonic() - t0)
+        self.emit(ev)
+        return ev
+
+    def _resolve(self) -> None:
+        from pipeplan.runtime.weights_source import resolve_weight_source
+
+        src = self.p.weights
+        if self._inject("download"):
+            raise StageFault("download", self.p.stage, "injected download failure: weight source "
+                             f"{', '.join(src.uris)} could not be fetched")
+        self.files = resolve_weight_source(src, stage=self.p.stage, cache_dir=self.cache_dir,
+                                           on_request=self.on_request)
+
+    def _parse(self) -> None:
+        from pipeplan.frontend.gguf_facts import read_model_facts
+
+        s = self.p.stage
+        try:
+            if self._inject("parse"):
+                raise GGUFError(f"{self.files[0]}: injected parse failure: tensor index unreadable")
+            facts = read_model_facts(self.files[0])
+        except GGUFError as e:
+            raise StageFault("parse", s, f"cannot parse weights: {e.one_line()}") from None
+        if len(facts.files) != len(self.files):
+            raise StageFault("parse", s, f"the weight source has {len(self.files)} shard(s) but the GGUF header "
+                                         f"says {len(facts.files)}")
+        for t in self.p.tensors:
+            ft = facts.tensor(t.name)
+            if ft is None:
+                raise StageFault("parse", s, f"tensor {t.name} of the provision is not in the file's tensor index")
+            got = (ft.ggml_type, tuple(ft.shape), ft.shard, ft.offset, ft.n_bytes)
+            want = (t.ggml_type, tuple(t.shape), t.shard, t.offset, t.n_bytes)
+            if got != want:
+                raise StageFault("parse", s, f"tensor {t.name}: file has (type, shape, shard, offset, bytes) = {got}, "
+                                             f"the provision says {want}")
+        self.facts = facts
+
+    def _validate_range(self) -> None:
+        p, facts = self.p, self.facts
+        assert facts is not None
+        start, end = p.layer_start, p.layer_end
+        if self._inject("invalid_range"):
+            end = p.block_count + 1
+        where = f"stage {p.stage}: layer range [{start}, {end})"
+        if not (0 <= start < end <= p.block_count):
+            raise StageFault("invalid_range", p.stage, f"{where} is not a non-empty range inside the plan's "
+                                                       f"[0, {p.block_count})")
+        if facts.block_count != p.block_count:
+            raise StageFault("invalid_range", p.stage, f"{where}: the plan says {p.block_count} blocks but the file "
+                                                       f"has {facts.block_count}")
+        if not (0 <= p.stage < p.stage_count) or p.has_embedding != (p.stage == 0) or \
+                p.has_head != (p.stage == p.stage_count - 1):
+            raise StageFault("invalid_range", p.stage, f"{where}: stage {p.stage} of {p.stage_count} with "
+                                                       f"has_embedding={p.has_embedding}, has_head={p.has_head}")
+        want = {t.name for t in facts.tensors_for_stage(start, end, p.has_embedding, p.has_head)}
+        got = [t.name for t in p.tensors]
+        if len(got) != len(set(got)) or set(got) != want:
+            extra, missing = sorted(set(got) - want), sorted(want - set(got))
+            raise StageFault("invalid_range", p.stage, f"{where}: provision tensors are not exactly the range's "
+                                                       f"(outside the range: {extra[:4]}, missing: {missing[:4]})")
+
+    def _load(self):
+        from pipeplan.runtime.loader import LoaderError, load_stage_weights
+
+        try:
+            w = load_stage_weights(self.files, self.p.tensors)
+        except LoaderError as e:
+            raise StageFault(e.kind if e.kind in STAGE_FAULT_KINDS else "parse", self.p.stage,
+                             f"cannot load weights: {e.detail}") from None
+        except PipeplanError as e:  # DequantError and friends: bytes that do not decode
+            raise StageFault(getattr(e, "kind", "parse") or "parse", self.p.stage,
+                             f"cannot load weights: {e.one_line()}") from None
+        self.mapped_bytes, self.tensor_bytes = w.mapped_bytes, w.tensor_bytes
+        return w
+
+    def _bind(self, weights) -> None:
+        from pipeplan.runtime.program import (
+            AllocationError,
+            BindError,
+            LlamaHParams,
+            ProgramError,
+            StageExecutor,
+            build_stage_program,
+        )
+
+        p = self.p
+        assert self.facts is not None
+        allocate = None
+        if self._inject("allocation"):
+            def allocate(shape):  # the allocator fails like an out-of-memory device would
+                raise RuntimeError(f"injected allocation failure for KV cache {shape}")
+        tensors: Any = weights
+        try:
+            hp = LlamaHParams.from_facts(self.facts)
+            program = build_stage_program(hp, p.layer_start, p.layer_end, p.has_embedding, p.has_head, p.max_seq_len)
+            if self._inject("bind"):
+                withheld = next(n for c in program for n in c.inputs if n.endswith(".weight"))
+                tensors = {k: v for k, v in weights.items() if k != withheld}
+            self.executor = StageExecutor(hp, program, tensors, p.max_seq_len, _kernel_table(self.kernels),
+                                          num_threads=self.num_threads, allocate=allocate)
+        except AllocationError as e:
+            raise StageFault("allocation", p.stage, e.message) from None
+        except BindError as e:
+            raise StageFault("bind", p.stage, e.message) from None
+        except ProgramError as e:
+            raise StageFault(e.kind, p.stage, e.message) from None
+        except PipeplanError as e:
+            raise StageFault("bind", p.stage, e.one_line()) from None
+
+    def connect(self, transport: Transport) -> StageReady:
+        """Step 8-9: open the inbound edge on this node and the outbound edge to its consumer node, then
+        emit StageReady. Requires a successful :meth:`load`. A transport error faults the stage (bind)."""
+        if self.executor is None or self.faulted:
+            raise self._fault("bind", "connect() before a successful load()")
+        try:
+            self._rx = transport.open_recv(self.p.node_id, self.p.inbound.edge_id)
+            self._tx = transport.open_send(self.p.outbound.peer_node_id, self.p.outbound.edge_id)
+        except PipeplanError as e:
+            raise self._fault("bind", f"cannot connect edges: {e.one_line()}") from None
+        ev = StageReady(self.p.stage, self.p.node_id)
+        self.ready = True
+        self.emit(ev)
+        return ev
+
+    # ------------------------------------------------------------------ serving
+    def _send(self, frame: Frame, stop: threading.Event | Any | None) -> bool:
+        assert self._tx is not None
+        while not self._tx.send(frame, timeout=POLL_S):
+            if stop is not None and stop.is_set():
+                return False
+        return True
+
+    def _step(self, frame: Frame) -> Frame:
+        p, ex = self.p, self.executor
+        assert frame.array is not None and ex is not None
+        if self._inject("runtime") and self.served >= self.fi.after:
+            raise RuntimeError(f"injected runtime failure after {self.served} frames")
+        x = torch.from_numpy(frame.array)
+        if p.has_embedding:
+            x = x.long()
+        out = ex.forward(x, frame.position, last_only=p.has_head)
+        self.served += 1
+        if p.has_head:
+            if self._sampler is None:
+                from pipeplan.runtime.sampling import Sampler
+
+                self._sampler = Sampler()
+            tok = self._sampler.sample(out[-1])
+            return Frame(DATA, frame.seq_id, frame.position + int(x.shape[0]), np.array([tok], dtype=np.int32))
+        return Frame(DATA, frame.seq_id, frame.position, out.numpy())
+
+    def serve(self, stop: threading.Event | Any | None = None, alive: Callable[[], bool] | None = None) -> int:
+        """Serve frames until SHUTDOWN (forwarded downstream) or ``stop`` is set / ``alive()`` is False.
+
+        Returns the number of DATA frames served. Raises (after emitting) StageFault(kind="runtime")
+        when executing, sampling or sending fails."""
+        if not self.ready or self._rx is None:
+            raise self._fault("runtime", "serve() before the stage is ready")
+        rx = self._rx
+        try:
+            while True:
+                frame = rx.recv(timeout=POLL_S)
+                if frame is None:
+                    if (stop is not None and stop.is_set()) or (alive is not None and not alive()):
+                        return self.served
+                    continue
+                if frame.op == DATA:
+                    out = self._step(frame)
+                elif frame.op == RESET:
+                    assert self.executor is not None
+                    self.executor.reset()
+                    if self.p.has_head:
+                        from pipeplan.runtime.sampling import Sampler
+
+                        sp = frame.sampler
+                        self._sampler = Sampler() if sp is None else Sampler(
+                            sp.temperature, sp.top_k, sp.top_p, None if sp.seed < 0 else sp.seed)
+                    out = frame
+                elif frame.op == SHUTDOWN:
+                    self._send(frame, stop)
+                    return self.served
+                else:
+                    raise RuntimeError(f"unknown frame op {frame.op} on edge {rx.edge_id}")
+                if not self._send(out, stop):
+                    return self.served
+        except StageFault:
+            raise
+        except PipeplanError as e:
+            raise self._fault("runtime", e.one_line()) from None
+        except Exception as e:
+            raise self._fault("runtime", f"{type(e).__name__}: {e}") from None
+
+    def run(self, transport: Transport, stop: threading.Event | Any | None = None,
+            alive: Callable[[], bool] | None = None) -> bool:
+        """load + connect + serve; every failure is emitted as a StageFaulted event, never raised.
+
+        Returns True on a clean end (SHUTDOWN or stop), False after a fault."""
+        try:
+            self.load()
+            if stop is not None and stop.is_set():
+                return True
+            self.connect(transport)
+            self.serve(stop, alive)
+            return True
+        except StageFault:
+            return False
+        except BaseException as e:  # pragma: no cover - defensive: report, never die silently
+            self._fault("runtime", f"{type(e).__name__}: {e}")
+            return False
+

@@ -1,0 +1,87 @@
+"""``pipeplan run``: text and JSON output, typed errors, and stage faults mapped to exit status 3."""
+
+from __future__ import annotations
+
+import json
+import multiprocessing as mp
+import subprocess
+import sys
+
+import pytest
+from pipeplan.tools.cli import main
+
+from tests.conftest import REPO, STORIES
+
+
+def _run(capsys, argv):
+    rc = main(["run", *argv])
+    out, err = capsys.readouterr()
+    return rc, out, err
+
+
+def test_cli_run_text_matches_expected(expected_cases):
+    """The real command (default local backend, one process per stage) prints the prompt followed by
+    llama.cpp's greedy continuation."""
+    c = expected_cases[0]
+    exe = REPO / ".venv" / "bin" / "pipeplan"
+    cmd = [str(exe) if exe.exists() else sys.executable, str(STORIES), "--prompt", c["prompt"], "--max-tokens", "40",
+           "--stages", "2"]
+    if not exe.exists():
+        cmd[1:1] = ["-m", "pipeplan.tools.cli", "run"]
+    else:
+        cmd.insert(1, "run")
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0, p.stderr
+    assert p.stdout == c["prompt"] + c["text"] + "\n"
+
+
+def test_cli_run_json(capsys, expected_cases):
+    """RP-PP-3, WL-R-4: --json prints prompt ids, token ids, the ordered stage events (WeightsReady before
+    StageReady per stage) and per-phase timings."""
+    c = expected_cases[2]
+    rc, out, err = _run(capsys, [str(STORIES), "--prompt", c["prompt"], "--stages", "3", "--backend", "inproc",
+                                 "--json"])
+    assert rc == 0, err
+    doc = json.loads(out)
+    assert doc["prompt_ids"] == c["prompt_ids"] and doc["token_ids"] == c["greedy_ids"] and doc["text"] == c["text"]
+    assert [e["seq"] for e in doc["events"]] == list(range(1, 7))
+    for s in range(3):
+        assert [e["event"] for e in doc["events"] if e["stage"] == s] == ["WeightsReady", "StageReady"]
+    assert {"load_s", "prefill_s", "decode_s", "prefill_tok_s", "decode_tok_s"} <= set(doc["timings"])
+
+
+@pytest.mark.parametrize("kind", ["download", "parse", "allocation", "bind", "invalid_range"])
+def test_cli_injected_fault_exits_3(capsys, kind):
+    """WL-F-1..5: --inject-fault 1:KIND (local backend) exits 3 with error[stage_fault:KIND]: stage 1: ...
+    on stderr, and no stage process stays alive."""
+    rc, out, err = _run(capsys, [str(STORIES), "--prompt", "Hi", "--stages", "2", "--max-tokens", "2",
+                                 "--inject-fault", f"1:{kind}"])
+    assert rc == 3 and out == ""
+    assert err.startswith(f"error[stage_fault:{kind}]: stage 1: ") and err.count("\n") == 1
+    assert mp.active_children() == []
+
+
+def test_cli_fault_from_env(capsys, monkeypatch):
+    """$PIPEPLAN_INJECT_FAULT works like the hidden flag."""
+    monkeypatch.setenv("PIPEPLAN_INJECT_FAULT", "0:parse")
+    rc, _, err = _run(capsys, [str(STORIES), "--prompt", "Hi", "--backend", "inproc", "--max-tokens", "1"])
+    assert rc == 3 and err.startswith("error[stage_fault:parse]: stage 0: ")
+
+
+@pytest.mark.parametrize("argv, code", [
+    (["--inject-fault", "one:bind"], "bad_fault_injection"),
+    (["--max-tokens", "300"], "invalid_request"),
+    (["--temperature", "-1"], "sampling"),
+    (["--stages", "9"], "invalid_stage_count"),
+])
+def test_cli_bad_input_exits_2(capsys, argv, code):
+    """Bad requests are typed one-line errors with exit status 2 and start no stage."""
+    rc, out, err = _run(capsys, [str(STORIES), "--prompt", "Hi", "--backend", "inproc", *argv])
+    assert rc == 2 and out == "" and err.startswith(f"error[{code}]")
+    assert mp.active_children() == []
+
+
+def test_cli_missing_model_exits_2(capsys, tmp_path):
+    """A model path that does not exist is a typed GGUF error (exit 2)."""
+    rc, _, err = _run(capsys, [str(tmp_path / "none.gguf"), "--prompt", "Hi"])
+    assert rc == 2 and err.startswith("error[")
