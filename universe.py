@@ -18,6 +18,7 @@ DIALECTS: dict[str, str] = {
     "runplan": "pipeplan.dialects.runplan:Runplan",
     "pplan": "pipeplan.dialects.pplan:Pplan",
     "cplan": "pipeplan.dialects.cplan:Cplan",
+    "tmachine": "pipeplan.dialects.triton_machine:Tmachine",
 }
 
 PASSES: dict[str, str] = {
@@ -29,6 +30,7 @@ PASSES: dict[str, str] = {
     "pplan-resolve-costs": "pipeplan.transforms.pplan_resolve_costs:PplanResolveCostsPass",
     "convert-pplan-to-cplan": "pipeplan.transforms.convert_pplan_to_cplan:ConvertPplanToCplanPass",
     "cplan-verify": "pipeplan.transforms.cplan_verify:CplanVerifyPass",
+    "convert-cplan-to-triton": "pipeplan.transforms.convert_cplan_to_triton:ConvertCplanToTritonPass",
 }
 
 

@@ -1,0 +1,220 @@
+"""The ``tmachine`` dialect: the CUDA/Triton target's MachineIR (seeds/003 "Machine lowering and
+artifact emission", AB-M-1).
+
+``convert-cplan-to-triton`` lowers each concrete command of a ``cuda-triton`` concrete plan to one
+machine instruction; nothing is added that the concrete plan did not decide (AB-M-4): streams are the
+plan's queues, instruction order is the queue order, cross-stream ``waits`` are the plan's
+dependencies on commands of other queues.
+
+* ``tmachine.program`` (``target``, ``concrete`` = sha256 of the concrete plan it lowers,
+  ``revision``) holds one ``tmachine.stream`` per (device, engine) queue;
+* ``tmachine.stream`` holds instructions in queue order:
+
+  - ``tmachine.launch``: one Triton kernel launch -- ``kernel`` (the ``module:function`` of the
+    ``@triton.jit`` kernel in :mod:`pipeplan.runtime.kernels.triton`), ``grid`` (3 positive ints),
+    ``meta`` (constexpr meta-parameters: block sizes, format codes, ``num_warps``), ``args`` (buffer
+    arguments, concrete alloc ids, in kernel parameter order), ``scalars`` (scalar arguments: ints,
+    floats, or ``"$start_pos"`` for the step's runtime position), ``autotune`` (the runtime may retune
+    the block sizes per its key; the grid is then recomputed from them);
+  - ``tmachine.view``: a command that is a view, not a kernel (``last_row``);
+  - ``tmachine.copy``: a copy-engine transfer (edge ``send``/``recv``) of ``bytes`` from ``src`` to ``dst``.
+
+Every instruction carries ``id``, ``cmd`` (the concrete command it lowers), ``waits`` (commands of
+other streams that must complete first) and ``lineage`` (the concrete command's lineage path, so a
+diagnostic reaches model op -> stage/block -> portable task -> candidate -> command -> instruction,
+AB-D-1).
+"""
+
+from __future__ import annotations
+
+from xdsl.dialects.builtin import (
+    ArrayAttr,
+    DenseArrayBase,
+    DictionaryAttr,
+    FloatAttr,
+    IntegerAttr,
+    StringAttr,
+)
+from xdsl.ir import Dialect
+from xdsl.irdl import (
+    IRDLOperation,
+    ParsePropInAttrDict,
+    irdl_op_definition,
+    prop_def,
+    region_def,
+    traits_def,
+)
+from xdsl.traits import HasParent, NoTerminator
+from xdsl.utils.exceptions import VerifyException
+
+REVISION = "pipeplan-tmachine/1"
+"""Revision of this MachineIR and its lowering."""
+
+
+def _strs(a: ArrayAttr, what: str) -> None:
+    for x in a.data:
+        if not isinstance(x, StringAttr):
+            raise VerifyException(f"{what} must be an array of strings, got {x}")
+
+
+class _Instr(IRDLOperation):
+    irdl_options = (ParsePropInAttrDict(),)
+    assembly_format = "attr-dict"
+
+
+@irdl_op_definition
+class ProgramOp(IRDLOperation):
+    """A Triton machine program: the lowering of one concrete plan.
+
+    ```mlir
+    tmachine.program attributes {target = "cuda-triton@1", concrete = "sha256:00", revision = "pipeplan-tmachine/1"} {
+      tmachine.stream {device = "n0", engine = "cuda.stream"} {
+        tmachine.launch {id = "i.c0", cmd = "c0", kernel = "pipeplan.runtime.kernels.triton.rmsnorm:_rms_norm_kernel",
+          grid = array<i64: 4, 1, 1>, meta = {BLOCK_D = 64 : i64}, args = ["b0", "w0", "b1"],
+          scalars = {D = 64 : i64}, autotune = false, waits = [], lineage = "blk.0.attn_norm -> c0"}
+      }
+    }
+    ```
+    """
+
+    name = "tmachine.program"
+    irdl_options = (ParsePropInAttrDict(),)
+    target = prop_def(StringAttr)
+    concrete = prop_def(StringAttr)
+    revision = prop_def(StringAttr)
+    body = region_def()
+    traits = traits_def(NoTerminator())
+    assembly_format = "attr-dict-with-keyword $body"
+
+    def verify_(self) -> None:
+        if not self.target.data.startswith("cuda-triton"):
+            raise VerifyException(f"tmachine.program targets '{self.target.data}', expected a cuda-triton target")
+        seen: set[str] = set()
+        for b in self.body.blocks:
+            for op in b.ops:
+                if not isinstance(op, StreamOp):
+                    raise VerifyException(f"unexpected op '{op.name}' in a tmachine.program (streams only)")
+                key = f"{op.device.data}/{op.engine.data}"
+                if key in seen:
+                    raise VerifyException(f"stream {key} appears twice")
+                seen.add(key)
+
+
+@irdl_op_definition
+class StreamOp(IRDLOperation):
+    """One queue (CUDA stream or copy engine) of a device; its instructions run in order.
+
+    ```mlir
+    tmachine.stream {device = "n0", engine = "cuda.copy"} {
+      tmachine.copy {id = "i.c9", cmd = "c9", src = "e0", dst = "b0", bytes = 16 : i64, waits = [], lineage = "edge:e0"}
+    }
+    ```
+    """
+
+    name = "tmachine.stream"
+    irdl_options = (ParsePropInAttrDict(),)
+    device = prop_def(StringAttr)
+    engine = prop_def(StringAttr)
+    body = region_def()
+    traits = traits_def(NoTerminator(), HasParent(ProgramOp))
+    assembly_format = "attr-dict-with-keyword $body"
+
+    def verify_(self) -> None:
+        for b in self.body.blocks:
+            for op in b.ops:
+                if not isinstance(op, LaunchOp | ViewOp | CopyOp):
+                    raise VerifyException(f"unexpected op '{op.name}' in a tmachine.stream")
+
+
+@irdl_op_definition
+class LaunchOp(_Instr):
+    """One Triton kernel launch (see the module docstring).
+
+    ```mlir
+    tmachine.launch {id = "i.c1", cmd = "c1", kernel = "pipeplan.runtime.kernels.triton.gemv:_gemv_kernel",
+      grid = array<i64: 4, 1, 1>, meta = {FMT = 3 : i64, USE_DOT = 0 : i64, BLOCK_M = 1 : i64, BLOCK_N = 16 : i64,
+      BLOCK_K = 256 : i64}, args = ["x", "w", "y"], scalars = {M = 1 : i64, N = 64 : i64, K = 64 : i64},
+      autotune = true, waits = [], lineage = "blk.0.attn_q -> c1"}
+    ```
+    """
+
+    name = "tmachine.launch"
+    id = prop_def(StringAttr)
+    cmd = prop_def(StringAttr)
+    kernel = prop_def(StringAttr)
+    grid = prop_def(DenseArrayBase)
+    meta = prop_def(DictionaryAttr)
+    args = prop_def(ArrayAttr)
+    scalars = prop_def(DictionaryAttr)
+    autotune = prop_def(IntegerAttr)
+    waits = prop_def(ArrayAttr)
+    lineage = prop_def(StringAttr)
+    traits = traits_def(HasParent(StreamOp))
+
+    def verify_(self) -> None:
+        name = self.id.data
+        grid = self.grid.get_values()
+        if len(grid) != 3 or any(not isinstance(g, int) or g < 1 for g in grid):
+            raise VerifyException(f"launch '{name}': grid must be 3 positive integers, got {list(grid)}")
+        if ":" not in self.kernel.data:
+            raise VerifyException(f"launch '{name}': kernel '{self.kernel.data}' is not 'module:function'")
+        for k, v in self.meta.data.items():
+            if not isinstance(v, IntegerAttr):
+                raise VerifyException(f"launch '{name}': meta-parameter '{k}' must be an integer, got {v}")
+        for k, v in self.scalars.data.items():
+            if not isinstance(v, IntegerAttr | FloatAttr) and not (isinstance(v, StringAttr) and v.data.startswith("$")):
+                raise VerifyException(f"launch '{name}': scalar '{k}' must be a number or a '$runtime' name, got {v}")
+        _strs(self.args, f"launch '{name}': args")
+        _strs(self.waits, f"launch '{name}': waits")
+
+
+@irdl_op_definition
+class ViewOp(_Instr):
+    """A command that is a view of a buffer, not a kernel (``last_row``).
+
+    ```mlir
+    tmachine.view {id = "i.c5", cmd = "c5", kind = "last_row", args = ["b3", "b4"], waits = [], lineage = "h_last"}
+    ```
+    """
+
+    name = "tmachine.view"
+    id = prop_def(StringAttr)
+    cmd = prop_def(StringAttr)
+    kind = prop_def(StringAttr)
+    args = prop_def(ArrayAttr)
+    waits = prop_def(ArrayAttr)
+    lineage = prop_def(StringAttr)
+    traits = traits_def(HasParent(StreamOp))
+
+    def verify_(self) -> None:
+        if self.kind.data not in ("last_row",):
+            raise VerifyException(f"view '{self.id.data}': unknown view kind '{self.kind.data}'")
+
+
+@irdl_op_definition
+class CopyOp(_Instr):
+    """A copy-engine transfer of ``bytes`` from alloc ``src`` to alloc ``dst`` (edge send/recv).
+
+    ```mlir
+    tmachine.copy {id = "i.c9", cmd = "c9", src = "e0", dst = "b0", bytes = 16 : i64, waits = [], lineage = "edge:e0"}
+    ```
+    """
+
+    name = "tmachine.copy"
+    id = prop_def(StringAttr)
+    cmd = prop_def(StringAttr)
+    src = prop_def(StringAttr)
+    dst = prop_def(StringAttr)
+    bytes = prop_def(IntegerAttr)
+    waits = prop_def(ArrayAttr)
+    lineage = prop_def(StringAttr)
+    traits = traits_def(HasParent(StreamOp))
+
+    def verify_(self) -> None:
+        if self.bytes.value.data < 0:
+            raise VerifyException(f"copy '{self.id.data}': bytes must be >= 0")
+
+
+Tmachine = Dialect("tmachine", [ProgramOp, StreamOp, LaunchOp, ViewOp, CopyOp], [])
+
+__all__ = ["CopyOp", "LaunchOp", "ProgramOp", "REVISION", "StreamOp", "Tmachine", "ViewOp"]

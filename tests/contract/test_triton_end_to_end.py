@@ -1,0 +1,219 @@
+"""Issue 7: stories260K end to end on the Triton kernels (interpreter), 1 and 3 stages.
+
+The stage program is the same one the reference kernels run (``build_stage_program``); only the
+kernel table (``pipeplan.runtime.kernels.triton``) and the weights (GGUF format, dequantized in the
+kernels: ``load_stage_weights_raw``) differ. Greedy decoding must reproduce llama.cpp's EXPECTED
+tokens; the interpreter is slow (~0.3-0.9 s per generated token here), so the first 20 tokens of each
+prompt are checked.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from pipeplan.frontend.gguf_facts import read_model_facts
+from pipeplan.runtime.kernels import reference as R
+from pipeplan.runtime.kernels import triton as TK
+from pipeplan.runtime.kernels.triton_weights import GGMLWeight, load_stage_weights_raw
+from pipeplan.runtime.loader import load_stage_weights, stage_slices
+from pipeplan.runtime.program import LlamaHParams, StageExecutor, build_stage_program, greedy_generate
+
+from tests.ggufgen import write_variant
+
+MAX_SEQ = 64
+N_TOKENS = 20
+LAYOUTS = {1: ((0, 5),), 3: ((0, 2), (2, 4), (4, 5))}
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _one_thread():
+    """One intra-op thread: the interpreter is numpy-bound and the cores are shared (restored after)."""
+    n = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(n)
+
+
+def _stages(path, ranges, kernels, raw=True):
+    facts = read_model_facts(path)
+    hp = LlamaHParams.from_facts(facts)
+    out, weights = [], []
+    n = len(ranges)
+    for i, (a, b) in enumerate(ranges):
+        sl = stage_slices(facts, a, b, i == 0, i == n - 1)
+        w = load_stage_weights_raw(facts.files, sl) if raw else load_stage_weights(facts.files, sl)
+        weights.append(w)
+        out.append(StageExecutor(hp, build_stage_program(hp, a, b, i == 0, i == n - 1, MAX_SEQ), w, MAX_SEQ,
+                                 kernels=kernels))
+    return out, weights
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("n_stages", [1, 3])
+def test_stories_expected_tokens(stories_path, expected_cases, n_stages):
+    """Issue 7 / WL-L-1: stories260K through Triton-kernel stages (1 and 3 stages, each loading only its own
+    byte ranges) generates llama.cpp's EXPECTED greedy tokens (first 20) for every prompt."""
+    stages, weights = _stages(stories_path, LAYOUTS[n_stages], TK)
+    if n_stages == 3:
+        assert all(w.mapped_bytes < stories_path.stat().st_size for w in weights)
+        assert not any(n.startswith("blk.0.") or n.startswith("blk.4.") for n in weights[1])
+    for case in expected_cases:
+        got = greedy_generate(stages, case["prompt_ids"], N_TOKENS)
+        assert got == case["greedy_ids"][:N_TOKENS], case["prompt"]
+
+
+@pytest.fixture(scope="module")
+def q8_path(tmp_path_factory, stories_path):
+    """stories260K quantized to Q8_0 with the gguf package (ffn_down falls back to F16, as in llama.cpp)."""
+    return write_variant(stories_path, tmp_path_factory.mktemp("q8") / "stories-q8_0.gguf", ggml_type="Q8_0")
+
+
+def test_quantized_stage_matches_reference(q8_path, expected_cases):
+    """Issue 7: a Q8_0 model runs with its weights kept quantized (Q8_0 and F16 matrices dequantized inside
+    the Triton GEMV and gather); its logits equal the reference kernels' on the gguf-dequantized weights."""
+    (tri,), (raw,) = _stages(q8_path, LAYOUTS[1], TK)
+    (ref,), _ = _stages(q8_path, LAYOUTS[1], R, raw=False)
+    kinds = {w.ggml_type for w in raw.values() if isinstance(w, GGMLWeight)}
+    assert kinds == {"Q8_0", "F16"}
+    assert raw.tensor_bytes < 0.4 * sum(int(torch.tensor(w.shape).prod()) * 4 for w in raw.values())
+    case = expected_cases[0]
+    ids = torch.tensor(case["prompt_ids"])
+    a = tri.forward(ids, 0, last_only=True).clone()
+    b = ref.forward(ids, 0, last_only=True)
+    torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-4)
+    step = torch.tensor([case["greedy_ids"][0]])
+    torch.testing.assert_close(tri.forward(step, len(ids)), ref.forward(step, len(ids)), rtol=1e-4, atol=1e-4)
+
+
+# --------------------------------------------------------------------------- lowering
+PIPE = ("convert-runplan-to-pplan{{pool=\"{pool}\" prompt_len=4}},pplan-legalize{{target=cuda-triton}},"
+        "pplan-select-implementations,pplan-resolve-costs{{evidence=roofline}},"
+        "convert-pplan-to-cplan{{binder={binder} keep_source=true}}")
+
+
+@pytest.fixture(scope="module")
+def cuda_plans(tmp_path_factory, stories_path):
+    """stories260K on 1 stage bound to cuda-triton: the module text per binder (cplan + kept pplan)."""
+    from pipeplan.api import register_pipeplan, run_pipeline
+    from pipeplan.frontend.planner import plan_run
+    from pipeplan.plan_types import NodePool, NodeSpec, RuntimeConfig
+    from xdsl.context import Context
+
+    d = tmp_path_factory.mktemp("tm")
+    (d / "pool.toml").write_text('[[nodes]]\nid = "n0"\nmemory_bytes = 1073741824\nbandwidth_bytes_per_s = 1.0e11\n'
+                                 'flops_per_s = 1.0e12\nlink_bandwidth_bytes_per_s = 1.0e9\n')
+    pool = NodePool((NodeSpec("n0", 1 << 30, 1.0e11, 1.0e12, 1.0e9),))
+    out = {}
+    for binder in ("reference-queue", "reference-slot"):
+        mod = plan_run(read_model_facts(stories_path), RuntimeConfig(max_seq_len=64), pool, 1)
+        run_pipeline(register_pipeplan(Context()), mod, PIPE.format(pool=d / "pool.toml", binder=binder))
+        out[binder] = str(mod)
+    return out
+
+
+def _parse(text):
+    from pipeplan.api import parse_module, register_pipeplan
+    from xdsl.context import Context
+
+    return parse_module(register_pipeplan(Context()), text)
+
+
+def _plans(mod):
+    from pipeplan.dialects.cplan import PlanOp
+    from pipeplan.dialects.pplan import PlanOp as PPlanOp
+
+    return next(o for o in mod.ops if isinstance(o, PlanOp)), next(o for o in mod.ops if isinstance(o, PPlanOp))
+
+
+def test_lowering_one_launch_per_command_in_queue_order(cuda_plans):
+    """AB-M-1 / AB-M-4: every concrete command becomes exactly one tmachine instruction naming it, streams are
+    the plan's queues and instruction order is the queue order (no scheduling decision added)."""
+    from pipeplan.dialects.cplan import QueueOp, plan_from_ir
+    from pipeplan.dialects.triton_machine import LaunchOp, StreamOp
+    from pipeplan.transforms.convert_cplan_to_triton import lower_plan
+
+    plan, pplan = _plans(_parse(cuda_plans["reference-queue"]))
+    queues = [(q.device.data, q.engine.data, [s.data for s in q.order.data]) for q in plan.walk()
+              if isinstance(q, QueueOp)]
+    n_cmds = len(plan_from_ir(plan).commands)
+    prog = lower_plan(plan, pplan)
+    prog.verify()
+    streams = [(s.device.data, s.engine.data, [i.cmd.data for i in s.body.blocks[0].ops]) for s in prog.walk()
+               if isinstance(s, StreamOp)]
+    assert streams == queues and sum(len(s[2]) for s in streams) == n_cmds
+    launches = [o for o in prog.walk() if isinstance(o, LaunchOp)]
+    kernels = {o.kernel.data.rsplit(":", 1)[1] for o in launches}
+    assert kernels == {"_gather_kernel", "_rms_norm_kernel", "_gemv_kernel", "_rope_kernel", "_kv_write_kernel",
+                       "_attention_kernel", "_binary_kernel", "_argmax_kernel"}
+    assert all(o.lineage.data.endswith(f"-> concrete command {o.cmd.data}") for o in launches)
+
+
+def test_lowering_rejects_weight_dtype_without_kernel(cuda_plans):
+    """AB-I-2 / AB-D-1: a matmul whose weight dtype has no Triton kernel (q4_k, admitted by the capability table)
+    fails the lowering with the lineage path through the concrete command -- never a fallback kernel."""
+    from pipeplan.dialects.pplan import TaskOp
+    from pipeplan.transforms.convert_cplan_to_triton import lower_plan
+    from xdsl.dialects.builtin import ArrayAttr, StringAttr
+    from xdsl.utils.exceptions import PassFailedException
+
+    plan, pplan = _plans(_parse(cuda_plans["reference-queue"]))
+    task = next(t for t in pplan.walk() if isinstance(t, TaskOp) and t.sym_name.data == "decode.s0.b2.matmul.ffn_up")
+    task.properties["dtypes"] = ArrayAttr([StringAttr("f32"), StringAttr("q4_k"), StringAttr("f32")])
+    with pytest.raises(PassFailedException) as ei:
+        lower_plan(plan, pplan)
+    msg = str(ei.value)
+    assert "no Triton kernel for weight dtype q4_k" in msg
+    assert ("model op blk.2.ffn_up -> stage 0 block 2 (decode) -> task @decode.s0.b2.matmul.ffn_up -> candidate "
+            "triton.matmul -> concrete command cmd.decode.s0.b2.matmul.ffn_up") in msg
+
+
+def test_lowering_rejects_slot_extension_and_missing_source(cuda_plans):
+    """AB-I-2: the CUDA target runs queues: a slot-dataflow plan is a diagnostic; so is a module without the
+    portable plan the shapes come from."""
+    from pipeplan.api import register_pipeplan, run_pipeline
+    from pipeplan.dialects.pplan import PlanOp as PPlanOp
+    from pipeplan.transforms.convert_cplan_to_triton import lower_plan
+    from xdsl.context import Context
+    from xdsl.utils.exceptions import PassFailedException
+
+    plan, pplan = _plans(_parse(cuda_plans["reference-slot"]))
+    with pytest.raises(PassFailedException, match="no cplan.queue_schedule extension"):
+        lower_plan(plan, pplan)
+    mod = _parse(cuda_plans["reference-queue"])
+    next(o for o in mod.ops if isinstance(o, PPlanOp)).detach()
+    with pytest.raises(PassFailedException, match="needs the portable plan"):
+        run_pipeline(register_pipeplan(Context()), mod, "convert-cplan-to-triton")
+
+
+@pytest.mark.parametrize("bad,msg", [
+    ('grid = array<i64: 0, 1, 1>', "grid must be 3 positive integers"),
+    ('kernel = "nomodule"', "is not 'module:function'"),
+    ('scalars = {start_pos = "start_pos"}', "must be a number or a '$runtime' name"),
+])
+def test_tmachine_launch_verifier(bad, msg):
+    """AB-M-1: the tmachine verifier rejects malformed launches (grid, kernel reference, scalar kinds)."""
+    from xdsl.utils.exceptions import VerifyException
+
+    props = {"grid": 'array<i64: 1, 1, 1>', "kernel": '"m:f"', "scalars": "{}"}
+    key, val = bad.split(" = ", 1)
+    props[key] = val
+    text = ('tmachine.program attributes {target = "cuda-triton@1", concrete = "sha256:00", revision = "r"} {\n'
+            ' tmachine.stream attributes {device = "n0", engine = "cuda.stream"} {\n'
+            f'  tmachine.launch {{id = "i", cmd = "c", kernel = {props["kernel"]}, grid = {props["grid"]}, meta = {{}}, '
+            f'args = [], scalars = {props["scalars"]}, autotune = false, waits = [], lineage = "l"}}\n }}\n}}')
+    with pytest.raises(VerifyException, match=msg.replace("$", r"\$").replace("(", r"\(")):
+        _parse(text).verify()
+
+
+def test_stage_hooks_load_raw_weights_on_the_kernel_device(stories_path):
+    """WL-L-1 / WL-R-3: the package's stage hooks load only the stage's tensors, kept in GGUF format on the
+    device the kernels run on (CPU here), and allocate the KV cache there; a stage bound with them runs."""
+    facts = read_model_facts(stories_path)
+    hp = LlamaHParams.from_facts(facts)
+    w = TK.load_stage_weights(facts.files, stage_slices(facts, 2, 4, False, False))
+    assert sorted({n.split(".")[1] for n in w}) == ["2", "3"] and w.mapped_bytes < stories_path.stat().st_size
+    assert all(t.device == TK.device() for t in w.values())
+    ex = StageExecutor(hp, build_stage_program(hp, 2, 4, False, False, 8), w, 8, kernels=TK, allocate=TK.allocate)
+    x = torch.randn(3, hp.n_embd, generator=torch.Generator().manual_seed(0))
+    ref = StageExecutor(hp, build_stage_program(hp, 2, 4, False, False, 8), w, 8, kernels=R)
+    torch.testing.assert_close(ex.forward(x, 0), ref.forward(x, 0), rtol=1e-4, atol=1e-5)

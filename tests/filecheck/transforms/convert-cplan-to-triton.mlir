@@ -1,0 +1,44 @@
+// RUN: printf '[[nodes]]\nid = "n0"\nmemory_bytes = 1073741824\nbandwidth_bytes_per_s = 1.0e11\nflops_per_s = 1.0e12\nlink_bandwidth_bytes_per_s = 1.0e9\n' > %t.pool.toml
+// RUN: pipeplan plan %models/stories260K.gguf --nodes %t.pool.toml --stages 1 --max-seq-len 64 -o %t.runplan.mlir
+// RUN: pipeplan-opt %t.runplan.mlir -p 'convert-runplan-to-pplan{pool="%t.pool.toml" prompt_len=4},pplan-legalize{target=cuda-triton},pplan-select-implementations,pplan-resolve-costs{evidence=roofline},convert-pplan-to-cplan{binder=reference-queue keep_source=true},cplan-verify{require_source=true}' -o %t.cplan.mlir
+// RUN: pipeplan-opt %t.cplan.mlir -p convert-cplan-to-triton | filecheck %s
+// RUN: pipeplan-opt %t.cplan.mlir -p convert-cplan-to-triton | pipeplan-opt --print-op-generic | pipeplan-opt | filecheck %s
+// RUN: pipeplan-opt %t.runplan.mlir -p 'convert-runplan-to-pplan{pool="%t.pool.toml" prompt_len=4},pplan-legalize{target=virtual-queue},pplan-select-implementations,pplan-resolve-costs{evidence=roofline},convert-pplan-to-cplan{binder=reference-queue keep_source=true},convert-cplan-to-triton' --verify-diagnostics | filecheck %s --check-prefix=VQ
+// RUN: pipeplan-opt %t.cplan.mlir -p 'convert-cplan-to-triton,convert-cplan-to-triton' --verify-diagnostics | filecheck %s --check-prefix=NONE
+
+// Issue 7 / AB-M-1, AB-M-4, AB-D-1: stories260K (1 stage, cuda-triton target, reference-queue binder)
+// lowered to the tmachine dialect. The concrete plan is replaced by one tmachine.program whose streams
+// are the plan's queues; each concrete command is one launch (kernel, grid, meta-parameters, buffer
+// args, scalar args) with its lineage extended by the concrete command. Below: the 15 launches of
+// decode block 0, in queue order (the round trip through the generic form prints the same).
+
+// CHECK-NOT:  cplan.plan
+// CHECK:      tmachine.program attributes {target = "cuda-triton@1", concrete = "sha256:{{[0-9a-f]+}}", revision = "pipeplan-tmachine/1"} {
+// CHECK-NEXT:   tmachine.stream attributes {device = "n0", engine = "cuda.copy"} {
+// CHECK-NEXT:     tmachine.copy {id = "i.cmd.prefill.s0.recv.e0", cmd = "cmd.prefill.s0.recv.e0", src = "alloc.edge.e0", dst = "alloc.prefill.s0.input", bytes = 16 : i64, waits = [], lineage = "model op edge:e0 -> stage 0 (prefill) -> task @prefill.s0.recv.e0 -> candidate triton.recv -> concrete command cmd.prefill.s0.recv.e0"}
+// CHECK:        tmachine.stream attributes {device = "n0", engine = "cuda.stream"} {
+// CHECK:          tmachine.launch {id = "i.cmd.decode.s0.embedding_gather.token_embd", {{.*}}kernel = "pipeplan.runtime.kernels.triton.embedding:_gather_kernel", grid = array<i64: 1, 1, 1>, meta = {FMT = 0 : i64, BLOCK_D = 64 : i64}, args = ["alloc.decode.s0.input", "alloc.s0.w.token_embd.weight", "alloc.decode.s0.h0"], scalars = {D = 64 : i64}, autotune = false, waits = ["cmd.decode.s0.recv.e0"]
+// CHECK-NEXT:     tmachine.launch {id = "i.cmd.decode.s0.b0.rms_norm.attn_norm", {{.*}}kernel = "pipeplan.runtime.kernels.triton.rmsnorm:_rms_norm_kernel", grid = array<i64: 1, 1, 1>, meta = {BLOCK_D = 64 : i64}, args = ["alloc.decode.s0.h0", "alloc.s0.w.blk.0.attn_norm.weight", "alloc.decode.s0.blk.0.attn_in"], scalars = {D = 64 : i64, eps = "$eps"}, autotune = false, waits = [], lineage = "model op blk.0.attn_norm -> stage 0 block 0 (decode) -> task @decode.s0.b0.rms_norm.attn_norm -> candidate triton.rms_norm -> concrete command cmd.decode.s0.b0.rms_norm.attn_norm"}
+// CHECK-NEXT:     tmachine.launch {id = "i.cmd.decode.s0.b0.matmul.attn_q", {{.*}}kernel = "pipeplan.runtime.kernels.triton.gemv:_gemv_kernel", grid = array<i64: 4, 1, 1>, meta = {FMT = 0 : i64, USE_DOT = 0 : i64, BLOCK_M = 1 : i64, BLOCK_N = 16 : i64, BLOCK_K = 256 : i64}, args = ["alloc.decode.s0.blk.0.attn_in", "alloc.s0.w.blk.0.attn_q.weight", "alloc.decode.s0.blk.0.q_proj"], scalars = {M = 1 : i64, N = 64 : i64, K = 64 : i64}, autotune = true
+// CHECK-NEXT:     tmachine.launch {id = "i.cmd.decode.s0.b0.matmul.attn_k", {{.*}}grid = array<i64: 2, 1, 1>{{.*}}scalars = {M = 1 : i64, N = 32 : i64, K = 64 : i64}
+// CHECK-NEXT:     tmachine.launch {id = "i.cmd.decode.s0.b0.matmul.attn_v", {{.*}}grid = array<i64: 2, 1, 1>{{.*}}scalars = {M = 1 : i64, N = 32 : i64, K = 64 : i64}
+// CHECK-NEXT:     tmachine.launch {id = "i.cmd.decode.s0.b0.rope.q", {{.*}}kernel = "pipeplan.runtime.kernels.triton.rope:_rope_kernel", grid = array<i64: 1, 1, 1>, meta = {BLOCK_H = 8 : i64, BLOCK_P = 4 : i64}, args = ["alloc.decode.s0.blk.0.q_proj", "alloc.s0.rope_table", "alloc.decode.s0.blk.0.q"], scalars = {start_pos = "$start_pos", H = 8 : i64, HD = 8 : i64, ROPE_DIM = 8 : i64}
+// CHECK-NEXT:     tmachine.launch {id = "i.cmd.decode.s0.b0.rope.k", {{.*}}scalars = {start_pos = "$start_pos", H = 4 : i64, HD = 8 : i64, ROPE_DIM = 8 : i64}
+// CHECK-NEXT:     tmachine.launch {id = "i.cmd.decode.s0.b0.kv_cache_write", {{.*}}kernel = "pipeplan.runtime.kernels.triton.attention:_kv_write_kernel", grid = array<i64: 1, 1, 1>, meta = {BLOCK = 32 : i64}, args = ["alloc.decode.s0.blk.0.k", "alloc.decode.s0.blk.0.v", "alloc.s0.blk.0.cache_k", "alloc.s0.blk.0.cache_v"]
+// CHECK-NEXT:     tmachine.launch {id = "i.cmd.decode.s0.b0.attention.attn", {{.*}}kernel = "pipeplan.runtime.kernels.triton.attention:_attention_kernel", grid = array<i64: 1, 4, 1>, meta = {G = 2 : i64, BLOCK_M = 1 : i64, BLOCK_R = 16 : i64, BLOCK_N = 64 : i64, BLOCK_D = 16 : i64}, args = ["alloc.decode.s0.blk.0.q", "alloc.s0.blk.0.cache_k", "alloc.s0.blk.0.cache_v", "alloc.decode.s0.blk.0.attn"], scalars = {start_pos = "$start_pos", T = 1 : i64, H = 8 : i64, HKV = 4 : i64, HD = 8 : i64, scale = 0.35355339059327373 : f64}
+// CHECK-NEXT:     tmachine.launch {id = "i.cmd.decode.s0.b0.matmul.attn_output", {{.*}}grid = array<i64: 4, 1, 1>
+// CHECK-NEXT:     tmachine.launch {id = "i.cmd.decode.s0.b0.add.h_mid", {{.*}}kernel = "pipeplan.runtime.kernels.triton.elementwise:_binary_kernel", grid = array<i64: 1, 1, 1>, meta = {OP = 1 : i64, BLOCK = 64 : i64}
+// CHECK-NEXT:     tmachine.launch {id = "i.cmd.decode.s0.b0.rms_norm.ffn_norm", {{.*}}_rms_norm_kernel
+// CHECK-NEXT:     tmachine.launch {id = "i.cmd.decode.s0.b0.matmul.ffn_gate", {{.*}}grid = array<i64: 11, 1, 1>{{.*}}scalars = {M = 1 : i64, N = 172 : i64, K = 64 : i64}
+// CHECK-NEXT:     tmachine.launch {id = "i.cmd.decode.s0.b0.matmul.ffn_up", {{.*}}grid = array<i64: 11, 1, 1>
+// CHECK-NEXT:     tmachine.launch {id = "i.cmd.decode.s0.b0.silu_mul.ffn_act", {{.*}}meta = {OP = 0 : i64, BLOCK = 256 : i64}{{.*}}scalars = {F = 172 : i64}
+// CHECK-NEXT:     tmachine.launch {id = "i.cmd.decode.s0.b0.matmul.ffn_down", {{.*}}grid = array<i64: 4, 1, 1>{{.*}}scalars = {M = 1 : i64, N = 64 : i64, K = 172 : i64}
+// CHECK-NEXT:     tmachine.launch {id = "i.cmd.decode.s0.b0.add.h1", {{.*}}args = ["alloc.decode.s0.blk.0.h_mid", "alloc.decode.s0.blk.0.ffn_out", "alloc.decode.s0.h1"]
+// CHECK:          tmachine.view {id = "i.cmd.decode.s0.last_row.h_last", {{.*}}kind = "last_row"
+// CHECK:          tmachine.launch {id = "i.cmd.decode.s0.argmax.token", {{.*}}_argmax_kernel", grid = array<i64: 1, 1, 1>, meta = {BLOCK = 512 : i64}{{.*}}scalars = {V = 512 : i64}
+
+// A plan bound to another target is a diagnostic, not a fallback (AB-I-2):
+// VQ: convert-cplan-to-triton: the concrete plan targets 'virtual-queue@1', not cuda-triton
+
+// Nothing left to lower is a diagnostic too:
+// NONE: convert-cplan-to-triton: no cplan.plan to lower
