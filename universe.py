@@ -19,6 +19,7 @@ DIALECTS: dict[str, str] = {
     "pplan": "pipeplan.dialects.pplan:Pplan",
     "cplan": "pipeplan.dialects.cplan:Cplan",
     "tmachine": "pipeplan.dialects.triton_machine:Tmachine",
+    "vmachine": "pipeplan.dialects.vmachine:Vmachine",
 }
 
 PASSES: dict[str, str] = {
@@ -31,6 +32,8 @@ PASSES: dict[str, str] = {
     "convert-pplan-to-cplan": "pipeplan.transforms.convert_pplan_to_cplan:ConvertPplanToCplanPass",
     "cplan-verify": "pipeplan.transforms.cplan_verify:CplanVerifyPass",
     "convert-cplan-to-triton": "pipeplan.transforms.convert_cplan_to_triton:ConvertCplanToTritonPass",
+    "cplan-project-timing": "pipeplan.transforms.cplan_project_timing:CplanProjectTimingPass",
+    "convert-cplan-to-vmachine": "pipeplan.transforms.convert_cplan_to_vmachine:ConvertCplanToVmachinePass",
 }
 
 

@@ -14,7 +14,7 @@ from importlib import import_module
 
 from pipeplan.errors import PipeplanError, StageFault
 
-COMMANDS = ("plan", "run")
+COMMANDS = ("plan", "run", "compile", "replay", "compare")
 
 
 def build_parser() -> argparse.ArgumentParser:

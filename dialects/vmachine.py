@@ -1,0 +1,702 @@
+"""The ``vmachine`` dialect: the virtual target's replayable MachineIR (seeds/003 "Machine lowering and
+artifact emission", AB-M-1).
+
+A ``vmachine.program`` is what the runtime replays. It holds:
+
+* ``vmachine.abi`` — the model kernel ABI the static kernel attributes come from (llama
+  hyper-parameters and ``max_seq_len``); the runtime checks its model against it;
+* ``vmachine.buffer`` — every allocation of the concrete plan (same id, device, memory space, offset,
+  size, lifetime) and the runtime *binding name* a stage program uses for it (``blk.0.attn_in``,
+  ``blk.0.attn_q.weight``, ``blk.0.cache_k``, ``input``, ``output``, ...);
+* ``vmachine.edge`` — edge objects between stages (or the orchestrator, index -1);
+* ``vmachine.stage`` (one per pipeline stage: device, layer range) holding one ``vmachine.step`` per
+  step (``prefill``, ``decode``; ``rows`` = rows the step's buffers hold), holding one
+  ``vmachine.queue`` per engine the stage uses, holding instructions in queue order:
+
+  - ``vmachine.kernel`` — ``outs = kernel(*ins, **attrs)`` over buffer ids (``start_pos`` is the
+    step's runtime position), the runtime kernel table's names;
+  - ``vmachine.recv`` / ``vmachine.send`` — take / put the step's object on an edge;
+  - ``vmachine.sample`` — greedy token (argmax of the last logits row);
+  - ``vmachine.signal`` / ``vmachine.wait`` — the concrete plan's signal/wait edges (``token``).
+
+Every instruction carries ``id`` (unique in the program) and ``cmd``, the concrete command it lowers
+(signal/wait: ``signal`` and ``wait`` commands). Lineage beyond the command id lives in the
+detachable ``lineage.json`` of the replay package, not here.
+
+Whole-program checks (kernel ABI and arity, buffers declared on the stage's device, dataflow:
+nothing read before it is written in a step, signal/wait pairing and deadlock freedom) are
+:func:`verify_machine`; its errors carry the full lineage path when a lineage map is given
+(AB-D-1). :func:`linearize` gives the deterministic execution order of one stage step that the
+replay runs (queue order plus signal/wait; ties: queue order in the step) — timing annotations
+never influence it (AB-T-3).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from pipeplan.errors import PipeplanError
+from xdsl.dialects.builtin import ArrayAttr, DictionaryAttr, FloatAttr, IntegerAttr, StringAttr, f64, i64
+from xdsl.ir import Attribute, Block, Dialect, Operation, Region
+from xdsl.irdl import (
+    IRDLOperation,
+    ParsePropInAttrDict,
+    irdl_op_definition,
+    prop_def,
+    region_def,
+    traits_def,
+)
+from xdsl.traits import HasParent, NoTerminator
+from xdsl.utils.exceptions import VerifyException
+
+START_POS = "start_pos"
+"""Operand name of the step's runtime position (not a buffer)."""
+
+ENGINE_REVISION = "pipeplan-vmachine/1"
+"""Revision of this MachineIR and its lowering (recorded in package manifests)."""
+
+
+@dataclass(frozen=True)
+class KernelSig:
+    """Calling convention of one runtime kernel: ``reads`` buffers read, ``writes`` buffers written
+    (``inplace``: written buffers are passed as inputs after the reads and nothing is returned),
+    ``start_pos`` whether the position is the last input, ``attrs`` the static attribute names."""
+
+    reads: int
+    writes: int
+    inplace: bool = False
+    start_pos: bool = False
+    attrs: tuple[str, ...] = ()
+
+
+KERNEL_ABI: dict[str, KernelSig] = {
+    "embedding_gather": KernelSig(2, 1),
+    "rms_norm": KernelSig(2, 1, attrs=("eps",)),
+    "matmul": KernelSig(2, 1),
+    "rope": KernelSig(2, 1, start_pos=True, attrs=("n_heads", "head_dim", "rope_dim")),
+    "kv_cache_write": KernelSig(2, 2, inplace=True, start_pos=True),
+    "attention": KernelSig(3, 1, start_pos=True),
+    "add": KernelSig(2, 1),
+    "silu_mul": KernelSig(2, 1),
+    "last_row": KernelSig(1, 1, attrs=("if",)),
+}
+"""The virtual target's kernel ABI: the runtime reference kernels (``runtime/kernels/reference.py``)
+with the calling convention of ``runtime/program.py`` (``KernelCall``)."""
+
+ABI_FIELDS = ("n_embd", "n_head", "n_head_kv", "n_ff", "n_vocab", "n_ctx", "rope_dim", "n_layer", "max_seq_len")
+
+
+class MachineVerifyError(PipeplanError):
+    """A vmachine program that fails machine verification. ``path`` is the lineage path of the
+    offending instruction (model op -> portable task -> candidate -> concrete command -> machine
+    instruction) when known. ``code`` is ``machine_verify``."""
+
+    code = "machine_verify"
+
+    def __init__(self, message: str, *, path: str = "", where: str | None = None):
+        super().__init__(message + (f" [lineage: {path}]" if path else ""), where=where)
+        self.path = path
+
+
+# --------------------------------------------------------------------------- helpers
+def _s(v: str) -> StringAttr:
+    return StringAttr(v)
+
+
+def _i(v: int) -> IntegerAttr:
+    return IntegerAttr(int(v), i64)
+
+
+def _strs(vs) -> ArrayAttr:
+    return ArrayAttr([StringAttr(v) for v in vs])
+
+
+def strs(a: ArrayAttr) -> tuple[str, ...]:
+    """The strings of an ``ArrayAttr`` of ``StringAttr``."""
+    return tuple(x.data for x in a.data)  # type: ignore[attr-defined]
+
+
+def _check_strs(a: ArrayAttr, what: str) -> None:
+    for x in a.data:
+        if not isinstance(x, StringAttr):
+            raise VerifyException(f"{what} must be an array of strings, got {x}")
+
+
+def attr_value(a: Attribute) -> Any:
+    """Python value of a kernel attribute (f64 -> float, i64/i1 -> int, string -> str)."""
+    if isinstance(a, FloatAttr):
+        return float(a.value.data)
+    if isinstance(a, IntegerAttr):
+        return int(a.value.data)
+    if isinstance(a, StringAttr):
+        return a.data
+    raise VerifyException(f"unsupported kernel attribute {a}")
+
+
+def to_attr(v: Any) -> Attribute:
+    """Kernel attribute carrier of a Python value (float -> f64, int -> i64, str -> string)."""
+    if isinstance(v, bool):
+        return IntegerAttr(int(v), i64)
+    if isinstance(v, int):
+        return _i(v)
+    if isinstance(v, float):
+        return FloatAttr(v, f64)
+    if isinstance(v, str):
+        return _s(v)
+    raise ValueError(f"unsupported kernel attribute value {v!r}")
+
+
+class _Leaf(IRDLOperation):
+    irdl_options = (ParsePropInAttrDict(),)
+    assembly_format = "attr-dict"
+
+
+def _body() -> Region:
+    return region_def("single_block")
+
+
+# --------------------------------------------------------------------------- ops
+@irdl_op_definition
+class ProgramOp(IRDLOperation):
+    """A replayable virtual program lowered from one concrete plan.
+
+    Properties: ``target`` (plugin revision), ``deployment``, ``concrete`` (concrete digest it was
+    lowered from), ``portable`` (portable digest), ``binder``, ``engine`` (:data:`ENGINE_REVISION`).
+
+    ```mlir
+    vmachine.program attributes {target = "virtual-queue@1", deployment = "deployment:n0",
+        concrete = "sha256:00", portable = "sha256:11", binder = "list-schedule",
+        engine = "pipeplan-vmachine/1"} {
+      vmachine.abi {n_embd = 64 : i64, n_head = 8 : i64, n_head_kv = 4 : i64, n_ff = 172 : i64,
+                    n_vocab = 512 : i64, n_ctx = 2048 : i64, rope_dim = 8 : i64, n_layer = 5 : i64,
+                    max_seq_len = 64 : i64, rope_base = 1.0e+04 : f64, rms_eps = 1.0e-05 : f64,
+                    tied_embedding = 0 : i64}
+      vmachine.stage {index = 0 : i64, device = "n0", layer_start = 0 : i64, layer_end = 5 : i64} {
+        vmachine.step {name = "decode", rows = 1 : i64} {
+          vmachine.queue {engine = "queue.compute"} {
+          }
+        }
+      }
+    }
+    ```
+    """
+
+    name = "vmachine.program"
+    irdl_options = (ParsePropInAttrDict(),)
+    target = prop_def(StringAttr)
+    deployment = prop_def(StringAttr)
+    concrete = prop_def(StringAttr)
+    portable = prop_def(StringAttr)
+    binder = prop_def(StringAttr)
+    engine = prop_def(StringAttr)
+    body = _body()
+    traits = traits_def(NoTerminator())
+    assembly_format = "attr-dict-with-keyword $body"
+
+    def verify_(self) -> None:
+        abis = [o for o in self.body.block.ops if isinstance(o, AbiOp)]
+        if len(abis) != 1:
+            raise VerifyException(f"a vmachine.program needs exactly one vmachine.abi, found {len(abis)}")
+        ids: set[str] = set()
+        for o in self.body.block.ops:
+            if not isinstance(o, AbiOp | BufferOp | EdgeOp | StageOp):
+                raise VerifyException(f"unexpected op '{o.name}' in a vmachine.program body")
+        for o in self.walk():
+            if isinstance(o, INSTRUCTIONS):
+                i = o.id.data  # type: ignore[attr-defined]
+                if i in ids:
+                    raise VerifyException(f"duplicate instruction id '{i}'")
+                ids.add(i)
+
+
+@irdl_op_definition
+class AbiOp(_Leaf):
+    """The model kernel ABI: llama hyper-parameters (``runtime.program.LlamaHParams``) and the
+    positions the KV cache holds. All sizes must be positive. Inside a ``vmachine.program`` it states
+    the ABI the program was lowered for; at module level, next to a ``cplan.plan``, it is the explicit
+    ABI input of ``convert-cplan-to-vmachine``.
+
+    ```mlir
+    vmachine.abi {n_embd = 64 : i64, n_head = 8 : i64, n_head_kv = 4 : i64, n_ff = 172 : i64,
+                  n_vocab = 512 : i64, n_ctx = 2048 : i64, rope_dim = 8 : i64, n_layer = 5 : i64,
+                  max_seq_len = 64 : i64, rope_base = 1.0e+04 : f64, rms_eps = 1.0e-05 : f64,
+                  tied_embedding = 0 : i64}
+    ```
+    """
+
+    name = "vmachine.abi"
+    n_embd = prop_def(IntegerAttr)
+    n_head = prop_def(IntegerAttr)
+    n_head_kv = prop_def(IntegerAttr)
+    n_ff = prop_def(IntegerAttr)
+    n_vocab = prop_def(IntegerAttr)
+    n_ctx = prop_def(IntegerAttr)
+    rope_dim = prop_def(IntegerAttr)
+    n_layer = prop_def(IntegerAttr)
+    max_seq_len = prop_def(IntegerAttr)
+    rope_base = prop_def(FloatAttr)
+    rms_eps = prop_def(FloatAttr)
+    tied_embedding = prop_def(IntegerAttr)
+
+    def verify_(self) -> None:
+        for f in ABI_FIELDS:
+            v = getattr(self, f).value.data
+            if v < 1:
+                raise VerifyException(f"vmachine.abi: {f} must be positive, got {v}")
+
+
+@irdl_op_definition
+class BufferOp(_Leaf):
+    """One allocation of the concrete plan and the runtime binding name a stage program uses for it.
+
+    ``stage``/``step`` say whose program binds it (``step = ""`` for persistent buffers: weights, KV
+    cache; ``stage = -1`` for edge objects). ``offset`` is a multiple of ``alignment``.
+
+    ```mlir
+    vmachine.buffer {id = "alloc.decode.s0.blk.0.attn_in", name = "blk.0.attn_in", stage = 0 : i64,
+                     step = "decode", device = "n0", space = "device", offset = 0 : i64, size = 256 : i64,
+                     alignment = 64 : i64, lifetime = "transient"}
+    ```
+    """
+
+    name = "vmachine.buffer"
+    id = prop_def(StringAttr)
+    name_ = prop_def(StringAttr, prop_name="name")
+    stage = prop_def(IntegerAttr)
+    step = prop_def(StringAttr)
+    device = prop_def(StringAttr)
+    space = prop_def(StringAttr)
+    offset = prop_def(IntegerAttr)
+    size = prop_def(IntegerAttr)
+    alignment = prop_def(IntegerAttr)
+    lifetime = prop_def(StringAttr)
+    traits = traits_def(HasParent(ProgramOp))
+
+    def verify_(self) -> None:
+        off, size, al = self.offset.value.data, self.size.value.data, self.alignment.value.data
+        if al < 1 or al & (al - 1) or off < 0 or size < 0 or off % al:
+            raise VerifyException(f"buffer '{self.id.data}': offset {off} / size {size} / alignment {al} invalid")
+
+
+@irdl_op_definition
+class EdgeOp(_Leaf):
+    """An edge object between stages: ``producer``/``consumer`` stage indices (-1: orchestrator),
+    ``buffer`` its allocation, ``link`` the link a transfer uses ("" none).
+
+    ```mlir
+    vmachine.edge {id = "e1", buffer = "alloc.edge.e1", producer = 0 : i64, consumer = 1 : i64, link = "link.n0.n1"}
+    ```
+    """
+
+    name = "vmachine.edge"
+    id = prop_def(StringAttr)
+    buffer = prop_def(StringAttr)
+    producer = prop_def(IntegerAttr)
+    consumer = prop_def(IntegerAttr)
+    link = prop_def(StringAttr)
+    traits = traits_def(HasParent(ProgramOp))
+
+
+@irdl_op_definition
+class StageOp(IRDLOperation):
+    """The program of one pipeline stage on ``device`` owning blocks ``[layer_start, layer_end)``.
+
+    ```mlir
+    vmachine.stage {index = 1 : i64, device = "n1", layer_start = 2 : i64, layer_end = 4 : i64} {
+    }
+    ```
+    """
+
+    name = "vmachine.stage"
+    irdl_options = (ParsePropInAttrDict(),)
+    index = prop_def(IntegerAttr)
+    device = prop_def(StringAttr)
+    layer_start = prop_def(IntegerAttr)
+    layer_end = prop_def(IntegerAttr)
+    body = _body()
+    traits = traits_def(NoTerminator(), HasParent(ProgramOp))
+    assembly_format = "attr-dict-with-keyword $body"
+
+    def verify_(self) -> None:
+        if self.layer_end.value.data < self.layer_start.value.data:
+            raise VerifyException(f"stage {self.index.value.data}: layer range is reversed")
+        names = []
+        for o in self.body.block.ops:
+            if not isinstance(o, StepOp):
+                raise VerifyException(f"vmachine.stage may hold only vmachine.step ops, found '{o.name}'")
+            names.append(o.name_.data)
+        if len(set(names)) != len(names):
+            raise VerifyException(f"stage {self.index.value.data}: duplicate step names {names}")
+
+
+@irdl_op_definition
+class StepOp(IRDLOperation):
+    """The instructions of one step (``prefill``, ``decode``) of a stage; ``rows`` is the most rows
+    (tokens) its buffers hold.
+
+    ```mlir
+    vmachine.step {name = "prefill", rows = 8 : i64} {
+    }
+    ```
+    """
+
+    name = "vmachine.step"
+    irdl_options = (ParsePropInAttrDict(),)
+    name_ = prop_def(StringAttr, prop_name="name")
+    rows = prop_def(IntegerAttr)
+    body = _body()
+    traits = traits_def(NoTerminator(), HasParent(StageOp))
+    assembly_format = "attr-dict-with-keyword $body"
+
+    def verify_(self) -> None:
+        if self.rows.value.data < 1:
+            raise VerifyException(f"step '{self.name_.data}': rows must be >= 1")
+        for o in self.body.block.ops:
+            if not isinstance(o, QueueOp):
+                raise VerifyException(f"vmachine.step may hold only vmachine.queue ops, found '{o.name}'")
+
+
+@irdl_op_definition
+class QueueOp(IRDLOperation):
+    """An in-order queue (an engine of the stage's device): its instructions run in order.
+
+    ```mlir
+    vmachine.queue {engine = "queue.copy"} {
+      vmachine.recv {id = "i0", cmd = "cmd.decode.s0.recv.e0", edge = "e0", dst = "alloc.decode.s0.input"}
+    }
+    ```
+    """
+
+    name = "vmachine.queue"
+    irdl_options = (ParsePropInAttrDict(),)
+    engine = prop_def(StringAttr)
+    body = _body()
+    traits = traits_def(NoTerminator(), HasParent(StepOp))
+    assembly_format = "attr-dict-with-keyword $body"
+
+    def verify_(self) -> None:
+        for o in self.body.block.ops:
+            if not isinstance(o, INSTRUCTIONS):
+                raise VerifyException(f"vmachine.queue may hold only instructions, found '{o.name}'")
+
+
+@irdl_op_definition
+class KernelOp(_Leaf):
+    """``outs = kernel(*ins, **attrs)``: ``kernel`` from :data:`KERNEL_ABI`; ``ins``/``outs`` buffer
+    ids (``"start_pos"`` for the position); ``block`` the GGUF block (-1 none).
+
+    ```mlir
+    vmachine.kernel {id = "i3", cmd = "cmd.decode.s0.b0.rms_norm.attn_norm", kernel = "rms_norm",
+                     ins = ["alloc.decode.s0.h0", "alloc.s0.w.blk.0.attn_norm.weight"],
+                     outs = ["alloc.decode.s0.blk.0.attn_in"], attrs = {eps = 1.0e-05 : f64}, block = 0 : i64}
+    ```
+    """
+
+    name = "vmachine.kernel"
+    id = prop_def(StringAttr)
+    cmd = prop_def(StringAttr)
+    kernel = prop_def(StringAttr)
+    ins = prop_def(ArrayAttr)
+    outs = prop_def(ArrayAttr)
+    attrs = prop_def(DictionaryAttr)
+    block = prop_def(IntegerAttr)
+    traits = traits_def(HasParent(QueueOp))
+
+    def verify_(self) -> None:
+        k = self.kernel.data
+        where = f"instruction '{self.id.data}' (command '{self.cmd.data}')"
+        _check_strs(self.ins, f"{where}: ins")
+        _check_strs(self.outs, f"{where}: outs")
+        sig = KERNEL_ABI.get(k)
+        if sig is None:
+            raise VerifyException(f"{where}: kernel '{k}' is not in the virtual target's kernel ABI")
+        n_in = sig.reads + (sig.writes if sig.inplace else 0) + (1 if sig.start_pos else 0)
+        n_out = 0 if sig.inplace else sig.writes
+        ins = strs(self.ins)
+        if len(ins) != n_in or len(self.outs.data) != n_out:
+            raise VerifyException(f"{where}: kernel '{k}' takes {n_in} inputs and {n_out} outputs, got "
+                                  f"{len(ins)} and {len(self.outs.data)}")
+        if sig.start_pos and ins[-1] != START_POS:
+            raise VerifyException(f"{where}: kernel '{k}' takes '{START_POS}' as its last input")
+        missing = set(sig.attrs) - set(self.attrs.data)
+        if missing:
+            raise VerifyException(f"{where}: kernel '{k}' needs attributes {sorted(missing)}")
+
+
+@irdl_op_definition
+class RecvOp(_Leaf):
+    """Take the step's object from ``edge`` into buffer ``dst``.
+
+    ```mlir
+    vmachine.recv {id = "i0", cmd = "cmd.decode.s1.recv.e1", edge = "e1", dst = "alloc.decode.s1.input"}
+    ```
+    """
+
+    name = "vmachine.recv"
+    id = prop_def(StringAttr)
+    cmd = prop_def(StringAttr)
+    edge = prop_def(StringAttr)
+    dst = prop_def(StringAttr)
+    traits = traits_def(HasParent(QueueOp))
+
+
+@irdl_op_definition
+class SendOp(_Leaf):
+    """Put buffer ``src`` as the step's object on ``edge``.
+
+    ```mlir
+    vmachine.send {id = "i9", cmd = "cmd.decode.s0.send.e1", edge = "e1", src = "alloc.decode.s0.output"}
+    ```
+    """
+
+    name = "vmachine.send"
+    id = prop_def(StringAttr)
+    cmd = prop_def(StringAttr)
+    edge = prop_def(StringAttr)
+    src = prop_def(StringAttr)
+    traits = traits_def(HasParent(QueueOp))
+
+
+@irdl_op_definition
+class SampleOp(_Leaf):
+    """Greedy sampling: ``dst`` = argmax of the last row of logits ``src`` (llama.cpp greedy).
+
+    ```mlir
+    vmachine.sample {id = "i8", cmd = "cmd.decode.s2.argmax.token", src = "alloc.decode.s2.output",
+                     dst = "alloc.decode.s2.token"}
+    ```
+    """
+
+    name = "vmachine.sample"
+    id = prop_def(StringAttr)
+    cmd = prop_def(StringAttr)
+    src = prop_def(StringAttr)
+    dst = prop_def(StringAttr)
+    traits = traits_def(HasParent(QueueOp))
+
+
+@irdl_op_definition
+class SignalOp(_Leaf):
+    """Signal ``token`` (the concrete signal/wait edge ``signal`` -> ``wait``) after the previous
+    instruction of this queue completed.
+
+    ```mlir
+    vmachine.signal {id = "i2", token = "sync.0", signal = "cmd.decode.s0.recv.e0", wait = "cmd.decode.s0.embedding_gather.token_embd"}
+    ```
+    """
+
+    name = "vmachine.signal"
+    id = prop_def(StringAttr)
+    token = prop_def(StringAttr)
+    signal = prop_def(StringAttr)
+    wait = prop_def(StringAttr)
+    traits = traits_def(HasParent(QueueOp))
+
+
+@irdl_op_definition
+class WaitOp(_Leaf):
+    """Block this queue until ``token`` is signalled.
+
+    ```mlir
+    vmachine.wait {id = "i3", token = "sync.0", signal = "cmd.decode.s0.recv.e0", wait = "cmd.decode.s0.embedding_gather.token_embd"}
+    ```
+    """
+
+    name = "vmachine.wait"
+    id = prop_def(StringAttr)
+    token = prop_def(StringAttr)
+    signal = prop_def(StringAttr)
+    wait = prop_def(StringAttr)
+    traits = traits_def(HasParent(QueueOp))
+
+
+INSTRUCTIONS = (KernelOp, RecvOp, SendOp, SampleOp, SignalOp, WaitOp)
+
+Vmachine = Dialect(
+    "vmachine",
+    [ProgramOp, AbiOp, BufferOp, EdgeOp, StageOp, StepOp, QueueOp, KernelOp, RecvOp, SendOp, SampleOp, SignalOp,
+     WaitOp],
+    [],
+)
+
+
+# --------------------------------------------------------------------------- reading
+def instruction_cmd(o: Operation) -> str:
+    """The concrete command an instruction lowers (for signal: its signal, for wait: its wait command)."""
+    if isinstance(o, SignalOp):
+        return o.signal.data
+    if isinstance(o, WaitOp):
+        return o.wait.data
+    return o.cmd.data  # type: ignore[attr-defined]
+
+
+def abi_of(program: ProgramOp) -> dict[str, Any]:
+    """The ABI op's values as a dict (ints and floats)."""
+    a = next(o for o in program.body.block.ops if isinstance(o, AbiOp))
+    out: dict[str, Any] = {f: getattr(a, f).value.data for f in ABI_FIELDS}
+    out.update(rope_base=a.rope_base.value.data, rms_eps=a.rms_eps.value.data,
+               tied_embedding=bool(a.tied_embedding.value.data))
+    return out
+
+
+def abi_op(values: Mapping[str, Any]) -> AbiOp:
+    """Build a ``vmachine.abi`` from a dict with :data:`ABI_FIELDS`, ``rope_base``, ``rms_eps``,
+    ``tied_embedding``."""
+    props: dict[str, Attribute] = {f: _i(values[f]) for f in ABI_FIELDS}
+    props.update(rope_base=FloatAttr(float(values["rope_base"]), f64), rms_eps=FloatAttr(float(values["rms_eps"]), f64),
+                 tied_embedding=_i(1 if values["tied_embedding"] else 0))
+    return AbiOp.create(properties=props)
+
+
+def build(cls: type[IRDLOperation], props: dict[str, Attribute], body: list[Operation] | None = None) -> IRDLOperation:
+    """Create a vmachine op from properties (and a body for the region ops)."""
+    regions = [Region(Block(body))] if body is not None else []
+    return cls.create(properties=props, regions=regions)
+
+
+def linearize(step: StepOp, lineage: Mapping[str, str] | None = None) -> list[Operation]:
+    """The execution order of one stage step: instructions in queue order, a ``wait`` only after its
+    ``signal`` when that signal is in this step (signals of other stages are satisfied by the
+    pipeline order), ties by queue position in the step. Never reads timing annotations.
+
+    Raises MachineVerifyError: the queues deadlock (a wait whose signal can never run first).
+    """
+    queues = [list(q.body.block.ops) for q in step.body.block.ops if isinstance(q, QueueOp)]
+    local = {o.token.data for q in queues for o in q if isinstance(o, SignalOp)}
+    signalled: set[str] = set()
+    pos = [0] * len(queues)
+    out: list[Operation] = []
+    total = sum(len(q) for q in queues)
+    while len(out) < total:
+        progressed = False
+        for qi, q in enumerate(queues):
+            while pos[qi] < len(q):
+                o = q[pos[qi]]
+                if isinstance(o, WaitOp) and o.token.data in local and o.token.data not in signalled:
+                    break
+                if isinstance(o, SignalOp):
+                    signalled.add(o.token.data)
+                out.append(o)
+                pos[qi] += 1
+                progressed = True
+                if isinstance(o, SignalOp):
+                    break  # let a waiting earlier queue go first
+            if progressed:
+                break
+        if not progressed:
+            stuck = [q[pos[qi]] for qi, q in enumerate(queues) if pos[qi] < len(q)]
+            o = stuck[0]
+            raise MachineVerifyError(
+                f"step '{step.name_.data}': queues deadlock: instruction '{o.id.data}' waits for token "  # type: ignore[attr-defined]
+                f"'{o.token.data}' that no runnable instruction signals",  # type: ignore[attr-defined]
+                path=(lineage or {}).get(o.id.data, ""), where=o.id.data)  # type: ignore[attr-defined]
+    return out
+
+
+def verify_machine(program: ProgramOp, lineage: Mapping[str, str] | None = None) -> None:
+    """Machine verification of a whole program (module docstring). ``lineage`` maps instruction id ->
+    lineage path, included in every error (AB-D-1).
+
+    Checks: op verifiers; every buffer an instruction names is declared, on the stage's device and
+    bound by that stage (or an edge); every edge named exists and is produced/consumed by the stage
+    that sends/receives it; per stage step, in :func:`linearize` order, nothing is read before it
+    is written (persistent buffers and ``start_pos`` are defined); every wait token has exactly one
+    signal; a wait on another stage's signal names an earlier stage.
+
+    Raises MachineVerifyError.
+    """
+    lineage = lineage or {}
+    try:
+        program.verify()
+    except VerifyException as e:
+        raise MachineVerifyError(f"vmachine verifier: {e}") from None
+    bufs = {o.id.data: o for o in program.body.block.ops if isinstance(o, BufferOp)}
+    edges = {o.id.data: o for o in program.body.block.ops if isinstance(o, EdgeOp)}
+    sig_stage: dict[str, list[int]] = {}
+    for st in program.body.block.ops:
+        if isinstance(st, StageOp):
+            for o in st.walk():
+                if isinstance(o, SignalOp):
+                    sig_stage.setdefault(o.token.data, []).append(st.index.value.data)
+    for tok, ss in sig_stage.items():
+        if len(ss) != 1:
+            raise MachineVerifyError(f"token '{tok}' is signalled {len(ss)} times")
+
+    def fail(o: Operation, what: str) -> MachineVerifyError:
+        i = o.id.data  # type: ignore[attr-defined]
+        return MachineVerifyError(f"instruction '{i}' (command '{instruction_cmd(o)}'): {what}",
+                                  path=lineage.get(i, ""), where=i)
+
+    for st in program.body.block.ops:
+        if not isinstance(st, StageOp):
+            continue
+        s, dev = st.index.value.data, st.device.data
+        for step in st.body.block.ops:
+            assert isinstance(step, StepOp)
+            name = step.name_.data
+            defined = {START_POS} | {b for b, o in bufs.items() if o.stage.value.data == s and not o.step.data}
+
+            def check_buf(o: Operation, b: str, step_name: str = name, stage: int = s, device: str = dev) -> None:
+                if b == START_POS:
+                    return
+                x = bufs.get(b)
+                if x is None:
+                    raise fail(o, f"names buffer '{b}' that the program does not declare")
+                if x.device.data != device:
+                    raise fail(o, f"buffer '{b}' is on device '{x.device.data}', not the stage's '{device}'")
+                if x.stage.value.data != stage or x.step.data not in ("", step_name):
+                    raise fail(o, f"buffer '{b}' belongs to stage {x.stage.value.data} step '{x.step.data}'")
+
+            for o in linearize(step, lineage):
+                if isinstance(o, KernelOp):
+                    sig = KERNEL_ABI[o.kernel.data]
+                    ins = strs(o.ins)
+                    for b in ins:
+                        check_buf(o, b)
+                        if b not in defined:
+                            raise fail(o, f"kernel '{o.kernel.data}' reads buffer '{b}' before it is written in "
+                                          f"step '{name}'")
+                    for b in strs(o.outs):
+                        check_buf(o, b)
+                        defined.add(b)
+                    if sig.inplace:
+                        defined.update(ins[sig.reads:sig.reads + sig.writes])
+                elif isinstance(o, RecvOp | SendOp):
+                    e = edges.get(o.edge.data)
+                    if e is None:
+                        raise fail(o, f"uses edge '{o.edge.data}' that the program does not declare")
+                    if isinstance(o, RecvOp):
+                        if e.consumer.value.data != s:
+                            raise fail(o, f"receives on edge '{o.edge.data}' whose consumer is stage "
+                                          f"{e.consumer.value.data}")
+                        check_buf(o, o.dst.data)
+                        defined.add(o.dst.data)
+                    else:
+                        if e.producer.value.data != s:
+                            raise fail(o, f"sends on edge '{o.edge.data}' whose producer is stage "
+                                          f"{e.producer.value.data}")
+                        check_buf(o, o.src.data)
+                        if o.src.data not in defined:
+                            raise fail(o, f"sends buffer '{o.src.data}' before it is written in step '{name}'")
+                elif isinstance(o, SampleOp):
+                    check_buf(o, o.src.data)
+                    if o.src.data not in defined:
+                        raise fail(o, f"samples buffer '{o.src.data}' before it is written in step '{name}'")
+                    check_buf(o, o.dst.data)
+                    defined.add(o.dst.data)
+                elif isinstance(o, WaitOp):
+                    ss = sig_stage.get(o.token.data)
+                    if not ss:
+                        raise fail(o, f"waits for token '{o.token.data}' that nothing signals")
+                    if ss[0] > s:
+                        raise fail(o, f"waits for token '{o.token.data}' signalled by later stage {ss[0]}")
+
+
+__all__ = [
+    "ABI_FIELDS", "ENGINE_REVISION", "INSTRUCTIONS", "KERNEL_ABI", "START_POS", "AbiOp", "BufferOp", "EdgeOp",
+    "KernelOp", "KernelSig", "MachineVerifyError", "ProgramOp", "QueueOp", "RecvOp", "SampleOp", "SendOp", "SignalOp",
+    "StageOp", "StepOp", "Vmachine", "WaitOp", "abi_of", "abi_op", "attr_value", "build", "instruction_cmd",
+    "linearize", "strs", "to_attr", "verify_machine",
+]

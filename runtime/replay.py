@@ -1,0 +1,403 @@
+"""Run a replay package: the vmachine program's stage programs on the runtime's StageExecutor with the
+reference kernels (seeds/003 "Machine lowering and artifact emission"; issue 6 item 6).
+
+What runs is what was compiled: for every stage and step, :func:`stage_programs` turns the step's
+instructions, in :func:`~pipeplan.dialects.vmachine.linearize` order, into the runtime's
+:class:`~pipeplan.runtime.program.KernelCall` list (buffer ids -> the binding names of the
+``vmachine.buffer`` table, static attributes from the instruction) and the
+:class:`~pipeplan.runtime.program.StageExecutor` runs exactly that list. The steps of a stage share
+its weights and KV cache. ``recv``/``send`` move the step's object through in-process edge mailboxes
+(sizes checked against the edge allocation), ``sample`` takes the greedy token. The orchestration is
+the token loop: prefill in chunks of the prefill step's ``rows``, then one decode instance per
+generated token, stopping at EOS or ``max_tokens`` (like ``pipeplan run``).
+
+Every executed instruction is one runtime event (kernel times come from a timing wrapper around the
+kernel table, in call order); the run is returned as a *measured* TimelineBundle in the same format as
+the prediction, keyed by (step, iteration, command) and carrying the instruction id (AB-D-2).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+from pipeplan.dialects.vmachine import (
+    BufferOp,
+    EdgeOp,
+    KernelOp,
+    ProgramOp,
+    QueueOp,
+    RecvOp,
+    SampleOp,
+    SendOp,
+    SignalOp,
+    StageOp,
+    StepOp,
+    WaitOp,
+    abi_of,
+    attr_value,
+    linearize,
+    strs,
+)
+from pipeplan.errors import PipeplanError
+from pipeplan.runtime.program import KernelCall
+
+
+class ReplayError(PipeplanError):
+    """A package the runtime cannot replay: ``code`` ``model_mismatch`` (the GGUF is not the model
+    the package was compiled for), ``invalid_request`` (empty prompt, positions past max_seq_len,
+    max_tokens < 1), ``object_too_large`` (an object larger than its edge allocation),
+    ``unsupported_program`` (a stage step whose kernels are not one contiguous run)."""
+
+    code = "replay"
+
+
+@dataclass(frozen=True)
+class StepProgram:
+    """One stage step: ``order`` (instructions in execution order), ``calls`` (the KernelCall list the
+    executor runs), ``rows`` (most tokens per instance)."""
+
+    stage: int
+    step: str
+    device: str
+    rows: int
+    order: tuple[Any, ...]
+    calls: tuple[KernelCall, ...]
+    engine_of: Mapping[str, str]
+    input_buffer: str = ""
+    output_buffer: str = ""
+    kernels: tuple[Any, ...] = ()
+
+
+@dataclass
+class Package:
+    """A loaded package: manifest, the program op, the (optional) lineage map, and its directory."""
+
+    path: Path
+    manifest: dict[str, Any]
+    program: ProgramOp
+    lineage: dict[str, str] | None
+
+
+def load_package(pkg_dir: str | Path, *, verify: bool = True) -> Package:
+    """Read a package (checking its digests unless ``verify=False``) and parse ``program.mlir``.
+
+    Raises PackageError (bad digests, unreadable), ReplayError(unsupported_program) when the module
+    holds no single vmachine.program.
+    """
+    from pipeplan.api import parse_module, register_pipeplan
+    from pipeplan.lowering.replay_package import PackageError, verify_package
+    from xdsl.context import Context
+
+    d = Path(pkg_dir)
+    if verify:
+        manifest = verify_package(d)
+    else:
+        manifest = json.loads((d / "manifest.json").read_text())
+    try:
+        module = parse_module(register_pipeplan(Context()), (d / "program.mlir").read_text(), str(d / "program.mlir"))
+    except Exception as e:  # parse or verify error of a tampered/unsupported file
+        raise PackageError(f"{d}/program.mlir: {str(e).splitlines()[0] if str(e) else type(e).__name__}",
+                           where="program.mlir") from None
+    progs = [o for o in module.ops if isinstance(o, ProgramOp)]
+    if len(progs) != 1:
+        raise ReplayError(f"{d}/program.mlir holds {len(progs)} vmachine.program ops, expected 1",
+                          code="unsupported_program")
+    lineage = None
+    lp = d / "lineage.json"
+    if lp.exists():
+        lineage = dict(json.loads(lp.read_text()).get("instructions", {}))
+    prog = progs[0]
+    prog.detach()
+    return Package(d, manifest, prog, lineage)
+
+
+def stage_programs(program: ProgramOp, lineage: Mapping[str, str] | None = None) -> dict[int, dict[str, StepProgram]]:
+    """The per-stage, per-step programs of ``program`` (module docstring).
+
+    Raises MachineVerifyError (deadlocked queues), ReplayError(unsupported_program) when a step's
+    kernel instructions are interleaved with a send/recv/sample.
+    """
+    bufs = {o.id.data: o.name_.data for o in program.body.block.ops if isinstance(o, BufferOp)}
+    out: dict[int, dict[str, StepProgram]] = {}
+    for st in program.body.block.ops:
+        if not isinstance(st, StageOp):
+            continue
+        s = st.index.value.data
+        for step in st.body.block.ops:
+            assert isinstance(step, StepOp)
+            engine_of = {}
+            for q in step.body.block.ops:
+                assert isinstance(q, QueueOp)
+                for o in q.body.block.ops:
+                    engine_of[o.id.data] = q.engine.data  # type: ignore[attr-defined]
+            order = linearize(step, lineage)
+            kinds = [o for o in order if not isinstance(o, SignalOp | WaitOp)]
+            ks = [i for i, o in enumerate(kinds) if isinstance(o, KernelOp)]
+            if ks and ks != list(range(ks[0], ks[-1] + 1)):
+                raise ReplayError(f"stage {s} step '{step.name_.data}': kernel instructions are interleaved with "
+                                  f"transfers; the stage executor runs one contiguous kernel program",
+                                  code="unsupported_program")
+            calls = tuple(KernelCall(o.kernel.data, tuple(bufs.get(x, x) for x in strs(o.ins)),
+                                     tuple(bufs[x] for x in strs(o.outs)),
+                                     {k: attr_value(v) for k, v in o.attrs.data.items()},
+                                     None if o.block.value.data < 0 else o.block.value.data)
+                          for o in order if isinstance(o, KernelOp))
+            mine = {b.name_.data: b.id.data for b in program.body.block.ops
+                    if isinstance(b, BufferOp) and b.stage.value.data == s and b.step.data == step.name_.data}
+            out.setdefault(s, {})[step.name_.data] = StepProgram(
+                s, step.name_.data, st.device.data, step.rows.value.data, tuple(order), calls, engine_of,
+                mine.get("input", ""), mine.get("output", ""), tuple(o for o in order if isinstance(o, KernelOp)))
+    return out
+
+
+def load_stage_programs(pkg_dir: str | Path) -> dict[int, dict[str, list[KernelCall]]]:
+    """stage -> step -> the KernelCall list a StageExecutor must run (for a runtime that builds its
+    own workers: pass ``program=`` these calls instead of ``build_stage_program``)."""
+    pkg = load_package(pkg_dir)
+    return {s: {k: list(v.calls) for k, v in steps.items()} for s, steps in stage_programs(pkg.program).items()}
+
+
+@dataclass
+class ReplayResult:
+    """Outcome of a replay: generated ids (EOS excluded), prompt ids, text, the measured timeline,
+    and the executed instructions in order as ``(step, iteration, instruction id)``."""
+
+    token_ids: list[int]
+    prompt_ids: list[int]
+    text: str
+    timeline: Any
+    order: list[tuple[str, int, str]] = field(default_factory=list)
+
+
+class _Timer:
+    """Wraps a kernel table so every call appends ``(kernel, t0, t1)`` to ``log``."""
+
+    def __init__(self, table: Mapping[str, Callable]):
+        self.log: list[tuple[str, float, float]] = []
+        self.table = {k: self._wrap(k, f) for k, f in table.items()}
+
+    def _wrap(self, name: str, fn: Callable) -> Callable:
+        log = self.log
+        clock = time.perf_counter
+
+        def timed(*a, **kw):
+            t0 = clock()
+            r = fn(*a, **kw)
+            log.append((name, t0, clock()))
+            return r
+
+        return timed
+
+
+def _check_model(abi: Mapping[str, Any], facts) -> None:
+    from pipeplan.transforms.convert_cplan_to_vmachine import abi_from_facts
+
+    try:
+        got = abi_from_facts(facts, abi["max_seq_len"])
+    except PipeplanError as e:
+        raise ReplayError(f"the model is not a llama model this package can run: {e.one_line()}",
+                          code="model_mismatch") from None
+    diff = [k for k in abi if got.get(k) != abi[k]]
+    if diff:
+        k = diff[0]
+        raise ReplayError(f"model {facts.name} does not match the package's model ABI: {k} is {got.get(k)}, the package "
+                          f"was compiled for {abi[k]}", code="model_mismatch", where=k)
+
+
+def replay_package(pkg_dir: str | Path, model_path: str | Path, prompt: str | Sequence[int], max_tokens: int = 16, *,
+                   num_threads: int | None = 1, verify: bool = True, program: ProgramOp | None = None) -> ReplayResult:
+    """Replay a package on ``model_path`` (module docstring).
+
+    Args:
+        pkg_dir: package directory. model_path: the GGUF (its weights, tokenizer and ABI check).
+        prompt: text (tokenized with BOS by the GGUF's vocabulary) or token ids.
+        max_tokens: tokens to generate (>= 1). num_threads: torch threads (None: leave as is).
+        verify: check the package digests first. program: run this program op instead of the
+            package's ``program.mlir`` (tests: a stripped or modified program).
+    Returns: ReplayResult with the measured TimelineBundle (digests from the manifest).
+    Raises: ReplayError, PackageError, MachineVerifyError, loader/tokenizer errors (all typed).
+    """
+    from pipeplan.frontend.gguf_facts import read_model_facts
+    from pipeplan.lowering.timeline import SyncEvent, TimelineBundle, TimelineEvent
+    from pipeplan.runtime.kernels import reference
+    from pipeplan.runtime.loader import load_stage_weights, stage_slices
+    from pipeplan.runtime.program import StageExecutor, is_cache
+    from pipeplan.runtime.tokenizer import SPMTokenizer
+    from pipeplan.transforms.convert_cplan_to_vmachine import hparams_of
+
+    pkg = load_package(pkg_dir, verify=verify)
+    prog = program if program is not None else pkg.program
+    abi = abi_of(prog)
+    facts = read_model_facts(str(model_path))
+    _check_model(abi, facts)
+    tok = SPMTokenizer.from_gguf(model_path)
+    prompt_ids = tok.encode(prompt) if isinstance(prompt, str) else [int(x) for x in prompt]
+    L = int(abi["max_seq_len"])
+    if not prompt_ids:
+        raise ReplayError("empty prompt", code="invalid_request")
+    if max_tokens < 1:
+        raise ReplayError(f"max_tokens must be >= 1, got {max_tokens}", code="invalid_request")
+    if len(prompt_ids) + max_tokens - 1 > L:
+        raise ReplayError(f"prompt ({len(prompt_ids)}) + generated ({max_tokens}) positions exceed the package's "
+                          f"max_seq_len {L}", code="invalid_request")
+    hp = hparams_of(abi)
+    programs = stage_programs(prog, pkg.lineage)
+    stage_ops = {o.index.value.data: o for o in prog.body.block.ops if isinstance(o, StageOp)}
+    bufs = {o.id.data: o for o in prog.body.block.ops if isinstance(o, BufferOp)}
+    edges = {o.id.data: o for o in prog.body.block.ops if isinstance(o, EdgeOp)}
+    cmd_lineage = pkg.lineage or {}
+    timer = _Timer(reference.KERNELS)
+    n = len(programs)
+    executors: dict[tuple[int, str], StageExecutor] = {}
+    for s in sorted(programs):
+        so = stage_ops[s]
+        ls, le = so.layer_start.value.data, so.layer_end.value.data
+        steps = programs[s]
+        first = any(c.kernel == "embedding_gather" for sp in steps.values() for c in sp.calls)
+        last = any(c.kernel == "last_row" for sp in steps.values() for c in sp.calls)
+        weights = load_stage_weights(list(facts.files), stage_slices(facts, ls, le, first, last))
+        shared: dict[str, torch.Tensor] = {}
+        for name, sp in steps.items():
+            order = list(dict.fromkeys(x for c in sp.calls for x in c.inputs if is_cache(x)))
+            fresh = iter(order)
+
+            def allocate(shape, fresh=fresh, shared=shared):
+                x = next(fresh)
+                if x in shared:
+                    return shared[x]
+                t = torch.zeros(shape, dtype=torch.float32)
+                shared[x] = t
+                return t
+
+            ex = StageExecutor(hp, list(sp.calls), weights, L, timer.table, num_threads=num_threads, allocate=allocate)
+            for c, t in ex.caches.items():
+                if shared.get(c) is not t:
+                    raise ReplayError(f"stage {s}: step programs do not share KV cache {c}", code="unsupported_program")
+            executors[(s, name)] = ex
+    in_edge = next(e for e in edges.values() if e.producer.value.data == -1)
+    out_edge = next(e for e in edges.values() if e.consumer.value.data == -1)
+    events: list[TimelineEvent] = []
+    syncs: list[SyncEvent] = []
+    order_log: list[tuple[str, int, str]] = []
+    schedule: list[str] = []
+    t_origin = time.perf_counter()
+    iters: dict[str, int] = {}
+
+    def run_instance(step: str, x: torch.Tensor, pos: int) -> int:
+        it = iters.get(step, 0)
+        iters[step] = it + 1
+        schedule.append(step)
+        mail: dict[str, Any] = {in_edge.id.data: x}
+        token = -1
+        for s in range(n):
+            sp = programs[s].get(step)
+            if sp is None:
+                raise ReplayError(f"stage {s} has no '{step}' step", code="unsupported_program")
+            ex = executors[(s, step)]
+            env: dict[str, Any] = {}
+            kernels_done = False
+            last = any(c.kernel == "last_row" for c in sp.calls)
+            for o in sp.order:
+                iid = o.id.data
+                if isinstance(o, KernelOp) and kernels_done:
+                    continue
+                order_log.append((step, it, iid))
+                eng = sp.engine_of[iid]
+
+                def rec(o=o, t0=0.0, t1=0.0, op="", link="", iid=iid, eng=eng, s=s, sp=sp, it=it):
+                    events.append(TimelineEvent(step, it, o.cmd.data, iid, op, s, sp.device, f"{sp.device}:{eng}", eng,
+                                                link, t0 - t_origin, t1 - t_origin, cmd_lineage.get(iid, "")))
+
+                if isinstance(o, RecvOp):
+                    t0 = time.perf_counter()
+                    obj = mail.pop(o.edge.data)
+                    _fits(obj, bufs[o.dst.data], f"stage {s} recv on edge {o.edge.data}")
+                    env[o.dst.data] = obj
+                    rec(t0=t0, t1=time.perf_counter(), op="recv")
+                elif isinstance(o, KernelOp):
+                    kernels_done = True
+                    src = env[sp.input_buffer]
+                    timer.log.clear()
+                    ex.n_past = pos  # positions [0, pos) were written by this stage's step executors (shared cache)
+                    out = ex.forward(src, pos, last_only=last)
+                    log = list(timer.log)
+                    kops = sp.kernels
+                    if len(log) != len(kops):
+                        raise ReplayError(f"stage {s} step {step}: {len(log)} kernel calls for {len(kops)} "
+                                          f"instructions", code="unsupported_program")
+                    for k, (kname, t0, t1) in zip(kops, log):
+                        if kname != k.kernel.data:
+                            raise ReplayError(f"stage {s}: kernel {kname} ran where instruction {k.id.data} "
+                                              f"expects {k.kernel.data}", code="unsupported_program")
+                        if k is not o:
+                            order_log.append((step, it, k.id.data))
+                        events.append(TimelineEvent(step, it, k.cmd.data, k.id.data, k.kernel.data, s, sp.device,
+                                                    f"{sp.device}:{sp.engine_of[k.id.data]}",
+                                                    sp.engine_of[k.id.data], "", t0 - t_origin, t1 - t_origin,
+                                                    cmd_lineage.get(k.id.data, "")))
+                    env[sp.output_buffer] = out
+                elif isinstance(o, SampleOp):
+                    t0 = time.perf_counter()
+                    logits = env[o.src.data]
+                    t = int(reference.KERNELS["argmax"](logits[-1:])[0])
+                    env[o.dst.data] = torch.tensor([t], dtype=torch.int64)
+                    token = t
+                    rec(t0=t0, t1=time.perf_counter(), op="argmax")
+                elif isinstance(o, SendOp):
+                    t0 = time.perf_counter()
+                    obj = env[o.src.data]
+                    e = edges[o.edge.data]
+                    _fits(obj, bufs[e.buffer.data], f"stage {s} send on edge {o.edge.data}")
+                    mail[o.edge.data] = obj.clone() if isinstance(obj, torch.Tensor) else obj
+                    rec(t0=t0, t1=time.perf_counter(), op="send", link=e.link.data)
+                elif isinstance(o, SignalOp | WaitOp):
+                    now = time.perf_counter() - t_origin
+                    syncs.append(SyncEvent("signal" if isinstance(o, SignalOp) else "wait", now, o.wait.data,
+                                           o.signal.data, step, it))
+        if out_edge.id.data in mail:
+            token = int(mail[out_edge.id.data].reshape(-1)[-1])
+        return token
+
+    out_ids: list[int] = []
+    rows = programs[0]["prefill"].rows if "prefill" in programs[0] else 1
+    pos = 0
+    t = -1
+    ids = list(prompt_ids)
+    step_prefill = "prefill" if "prefill" in programs[0] else "decode"
+    for k in range(0, len(ids), rows):
+        chunk = ids[k:k + rows]
+        t = run_instance(step_prefill, torch.tensor(chunk, dtype=torch.int64), pos)
+        pos += len(chunk)
+    while True:
+        if tok.eos_id is not None and t == tok.eos_id:
+            break
+        out_ids.append(t)
+        if len(out_ids) >= max_tokens:
+            break
+        t = run_instance("decode", torch.tensor([t], dtype=torch.int64), pos)
+        pos += 1
+    digests = dict(pkg.manifest.get("digests", {}))
+    digests.update({k: pkg.manifest.get("evidence", {}).get(k2, "") for k, k2 in (("evidence", "fingerprint"),
+                                                                                    ("policy", "policy"))})
+    bundle = TimelineBundle("measured", digests, schedule, events, syncs, None,
+                            {"source": "pipeplan.runtime.replay", "package": pkg.manifest.get("digests", {}).get("machine"),
+                             "prompt_tokens": len(prompt_ids), "generated": len(out_ids), "threads": num_threads})
+    return ReplayResult(out_ids, prompt_ids, tok.decode(out_ids), bundle, order_log)
+
+
+def _fits(obj: Any, buf: BufferOp, what: str) -> None:
+    if isinstance(obj, torch.Tensor):
+        nbytes = obj.numel() * 4  # i32 token ids / f32 activations on edges
+        if nbytes > buf.size.value.data:
+            raise ReplayError(f"{what}: object of {nbytes} bytes exceeds its allocation '{buf.id.data}' of "
+                              f"{buf.size.value.data} bytes", code="object_too_large", where=buf.id.data)
+
+
+__all__ = ["Package", "ReplayError", "ReplayResult", "StepProgram", "load_package", "load_stage_programs",
+           "replay_package", "stage_programs"]

@@ -1,0 +1,263 @@
+"""Replay packages of the virtual target on stories260K over 3 stages (seeds/003 "Machine lowering and
+artifact emission", "Timing and simulation projection", "Checkpoints and diagnostics"; issue 6)."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from pathlib import Path
+
+import pytest
+from pipeplan.dialects.cplan import plan_from_ir
+from pipeplan.dialects.vmachine import (
+    MachineVerifyError,
+    QueueOp,
+    SignalOp,
+    StageOp,
+    StepOp,
+    WaitOp,
+    instruction_cmd,
+)
+from pipeplan.lowering.replay_package import (
+    PackageError,
+    compile_plan,
+    compile_plan_to_package,
+    print_module,
+    sha256_hex,
+    verify_package,
+)
+from pipeplan.lowering.timeline import TimelineBundle, compare
+from pipeplan.runtime.replay import ReplayError, load_package, replay_package
+from pipeplan.transforms.convert_cplan_to_vmachine import abi_from_facts, lower_plan
+from pipeplan.transforms.cplan_project_timing import concrete_digest, find_cplan, strip_timing
+
+BINDER = "reference-queue"
+"""The list-schedule binder's plans are currently rejected by cplan-verify (AB-S-5, in-flight issue-5 work)."""
+
+POOL = "".join(f'[[nodes]]\nid = "n{i}"\nmemory_bytes = 1073741824\nbandwidth_bytes_per_s = 1.0e11\nflops_per_s = 1.0e12\n'
+               f'link_bandwidth_bytes_per_s = 1.0e9\n' for i in range(3))
+
+
+@pytest.fixture(scope="session")
+def inputs(tmp_path_factory, stories_path):
+    from pipeplan.frontend.gguf_facts import read_model_facts
+    from pipeplan.frontend.planner import plan_run
+    from pipeplan.frontend.pool import load_pool_toml
+    from pipeplan.plan_types import RuntimeConfig
+
+    d = tmp_path_factory.mktemp("pkg")
+    (d / "pool.toml").write_text(POOL)
+    plan = plan_run(read_model_facts(stories_path), RuntimeConfig(max_seq_len=64), load_pool_toml(d / "pool.toml"), 3)
+    (d / "plan.mlir").write_text(print_module(plan))
+    return d
+
+
+@pytest.fixture(scope="session")
+def pkg(inputs) -> Path:
+    return compile_plan_to_package(inputs / "plan.mlir", "virtual-queue", None, inputs / "pkg", pool=inputs / "pool.toml",
+                                   binder=BINDER,
+                                   decode_tokens=8, timeline=inputs / "trace.json")
+
+
+@pytest.fixture(scope="session")
+def compiled(inputs):
+    return compile_plan(inputs / "plan.mlir", "virtual-queue", None, pool=inputs / "pool.toml", binder=BINDER)
+
+
+def test_replay_gives_expected_tokens(pkg, stories_path, expected_cases):
+    """AB-M-2: compile -> replay of stories260K over 3 stages gives exactly the EXPECTED.md greedy tokens
+    (the 11-token prompt runs as two prefill chunks of the plan's 8 rows)."""
+    for case in expected_cases:
+        r = replay_package(pkg, stories_path, case["prompt"], len(case["greedy_ids"]))
+        assert r.prompt_ids == case["prompt_ids"]
+        assert r.token_ids == case["greedy_ids"], case["prompt"]
+    assert load_package(pkg).program is not None
+
+
+def test_rebuild_is_byte_identical(pkg, inputs):
+    """AB-M-2: the package rebuilt from the same inputs is byte-identical, file by file."""
+    again = compile_plan_to_package(inputs / "plan.mlir", "virtual-queue", None, inputs / "pkg2", pool=inputs / "pool.toml", binder=BINDER,
+                                    decode_tokens=8)
+    names = sorted(p.name for p in pkg.iterdir())
+    assert names == sorted(p.name for p in again.iterdir()) == ["lineage.json", "manifest.json", "predicted.timeline.json",
+                                                                "program.mlir"]
+    for n in names:
+        assert (pkg / n).read_bytes() == (again / n).read_bytes(), n
+
+
+def test_manifest_digests_match_recomputation(pkg, compiled):
+    """AB-M-3: manifest identities and digests equal their recomputation; a tampered file is rejected."""
+    from pipeplan.dialects.pplan import portable_digest
+
+    module, _ = compiled
+    m = verify_package(pkg)
+    assert m["digests"]["concrete"] == concrete_digest(find_cplan(module))
+    assert m["digests"]["portable"] == "sha256:" + portable_digest(module)
+    assert m["digests"]["machine"] == sha256_hex((pkg / "program.mlir").read_bytes())
+    for name, d in m["files"].items():
+        assert sha256_hex((pkg / name).read_bytes()) == d
+    assert m["target"]["plugin_revision"] == "virtual-queue@1" and m["target"]["binding"]["abi"] == "vq-abi-1"
+    assert m["deployment"]["identity"] == "deployment:n0,n1,n2" and len(m["deployment"]["stages"]) == 3
+    assert m["revisions"]["engine"] == "pipeplan-vmachine/1" and m["evidence"]["fingerprint"]
+    assert m["runtime"]["kernels"] == sorted(m["runtime"]["kernels"]) and "attention" in m["runtime"]["kernels"]
+    bad = pkg.parent / "tampered"
+    bad.mkdir(exist_ok=True)
+    for p in pkg.iterdir():
+        (bad / p.name).write_bytes(p.read_bytes())
+    (bad / "program.mlir").write_text((pkg / "program.mlir").read_text().replace("queue.copy", "queue.copz", 1))
+    with pytest.raises(PackageError, match="program.mlir has digest"):
+        verify_package(bad)
+    (bad / "lineage.json").unlink()  # detachable: absent is fine
+    (bad / "program.mlir").write_bytes((pkg / "program.mlir").read_bytes())
+    assert verify_package(bad)["format"] == "pipeplan-replay-package/1"
+
+
+def test_strip_timing_same_tokens_and_event_order(pkg, stories_path):
+    """AB-T-3: stripping the timing annotations leaves a program that replays with the same tokens and the
+    same instruction order."""
+    full = load_package(pkg).program
+    stripped = full.clone()
+    assert strip_timing(stripped) > 100
+    assert "timing" not in print_module(stripped) and "timing" in (pkg / "program.mlir").read_text()
+    a = replay_package(pkg, stories_path, "Once upon a time", 6)
+    b = replay_package(pkg, stories_path, "Once upon a time", 6, program=stripped)
+    assert a.token_ids == b.token_ids and a.order == b.order and len(a.order) > 400
+
+
+def test_chrome_trace_schema(pkg, inputs):
+    """AB-T-4: the predicted Chrome trace is valid trace-event JSON: one process per device plus links, one
+    track per queue, every command once per step instance, commands nested in their step span."""
+    doc = json.loads((inputs / "trace.json").read_text())
+    ev = doc["traceEvents"]
+    names = {e["args"]["name"] for e in ev if e["ph"] == "M" and e["name"] == "process_name"}
+    assert names == {"device n0", "device n1", "device n2", "links"}
+    threads = {(e["pid"], e["args"]["name"]) for e in ev if e["ph"] == "M" and e["name"] == "thread_name"}
+    assert sum(1 for _, n in threads if n.startswith("queue ")) == 6 and sum(1 for _, n in threads if n.startswith("link ")) == 2
+    cmds = [e for e in ev if e["ph"] == "X" and e["cat"] == "command"]
+    for e in cmds:
+        assert {"name", "ts", "dur", "pid", "tid", "args"} <= set(e) and e["dur"] >= 0 and e["args"]["lineage"]
+    bundle = TimelineBundle.read(pkg / "predicted.timeline.json")
+    n_cmd = len({e.command for e in bundle.events})
+    per: dict[tuple[str, int], list[str]] = {}
+    for e in cmds:
+        per.setdefault((e["args"]["step"], e["args"]["iteration"]), []).append(e["args"]["command"])
+    assert len(per) == 1 + 8
+    for (step, _), cs in per.items():
+        assert len(cs) == len(set(cs))
+        assert len(cs) == sum(1 for c in {e.command for e in bundle.events} if c.startswith(f"cmd.{step}."))
+    assert sum(len(v) for v in per.values()) == n_cmd // 2 * 9 or sum(len(v) for v in per.values()) > n_cmd
+    spans = [e for e in ev if e["ph"] == "X" and e["cat"] == "step"]
+    for e in cmds:
+        parent = [s for s in spans if (s["pid"], s["tid"]) == (e["pid"], e["tid"])
+                  and s["name"] == f"{e['args']['step']}#{e['args']['iteration']}"]
+        assert len(parent) == 1
+        s = parent[0]
+        assert s["ts"] <= e["ts"] + 1e-6 and e["ts"] + e["dur"] <= s["ts"] + s["dur"] + 1e-6
+
+
+def test_emission_adds_no_scheduling_decision(compiled):
+    """AB-M-4: per stage and step, each queue's instruction order is the concrete queue order restricted to
+    that step, and the signal/wait pairs are exactly the concrete syncs within a step."""
+    module, spec = compiled
+    plan = plan_from_ir(find_cplan(module))
+    low = lower_plan(plan, abi_from_facts(spec.facts, spec.config.max_seq_len))
+    got: dict[tuple[str, str, str], list[str]] = {}
+    pairs = set()
+    cmd_count = 0
+    for st in low.program.body.block.ops:
+        if not isinstance(st, StageOp):
+            continue
+        for step in st.body.block.ops:
+            assert isinstance(step, StepOp)
+            for q in step.body.block.ops:
+                assert isinstance(q, QueueOp)
+                for o in q.body.block.ops:
+                    if isinstance(o, SignalOp | WaitOp):
+                        pairs.add((o.signal.data, o.wait.data))
+                        continue
+                    cmd_count += 1
+                    got.setdefault((st.device.data, q.engine.data, step.name_.data), []).append(instruction_cmd(o))
+    assert cmd_count == len(plan.commands)
+    for q in plan.extension.queues:
+        for step in ("prefill", "decode"):
+            want = [c for c in q.order if c.startswith(f"cmd.{step}.")]
+            assert got.get((q.device, q.engine, step), []) == want
+    same = {(s.signal, s.wait) for s in plan.syncs if s.signal.split(".")[1] == s.wait.split(".")[1]}
+    assert pairs == same and low.cross_step_syncs == len(plan.syncs) - len(same)
+
+
+def test_machine_verification_carries_lineage(compiled):
+    """AB-D-1: a failing machine verification names the whole path model op -> portable task -> candidate ->
+    concrete command -> machine instruction."""
+    module, spec = compiled
+    plan = plan_from_ir(find_cplan(module))
+    i = next(k for k, c in enumerate(plan.commands) if c.id == "cmd.decode.s1.b2.matmul.attn_q")
+    c = plan.commands[i]
+    bad = dataclasses.replace(c, reads=("alloc.decode.s1.blk.2.ffn_in",) + c.reads[1:])
+    broken = dataclasses.replace(plan, commands=plan.commands[:i] + (bad,) + plan.commands[i + 1:])
+    with pytest.raises(MachineVerifyError) as ei:
+        lower_plan(broken, abi_from_facts(spec.facts, spec.config.max_seq_len))
+    msg = ei.value.one_line()
+    assert ei.value.code == "machine_verify"
+    for part in ("model op blk.2.attn_q", "stage 1 block 2 (decode)", "task @decode.s1.b2.matmul.attn_q",
+                 "candidate vq.matmul", "command cmd.decode.s1.b2.matmul.attn_q", "-> instruction i"):
+        assert part in msg, (part, msg)
+
+
+def test_compare_correspondence(pkg, stories_path):
+    """AB-D-2: every simulated event maps to one machine instruction and one runtime event (level 'order');
+    a measured timeline missing an event drops to 'none'."""
+    pred = TimelineBundle.read(pkg / "predicted.timeline.json")
+    r = replay_package(pkg, stories_path, "The little dog", 9)
+    c = compare(pred, r.timeline)
+    assert c.level == "order", c.reason
+    assert c.matched == len(pred.events) == len(r.timeline.events)
+    assert len(c.token_errors) == 8 and all(x >= 0 for x in c.token_errors)
+    assert all(e.instruction for e in pred.events)
+    r.timeline.events.pop(3)
+    assert compare(pred, r.timeline).level == "none"
+
+
+def test_replay_rejects_other_model(pkg):
+    """A package replayed on a model with another ABI fails with a typed model_mismatch error."""
+    from tests.conftest import TINY_RANDOM
+
+    with pytest.raises(ReplayError) as ei:
+        replay_package(pkg, TINY_RANDOM, "hi", 2)
+    assert ei.value.code == "model_mismatch"
+
+
+def test_replay_rejects_bad_requests(pkg, stories_path):
+    """invalid_request: max_tokens < 1 and positions beyond max_seq_len (64)."""
+    with pytest.raises(ReplayError, match="max_tokens"):
+        replay_package(pkg, stories_path, "hi", 0)
+    with pytest.raises(ReplayError, match="exceed the package's max_seq_len 64"):
+        replay_package(pkg, stories_path, "hi", 80)
+
+
+def test_compile_needs_deployment(inputs):
+    """AB-G-4: compiling without the node pool is a missing-binding diagnostic, not a default."""
+    with pytest.raises(PackageError) as ei:
+        compile_plan_to_package(inputs / "plan.mlir", "virtual-queue", None, inputs / "nopkg")
+    assert ei.value.code == "missing_binding" and not (inputs / "nopkg").exists()
+
+
+def test_cli_compile_replay_compare(inputs, stories_path, capsys, expected_cases):
+    """The CLI: pipeplan compile / replay / compare (exit 0; replay prints the EXPECTED text)."""
+    from pipeplan.tools.cli import main
+
+    d = inputs
+    assert main(["compile", str(d / "plan.mlir"), "--nodes", str(d / "pool.toml"), "-o", str(d / "cli"),
+                 "--decode-tokens", "4", "--binder", BINDER]) == 0
+    case = expected_cases[1]
+    assert main(["replay", str(d / "cli"), "--model", str(stories_path), "--prompt", case["prompt"], "--max-tokens", "5",
+                 "--json", "--timeline", str(d / "m.json")]) == 0
+    out = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert out["token_ids"] == case["greedy_ids"][:5]
+    assert main(["compare", str(d / "cli"), str(d / "m.json"), "--json", "--trace", str(d / "sbs.json")]) == 0
+    res = json.loads(capsys.readouterr().out)
+    assert res["level"] == "order" and len(res["token_errors"]) == 4
+    procs = {e["args"]["name"] for e in json.loads((d / "sbs.json").read_text())["traceEvents"]
+             if e["ph"] == "M" and e["name"] == "process_name"}
+    assert "predicted device n0" in procs and "measured device n0" in procs
+    assert main(["compile", str(d / "plan.mlir"), "-o", str(d / "x")]) == 2

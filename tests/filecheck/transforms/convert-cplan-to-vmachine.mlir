@@ -1,0 +1,58 @@
+// RUN: pipeplan-opt %s -p convert-cplan-to-vmachine | filecheck %s
+// RUN: pipeplan-opt %s -p convert-cplan-to-vmachine | pipeplan-opt --print-op-generic | pipeplan-opt | filecheck %s
+// AB-M-1, AB-M-4: one instruction per concrete command in its queue, in queue order; one signal/wait pair per
+// sync; buffers are the allocations; kernel attributes come from the explicit module-level vmachine.abi input.
+
+builtin.module {
+  cplan.plan attributes {binder = "list-schedule", target = "virtual-queue@1", deployment = "deployment:n0", evidence = "roofline@r1", risk = "strict", source = "sha256:00"} {
+    cplan.device {id = "n0", capacity = {device = 1073741824 : i64, link = 1073741824 : i64}, engines = {queue.copy = 1 : i64, queue.compute = 1 : i64}}
+    cplan.alloc {id = "alloc.edge.e0", source = "edge.e0", device = "n0", space = "link", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64, lifetime = "edge"}
+    cplan.alloc {id = "alloc.edge.e1", source = "edge.e1", device = "n0", space = "link", offset = 64 : i64, size = 4 : i64, alignment = 64 : i64, lifetime = "edge"}
+    cplan.alloc {id = "alloc.s0.w.token_embd.weight", source = "s0.w.token_embd.weight", device = "n0", space = "device", offset = 0 : i64, size = 131072 : i64, alignment = 64 : i64, lifetime = "weight"}
+    cplan.alloc {id = "alloc.s0.w.output_norm.weight", source = "s0.w.output_norm.weight", device = "n0", space = "device", offset = 131072 : i64, size = 256 : i64, alignment = 64 : i64, lifetime = "weight"}
+    cplan.alloc {id = "alloc.s0.w.output.weight", source = "s0.w.output.weight", device = "n0", space = "device", offset = 131328 : i64, size = 131072 : i64, alignment = 64 : i64, lifetime = "weight"}
+    cplan.alloc {id = "alloc.decode.s0.input", source = "decode.s0.input", device = "n0", space = "device", offset = 262400 : i64, size = 4 : i64, alignment = 64 : i64, lifetime = "transient"}
+    cplan.alloc {id = "alloc.decode.s0.h0", source = "decode.s0.h0", device = "n0", space = "device", offset = 262464 : i64, size = 256 : i64, alignment = 64 : i64, lifetime = "transient"}
+    cplan.alloc {id = "alloc.decode.s0.h_last", source = "decode.s0.h_last", device = "n0", space = "device", offset = 262720 : i64, size = 256 : i64, alignment = 64 : i64, lifetime = "transient"}
+    cplan.alloc {id = "alloc.decode.s0.h_norm", source = "decode.s0.h_norm", device = "n0", space = "device", offset = 262976 : i64, size = 256 : i64, alignment = 64 : i64, lifetime = "transient"}
+    cplan.alloc {id = "alloc.decode.s0.output", source = "decode.s0.output", device = "n0", space = "device", offset = 263232 : i64, size = 2048 : i64, alignment = 64 : i64, lifetime = "transient"}
+    cplan.alloc {id = "alloc.decode.s0.token", source = "decode.s0.token", device = "n0", space = "device", offset = 265280 : i64, size = 4 : i64, alignment = 64 : i64, lifetime = "transient"}
+    cplan.command {id = "cmd.decode.s0.recv.e0", task = "decode.s0.recv.e0", op = "recv", impl = "vq.recv", device = "n0", engine = "queue.copy", deps = [], reads = ["alloc.edge.e0"], writes = ["alloc.decode.s0.input"], lineage = "model op recv.e0 -> stage 0 (decode) -> task @decode.s0.recv.e0 -> candidate vq.recv", provider = "roofline", status = "direct", duration = 1.000000e-06 : f64}
+    cplan.command {id = "cmd.decode.s0.embedding_gather.token_embd", task = "decode.s0.embedding_gather.token_embd", op = "embedding_gather", impl = "vq.embedding_gather", device = "n0", engine = "queue.compute", deps = ["cmd.decode.s0.recv.e0"], reads = ["alloc.decode.s0.input", "alloc.s0.w.token_embd.weight"], writes = ["alloc.decode.s0.h0"], lineage = "model op embedding_gather.token_embd -> stage 0 (decode) -> task @decode.s0.embedding_gather.token_embd -> candidate vq.embedding_gather", provider = "roofline", status = "direct", duration = 2.000000e-06 : f64}
+    cplan.command {id = "cmd.decode.s0.last_row.h_last", task = "decode.s0.last_row.h_last", op = "last_row", impl = "vq.last_row", device = "n0", engine = "queue.compute", deps = ["cmd.decode.s0.embedding_gather.token_embd"], reads = ["alloc.decode.s0.h0"], writes = ["alloc.decode.s0.h_last"], lineage = "model op last_row.h_last -> stage 0 (decode) -> task @decode.s0.last_row.h_last -> candidate vq.last_row", provider = "roofline", status = "direct", duration = 1.000000e-06 : f64}
+    cplan.command {id = "cmd.decode.s0.rms_norm.output_norm", task = "decode.s0.rms_norm.output_norm", op = "rms_norm", impl = "vq.rms_norm", device = "n0", engine = "queue.compute", deps = ["cmd.decode.s0.last_row.h_last"], reads = ["alloc.decode.s0.h_last", "alloc.s0.w.output_norm.weight"], writes = ["alloc.decode.s0.h_norm"], lineage = "model op rms_norm.output_norm -> stage 0 (decode) -> task @decode.s0.rms_norm.output_norm -> candidate vq.rms_norm", provider = "roofline", status = "direct", duration = 1.000000e-06 : f64}
+    cplan.command {id = "cmd.decode.s0.matmul.output", task = "decode.s0.matmul.output", op = "matmul", impl = "vq.matmul", device = "n0", engine = "queue.compute", deps = ["cmd.decode.s0.rms_norm.output_norm"], reads = ["alloc.decode.s0.h_norm", "alloc.s0.w.output.weight"], writes = ["alloc.decode.s0.output"], lineage = "model op matmul.output -> stage 0 (decode) -> task @decode.s0.matmul.output -> candidate vq.matmul", provider = "roofline", status = "direct", duration = 4.000000e-06 : f64}
+    cplan.command {id = "cmd.decode.s0.argmax.token", task = "decode.s0.argmax.token", op = "argmax", impl = "vq.argmax", device = "n0", engine = "queue.compute", deps = ["cmd.decode.s0.matmul.output"], reads = ["alloc.decode.s0.output"], writes = ["alloc.decode.s0.token"], lineage = "model op argmax.token -> stage 0 (decode) -> task @decode.s0.argmax.token -> candidate vq.argmax", provider = "roofline", status = "direct", duration = 1.000000e-06 : f64}
+    cplan.command {id = "cmd.decode.s0.send.e1", task = "decode.s0.send.e1", op = "send", impl = "vq.send", device = "n0", engine = "queue.copy", deps = ["cmd.decode.s0.argmax.token"], reads = ["alloc.decode.s0.token"], writes = ["alloc.edge.e1"], lineage = "model op send.e1 -> stage 0 (decode) -> task @decode.s0.send.e1 -> candidate vq.send", provider = "roofline", status = "direct", duration = 1.000000e-06 : f64}
+    cplan.sync {signal = "cmd.decode.s0.recv.e0", wait = "cmd.decode.s0.embedding_gather.token_embd"}
+    cplan.sync {signal = "cmd.decode.s0.argmax.token", wait = "cmd.decode.s0.send.e1"}
+    cplan.queue_schedule {
+      cplan.queue {device = "n0", engine = "queue.copy", order = ["cmd.decode.s0.recv.e0", "cmd.decode.s0.send.e1"]}
+      cplan.queue {device = "n0", engine = "queue.compute", order = ["cmd.decode.s0.embedding_gather.token_embd", "cmd.decode.s0.last_row.h_last", "cmd.decode.s0.rms_norm.output_norm", "cmd.decode.s0.matmul.output", "cmd.decode.s0.argmax.token"]}
+    }
+  }
+  vmachine.abi {n_embd = 64 : i64, n_head = 8 : i64, n_head_kv = 4 : i64, n_ff = 172 : i64, n_vocab = 512 : i64, n_ctx = 2048 : i64, rope_dim = 8 : i64, n_layer = 5 : i64, max_seq_len = 64 : i64, rope_base = 1.000000e+04 : f64, rms_eps = 1.000000e-05 : f64, tied_embedding = 0 : i64}
+}
+
+// CHECK:      vmachine.program attributes {target = "virtual-queue@1", deployment = "deployment:n0", concrete = "sha256:{{[0-9a-f]+}}", portable = "sha256:00", binder = "list-schedule", engine = "pipeplan-vmachine/1"} {
+// CHECK-NEXT:   vmachine.abi {n_embd = 64 : i64
+// CHECK:        vmachine.buffer {id = "alloc.s0.w.token_embd.weight", name = "token_embd.weight", stage = 0 : i64, step = "", device = "n0", space = "device"
+// CHECK:        vmachine.edge {id = "e0", buffer = "alloc.edge.e0", producer = -1 : i64, consumer = 0 : i64, link = ""}
+// CHECK-NEXT:   vmachine.edge {id = "e1", buffer = "alloc.edge.e1", producer = 0 : i64, consumer = -1 : i64, link = ""}
+// CHECK-NEXT:   vmachine.stage attributes {index = 0 : i64, device = "n0", layer_start = 0 : i64, layer_end = 0 : i64} {
+// CHECK-NEXT:     vmachine.step attributes {name = "decode", rows = 1 : i64} {
+// CHECK-NEXT:       vmachine.queue attributes {engine = "queue.copy"} {
+// CHECK-NEXT:         vmachine.recv {id = "i0", cmd = "cmd.decode.s0.recv.e0", edge = "e0", dst = "alloc.decode.s0.input"}
+// CHECK-NEXT:         vmachine.signal {id = "i1", token = "sync.0", signal = "cmd.decode.s0.recv.e0", wait = "cmd.decode.s0.embedding_gather.token_embd"}
+// CHECK-NEXT:         vmachine.wait {id = "i2", token = "sync.1", signal = "cmd.decode.s0.argmax.token", wait = "cmd.decode.s0.send.e1"}
+// CHECK-NEXT:         vmachine.send {id = "i3", cmd = "cmd.decode.s0.send.e1", edge = "e1", src = "alloc.decode.s0.token"}
+// CHECK-NEXT:       }
+// CHECK-NEXT:       vmachine.queue attributes {engine = "queue.compute"} {
+// CHECK-NEXT:         vmachine.wait {id = "i4", token = "sync.0"
+// CHECK-NEXT:         vmachine.kernel {id = "i5", cmd = "cmd.decode.s0.embedding_gather.token_embd", kernel = "embedding_gather", ins = ["alloc.decode.s0.input", "alloc.s0.w.token_embd.weight"], outs = ["alloc.decode.s0.h0"], attrs = {}, block = -1 : i64}
+// CHECK-NEXT:         vmachine.kernel {id = "i6", cmd = "cmd.decode.s0.last_row.h_last", kernel = "last_row", ins = ["alloc.decode.s0.h0"], outs = ["alloc.decode.s0.h_last"], attrs = {if = "last_only"}, block = -1 : i64}
+// CHECK-NEXT:         vmachine.kernel {id = "i7", cmd = "cmd.decode.s0.rms_norm.output_norm", kernel = "rms_norm", {{.*}} attrs = {eps = 1.000000e-05 : f64}
+// CHECK-NEXT:         vmachine.kernel {id = "i8", cmd = "cmd.decode.s0.matmul.output", kernel = "matmul"
+// CHECK-NEXT:         vmachine.sample {id = "i9", cmd = "cmd.decode.s0.argmax.token", src = "alloc.decode.s0.output", dst = "alloc.decode.s0.token"}
+// CHECK-NEXT:         vmachine.signal {id = "i10", token = "sync.1"
+// CHECK-NOT:  cplan.
