@@ -1,0 +1,756 @@
+"""The Ray backend: one Ray actor per stage, placed on the Ray node its plan's node id names.
+
+DESIGN.md §4 ("Scale-out: Ray actors placed on Ray nodes by node id"), issue 8. The backend
+implements :class:`pipeplan.runtime.backends.Backend`, so :class:`pipeplan.runtime.orchestrator.Pipeline`
+drives it exactly like the local backends (``Pipeline(provisions, backend=RayBackend(...))``), and
+each actor runs the ordinary :class:`pipeplan.runtime.stage.StageWorker` (same weight lifecycle,
+events and faults as the local backend: the weights are resolved and loaded *on the actor's node*,
+only the stage's own byte ranges).
+
+**Node ids -> Ray nodes.** A Ray node carries a pool node id ``N`` when it has the node label
+``pipeplan.node=N`` (:data:`NODE_LABEL`) or the custom resource ``pipeplan_node:N``
+(:data:`RESOURCE_PREFIX`), e.g. ``ray start --labels pipeplan.node=gpu0`` or
+``--resources '{"pipeplan_node:gpu0": 1}'``. :func:`resolve_nodes` maps every node id of the plan to
+exactly one *alive* Ray node, before any actor is created; a node id that no alive Ray node carries
+is ``RunPlanRejection(code="unknown_node")`` and one that several carry is
+``RunPlanRejection(code="ambiguous_node")`` (seed 000 RP-AR-1 applied to the live cluster). An actor
+is then pinned to its Ray node with a hard ``NodeAffinitySchedulingStrategy`` (it uses 0 CPUs of the
+Ray scheduler, so placement never waits on CPU accounting).
+
+**Edges.** Actors are *named actors scoped to the run* (namespace of the driver, names
+``pipeplan/<run_id>/<nonce>/stage<k>@<node_id>``). A :class:`RayTransport` resolves an endpoint by
+``(node_id, edge_id)`` through its registry, a table built from the routing table of the provisions
+(:func:`pipeplan.runtime.transport.routes_from_provisions`): ``(node_id, edge_id) -> actor name`` of
+the actor that holds that edge's buffer; the handle is then looked up by name
+(``ray.get_actor``). No actor address or handle is ever in a ProvisionStage (RP-PP-5/6).
+
+- An edge consumed by a stage: the producer pushes each :class:`~pipeplan.runtime.transport.Frame` as
+  a Ray object with an actor call (``push``, numbered: the inbox admits frames in producer order, since
+  a threaded actor may start concurrent calls out of order) to the consumer's inbox. The call returns only when the
+  consumer has *taken* the frame, and the producer keeps at most ``RingSpec.slots`` calls
+  outstanding, so at most ``slots`` objects are in flight on the edge (credit-based back-pressure; a
+  full edge makes ``send`` return False after ``timeout``, like a full ring).
+- An edge consumed by the orchestrator (token-out): Ray cannot call into the driver, so the
+  producer stage keeps a bounded outbox of ``slots`` frames and the orchestrator pulls from it.
+
+Objects are checked against the edge's ObjectSpec on send (:func:`~pipeplan.runtime.transport.check_object`):
+an object larger than ``max_extent`` is an ``ObjectTooLargeError``, never a resize.
+
+**Events and faults.** Each actor records its worker's events; the backend long-polls them (one
+outstanding call per actor) and hands them to the orchestrator in order, so per stage
+``WeightsReady`` precedes ``StageReady``. An actor that dies (killed, node lost, process crash)
+makes its pending calls fail with a Ray actor error: :meth:`RayBackend.dead_stage` reports it and
+the orchestrator raises ``StageFault(kind="runtime")``. :meth:`RayBackend.stop` asks every worker to
+stop, then ``ray.kill``-s every actor of the run and waits until Ray reports each one dead, so no
+actor is left behind. Actors are owned by the driver (not detached): if the driver process dies,
+Ray reclaims them too.
+
+**Connecting.** ``RayBackend(address=...)`` connects to a running cluster (``ray.init(address)``);
+with no address and no Ray connected it starts an *embedded* local Ray instance whose single node
+carries every node id of the plan (custom resources), and shuts it down in :meth:`RayBackend.stop`.
+When Ray is already initialised in the process (tests, notebooks) it is used as is.
+"""
+
+from __future__ import annotations
+
+import collections
+import queue
+import threading
+import time
+import uuid
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+from pipeplan.errors import RunPlanRejection
+from pipeplan.plan_types import ProvisionStage
+from pipeplan.runtime.backends import Backend, BackendError, WorkerOptions
+from pipeplan.runtime.events import Event
+from pipeplan.runtime.stage import FaultInjection
+from pipeplan.runtime.transport import (
+    DATA,
+    ORCHESTRATOR_NODE,
+    EdgeRoute,
+    EndpointError,
+    Frame,
+    RecvEndpoint,
+    SendEndpoint,
+    Transport,
+    check_object,
+    routes_from_provisions,
+)
+
+try:  # ray is an optional dependency: only this backend needs it
+    import ray
+    from ray.exceptions import GetTimeoutError, RayActorError
+    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+except ImportError:  # pragma: no cover - exercised only without ray
+    ray = None  # type: ignore[assignment]
+
+NODE_LABEL = "pipeplan.node"
+"""Ray node label whose value is the pool node id the Ray node carries."""
+RESOURCE_PREFIX = "pipeplan_node:"
+"""Custom resource ``pipeplan_node:<node id>`` marking a Ray node as carrying that pool node id."""
+EVENT_POLL_S = 0.5
+"""Seconds one event long-poll waits inside an actor before returning empty."""
+RESOLVE_TIMEOUT_S = 30.0
+"""Seconds an endpoint keeps retrying ``ray.get_actor`` for a peer that is still being created."""
+KILL_WAIT_S = 10.0
+"""Seconds :meth:`RayBackend.stop` waits for Ray to report every killed actor dead."""
+
+
+class RayUnavailableError(BackendError):
+    """The Ray backend was requested but ``ray`` is not installed, or Ray cannot be reached
+    (code ``ray_unavailable``)."""
+
+    code = "ray_unavailable"
+
+
+def _require_ray() -> None:
+    if ray is None:
+        raise RayUnavailableError("the ray backend needs the `ray` package (pip install 'ray==2.60.0')",
+                                  where="backend")
+
+
+def node_resource(node_id: str) -> str:
+    """The custom resource name that marks a Ray node as carrying pool node ``node_id``."""
+    return f"{RESOURCE_PREFIX}{node_id}"
+
+
+# --------------------------------------------------------------------------- placement
+def carried_node_ids(ray_node: Mapping[str, Any]) -> set[str]:
+    """Pool node ids a Ray node (an entry of ``ray.nodes()``) carries: its ``pipeplan.node`` label
+    value and every ``pipeplan_node:<id>`` custom resource."""
+    ids = set()
+    label = (ray_node.get("Labels") or {}).get(NODE_LABEL)
+    if label:
+        ids.add(str(label))
+    for res in (ray_node.get("Resources") or {}):
+        if res.startswith(RESOURCE_PREFIX) and len(res) > len(RESOURCE_PREFIX):
+            ids.add(res[len(RESOURCE_PREFIX):])
+    return ids
+
+
+def resolve_nodes(node_ids: Sequence[str], ray_nodes: Sequence[Mapping[str, Any]] | None = None) -> dict[str, str]:
+    """Map each pool node id to the hex id of the one alive Ray node that carries it.
+
+    Args:
+        node_ids: pool node ids (e.g. the ``node_id`` of every ProvisionStage).
+        ray_nodes: ``ray.nodes()`` entries (default: the connected cluster's).
+    Returns: ``{pool node id: Ray node id (hex)}``.
+    Raises:
+        RunPlanRejection(code="unknown_node"): an id that no alive Ray node carries (the message
+            lists the ids the cluster does carry).
+        RunPlanRejection(code="ambiguous_node"): an id that several alive Ray nodes carry.
+    Source: issue 8 ("a node id that no live Ray node carries is a typed rejection before any actor
+    starts"); seed 000 RP-AR-1.
+    """
+    if ray_nodes is None:
+        _require_ray()
+        ray_nodes = ray.nodes()
+    carriers: dict[str, list[str]] = collections.defaultdict(list)
+    for n in ray_nodes:
+        if n.get("Alive"):
+            for pid in carried_node_ids(n):
+                carriers[pid].append(str(n["NodeID"]))
+    out: dict[str, str] = {}
+    for pid in dict.fromkeys(node_ids):
+        found = carriers.get(pid, [])
+        if not found:
+            known = ", ".join(sorted(carriers)) or "none"
+            raise RunPlanRejection(f"node id {pid!r} is carried by no live Ray node (label {NODE_LABEL}={pid} or "
+                                   f"resource {node_resource(pid)}); the cluster carries: {known}",
+                                   code="unknown_node", where=pid)
+        if len(found) > 1:
+            raise RunPlanRejection(f"node id {pid!r} is carried by {len(found)} live Ray nodes "
+                                   f"({', '.join(f[:12] for f in found)}); it must name exactly one",
+                                   code="ambiguous_node", where=pid)
+        out[pid] = found[0]
+    return out
+
+
+# --------------------------------------------------------------------------- edge buffers (actor side)
+class _Inbox:
+    """The consumer's buffer of one edge.
+
+    ``put(n, frame)`` (called by the producer's ``push`` number ``n``, counting from 0) returns only when
+    the frame has been taken by ``get`` (or on stop): that is what makes a producer's outstanding push
+    calls count the objects in flight. A threaded actor may *start* concurrent push calls in any order,
+    so ``put`` admits frames strictly in producer order (push ``n`` waits until ``0..n-1`` are queued).
+    """
+
+    def __init__(self):
+        self._q: queue.Queue = queue.Queue()
+        self._cond = threading.Condition()
+        self._next = 0
+
+    def put(self, n: int, frame: Frame, stop: threading.Event) -> bool:
+        with self._cond:
+            while self._next != n:
+                if stop.is_set():
+                    return False
+                self._cond.wait(0.05)
+            taken = threading.Event()
+            self._q.put((frame, taken))
+            self._next += 1
+            self._cond.notify_all()
+        while not taken.wait(0.05):
+            if stop.is_set():
+                return False
+        return True
+
+    def get(self, timeout: float | None) -> Frame | None:
+        try:
+            frame, taken = self._q.get(timeout=timeout)
+        except queue.Empty:
+            return None
+        taken.set()
+        return frame
+
+
+class _InboxRecv(RecvEndpoint):
+    def __init__(self, edge_id: str, inbox: _Inbox):
+        self.edge_id, self._inbox = edge_id, inbox
+
+    def recv(self, timeout: float | None = None) -> Frame | None:
+        f = self._inbox.get(timeout)
+        if f is not None and f.op == DATA and f.array is not None and not f.array.flags.writeable:
+            f = Frame(f.op, f.seq_id, f.position, np.array(f.array, copy=True), f.sampler)  # Ray objects are read-only
+        return f
+
+
+class _OutboxSend(SendEndpoint):
+    """Producer side of an orchestrator-consumed edge: a bounded queue of ``slots`` frames."""
+
+    def __init__(self, route: EdgeRoute, q: queue.Queue):
+        self.edge_id, self.object_spec, self.ring_spec, self._q = route.edge_id, route.object_spec, route.ring_spec, q
+
+    def send(self, frame: Frame, timeout: float | None = None) -> bool:
+        if frame.op == DATA:
+            assert frame.array is not None
+            check_object(self.edge_id, self.object_spec, self.ring_spec, frame.array)
+            frame = Frame(DATA, frame.seq_id, frame.position, np.array(frame.array, copy=True))
+        try:
+            self._q.put(frame, timeout=timeout)
+        except queue.Full:
+            return False
+        return True
+
+
+# --------------------------------------------------------------------------- endpoints (any side)
+class _Peer:
+    """A named actor looked up lazily (it may still be being created when first needed)."""
+
+    def __init__(self, name: str, namespace: str | None):
+        self.name, self.namespace = name, namespace
+        self.handle: Any = None
+        self.dead: str | None = None
+
+    def get(self) -> Any:
+        if self.handle is None:
+            end = time.monotonic() + RESOLVE_TIMEOUT_S
+            while True:
+                try:
+                    self.handle = ray.get_actor(self.name, namespace=self.namespace)
+                    break
+                except ValueError as e:
+                    if time.monotonic() > end:
+                        raise EndpointError(f"no actor {self.name!r} in the run: {e}", where=self.name) from None
+                    time.sleep(0.05)
+        return self.handle
+
+
+class _PushSend(SendEndpoint):
+    """Producer side of a stage-consumed edge: ``push`` calls to the consumer actor, at most
+    ``RingSpec.slots`` outstanding. A dead consumer makes ``send`` return False (the edge never frees):
+    the orchestrator attributes the fault to the dead stage, not to this producer."""
+
+    def __init__(self, route: EdgeRoute, peer: _Peer):
+        self.edge_id, self.object_spec, self.ring_spec = route.edge_id, route.object_spec, route.ring_spec
+        self.slots = max(1, route.ring_spec.slots)
+        self._peer = peer
+        self._pending: collections.deque = collections.deque()
+        self.sent = 0
+
+    def _reap(self, timeout: float) -> None:
+        """Drop completed push calls; wait up to ``timeout`` s for the oldest when all slots are used."""
+        while self._pending:
+            ready, _ = ray.wait([self._pending[0]], num_returns=1,
+                                timeout=timeout if len(self._pending) >= self.slots else 0)
+            if not ready:
+                return
+            ref = self._pending.popleft()
+            try:
+                ray.get(ref)
+            except RayActorError as e:
+                self._peer.dead = str(e).splitlines()[0] if str(e) else type(e).__name__
+                return
+
+    def send(self, frame: Frame, timeout: float | None = None) -> bool:
+        if frame.op == DATA:
+            assert frame.array is not None
+            check_object(self.edge_id, self.object_spec, self.ring_spec, frame.array)
+        if self._peer.dead is not None:
+            if timeout:
+                time.sleep(min(timeout, 0.05))
+            return False
+        handle = self._peer.get()
+        self._reap(1e9 if timeout is None else timeout)
+        if self._peer.dead is not None or len(self._pending) >= self.slots:
+            return False
+        self._pending.append(handle.push.remote(self.edge_id, self.sent, frame))
+        self.sent += 1
+        return True
+
+    @property
+    def in_flight(self) -> int:
+        """Push calls sent and not yet known to be taken by the consumer (<= ``slots``)."""
+        self._reap(0.0)
+        return len(self._pending)
+
+
+class _PullRecv(RecvEndpoint):
+    """Orchestrator side of an orchestrator-consumed edge: pulls from the producer actor's outbox.
+    A dead producer makes ``recv`` return None (the backend reports the dead stage)."""
+
+    def __init__(self, edge_id: str, peer: _Peer):
+        self.edge_id, self._peer = edge_id, peer
+        self.received = 0
+
+    def recv(self, timeout: float | None = None) -> Frame | None:
+        if self._peer.dead is not None:
+            time.sleep(min(timeout or 0.0, 0.05))
+            return None
+        wait = 1.0 if timeout is None else max(0.0, timeout)
+        try:
+            f = ray.get(self._peer.get().pull.remote(self.edge_id, wait), timeout=wait + 30.0)
+        except RayActorError as e:
+            self._peer.dead = str(e).splitlines()[0] if str(e) else type(e).__name__
+            return None
+        except GetTimeoutError:
+            return None
+        if f is not None:
+            self.received += 1
+        return f
+
+
+@dataclass(frozen=True)
+class RunScope:
+    """The identity of one started run on Ray: the namespace its actors live in and the name prefix
+    ``pipeplan/<run_id>/<nonce>`` (a fresh nonce per start, so two runs of one plan never clash)."""
+
+    namespace: str | None
+    prefix: str
+
+    def actor_name(self, stage: int, node_id: str) -> str:
+        """Name of the actor of ``stage`` placed on ``node_id``."""
+        return f"{self.prefix}/stage{stage}@{node_id}"
+
+
+class RayTransport(Transport):
+    """Endpoint resolution by ``(node_id, edge_id)`` over Ray named actors (see the module docstring).
+
+    Args:
+        routes: the run's routing table (``routes_from_provisions``).
+        scope: the run's :class:`RunScope`.
+        holders: the registry ``{(node_id, edge_id): actor name}`` of the actor holding each edge's
+            buffer: the consumer for stage-consumed edges, the producer for orchestrator-consumed ones.
+
+    Picklable (plain data): the copy given to an actor gets the actor's own buffers attached with
+    :meth:`attach`. Raises EndpointError for an unknown ``(node_id, edge_id)``.
+    """
+
+    def __init__(self, routes: Mapping[str, EdgeRoute], scope: RunScope, holders: Mapping[tuple[str, str], str]):
+        self.routes = dict(routes)
+        self.scope = scope
+        self.holders = dict(holders)
+        self._local: dict[str, Any] = {}
+        self._peers: dict[str, _Peer] = {}
+        self.endpoints: dict[tuple[str, str, str], SendEndpoint | RecvEndpoint] = {}
+        """Endpoints opened through this copy: ``(node_id, edge_id, "send"|"recv") -> endpoint`` (their
+        ``sent``/``received``/``in_flight`` counters are for tests and benchmarks)."""
+
+    def __getstate__(self):
+        return {"routes": self.routes, "scope": self.scope, "holders": self.holders}
+
+    def __setstate__(self, state):
+        self.__init__(state["routes"], state["scope"], state["holders"])
+
+    def attach(self, edge_id: str, buffer: Any) -> None:
+        """Attach this process's buffer (an inbox or an outbox queue) of ``edge_id`` (actor side)."""
+        self._local[edge_id] = buffer
+
+    def _peer(self, node_id: str, edge_id: str) -> _Peer:
+        name = self.holders.get((node_id, edge_id))
+        if name is None:
+            raise EndpointError(f"no actor holds edge {edge_id!r} for node {node_id!r} in run {self.scope.prefix}",
+                                where=edge_id)
+        if name not in self._peers:
+            self._peers[name] = _Peer(name, self.scope.namespace)
+        return self._peers[name]
+
+    def open_send(self, consumer_node_id: str, edge_id: str) -> SendEndpoint:
+        r = self._route(consumer_node_id, edge_id)
+        if consumer_node_id == ORCHESTRATOR_NODE:
+            q = self._local.get(edge_id)
+            if q is None:
+                raise EndpointError(f"edge {edge_id!r} to the orchestrator is sent from the actor that holds its "
+                                    f"outbox, not from this process", where=edge_id)
+            ep: SendEndpoint = _OutboxSend(r, q)
+        else:
+            ep = _PushSend(r, self._peer(consumer_node_id, edge_id))
+        self.endpoints[(consumer_node_id, edge_id, "send")] = ep
+        return ep
+
+    def open_recv(self, node_id: str, edge_id: str) -> RecvEndpoint:
+        self._route(node_id, edge_id)
+        if node_id == ORCHESTRATOR_NODE:
+            ep: RecvEndpoint = _PullRecv(edge_id, self._peer(node_id, edge_id))
+        else:
+            inbox = self._local.get(edge_id)
+            if not isinstance(inbox, _Inbox):
+                raise EndpointError(f"edge {edge_id!r} is received on node {node_id!r} by its stage actor, "
+                                    f"not by this process", where=edge_id)
+            ep = _InboxRecv(edge_id, inbox)
+        self.endpoints[(node_id, edge_id, "recv")] = ep
+        return ep
+
+    def close(self) -> None:
+        """Nothing to release on the driver: the actors own the buffers."""
+
+
+def build_registry(provisions: Sequence[ProvisionStage], scope: RunScope) -> dict[tuple[str, str], str]:
+    """The ``(node_id, edge_id) -> actor name`` registry of a run: each stage's actor holds its inbound
+    edge under ``(its node_id, inbound edge)`` and, when its outbound consumer is the orchestrator,
+    that edge under ``("orchestrator", outbound edge)``."""
+    reg: dict[tuple[str, str], str] = {}
+    for p in provisions:
+        name = scope.actor_name(p.stage, p.node_id)
+        reg[(p.node_id, p.inbound.edge_id)] = name
+        if p.outbound.peer_node_id == ORCHESTRATOR_NODE:
+            reg[(ORCHESTRATOR_NODE, p.outbound.edge_id)] = name
+    return reg
+
+
+# --------------------------------------------------------------------------- the stage actor
+class StageActor:
+    """Body of one stage's Ray actor (wrapped with ``ray.remote`` by :class:`RayBackend`).
+
+    On construction it attaches its edge buffers to its copy of the transport and starts a thread
+    running ``StageWorker(provision).run(transport, stop)``: load (on this node) -> WeightsReady ->
+    connect -> StageReady -> serve. Methods are called concurrently (threaded actor).
+    """
+
+    def __init__(self, provision: ProvisionStage, transport: RayTransport,
+                 fault_injection: FaultInjection | None, options: WorkerOptions):
+        from pipeplan.runtime.stage import StageWorker
+
+        self.p = provision
+        self._cond = threading.Condition()
+        self._events: list[Event] = []
+        self._finished: str | None = None
+        self._stop = threading.Event()
+        self._inbox = _Inbox()
+        self._outbox: queue.Queue = queue.Queue(maxsize=max(1, provision.outbound.ring_spec.slots))
+        transport.attach(provision.inbound.edge_id, self._inbox)
+        if provision.outbound.peer_node_id == ORCHESTRATOR_NODE:
+            transport.attach(provision.outbound.edge_id, self._outbox)
+        self.transport = transport
+        num_threads = options.num_threads if options.num_threads is not None else 1
+        self.worker = StageWorker(provision, self._emit, fault_injection=fault_injection, kernels=options.kernels,
+                                  cache_dir=options.cache_dir, num_threads=num_threads)
+        self._thread = threading.Thread(target=self._body, name=f"pipeplan-stage-{provision.stage}", daemon=True)
+        self._thread.start()
+
+    def _emit(self, ev: Event) -> None:
+        with self._cond:
+            self._events.append(ev)
+            self._cond.notify_all()
+
+    def _body(self) -> None:
+        ok = self.worker.run(self.transport, self._stop)
+        with self._cond:
+            self._finished = "ok" if ok else "fault"
+            self._cond.notify_all()
+
+    # -- called by the orchestrator
+    def poll_events(self, cursor: int, wait_s: float) -> tuple[list[Event], str | None]:
+        """Events after index ``cursor`` (waiting up to ``wait_s`` s for one) and the worker's end
+        state: None while running, ``"ok"`` (clean end) or ``"fault"``."""
+        with self._cond:
+            if len(self._events) <= cursor and self._finished is None:
+                self._cond.wait(wait_s)
+            return list(self._events[cursor:]), self._finished
+
+    def where(self) -> dict[str, Any]:
+        """Where this actor runs: ``{"ray_node_id": hex, "node_id": plan node id, "stage": k, "pid": pid}``
+        (``ray.get_runtime_context().get_node_id()``)."""
+        import os
+
+        return {"ray_node_id": ray.get_runtime_context().get_node_id(), "node_id": self.p.node_id,
+                "stage": self.p.stage, "pid": os.getpid()}
+
+    def stop(self) -> None:
+        """Ask the worker to stop (its loop sees the flag within ``POLL_S``)."""
+        self._stop.set()
+
+    def join(self, timeout: float) -> bool:
+        """Wait up to ``timeout`` s for the worker thread to end; True when it has."""
+        self._thread.join(timeout)
+        return not self._thread.is_alive()
+
+    # -- called by peers
+    def push(self, edge_id: str, n: int, frame: Frame) -> bool:
+        """Deliver ``frame``, the producer's ``n``-th object (from 0), on the inbound edge; returns once
+        the stage has taken it (False on stop). Frames are taken in ``n`` order."""
+        if edge_id != self.p.inbound.edge_id:
+            raise EndpointError(f"stage {self.p.stage} on {self.p.node_id} does not consume edge {edge_id!r}",
+                                where=edge_id)
+        return self._inbox.put(n, frame, self._stop)
+
+    def pull(self, edge_id: str, wait_s: float) -> Frame | None:
+        """Take the next frame of the orchestrator-consumed outbound edge (None after ``wait_s`` s)."""
+        if edge_id != self.p.outbound.edge_id or self.p.outbound.peer_node_id != ORCHESTRATOR_NODE:
+            raise EndpointError(f"stage {self.p.stage} holds no outbox for edge {edge_id!r}", where=edge_id)
+        try:
+            return self._outbox.get(timeout=wait_s)
+        except queue.Empty:
+            return None
+
+
+# --------------------------------------------------------------------------- the backend
+class RayBackend(Backend):
+    """Stages as Ray actors on the Ray nodes that carry their plan node ids (see the module docstring).
+
+    Args:
+        address: Ray cluster address for ``ray.init(address=...)`` (``"auto"`` works); None: use the
+            Ray already initialised in this process, else start an embedded local instance.
+        namespace: Ray namespace for a connection this backend opens (None: Ray's default).
+        init_kwargs: extra ``ray.init`` keyword arguments for a connection/instance this backend
+            starts (e.g. ``_temp_dir``, ``object_store_memory``, ``include_dashboard``).
+        max_concurrency: threads per stage actor (must exceed the inbound ring's ``slots`` + 3).
+    Raises (from :meth:`start`): RayUnavailableError (no ray / cannot connect), RunPlanRejection
+        (``unknown_node``/``ambiguous_node``, before any actor is created).
+    """
+
+    name = "ray"
+    transport: RayTransport
+
+    def __init__(self, address: str | None = None, *, namespace: str | None = None,
+                 init_kwargs: Mapping[str, Any] | None = None, max_concurrency: int | None = None):
+        self.address = address
+        self.namespace = namespace
+        self.init_kwargs = dict(init_kwargs or {})
+        self.max_concurrency = max_concurrency
+        self.actors: dict[int, Any] = {}
+        self.names: dict[int, str] = {}
+        self.placement: dict[str, str] = {}
+        self.transport = None  # type: ignore[assignment]
+        self._provisions: dict[int, ProvisionStage] = {}
+        self._cursor: dict[int, int] = {}
+        self._poll: dict[int, Any] = {}
+        self._events: collections.deque = collections.deque()
+        self._dead: dict[int, str] = {}
+        self._finished: dict[int, str] = {}
+        self._expect_exit = False
+        self._stopped = False
+        self._owns_ray = False
+        self._connected_here = False
+
+    # ------------------------------------------------------------------ connection
+    def _connect(self, provisions: Sequence[ProvisionStage]) -> None:
+        _require_ray()
+        if ray.is_initialized():
+            return
+        kw: dict[str, Any] = {"include_dashboard": False, "log_to_driver": False}
+        if self.address is None:
+            kw["resources"] = {node_resource(n): 1.0 for n in dict.fromkeys(p.node_id for p in provisions)}
+            kw["num_cpus"] = max(1, len(provisions))
+            self._owns_ray = True
+        else:
+            kw["address"] = self.address
+        if self.namespace is not None:
+            kw["namespace"] = self.namespace
+        kw.update(self.init_kwargs)
+        try:
+            ray.init(**kw)
+        except Exception as e:  # ConnectionError, RuntimeError, ValueError from ray.init
+            self._owns_ray = False
+            what = f"connect to Ray at {self.address}" if self.address else "start an embedded Ray instance"
+            first = str(e).splitlines()[0] if str(e) else ""
+            raise RayUnavailableError(f"cannot {what}: {type(e).__name__}: {first}",
+                                      where=self.address or "embedded") from None
+        self._connected_here = True
+
+    def check_placement(self, provisions: Sequence[ProvisionStage]) -> dict[str, str]:
+        """Connect (if needed) and resolve every stage's node id to its Ray node (see :func:`resolve_nodes`).
+        Creates no actor. Raises RunPlanRejection / RayUnavailableError."""
+        self._connect(provisions)
+        return resolve_nodes([p.node_id for p in provisions])
+
+    # ------------------------------------------------------------------ Backend
+    def start(self, provisions: Sequence[ProvisionStage], fault_injection: FaultInjection | None,
+              options: WorkerOptions) -> None:
+        """Resolve placement (rejecting unknown node ids before any actor exists), then create one named,
+        node-pinned actor per stage. Returns at once; events arrive through :meth:`next_event`."""
+        provisions = sorted(provisions, key=lambda p: p.stage)
+        routes = routes_from_provisions(list(provisions))
+        self.placement = self.check_placement(provisions)
+        ns = ray.get_runtime_context().namespace
+        run_id = provisions[0].run_id if provisions else "run"
+        scope = RunScope(ns, f"pipeplan/{run_id}/{uuid.uuid4().hex[:12]}")
+        self.transport = RayTransport(routes, scope, build_registry(provisions, scope))
+        slots = max([p.inbound.ring_spec.slots for p in provisions] + [1])
+        conc = self.max_concurrency or slots + 6
+        if conc < slots + 4:
+            raise BackendError(f"max_concurrency {conc} is too small for rings of {slots} slots "
+                               f"(need >= {slots + 4})", where="max_concurrency")
+        remote_cls = ray.remote(StageActor)
+        try:
+            for p in provisions:
+                name = scope.actor_name(p.stage, p.node_id)
+                strategy = NodeAffinitySchedulingStrategy(node_id=self.placement[p.node_id], soft=False)
+                self.actors[p.stage] = remote_cls.options(
+                    name=name, namespace=ns, num_cpus=0, max_concurrency=conc, max_restarts=0,
+                    scheduling_strategy=strategy).remote(p, self.transport, fault_injection, options)
+                self.names[p.stage] = name
+                self._provisions[p.stage] = p
+                self._cursor[p.stage] = 0
+        except BaseException:
+            self.stop(0.0)
+            raise
+
+    def _mark_dead(self, stage: int, err: BaseException) -> None:
+        first = str(err).splitlines()[0] if str(err) else type(err).__name__
+        p = self._provisions[stage]
+        self._dead.setdefault(stage, f"Ray actor of stage {stage} on node {p.node_id} died "
+                                     f"({type(err).__name__}: {first})")
+
+    def _pump(self, timeout: float) -> None:
+        """Issue one long-poll per live actor without one, wait up to ``timeout`` s for any to finish,
+        and queue the events of every finished poll (stage order within a batch)."""
+        if self._stopped:
+            return
+        for s, a in self.actors.items():
+            if s not in self._poll and s not in self._dead and s not in self._finished:
+                self._poll[s] = a.poll_events.remote(self._cursor[s], EVENT_POLL_S)
+        if not self._poll:
+            return
+        stages = list(self._poll)
+        ready, _ = ray.wait([self._poll[s] for s in stages], num_returns=1, timeout=max(0.0, timeout))
+        if ready:  # collect everything that is done by now, not just the first
+            ready, _ = ray.wait([self._poll[s] for s in stages], num_returns=len(stages), timeout=0)
+        done = set(ready)
+        for s in stages:
+            ref = self._poll[s]
+            if ref not in done:
+                continue
+            del self._poll[s]
+            try:
+                evs, finished = ray.get(ref)
+            except RayActorError as e:
+                self._mark_dead(s, e)
+                continue
+            self._cursor[s] += len(evs)
+            self._events.extend(evs)
+            if finished is not None:
+                self._finished[s] = finished
+
+    def next_event(self, timeout: float) -> Event | None:
+        """The next lifecycle event of any stage (waiting up to ``timeout`` s), else None."""
+        end = time.monotonic() + max(0.0, timeout)
+        while not self._events:
+            left = end - time.monotonic()
+            self._pump(max(0.0, left))
+            if self._events or left <= 0 or self._stopped or (self._dead and not self._poll):
+                break
+        return self._events.popleft() if self._events else None
+
+    def dead_stage(self) -> tuple[int, str] | None:
+        """``(stage, detail)`` of a stage whose actor died, or whose worker ended cleanly without being
+        told to (after :meth:`expect_exit` a clean end is expected); None otherwise."""
+        if self._stopped:
+            return None
+        self._pump(0.0)
+        for s in sorted(self._dead):
+            return s, self._dead[s]
+        for s in self.actors:  # peers may have seen a death before the event poll did
+            peer = self.transport._peers.get(self.names[s]) if self.transport is not None else None
+            if peer is not None and peer.dead is not None:
+                return s, f"Ray actor of stage {s} on node {self._provisions[s].node_id} died ({peer.dead})"
+        if not self._expect_exit:
+            for s, how in sorted(self._finished.items()):
+                if how == "ok":
+                    return s, f"stage {s} stopped serving unexpectedly"
+        return None
+
+    def wait_exit(self, timeout: float) -> bool:
+        """Wait up to ``timeout`` s for every stage worker to end (its actor stays until :meth:`stop`)."""
+        if not self.actors:
+            return True
+        refs = [a.join.remote(timeout) for a in self.actors.values()]
+        try:
+            return all(ray.get(refs, timeout=timeout + 5.0))
+        except (RayActorError, GetTimeoutError):
+            return False
+
+    def live_actor_names(self) -> list[str]:
+        """Names of this run's actors Ray still answers for (empty after :meth:`stop`)."""
+        out = []
+        for name in self.names.values():
+            try:
+                ray.get_actor(name, namespace=self.transport.scope.namespace)
+                out.append(name)
+            except ValueError:
+                pass
+        return out
+
+    def stop(self, grace_s: float = 2.0) -> None:
+        """Stop every worker (``grace_s`` s to end cleanly), ``ray.kill`` every actor of the run and wait
+        (up to :data:`KILL_WAIT_S`) until Ray reports each one dead; shut down an embedded Ray instance.
+        Idempotent."""
+        if self._stopped:
+            return
+        self._stopped = True
+        try:
+            alive = [a for s, a in self.actors.items() if s not in self._dead] if grace_s > 0 else []
+            if alive:
+                for a in alive:
+                    a.stop.remote()
+                joins = [a.join.remote(grace_s) for a in alive]
+                try:
+                    ray.wait(joins, num_returns=len(joins), timeout=grace_s + 1.0)
+                except Exception:  # noqa: BLE001 - best effort: the kill below is what guarantees cleanup
+                    pass
+            for a in self.actors.values():
+                try:
+                    ray.kill(a, no_restart=True)
+                except Exception:  # noqa: BLE001 - already gone
+                    pass
+            self._wait_dead(KILL_WAIT_S)
+        finally:
+            if self._owns_ray and ray is not None and ray.is_initialized():
+                ray.shutdown()
+                self._owns_ray = False
+
+    def _wait_dead(self, timeout: float) -> bool:
+        """Wait until no actor of the run is still registered under its name (Ray frees the name of a
+        non-detached actor when it is dead)."""
+        end = time.monotonic() + timeout
+        while time.monotonic() < end:
+            if not self.live_actor_names():
+                return True
+            time.sleep(0.05)
+        return False
+
+
+def make_ray_backend(address: str | None = None, **kwargs: Any) -> RayBackend:
+    """A :class:`RayBackend` (``address`` as for ``ray.init``; see the class). Raises
+    RayUnavailableError when ``ray`` is not installed."""
+    _require_ray()
+    return RayBackend(address, **kwargs)
+
+
+__all__ = ["NODE_LABEL", "RESOURCE_PREFIX", "RayBackend", "RayTransport", "RayUnavailableError", "RunScope",
+           "StageActor", "build_registry", "carried_node_ids", "make_ray_backend", "node_resource", "resolve_nodes"]

@@ -1,0 +1,364 @@
+"""Contract tests of the Ray backend (issue 8): stages as Ray actors placed on the planned nodes.
+
+One module-scoped ``ray.cluster_utils.Cluster`` with 3 nodes (1 CPU, 80 MB object store each; the
+head is node ``n0``) carries the pool ids: ``n0`` as a custom resource ``pipeplan_node:n0`` only,
+``n1`` as the node label ``pipeplan.node=n1`` only, ``n2`` as both, so both ways of naming a node are
+exercised. ``RAY_AUTH_MODE=disabled`` and a private temp dir (``RAY_TMPDIR`` + ``temp_dir``) are set
+before the cluster starts and restored after. Leftover actors are read from the GCS actor table
+(``ray._private.state.actors()``: the public ``ray.util.state`` API needs the dashboard, which the
+test cluster does not start to keep the process count low).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+import threading
+import time
+
+import numpy as np
+import pytest
+
+ray = pytest.importorskip("ray")
+
+from pipeplan.errors import RunPlanRejection, StageFault  # noqa: E402
+from pipeplan.plan_types import NodePool, NodeSpec, ObjectSpec, RingSpec, RuntimeConfig  # noqa: E402
+from pipeplan.runtime.events import StageFaulted, StageReady, WeightsReady  # noqa: E402
+from pipeplan.runtime.orchestrator import Pipeline  # noqa: E402
+from pipeplan.runtime.ray_backend import (  # noqa: E402
+    RayBackend,
+    RayTransport,
+    RunScope,
+    build_registry,
+    resolve_nodes,
+)
+from pipeplan.runtime.stage import FaultInjection  # noqa: E402
+from pipeplan.runtime.transport import DATA, EdgeRoute, EndpointError, Frame, ObjectTooLargeError  # noqa: E402
+
+MB = 1024 * 1024
+NODES = ("n0", "n1", "n2")
+FAULT_DEADLINE_S = 10.0
+
+
+# --------------------------------------------------------------------------- fixtures
+@pytest.fixture(scope="module")
+def cluster():
+    """A 3-node Ray cluster on this machine; yields ``{pool node id: Ray node id (hex)}`` taken from
+    the Cluster's own node objects (independent of the backend's resolver)."""
+    from ray.cluster_utils import Cluster
+
+    saved = {k: os.environ.get(k) for k in ("RAY_AUTH_MODE", "RAY_TMPDIR")}
+    tmp = tempfile.mkdtemp(prefix="pp-ray-", dir="/tmp")  # short: Ray's unix socket paths must fit 107 bytes
+    os.makedirs(os.path.join(tmp, "ray"))
+    os.environ["RAY_AUTH_MODE"] = "disabled"
+    os.environ["RAY_TMPDIR"] = tmp
+    common = dict(num_cpus=1, object_store_memory=80 * MB)
+    c = Cluster(initialize_head=True, head_node_args=dict(common, temp_dir=tmp, include_dashboard=False,
+                                                          resources={"pipeplan_node:n0": 1}))
+    ids = {"n0": c.head_node.node_id}
+    ids["n1"] = c.add_node(**common, labels={"pipeplan.node": "n1"}).node_id
+    ids["n2"] = c.add_node(**common, labels={"pipeplan.node": "n2"}, resources={"pipeplan_node:n2": 1}).node_id
+    try:
+        c.wait_for_nodes()
+        ray.init(address=c.address, log_to_driver=False)
+        yield ids
+    finally:
+        ray.shutdown()
+        c.shutdown()
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+@pytest.fixture(scope="module")
+def facts(stories_path):
+    from pipeplan.frontend.gguf_facts import read_model_facts
+
+    return read_model_facts(stories_path)
+
+
+def _provisions(facts, nodes):
+    from pipeplan.dialects.runplan_build import project_provisions
+    from pipeplan.frontend.planner import plan_run
+
+    pool = NodePool(tuple(NodeSpec(n, 1 << 30) for n in nodes))
+    return project_provisions(plan_run(facts, RuntimeConfig(max_seq_len=256), pool, 3, list(nodes)))
+
+
+@pytest.fixture(scope="module")
+def provisions(facts):
+    """stories260K over 3 stages on n0, n1, n2."""
+    return _provisions(facts, NODES)
+
+
+def _live_actors() -> list[dict]:
+    """Actors of the cluster that are not DEAD (ALIVE, pending, restarting), from the GCS table."""
+    return [a for a in ray._private.state.actors().values() if a["State"] != "DEAD"]
+
+
+# --------------------------------------------------------------------------- the happy path
+def test_exact_tokens_on_planned_nodes(cluster, provisions, expected_cases):
+    """WL-R-4, WL-L-1, RP-PP-4, RP-PP-5, RP-PP-6: stories260K over 3 Ray actors on a 3-node cluster gives
+    exactly the EXPECTED.md greedy tokens; each stage actor ran on the Ray node carrying its plan node id
+    (from ray.get_runtime_context() inside the actor); WeightsReady < StageReady per stage; edges were
+    resolved by (node_id, edge_id) through the run's registry; close leaves no actor alive."""
+    assert [p.node_id for p in provisions] == list(NODES)
+    backend = RayBackend()
+    with Pipeline(provisions, backend=backend) as pipe:
+        where = {s: ray.get(a.where.remote()) for s, a in backend.actors.items()}
+        for p in provisions:
+            assert where[p.stage]["ray_node_id"] == cluster[p.node_id], f"stage {p.stage} not on {p.node_id}"
+        assert len({w["pid"] for w in where.values()}) == 3
+        for case in expected_cases:
+            out, timings = pipe.generate_ids(case["prompt_ids"], len(case["greedy_ids"]))
+            assert out == case["greedy_ids"], case["prompt"]
+            assert timings["decode_tok_s"] > 0
+        # the driver's endpoints were resolved through the registry by (node_id, edge_id)
+        first, last = provisions[0], provisions[-1]
+        tx = backend.transport.endpoints[(first.node_id, first.inbound.edge_id, "send")]
+        rx = backend.transport.endpoints[("orchestrator", last.outbound.edge_id, "recv")]
+        n_tokens, n_cases = sum(len(c["greedy_ids"]) for c in expected_cases), len(expected_cases)
+        # per sequence: RESET + prompt + one frame per decoded token in; RESET + one token per step out
+        assert tx.sent == n_cases + n_tokens and rx.received == n_cases + n_tokens
+        events = pipe.events
+    for p in provisions:
+        mine = [e for e in events if e.stage == p.stage]
+        assert [type(e) for e in mine] == [WeightsReady, StageReady], mine
+        assert mine[0].seq < mine[1].seq and mine[0].t <= mine[1].t
+        assert mine[0].node_id == p.node_id and mine[0].bytes > 0
+    assert _live_actors() == []
+    assert backend.live_actor_names() == []
+    # provisions never carry an actor name or address (RP-PP-6): the registry is built from node/edge ids
+    names = set(build_registry(provisions, backend.transport.scope).values())
+    assert not any(n in repr(p) for n in names for p in provisions)
+
+
+# --------------------------------------------------------------------------- faults
+def test_injected_weight_failure_is_typed_fault_without_leftovers(cluster, provisions):
+    """WL-F-1, WL-F-6, WL-L-4: an injected download failure on the stage-1 actor ends the start in a
+    typed StageFault(download) for stage 1 within 10 s; stage 1 never reports StageReady; no actor of the
+    run is left alive."""
+    backend = RayBackend()
+    pipe = Pipeline(provisions, backend=backend, fault_injection=FaultInjection(1, "download"))
+    t0 = time.monotonic()
+    with pytest.raises(StageFault) as ei:
+        pipe.start()
+    elapsed = time.monotonic() - t0
+    assert ei.value.kind == "download" and ei.value.stage == 1, ei.value
+    assert ei.value.code == "stage_fault:download"
+    assert elapsed < FAULT_DEADLINE_S, f"fault took {elapsed:.1f}s"
+    ev1 = [e for e in pipe.events if e.stage == 1]
+    assert any(isinstance(e, StageFaulted) for e in ev1)
+    assert not any(isinstance(e, StageReady) for e in ev1)
+    assert len(backend.actors) == 3  # the actors did exist, and are gone now
+    assert _live_actors() == []
+
+
+def test_killed_actor_mid_generation_is_runtime_fault(cluster, provisions, expected_cases):
+    """WL-L-4 (runtime): ray.kill of the stage-1 actor in the middle of a generation ends it in
+    StageFault(runtime) naming stage 1 within 10 s of the kill, and no actor of the run is left alive."""
+    backend = RayBackend()
+    case = expected_cases[0]
+    with Pipeline(provisions, backend=backend) as pipe:
+        rx = backend.transport.endpoints[("orchestrator", provisions[-1].outbound.edge_id, "recv")]
+        killed_at: list[float] = []
+
+        def killer():
+            while rx.received < 5:  # a few tokens into the generation
+                time.sleep(0.002)
+            ray.kill(backend.actors[1])
+            killed_at.append(time.monotonic())
+
+        t = threading.Thread(target=killer, daemon=True)
+        t.start()
+        with pytest.raises(StageFault) as ei:
+            pipe.generate_ids(case["prompt_ids"], 200)
+        raised_at = time.monotonic()
+        t.join(5)
+    assert killed_at, f"the actor was never killed: {ei.value!r} {rx.received}"
+    assert ei.value.kind == "runtime" and ei.value.stage == 1, ei.value
+    assert raised_at - killed_at[0] < FAULT_DEADLINE_S
+    assert 5 <= rx.received < 200
+    assert _live_actors() == []
+
+
+def test_unknown_node_rejected_before_any_actor(cluster, facts):
+    """RP-AR-1: a plan node id that no live Ray node carries is RunPlanRejection(unknown_node) raised
+    before any actor is created (the cluster's actor table does not grow)."""
+    provs = _provisions(facts, ("n0", "n1", "ghost"))
+    before = len(ray._private.state.actors())
+    backend = RayBackend()
+    pipe = Pipeline(provs, backend=backend)
+    with pytest.raises(RunPlanRejection) as ei:
+        pipe.start()
+    assert ei.value.code == "unknown_node" and ei.value.where == "ghost"
+    assert "ghost" in ei.value.message and "n2" in ei.value.message  # names what the cluster does carry
+    assert backend.actors == {}
+    assert len(ray._private.state.actors()) == before
+    assert pipe.events == []
+
+
+# --------------------------------------------------------------------------- edges
+@ray.remote(num_cpus=0, max_concurrency=8)
+class _HeldSink:
+    """A consumer that accepts push calls but only completes them when released (holds its slots)."""
+
+    def __init__(self):
+        self.gate = threading.Semaphore(0)
+        self.got = 0
+
+    def push(self, edge_id, n, frame):
+        self.got += 1
+        self.gate.acquire()
+        return True
+
+    def release(self, n):
+        for _ in range(n):
+            self.gate.release()
+
+    def count(self):
+        return self.got
+
+
+def test_back_pressure_at_most_slots_in_flight(cluster):
+    """RP-OS-1 (RingSpec enforced by the transport), issue 8 item 2: a producer resolving its consumer by (node_id, edge_id) through the
+    RayTransport registry keeps at most RingSpec.slots objects in flight: with a consumer that takes
+    nothing, send #slots+1 times out; one taken object frees exactly one slot. An object larger than
+    max_extent is ObjectTooLargeError, never sent."""
+    slots = 2
+    spec = ObjectSpec("activation", "f32", 4, (4, 8), "row_major", 64, 4 * 8 * 4)
+    route = EdgeRoute("act.x", "activation", "n0", "n1", spec, RingSpec(slots, 128))
+    scope = RunScope(ray.get_runtime_context().namespace, f"pipeplan/test/{os.getpid()}")
+    name = f"{scope.prefix}/sink"
+    sink = _HeldSink.options(name=name).remote()
+    try:
+        tr = RayTransport({"act.x": route}, scope, {("n1", "act.x"): name})
+        with pytest.raises(EndpointError):
+            tr.open_send("n2", "act.x")  # the edge's consumer is n1, not n2
+        with pytest.raises(EndpointError):
+            tr.open_send("n1", "act.unknown")
+        tx = tr.open_send("n1", "act.x")
+        frame = Frame(DATA, 1, 0, np.ones((2, 8), np.float32))
+        assert tx.send(frame, timeout=5.0) and tx.send(frame, timeout=5.0)
+        t0 = time.monotonic()
+        assert tx.send(frame, timeout=0.3) is False
+        assert time.monotonic() - t0 >= 0.25
+        assert tx.in_flight == slots
+        ray.get(sink.release.remote(1))
+        assert tx.send(frame, timeout=5.0) is True
+        assert tx.send(frame, timeout=0.2) is False
+        with pytest.raises(ObjectTooLargeError):
+            tx.send(Frame(DATA, 1, 0, np.ones((5, 8), np.float32)), timeout=1.0)
+        assert ray.get(sink.count.remote()) == 3 and tx.sent == 3
+    finally:
+        ray.kill(sink)
+
+
+@ray.remote(num_cpus=0, max_concurrency=8)
+class _InboxConsumer:
+    """A consumer with the backend's own inbox (what a stage actor receives into), draining it slowly."""
+
+    def __init__(self):
+        from pipeplan.runtime.ray_backend import _Inbox
+
+        self.inbox, self.stop = _Inbox(), threading.Event()
+
+    def push(self, edge_id, n, frame):
+        return self.inbox.put(n, frame, self.stop)
+
+    def drain(self, count):
+        out = []
+        while len(out) < count:
+            f = self.inbox.get(5.0)
+            if f is None:
+                break
+            out.append(f.position)
+            time.sleep(0.001)
+        return out
+
+
+def test_edge_keeps_producer_order(cluster):
+    """Issue 8 item 2 (edges keep order): frames on one edge reach the consumer in the order the producer sent them, even
+    though the consumer actor runs several push calls at once (a RESET overtaking a DATA frame would corrupt
+    a sequence)."""
+    slots, count = 4, 120
+    spec = ObjectSpec("activation", "f32", 4, (4, 8), "row_major", 64, 4 * 8 * 4)
+    route = EdgeRoute("act.o", "activation", "n0", "n2", spec, RingSpec(slots, 128))
+    scope = RunScope(ray.get_runtime_context().namespace, f"pipeplan/test-order/{os.getpid()}")
+    name = f"{scope.prefix}/consumer"
+    consumer = _InboxConsumer.options(name=name).remote()
+    try:
+        tx = RayTransport({"act.o": route}, scope, {("n2", "act.o"): name}).open_send("n2", "act.o")
+        got = consumer.drain.remote(count)
+        x = np.zeros((1, 8), np.float32)
+        for i in range(count):
+            assert tx.send(Frame(DATA, 1, i, x), timeout=10.0)
+            assert tx.in_flight <= slots
+        assert ray.get(got, timeout=60) == list(range(count))
+    finally:
+        ray.kill(consumer)
+
+
+# --------------------------------------------------------------------------- placement (pure)
+def _fake(node_hex, alive=True, labels=None, resources=None):
+    return {"NodeID": node_hex, "Alive": alive, "Labels": labels or {}, "Resources": resources or {}}
+
+
+def test_resolve_nodes_labels_resources_dead_and_ambiguous():
+    """RP-AR-1: pool ids map to the one alive Ray node carrying them (label or custom resource); a dead
+    node carries nothing (unknown_node); an id carried by two alive nodes is ambiguous_node."""
+    nodes = [_fake("aa", labels={"pipeplan.node": "x"}), _fake("bb", resources={"pipeplan_node:y": 1.0}),
+             _fake("cc", alive=False, labels={"pipeplan.node": "z"})]
+    assert resolve_nodes(["x", "y", "x"], nodes) == {"x": "aa", "y": "bb"}
+    with pytest.raises(RunPlanRejection) as ei:
+        resolve_nodes(["x", "z"], nodes)
+    assert ei.value.code == "unknown_node" and ei.value.where == "z"
+    with pytest.raises(RunPlanRejection) as ei:
+        resolve_nodes(["x"], nodes + [_fake("dd", resources={"pipeplan_node:x": 1.0})])
+    assert ei.value.code == "ambiguous_node" and ei.value.where == "x"
+
+
+_EMBEDDED = r'''
+import json, sys
+import ray
+from pipeplan.dialects.runplan_build import project_provisions
+from pipeplan.frontend.gguf_facts import read_model_facts
+from pipeplan.frontend.planner import plan_run
+from pipeplan.frontend.pool import local_pool
+from pipeplan.plan_types import RuntimeConfig
+from pipeplan.runtime.orchestrator import Pipeline
+from pipeplan.runtime.ray_backend import RayBackend
+model, tmp, prompt = sys.argv[1], sys.argv[2], json.loads(sys.argv[3])
+provs = project_provisions(plan_run(read_model_facts(model), RuntimeConfig(max_seq_len=64), local_pool(2), 2))
+be = RayBackend(init_kwargs={"_temp_dir": tmp, "object_store_memory": 80 * 1024 * 1024})
+with Pipeline(provs, backend=be) as pipe:
+    carried = sorted(r for n in ray.nodes() for r in n["Resources"] if r.startswith("pipeplan_node:"))
+    out, _ = pipe.generate_ids(prompt, 10)
+print(json.dumps({"ids": out, "carried": carried, "up_after": ray.is_initialized()}))
+'''
+
+
+def test_embedded_local_instance(stories_path, expected_cases):
+    """Issue 8 item 1: with no address and no Ray connected, the backend starts an embedded local Ray
+    instance whose node carries every plan node id, generates the EXPECTED tokens, and shuts it down."""
+    import json
+    import subprocess
+    import sys
+
+    case = expected_cases[0]
+    tmp = tempfile.mkdtemp(prefix="pp-ray-", dir="/tmp")
+    try:
+        env = dict(os.environ, RAY_AUTH_MODE="disabled", RAY_TMPDIR=tmp)
+        proc = subprocess.run([sys.executable, "-c", _EMBEDDED, str(stories_path), tmp, json.dumps(case["prompt_ids"])],
+                              capture_output=True, text=True, timeout=240, env=env)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    doc = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert doc["ids"] == case["greedy_ids"][:10]
+    assert doc["carried"] == ["pipeplan_node:local0", "pipeplan_node:local1"]
+    assert doc["up_after"] is False
