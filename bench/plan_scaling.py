@@ -1,4 +1,15 @@
-"""Planner scaling benchmark: read facts + plan + build IR + verify + project, over blocks x stages.
+"""Planning scaling benchmark, three phases in one table and one JSON (issues 2, 4 and 5).
+
+1. ``runplan``  (issue 2): read facts + plan + build IR + verify + project, over blocks x stages.
+2. ``portable`` (issue 4): the full portable pipeline (convert-runplan-to-pplan, pplan-legalize,
+   pplan-select-implementations, pplan-resolve-costs{roofline}) on a 70B-shaped model over 8 stages
+   for 10..160 blocks (:func:`portable_scaling.sweep`). Target: 80 blocks < 2 s; CPU us per task
+   flat (growth no worse than linear in tasks).
+3. ``concrete`` (issue 5): list scheduling + memory planning (``bind(..., "list-schedule")``) of the
+   70B-shaped model over 8 stages at 1x, 2x and 4x the 80 blocks (:func:`concrete_scaling.sweep`).
+   Target: 80 blocks < 3 s; growth printed for 2x and 4x.
+
+Phase 1 in detail:
 
 For each block count B (32..1024) a llama-70B-shaped facts TOML (hidden 8192, 64 heads, 8 KV heads,
 ffn 28672, Q4_K weights; B blocks) is written and read with ``load_facts_toml``; then for each stage
@@ -15,7 +26,8 @@ of each row's total to the 80x8 row (wall times; linearity is judged on this pro
 which other load on the machine does not inflate), and writes ``bench/results/plan_scaling.json``.
 Target (issue brief): 80 blocks x 8 stages end to end < 0.5 s; cost no worse than linear in B x S.
 
-Usage: ``python bench/plan_scaling.py [--quick] [--repeat N] [--out PATH]`` (default run < ~60 s here).
+Usage: ``python bench/plan_scaling.py [--quick] [--repeat N] [--out PATH] [--phases runplan,portable,concrete]``
+(default run a few minutes here; ``--quick`` a smaller grid for phases 1 and 2).
 """
 
 from __future__ import annotations
@@ -27,6 +39,8 @@ import tempfile
 import time
 from pathlib import Path
 
+import concrete_scaling
+import portable_scaling
 from pipeplan.dialects.runplan import verify_runplan
 from pipeplan.dialects.runplan_build import build_runplan_module, project_provisions
 from pipeplan.frontend.facts_toml import load_facts_toml
@@ -93,15 +107,10 @@ def bench_case(facts_path: Path, blocks: int, stages: int, repeat: int) -> dict:
             "min_stage_blocks": min(sizes), "max_stage_blocks": max(sizes)}
 
 
-def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--quick", action="store_true", help="a small grid (CI smoke run)")
-    ap.add_argument("--repeat", type=int, default=3, help="best of N for cases up to 128 blocks (default 3)")
-    ap.add_argument("--out", default=str(Path(__file__).resolve().parent / "results" / "plan_scaling.json"))
-    args = ap.parse_args(argv)
-    blocks_list, stages_list = (QUICK_BLOCKS, QUICK_STAGES) if args.quick else (BLOCKS, STAGES)
+def runplan_phase(quick: bool, repeat: int) -> tuple[list[dict], dict]:
+    """Phase 1 over the blocks x stages grid: rows and a summary (80x8 target, linearity)."""
+    blocks_list, stages_list = (QUICK_BLOCKS, QUICK_STAGES) if quick else (BLOCKS, STAGES)
     rows = []
-    t0 = time.perf_counter()
     with tempfile.TemporaryDirectory() as tmp:
         for blocks in blocks_list:
             path = Path(tmp) / f"llama-{blocks}.toml"
@@ -109,36 +118,106 @@ def main(argv: list[str] | None = None) -> int:
             for stages in stages_list:
                 if stages > blocks:
                     continue
-                rows.append(bench_case(path, blocks, stages, args.repeat if blocks <= 128 else 1))
+                rows.append(bench_case(path, blocks, stages, repeat if blocks <= 128 else 1))
     ref = next((r for r in rows if (r["blocks"], r["stages"]) == (80, 8)), rows[0])
-    hdr = (f"{'blocks':>6} {'stages':>6} {'ops':>6} {'read':>7} {'plan':>7} {'build':>7} {'verify':>7} "
-           f"{'project':>7} {'total s':>8} {'cpu s':>6} {'us/(BxS)':>9} {'x ref':>6} {'BxS/ref':>7} {'ranges':>7}")
-    print(hdr)
-    print("-" * len(hdr))
+    base = rows[0]
     for r in rows:
         r["total_ratio"] = r["total"] / ref["total"]
         r["work_ratio"] = (r["blocks"] * r["stages"]) / (ref["blocks"] * ref["stages"])
-        print(f"{r['blocks']:>6} {r['stages']:>6} {r['ops']:>6} {r['read']:>7.3f} {r['plan']:>7.3f} "
-              f"{r['build']:>7.3f} {r['verify']:>7.3f} {r['project']:>7.3f} {r['total']:>8.3f} "
-              f"{r['cpu']:>6.3f} {r['per_block_stage_us']:>9.1f} {r['total_ratio']:>6.2f} {r['work_ratio']:>7.2f} "
-              f"{r['min_stage_blocks']:>3}-{r['max_stage_blocks']:<3}")
-    target = ref["total"] < 0.5 if (ref["blocks"], ref["stages"]) == (80, 8) else None
-    print(f"\n80 blocks x 8 stages end to end: {ref['total']:.3f} s (target < 0.5 s: "
-          f"{'met' if target else 'NOT met' if target is not None else 'not measured'})")
-    base = rows[0]
-    for r in rows:
         r["growth_vs_smallest"] = (r["cpu"] / base["cpu"]) / ((r["blocks"] * r["stages"]) /
                                                                  (base["blocks"] * base["stages"]))
     worst = max(rows[1:] or rows, key=lambda r: r["growth_vs_smallest"])
-    linear = worst["growth_vs_smallest"] <= LINEAR_TOLERANCE
-    print(f"CPU-time growth / (BxS) growth vs the {base['blocks']}x{base['stages']} case, worst: "
-          f"{worst['growth_vs_smallest']:.2f} at {worst['blocks']}x{worst['stages']} "
-          f"({'no worse than linear in blocks x stages' if linear else 'WORSE than linear'})")
+    target = ref["total"] < 0.5 if (ref["blocks"], ref["stages"]) == (80, 8) else None
+    summary = {"reference": {"blocks": ref["blocks"], "stages": ref["stages"], "total_s": ref["total"]},
+               "target_80x8_under_0_5s": target, "worst_cpu_growth_over_work_growth": worst["growth_vs_smallest"],
+               "worst_at": [worst["blocks"], worst["stages"]],
+               "no_worse_than_linear": worst["growth_vs_smallest"] <= LINEAR_TOLERANCE}
+    return rows, summary
+
+
+def portable_phase(quick: bool, repeat: int) -> tuple[list[dict], dict]:
+    """Phase 2 (:func:`portable_scaling.sweep`): rows and a summary (80x8 < 2 s, us/task growth)."""
+    rows = portable_scaling.sweep(quick, max(repeat, 1))
+    r80 = next(r for r in rows if r["blocks"] == 80)
+    base = rows[0]
+    for r in rows:
+        r["growth_vs_smallest"] = r["cpu_us_per_task"] / base["cpu_us_per_task"]
+    worst = max(rows, key=lambda r: r["growth_vs_smallest"])
+    return rows, {"total_80x8_s": r80["total_s"], "cpu_80x8_s": r80["cpu_s"], "target_80x8_under_2s": r80["total_s"] < 2.0,
+                  "worst_us_per_task_growth": worst["growth_vs_smallest"],
+                  "no_worse_than_linear_in_tasks": worst["growth_vs_smallest"] <= LINEAR_TOLERANCE}
+
+
+def concrete_phase() -> tuple[list[dict], dict]:
+    """Phase 3 (:func:`concrete_scaling.sweep`): rows and a summary (80 blocks < 3 s, 2x/4x growth)."""
+    rows = concrete_scaling.sweep()
+    base = rows[0]
+    return rows, {"schedule_memplan_80_s": base["schedule_memplan_s"],
+                  "target_80_under_3s": base["schedule_memplan_s"] < 3.0,
+                  "growth_2x": rows[1]["growth_vs_1x"] if len(rows) > 1 else None,
+                  "growth_4x": rows[2]["growth_vs_1x"] if len(rows) > 2 else None,
+                  "violations": sum(r["violations"] for r in rows)}
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--quick", action="store_true", help="a small grid (CI smoke run)")
+    ap.add_argument("--repeat", type=int, default=3, help="best of N for cases up to 128 blocks (default 3)")
+    ap.add_argument("--phases", default="runplan,portable,concrete", help="comma-separated subset of the phases")
+    ap.add_argument("--out", default=str(Path(__file__).resolve().parent / "results" / "plan_scaling.json"))
+    args = ap.parse_args(argv)
+    phases = [p.strip() for p in args.phases.split(",") if p.strip()]
+    unknown = sorted(set(phases) - {"runplan", "portable", "concrete"})
+    if unknown:
+        ap.error(f"unknown phase {unknown[0]!r} (known: runplan, portable, concrete)")
+    t0 = time.perf_counter()
+    result: dict = {"benchmark": "plan_scaling", "python": platform.python_version(), "machine": platform.machine()}
+    table: list[tuple] = []  # phase, blocks, stages, units, seconds, cpu s, growth, detail
+    if "runplan" in phases:
+        rows, summary = runplan_phase(args.quick, args.repeat)
+        result["runplan"] = {**summary, "rows": rows}
+        table += [("runplan", r["blocks"], r["stages"], f"{r['ops']} ops", r["total"], r["cpu"],
+                   r["growth_vs_smallest"], f"plan {r['plan']:.3f} verify {r['verify']:.3f} ranges "
+                   f"{r['min_stage_blocks']}-{r['max_stage_blocks']}") for r in rows]
+    if "portable" in phases:
+        rows, summary = portable_phase(args.quick, min(args.repeat, 2))
+        result["portable"] = {**summary, "rows": rows}
+        table += [("portable", r["blocks"], r["stages"], f"{r['tasks']} tasks", r["total_s"], r["cpu_s"],
+                   r["growth_vs_smallest"], f"{r['cpu_us_per_task']:.1f} cpu us/task") for r in rows]
+    if "concrete" in phases:
+        rows, summary = concrete_phase()
+        result["concrete"] = {**summary, "rows": rows}
+        table += [("concrete", r["blocks"], r["stages"], f"{r['tasks']} tasks", r["schedule_memplan_s"],
+                   r["schedule_memplan_cpu_s"],
+                   r["growth_vs_1x"], f"peak/bound {r['worst_peak_over_bound']:.4f}, {r['violations']} violations")
+                  for r in rows]
+    hdr = f"{'phase':<9} {'blocks':>6} {'stages':>6} {'units':>12} {'wall s':>8} {'cpu s':>7} {'growth':>7}  detail"
+    print(hdr)
+    print("-" * len(hdr))
+    for phase, b, st_, units, sec, cpu, growth, detail in table:
+        cpu_s = f"{cpu:7.3f}" if cpu is not None else f"{'-':>7}"
+        print(f"{phase:<9} {b:>6} {st_:>6} {units:>12} {sec:>8.3f} {cpu_s} {growth:>6.2f}x  {detail}")
+    print("growth: runplan = CPU-time growth / (blocks x stages) growth vs the smallest case; portable = CPU us/task "
+          "vs the smallest case; concrete = schedule+memplan CPU time vs 1x (80 blocks)")
+    if "runplan" in result:
+        s = result["runplan"]
+        print(f"runplan:  80x8 end to end {s['reference']['total_s']:.3f} s (target < 0.5 s: "
+              f"{'met' if s['target_80x8_under_0_5s'] else 'NOT met'}); worst growth/work "
+              f"{s['worst_cpu_growth_over_work_growth']:.2f} at {s['worst_at'][0]}x{s['worst_at'][1]} "
+              f"({'no worse than linear' if s['no_worse_than_linear'] else 'WORSE than linear'})")
+    if "portable" in result:
+        s = result["portable"]
+        print(f"portable: 80x8 {s['total_80x8_s']:.3f} s wall, {s['cpu_80x8_s']:.3f} s CPU (target < 2 s: "
+              f"{'met' if s['target_80x8_under_2s'] else 'NOT met'})"
+              f"; worst us/task growth {s['worst_us_per_task_growth']:.2f} "
+              f"({'no worse than linear in tasks' if s['no_worse_than_linear_in_tasks'] else 'WORSE than linear'})")
+    if "concrete" in result:
+        s = result["concrete"]
+        print(f"concrete: 80 blocks {s['schedule_memplan_80_s']:.3f} s (target < 3 s: "
+              f"{'met' if s['target_80_under_3s'] else 'NOT met'}); 2x blocks -> {s['growth_2x']}x, "
+              f"4x blocks -> {s['growth_4x']}x time; {s['violations']} invariant violations")
     wall = time.perf_counter() - t0
-    result = {"benchmark": "plan_scaling", "python": platform.python_version(), "machine": platform.machine(),
-              "wall_s": wall, "reference": {"blocks": ref["blocks"], "stages": ref["stages"], "total_s": ref["total"]},
-              "target_80x8_under_0_5s": target,
-              "no_worse_than_linear": linear, "rows": rows}
+    result["wall_s"] = wall
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(result, indent=1))

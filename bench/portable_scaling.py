@@ -11,8 +11,8 @@ with stated peaks), turned into runplan IR, and the full portable pipeline is ti
 
 Prints a table (tasks, ops, wall seconds, process CPU seconds, CPU microseconds per task) and writes
 ``bench/results/portable_scaling.json``. Targets (issue 4): 80 blocks x 8 stages in < 2 s; growth no
-worse than linear in tasks (CPU us/task roughly flat as B grows). Imports (torch via the runtime
-program module) are done once before timing.
+worse than linear in tasks (CPU us/task roughly flat as B grows). A warm-up run does the lazy
+imports before timing. ``bench/plan_scaling.py`` runs :func:`sweep` as its portable phase.
 
 Usage: ``python bench/portable_scaling.py [--quick] [--repeat N] [--out PATH]``.
 """
@@ -27,7 +27,6 @@ import tempfile
 import time
 from pathlib import Path
 
-import pipeplan.runtime.program  # noqa: F401  (import torch once, outside the timed region)
 from pipeplan.api import build_pipeline, register_pipeplan
 from pipeplan.dialects.pplan import find_plan
 from pipeplan.frontend.facts_toml import load_facts_toml
@@ -70,17 +69,15 @@ def run_one(blocks: int, stages: int, pool_file: Path, pool: NodePool) -> dict:
     return row
 
 
-def main(argv: list[str] | None = None) -> int:
-    """Run the sweep, print the table, write the JSON result."""
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--quick", action="store_true", help="only 20 and 80 blocks")
-    ap.add_argument("--repeat", type=int, default=2, help="runs per size; the fastest is reported")
-    ap.add_argument("--out", default=str(REPO / "bench" / "results" / "portable_scaling.json"))
-    a = ap.parse_args(argv)
-    stages = 8
-    nodes = tuple(NodeSpec(f"g{i}", 80 * 2**30, 2.0e12, 1.0e15, 5.0e10) for i in range(stages))
+STAGES_N = 8
+SIZES = (10, 20, 40, 80, 160)
+QUICK_SIZES = (20, 80)
+
+
+def sweep(quick: bool = False, repeat: int = 2) -> list[dict]:
+    """Time the portable pipeline for each block count (best of ``repeat``) on 8 stages; one row each."""
+    nodes = tuple(NodeSpec(f"g{i}", 80 * 2**30, 2.0e12, 1.0e15, 5.0e10) for i in range(STAGES_N))
     pool = NodePool(nodes)
-    sizes = [20, 80] if a.quick else [10, 20, 40, 80, 160]
     rows = []
     with tempfile.TemporaryDirectory() as td:
         pool_file = Path(td) / "pool.toml"
@@ -88,10 +85,21 @@ def main(argv: list[str] | None = None) -> int:
             f'[[nodes]]\nid = "{n.id}"\nmemory_bytes = {n.memory_bytes}\nbandwidth_bytes_per_s = '
             f'{n.bandwidth_bytes_per_s}\nflops_per_s = {n.flops_per_s}\nlink_bandwidth_bytes_per_s = '
             f'{n.link_bandwidth_bytes_per_s}\n' for n in nodes))
-        run_one(10, stages, pool_file, pool)  # warm-up (lazy imports, caches)
-        for b in sizes:
-            rows.append(min((run_one(b, stages, pool_file, pool) for _ in range(a.repeat)),
+        run_one(10, STAGES_N, pool_file, pool)  # warm-up (lazy imports, caches)
+        for b in (QUICK_SIZES if quick else SIZES):
+            rows.append(min((run_one(b, STAGES_N, pool_file, pool) for _ in range(repeat)),
                             key=lambda r: r["total_s"]))
+    return rows
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the sweep, print the table, write the JSON result."""
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--quick", action="store_true", help="only 20 and 80 blocks")
+    ap.add_argument("--repeat", type=int, default=2, help="runs per size; the fastest is reported")
+    ap.add_argument("--out", default=str(REPO / "bench" / "results" / "portable_scaling.json"))
+    a = ap.parse_args(argv)
+    rows = sweep(a.quick, a.repeat)
     print(f"{'blocks':>6} {'stages':>6} {'tasks':>6} {'ops':>6} {'convert':>8} {'legal':>7} {'select':>7} "
           f"{'costs':>7} {'total_s':>8} {'cpu_s':>7} {'cpu_us/task':>11}")
     for r in rows:

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 
 from pipeplan.plan_types import NodePool
 from xdsl.dialects.builtin import (
+    I64,
     ArrayAttr,
     DictionaryAttr,
     FloatAttr,
@@ -44,7 +45,7 @@ def _strs(v: Sequence[str]) -> ArrayAttr:
 
 
 def _strl(a: ArrayAttr) -> tuple[str, ...]:
-    return tuple(x.data for x in a.data)  # type: ignore[union-attr]
+    return tuple(x.data for x in a.data if isinstance(x, StringAttr))
 
 
 # --------------------------------------------------------------------------- TargetBinding
@@ -70,7 +71,7 @@ class TargetBindingOp(IRDLOperation):
     target = prop_def(StringAttr)
     architecture = prop_def(StringAttr)
     runtime = prop_def(StringAttr)
-    capabilities = prop_def(ArrayAttr)
+    capabilities = prop_def(ArrayAttr[StringAttr])
     library = prop_def(StringAttr)
     library_version = prop_def(StringAttr)
     abi = prop_def(StringAttr)
@@ -150,7 +151,7 @@ class DeploymentBindingOp(IRDLOperation):
 
     sym_name = prop_def(SymbolNameConstraint())
     devices = prop_def(ArrayAttr)
-    stage_devices = prop_def(ArrayAttr)
+    stage_devices = prop_def(ArrayAttr[StringAttr])
     topology = prop_def(StringAttr)
 
     traits = traits_def(SymbolOpInterface())
@@ -224,9 +225,10 @@ class DeploymentBinding:
                 raise VerifyException(f"deployment binding: devices[{k}] is not a dictionary")
             d = a.data
             vals: dict[str, object] = {}
-            if not isinstance(d.get("id"), StringAttr):
+            ident = d.get("id")
+            if not isinstance(ident, StringAttr):
                 raise VerifyException(f"deployment binding: devices[{k}] lacks a string 'id'")
-            vals["id"] = d["id"].data  # type: ignore[union-attr]
+            vals["id"] = ident.data
             for key in _DEVICE_INT:
                 v = d.get(key)
                 if not isinstance(v, IntegerAttr) or v.value.data < 0:
@@ -280,10 +282,10 @@ class EvidencePolicyOp(IRDLOperation):
     name = "pplan.evidence_policy"
 
     sym_name = prop_def(SymbolNameConstraint())
-    providers = prop_def(ArrayAttr)
+    providers = prop_def(ArrayAttr[StringAttr])
     uncertainty_budget = prop_def(FloatAttr)
     fallback = prop_def(StringAttr)
-    max_age_s = prop_def(IntegerAttr[i64])
+    max_age_s = prop_def(IntegerAttr[I64])
     revision = prop_def(StringAttr)
 
     traits = traits_def(SymbolOpInterface())

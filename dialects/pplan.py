@@ -40,6 +40,7 @@ from functools import lru_cache
 from gguf.constants import GGML_QUANT_SIZES
 from pipeplan.dialects.bindings import DeploymentBindingOp, EvidencePolicyOp, TargetBindingOp
 from xdsl.dialects.builtin import (
+    I64,
     ArrayAttr,
     DenseArrayBase,
     DictionaryAttr,
@@ -152,17 +153,17 @@ def _strs_t(v: tuple[str, ...]) -> ArrayAttr:
 
 def ints(attr: DenseArrayBase) -> tuple[int, ...]:
     """The values of an i64 dense array property as a tuple."""
-    return tuple(attr.get_values())  # type: ignore[arg-type]
+    return tuple(int(v) for v in attr.get_values())  # type: ignore[misc]
 
 
 def ref_names(attr: ArrayAttr) -> tuple[str, ...]:
     """The root names of an array of symbol refs."""
-    return tuple(r.root_reference.data for r in attr.data)  # type: ignore[union-attr]
+    return tuple(r.root_reference.data for r in attr.data if isinstance(r, SymbolRefAttr))
 
 
 def str_list(attr: ArrayAttr) -> tuple[str, ...]:
     """The values of an array of strings."""
-    return tuple(s.data for s in attr.data)  # type: ignore[union-attr]
+    return tuple(s.data for s in attr.data if isinstance(s, StringAttr))
 
 
 def _pow2(n: int) -> bool:
@@ -192,11 +193,11 @@ class BufferOp(IRDLOperation):
     sym_name = prop_def(SymbolNameConstraint())
     dtype = prop_def(StringAttr)
     shape = prop_def(DenseArrayBase.constr(i64))
-    bytes = prop_def(IntegerAttr[i64])
-    alignment = prop_def(IntegerAttr[i64])
+    bytes = prop_def(IntegerAttr[I64])
+    alignment = prop_def(IntegerAttr[I64])
     lifetime = prop_def(StringAttr)
     memspace = prop_def(StringAttr)
-    stage = prop_def(IntegerAttr[i64])
+    stage = prop_def(IntegerAttr[I64])
     origin = prop_def(StringAttr)
 
     traits = traits_def(SymbolOpInterface())
@@ -266,24 +267,24 @@ class TaskOp(IRDLOperation):
     sym_name = prop_def(SymbolNameConstraint())
     op = prop_def(StringAttr)
     step = prop_def(StringAttr)
-    stage = prop_def(IntegerAttr[i64])
-    block = prop_def(IntegerAttr[i64])
+    stage = prop_def(IntegerAttr[I64])
+    block = prop_def(IntegerAttr[I64])
     model_op = prop_def(StringAttr)
-    flops = prop_def(IntegerAttr[i64])
-    bytes_read = prop_def(IntegerAttr[i64])
-    bytes_written = prop_def(IntegerAttr[i64])
-    reads = prop_def(ArrayAttr)
+    flops = prop_def(IntegerAttr[I64])
+    bytes_read = prop_def(IntegerAttr[I64])
+    bytes_written = prop_def(IntegerAttr[I64])
+    reads = prop_def(ArrayAttr[SymbolRefAttr])
     read_bytes = prop_def(DenseArrayBase.constr(i64))
-    writes = prop_def(ArrayAttr)
+    writes = prop_def(ArrayAttr[SymbolRefAttr])
     write_bytes = prop_def(DenseArrayBase.constr(i64))
-    dtypes = prop_def(ArrayAttr)
+    dtypes = prop_def(ArrayAttr[StringAttr])
     shape = prop_def(DenseArrayBase.constr(i64))
     layout = prop_def(StringAttr)
-    alignment = prop_def(IntegerAttr[i64])
+    alignment = prop_def(IntegerAttr[I64])
     memspace = prop_def(StringAttr)
     collective = prop_def(StringAttr)
     edge = opt_prop_def(StringAttr)
-    deps = prop_def(ArrayAttr)
+    deps = prop_def(ArrayAttr[SymbolRefAttr])
 
     traits = traits_def(SymbolOpInterface())
     assembly_format = "$sym_name attr-dict"
@@ -376,9 +377,9 @@ class PlanOp(IRDLOperation):
     name = "pplan.plan"
 
     sym_name = prop_def(SymbolNameConstraint())
-    stage_count = prop_def(IntegerAttr[i64])
-    prompt_len = prop_def(IntegerAttr[i64])
-    decode_pos = prop_def(IntegerAttr[i64])
+    stage_count = prop_def(IntegerAttr[I64])
+    prompt_len = prop_def(IntegerAttr[I64])
+    decode_pos = prop_def(IntegerAttr[I64])
     model = prop_def(StringAttr)
     source = prop_def(StringAttr)
     body = region_def("single_block")
@@ -497,8 +498,8 @@ class CandidateOp(IRDLOperation):
     rule = prop_def(StringAttr)
     plugin_revision = prop_def(StringAttr)
     resources = prop_def(DictionaryAttr)
-    rejected = prop_def(ArrayAttr)
-    rank = prop_def(IntegerAttr[i64])
+    rejected = prop_def(ArrayAttr[StringAttr])
+    rank = prop_def(IntegerAttr[I64])
 
     traits = traits_def(SymbolOpInterface())
     assembly_format = "$sym_name attr-dict"
@@ -533,7 +534,7 @@ class CandidatesOp(IRDLOperation):
     plan = prop_def(SymbolRefAttr)
     target = prop_def(StringAttr)
     portable_digest = prop_def(StringAttr)
-    selected = prop_def(IntegerAttr[i64])
+    selected = prop_def(IntegerAttr[I64])
     body = region_def("single_block")
 
     traits = traits_def(NoTerminator())

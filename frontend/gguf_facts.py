@@ -599,7 +599,7 @@ def _facts(shards: list[_Shard]) -> ModelFacts:
         alignment=head.alignment,
         tensors=tuple(tensors),
         block_bytes=tuple(block_bytes),
-        files=tuple(str(s.path) for s in shards),
+        files=tuple(os.path.abspath(s.path) for s in shards),  # absolute: usable from any cwd
         sha256=None,
     )
 
@@ -608,7 +608,7 @@ def read_model_facts(path: str | os.PathLike[str]) -> ModelFacts:
     """Read the :class:`ModelFacts` of a GGUF file or gguf-split shard set (give any shard).
 
     Only the header and tensor index are read (tensor data is never touched): stories260K takes a
-    few ms. ``TensorInfo.offset`` is absolute in ``files[shard]``; shapes are in ggml order;
+    few ms. ``TensorInfo.offset`` is absolute in ``files[shard]`` (absolute paths); shapes are in ggml order;
     ``block_bytes[i]`` sums the tensor bytes of ``blk.i.*``. Defaults follow llama.cpp:
     ``head_count_kv`` = ``head_count``, ``rope.dimension_count`` = hidden / heads,
     ``rope.freq_base`` = 10000, alignment 32; vocab size from ``<arch>.vocab_size``, else the

@@ -59,7 +59,7 @@ import re
 from collections.abc import Sequence
 
 import numpy as np
-from pipeplan.errors import PipeplanError, RunPlanRejection
+from pipeplan.errors import RunPlanRejection
 from pipeplan.frontend.pool import ORCHESTRATOR_NAME, validate_pool
 from pipeplan.plan_types import (
     DTYPE_WIDTHS,
@@ -111,8 +111,9 @@ def check_model_facts(facts: ModelFacts) -> None:
             from ``block_count`` or whose entries differ from the tensor index totals; a ``blk.N``
             tensor with ``N`` outside ``[0, block_count)``; a block with no tensors; a missing
             ``token_embd.weight`` or ``output_norm.weight``; a ``token_embd.weight`` whose first
-            (ggml) dimension is not ``embedding_length``; a tensor with negative size/offset, or a
-            shard index outside ``files``. Each message names the field or tensor.
+            (ggml) dimension is not ``embedding_length``; a tensor with negative size/offset, one
+            ending beyond ``2**63 - 1`` bytes, or a shard index outside ``files``. Each message names
+            the field or tensor.
     Source: seed 000 RP-AR-6 ("model facts inconsistent with requested stage layout reject").
     """
     code = "inconsistent_model_facts"
@@ -122,8 +123,8 @@ def check_model_facts(facts: ModelFacts) -> None:
     for field in ("block_count", "embedding_length", "head_count", "head_count_kv", "feed_forward_length",
                   "vocab_size", "context_length"):
         v = getattr(facts, field)
-        if not _is_int(v) or v < 1:
-            raise _reject(code, f"{name}: {field} must be an integer >= 1, got {v!r}", field)
+        if not _is_int(v) or not 1 <= v <= MAX_EXTENT:
+            raise _reject(code, f"{name}: {field} must be an integer in [1, 2**63-1], got {v!r}", field)
     if facts.embedding_length % facts.head_count:
         raise _reject(code, f"{name}: embedding_length {facts.embedding_length} is not divisible by "
                             f"head_count {facts.head_count}", "embedding_length")
@@ -145,6 +146,12 @@ def check_model_facts(facts: ModelFacts) -> None:
         if not _is_int(t.n_bytes) or t.n_bytes < 0 or not _is_int(t.offset) or t.offset < 0:
             raise _reject(code, f"{name}: tensor {t.name!r} has a negative or non-integer size/offset "
                                 f"(n_bytes={t.n_bytes!r}, offset={t.offset!r})", t.name)
+        if any(not _is_int(d) or not 0 <= d <= MAX_EXTENT for d in t.shape):
+            raise _reject(code, f"{name}: tensor {t.name!r} has shape {tuple(t.shape)!r}: every dimension must "
+                                f"be an integer in [0, 2**63-1]", t.name)
+        if t.offset + t.n_bytes > MAX_EXTENT:
+            raise _reject(code, f"{name}: tensor {t.name!r} ends at byte {t.offset + t.n_bytes}, beyond the "
+                                f"2**63-1 byte limit of the plan's i64 offsets", t.name)
         if facts.files and (not _is_int(t.shard) or not 0 <= t.shard < len(facts.files)):
             raise _reject(code, f"{name}: tensor {t.name!r} is in shard {t.shard!r} but the model has "
                                 f"{len(facts.files)} file(s)", t.name)
@@ -203,7 +210,8 @@ def _object_spec(kind: str, dtype: str, shape: tuple[int, ...], alignment: objec
                             f"got {dtype!r}", edge)
     if kind == "activation" and dtype in TOKEN_DTYPES:
         raise _reject(code, f"edge {edge}: activation dtype must be a float dtype, got {dtype!r}", edge)
-    if not _is_int(alignment) or alignment < 1 or alignment & (alignment - 1) or alignment > MAX_ALIGNMENT:
+    if not isinstance(alignment, int) or isinstance(alignment, bool) or alignment < 1 \
+            or alignment & (alignment - 1) or alignment > MAX_ALIGNMENT:
         raise _reject(code, f"edge {edge}: alignment must be a power of two in [1, {MAX_ALIGNMENT}], "
                             f"got {alignment!r}", edge)
     if alignment < width:
@@ -404,8 +412,16 @@ def _memory_diagnosis(nodes: list[NodeSpec], block_cost: np.ndarray, fixed: list
 
 
 # --------------------------------------------------------------------------- the planner
+def _absolute_uri(uri: str) -> str:
+    """A URL (``scheme://...``) as given; a local path made absolute against the current directory,
+    so a plan stays usable from any directory (``os.path.abspath``: normalized, symlinks kept)."""
+    return uri if "://" in uri else os.path.abspath(uri)
+
+
 def _weight_source(facts: ModelFacts) -> WeightSource:
-    uris = tuple(facts.files)
+    """The plan's weight source: ``facts.files`` with local paths made absolute (URLs kept as given),
+    the file sha256 when known, and the local file sizes in bytes when every file exists."""
+    uris = tuple(_absolute_uri(u) for u in facts.files)
     sha = (facts.sha256,) if facts.sha256 and len(uris) == 1 else ()
     sizes: tuple[int, ...] = ()
     if uris and all("://" not in u and os.path.isfile(u) for u in uris):
@@ -482,21 +498,22 @@ def plan_run(model_facts: ModelFacts, runtime_config: RuntimeConfig, node_pool: 
     Same arguments, rules and rejections as :func:`plan_run_spec`; the spec is then built with
     ``runplan_build.build_runplan_module(spec, pool node ids)`` and checked with
     ``runplan.verify_runplan`` (the dialect's contract verifiers), whose RunPlanRejection (code from
-    the violated invariant) propagates: either exactly one verified plan or a typed rejection.
+    the violated invariant) propagates: either exactly one verified plan or a typed rejection. Only
+    the builder's ``VerifyException`` (an attribute verifier refusing a value) is turned into a
+    rejection (same mapping as the verifier); any other exception is a bug and propagates as is.
 
     Returns: ``xdsl.dialects.builtin.ModuleOp``.
     Raises: RunPlanRejection (see :func:`plan_run_spec` plus the verifier's codes).
     """
-    from pipeplan.dialects.runplan import verify_runplan
+    from pipeplan.dialects.runplan import rejection_from, verify_runplan
     from pipeplan.dialects.runplan_build import build_runplan_module
+    from xdsl.utils.exceptions import VerifyException
 
     spec = plan_run_spec(model_facts, runtime_config, node_pool, stage_count, placement, run_id=run_id)
     try:
         module = build_runplan_module(spec, [n.id for n in node_pool.nodes])
-    except PipeplanError:
-        raise
-    except Exception as e:  # the builder's attribute verifiers reject a value: no partial plan escapes
-        raise _reject("invalid_object_spec", f"the runplan builder rejected the plan: {e}") from e
+    except VerifyException as e:  # an attribute verifier rejects a value the checks above let through
+        raise rejection_from(e, spec.run_id) from None
     verify_runplan(module)
     return module
 

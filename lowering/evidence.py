@@ -149,19 +149,19 @@ class MeasuredTable:
                                 code="stale_evidence", where=str(self.path))
         self.entries: dict[str, dict] = {}
         self._by_family: dict[str, list[dict]] = {}
-        for i, e in enumerate(doc["entries"]):
+        for i, entry in enumerate(doc["entries"]):
             try:
-                key, secs = str(e["key"]), float(e["seconds"])
-                work = float(e.get("flops") or 0) or float(e.get("bytes") or 0)
+                key, secs = str(entry["key"]), float(entry["seconds"])
+                work = float(entry.get("flops") or 0) or float(entry.get("bytes") or 0)
             except (KeyError, TypeError, ValueError):
                 raise EvidenceError(f"measured table {self.path}: entry {i} lacks key/seconds", code="bad_evidence",
                                     where=str(self.path)) from None
             if secs < 0 or not math.isfinite(secs):
                 raise EvidenceError(f"measured table {self.path}: entry {i} has invalid seconds {secs}",
                                     code="bad_evidence", where=str(self.path))
-            entry = {**e, "key": key, "seconds": secs, "_work": work}
-            self.entries[key] = entry
-            self._by_family.setdefault(key.rsplit("|", 1)[0], []).append(entry)
+            rec = {**entry, "key": key, "seconds": secs, "_work": work}
+            self.entries[key] = rec
+            self._by_family.setdefault(key.rsplit("|", 1)[0], []).append(rec)
 
     def estimate(self, req: EstimateRequest) -> Estimate | None:
         """Exact key: in-domain. Same op+dtypes at another shape: scaled by work, out of domain.

@@ -8,6 +8,8 @@ Usage::
     pipeplan plan --model-facts FACTS.toml ...          (instead of MODEL.gguf)
 
 Output: the verified ``runplan`` module in the dialect's custom syntax, on stdout or in ``-o``.
+A MODEL that is a URL (``scheme://...``) is refused (``error[remote_model]``): the header is read
+from a local file; a facts TOML may list URLs in ``files`` (kept verbatim in the weight source).
 On any rejection (planner, pool, GGUF, facts TOML) the exit status is 2, stderr holds ONE line
 ``error[<code>]: <message>``, stdout is empty and no ``-o`` file is written (the file is written
 only after the plan is complete and verified, via a temporary file renamed into place).
@@ -63,6 +65,10 @@ def _load_facts(args: argparse.Namespace):
         return load_facts_toml(args.model_facts)
     from pipeplan.frontend.gguf_facts import read_model_facts
 
+    if "://" in args.model:
+        raise PipeplanError(f"{args.model}: a URL; `pipeplan plan` reads the GGUF header from a local file. Download "
+                            f"it first, or describe it with --model-facts FACTS.toml (files = [\"<url>\"])",
+                            code="remote_model", where=args.model)
     return read_model_facts(args.model)
 
 

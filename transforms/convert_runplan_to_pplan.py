@@ -6,7 +6,7 @@ the module's ``runplan.*`` ops with one ``pplan.plan`` (plus a ``pplan.deploymen
 the ``pool`` option names a node-pool TOML file).
 
 Task granularity is the runtime's by construction: each stage's tasks are the
-:class:`~pipeplan.runtime.program.KernelCall` list of ``build_stage_program`` (16 calls per block:
+:class:`~pipeplan.runtime.stage_program.KernelCall` list of ``build_stage_program`` (16 calls per block:
 attn_norm, q/k/v matmuls, two ropes, kv_cache_write, attention, attn_output matmul, residual add,
 ffn_norm, gate/up matmuls, silu_mul, down matmul, residual add; embedding on the first stage;
 last_row, output norm and head on the last), wrapped by the edge transfers (``recv`` of the
@@ -129,10 +129,10 @@ def build_portable_plan(spec: RunPlanSpec, *, prompt_len: int, decode_pos: int |
     Raises:
         PassFailedException: prompt_len < 1, decode_pos < prompt_len, decode_pos >= max_seq_len,
             or model facts the runtime program rejects (message names the stage).
-    Source: the task list of each stage is ``runtime.program.build_stage_program`` (same kernels, same
+    Source: the task list of each stage is ``runtime.stage_program.build_stage_program`` (same kernels, same
     order); formulas in the module docstring.
     """
-    from pipeplan.runtime.program import LlamaHParams, ProgramError, build_stage_program
+    from pipeplan.runtime.stage_program import LlamaHParams, ProgramError, build_stage_program
 
     facts, cfg = spec.facts, spec.config
     L = cfg.max_seq_len
@@ -154,10 +154,10 @@ def build_portable_plan(spec: RunPlanSpec, *, prompt_len: int, decode_pos: int |
     outbound = {e.producer: e for e in spec.edges}
     bld = _Builder()
     act_align = cfg.alignment
-    for e in spec.edges:
-        os = e.object_spec
-        bld.buffer(f"edge.{e.edge_id}", os.dtype, os.shape, alignment=os.alignment, lifetime="edge",
-                   memspace="link", stage=-1, origin=f"edge {e.edge_id} ({e.kind})")
+    for edge in spec.edges:
+        os = edge.object_spec
+        bld.buffer(f"edge.{edge.edge_id}", os.dtype, os.shape, alignment=os.alignment, lifetime="edge",
+                   memspace="link", stage=-1, origin=f"edge {edge.edge_id} ({edge.kind})")
     programs = []
     for st in spec.stages:
         first, last = st.index == 0, st.index == n - 1

@@ -356,14 +356,14 @@ def check_s6(cx: _Ctx) -> list[Violation]:
         [(s.device, s.engine) for s in ext.slots]
     for u in units:
         per_engine[u] = per_engine.get(u, 0) + 1
-    for (dev, eng), k in sorted(per_engine.items()):
+    for (dev, eng), n_units in sorted(per_engine.items()):
         d = cx.devices.get(dev)
         slots = dict(d.engines).get(eng) if d else None
         if slots is None:
             out.append(Violation("AB-S-6", "unknown_engine", f"{dev}/{eng} is used by the schedule but not declared"))
-        elif k > slots:
+        elif n_units > slots:
             out.append(Violation("AB-S-6", "engine_oversubscribed", f"engine {dev}/{eng} has {slots} slot(s) but the "
-                                                                    f"schedule uses {k}"))
+                                                                    f"schedule uses {n_units}"))
     for c in cx.cmds:
         ln = cx.links.get(c.link) if c.link else None
         if ln is not None:

@@ -3,7 +3,7 @@ placements: every plan the planner emits satisfies every invariant, checked here
 IR and its derived ProvisionStage values; otherwise the planner rejects with a known code. Inputs
 are never modified.
 
-Also home of :func:`llama_facts`, the llama-shaped ModelFacts synthesizer the planner tests share.
+:func:`llama_facts` (re-exported here for the contract tests) lives in ``tests/unit/runplan_fixtures.py``.
 """
 
 from __future__ import annotations
@@ -24,53 +24,13 @@ from pipeplan.plan_types import (
     NodePool,
     NodeSpec,
     RuntimeConfig,
-    TensorInfo,
 )
+
+from tests.unit.runplan_fixtures import llama_facts
 
 KNOWN_CODES = {"unknown_node", "duplicate_stage", "missing_stage", "invalid_stage_count", "edge_endpoint_mismatch",
                "inconsistent_model_facts", "insufficient_memory", "invalid_object_spec", "invalid_pool",
                "invalid_runtime_config"}
-
-
-def llama_facts(blocks: int, *, hidden: int = 64, heads: int = 8, kv_heads: int = 4,
-                ffn: int | Sequence[int] = 172, vocab: int = 512, ctx: int = 2048, tied: bool = False,
-                name: str = "synth", files: tuple[str, ...] = ()) -> ModelFacts:
-    """Llama-layout ModelFacts with F32 tensors in llama.cpp order (stories260K's shapes by default).
-
-    ``ffn`` may be a per-block list to make blocks of different sizes; ``tied`` drops output.weight.
-    """
-    ffns = [ffn] * blocks if isinstance(ffn, int) else list(ffn)
-    assert len(ffns) == blocks
-    tensors: list[TensorInfo] = []
-    off = 0
-    hd = hidden // heads
-
-    def add(tname: str, shape: tuple[int, ...], block: int | None = None) -> None:
-        nonlocal off
-        nb = math.prod(shape) * 4
-        tensors.append(TensorInfo(tname, "F32", shape, 0, off, nb, block))
-        off += -(-nb // 32) * 32
-
-    add("token_embd.weight", (hidden, vocab))
-    for b in range(blocks):
-        add(f"blk.{b}.attn_norm.weight", (hidden,), b)
-        add(f"blk.{b}.attn_q.weight", (hidden, hidden), b)
-        add(f"blk.{b}.attn_k.weight", (hidden, kv_heads * hd), b)
-        add(f"blk.{b}.attn_v.weight", (hidden, kv_heads * hd), b)
-        add(f"blk.{b}.attn_output.weight", (hidden, hidden), b)
-        add(f"blk.{b}.ffn_norm.weight", (hidden,), b)
-        add(f"blk.{b}.ffn_gate.weight", (hidden, ffns[b]), b)
-        add(f"blk.{b}.ffn_up.weight", (hidden, ffns[b]), b)
-        add(f"blk.{b}.ffn_down.weight", (ffns[b], hidden), b)
-    add("output_norm.weight", (hidden,))
-    if not tied:
-        add("output.weight", (hidden, vocab))
-    bb = [0] * blocks
-    for t in tensors:
-        if t.block is not None:
-            bb[t.block] += t.n_bytes
-    return ModelFacts("llama", name, blocks, hidden, heads, kv_heads, max(ffns), vocab, ctx, hd, 10000.0, 1e-5, 32,
-                      tuple(tensors), tuple(bb), files)
 
 
 def stage_memory(facts: ModelFacts, config: RuntimeConfig, spec, s: int) -> int:

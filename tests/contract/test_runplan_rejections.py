@@ -149,7 +149,7 @@ def _drop_tensor(f, name):
     (lambda f: dataclasses.replace(f, block_bytes=(1,) + f.block_bytes[1:]), "block_bytes[0] is 1"),
     (lambda f: dataclasses.replace(f, head_count=7), "not divisible by head_count 7"),
     (lambda f: dataclasses.replace(f, head_count_kv=3), "not divisible by head_count_kv 3"),
-    (lambda f: dataclasses.replace(f, embedding_length=0), "embedding_length must be an integer >= 1"),
+    (lambda f: dataclasses.replace(f, embedding_length=0), "embedding_length must be an integer in [1, 2**63-1]"),
     (lambda f: _drop_tensor(f, "token_embd.weight"), "'token_embd.weight' is missing"),
     (lambda f: _drop_tensor(f, "output_norm.weight"), "'output_norm.weight' is missing"),
     (lambda f: dataclasses.replace(f, tensors=()), "tensor index is empty"),
@@ -160,11 +160,42 @@ def _drop_tensor(f, name):
      "is in shard 1"),
     (lambda f: dataclasses.replace(f, embedding_length=128, head_count=8), "token_embd.weight has shape"),
     (lambda f: "not facts", "must be a ModelFacts"),
+    (lambda f: dataclasses.replace(f, vocab_size=1 << 64), "vocab_size must be an integer in [1, 2**63-1]"),
+    (lambda f: dataclasses.replace(f, tensors=f.tensors[:-1] + (dataclasses.replace(f.tensors[-1], offset=1 << 63),)),
+     "beyond the 2**63-1 byte limit"),
+    (lambda f: dataclasses.replace(f, tensors=f.tensors[:-1] + (dataclasses.replace(f.tensors[-1], shape=(1 << 64,)),)),
+     "every dimension must be an integer in [0, 2**63-1]"),
 ])
 def test_inconsistent_model_facts(facts, change, fragment):
     """RP-AR-6: model facts that contradict the block/tensor layout -> inconsistent_model_facts."""
     err = _rejects("inconsistent_model_facts", change(facts), CONFIG, local_pool(2), 2)
     assert fragment in err.message
+
+
+def test_builder_bug_is_not_disguised_as_a_rejection(facts, monkeypatch):
+    """RP-F-1: only the IR builder's attribute VerifyException becomes a typed rejection; an untyped
+    exception (a bug) propagates unchanged instead of being reported as invalid_object_spec."""
+    import pipeplan.dialects.runplan_build as rb
+
+    def broken(*args, **kwargs):
+        raise ZeroDivisionError("builder bug")
+
+    monkeypatch.setattr(rb, "build_runplan_module", broken)
+    with pytest.raises(ZeroDivisionError, match="builder bug"):
+        plan_run(facts, CONFIG, local_pool(2), 2)
+
+
+def test_builder_verify_exception_is_typed(facts, monkeypatch):
+    """RP-F-2: an attribute verifier refusing a value while building gives a typed rejection, no plan."""
+    import pipeplan.dialects.runplan_build as rb
+    from xdsl.utils.exceptions import VerifyException
+
+    def refusing(*args, **kwargs):
+        raise VerifyException("[RP-OS-5] edge e1: value refused by the attribute verifier")
+
+    monkeypatch.setattr(rb, "build_runplan_module", refusing)
+    err = _rejects("invalid_object_spec", facts, CONFIG, local_pool(2), 2)
+    assert "value refused" in err.message
 
 
 def test_vocab_only_cli(capsys, tmp_path):

@@ -7,6 +7,7 @@ Shapes follow llama.cpp's GGUF tensor names (ggml order, ``ne0`` first); all ten
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import replace
 
 from pipeplan.plan_types import (
@@ -24,28 +25,48 @@ from pipeplan.plan_types import (
 )
 
 
-def llama_facts(n_blocks: int, *, hidden: int = 64, heads: int = 8, kv_heads: int = 4, ffn: int = 172,
-                vocab: int = 512, tied: bool = False) -> ModelFacts:
-    """Facts of a llama model with ``n_blocks`` blocks (stories260K-like dims by default)."""
-    kv = hidden // heads * kv_heads
-    shapes: list[tuple[str, tuple[int, ...], int | None]] = [("token_embd.weight", (hidden, vocab), None)]
-    for b in range(n_blocks):
-        for name, shape in (("attn_norm", (hidden,)), ("attn_q", (hidden, hidden)), ("attn_k", (hidden, kv)),
-                            ("attn_v", (hidden, kv)), ("attn_output", (hidden, hidden)), ("ffn_norm", (hidden,)),
-                            ("ffn_gate", (hidden, ffn)), ("ffn_down", (ffn, hidden)), ("ffn_up", (hidden, ffn))):
-            shapes.append((f"blk.{b}.{name}.weight", shape, b))
-    shapes.append(("output_norm.weight", (hidden,), None))
+def llama_facts(blocks: int, *, hidden: int = 64, heads: int = 8, kv_heads: int = 4,
+                ffn: int | Sequence[int] = 172, vocab: int = 512, ctx: int = 2048, tied: bool = False,
+                name: str = "synth", files: tuple[str, ...] = ()) -> ModelFacts:
+    """Llama-layout ModelFacts with F32 tensors in llama.cpp order (stories260K's shapes by default).
+
+    The one synthesizer the runplan dialect, planner, contract and property tests share.
+    ``ffn`` may be a per-block list to make blocks of different sizes; ``tied`` drops output.weight.
+    Tensors are F32 (``n_bytes = 4 * prod(shape)``, ggml order), offsets consecutive from 0 and
+    aligned to 32 bytes like GGUF data, all in shard 0.
+    """
+    ffns = [ffn] * blocks if isinstance(ffn, int) else list(ffn)
+    assert len(ffns) == blocks
+    tensors: list[TensorInfo] = []
+    off = 0
+    hd = hidden // heads
+
+    def add(tname: str, shape: tuple[int, ...], block: int | None = None) -> None:
+        nonlocal off
+        nb = math.prod(shape) * 4
+        tensors.append(TensorInfo(tname, "F32", shape, 0, off, nb, block))
+        off += -(-nb // 32) * 32
+
+    add("token_embd.weight", (hidden, vocab))
+    for b in range(blocks):
+        add(f"blk.{b}.attn_norm.weight", (hidden,), b)
+        add(f"blk.{b}.attn_q.weight", (hidden, hidden), b)
+        add(f"blk.{b}.attn_k.weight", (hidden, kv_heads * hd), b)
+        add(f"blk.{b}.attn_v.weight", (hidden, kv_heads * hd), b)
+        add(f"blk.{b}.attn_output.weight", (hidden, hidden), b)
+        add(f"blk.{b}.ffn_norm.weight", (hidden,), b)
+        add(f"blk.{b}.ffn_gate.weight", (hidden, ffns[b]), b)
+        add(f"blk.{b}.ffn_up.weight", (hidden, ffns[b]), b)
+        add(f"blk.{b}.ffn_down.weight", (ffns[b], hidden), b)
+    add("output_norm.weight", (hidden,))
     if not tied:
-        shapes.append(("output.weight", (hidden, vocab), None))
-    tensors, off, block_bytes = [], 736, [0] * n_blocks
-    for name, shape, b in shapes:
-        n = 4 * math.prod(shape)
-        tensors.append(TensorInfo(name, "F32", shape, 0, off, n, b))
-        if b is not None:
-            block_bytes[b] += n
-        off += (n + 31) // 32 * 32
-    return ModelFacts("llama", f"tiny-{n_blocks}", n_blocks, hidden, heads, kv_heads, ffn, vocab, 2048, hidden // heads,
-                      10000.0, 1e-5, 32, tuple(tensors), tuple(block_bytes), ("model.gguf",), None)
+        add("output.weight", (hidden, vocab))
+    bb = [0] * blocks
+    for t in tensors:
+        if t.block is not None:
+            bb[t.block] += t.n_bytes
+    return ModelFacts("llama", name, blocks, hidden, heads, kv_heads, max(ffns), vocab, ctx, hd, 10000.0, 1e-5, 32,
+                      tuple(tensors), tuple(bb), files)
 
 
 def _align(n: int, a: int) -> int:

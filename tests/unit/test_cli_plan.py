@@ -123,3 +123,41 @@ def test_argparse_errors_exit_2(capsys, argv):
         cli_main(["plan", str(STORIES), *argv])
     assert ei.value.code == 2
     assert capsys.readouterr().out == ""
+
+
+def test_relative_model_path_gives_absolute_weight_uris(capsys, tmp_path, monkeypatch):
+    """RP-PP-4: a model named by a path relative to the cwd is recorded with an absolute path
+    (model files and weight source), so the plan still locates its weights from another directory."""
+    import os
+
+    monkeypatch.chdir(STORIES.parent)
+    rc, out, err = _run(capsys, [STORIES.name, "--stages", "2"])
+    assert rc == 0, err
+    spec = _spec(out)
+    assert spec.weights.uris == (str(STORIES),) and spec.facts.files == (str(STORIES),)
+    monkeypatch.chdir(tmp_path)  # elsewhere: the recorded path still names the model
+    assert all(os.path.isabs(u) and os.path.isfile(u) for u in spec.weights.uris)
+
+
+def test_url_weight_uri_kept_as_given(tmp_path):
+    """RP-PP-4: a URL in the model facts' files is kept verbatim (only local paths are made absolute)."""
+    from dataclasses import replace
+
+    from pipeplan.frontend.gguf_facts import read_model_facts
+    from pipeplan.frontend.planner import plan_run_spec
+    from pipeplan.frontend.pool import local_pool
+    from pipeplan.plan_types import RuntimeConfig
+
+    url = "https://example.com/models/stories260K.gguf"
+    facts = replace(read_model_facts(STORIES), files=(url,))
+    spec = plan_run_spec(facts, RuntimeConfig(max_seq_len=64), local_pool(1, memory_bytes=1 << 30), 1)
+    assert spec.weights.uris == (url,) and spec.weights.sizes == ()
+
+
+def test_url_model_is_a_typed_error(capsys):
+    """RP-F-2: a URL given as MODEL.gguf gives exit 2, one ``error[remote_model]`` line naming the URL
+    verbatim (not a mangled local path) and nothing on stdout."""
+    url = "https://example.com/models/x.gguf"
+    rc, out, err = _run(capsys, [url, "--stages", "2"])
+    assert rc == 2 and out == ""
+    assert err.startswith("error[remote_model]: ") and url in err and err.count("\n") == 1

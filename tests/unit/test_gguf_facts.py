@@ -386,3 +386,10 @@ def test_head_counts_must_divide(stories_path, tmp_path):
     """RP-AR-6: head_count_kv = 3 does not divide head_count = 8 (missing_key names the head keys)."""
     p = write_variant(stories_path, tmp_path / "kv3.gguf", kv_overrides={"llama.attention.head_count_kv": 3})
     _rejects(p, MissingKeyError, "missing_key", "llama.attention.head_count_kv = 3")
+
+
+def test_files_are_absolute_for_relative_paths(stories_path, monkeypatch):
+    """RP-AR-6: ``ModelFacts.files`` holds absolute paths even when the GGUF is named relative to the cwd."""
+    monkeypatch.chdir(stories_path.parent)
+    f = read_model_facts(stories_path.name)
+    assert f.files == (str(stories_path),)

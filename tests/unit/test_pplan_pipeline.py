@@ -431,3 +431,21 @@ def test_conversion_rejects_bad_step_options(ctx, spec2):
         build_portable_plan(spec2, prompt_len=4, decode_pos=64)
     with pytest.raises(PassFailedException, match="prompt_len must be >= 1"):
         build_portable_plan(spec2, prompt_len=0)
+
+
+def test_convert_pass_imports_without_torch():
+    """AB-B-1 tooling: ``convert-runplan-to-pplan`` builds its tasks from the torch-free
+    ``runtime.stage_program`` (``runtime.program`` re-exports it), so importing the pass does not
+    import torch (``pipeplan-opt -p convert-runplan-to-pplan`` stays fast)."""
+    import subprocess
+    import sys
+
+    code = ("import sys, pipeplan.transforms.convert_runplan_to_pplan as m; "
+            "from pipeplan.runtime.program import build_stage_program as a; "
+            "assert 'torch' in sys.modules; "
+            "from pipeplan.runtime.stage_program import build_stage_program as b; assert a is b")
+    probe = ("import sys, pipeplan.transforms.convert_runplan_to_pplan; "
+             "print('torch' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True).stdout.strip()
+    assert out == "False"
+    subprocess.run([sys.executable, "-c", code], check=True)
