@@ -48,10 +48,9 @@ def test_universe_lists_dialects_and_passes_lazily():
 
 def test_every_registered_factory_imports():
     """Every dialect and pass named in universe.py imports (a broken entry would break xdsl-opt for everyone)."""
+    from pipeplan.universe import PIPEPLAN_UNIVERSE
     from xdsl.ir import Dialect
     from xdsl.passes import ModulePass
-
-    from pipeplan.universe import PIPEPLAN_UNIVERSE
 
     for name, factory in PIPEPLAN_UNIVERSE.all_dialects.items():
         d = factory()
