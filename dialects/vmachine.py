@@ -610,8 +610,8 @@ def verify_machine(program: ProgramOp, lineage: Mapping[str, str] | None = None)
     lineage = lineage or {}
     try:
         program.verify()
-    except VerifyException as e:
-        raise MachineVerifyError(f"vmachine verifier: {e}") from None
+    except VerifyException as err:
+        raise MachineVerifyError(f"vmachine verifier: {err}") from None
     bufs = {o.id.data: o for o in program.body.block.ops if isinstance(o, BufferOp)}
     edges = {o.id.data: o for o in program.body.block.ops if isinstance(o, EdgeOp)}
     sig_stage: dict[str, list[int]] = {}
@@ -687,11 +687,11 @@ def verify_machine(program: ProgramOp, lineage: Mapping[str, str] | None = None)
                     check_buf(o, o.dst.data)
                     defined.add(o.dst.data)
                 elif isinstance(o, WaitOp):
-                    ss = sig_stage.get(o.token.data)
-                    if not ss:
+                    signallers = sig_stage.get(o.token.data)
+                    if not signallers:
                         raise fail(o, f"waits for token '{o.token.data}' that nothing signals")
-                    if ss[0] > s:
-                        raise fail(o, f"waits for token '{o.token.data}' signalled by later stage {ss[0]}")
+                    if signallers[0] > s:
+                        raise fail(o, f"waits for token '{o.token.data}' signalled by later stage {signallers[0]}")
 
 
 __all__ = [

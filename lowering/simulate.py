@@ -271,9 +271,9 @@ def instance_graph(model: ExecModel, schedule: Sequence[str]) -> InstanceGraph:
         srcs = [at[(inst - 1, s)] for s in model.loop_sources if (inst - 1, s) in at]
         for k in model.loop_sinks:
             if (inst, k) in at:
-                for s in srcs:
-                    if s not in data[at[(inst, k)]]:
-                        data[at[(inst, k)]].append(s)
+                for src in srcs:
+                    if src not in data[at[(inst, k)]]:
+                        data[at[(inst, k)]].append(src)
     last_in_queue: dict[str, int] = {}
     for inst, step in enumerate(schedule):
         for key, q in model.queues:

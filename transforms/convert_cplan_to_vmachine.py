@@ -188,8 +188,8 @@ def lower_plan(plan: ConcretePlan, abi: Mapping[str, Any], *, concrete: str = ""
         ranges[st] = (ls, le)
         try:
             prog = build_stage_program(hp, ls, le, first, last, L)
-        except ProgramError as e:
-            raise PipeplanError(f"stage {st}: the runtime program for blocks [{ls}, {le}) cannot be built: {e.message}",
+        except ProgramError as err:
+            raise PipeplanError(f"stage {st}: the runtime program for blocks [{ls}, {le}) cannot be built: {err.message}",
                                 code="unsupported_plan") from None
         ref[st] = {(k.kernel, k.inputs, k.outputs): k for k in prog}
 
@@ -269,9 +269,9 @@ def lower_plan(plan: ConcretePlan, abi: Mapping[str, Any], *, concrete: str = ""
             step_ops.append(build(StepOp, {"name": _s(step), "rows": _i(rows)}, q_ops))
             missing = [k for k in ref[st] if (step, k) not in used]
             if missing:
-                k = missing[0]
+                call = missing[0]
                 raise MachineVerifyError(
-                    f"stage {st} step '{step}': the runtime stage program's call {k[0]}{list(k[1])} -> {list(k[2])} has "
+                    f"stage {st} step '{step}': the runtime stage program's call {call[0]}{list(call[1])} -> {list(call[2])} has "
                     f"no concrete command (the plan's stage program is incomplete)", where=f"stage {st}")
         ls, le = ranges[st]
         stage_ops.append(build(StageOp, {"index": _i(st), "device": _s(device[st]), "layer_start": _i(ls),
