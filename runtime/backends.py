@@ -6,7 +6,10 @@
   context, shared-memory ring edges (:class:`~pipeplan.runtime.shm_ring.ShmTransport`), events on a
   ``multiprocessing`` queue. The orchestrator owns the rings and unlinks them in :meth:`stop`.
 
-Both expose the same small surface to the orchestrator: ``transport`` (to open the token edges),
+- ``"ray"``: :class:`pipeplan.runtime.ray_backend.RayBackend` (stage actors on the Ray nodes that
+  carry the plan's node ids; imported lazily, ``ray`` is optional).
+
+All expose the same small surface to the orchestrator: ``transport`` (to open the token edges),
 ``next_event(timeout)``, ``dead_stage()`` (liveness) and ``stop()`` (idempotent: stop every stage,
 join or terminate it, release the edges; nothing is leaked).
 """
@@ -18,17 +21,17 @@ import queue
 import sys
 import threading
 from abc import ABC, abstractmethod
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from pipeplan.errors import PipeplanError
 from pipeplan.plan_types import ProvisionStage
 from pipeplan.runtime.events import Event
-from pipeplan.runtime.stage import FaultInjection, StageWorker
+from pipeplan.runtime.stage import FaultInjection, StageProgram, StageWorker
 from pipeplan.runtime.transport import InprocTransport, Transport, routes_from_provisions
 
-BACKENDS = ("local", "inproc")
+BACKENDS = ("local", "inproc", "ray")
 
 
 class BackendError(PipeplanError):
@@ -42,11 +45,18 @@ class WorkerOptions:
     """Options every stage worker gets (picklable).
 
     kernels: dotted kernel module name (None: torch reference); cache_dir: weight cache;
-    num_threads: torch threads per stage (None: leave torch's default)."""
+    num_threads: torch threads per stage (None: leave torch's default); programs: stage index ->
+    the compiled :class:`~pipeplan.runtime.stage.StageProgram` that stage binds (None, or a stage
+    missing from it: the worker builds its own program)."""
 
     kernels: str | None = None
     cache_dir: str | None = None
     num_threads: int | None = None
+    programs: Mapping[int, StageProgram] | None = None
+
+    def program_for(self, stage: int) -> StageProgram | None:
+        """The compiled program of ``stage``, or None."""
+        return None if self.programs is None else self.programs.get(stage)
 
 
 class Backend(ABC):
@@ -100,7 +110,8 @@ class InprocBackend(Backend):
         self.transport = InprocTransport(routes_from_provisions(list(provisions)))
         for p in provisions:
             w = StageWorker(p, self._events.put, fault_injection=fault_injection, kernels=options.kernels,
-                            cache_dir=options.cache_dir, num_threads=options.num_threads)
+                            cache_dir=options.cache_dir, num_threads=options.num_threads,
+                            program=options.program_for(p.stage))
             self.workers.append(w)
 
             def body(w=w, stage=p.stage):
@@ -145,7 +156,8 @@ def _stage_process_main(provision: ProvisionStage, transport: Any, events: Any, 
     process disappears (its pid changes), so an orphan never lingers."""
     parent = os.getppid()
     worker = StageWorker(provision, events.put, fault_injection=fault_injection, kernels=options.kernels,
-                         cache_dir=options.cache_dir, num_threads=options.num_threads)
+                         cache_dir=options.cache_dir, num_threads=options.num_threads,
+                         program=options.program_for(provision.stage))
     ok = worker.run(transport, stop, alive=lambda: os.getppid() == parent)
     worker.executor = None
     transport.close()
@@ -253,10 +265,21 @@ class LocalBackend(Backend):
             self._events.join_thread()
 
 
-def make_backend(name: str) -> Backend:
-    """A fresh backend by name (``"local"`` or ``"inproc"``). Raises BackendError otherwise."""
+def make_backend(name: str, *, ray_address: str | None = None, ray_init: Mapping[str, Any] | None = None) -> Backend:
+    """A fresh backend by name: ``"local"``, ``"inproc"`` or ``"ray"``.
+
+    ``ray_address`` (ray only): cluster address for ``ray.init`` (None: the Ray already initialised in
+    this process, else an embedded local instance carrying every node id of the plan); ``ray_init``:
+    extra ``ray.init`` keyword arguments (e.g. ``_temp_dir``). Raises BackendError for another name
+    (or ``ray_address`` given to a non-ray backend), RayUnavailableError when ``ray`` is missing."""
+    if name != "ray" and ray_address is not None:
+        raise BackendError(f"--ray-address only applies to the ray backend, not {name!r}", where="ray_address")
     if name == "local":
         return LocalBackend()
     if name == "inproc":
         return InprocBackend()
+    if name == "ray":
+        from pipeplan.runtime.ray_backend import make_ray_backend
+
+        return make_ray_backend(ray_address, init_kwargs=ray_init)
     raise BackendError(f"unknown backend {name!r}; expected one of {', '.join(BACKENDS)}", where="backend")

@@ -12,13 +12,20 @@ so a killed stage process is reported as ``StageFault(kind="runtime")`` well wit
 all stages, joins/terminates them, releases the edges (unlinks shared memory) and raises the
 :class:`~pipeplan.errors.StageFault`. Several sequences can run through one started
 :class:`Pipeline` (the per-process start cost is paid once).
+
+Compiled programs: ``Pipeline(..., programs={stage: StageProgram})`` makes every stage bind the
+program the compiler produced (a replay package's, :func:`pipeplan.runtime.replay.load_compiled_stages`)
+instead of building its own. A prompt longer than the compiled prefill step's rows is sent in chunks
+of at most that many rows (positions advance chunk by chunk; the token sampled after the last chunk
+is the first generated one, the last stage's samples after earlier chunks are discarded: with a
+non-greedy sampler they still consume draws of its generator).
 """
 
 from __future__ import annotations
 
 import os
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -26,7 +33,7 @@ from pipeplan.errors import PipeplanError, StageFault
 from pipeplan.plan_types import ProvisionStage
 from pipeplan.runtime.backends import Backend, WorkerOptions, make_backend
 from pipeplan.runtime.events import Event, EventLog, StageFaulted, StageReady, event_to_dict
-from pipeplan.runtime.stage import POLL_S, FaultInjection
+from pipeplan.runtime.stage import POLL_S, FaultInjection, StageProgram
 from pipeplan.runtime.transport import DATA, ORCHESTRATOR_NODE, RESET, SHUTDOWN, Frame, SamplerParams
 
 DEATH_GRACE_S = 0.3
@@ -74,7 +81,7 @@ class Pipeline:
         backend: ``"local"`` (processes + shared memory) or ``"inproc"`` (threads), or a Backend.
         fault_injection: forwarded to every worker (only the targeted stage acts on it).
         on_event: called with each event, in total order, as it is recorded.
-        kernels / cache_dir / num_threads: see :class:`~pipeplan.runtime.backends.WorkerOptions`
+        kernels / cache_dir / num_threads / programs: see :class:`~pipeplan.runtime.backends.WorkerOptions`
             (``num_threads`` defaults to 1 for ``local``: one core per stage process).
     Raises (from :meth:`start`): StageFault; BackendError for an unknown backend name.
     """
@@ -82,14 +89,18 @@ class Pipeline:
     def __init__(self, provisions: Sequence[ProvisionStage], *, backend: str | Backend = "local",
                  fault_injection: FaultInjection | None = None, on_event: Callable[[Event], None] | None = None,
                  kernels: str | None = None, cache_dir: str | os.PathLike | None = None,
-                 num_threads: int | None = None):
+                 num_threads: int | None = None, programs: Mapping[int, StageProgram] | None = None):
         if not provisions:
             raise RunRequestError("no stage provisions given", where="provisions")
         self.provisions = sorted(provisions, key=lambda p: p.stage)
         self.backend = make_backend(backend) if isinstance(backend, str) else backend
         if num_threads is None and self.backend.name == "local":
             num_threads = 1
-        self.options = WorkerOptions(kernels, None if cache_dir is None else str(cache_dir), num_threads)
+        self.options = WorkerOptions(kernels, None if cache_dir is None else str(cache_dir), num_threads,
+                                     None if programs is None else dict(programs))
+        rows = [p.prefill_rows for p in (programs or {}).values() if p.prefill_rows > 0]
+        self.prefill_rows = min(rows) if rows else 0
+        """Most prompt rows per frame (0: the whole prompt in one frame)."""
         self.fault_injection = fault_injection
         self.log = EventLog(on_event)
         self.max_seq_len = min(p.max_seq_len for p in self.provisions)
@@ -221,8 +232,11 @@ class Pipeline:
         try:
             self._send(Frame(RESET, seq, 0, None, sp))
             t0 = time.perf_counter()
-            self._send(Frame(DATA, seq, 0, np.asarray(prompt_ids, dtype=np.int32)))
-            tok, pos = self._recv_token(seq)
+            ids = np.asarray(prompt_ids, dtype=np.int32)
+            chunk = self.prefill_rows or n
+            for k in range(0, n, chunk):
+                self._send(Frame(DATA, seq, k, ids[k:k + chunk]))
+                tok, pos = self._recv_token(seq)
             t1 = time.perf_counter()
             out: list[int] = []
             while True:
@@ -251,7 +265,8 @@ def generate_many(model_path: str | os.PathLike, provisions: Sequence[ProvisionS
                   seed: int | None = None, backend: str | Backend = "local",
                   fault_injection: FaultInjection | None = None, on_event: Callable[[Event], None] | None = None,
                   kernels: str | None = None, cache_dir: str | os.PathLike | None = None,
-                  num_threads: int | None = None) -> list[RunResult]:
+                  num_threads: int | None = None, programs: Mapping[int, StageProgram] | None = None
+                  ) -> list[RunResult]:
     """Run several prompts, one after another, through ONE started pipeline (see :func:`generate`).
 
     Every result carries the same run events; ``timings["load_s"]`` is the one start cost."""
@@ -268,7 +283,7 @@ def generate_many(model_path: str | os.PathLike, provisions: Sequence[ProvisionS
                                   f"max_seq_len {limit} (max_tokens must be >= 1)", where="max_tokens")
     results: list[RunResult] = []
     with Pipeline(provisions, backend=backend, fault_injection=fault_injection, on_event=on_event,
-                  kernels=kernels, cache_dir=cache_dir, num_threads=num_threads) as pipe:
+                  kernels=kernels, cache_dir=cache_dir, num_threads=num_threads, programs=programs) as pipe:
         for ids in encoded:
             out, timings = pipe.generate_ids(ids, max_tokens, temperature=temperature, top_k=top_k, top_p=top_p,
                                              seed=seed, eos_id=tok.eos_id)
@@ -283,7 +298,7 @@ def generate(model_path: str | os.PathLike, provisions: Sequence[ProvisionStage]
              seed: int | None = None, backend: str | Backend = "local",
              fault_injection: FaultInjection | None = None, on_event: Callable[[Event], None] | None = None,
              kernels: str | None = None, cache_dir: str | os.PathLike | None = None,
-             num_threads: int | None = None) -> RunResult:
+             num_threads: int | None = None, programs: Mapping[int, StageProgram] | None = None) -> RunResult:
     """Generate a continuation of ``prompt`` through the pipeline the provisions describe.
 
     Args:
@@ -292,7 +307,8 @@ def generate(model_path: str | os.PathLike, provisions: Sequence[ProvisionStage]
         prompt: text; encoded with BOS (llama.cpp SPM rules).
         max_tokens: most tokens to generate (stops early at the vocabulary's EOS).
         temperature / top_k / top_p / seed: sampling (temperature 0: greedy), applied by the last stage.
-        backend: ``"local"`` (default) or ``"inproc"``.
+        backend: ``"local"`` (default), ``"inproc"``, ``"ray"``, or a Backend instance.
+        programs: compiled stage programs (stage -> StageProgram) the stages bind; None: each builds its own.
         fault_injection: optional :class:`~pipeplan.runtime.stage.FaultInjection`.
         on_event: called with every lifecycle event in order.
     Returns: :class:`RunResult`.
@@ -301,4 +317,5 @@ def generate(model_path: str | os.PathLike, provisions: Sequence[ProvisionStage]
     """
     return generate_many(model_path, provisions, [prompt], max_tokens=max_tokens, temperature=temperature,
                          top_k=top_k, top_p=top_p, seed=seed, backend=backend, fault_injection=fault_injection,
-                         on_event=on_event, kernels=kernels, cache_dir=cache_dir, num_threads=num_threads)[0]
+                         on_event=on_event, kernels=kernels, cache_dir=cache_dir, num_threads=num_threads,
+                         programs=programs)[0]

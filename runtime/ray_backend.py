@@ -459,7 +459,8 @@ class StageActor:
         self.transport = transport
         num_threads = options.num_threads if options.num_threads is not None else 1
         self.worker = StageWorker(provision, self._emit, fault_injection=fault_injection, kernels=options.kernels,
-                                  cache_dir=options.cache_dir, num_threads=num_threads)
+                                  cache_dir=options.cache_dir, num_threads=num_threads,
+                                  program=options.program_for(provision.stage))
         self._thread = threading.Thread(target=self._body, name=f"pipeplan-stage-{provision.stage}", daemon=True)
         self._thread.start()
 

@@ -23,7 +23,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 from pipeplan.dialects.vmachine import (
@@ -46,6 +46,9 @@ from pipeplan.dialects.vmachine import (
 )
 from pipeplan.errors import PipeplanError
 from pipeplan.runtime.program import KernelCall
+
+if TYPE_CHECKING:
+    from pipeplan.runtime.stage import StageProgram
 
 
 class ReplayError(PipeplanError):
@@ -161,6 +164,156 @@ def load_stage_programs(pkg_dir: str | Path) -> dict[int, dict[str, list[KernelC
     own workers: pass ``program=`` these calls instead of ``build_stage_program``)."""
     pkg = load_package(pkg_dir)
     return {s: {k: list(v.calls) for k, v in steps.items()} for s, steps in stage_programs(pkg.program).items()}
+
+
+def compiled_stages(pkg: Package) -> dict[int, StageProgram]:
+    """stage -> the :class:`~pipeplan.runtime.stage.StageProgram` (per-step KernelCall lists and the
+    steps' rows) of a loaded package: what a backend's stage workers bind (``programs=``)."""
+    from pipeplan.runtime.stage import StageProgram
+
+    digest = pkg.manifest.get("digests", {}).get("machine", "")
+    out: dict[int, StageProgram] = {}
+    for s, steps in stage_programs(pkg.program, pkg.lineage).items():
+        out[s] = StageProgram({k: tuple(v.calls) for k, v in steps.items()}, {k: int(v.rows) for k, v in steps.items()},
+                              f"{digest} stage {s}")
+    return out
+
+
+def load_compiled_stages(pkg_dir: str | Path, *, verify: bool = True) -> dict[int, StageProgram]:
+    """:func:`compiled_stages` of the package in ``pkg_dir`` (digests checked unless ``verify=False``).
+    Raises PackageError / ReplayError like :func:`load_package`."""
+    return compiled_stages(load_package(pkg_dir, verify=verify))
+
+
+def package_provisions(pkg: Package, model_path: str | Path) -> list:
+    """The ProvisionStage of every stage of ``pkg`` for running it on a backend with ``model_path``.
+
+    The package records its deployment (stage -> device id and layer range) and the plan's
+    ``max_seq_len``; the RunPlan is re-derived by the planner (the only source of stage/edge assignment,
+    RP-AR-7) on a pool of those device ids (this host's memory each) with that placement, and must give
+    the package's layer ranges.
+
+    Raises: ReplayError ``model_mismatch`` (the GGUF is not the package's model) or ``package_mismatch``
+    (the planner assigns other layer ranges than the package's), RunPlanRejection from the planner.
+    """
+    from pipeplan.dialects.runplan_build import project_provisions
+    from pipeplan.frontend.gguf_facts import read_model_facts
+    from pipeplan.frontend.planner import plan_run
+    from pipeplan.frontend.pool import physical_memory_bytes
+    from pipeplan.plan_types import NodePool, NodeSpec, RuntimeConfig
+
+    abi = abi_of(pkg.program)
+    facts = read_model_facts(str(model_path))
+    _check_model(abi, facts)
+    stages = sorted(pkg.manifest.get("deployment", {}).get("stages", []), key=lambda st: st["stage"])
+    if not stages:
+        raise ReplayError(f"{pkg.path}: the manifest lists no deployment stages", code="package_mismatch")
+    devices = [st["device"] for st in stages]
+    mem = physical_memory_bytes()
+    pool = NodePool(tuple(NodeSpec(d, mem) for d in dict.fromkeys(devices)))
+    module = plan_run(facts, RuntimeConfig(max_seq_len=int(abi["max_seq_len"])), pool, len(stages), devices)
+    provisions = project_provisions(module)
+    got = [(p.layer_start, p.layer_end) for p in provisions]
+    want = [(st["layer_start"], st["layer_end"]) for st in stages]
+    if got != want:
+        raise ReplayError(f"{pkg.path}: the package's stages cover layer ranges {want} but the planner assigns {got} "
+                          f"on devices {devices}", code="package_mismatch", where="deployment")
+    return provisions
+
+
+LOCAL_PEAKS = {"bandwidth_bytes_per_s": 2.0e10, "flops_per_s": 5.0e10, "link_bandwidth_bytes_per_s": 1.0e10}
+"""Stated (not measured) per-node peaks of a local pool (``pipeplan run`` without ``--nodes``): one CPU
+core's achievable memory bandwidth (~20 GB/s), its float32 throughput (~50 GFLOP/s with AVX2 FMA), and a
+shared-memory ring between processes on one host (~10 GB/s). They only feed the roofline costs of the
+package's predicted timeline and the list scheduler's priorities; the tokens do not depend on them."""
+
+
+def local_pool_with_peaks(n: int, memory_bytes: int | None = None):
+    """``(NodePool, TOML text)`` of ``n`` local nodes ``local0..`` (:func:`pipeplan.frontend.pool.local_pool`:
+    the host's physical memory each) with the stated :data:`LOCAL_PEAKS`: the explicit DeploymentBinding
+    input of a run without ``--nodes`` (AB-G-4: the binding is a written input, never a hidden default
+    inside the passes). Raises RunPlanRejection(invalid_pool) like ``local_pool``."""
+    from pipeplan.frontend.pool import local_pool
+    from pipeplan.plan_types import NodePool, NodeSpec
+
+    nodes = tuple(NodeSpec(node.id, node.memory_bytes, **LOCAL_PEAKS) for node in local_pool(n, memory_bytes).nodes)
+    text = "\n".join(f'[[nodes]]\nid = "{node.id}"\nmemory_bytes = {node.memory_bytes}\n'
+                     + "".join(f"{k} = {v!r}\n" for k, v in LOCAL_PEAKS.items()) for node in nodes)
+    return NodePool(nodes), text
+
+
+@dataclass(frozen=True)
+class CompiledRun:
+    """A package prepared for a run: its directory, the stage programs, whether it came from the cache,
+    and the seconds spent compiling (0 on a cache hit) and loading it."""
+
+    package: Path
+    programs: dict[int, StageProgram]
+    cached: bool
+    compile_s: float
+    load_s: float
+
+
+def compile_for_run(plan_module, pool_text: str, *, cache_dir: str | Path | None = None,
+                    target: str = "virtual-queue", evidence: Sequence[str] = ("roofline",), prompt_len: int = 8,
+                    binder: str = "list-schedule") -> CompiledRun:
+    """Compile a RunPlan into a replay package (or reuse the cached one) and load its stage programs.
+
+    The package lives in ``<cache_dir>/packages/<key>`` where ``key`` is the sha256 of everything the
+    package is a pure function of: the printed plan, the pool TOML text, target, evidence, prompt_len,
+    binder and the package/engine revisions. A cached package is used only when
+    :func:`~pipeplan.lowering.replay_package.verify_package` accepts it (else it is rebuilt). A new one
+    is compiled into a private sibling directory and renamed into place (concurrent runs are safe).
+
+    Args:
+        plan_module: the RunPlan module (``plan_run``). pool_text: the text of the node-pool TOML the
+            plan was made for (the DeploymentBinding input). cache_dir: default ``$PIPEPLAN_CACHE`` / ``~/.cache/pipeplan``.
+        target / evidence / prompt_len / binder: as :func:`~pipeplan.lowering.replay_package.compile_plan`.
+    Returns: :class:`CompiledRun`.
+    Raises: PackageError (the compiler's diagnostic, e.g. ``missing_binding``), ReplayError.
+    """
+    import hashlib
+    import os
+    import shutil
+    import tempfile
+
+    from pipeplan.dialects.vmachine import ENGINE_REVISION
+    from pipeplan.lowering.replay_package import (
+        PACKAGE_FORMAT,
+        PackageError,
+        compile_plan_to_package,
+        print_module,
+    )
+    from pipeplan.runtime.weights_source import default_cache_dir
+
+    t0 = time.perf_counter()
+    plan_text = print_module(plan_module)
+    key = hashlib.sha256("\0".join([PACKAGE_FORMAT, ENGINE_REVISION, plan_text, pool_text, target, ",".join(evidence),
+                                     str(prompt_len), binder, "decode_tokens=1"]).encode()).hexdigest()[:24]
+    root = Path(cache_dir) if cache_dir is not None else default_cache_dir()
+    final = root / "packages" / key
+    if final.exists():
+        try:
+            programs = load_compiled_stages(final)
+            return CompiledRun(final, programs, True, 0.0, time.perf_counter() - t0)
+        except PipeplanError:
+            shutil.rmtree(final, ignore_errors=True)
+    final.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{key}.", dir=final.parent))
+    try:
+        (tmp / "pool.toml").write_text(pool_text)
+        pkg = compile_plan_to_package(plan_module, target, tuple(evidence), tmp / "pkg", pool=tmp / "pool.toml",
+                                      prompt_len=prompt_len, binder=binder, decode_tokens=1)
+        t1 = time.perf_counter()
+        try:
+            os.rename(pkg, final)
+        except OSError:  # another run put the same package in place first: use that one
+            if not final.exists():
+                raise PackageError(f"cannot place the compiled package at {final}", where=str(final)) from None
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    programs = load_compiled_stages(final)
+    return CompiledRun(final, programs, False, t1 - t0, time.perf_counter() - t1)
 
 
 @dataclass
@@ -399,5 +552,6 @@ def _fits(obj: Any, buf: BufferOp, what: str) -> None:
                               f"{buf.size.value.data} bytes", code="object_too_large", where=buf.id.data)
 
 
-__all__ = ["Package", "ReplayError", "ReplayResult", "StepProgram", "load_package", "load_stage_programs",
+__all__ = ["LOCAL_PEAKS", "CompiledRun", "Package", "ReplayError", "ReplayResult", "StepProgram", "compile_for_run",
+           "compiled_stages", "load_compiled_stages", "load_package", "load_stage_programs", "local_pool_with_peaks", "package_provisions",
            "replay_package", "stage_programs"]

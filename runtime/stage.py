@@ -12,8 +12,10 @@ it through ``emit``:
    flags match the stage position, and the provision's tensors are exactly
    the range's                                                                -> fault ``invalid_range``
 4. load only the stage's own byte ranges (mmap + dequantize)               -> fault ``parse``/``download``
-5. allocate (KV cache, rope table) and 6. bind (build the stage program,
-   check every weight it reads)                                               -> fault ``allocation``/``bind``
+5. allocate (KV cache, rope table) and 6. bind the stage program: the compiled one given to the
+   worker (``program=``: what the compiler produced, e.g. a replay package's stage program from
+   :func:`pipeplan.runtime.replay.load_compiled_stages`) or, when none is given, the one
+   :func:`~pipeplan.runtime.program.build_stage_program` builds; check every weight it reads  -> fault ``allocation``/``bind``
 7. emit :class:`WeightsReady` (WL-R-1..3), 8. connect the inbound and outbound
    edges through the transport by ``(node_id, edge_id)``, 9. emit :class:`StageReady`.
 
@@ -22,6 +24,12 @@ stage never emits ``StageReady`` (WL-F-1..6). :meth:`StageWorker.serve` then loo
 edge: DATA frames run the executor (the last stage samples a token id and sends it on token-out),
 RESET starts a new sequence (clears the KV cache, new sampler), SHUTDOWN ends the loop (both are
 forwarded downstream). A failure while serving is a ``runtime`` fault.
+
+Kernels: the torch reference table by default, or any module with a ``KERNELS`` table (e.g.
+``"pipeplan.runtime.kernels.triton"`` for ``--target cuda``). When the table module has them, its
+``load_stage_weights(files, tensors)`` hook loads the weights (e.g. kept in GGUF format on the GPU)
+and its ``allocate(shape)`` hook allocates the KV cache; its ``device()`` says where activations
+live: inputs are moved there and results moved back to the CPU at the edges (frames carry numpy).
 
 Fault injection is explicit: a :class:`FaultInjection` given to the worker is consulted at the
 step of its kind and makes that step fail through the step's own error path (no monkeypatching).
@@ -33,8 +41,8 @@ import importlib
 import os
 import threading
 import time
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -102,6 +110,50 @@ class FaultInjection:
         return self.stage == stage and self.kind == kind
 
 
+@dataclass(frozen=True)
+class StageProgram:
+    """A compiled stage program: what the runtime binds instead of building its own.
+
+    Attributes:
+        steps: step name (``"prefill"``, ``"decode"``) -> the ordered KernelCall list of that step
+            (the calling convention of :mod:`pipeplan.runtime.program`); every step shares the
+            stage's weights and KV cache.
+        rows: step name -> most rows (tokens) one instance of the step takes (0: no limit).
+        source: where it came from (e.g. ``"sha256:<machine digest> stage 1"``), for diagnostics.
+
+    Step choice per frame of ``T`` rows: ``decode`` when ``T == 1`` and the program has it, else
+    ``prefill`` (else the only step). A frame with more rows than its step's ``rows`` is a runtime
+    fault: the orchestrator chunks prompts by :attr:`prefill_rows` so this does not happen.
+    """
+
+    steps: Mapping[str, tuple[Any, ...]]
+    rows: Mapping[str, int] = field(default_factory=dict)
+    source: str = ""
+
+    @classmethod
+    def of(cls, program: Any) -> StageProgram:
+        """Normalize ``program``: a StageProgram, a ``{step: calls}`` mapping, or one call list (one
+        ``"any"`` step used for every frame)."""
+        if isinstance(program, StageProgram):
+            return program
+        if isinstance(program, Mapping):
+            return cls({str(k): tuple(v) for k, v in program.items()})
+        return cls({"any": tuple(program)})
+
+    @property
+    def prefill_rows(self) -> int:
+        """Most rows of a prompt frame (the ``prefill`` step's rows; 0: no limit)."""
+        return int(self.rows.get("prefill", self.rows.get("any", 0)) or 0)
+
+    def step_for(self, rows: int) -> str:
+        """The step that runs a frame of ``rows`` tokens (see the class docstring)."""
+        if rows == 1 and "decode" in self.steps:
+            return "decode"
+        if "prefill" in self.steps:
+            return "prefill"
+        return next(iter(self.steps))
+
+
 def _kernel_table(kernels: str | ModuleType | None) -> Any:
     if kernels is None:
         from pipeplan.runtime.kernels import reference
@@ -123,13 +175,18 @@ class StageWorker:
         cache_dir: weight cache directory (default ``$PIPEPLAN_CACHE`` / ``~/.cache/pipeplan``).
         num_threads: ``torch.set_num_threads`` for this worker's process (None: leave as is).
         on_request: called with each URL the worker downloads (tests count requests).
+        program: the compiled stage program to bind (:class:`StageProgram`, ``{step: calls}``, or one
+            ``Sequence[KernelCall]``); None: build it with ``build_stage_program``. It must cover
+            exactly the provision's blocks (else a ``bind`` fault naming the blocks).
     """
 
     def __init__(self, provision: ProvisionStage, emit: Callable[[Event], None], *,
                  fault_injection: FaultInjection | None = None, kernels: str | ModuleType | None = None,
                  cache_dir: str | os.PathLike | None = None, num_threads: int | None = None,
-                 on_request: Callable[[str], None] | None = None):
+                 on_request: Callable[[str], None] | None = None,
+                 program: StageProgram | Mapping[str, Sequence[Any]] | Sequence[Any] | None = None):
         self.p = provision
+        self.program = None if program is None else StageProgram.of(program)
         self.emit = emit
         self.fi = fault_injection if (fault_injection and fault_injection.stage == provision.stage) else None
         self.kernels = kernels
@@ -139,8 +196,12 @@ class StageWorker:
         self.files: list[Path] = []
         self.facts: ModelFacts | None = None
         self.executor = None
+        self.executors: dict[str, Any] = {}
+        self._device = None
         self.mapped_bytes = 0
         self.tensor_bytes = 0
+        self.bound: StageProgram | None = None
+        self._n_past = 0
         self.faulted = False
         self.ready = False
         self.served = 0
@@ -240,16 +301,40 @@ class StageWorker:
     def _load(self):
         from pipeplan.runtime.loader import LoaderError, load_stage_weights
 
+        table = _kernel_table(self.kernels)
+        loader = getattr(table, "load_stage_weights", None) or load_stage_weights
         try:
-            w = load_stage_weights(self.files, self.p.tensors)
+            w = loader(self.files, self.p.tensors)
         except LoaderError as e:
             raise StageFault(e.kind if e.kind in STAGE_FAULT_KINDS else "parse", self.p.stage,
                              f"cannot load weights: {e.detail}") from None
         except PipeplanError as e:  # DequantError and friends: bytes that do not decode
-            raise StageFault(getattr(e, "kind", "parse") or "parse", self.p.stage,
+            kind = getattr(e, "kind", "parse") or "parse"
+            raise StageFault(kind if kind in STAGE_FAULT_KINDS else "parse", self.p.stage,
                              f"cannot load weights: {e.one_line()}") from None
         self.mapped_bytes, self.tensor_bytes = w.mapped_bytes, w.tensor_bytes
         return w
+
+    def _programs(self, hp) -> StageProgram:
+        """The program to bind: the compiled one (checked to cover exactly this stage's blocks and
+        head/embedding role) or, without one, ``build_stage_program``'s."""
+        from pipeplan.runtime.program import build_stage_program
+
+        p = self.p
+        if self.program is None:
+            return StageProgram.of(build_stage_program(hp, p.layer_start, p.layer_end, p.has_embedding, p.has_head,
+                                                       p.max_seq_len))
+        want = set(range(p.layer_start, p.layer_end))
+        for name, calls in self.program.steps.items():
+            got = {c.block for c in calls if c.block is not None}
+            first = any(c.kernel == "embedding_gather" for c in calls)
+            last = any(c.kernel == "last_row" for c in calls)
+            if got != want or first != p.has_embedding or last != p.has_head:
+                raise StageFault("bind", p.stage, f"compiled program {self.program.source or ''} step '{name}' "
+                                                  f"covers blocks {sorted(got)} (embedding={first}, head={last}) "
+                                                  f"but the provision assigns [{p.layer_start}, {p.layer_end}) "
+                                                  f"(embedding={p.has_embedding}, head={p.has_head})")
+        return self.program
 
     def _bind(self, weights) -> None:
         from pipeplan.runtime.program import (
@@ -258,24 +343,43 @@ class StageWorker:
             LlamaHParams,
             ProgramError,
             StageExecutor,
-            build_stage_program,
+            is_cache,
         )
 
         p = self.p
         assert self.facts is not None
-        allocate = None
-        if self._inject("allocation"):
-            def allocate(shape):  # the allocator fails like an out-of-memory device would
+        table = _kernel_table(self.kernels)
+        hook = getattr(table, "allocate", None)
+        dev = getattr(table, "device", None)
+        self._device = dev() if callable(dev) else None
+        shared: dict[str, Any] = {}
+        names: list[str] = []
+
+        def allocate(shape):
+            """KV-cache tensors by cache name, shared by the step executors (an executor allocates its
+            caches in the order its program first reads them: ``names``)."""
+            if self._inject("allocation"):  # the allocator fails like an out-of-memory device would
                 raise RuntimeError(f"injected allocation failure for KV cache {shape}")
+            name = names.pop(0)
+            if name not in shared:
+                shared[name] = hook(shape) if hook is not None else torch.zeros(shape, dtype=torch.float32)
+            return shared[name]
+
         tensors: Any = weights
         try:
             hp = LlamaHParams.from_facts(self.facts)
-            program = build_stage_program(hp, p.layer_start, p.layer_end, p.has_embedding, p.has_head, p.max_seq_len)
+            prog = self._programs(hp)
             if self._inject("bind"):
-                withheld = next(n for c in program for n in c.inputs if n.endswith(".weight"))
+                first = next(iter(prog.steps.values()))
+                withheld = next(n for c in first for n in c.inputs if n.endswith(".weight"))
                 tensors = {k: v for k, v in weights.items() if k != withheld}
-            self.executor = StageExecutor(hp, program, tensors, p.max_seq_len, _kernel_table(self.kernels),
-                                          num_threads=self.num_threads, allocate=allocate)
+            self.executors = {}
+            for name, calls in prog.steps.items():
+                names[:] = list(dict.fromkeys(x for c in calls for x in c.inputs if is_cache(x)))
+                self.executors[name] = StageExecutor(hp, list(calls), tensors, p.max_seq_len, table,
+                                                     num_threads=self.num_threads, allocate=allocate)
+            self.bound = prog
+            self.executor = next(iter(self.executors.values()))
         except AllocationError as e:
             raise StageFault("allocation", p.stage, e.message) from None
         except BindError as e:
@@ -284,6 +388,7 @@ class StageWorker:
             raise StageFault(e.kind, p.stage, e.message) from None
         except PipeplanError as e:
             raise StageFault("bind", p.stage, e.one_line()) from None
+        self._n_past = 0
 
     def connect(self, transport: Transport) -> StageReady:
         """Step 8-9: open the inbound edge on this node and the outbound edge to its consumer node, then
@@ -309,22 +414,34 @@ class StageWorker:
         return True
 
     def _step(self, frame: Frame) -> Frame:
-        p, ex = self.p, self.executor
-        assert frame.array is not None and ex is not None
+        p = self.p
+        assert frame.array is not None and self.executors
         if self._inject("runtime") and self.served >= self.fi.after:
             raise RuntimeError(f"injected runtime failure after {self.served} frames")
         x = torch.from_numpy(frame.array)
         if p.has_embedding:
             x = x.long()
+        if self._device is not None and x.device != self._device:
+            x = x.to(self._device)
+        rows = int(x.shape[0])
+        step = self.bound.step_for(rows)
+        limit = int(self.bound.rows.get(step, 0) or 0)
+        if limit and rows > limit:
+            raise RuntimeError(f"a frame of {rows} rows exceeds the compiled '{step}' step's {limit} rows")
+        ex = self.executors[step]
+        ex.n_past = self._n_past  # the steps share the KV cache: positions [0, n_past) are written
         out = ex.forward(x, frame.position, last_only=p.has_head)
+        self._n_past = ex.n_past
         self.served += 1
+        if out.device.type != "cpu":  # edges carry host memory
+            out = out.cpu()
         if p.has_head:
             if self._sampler is None:
                 from pipeplan.runtime.sampling import Sampler
 
                 self._sampler = Sampler()
             tok = self._sampler.sample(out[-1])
-            return Frame(DATA, frame.seq_id, frame.position + int(x.shape[0]), np.array([tok], dtype=np.int32))
+            return Frame(DATA, frame.seq_id, frame.position + rows, np.array([tok], dtype=np.int32))
         return Frame(DATA, frame.seq_id, frame.position, out.numpy())
 
     def serve(self, stop: threading.Event | Any | None = None, alive: Callable[[], bool] | None = None) -> int:
@@ -345,8 +462,9 @@ class StageWorker:
                 if frame.op == DATA:
                     out = self._step(frame)
                 elif frame.op == RESET:
-                    assert self.executor is not None
-                    self.executor.reset()
+                    for ex in self.executors.values():  # shared caches: zeroing twice is harmless
+                        ex.reset()
+                    self._n_past = 0
                     if self.p.has_head:
                         from pipeplan.runtime.sampling import Sampler
 

@@ -205,20 +205,25 @@ def test_unknown_node_rejected_before_any_actor(cluster, facts):
 # --------------------------------------------------------------------------- edges
 @ray.remote(num_cpus=0, max_concurrency=8)
 class _HeldSink:
-    """A consumer that accepts push calls but only completes them when released (holds its slots)."""
+    """A consumer that accepts push calls but completes push ``n`` only once ``n + 1`` have been released
+    (holds its slots; releases in producer order, like the stage inbox takes frames)."""
 
     def __init__(self):
-        self.gate = threading.Semaphore(0)
+        self.cond = threading.Condition()
+        self.released = 0
         self.got = 0
 
     def push(self, edge_id, n, frame):
-        self.got += 1
-        self.gate.acquire()
+        with self.cond:
+            self.got += 1
+            while self.released <= n:
+                self.cond.wait()
         return True
 
     def release(self, n):
-        for _ in range(n):
-            self.gate.release()
+        with self.cond:
+            self.released += n
+            self.cond.notify_all()
 
     def count(self):
         return self.got
@@ -325,26 +330,18 @@ def test_resolve_nodes_labels_resources_dead_and_ambiguous():
 _EMBEDDED = r'''
 import json, sys
 import ray
-from pipeplan.dialects.runplan_build import project_provisions
-from pipeplan.frontend.gguf_facts import read_model_facts
-from pipeplan.frontend.planner import plan_run
-from pipeplan.frontend.pool import local_pool
-from pipeplan.plan_types import RuntimeConfig
-from pipeplan.runtime.orchestrator import Pipeline
-from pipeplan.runtime.ray_backend import RayBackend
-model, tmp, prompt = sys.argv[1], sys.argv[2], json.loads(sys.argv[3])
-provs = project_provisions(plan_run(read_model_facts(model), RuntimeConfig(max_seq_len=64), local_pool(2), 2))
-be = RayBackend(init_kwargs={"_temp_dir": tmp, "object_store_memory": 80 * 1024 * 1024})
-with Pipeline(provs, backend=be) as pipe:
-    carried = sorted(r for n in ray.nodes() for r in n["Resources"] if r.startswith("pipeplan_node:"))
-    out, _ = pipe.generate_ids(prompt, 10)
-print(json.dumps({"ids": out, "carried": carried, "up_after": ray.is_initialized()}))
+from pipeplan.tools.cli import main
+model, prompt = sys.argv[1], sys.argv[2]
+rc = main(["run", model, "--prompt", prompt, "--stages", "2", "--backend", "ray", "--max-seq-len", "64",
+           "--max-tokens", "10", "--json"])
+print(json.dumps({"rc": rc, "up_after": ray.is_initialized()}))
 '''
 
 
-def test_embedded_local_instance(stories_path, expected_cases):
-    """Issue 8 item 1: with no address and no Ray connected, the backend starts an embedded local Ray
-    instance whose node carries every plan node id, generates the EXPECTED tokens, and shuts it down."""
+def test_embedded_local_instance(stories_path, expected_cases, tmp_path):
+    """Issue 8 item 1: `pipeplan run --backend ray` with no --ray-address and no Ray connected starts an embedded
+    local Ray instance whose node carries every plan node id (local0, local1), runs the compiled stage programs
+    as actors there, generates the EXPECTED tokens, and shuts the instance down."""
     import json
     import subprocess
     import sys
@@ -352,13 +349,57 @@ def test_embedded_local_instance(stories_path, expected_cases):
     case = expected_cases[0]
     tmp = tempfile.mkdtemp(prefix="pp-ray-", dir="/tmp")
     try:
-        env = dict(os.environ, RAY_AUTH_MODE="disabled", RAY_TMPDIR=tmp)
-        proc = subprocess.run([sys.executable, "-c", _EMBEDDED, str(stories_path), tmp, json.dumps(case["prompt_ids"])],
+        env = dict(os.environ, RAY_AUTH_MODE="disabled", RAY_TMPDIR=tmp, PIPEPLAN_CACHE=str(tmp_path))
+        proc = subprocess.run([sys.executable, "-c", _EMBEDDED, str(stories_path), case["prompt"]],
                               capture_output=True, text=True, timeout=240, env=env)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     assert proc.returncode == 0, proc.stderr[-2000:]
-    doc = json.loads(proc.stdout.strip().splitlines()[-1])
-    assert doc["ids"] == case["greedy_ids"][:10]
-    assert doc["carried"] == ["pipeplan_node:local0", "pipeplan_node:local1"]
-    assert doc["up_after"] is False
+    lines = proc.stdout.strip().splitlines()
+    status = json.loads(lines[-1])
+    doc = json.loads("\n".join(lines[:-1]))
+    assert status == {"rc": 0, "up_after": False}
+    assert doc["backend"] == "ray" and doc["token_ids"] == case["greedy_ids"][:10]
+    assert sorted({e["node_id"] for e in doc["events"]}) == ["local0", "local1"]
+
+
+# --------------------------------------------------------------------------- the CLI on the module's cluster
+def _pool(tmp_path, nodes):
+    p = tmp_path / "pool.toml"
+    p.write_text("".join(f'[[nodes]]\nid = "{n}"\nmemory_bytes = 1073741824\nbandwidth_bytes_per_s = 2.0e10\n'
+                         f'flops_per_s = 5.0e10\nlink_bandwidth_bytes_per_s = 1.0e9\n' for n in nodes))
+    return str(p)
+
+
+def test_cli_run_ray_on_cluster(cluster, stories_path, expected_cases, tmp_path, capsys):
+    """Issue 8 item 1, AB-M-2: `pipeplan run --backend ray --nodes POOL` (Ray already connected: the module's
+    3-node cluster) compiles the plan and runs the package's stage programs as actors on n0, n1, n2: EXPECTED's
+    tokens, WeightsReady before StageReady per stage on its planned node, no actor left."""
+    import json
+
+    from pipeplan.tools.cli import main
+
+    case = expected_cases[1]
+    rc = main(["run", str(stories_path), "--prompt", case["prompt"], "--nodes", _pool(tmp_path, NODES), "--stages", "3",
+               "--backend", "ray", "--max-tokens", "12", "--cache-dir", str(tmp_path), "--json"])
+    out, err = capsys.readouterr()
+    assert rc == 0, err
+    doc = json.loads(out)
+    assert doc["token_ids"] == case["greedy_ids"][:12]
+    for s, node in enumerate(NODES):
+        assert [(e["event"], e["node_id"]) for e in doc["events"] if e["stage"] == s] == [
+            ("WeightsReady", node), ("StageReady", node)]
+    assert _live_actors() == []
+
+
+def test_cli_run_ray_unknown_node_exits_2(cluster, stories_path, tmp_path, capsys):
+    """RP-AR-1: `pipeplan run --backend ray` with a pool node id no live Ray node carries exits 2 with
+    error[unknown_node] naming it, before any actor is created."""
+    from pipeplan.tools.cli import main
+
+    before = len(ray._private.state.actors())
+    rc = main(["run", str(stories_path), "--prompt", "Hi", "--nodes", _pool(tmp_path, ("n0", "ghost")), "--stages", "2",
+               "--backend", "ray", "--max-tokens", "2", "--cache-dir", str(tmp_path)])
+    out, err = capsys.readouterr()
+    assert rc == 2 and out == "" and err.startswith("error[unknown_node]") and "'ghost'" in err
+    assert len(ray._private.state.actors()) == before

@@ -251,7 +251,7 @@ def test_cli_compile_replay_compare(inputs, stories_path, capsys, expected_cases
                  "--decode-tokens", "4", "--binder", BINDER]) == 0
     case = expected_cases[1]
     assert main(["replay", str(d / "cli"), "--model", str(stories_path), "--prompt", case["prompt"], "--max-tokens", "5",
-                 "--json", "--timeline", str(d / "m.json")]) == 0
+                 "--json", "--backend", "direct", "--timeline", str(d / "m.json")]) == 0
     out = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     assert out["token_ids"] == case["greedy_ids"][:5]
     assert main(["compare", str(d / "cli"), str(d / "m.json"), "--json", "--trace", str(d / "sbs.json")]) == 0
@@ -261,3 +261,42 @@ def test_cli_compile_replay_compare(inputs, stories_path, capsys, expected_cases
              if e["ph"] == "M" and e["name"] == "process_name"}
     assert "predicted device n0" in procs and "measured device n0" in procs
     assert main(["compile", str(d / "plan.mlir"), "-o", str(d / "x")]) == 2
+
+
+@pytest.mark.parametrize("backend", ["inproc", pytest.param("local", marks=pytest.mark.slow)])
+def test_cli_replay_through_backend(pkg, stories_path, capsys, expected_cases, backend):
+    """AB-M-2: `pipeplan replay PKG --backend inproc|local` runs the package's stage programs through the stage
+    runtime (the package's deployment re-planned into provisions): the 11-token prompt (two chunks of the
+    8-row prefill step) gives EXPECTED's greedy tokens."""
+    from pipeplan.tools.cli import main
+
+    case = expected_cases[2]
+    n = 40 if backend == "inproc" else 12
+    assert main(["replay", str(pkg), "--model", str(stories_path), "--prompt", case["prompt"], "--max-tokens", str(n),
+                 "--backend", backend, "--json"]) == 0
+    out = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert out["backend"] == backend and out["prompt_ids"] == case["prompt_ids"]
+    assert out["token_ids"] == case["greedy_ids"][:n]
+
+
+@pytest.mark.parametrize("argv", [["--backend", "inproc", "--trace", "t.json"], ["--backend", "direct", "--target", "cuda"],
+                                  ["--backend", "local", "--ray-address", "127.0.0.1:1"]])
+def test_cli_replay_bad_options(pkg, stories_path, capsys, argv):
+    """Options that do not go together are one-line typed errors with exit status 2 (nothing runs)."""
+    from pipeplan.tools.cli import main
+
+    rc = main(["replay", str(pkg), "--model", str(stories_path), "--prompt", "hi", *argv])
+    err = capsys.readouterr().err
+    assert rc == 2 and err.startswith(("error[bad_option]", "error[bad_backend]")) and err.count("\n") == 1
+
+
+def test_package_provisions_reject_other_model(pkg):
+    """model_mismatch: running a package on a backend with a GGUF that is not its model is rejected before
+    any stage starts."""
+    from pipeplan.runtime.replay import package_provisions
+
+    from tests.conftest import TINY_RANDOM
+
+    with pytest.raises(ReplayError) as ei:
+        package_provisions(load_package(pkg), TINY_RANDOM)
+    assert ei.value.code == "model_mismatch"

@@ -1,4 +1,5 @@
-"""``pipeplan run``: text and JSON output, typed errors, and stage faults mapped to exit status 3."""
+"""``pipeplan run``: plan -> compile -> replay through the stage runtime; text and JSON output, typed errors,
+stage faults mapped to exit status 3, ``--target cuda``."""
 
 from __future__ import annotations
 
@@ -6,11 +7,26 @@ import json
 import multiprocessing as mp
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 from pipeplan.tools.cli import main
 
 from tests.conftest import REPO, STORIES
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _package_cache(tmp_path_factory):
+    """A private weight/package cache for this module (compiled packages are reused across its tests)."""
+    import os
+
+    old = os.environ.get("PIPEPLAN_CACHE")
+    os.environ["PIPEPLAN_CACHE"] = str(tmp_path_factory.mktemp("cache"))
+    yield
+    if old is None:
+        os.environ.pop("PIPEPLAN_CACHE", None)
+    else:
+        os.environ["PIPEPLAN_CACHE"] = old
 
 
 def _run(capsys, argv):
@@ -48,6 +64,40 @@ def test_cli_run_json(capsys, expected_cases):
     for s in range(3):
         assert [e["event"] for e in doc["events"] if e["stage"] == s] == ["WeightsReady", "StageReady"]
     assert {"load_s", "prefill_s", "decode_s", "prefill_tok_s", "decode_tok_s"} <= set(doc["timings"])
+    pkg = doc["package"]
+    assert doc["target"] == "reference" and pkg["compile_s"] >= 0 and (Path(pkg["path"]) / "manifest.json").exists()
+
+
+def test_cli_run_compiles_once_then_reuses_the_package(capsys, expected_cases):
+    """AB-M-2: `pipeplan run` compiles the plan into a replay package (virtual-queue, roofline evidence on the
+    local pool's stated peaks) and a second identical run reuses the verified package instead of recompiling;
+    the package's stage programs give EXPECTED's tokens."""
+    c = expected_cases[0]
+    argv = [str(STORIES), "--prompt", c["prompt"], "--stages", "2", "--backend", "inproc", "--max-tokens", "8",
+            "--max-seq-len", "128", "--json"]
+    docs = []
+    for _ in range(2):
+        rc, out, err = _run(capsys, argv)
+        assert rc == 0, err
+        docs.append(json.loads(out))
+    a, b = (d["package"] for d in docs)
+    assert a["cached"] is False and a["compile_s"] > 0
+    assert b["cached"] is True and b["compile_s"] == 0 and b["path"] == a["path"]
+    m = json.loads((Path(a["path"]) / "manifest.json").read_text())
+    assert m["target"]["name"] == "virtual-queue" and m["deployment"]["identity"] == "deployment:local0,local1"
+    assert [d["token_ids"] for d in docs] == [c["greedy_ids"][:8]] * 2
+
+
+@pytest.mark.slow
+def test_cli_run_target_cuda(capsys, expected_cases):
+    """Issue 7 item 3: `--target cuda` runs the same compiled stage program on the Triton kernels (weights kept
+    in GGUF format; Triton's interpreter here, no GPU) and gives EXPECTED's first 3 greedy tokens."""
+    c = expected_cases[0]
+    rc, out, err = _run(capsys, [str(STORIES), "--prompt", c["prompt"], "--stages", "1", "--max-tokens", "3",
+                                 "--backend", "inproc", "--target", "cuda", "--max-seq-len", "32", "--json"])
+    assert rc == 0, err
+    doc = json.loads(out)
+    assert doc["target"] == "cuda" and doc["token_ids"] == c["greedy_ids"][:3]
 
 
 @pytest.mark.parametrize("kind", ["download", "parse", "allocation", "bind", "invalid_range"])
@@ -73,11 +123,24 @@ def test_cli_fault_from_env(capsys, monkeypatch):
     (["--max-tokens", "300"], "invalid_request"),
     (["--temperature", "-1"], "sampling"),
     (["--stages", "9"], "invalid_stage_count"),
+    (["--prefill-rows", "0"], "invalid_request"),
+    (["--ray-address", "127.0.0.1:1"], "bad_backend"),
 ])
 def test_cli_bad_input_exits_2(capsys, argv, code):
     """Bad requests are typed one-line errors with exit status 2 and start no stage."""
     rc, out, err = _run(capsys, [str(STORIES), "--prompt", "Hi", "--backend", "inproc", *argv])
     assert rc == 2 and out == "" and err.startswith(f"error[{code}]")
+    assert mp.active_children() == []
+
+
+def test_cli_pool_without_peaks_is_a_compile_diagnostic(capsys, tmp_path):
+    """AB-G-4: a --nodes pool without the peaks the roofline evidence needs is a compile diagnostic (exit 2,
+    one line), never a silent default; no stage starts."""
+    pool = tmp_path / "pool.toml"
+    pool.write_text('[[nodes]]\nid = "a"\nmemory_bytes = 1073741824\n')
+    rc, out, err = _run(capsys, [str(STORIES), "--prompt", "Hi", "--nodes", str(pool), "--backend", "inproc",
+                                 "--max-tokens", "1"])
+    assert rc == 2 and out == "" and err.startswith("error[") and err.count("\n") == 1
     assert mp.active_children() == []
 
 
