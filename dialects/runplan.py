@@ -42,6 +42,8 @@ from pipeplan.plan_types import (
     EdgePlan,
     EdgeProvision,
     ModelFacts,
+    NodePool,
+    NodeSpec,
     ObjectSpec,
     ProvisionStage,
     RingSpec,
@@ -267,6 +269,12 @@ OBJECT_SCHEMA = _Schema(
      "max_extent": INT},
 )
 RING_SCHEMA = _Schema("ring spec", "RP-OS-1", {"slots": INT, "slot_bytes": INT})
+NODE_SCHEMA = _Schema(
+    "node spec", "RP-AR-1", {"id": STR, "memory_bytes": INT},
+    {"bandwidth_bytes_per_s": FLOAT, "flops_per_s": FLOAT, "link_bandwidth_bytes_per_s": FLOAT},
+)
+"""One entry of ``runplan.plan``'s ``nodes``: a pool node's id, capacity (bytes) and optional peaks
+(bytes/s, FLOP/s) — the :class:`~pipeplan.plan_types.NodeSpec` fields."""
 EDGE_PROVISION_SCHEMA = _Schema(
     "edge provision", "RP-PP-6",
     {"edge_id": STR, "kind": STR, "peer_node_id": STR, "object_spec": DICT, "ring_spec": DICT},
@@ -313,6 +321,36 @@ def read_edge_provision(d: Attribute | None, direction: str, where: str) -> Edge
     w = f"{where} {direction}bound edge '{v['edge_id']}'"
     return EdgeProvision(v["edge_id"], v["kind"], direction, v["peer_node_id"],
                          read_object_spec(v["object_spec"], w), read_ring_spec(v["ring_spec"], w))
+
+
+def node_entry_attr(n: NodeSpec | str) -> Attribute:
+    """The ``nodes`` entry of a pool node: a NODE_SCHEMA dictionary for a NodeSpec (peaks that are
+    None are left out), a bare string for a plain node id (plans written before node specs)."""
+    if isinstance(n, str):
+        return StringAttr(n)
+    return NODE_SCHEMA.build({"id": n.id, "memory_bytes": n.memory_bytes,
+                              "bandwidth_bytes_per_s": n.bandwidth_bytes_per_s, "flops_per_s": n.flops_per_s,
+                              "link_bandwidth_bytes_per_s": n.link_bandwidth_bytes_per_s})
+
+
+def read_node_entry(a: Attribute, where: str) -> tuple[str, NodeSpec | None]:
+    """``(node id, NodeSpec or None)`` of one ``nodes`` entry: a string is an id without a spec; a
+    dictionary must follow NODE_SCHEMA with a non-empty id, ``memory_bytes`` > 0 and finite peaks
+    > 0. Raises VerifyException [RP-AR-1] naming ``where`` and the key."""
+    if isinstance(a, StringAttr):
+        return a.data, None
+    inv = "every pool node is a node id or a node spec {id, memory_bytes[, peaks]}"
+    if not isinstance(a, DictionaryAttr):
+        raise _fail("RP-AR-1", inv, f"{where} is {a}, neither a string nor a dictionary")
+    v = NODE_SCHEMA.read(a, where)
+    if not v["id"]:
+        raise _fail("RP-AR-1", inv, f"{where} has an empty 'id'")
+    if v["memory_bytes"] <= 0:
+        raise _fail("RP-AR-1", inv, f"{where} ('{v['id']}'): 'memory_bytes' must be > 0, got {v['memory_bytes']}")
+    for k in NODE_SCHEMA.optional:
+        if k in v and not (math.isfinite(v[k]) and v[k] > 0):
+            raise _fail("RP-AR-1", inv, f"{where} ('{v['id']}'): '{k}' must be a finite number > 0, got {v[k]}")
+    return v["id"], NodeSpec(**v)
 
 
 # --------------------------------------------------------------------------- printing helpers
@@ -837,7 +875,9 @@ def read_weights(d: Attribute | None, where: str) -> WeightSource:
 @irdl_op_definition
 class PlanOp(IRDLOperation):
     """One RunPlan (seed 000): a symbol named by the run id, the ``nodes`` of the candidate pool
-    (ids in pool order), the ``model`` facts, the runtime ``config`` and the ``weights`` source, and a
+    (in pool order: each a node spec dictionary ``{id, memory_bytes[, bandwidth_bytes_per_s,
+    flops_per_s, link_bandwidth_bytes_per_s]}`` — bytes, bytes/s, FLOP/s — or, in plans written
+    before node specs, a bare node id), the ``model`` facts, the runtime ``config`` and the ``weights`` source, and a
     single block (no terminator) holding the ``runplan.tensor``, ``runplan.stage``, ``runplan.edge``
     and ``runplan.provision_stage`` ops.
 
@@ -850,7 +890,8 @@ class PlanOp(IRDLOperation):
     Verifier (whole plan, after the nested ops): see :func:`check_plan`.
 
     ```mlir
-    runplan.plan @run0 nodes ["node-a", "node-b"]
+    runplan.plan @run0 nodes [{id = "node-a", memory_bytes = 1000000, bandwidth_bytes_per_s = 2.000000e+10},
+                              "node-b"]
         model {architecture = "llama", name = "tiny", block_count = 2, ...}
         config {max_seq_len = 16, activation_dtype = "f32", ...}
         weights {uris = ["tiny.gguf"], sha256 = [], sizes = array<i64>} {
@@ -864,7 +905,7 @@ class PlanOp(IRDLOperation):
     name = "runplan.plan"
 
     sym_name = prop_def(StringAttr)
-    nodes = prop_def(ArrayAttr[StringAttr])
+    nodes = prop_def(ArrayAttr)
     model = prop_def(DictionaryAttr)
     config = prop_def(DictionaryAttr)
     weights = prop_def(DictionaryAttr)
@@ -874,8 +915,36 @@ class PlanOp(IRDLOperation):
     traits = traits_def(NoTerminator(), IsolatedFromAbove(), SymbolOpInterface())
 
     def node_ids(self) -> tuple[str, ...]:
-        """The candidate pool's node ids, in pool order."""
-        return tuple(a.data for a in self.nodes.data)
+        """The candidate pool's node ids, in pool order (entries without a string id are skipped:
+        :meth:`node_specs` reports them)."""
+        out = []
+        for a in self.nodes.data:
+            ident = a.data.get("id") if isinstance(a, DictionaryAttr) else a
+            if isinstance(ident, StringAttr):
+                out.append(ident.data)
+        return tuple(out)
+
+    def node_specs(self) -> tuple[NodeSpec | None, ...]:
+        """Per pool node, its NodeSpec (None for a bare id). Raises VerifyException [RP-AR-1] on a
+        malformed entry or a duplicate id."""
+        seen: dict[str, int] = {}
+        out = []
+        for k, a in enumerate(self.nodes.data):
+            ident, spec = read_node_entry(a, f"nodes[{k}]")
+            if ident in seen:
+                raise _fail("RP-AR-1", "pool node ids are unique",
+                            f"nodes[{k}] repeats node id '{ident}' of nodes[{seen[ident]}]")
+            seen[ident] = k
+            out.append(spec)
+        return tuple(out)
+
+    def node_pool(self) -> NodePool | None:
+        """The candidate pool as a NodePool when every entry is a node spec, else None (a plan that
+        names its nodes by id only states no capacities or peaks). Raises like :meth:`node_specs`."""
+        specs = self.node_specs()
+        if not specs or any(x is None for x in specs):
+            return None
+        return NodePool(tuple(x for x in specs if x is not None))
 
     def model_values(self) -> dict[str, Any] | None:
         """The ``model`` dictionary as Python values, or None when it is malformed."""
@@ -931,8 +1000,15 @@ class PlanOp(IRDLOperation):
     def print(self, printer: Printer) -> None:
         printer.print_string(" ")
         printer.print_symbol_name(self.sym_name.data)
-        printer.print_string(" nodes ")
-        printer.print_attribute(self.nodes)
+        printer.print_string(" nodes [")
+        for k, a in enumerate(self.nodes.data):
+            if k:
+                printer.print_string(", ")
+            if isinstance(a, DictionaryAttr):
+                _print_dict(printer, a, NODE_SCHEMA)
+            else:
+                printer.print_attribute(a)
+        printer.print_string("]")
         with printer.indented(2):
             for kw, d, schema in (("model", self.model, MODEL_SCHEMA), ("config", self.config, CONFIG_SCHEMA),
                                   ("weights", self.weights, WEIGHTS_SCHEMA)):
@@ -947,8 +1023,18 @@ class PlanOp(IRDLOperation):
     def parse(cls, parser: Parser) -> PlanOp:
         sym = parser.parse_symbol_name()
         parser.parse_keyword("nodes")
-        nodes = parser.parse_comma_separated_list(Parser.Delimiter.SQUARE,
-                                                  lambda: StringAttr(parser.parse_str_literal("node id")))
+
+        def node() -> Attribute:
+            ident = parser.parse_optional_str_literal()
+            if ident is not None:
+                return StringAttr(ident)
+            pos = parser.pos
+            d = parser.parse_optional_attr_dict()
+            if not d and parser.pos == pos:
+                parser.raise_error("expected a node id string or a node spec dictionary '{id = ..., ...}'")
+            return DictionaryAttr(d)
+
+        nodes = parser.parse_comma_separated_list(Parser.Delimiter.SQUARE, node)
         props: dict[str, Attribute] = {"sym_name": sym, "nodes": ArrayAttr(nodes), "model": _parse_kw_dict(parser, "model"),
                  "config": _parse_kw_dict(parser, "config"), "weights": _parse_kw_dict(parser, "weights")}
         attrs = _parse_extra_attrs(parser)
@@ -1295,6 +1381,7 @@ def check_plan(plan: PlanOp, *, provisions: bool = True) -> RunPlanSpec:
     c = CONFIG_SCHEMA.read(plan.config, "the plan")
     _check_config(c)
     spec = plan.spec()
+    plan.node_specs()
     check_spec(spec, plan.node_ids())
     if provisions:
         ops = plan.provision_ops()

@@ -1,9 +1,10 @@
 """Builder and reader between plan_types dataclasses and ``runplan`` IR.
 
-* :func:`build_runplan_module` -- RunPlanSpec + node pool ids -> ``builtin.module`` holding one
-  ``runplan.plan`` (built directly, no text parsing; not verified: call :func:`verify_runplan`).
+* :func:`build_runplan_module` -- RunPlanSpec + node pool (NodeSpecs, or bare ids) -> ``builtin.module``
+  holding one ``runplan.plan`` (built directly, no text parsing; not verified: call :func:`verify_runplan`).
 * :func:`runplan_spec_from_module` -- the exact inverse: ``runplan_spec_from_module(
   build_runplan_module(s, ids)) == s`` (ModelFacts.tensors and block_bytes included).
+* :func:`plan_node_pool` -- the NodePool the plan carries (None when it names nodes by id only).
 * :func:`provisions_from_module` -- the ProvisionStage values of the ``runplan.provision_stage`` ops.
 * :func:`project_provisions` -- apply ``runplan-project-provisioning`` to a clone, then read.
 
@@ -24,25 +25,30 @@ from pipeplan.dialects.runplan import (
     StageOp,
     TensorOp,
     derive_provisions,
+    node_entry_attr,
     plan_ops,
     rejection_from,
     verify_runplan,
     weights_attr,
 )
 from pipeplan.errors import RunPlanRejection
-from pipeplan.plan_types import ProvisionStage, RunPlanSpec
+from pipeplan.plan_types import NodePool, NodeSpec, ProvisionStage, RunPlanSpec
 from xdsl.dialects.builtin import ArrayAttr, ModuleOp, StringAttr
 from xdsl.ir import Block, Operation, Region
 from xdsl.utils.exceptions import VerifyException
 
 __all__ = ["INVARIANT_CODES", "build_runplan_module", "build_plan_op", "runplan_spec_from_module",
-           "provisions_from_module", "project_provisions", "derive_provisions", "verify_runplan", "plan_node_ids"]
+           "provisions_from_module", "project_provisions", "derive_provisions", "verify_runplan", "plan_node_ids",
+           "plan_node_pool"]
 
 
-def build_plan_op(spec: RunPlanSpec, node_ids: Sequence[str]) -> PlanOp:
+def build_plan_op(spec: RunPlanSpec, nodes: NodePool | Sequence[NodeSpec | str]) -> PlanOp:
     """The ``runplan.plan`` op of ``spec``: tensor ops (file order), then stages, then edges, each in
-    the order of ``spec``. ``node_ids`` is the candidate pool's ids (pool order), recorded in
-    ``nodes`` so the verifier can reject unknown nodes (RP-AR-1)."""
+    the order of ``spec``. ``nodes`` is the candidate pool (pool order) — a NodePool or NodeSpecs,
+    recorded as node spec dictionaries (id, memory and peaks: what ``convert-runplan-to-pplan`` builds
+    the DeploymentBinding from), or bare node ids (the plan then states no capacities) — so the
+    verifier can reject unknown nodes (RP-AR-1)."""
+    entries = nodes.nodes if isinstance(nodes, NodePool) else nodes
     f, c = spec.facts, spec.config
     model = MODEL_SCHEMA.build({
         "architecture": f.architecture, "name": f.name, "block_count": f.block_count,
@@ -58,16 +64,16 @@ def build_plan_op(spec: RunPlanSpec, node_ids: Sequence[str]) -> PlanOp:
     ops += [StageOp.from_plan(s) for s in spec.stages]
     ops += [EdgeOp.from_plan(e) for e in spec.edges]
     return PlanOp.create(
-        properties={"sym_name": StringAttr(spec.run_id), "nodes": ArrayAttr([StringAttr(n) for n in node_ids]),
+        properties={"sym_name": StringAttr(spec.run_id), "nodes": ArrayAttr([node_entry_attr(n) for n in entries]),
                     "model": model, "config": config, "weights": weights_attr(spec.weights)},
         regions=[Region(Block(ops))])
 
 
-def build_runplan_module(spec: RunPlanSpec, node_ids: Sequence[str]) -> ModuleOp:
+def build_runplan_module(spec: RunPlanSpec, nodes: NodePool | Sequence[NodeSpec | str]) -> ModuleOp:
     """A ``builtin.module`` holding the ``runplan.plan`` of ``spec`` (see :func:`build_plan_op`).
 
     Does not verify: the planner calls :func:`verify_runplan` (RunPlanRejection on failure)."""
-    return ModuleOp([build_plan_op(spec, node_ids)])
+    return ModuleOp([build_plan_op(spec, nodes)])
 
 
 def _single_plan(module: ModuleOp | PlanOp) -> PlanOp:
@@ -93,6 +99,16 @@ def runplan_spec_from_module(module: ModuleOp | PlanOp) -> RunPlanSpec:
 def plan_node_ids(module: ModuleOp | PlanOp) -> tuple[str, ...]:
     """The node pool ids recorded in the module's single plan."""
     return _single_plan(module).node_ids()
+
+
+def plan_node_pool(module: ModuleOp | PlanOp) -> NodePool | None:
+    """The candidate pool the module's single plan carries (node specs, pool order), or None when
+    any node is named by id only. Raises RunPlanRejection(unknown_node) on a malformed node entry."""
+    plan = _single_plan(module)
+    try:
+        return plan.node_pool()
+    except VerifyException as e:
+        raise rejection_from(e, plan.sym_name.data) from None
 
 
 def provisions_from_module(module: ModuleOp | PlanOp) -> list[ProvisionStage]:

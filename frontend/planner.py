@@ -496,7 +496,7 @@ def plan_run(model_facts: ModelFacts, runtime_config: RuntimeConfig, node_pool: 
     """Plan a run and return its VERIFIED ``runplan`` IR (a ``builtin.module`` with one ``runplan.plan``).
 
     Same arguments, rules and rejections as :func:`plan_run_spec`; the spec is then built with
-    ``runplan_build.build_runplan_module(spec, pool node ids)`` and checked with
+    ``runplan_build.build_runplan_module(spec, node_pool)`` (the pool's node specs are recorded in the plan) and checked with
     ``runplan.verify_runplan`` (the dialect's contract verifiers), whose RunPlanRejection (code from
     the violated invariant) propagates: either exactly one verified plan or a typed rejection. Only
     the builder's ``VerifyException`` (an attribute verifier refusing a value) is turned into a
@@ -511,7 +511,7 @@ def plan_run(model_facts: ModelFacts, runtime_config: RuntimeConfig, node_pool: 
 
     spec = plan_run_spec(model_facts, runtime_config, node_pool, stage_count, placement, run_id=run_id)
     try:
-        module = build_runplan_module(spec, [n.id for n in node_pool.nodes])
+        module = build_runplan_module(spec, node_pool)
     except VerifyException as e:  # an attribute verifier rejects a value the checks above let through
         raise rejection_from(e, spec.run_id) from None
     verify_runplan(module)

@@ -16,14 +16,27 @@ is given)::
 
 Every defect is a :class:`~pipeplan.errors.RunPlanRejection` with ``code="invalid_pool"`` whose
 message names the file, the ``nodes[i]`` table and the key.
+
+**Local peaks.** ``pipeplan plan`` without ``--nodes`` plans on a local pool whose nodes state this
+machine's peaks explicitly (:func:`local_peaks`), so the RunPlan carries everything roofline costing
+needs. They are measured once by a short numpy probe (:func:`probe_local_peaks`: best-of-N copy
+bandwidth of a 32 MiB f32 array, counting read + write bytes; best-of-N f32 512x512 matmul,
+``2 * 512**3`` FLOP) and cached as JSON in ``$PIPEPLAN_CACHE/local_peaks.json`` (else
+``~/.cache/pipeplan/local_peaks.json``). The environment variable ``PIPEPLAN_LOCAL_PEAKS="BW,FLOPS"``
+(bytes/s, FLOP/s; optionally ``,LINK`` bytes/s) overrides both, which keeps tests deterministic.
+Processes of one host exchange edge objects through shared memory, so the link bandwidth of a local
+node is its memory bandwidth unless stated.
 """
 
 from __future__ import annotations
 
+import json
 import math
 import os
 import re
+import time
 import tomllib
+from dataclasses import dataclass
 from pathlib import Path
 
 from pipeplan.errors import RunPlanRejection
@@ -159,28 +172,145 @@ def physical_memory_bytes() -> int:
     return int(pages) * int(size)
 
 
-def local_pool(n: int, memory_bytes: int | None = None) -> NodePool:
+LOCAL_PEAKS_ENV = "PIPEPLAN_LOCAL_PEAKS"
+"""Environment override of the local peaks: ``"BW,FLOPS[,LINK]"`` (bytes/s, FLOP/s, bytes/s)."""
+
+LOCAL_PEAKS_FORMAT = "pipeplan-local-peaks/1"
+"""``format`` of the local peaks cache file."""
+
+
+@dataclass(frozen=True)
+class LocalPeaks:
+    """This machine's peaks as a local node states them: memory bandwidth and link bandwidth in
+    bytes/s, f32 matmul throughput in FLOP/s; ``source`` is ``env``, ``cache`` or ``probe``."""
+
+    bandwidth_bytes_per_s: float
+    flops_per_s: float
+    link_bandwidth_bytes_per_s: float
+    source: str
+
+
+def _sig3(x: float) -> float:
+    """``x`` rounded to 3 significant digits (a probe is not more precise, and the IR prints it short)."""
+    return float(f"{x:.3g}")
+
+
+def probe_local_peaks(copy_bytes: int = 1 << 25, n: int = 512, repeats: int = 5) -> tuple[float, float]:
+    """Measure ``(memory bandwidth bytes/s, f32 matmul FLOP/s)`` of this machine with numpy.
+
+    Bandwidth: best of ``repeats`` ``np.copyto`` of a ``copy_bytes`` f32 array (2 x ``copy_bytes``
+    moved: read + write). Throughput: best of ``repeats`` ``a @ b`` of two ``n x n`` f32 matrices
+    (``2 n^3`` FLOP, numpy's BLAS with its default threads). One warm-up each; ~0.2 s in all.
+    Both rounded to 3 significant digits.
+    """
+    import numpy as np
+
+    src = np.ones(copy_bytes // 4, dtype=np.float32)
+    dst = np.empty_like(src)
+    rng = np.random.default_rng(0)
+    a = rng.standard_normal((n, n), dtype=np.float32)
+    b = rng.standard_normal((n, n), dtype=np.float32)
+
+    def best(fn) -> float:
+        fn()
+        t_min = math.inf
+        for _ in range(repeats):
+            t = time.perf_counter()
+            fn()
+            t_min = min(t_min, time.perf_counter() - t)
+        return max(t_min, 1e-9)
+
+    bw = 2 * src.nbytes / best(lambda: np.copyto(dst, src))
+    flops = 2 * n**3 / best(lambda: a @ b)
+    return _sig3(bw), _sig3(flops)
+
+
+def _peaks_from_env(value: str) -> LocalPeaks:
+    parts = [p.strip() for p in value.split(",")]
+    try:
+        nums = [float(p) for p in parts]
+    except ValueError:
+        nums = []
+    if len(nums) not in (2, 3) or not all(math.isfinite(x) and x > 0 for x in nums):
+        raise _bad(LOCAL_PEAKS_ENV, f"{value!r} is not 'BW,FLOPS[,LINK]' (bytes/s, FLOP/s, bytes/s; numbers > 0)")
+    return LocalPeaks(nums[0], nums[1], nums[2] if len(nums) == 3 else nums[0], "env")
+
+
+def _read_peaks_cache(path: Path) -> LocalPeaks | None:
+    try:
+        doc = json.loads(path.read_text(encoding="utf-8"))
+        vals = [float(doc[k]) for k in ("bandwidth_bytes_per_s", "flops_per_s", "link_bandwidth_bytes_per_s")]
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    if doc.get("format") != LOCAL_PEAKS_FORMAT or not all(math.isfinite(x) and x > 0 for x in vals):
+        return None
+    bw, flops, link = vals
+    return LocalPeaks(bw, flops, link, "cache")
+
+
+def local_peaks(cache_dir: str | os.PathLike[str] | None = None) -> LocalPeaks:
+    """This machine's peaks for a local pool (module docstring, "Local peaks").
+
+    Order: ``$PIPEPLAN_LOCAL_PEAKS`` when set; else the cache file ``local_peaks.json`` in
+    ``cache_dir`` (default ``$PIPEPLAN_CACHE``, else ``~/.cache/pipeplan``) when it is valid; else
+    :func:`probe_local_peaks`, written to that file (an unwritable cache is not an error: the
+    measurement is returned anyway; a corrupt one is measured again and replaced).
+
+    Raises:
+        RunPlanRejection(code="invalid_pool"): a malformed ``$PIPEPLAN_LOCAL_PEAKS``.
+    """
+    env = os.environ.get(LOCAL_PEAKS_ENV)
+    if env:
+        return _peaks_from_env(env)
+    if cache_dir is None:
+        from pipeplan.runtime.weights_source import default_cache_dir
+
+        cache_dir = default_cache_dir()
+    path = Path(cache_dir) / "local_peaks.json"
+    cached = _read_peaks_cache(path)
+    if cached is not None:
+        return cached
+    bw, flops = probe_local_peaks()
+    peaks = LocalPeaks(bw, flops, bw, "probe")
+    doc = {"format": LOCAL_PEAKS_FORMAT, "bandwidth_bytes_per_s": bw, "flops_per_s": flops,
+           "link_bandwidth_bytes_per_s": bw, "probe": "numpy copyto 32 MiB f32 (read+write bytes); f32 512x512 matmul"}
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(f".{path.name}.{os.getpid()}")
+        tmp.write_text(json.dumps(doc, indent=1, sort_keys=True) + "\n", encoding="utf-8")
+        os.replace(tmp, path)
+    except OSError:
+        pass
+    return peaks
+
+
+def local_pool(n: int, memory_bytes: int | None = None, *, peaks: LocalPeaks | None = None) -> NodePool:
     """A pool of ``n`` nodes ``"local0"`` .. ``"local{n-1}"`` that all run on this machine.
 
     Semantics: every local node is a process on the same host, so each one is given the host's
     whole physical memory (``memory_bytes`` when given, else :func:`physical_memory_bytes`) as its
     capacity. The planner checks each stage against that figure separately; it does NOT check that
     all stages together fit the shared host (the stages share one memory, which a per-node pool
-    cannot state). No bandwidths are set, so stages are balanced by bytes.
+    cannot state). Without ``peaks`` no bandwidths are set, so stages are balanced by bytes; with
+    ``peaks`` (:func:`local_peaks`) every node states them (all equal, so the balance is the same).
 
     Args:
         n: number of nodes, >= 1.
         memory_bytes: override of the per-node capacity in bytes (tests); > 0.
+        peaks: this machine's peaks to state on every node (``pipeplan plan`` without ``--nodes``).
     Raises:
         RunPlanRejection(code="invalid_pool"): ``n < 1``, a bad ``memory_bytes``, or unknown host memory.
     """
     if isinstance(n, bool) or not isinstance(n, int) or n < 1:
         raise _bad("local pool", f"the number of local nodes must be an integer >= 1, got {n!r}")
     mem = physical_memory_bytes() if memory_bytes is None else memory_bytes
-    pool = NodePool(tuple(NodeSpec(id=f"local{i}", memory_bytes=mem) for i in range(n)))
+    rates = {} if peaks is None else {"bandwidth_bytes_per_s": peaks.bandwidth_bytes_per_s,
+                                      "flops_per_s": peaks.flops_per_s,
+                                      "link_bandwidth_bytes_per_s": peaks.link_bandwidth_bytes_per_s}
+    pool = NodePool(tuple(NodeSpec(id=f"local{i}", memory_bytes=mem, **rates) for i in range(n)))
     validate_pool(pool, "local pool")
     return pool
 
 
-__all__ = ["ORCHESTRATOR_NAME", "NODE_ID_RE", "load_pool_toml", "local_pool", "physical_memory_bytes",
-           "validate_pool"]
+__all__ = ["ORCHESTRATOR_NAME", "NODE_ID_RE", "LOCAL_PEAKS_ENV", "LocalPeaks", "load_pool_toml", "local_peaks",
+           "local_pool", "physical_memory_bytes", "probe_local_peaks", "validate_pool"]

@@ -22,7 +22,12 @@ Units: bytes and seconds. Deterministic: ties are broken by buffer position.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass
+from typing import Any, TypeVar
+
+T = TypeVar("T")
+K = TypeVar("K", bound=Hashable)
 
 PERSISTENT = ("weight", "kv", "edge")
 
@@ -106,16 +111,18 @@ def interferes(i: int, j: int, accs: list[int], befores: list[int]) -> bool:
     return bool(accs[i] & ~befores[j]) and bool(accs[j] & ~befores[i])
 
 
-def _groups(buffers: list[PlanBuffer]) -> list[tuple[tuple[str, str], list[int]]]:
-    keys: list[tuple[str, str]] = []
-    groups: dict[tuple[str, str], list[int]] = {}
-    for i, b in enumerate(buffers):
-        k = (b.device, b.space)
-        if k not in groups:
-            groups[k] = []
-            keys.append(k)
-        groups[k].append(i)
-    return [(k, groups[k]) for k in keys]
+def first_use_groups(items: Sequence[T], key: Callable[[T], K]) -> list[tuple[K, list[int]]]:
+    """Indices of ``items`` grouped by ``key(item)``, groups in order of first use, indices ascending
+    (deterministic: no set or hash order). Used per (device, memory space) and per (device, engine)."""
+    groups: dict[K, list[int]] = {}
+    for i, x in enumerate(items):
+        groups.setdefault(key(x), []).append(i)
+    return list(groups.items())
+
+
+def groups_by_space(buffers: Sequence[Any]) -> list[tuple[tuple[str, str], list[int]]]:
+    """Buffer indices per ``(device, space)`` (anything with those attributes), in first-use order."""
+    return first_use_groups(buffers, lambda b: (b.device, b.space))
 
 
 def live_lower_bound(members: list[PlanBuffer], start: list[float], finish: list[float]
@@ -174,10 +181,13 @@ class _QueueIntervals:
             self.long.append(item)
 
     def overlapping(self, p: int, s: int) -> list[tuple[int, int]]:
-        """``(offset, end)`` of the placed intervals with ``b > p`` and ``a < s`` (non-empty ones)."""
+        """``(offset, end)`` of the placed intervals with ``b > p`` and ``a < s`` (non-empty ones).
+
+        The window may hold no position at all (``s == p + 1``: the querying buffer is accessed only
+        on other queues, between positions ``p`` and ``p + 1`` of this one); an interval that spans it
+        (``a <= p < b``) still meets it: its buffer is live throughout the querying buffer's accesses.
+        """
         out = [(o, e) for a, b, o, e in self.long if b > p and a < s and e > o]
-        if s <= p + 1:
-            return out
         lo = max(p - self.W + 1, 0) // self.W  # a short interval with b > p has a > p - W
         hi = (s - 1) // self.W
         if hi - lo + 1 > len(self.short):
@@ -266,7 +276,7 @@ def plan_memory(buffers: list[PlanBuffer], anc: list[int], start: list[float], f
 
     offsets = [0] * len(buffers)
     reports: list[SpaceReport] = []
-    for (dev, space), idxs in _groups(buffers):
+    for (dev, space), idxs in groups_by_space(buffers):
         pers = [i for i in idxs if buffers[i].lifetime in PERSISTENT]
         trans = [i for i in idxs if buffers[i].lifetime not in PERSISTENT]
         offs, base = linear_offsets([(buffers[i].size, buffers[i].alignment) for i in pers])

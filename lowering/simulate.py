@@ -20,10 +20,12 @@ successor starts":
   token-in edge) in instance ``i`` wait for the commands writing an *output edge* (no command reads
   it: token-out) in instance ``i - 1`` — the next token exists only after the previous was sampled.
 
-Restricting queue order to a step is necessary: a plan whose portable DAG lacks the loop edge may
-interleave decode commands between prefill commands on one queue (the list scheduler does, since
-nothing orders them), which a token loop cannot execute. Within a step the plan's order is kept
-exactly.
+The portable plan states the loop once, explicitly: the decode step's token-in ``recv`` depends on the
+prefill step's token-out ``send`` (``convert-runplan-to-pplan``), so every decode command follows
+every prefill command and a plan's queues run each step's commands contiguously; the queue order
+restricted to a step is then exactly the plan's order. A run repeats steps, so the model applies the
+same loop edge between *every* two consecutive instances (found from the edge buffers above); to the
+first decode instance it coincides with the plan's own dependency.
 
 **Resources.** Each queue (``device:engine``) or slot runs one command at a time, in order. A link
 (``Command.link``) is a shared resource: a transfer holds it for its duration; the projection orders
@@ -296,25 +298,13 @@ def instance_graph(model: ExecModel, schedule: Sequence[str]) -> InstanceGraph:
 
 
 def _topo(g: InstanceGraph, use_link: bool = True) -> list[int] | None:
-    n = len(g.nodes)
-    indeg = [0] * n
-    succ: list[list[int]] = [[] for _ in range(n)]
-    for v in range(n):
-        ps = set(g.data_preds[v]) | set(g.order_preds[v]) | (set(g.link_preds[v]) if use_link else set())
-        indeg[v] = len(ps)
-        for p in ps:
-            succ[p].append(v)
-    ready = [v for v in range(n) if indeg[v] == 0]
-    heapq.heapify(ready)
-    out = []
-    while ready:
-        v = heapq.heappop(ready)
-        out.append(v)
-        for s in succ[v]:
-            indeg[s] -= 1
-            if indeg[s] == 0:
-                heapq.heappush(ready, s)
-    return out if len(out) == n else None
+    """Stable topological order of the instance graph (data, queue order and, with ``use_link``,
+    link order), or None when it is cyclic."""
+    from pipeplan.lowering.schedule import stable_topo_order
+
+    preds = [sorted(set(g.data_preds[v]) | set(g.order_preds[v]) | (set(g.link_preds[v]) if use_link else set()))
+             for v in range(len(g.nodes))]
+    return stable_topo_order(len(g.nodes), preds)
 
 
 def _deadlock(model: ExecModel, g: InstanceGraph, done: set[int]) -> SimulationError:

@@ -8,6 +8,9 @@ from pathlib import Path
 import pytest
 
 os.environ.setdefault("TRITON_INTERPRET", "1")
+# `pipeplan plan` without --nodes states this machine's peaks (frontend.pool.local_peaks): fixed figures keep
+# plans deterministic and no test probes or writes the user's cache (tests of the probe unset it).
+os.environ.setdefault("PIPEPLAN_LOCAL_PEAKS", "2.0e10,1.0e11")
 
 REPO = Path(__file__).resolve().parent.parent
 SHARED = REPO.parent / "shared"

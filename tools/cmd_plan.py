@@ -15,7 +15,11 @@ On any rejection (planner, pool, GGUF, facts TOML) the exit status is 2, stderr 
 only after the plan is complete and verified, via a temporary file renamed into place).
 
 Defaults: ``--nodes`` omitted -> a local pool of N nodes ``local0..`` (each with this machine's
-physical memory; see :func:`pipeplan.frontend.pool.local_pool`), N = the stage count.
+physical memory and its measured peaks — memory bandwidth, f32 matmul FLOP/s, link = memory bandwidth
+— so the plan states everything roofline costing needs; see :func:`pipeplan.frontend.pool.local_pool`
+and :func:`~pipeplan.frontend.pool.local_peaks`: probed once with numpy, cached in
+``$PIPEPLAN_CACHE/local_peaks.json`` or ``~/.cache/pipeplan/local_peaks.json``, overridden by
+``PIPEPLAN_LOCAL_PEAKS="BW,FLOPS"``), N = the stage count. The plan records the pool's node specs.
 ``--stages`` omitted -> the placement's length, else 1. ``--max-seq-len`` omitted ->
 ``min(context_length, 2048)``: the model's full context when small, otherwise 2048 positions so that
 KV caches and edge objects of long-context models (8192+) stay modest; pass it to plan for more.
@@ -43,7 +47,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     d = RuntimeConfig()
     parser.add_argument("model", nargs="?", metavar="MODEL.gguf", help="GGUF model (first shard of a split set)")
     parser.add_argument("--model-facts", metavar="FACTS.toml", help="model-facts TOML instead of a GGUF file")
-    parser.add_argument("--nodes", metavar="POOL.toml", help="node pool ([[nodes]] tables); default: local pool")
+    parser.add_argument("--nodes", metavar="POOL.toml",
+                        help="node pool ([[nodes]] tables); default: local pool with this machine's measured peaks")
     parser.add_argument("--stages", type=int, metavar="N", help="pipeline stages (default: placement length or 1)")
     parser.add_argument("--placement", metavar="ID,ID,...", help="node id of each stage, in stage order")
     parser.add_argument("--max-seq-len", type=int, metavar="L",
@@ -78,14 +83,14 @@ def render_plan(args: argparse.Namespace) -> str:
     Raises: PipeplanError subclasses (RunPlanRejection, GGUFError, ModelFactsError) — never partial.
     """
     from pipeplan.frontend.planner import plan_run
-    from pipeplan.frontend.pool import load_pool_toml, local_pool
+    from pipeplan.frontend.pool import load_pool_toml, local_peaks, local_pool
 
     facts = _load_facts(args)
     placement = None
     if args.placement is not None:
         placement = [p.strip() for p in args.placement.split(",")]
     stages = args.stages if args.stages is not None else (len(placement) if placement else 1)
-    pool = load_pool_toml(args.nodes) if args.nodes is not None else local_pool(max(stages, 1))
+    pool = load_pool_toml(args.nodes) if args.nodes is not None else local_pool(max(stages, 1), peaks=local_peaks())
     max_seq_len = args.max_seq_len
     if max_seq_len is None:
         max_seq_len = min(facts.context_length, DEFAULT_MAX_SEQ_LEN_CAP)

@@ -47,7 +47,15 @@ from pipeplan.dialects.cplan import (
     Sync,
     plan_to_ir,
 )
-from pipeplan.lowering.memplan import MemoryPlan, PlanBuffer, SpaceReport, linear_offsets, plan_memory
+from pipeplan.lowering.memplan import (
+    MemoryPlan,
+    PlanBuffer,
+    SpaceReport,
+    first_use_groups,
+    groups_by_space,
+    linear_offsets,
+    plan_memory,
+)
 from pipeplan.lowering.schedule import (
     BufferNode,
     Problem,
@@ -193,18 +201,6 @@ def _reduced_syncs(p: Problem, order: list[int] | tuple[int, ...]) -> tuple[Sync
     return tuple(out)
 
 
-def _groups(buffers: tuple[BufferNode, ...]) -> list[tuple[tuple[str, str], list[int]]]:
-    keys: list[tuple[str, str]] = []
-    g: dict[tuple[str, str], list[int]] = {}
-    for i, b in enumerate(buffers):
-        k = (b.device, b.space)
-        if k not in g:
-            g[k] = []
-            keys.append(k)
-        g[k].append(i)
-    return [(k, g[k]) for k in keys]
-
-
 def _capacity_check(p: Problem, ends: dict[tuple[str, str], int], contributors: dict[tuple[str, str], list[str]]
                     ) -> None:
     """Reject when a (device, space) high-water mark exceeds its capacity (AB-S-6)."""
@@ -227,7 +223,7 @@ def _linear_allocs(p: Problem) -> tuple[Alloc, ...]:
     offsets = [0] * len(p.buffers)
     ends: dict[tuple[str, str], int] = {}
     contrib: dict[tuple[str, str], list[str]] = {}
-    for key, idxs in _groups(p.buffers):
+    for key, idxs in groups_by_space(p.buffers):
         offs, end = linear_offsets([(p.buffers[i].size, p.buffers[i].alignment) for i in idxs])
         for i, o in zip(idxs, offs):
             offsets[i] = o
@@ -247,32 +243,22 @@ def _plan(p: Problem, binder: str, allocs, commands, syncs, ext) -> ConcretePlan
                         allocs, commands, syncs, ext)
 
 
+def _by_engine(p: Problem, order: list[int]) -> list[tuple[tuple[str, str], list[int]]]:
+    """The tasks of ``order`` per (device, engine), engines in first-use order, tasks in ``order``."""
+    groups = first_use_groups(order, lambda v: (p.tasks[v].device, p.tasks[v].engine))
+    return [(k, [order[i] for i in idxs]) for k, idxs in groups]
+
+
 def _queues_in_order(p: Problem, order: list[int]) -> QueueSchedule:
-    keys: list[tuple[str, str]] = []
-    q: dict[tuple[str, str], list[str]] = {}
-    for v in order:
-        t = p.tasks[v]
-        k = (t.device, t.engine)
-        if k not in q:
-            q[k] = []
-            keys.append(k)
-        q[k].append(command_id(t.id))
-    return QueueSchedule(tuple(Queue(k[0], k[1], tuple(q[k])) for k in keys))
+    return QueueSchedule(tuple(Queue(k[0], k[1], tuple(command_id(p.tasks[v].id) for v in vs))
+                               for k, vs in _by_engine(p, order)))
 
 
 def _slots_in_order(p: Problem, order: list[int]) -> SlotDataflow:
-    keys: list[tuple[str, str]] = []
-    s: dict[tuple[str, str], list[str]] = {}
-    fires = []
-    for v in order:
-        t = p.tasks[v]
-        k = (t.device, t.engine)
-        if k not in s:
-            s[k] = []
-            keys.append(k)
-        s[k].append(command_id(t.id))
-        fires.append(Fire(command_id(t.id), slot_id(*k), tuple(command_id(d) for d in dict.fromkeys(t.deps))))
-    return SlotDataflow(tuple(Slot(slot_id(*k), k[0], k[1], tuple(s[k])) for k in keys), tuple(fires))
+    fires = tuple(Fire(command_id(p.tasks[v].id), slot_id(p.tasks[v].device, p.tasks[v].engine),
+                       tuple(command_id(d) for d in dict.fromkeys(p.tasks[v].deps))) for v in order)
+    return SlotDataflow(tuple(Slot(slot_id(*k), k[0], k[1], tuple(command_id(p.tasks[v].id) for v in vs))
+                              for k, vs in _by_engine(p, order)), fires)
 
 
 def slot_id(device: str, engine: str) -> str:

@@ -2,8 +2,8 @@
 
 The pass reads the RunPlan as a :class:`~pipeplan.plan_types.RunPlanSpec`
 (``runplan_spec_from_module``), so it does not depend on the runplan IR's op layout, and replaces
-the module's ``runplan.*`` ops with one ``pplan.plan`` (plus a ``pplan.deployment_binding`` when
-the ``pool`` option names a node-pool TOML file).
+the module's ``runplan.*`` ops with one ``pplan.plan`` (plus a ``pplan.deployment_binding`` built
+from the ``pool`` option's node-pool TOML file, else from the node specs the RunPlan carries).
 
 Task granularity is the runtime's by construction: each stage's tasks are the
 :class:`~pipeplan.runtime.stage_program.KernelCall` list of ``build_stage_program`` (16 calls per block:
@@ -32,6 +32,12 @@ P = start position, L = P + R keys, w = element bytes; all activations f32):
 
 Dependencies are derived from buffer hazards in program order (read-after-write,
 write-after-read, write-after-write on whole buffers), across stages through the edge buffers.
+One dependency is not a buffer hazard and is stated explicitly: the **token loop**. The orchestrator
+feeds the token sampled by a step (the last stage's ``send`` on the token-out edge) back as the next
+step's input (stage 0's ``recv`` on the token-in edge), so the decode step's token-in ``recv``
+depends on the prefill step's token-out ``send`` (:func:`token_loop_dependency`). With it, every task
+of a step happens-before every task of the next one, and no scheduler can interleave the two steps
+on a queue (a token loop could not run such an order).
 """
 
 from __future__ import annotations
@@ -84,7 +90,10 @@ class _Builder:
 
     def task(self, name: str, *, op: str, step: str, stage: int, block: int, model_op: str, flops: int,
              reads: Sequence[tuple[_Buf, int]], writes: Sequence[tuple[_Buf, int]], shape: Sequence[int],
-             memspace: str = "device", collective: str = "none", edge: str | None = None) -> None:
+             memspace: str = "device", collective: str = "none", edge: str | None = None,
+             after: Sequence[str] = ()) -> None:
+        """Append one task; its deps are the buffer hazards of ``reads``/``writes`` followed by the
+        explicit non-hazard dependencies ``after`` (task names already added)."""
         deps: dict[str, None] = {}
         for b, _ in reads:
             w = self.last_writer.get(b.name)
@@ -96,6 +105,8 @@ class _Builder:
                 deps[w] = None
             for r in self.readers.get(b.name, ()):
                 deps[r] = None
+        for a in after:
+            deps[a] = None
         deps.pop(name, None)
         operands = [b for b, _ in reads] + [b for b, _ in writes]
         self.ops.append(TaskOp(
@@ -120,6 +131,22 @@ def _short(name: str) -> str:
     if name.startswith("blk."):
         name = name.split(".", 2)[2]
     return name
+
+
+def token_loop_dependency(spec: RunPlanSpec, steps: Sequence[str]) -> dict[str, str]:
+    """The token loop as explicit dependencies: for each step after the first, the name of its stage-0
+    ``recv`` task on the token-in edge -> the name of the previous step's last-stage ``send`` task on
+    the token-out edge (the sampled token the orchestrator feeds back). Task names follow
+    :func:`build_portable_plan` (``<step>.s<stage>.<recv|send>.<edge id>``).
+
+    Source: the runtime's generation loop (the next step's input is the previous step's sampled
+    token, seeds/000 "Token-in edge is orchestrator -> stage 0", "Token-out edge is stage N-1 ->
+    orchestrator").
+    """
+    n = len(spec.stages)
+    tin = next(e.edge_id for e in spec.edges if e.kind == "token_in")
+    tout = next(e.edge_id for e in spec.edges if e.kind == "token_out")
+    return {f"{cur}.s0.recv.{tin}": f"{prev}.s{n - 1}.send.{tout}" for prev, cur in zip(steps, steps[1:])}
 
 
 def build_portable_plan(spec: RunPlanSpec, *, prompt_len: int, decode_pos: int | None = None) -> PlanOp:
@@ -165,7 +192,9 @@ def build_portable_plan(spec: RunPlanSpec, *, prompt_len: int, decode_pos: int |
             programs.append(build_stage_program(hp, st.layer_start, st.layer_end, first, last, L))
         except ProgramError as e:
             raise PassFailedException(f"convert-runplan-to-pplan: stage {st.index}: {e.message}") from None
-    for step, T, P in (("prefill", prompt_len, 0), ("decode", 1, pos)):
+    steps = (("prefill", prompt_len, 0), ("decode", 1, pos))
+    loop = token_loop_dependency(spec, [x[0] for x in steps])
+    for step, T, P in steps:
         for st, program in zip(spec.stages, programs):
             s = st.index
             first, last = s == 0, s == n - 1
@@ -206,10 +235,11 @@ def build_portable_plan(spec: RunPlanSpec, *, prompt_len: int, decode_pos: int |
             in_buf = transient("input", "i32", (T,)) if first else transient("input", "f32", (T, D))
             eb = bld.bufs[f"edge.{ein.edge_id}"]
             nb = dtype_nbytes(ein.object_spec.dtype, (T,) + tuple(ein.object_spec.shape[1:]))
-            bld.task(f"{pre}.recv.{ein.edge_id}", op="recv", step=step, stage=s, block=-1,
-                     model_op=f"edge:{ein.edge_id}", flops=0, reads=[(eb, nb)],
-                     writes=[(in_buf, dtype_nbytes(in_buf.dtype, in_buf.shape))], shape=in_buf.shape,
-                     memspace="link", collective="recv", edge=ein.edge_id)
+            recv = f"{pre}.recv.{ein.edge_id}"
+            bld.task(recv, op="recv", step=step, stage=s, block=-1, model_op=f"edge:{ein.edge_id}", flops=0,
+                     reads=[(eb, nb)], writes=[(in_buf, dtype_nbytes(in_buf.dtype, in_buf.shape))],
+                     shape=in_buf.shape, memspace="link", collective="recv", edge=ein.edge_id,
+                     after=[loop[recv]] if recv in loop else [])
             rows = T
             for call in program:
                 k = call.kernel
@@ -326,11 +356,16 @@ class ConvertRunplanToPplanPass(ModulePass):
     """Replace the module's RunPlan with its PortablePlanIR.
 
     Options: ``prompt_len`` (tokens of the prefill step, default 8), ``decode_pos`` (position of the
-    decode step; -1 = prompt_len), ``pool`` (node-pool TOML; when given, a
-    ``pplan.deployment_binding`` is emitted: the DeploymentBinding is never guessed).
+    decode step; -1 = prompt_len), ``pool`` (node-pool TOML).
 
-    Errors (PassFailedException): no RunPlan in the module, an unreadable pool, bad step options, a
-    runplan op left behind.
+    DeploymentBinding: a ``pplan.deployment_binding`` is emitted from the ``pool`` file when given,
+    else from the node specs the RunPlan itself carries in its ``nodes`` (``pipeplan plan`` records
+    the pool it planned with, peaks included). A plan that names its nodes by id only, without
+    ``pool``, gets no binding, and the passes that need one report it missing: the binding is always
+    an explicit input in the IR, never a process default (AB-G-4).
+
+    Errors (PassFailedException): no RunPlan in the module, an unreadable pool or malformed node spec,
+    bad step options, a runplan op left behind.
     """
 
     name = "convert-runplan-to-pplan"
@@ -356,6 +391,7 @@ class ConvertRunplanToPplanPass(ModulePass):
         plan = build_portable_plan(spec, prompt_len=self.prompt_len,
                                    decode_pos=None if self.decode_pos < 0 else self.decode_pos)
         new_ops: list[Operation] = [plan]
+        pool = None
         if self.pool:
             from pipeplan.frontend.pool import load_pool_toml
 
@@ -363,6 +399,14 @@ class ConvertRunplanToPplanPass(ModulePass):
                 pool = load_pool_toml(self.pool)
             except PipeplanError as e:
                 raise PassFailedException(f"convert-runplan-to-pplan: pool: {e.one_line()}") from None
+        else:
+            from pipeplan.dialects.runplan_build import plan_node_pool
+
+            try:
+                pool = plan_node_pool(op)
+            except PipeplanError as e:
+                raise PassFailedException(f"convert-runplan-to-pplan: {e.one_line()}") from None
+        if pool is not None:
             new_ops.append(deployment_for(spec, pool).to_op())
         for o in list(op.ops):
             if o.name.startswith("runplan."):

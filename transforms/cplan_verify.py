@@ -305,10 +305,19 @@ def _overlap_problem(cx: _Ctx, a, b, acc: dict[str, list[int]], anc: list[int] |
     ma, mb = masks[a.id], masks[b.id]
     if not ma[0] & ~mb[1] or not mb[0] & ~ma[1]:
         return ""
-    pair = next(((x, y) for x in aa for y in bb if x == y or not ((anc[y] >> x) & 1 or (anc[x] >> y) & 1)),
-                (aa[0], bb[0]))
-    return (f"they may be live at once: {cx.who(cx.cmds[pair[0]].id)} and {cx.who(cx.cmds[pair[1]].id)} are not "
-            f"ordered in every legal execution")
+    shared = next((x for x in aa if x in set(bb)), None)
+    if shared is not None:
+        return f"they may be live at once: {cx.who(cx.cmds[shared].id)} accesses both"
+    x, y = _not_before(aa, bb, anc)
+    y2, x2 = _not_before(bb, aa, anc)
+    return (f"they may be live at once: {cx.who(cx.cmds[x].id)} does not happen-before {cx.who(cx.cmds[y].id)} and "
+            f"{cx.who(cx.cmds[y2].id)} does not happen-before {cx.who(cx.cmds[x2].id)} in every legal execution")
+
+
+def _not_before(xs: list[int], ys: list[int], anc: list[int]) -> tuple[int, int]:
+    """A witness ``(x, y)``, x in ``xs`` and y in ``ys``, such that x does not happen-before y (the
+    caller knows one exists: not every access of ``xs`` precedes every access of ``ys``)."""
+    return next(((x, y) for x in xs for y in ys if not (anc[y] >> x) & 1), (xs[0], ys[0]))
 
 
 def _mask(xs: list[int]) -> int:

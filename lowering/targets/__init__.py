@@ -237,6 +237,13 @@ class EngineResources:
         return {"engine": rule.engine, "workspace_bytes": int(rule.workspace_per_byte * task.bytes_read)}
 
 
+def standard_capabilities(dtypes: Sequence[str], engine: str) -> tuple[str, ...]:
+    """The capability set of a TargetBinding whose kernels take ``dtypes`` (plus i32 token ids) in device
+    and link memory, row-major, with send/recv collectives, on engines of kind ``engine``."""
+    return tuple(f"dtype:{d}" for d in (*dtypes, "i32")) + (
+        "memspace:device", "memspace:link", "layout:row_major", "collective:send", "collective:recv", f"engine:{engine}")
+
+
 def standard_rules(prefix: str, *, compute_dtypes: Sequence[str], runtime: str, library: str, abi: str,
                    engine: str = "compute", copy_engine: str = "copy", min_alignment: int = 1,
                    link_memspace: str = "link") -> list[CapabilityRule]:

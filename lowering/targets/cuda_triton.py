@@ -19,6 +19,7 @@ from pipeplan.lowering.targets import (
     RuleTable,
     StandardLegality,
     TargetPlugin,
+    standard_capabilities,
     standard_rules,
 )
 
@@ -27,9 +28,7 @@ REVISION = "cuda-triton@1"
 
 BINDING = TargetBinding(
     target="cuda-triton", architecture="nvidia-sm80+", runtime="cuda-12",
-    capabilities=tuple(f"dtype:{d}" for d in (*DTYPES, "i32")) + ("memspace:device", "memspace:link",
-                                                                 "layout:row_major", "collective:send",
-                                                                 "collective:recv", "engine:stream"),
+    capabilities=standard_capabilities(DTYPES, "stream"),
     library="triton", library_version="3.9", abi="triton-3.9-ptx", plugin_revision=REVISION)
 
 _RULES = standard_rules("triton", compute_dtypes=DTYPES, runtime=BINDING.runtime, library=BINDING.library,

@@ -15,6 +15,7 @@ from pipeplan.lowering.targets import (
     RuleTable,
     StandardLegality,
     TargetPlugin,
+    standard_capabilities,
     standard_rules,
 )
 
@@ -23,9 +24,7 @@ REVISION = "virtual-queue@1"
 
 BINDING = TargetBinding(
     target="virtual-queue", architecture="virtual-queue", runtime="vq-runtime-1",
-    capabilities=tuple(f"dtype:{d}" for d in (*DTYPES, "i32")) + ("memspace:device", "memspace:link",
-                                                                 "layout:row_major", "collective:send",
-                                                                 "collective:recv", "engine:queue"),
+    capabilities=standard_capabilities(DTYPES, "queue"),
     library="pipeplan-vq-kernels", library_version="1", abi="vq-abi-1", plugin_revision=REVISION)
 
 PLUGIN = TargetPlugin(

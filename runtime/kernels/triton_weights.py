@@ -83,7 +83,8 @@ class GGMLWeight(torch.Tensor):
             raise TritonKernelError("weight_layout", f"weight {name}: {ggml_type} [N={n}, K={k}] needs a contiguous "
                                     f"raw tensor {want}, got {raw.dtype} {tuple(raw.shape)}", where=name, kind="bind")
 
-    def __repr__(self) -> str:  # noqa: D105
+    def __repr__(self, *, tensor_contents=None):  # noqa: D105  (torch.Tensor.__repr__'s own signature, unannotated
+        # as in torch: mypy rejects every annotated override of it, even an identical one)
         return f"GGMLWeight({self.wname}, {self.ggml_type}, shape={tuple(self.shape)}, device={self.raw.device})"
 
     def dequantized(self) -> torch.Tensor:
@@ -101,7 +102,8 @@ class GGMLWeight(torch.Tensor):
 
     def to_device(self, device: torch.device | str) -> GGMLWeight:
         """The same weight with its raw data on ``device`` (the raw bytes move, not a dequantized copy)."""
-        return GGMLWeight(self.raw.to(device), self.ggml_type, tuple(self.shape), self.wname)
+        n, k = self.shape
+        return GGMLWeight(self.raw.to(device), self.ggml_type, (int(n), int(k)), self.wname)
 
     @property
     def nbytes_raw(self) -> int:

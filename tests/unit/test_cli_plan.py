@@ -161,3 +161,30 @@ def test_url_model_is_a_typed_error(capsys):
     rc, out, err = _run(capsys, [url, "--stages", "2"])
     assert rc == 2 and out == ""
     assert err.startswith("error[remote_model]: ") and url in err and err.count("\n") == 1
+
+
+def test_plan_without_nodes_states_local_peaks(capsys, monkeypatch):
+    """RP-F-1, AB-G-4: without --nodes the local pool states this machine's peaks (here the
+    PIPEPLAN_LOCAL_PEAKS override) in the plan's node specs, so the issue-4 pipeline
+    convert-runplan-to-pplan -> legalize -> select -> roofline costs runs on `pipeplan plan` output as is."""
+    from pipeplan.api import parse_module, register_pipeplan, run_pipeline
+    from pipeplan.dialects.bindings import DeploymentBinding, DeploymentBindingOp
+    from pipeplan.dialects.runplan_build import plan_node_pool
+    from pipeplan.frontend.pool import physical_memory_bytes
+    from pipeplan.plan_types import NodeSpec
+    from xdsl.context import Context
+
+    monkeypatch.setenv("PIPEPLAN_LOCAL_PEAKS", "2.5e10,1.5e11")
+    rc, out, err = _run(capsys, [str(STORIES), "--stages", "2", "--max-seq-len", "64"])
+    assert rc == 0 and err == ""
+    ctx = register_pipeplan(Context())
+    mod = parse_module(ctx, out)
+    mem = physical_memory_bytes()
+    assert plan_node_pool(mod).nodes == tuple(NodeSpec(f"local{i}", mem, 2.5e10, 1.5e11, 2.5e10) for i in range(2))
+    run_pipeline(ctx, mod, "convert-runplan-to-pplan,pplan-legalize{target=virtual-queue},pplan-select-implementations,"
+                           "pplan-resolve-costs{evidence=roofline}")
+    (op,) = [o for o in mod.ops if isinstance(o, DeploymentBindingOp)]
+    binding = DeploymentBinding.from_op(op)
+    assert binding.stage_devices == ("local0", "local1")
+    assert all(d.flops_per_s == 1.5e11 and d.bandwidth_bytes_per_s == 2.5e10 for d in binding.devices)
+    assert any(o.name == "pplan.costed_view" for o in mod.ops)

@@ -165,3 +165,69 @@ def test_70b_80_blocks_8_stages_under_3s(tmp_path):
         if x.space == "device":
             assert x.lower_bound <= x.peak <= 1.10 * x.lower_bound, x
             assert x.transient_peak <= 1.10 * x.transient_lower_bound + 64 * 8, x
+
+
+# --------------------------------------------------------------------------- list-schedule on 1..5 stages
+@pytest.fixture(scope="session")
+def stories_facts(stories_path):
+    return read_model_facts(stories_path)
+
+
+def _costed(facts, stages: int, prompt_len: int):
+    """stories260K planned on ``stages`` nodes (peaks stated: the plan carries them) and costed."""
+    pool = NodePool(tuple(NodeSpec(f"n{i}", 8 * 10**9, 2.0e10, 1.0e11, 1.0e9) for i in range(stages)))
+    mod = plan_run(facts, RuntimeConfig(max_seq_len=64), pool, stages)
+    run_pipeline(_ctx(), mod, f"convert-runplan-to-pplan{{prompt_len={prompt_len}}},pplan-legalize{{target=virtual-queue}},"
+                              "pplan-select-implementations,pplan-resolve-costs{evidence=roofline}")
+    return mod
+
+
+@pytest.mark.parametrize("stages", [1, 2, 3, 4, 5])
+@pytest.mark.parametrize("prompt_len", [1, 8])
+def test_list_schedule_passes_cplan_verify_on_stories(stories_facts, stages, prompt_len):
+    """AB-S-1..7, AB-R-5, AB-R-6: convert-pplan-to-cplan{binder=list-schedule} then cplan-verify (with
+    the commit gate) accepts stories260K over 1..5 stages — no AB-S-5 unsafe_reuse — and the memory
+    plan reuses transient bytes (peak below the sum of all buffers)."""
+    mod = _costed(stories_facts, stages, prompt_len)
+    problem = problem_from_module(mod)
+    run_pipeline(_ctx(), mod, "convert-pplan-to-cplan{binder=list-schedule keep_source=true},"
+                              "cplan-verify{require_source=true}")
+    (plan_op,) = [o for o in mod.ops if isinstance(o, PlanOp)]
+    plan = plan_from_ir(plan_op)
+    assert verify_plan(plan, problem) == []
+    for dev in {a.device for a in plan.allocs}:
+        mine = [a for a in plan.allocs if a.device == dev and a.space == "device"]
+        assert max(a.offset + a.size for a in mine) < sum(a.size for a in mine)
+
+
+@pytest.mark.parametrize("binder", ["list-schedule", "reference-queue"])
+def test_steps_never_interleave_on_a_queue(stories_facts, binder):
+    """AB-S-2 with the explicit token loop (prefill token-out send -> decode token-in recv): on every
+    queue all prefill commands come before all decode commands, the order a token loop runs."""
+    mod = _costed(stories_facts, 3, 8)
+    plan = bind(problem_from_module(mod), binder).plan
+    assert isinstance(plan.extension, QueueSchedule)
+    for q in plan.extension.queues:
+        steps = [c.split(".")[1] for c in q.order]
+        assert steps == sorted(steps, key=("prefill", "decode").index), (q.device, q.engine)
+        assert "decode" in steps and "prefill" in steps
+
+
+def test_list_schedule_package_on_three_stages(stories_path, tmp_path, expected_cases):
+    """AB-M-2, AB-M-3 with the production binder: a 3-stage stories260K package compiled with
+    list-schedule (commit gate inside) verifies with verify_package and replays to EXPECTED's tokens."""
+    from pipeplan.frontend.pool import load_pool_toml
+    from pipeplan.lowering.replay_package import compile_plan_to_package, print_module, verify_package
+    from pipeplan.runtime.replay import replay_package
+
+    _pool(tmp_path / "pool.toml", 3, 1 << 30)
+    plan = plan_run(read_model_facts(stories_path), RuntimeConfig(max_seq_len=64), load_pool_toml(tmp_path / "pool.toml"), 3)
+    (tmp_path / "plan.mlir").write_text(print_module(plan))
+    pkg = compile_plan_to_package(tmp_path / "plan.mlir", "virtual-queue", None, tmp_path / "pkg",
+                                  pool=tmp_path / "pool.toml", binder="list-schedule", decode_tokens=4)
+    m = verify_package(pkg)
+    assert m["deployment"]["identity"] == "deployment:n0,n1,n2"
+    assert m["revisions"]["binder"] == "list-schedule"
+    case = expected_cases[0]
+    r = replay_package(pkg, stories_path, case["prompt"], len(case["greedy_ids"]))
+    assert r.token_ids == case["greedy_ids"]

@@ -131,3 +131,69 @@ def test_local_pool_rejects(n, kwargs):
     with pytest.raises(RunPlanRejection) as ei:
         local_pool(n, **kwargs)
     assert ei.value.code == "invalid_pool"
+
+
+# --------------------------------------------------------------------------- local peaks
+def test_local_peaks_env_override(monkeypatch, tmp_path):
+    """PIPEPLAN_LOCAL_PEAKS="BW,FLOPS[,LINK]" states the local peaks (link = BW unless given); nothing is
+    probed or cached."""
+    from pipeplan.frontend.pool import LocalPeaks, local_peaks
+
+    monkeypatch.setenv("PIPEPLAN_LOCAL_PEAKS", "3e10, 2.5e11")
+    assert local_peaks(tmp_path) == LocalPeaks(3e10, 2.5e11, 3e10, "env")
+    monkeypatch.setenv("PIPEPLAN_LOCAL_PEAKS", "3e10,2.5e11,1e9")
+    assert local_peaks(tmp_path).link_bandwidth_bytes_per_s == 1e9
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("value", ["fast", "1e10", "1e10,0", "1e10,nan", "1,2,3,4", "-1,5"])
+def test_local_peaks_env_malformed(monkeypatch, tmp_path, value):
+    """A malformed PIPEPLAN_LOCAL_PEAKS is a typed error naming the variable, never a guessed figure."""
+    from pipeplan.frontend.pool import local_peaks
+
+    monkeypatch.setenv("PIPEPLAN_LOCAL_PEAKS", value)
+    with pytest.raises(RunPlanRejection) as ei:
+        local_peaks(tmp_path)
+    assert ei.value.code == "invalid_pool" and "PIPEPLAN_LOCAL_PEAKS" in ei.value.message
+
+
+def test_local_peaks_probe_is_cached(monkeypatch, tmp_path):
+    """Without the override, the numpy probe runs once and its result is cached in local_peaks.json
+    ($PIPEPLAN_CACHE by default); the next call reads the cache; a corrupt cache is measured again."""
+    import json
+
+    from pipeplan.frontend import pool as pool_mod
+
+    monkeypatch.delenv("PIPEPLAN_LOCAL_PEAKS", raising=False)
+    monkeypatch.setenv("PIPEPLAN_CACHE", str(tmp_path / "c"))
+    first = pool_mod.local_peaks()
+    assert first.source == "probe" and first.bandwidth_bytes_per_s > 1e8 and first.flops_per_s > 1e8
+    assert first.link_bandwidth_bytes_per_s == first.bandwidth_bytes_per_s
+    assert float(f"{first.flops_per_s:.3g}") == first.flops_per_s
+    doc = json.loads((tmp_path / "c" / "local_peaks.json").read_text())
+    assert doc["format"] == "pipeplan-local-peaks/1" and doc["flops_per_s"] == first.flops_per_s
+    calls = []
+    monkeypatch.setattr(pool_mod, "probe_local_peaks", lambda: calls.append(1) or (1e9, 2e9))
+    again = pool_mod.local_peaks()
+    assert again.source == "cache" and again.bandwidth_bytes_per_s == first.bandwidth_bytes_per_s and not calls
+    (tmp_path / "c" / "local_peaks.json").write_text("{broken")
+    assert pool_mod.local_peaks() == pool_mod.LocalPeaks(1e9, 2e9, 1e9, "probe") and calls == [1]
+
+
+def test_local_peaks_unwritable_cache_still_measures(monkeypatch, tmp_path):
+    """An unwritable cache directory is not an error: the measurement is returned (and not cached)."""
+    from pipeplan.frontend import pool as pool_mod
+
+    monkeypatch.delenv("PIPEPLAN_LOCAL_PEAKS", raising=False)
+    blocker = tmp_path / "file"
+    blocker.write_text("x")
+    monkeypatch.setattr(pool_mod, "probe_local_peaks", lambda: (4e10, 3e11))
+    assert pool_mod.local_peaks(blocker / "sub") == pool_mod.LocalPeaks(4e10, 3e11, 4e10, "probe")
+
+
+def test_local_pool_with_peaks_states_them_on_every_node():
+    """local_pool(n, peaks=...): every node states the peaks; ids and memory as without them."""
+    from pipeplan.frontend.pool import LocalPeaks
+
+    pool = local_pool(2, memory_bytes=1234, peaks=LocalPeaks(2e10, 1e11, 3e9, "env"))
+    assert pool.nodes == (NodeSpec("local0", 1234, 2e10, 1e11, 3e9), NodeSpec("local1", 1234, 2e10, 1e11, 3e9))

@@ -449,3 +449,63 @@ def test_convert_pass_imports_without_torch():
     out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True).stdout.strip()
     assert out == "False"
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+# --------------------------------------------------------------------------- token loop (explicit dependency)
+def _closure(plan) -> dict[str, set[str]]:
+    """Task name -> names of all its (transitive) dependencies."""
+    anc: dict[str, set[str]] = {}
+    for t in plan.tasks():  # program order is a topological order
+        a: set[str] = set()
+        for d in t.deps.data:
+            n = d.root_reference.data
+            a |= anc[n] | {n}
+        anc[t.sym_name.data] = a
+    return anc
+
+
+@pytest.mark.parametrize("stages", [1, 3])
+def test_token_loop_dependency_is_explicit(facts, stages):
+    """AB-S-1, AB-S-2: the decode step's token-in recv depends on the prefill step's token-out send (the
+    sampled token the orchestrator feeds back), so every decode task depends on every prefill task and
+    no scheduler can interleave the two steps on a queue."""
+    spec = plan_run_spec(facts, RuntimeConfig(max_seq_len=L), NodePool(tuple(
+        NodeSpec(f"n{i}", 8 * 10**9, 2.0e10, 1.0e11, 1.0e9) for i in range(stages))), stages)
+    plan = build_portable_plan(spec, prompt_len=PROMPT)
+    tin = next(e.edge_id for e in spec.edges if e.kind == "token_in")
+    tout = next(e.edge_id for e in spec.edges if e.kind == "token_out")
+    recv = next(t for t in plan.tasks() if t.sym_name.data == f"decode.s0.recv.{tin}")
+    assert [d.root_reference.data for d in recv.deps.data] == [f"prefill.s{stages - 1}.send.{tout}"]
+    anc = _closure(plan)
+    prefill = {t.sym_name.data for t in plan.tasks() if t.step.data == "prefill"}
+    decode = [t.sym_name.data for t in plan.tasks() if t.step.data == "decode"]
+    assert prefill and decode and all(prefill <= anc[d] for d in decode)
+    assert not any(anc[p] & set(decode) for p in prefill)
+
+
+# --------------------------------------------------------------------------- DeploymentBinding from the RunPlan IR
+def test_binding_built_from_the_plans_node_specs(ctx, facts):
+    """AB-G-1, AB-G-4: a RunPlan carries its pool's node specs, so convert-runplan-to-pplan without
+    `pool=` emits the DeploymentBinding from the IR (capacity, peaks, reservations) — the same one the
+    pool file gives — and roofline costing runs."""
+    from pipeplan.dialects.bindings import DeploymentBindingOp
+    from pipeplan.frontend.planner import plan_run
+
+    mod = plan_run(facts, RuntimeConfig(max_seq_len=L), POOL, 2)
+    spec = plan_run_spec(facts, RuntimeConfig(max_seq_len=L), POOL, 2)
+    run_pipeline(ctx, mod, "convert-runplan-to-pplan{prompt_len=4}," + LEGAL + ",pplan-resolve-costs{evidence=roofline}")
+    (op,) = [o for o in mod.ops if isinstance(o, DeploymentBindingOp)]
+    assert DeploymentBinding.from_op(op) == deployment_for(spec, POOL)
+    assert sum(isinstance(o, CostOp) for o in mod.walk()) == len(find_plan(mod).tasks())
+
+
+def test_id_only_plan_gets_no_binding(ctx, facts):
+    """AB-G-4: a plan that names its nodes by id only (the pre-node-spec form) states no capacity or
+    peaks: no binding is invented, and costing reports the DeploymentBinding missing."""
+    from pipeplan.dialects.runplan_build import build_runplan_module, plan_node_pool
+
+    spec = plan_run_spec(facts, RuntimeConfig(max_seq_len=L), POOL, 2)
+    mod = build_runplan_module(spec, [n.id for n in POOL.nodes])
+    assert plan_node_pool(mod) is None
+    with pytest.raises(PassFailedException, match="missing binding: DeploymentBinding "):
+        run_pipeline(ctx, mod, "convert-runplan-to-pplan{prompt_len=4}," + LEGAL + ",pplan-resolve-costs{evidence=roofline}")

@@ -18,7 +18,7 @@ from pipeplan.dialects.runplan_build import (
     verify_runplan,
 )
 from pipeplan.errors import RunPlanRejection
-from pipeplan.plan_types import ORCHESTRATOR, EdgePlan, RunPlanSpec, StagePlan, TensorInfo
+from pipeplan.plan_types import ORCHESTRATOR, EdgePlan, NodePool, NodeSpec, RunPlanSpec, StagePlan, TensorInfo
 from pipeplan.transforms.project_provisioning import project_plan
 from xdsl.context import Context
 from xdsl.dialects.builtin import Builtin, ModuleOp
@@ -351,3 +351,65 @@ def test_edge_plan_endpoint_values():
     back = runplan_spec_from_module(build_runplan_module(spec, nodes(3)))
     assert [(e.producer, e.consumer) for e in back.edges] == [(-1, 0), (0, 1), (1, 2), (2, -1)]
     assert all(isinstance(e, EdgePlan) for e in back.edges) and all(isinstance(s, StagePlan) for s in back.stages)
+
+
+# --------------------------------------------------------------------------- node specs in `nodes`
+SPEC_POOL = (NodeSpec("node-0", 8 * 10**9, 2.0e10, 1.0e11, 1.0e9), NodeSpec("node-1", 1 << 40, 3.3e10),
+             NodeSpec("node-2", 123))
+
+
+def test_node_specs_round_trip_text_and_generic(spec3):
+    """RP-AR-1, RP-F-3: the plan records its pool as node specs (memory and the peaks that are given):
+    plan_node_pool reads back the same NodePool from the built op, its custom print and its generic print."""
+    import io
+
+    from pipeplan.dialects.runplan_build import plan_node_pool
+
+    pool = NodePool(SPEC_POOL)
+    m = build_runplan_module(spec3, pool)
+    verify_runplan(m)
+    assert plan_node_pool(m) == pool
+    text = printed(m)
+    assert 'nodes [{id = "node-0", memory_bytes = 8000000000, bandwidth_bytes_per_s = 2.000000e+10' in text
+    assert '{id = "node-2", memory_bytes = 123}]' in text
+    back = parse(text)
+    assert plan_node_pool(back) == pool and printed(back) == text
+    buf = io.StringIO()
+    Printer(buf, print_generic_format=True).print_op(m)
+    assert plan_node_pool(parse(buf.getvalue())) == pool and printed(parse(buf.getvalue())) == text
+
+
+def test_plain_id_nodes_still_parse(spec3):
+    """RP-AR-1: plans written before node specs (``nodes ["a", "b"]``) and mixed lists still parse and
+    verify; such a plan carries no NodePool (no capacities or peaks are invented)."""
+    from pipeplan.dialects.runplan_build import plan_node_pool
+
+    m = build_runplan_module(spec3, ["node-0", SPEC_POOL[1], "node-2"])
+    verify_runplan(m)
+    text = printed(m)
+    assert 'nodes ["node-0", {id = "node-1"' in text
+    back = parse(text)
+    verify_runplan(back)
+    assert plan_node_pool(back) is None and next(o for o in back.walk() if isinstance(o, PlanOp)).node_ids() == \
+        ("node-0", "node-1", "node-2")
+    assert plan_node_pool(parse(printed(build_runplan_module(spec3, nodes(3))))) is None
+
+
+@pytest.mark.parametrize("entry, fragment", [
+    ('{id = "node-1"}', "nodes[1] lacks key 'memory_bytes'"),
+    ('{id = "node-1", memory_bytes = 0}', "nodes[1] ('node-1'): 'memory_bytes' must be > 0, got 0"),
+    ('{id = "node-1", memory_bytes = 5, flops_per_s = -1.0}', "'flops_per_s' must be a finite number > 0"),
+    ('{id = "node-1", memory_bytes = 5, flops_per_s = 7}', "'flops_per_s' must be f64"),
+    ('{id = "node-1", memory_bytes = 5, speed = 1.0}', "nodes[1] has unexpected key 'speed'"),
+    ('{id = "", memory_bytes = 5}', "nodes[1] has an empty 'id'"),
+    ('"node-0"', "nodes[1] repeats node id 'node-0' of nodes[0]"),
+])
+def test_malformed_node_spec_rejected(spec3, entry, fragment):
+    """RP-AR-1: a malformed node spec (missing/unknown key, wrong type, non-positive memory or peak,
+    empty or duplicate id) is rejected with code unknown_node, naming nodes[i] and the key."""
+    text = printed(build_runplan_module(spec3, nodes(3)))
+    bad = text.replace('nodes ["node-0", "node-1", "node-2"]', f'nodes ["node-0", {entry}, "node-2"]')
+    assert bad != text
+    with pytest.raises(RunPlanRejection) as ei:
+        verify_runplan(parse(bad))
+    assert ei.value.code == "unknown_node" and "[RP-AR-1]" in ei.value.message and fragment in ei.value.message

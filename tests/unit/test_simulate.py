@@ -114,3 +114,33 @@ def test_deadlock_and_unknown_step_are_typed_errors():
     with pytest.raises(SimulationError) as ei:
         simulate(build_model(p), ("prefill",))
     assert ei.value.code == "bad_schedule"
+
+
+def test_loop_edges_agree_with_the_plans_token_loop_dependency(stories_path):
+    """AB-T-2: on stories260K over 2 stages (list-schedule), the plan states the token loop explicitly
+    (decode token-in recv -> prefill token-out send; the other cross-step dependencies are KV-cache and
+    edge-buffer hazards, all from decode to prefill); the model's loop sinks/sources are exactly the
+    loop's two ends in each step, and a run of 2 prefill chunks + 3 decode tokens simulates without deadlock
+    with each instance's commands in the plan's queue order."""
+    from pipeplan.api import register_pipeplan, run_pipeline
+    from pipeplan.frontend.gguf_facts import read_model_facts
+    from pipeplan.frontend.planner import plan_run
+    from pipeplan.plan_types import NodePool, NodeSpec, RuntimeConfig
+    from pipeplan.transforms.convert_pplan_to_cplan import bind, problem_from_module
+    from xdsl.context import Context
+
+    pool = NodePool(tuple(NodeSpec(f"n{i}", 1 << 30, 2.0e10, 1.0e11, 1.0e9) for i in range(2)))
+    mod = plan_run(read_model_facts(stories_path), RuntimeConfig(max_seq_len=64), pool, 2)
+    run_pipeline(register_pipeplan(Context()), mod, "convert-runplan-to-pplan{prompt_len=4},pplan-legalize{target=virtual-queue},"
+                 "pplan-select-implementations,pplan-resolve-costs{evidence=roofline}")
+    plan = bind(problem_from_module(mod), "list-schedule").plan
+    step = {c.id: c.task.split(".")[0] for c in plan.commands}
+    cross = [(c.id, d) for c in plan.commands for d in c.deps if step[d] != step[c.id]]
+    assert ("cmd.decode.s0.recv.e0", "cmd.prefill.s1.send.e2") in cross
+    assert all(step[c] == "decode" and step[d] == "prefill" for c, d in cross)
+    model = build_model(plan)
+    ids = [c.id for c in model.commands]
+    assert {ids[i] for i in model.loop_sinks} == {"cmd.prefill.s0.recv.e0", "cmd.decode.s0.recv.e0"}
+    assert {ids[i] for i in model.loop_sources} == {"cmd.prefill.s1.send.e2", "cmd.decode.s1.send.e2"}
+    sim = simulate(model, run_schedule(model, prompt_chunks=2, decode_tokens=3))
+    assert len(sim.intervals) == 2 * sum(s == "prefill" for s in step.values()) + 3 * sum(s == "decode" for s in step.values())

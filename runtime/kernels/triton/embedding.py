@@ -27,10 +27,7 @@ def _gather_kernel(ids_ptr, w_ptr, y_ptr, D, stride_wn, stride_y, FMT: tl.conste
     if FMT <= 2:
         v = tl.load(base + cols, mask=ok, other=0.0).to(tl.float32)
     else:
-        if FMT == 3:
-            BS: tl.constexpr = 34
-        else:
-            BS: tl.constexpr = 18
+        BS: tl.constexpr = 34 if FMT == 3 else 18  # bytes per 32-weight block: Q8_0 34, Q4_0 18
         sp = base + (cols // 32) * BS
         d = (tl.load(sp, mask=ok, other=0).to(tl.uint16) | (tl.load(sp + 1, mask=ok, other=0).to(tl.uint16) << 8))
         d = d.to(tl.float16, bitcast=True).to(tl.float32)

@@ -65,10 +65,7 @@ def _gemv_kernel(x_ptr, w_ptr, y_ptr, M, N, K, stride_xm, stride_wn, stride_ym,
         else:
             blk = k0 // 32 + tl.arange(0, NB)
             wmask2 = n_ok[:, None] & (blk[None, :] < K // 32)
-            if FMT == 3:
-                BS: tl.constexpr = 34
-            else:
-                BS: tl.constexpr = 18
+            BS: tl.constexpr = 34 if FMT == 3 else 18  # bytes per 32-weight block: Q8_0 34, Q4_0 18
             sp = w_ptr + rn[:, None] * stride_wn + blk[None, :] * BS
             d_lo = tl.load(sp, mask=wmask2, other=0).to(tl.uint16)
             d_hi = tl.load(sp + 1, mask=wmask2, other=0).to(tl.uint16)
@@ -176,8 +173,10 @@ def matmul(x: torch.Tensor, weight: torch.Tensor, *, use_dot: bool | None = None
         _gemv_kernel[grid](*args, FMT=FORMATS[fmt], USE_DOT=cfg["USE_DOT"], BLOCK_M=bm,
                            BLOCK_N=cfg["BLOCK_N"], BLOCK_K=cfg["BLOCK_K"])
     else:
-        grid = lambda meta: (cdiv(n, meta["BLOCK_N"]), cdiv(m, bm))  # noqa: E731
-        _gemv_autotuned[grid](*args, FMT=FORMATS[fmt], USE_DOT=cfg["USE_DOT"], BLOCK_M=bm)
+        def grid_of(meta):
+            return (cdiv(n, meta["BLOCK_N"]), cdiv(m, bm))
+
+        _gemv_autotuned[grid_of](*args, FMT=FORMATS[fmt], USE_DOT=cfg["USE_DOT"], BLOCK_M=bm)
     return y
 
 

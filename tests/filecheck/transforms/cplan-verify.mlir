@@ -105,7 +105,7 @@ cplan.plan attributes {binder = "reference-queue", target = "vq@1", deployment =
     cplan.queue {device = "d0", engine = "copy", order = ["cmd.t1"]}
   }
 }
-// CHECK: AB-S-5 unsafe_reuse: d0/device: allocations 'alloc.a' [192, 256) and 'alloc.b' [192, 256) overlap; they may be live at once: 'cmd.t1' (stage 0 block 0 attn_q) and 'cmd.t1' (stage 0 block 0 attn_q) are not ordered in every legal execution
+// CHECK: AB-S-5 unsafe_reuse: d0/device: allocations 'alloc.a' [192, 256) and 'alloc.b' [192, 256) overlap; they may be live at once: 'cmd.t1' (stage 0 block 0 attn_q) accesses both
 
 // -----
 

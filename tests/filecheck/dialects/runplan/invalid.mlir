@@ -2065,3 +2065,178 @@ builtin.module {
           "output.weight" F32 [8, 16] shard 0 offset 608 bytes 512]
   }
 }
+
+// -----
+
+// RP-AR-1: node spec with a node spec without memory
+// CHECK: {{^}}[RP-AR-1] node spec must hold exactly id, memory_bytes: nodes[1] lacks key 'memory_bytes'
+builtin.module {
+  runplan.plan @tiny nodes ["node-a", {id = "node-b"}, "node-c"]
+      model {architecture = "llama", name = "tiny", block_count = 2, embedding_length = 8, head_count = 2, head_count_kv = 1, feed_forward_length = 12, vocab_size = 16, context_length = 32, rope_dimension_count = 4, rope_freq_base = 1.000000e+04, rms_norm_eps = 9.9999997473787516E-6, alignment = 32, block_bytes = array<i64: 32, 32>, files = ["tiny.gguf"], sha256 = "00ff"}
+      config {max_seq_len = 4, activation_dtype = "f32", token_dtype = "i32", kv_dtype = "f32", ring_slots = 2, alignment = 16}
+      weights {uris = ["tiny.gguf"], sha256 = [], sizes = array<i64>} {
+    runplan.tensor "token_embd.weight" F32 [8, 16] shard 0 offset 0 bytes 512
+    runplan.tensor "blk.0.attn_norm.weight" F32 [8] shard 0 offset 512 bytes 32 block 0
+    runplan.tensor "blk.1.attn_norm.weight" F32 [8] shard 0 offset 544 bytes 32 block 1
+    runplan.tensor "output_norm.weight" F32 [8] shard 0 offset 576 bytes 32
+    runplan.tensor "output.weight" F32 [8, 16] shard 0 offset 608 bytes 512
+    runplan.stage 0 on "node-a" layers [0, 1)
+    runplan.stage 1 on "node-c" layers [1, 2)
+    runplan.edge "tok.in" token_in orchestrator -> 0 object {kind = "token", dtype = "i32", dtype_width = 4, shape = array<i64: 4>, layout = "row_major", alignment = 16, max_extent = 16} ring {slots = 2, slot_bytes = 16}
+    runplan.edge "act.0" activation 0 -> 1 object {kind = "activation", dtype = "f32", dtype_width = 4, shape = array<i64: 4, 8>, layout = "row_major", alignment = 16, max_extent = 128} ring {slots = 2, slot_bytes = 128}
+    runplan.edge "tok.out" token_out 1 -> orchestrator object {kind = "token", dtype = "i32", dtype_width = 4, shape = array<i64: 4>, layout = "row_major", alignment = 16, max_extent = 16} ring {slots = 2, slot_bytes = 16}
+  }
+}
+
+// -----
+
+// RP-AR-1: node spec with an unknown key
+// CHECK: {{^}}[RP-AR-1] node spec must hold exactly id, memory_bytes: nodes[1] has unexpected key 'speed'
+builtin.module {
+  runplan.plan @tiny nodes ["node-a", {id = "node-b", memory_bytes = 64, speed = 1.0}, "node-c"]
+      model {architecture = "llama", name = "tiny", block_count = 2, embedding_length = 8, head_count = 2, head_count_kv = 1, feed_forward_length = 12, vocab_size = 16, context_length = 32, rope_dimension_count = 4, rope_freq_base = 1.000000e+04, rms_norm_eps = 9.9999997473787516E-6, alignment = 32, block_bytes = array<i64: 32, 32>, files = ["tiny.gguf"], sha256 = "00ff"}
+      config {max_seq_len = 4, activation_dtype = "f32", token_dtype = "i32", kv_dtype = "f32", ring_slots = 2, alignment = 16}
+      weights {uris = ["tiny.gguf"], sha256 = [], sizes = array<i64>} {
+    runplan.tensor "token_embd.weight" F32 [8, 16] shard 0 offset 0 bytes 512
+    runplan.tensor "blk.0.attn_norm.weight" F32 [8] shard 0 offset 512 bytes 32 block 0
+    runplan.tensor "blk.1.attn_norm.weight" F32 [8] shard 0 offset 544 bytes 32 block 1
+    runplan.tensor "output_norm.weight" F32 [8] shard 0 offset 576 bytes 32
+    runplan.tensor "output.weight" F32 [8, 16] shard 0 offset 608 bytes 512
+    runplan.stage 0 on "node-a" layers [0, 1)
+    runplan.stage 1 on "node-c" layers [1, 2)
+    runplan.edge "tok.in" token_in orchestrator -> 0 object {kind = "token", dtype = "i32", dtype_width = 4, shape = array<i64: 4>, layout = "row_major", alignment = 16, max_extent = 16} ring {slots = 2, slot_bytes = 16}
+    runplan.edge "act.0" activation 0 -> 1 object {kind = "activation", dtype = "f32", dtype_width = 4, shape = array<i64: 4, 8>, layout = "row_major", alignment = 16, max_extent = 128} ring {slots = 2, slot_bytes = 128}
+    runplan.edge "tok.out" token_out 1 -> orchestrator object {kind = "token", dtype = "i32", dtype_width = 4, shape = array<i64: 4>, layout = "row_major", alignment = 16, max_extent = 16} ring {slots = 2, slot_bytes = 16}
+  }
+}
+
+// -----
+
+// RP-AR-1: node spec with an integer peak
+// CHECK: {{^}}[RP-AR-1] node spec must hold exactly id, memory_bytes: nodes[1]: 'flops_per_s' must be f64, got 7 : i64
+builtin.module {
+  runplan.plan @tiny nodes ["node-a", {id = "node-b", memory_bytes = 64, flops_per_s = 7}, "node-c"]
+      model {architecture = "llama", name = "tiny", block_count = 2, embedding_length = 8, head_count = 2, head_count_kv = 1, feed_forward_length = 12, vocab_size = 16, context_length = 32, rope_dimension_count = 4, rope_freq_base = 1.000000e+04, rms_norm_eps = 9.9999997473787516E-6, alignment = 32, block_bytes = array<i64: 32, 32>, files = ["tiny.gguf"], sha256 = "00ff"}
+      config {max_seq_len = 4, activation_dtype = "f32", token_dtype = "i32", kv_dtype = "f32", ring_slots = 2, alignment = 16}
+      weights {uris = ["tiny.gguf"], sha256 = [], sizes = array<i64>} {
+    runplan.tensor "token_embd.weight" F32 [8, 16] shard 0 offset 0 bytes 512
+    runplan.tensor "blk.0.attn_norm.weight" F32 [8] shard 0 offset 512 bytes 32 block 0
+    runplan.tensor "blk.1.attn_norm.weight" F32 [8] shard 0 offset 544 bytes 32 block 1
+    runplan.tensor "output_norm.weight" F32 [8] shard 0 offset 576 bytes 32
+    runplan.tensor "output.weight" F32 [8, 16] shard 0 offset 608 bytes 512
+    runplan.stage 0 on "node-a" layers [0, 1)
+    runplan.stage 1 on "node-c" layers [1, 2)
+    runplan.edge "tok.in" token_in orchestrator -> 0 object {kind = "token", dtype = "i32", dtype_width = 4, shape = array<i64: 4>, layout = "row_major", alignment = 16, max_extent = 16} ring {slots = 2, slot_bytes = 16}
+    runplan.edge "act.0" activation 0 -> 1 object {kind = "activation", dtype = "f32", dtype_width = 4, shape = array<i64: 4, 8>, layout = "row_major", alignment = 16, max_extent = 128} ring {slots = 2, slot_bytes = 128}
+    runplan.edge "tok.out" token_out 1 -> orchestrator object {kind = "token", dtype = "i32", dtype_width = 4, shape = array<i64: 4>, layout = "row_major", alignment = 16, max_extent = 16} ring {slots = 2, slot_bytes = 16}
+  }
+}
+
+// -----
+
+// RP-AR-1: node spec with no memory
+// CHECK: {{^}}[RP-AR-1] every pool node is a node id or a node spec {id, memory_bytes[, peaks]}: nodes[1] ('node-b'): 'memory_bytes' must be > 0, got 0
+builtin.module {
+  runplan.plan @tiny nodes ["node-a", {id = "node-b", memory_bytes = 0}, "node-c"]
+      model {architecture = "llama", name = "tiny", block_count = 2, embedding_length = 8, head_count = 2, head_count_kv = 1, feed_forward_length = 12, vocab_size = 16, context_length = 32, rope_dimension_count = 4, rope_freq_base = 1.000000e+04, rms_norm_eps = 9.9999997473787516E-6, alignment = 32, block_bytes = array<i64: 32, 32>, files = ["tiny.gguf"], sha256 = "00ff"}
+      config {max_seq_len = 4, activation_dtype = "f32", token_dtype = "i32", kv_dtype = "f32", ring_slots = 2, alignment = 16}
+      weights {uris = ["tiny.gguf"], sha256 = [], sizes = array<i64>} {
+    runplan.tensor "token_embd.weight" F32 [8, 16] shard 0 offset 0 bytes 512
+    runplan.tensor "blk.0.attn_norm.weight" F32 [8] shard 0 offset 512 bytes 32 block 0
+    runplan.tensor "blk.1.attn_norm.weight" F32 [8] shard 0 offset 544 bytes 32 block 1
+    runplan.tensor "output_norm.weight" F32 [8] shard 0 offset 576 bytes 32
+    runplan.tensor "output.weight" F32 [8, 16] shard 0 offset 608 bytes 512
+    runplan.stage 0 on "node-a" layers [0, 1)
+    runplan.stage 1 on "node-c" layers [1, 2)
+    runplan.edge "tok.in" token_in orchestrator -> 0 object {kind = "token", dtype = "i32", dtype_width = 4, shape = array<i64: 4>, layout = "row_major", alignment = 16, max_extent = 16} ring {slots = 2, slot_bytes = 16}
+    runplan.edge "act.0" activation 0 -> 1 object {kind = "activation", dtype = "f32", dtype_width = 4, shape = array<i64: 4, 8>, layout = "row_major", alignment = 16, max_extent = 128} ring {slots = 2, slot_bytes = 128}
+    runplan.edge "tok.out" token_out 1 -> orchestrator object {kind = "token", dtype = "i32", dtype_width = 4, shape = array<i64: 4>, layout = "row_major", alignment = 16, max_extent = 16} ring {slots = 2, slot_bytes = 16}
+  }
+}
+
+// -----
+
+// RP-AR-1: node spec with a negative peak
+// CHECK: {{^}}[RP-AR-1] every pool node is a node id or a node spec {id, memory_bytes[, peaks]}: nodes[1] ('node-b'): 'bandwidth_bytes_per_s' must be a finite number > 0, got -20000000000.0
+builtin.module {
+  runplan.plan @tiny nodes ["node-a", {id = "node-b", memory_bytes = 64, bandwidth_bytes_per_s = -2.0e10}, "node-c"]
+      model {architecture = "llama", name = "tiny", block_count = 2, embedding_length = 8, head_count = 2, head_count_kv = 1, feed_forward_length = 12, vocab_size = 16, context_length = 32, rope_dimension_count = 4, rope_freq_base = 1.000000e+04, rms_norm_eps = 9.9999997473787516E-6, alignment = 32, block_bytes = array<i64: 32, 32>, files = ["tiny.gguf"], sha256 = "00ff"}
+      config {max_seq_len = 4, activation_dtype = "f32", token_dtype = "i32", kv_dtype = "f32", ring_slots = 2, alignment = 16}
+      weights {uris = ["tiny.gguf"], sha256 = [], sizes = array<i64>} {
+    runplan.tensor "token_embd.weight" F32 [8, 16] shard 0 offset 0 bytes 512
+    runplan.tensor "blk.0.attn_norm.weight" F32 [8] shard 0 offset 512 bytes 32 block 0
+    runplan.tensor "blk.1.attn_norm.weight" F32 [8] shard 0 offset 544 bytes 32 block 1
+    runplan.tensor "output_norm.weight" F32 [8] shard 0 offset 576 bytes 32
+    runplan.tensor "output.weight" F32 [8, 16] shard 0 offset 608 bytes 512
+    runplan.stage 0 on "node-a" layers [0, 1)
+    runplan.stage 1 on "node-c" layers [1, 2)
+    runplan.edge "tok.in" token_in orchestrator -> 0 object {kind = "token", dtype = "i32", dtype_width = 4, shape = array<i64: 4>, layout = "row_major", alignment = 16, max_extent = 16} ring {slots = 2, slot_bytes = 16}
+    runplan.edge "act.0" activation 0 -> 1 object {kind = "activation", dtype = "f32", dtype_width = 4, shape = array<i64: 4, 8>, layout = "row_major", alignment = 16, max_extent = 128} ring {slots = 2, slot_bytes = 128}
+    runplan.edge "tok.out" token_out 1 -> orchestrator object {kind = "token", dtype = "i32", dtype_width = 4, shape = array<i64: 4>, layout = "row_major", alignment = 16, max_extent = 16} ring {slots = 2, slot_bytes = 16}
+  }
+}
+
+// -----
+
+// RP-AR-1: node spec with an empty id
+// CHECK: {{^}}[RP-AR-1] every pool node is a node id or a node spec {id, memory_bytes[, peaks]}: nodes[1] has an empty 'id'
+builtin.module {
+  runplan.plan @tiny nodes ["node-a", {id = "", memory_bytes = 64}, "node-c"]
+      model {architecture = "llama", name = "tiny", block_count = 2, embedding_length = 8, head_count = 2, head_count_kv = 1, feed_forward_length = 12, vocab_size = 16, context_length = 32, rope_dimension_count = 4, rope_freq_base = 1.000000e+04, rms_norm_eps = 9.9999997473787516E-6, alignment = 32, block_bytes = array<i64: 32, 32>, files = ["tiny.gguf"], sha256 = "00ff"}
+      config {max_seq_len = 4, activation_dtype = "f32", token_dtype = "i32", kv_dtype = "f32", ring_slots = 2, alignment = 16}
+      weights {uris = ["tiny.gguf"], sha256 = [], sizes = array<i64>} {
+    runplan.tensor "token_embd.weight" F32 [8, 16] shard 0 offset 0 bytes 512
+    runplan.tensor "blk.0.attn_norm.weight" F32 [8] shard 0 offset 512 bytes 32 block 0
+    runplan.tensor "blk.1.attn_norm.weight" F32 [8] shard 0 offset 544 bytes 32 block 1
+    runplan.tensor "output_norm.weight" F32 [8] shard 0 offset 576 bytes 32
+    runplan.tensor "output.weight" F32 [8, 16] shard 0 offset 608 bytes 512
+    runplan.stage 0 on "node-a" layers [0, 1)
+    runplan.stage 1 on "node-c" layers [1, 2)
+    runplan.edge "tok.in" token_in orchestrator -> 0 object {kind = "token", dtype = "i32", dtype_width = 4, shape = array<i64: 4>, layout = "row_major", alignment = 16, max_extent = 16} ring {slots = 2, slot_bytes = 16}
+    runplan.edge "act.0" activation 0 -> 1 object {kind = "activation", dtype = "f32", dtype_width = 4, shape = array<i64: 4, 8>, layout = "row_major", alignment = 16, max_extent = 128} ring {slots = 2, slot_bytes = 128}
+    runplan.edge "tok.out" token_out 1 -> orchestrator object {kind = "token", dtype = "i32", dtype_width = 4, shape = array<i64: 4>, layout = "row_major", alignment = 16, max_extent = 16} ring {slots = 2, slot_bytes = 16}
+  }
+}
+
+// -----
+
+// RP-AR-1: a nodes entry that is neither a node id nor a node spec (generic form: the custom parser refuses it)
+// CHECK: {{^}}[RP-AR-1] every pool node is a node id or a node spec {id, memory_bytes[, peaks]}: nodes[1] is array<i64: 1>, neither a string nor a dictionary
+"builtin.module"() ({
+  "runplan.plan"() <{sym_name = "tiny", nodes = ["node-a", array<i64: 1>, "node-c"], model = {architecture = "llama", name = "tiny", block_count = 2 : i64, embedding_length = 8 : i64, head_count = 2 : i64, head_count_kv = 1 : i64, feed_forward_length = 12 : i64, vocab_size = 16 : i64, context_length = 32 : i64, rope_dimension_count = 4 : i64, rope_freq_base = 1.000000e+04 : f64, rms_norm_eps = 9.9999997473787516e-06 : f64, alignment = 32 : i64, block_bytes = array<i64: 32, 32>, files = ["tiny.gguf"], sha256 = "00ff"}, config = {max_seq_len = 4 : i64, activation_dtype = "f32", token_dtype = "i32", kv_dtype = "f32", ring_slots = 2 : i64, alignment = 16 : i64}, weights = {uris = ["tiny.gguf"], sha256 = [], sizes = array<i64>}}> ({
+    "runplan.tensor"() <{tensor_name = "token_embd.weight", ggml_type = "F32", shape = array<i64: 8, 16>, shard = 0 : i64, offset = 0 : i64, n_bytes = 512 : i64, block = -1 : i64}> : () -> ()
+    "runplan.tensor"() <{tensor_name = "blk.0.attn_norm.weight", ggml_type = "F32", shape = array<i64: 8>, shard = 0 : i64, offset = 512 : i64, n_bytes = 32 : i64, block = 0 : i64}> : () -> ()
+    "runplan.tensor"() <{tensor_name = "blk.1.attn_norm.weight", ggml_type = "F32", shape = array<i64: 8>, shard = 0 : i64, offset = 544 : i64, n_bytes = 32 : i64, block = 1 : i64}> : () -> ()
+    "runplan.tensor"() <{tensor_name = "output_norm.weight", ggml_type = "F32", shape = array<i64: 8>, shard = 0 : i64, offset = 576 : i64, n_bytes = 32 : i64, block = -1 : i64}> : () -> ()
+    "runplan.tensor"() <{tensor_name = "output.weight", ggml_type = "F32", shape = array<i64: 8, 16>, shard = 0 : i64, offset = 608 : i64, n_bytes = 512 : i64, block = -1 : i64}> : () -> ()
+    "runplan.stage"() <{index = 0 : i64, node_id = "node-a", layer_start = 0 : i64, layer_end = 1 : i64}> : () -> ()
+    "runplan.stage"() <{index = 1 : i64, node_id = "node-c", layer_start = 1 : i64, layer_end = 2 : i64}> : () -> ()
+    "runplan.edge"() <{edge_id = "tok.in", kind = "token_in", producer = -1 : i64, consumer = 0 : i64, object_spec = {kind = "token", dtype = "i32", dtype_width = 4 : i64, shape = array<i64: 4>, layout = "row_major", alignment = 16 : i64, max_extent = 16 : i64}, ring_spec = {slots = 2 : i64, slot_bytes = 16 : i64}}> : () -> ()
+    "runplan.edge"() <{edge_id = "act.0", kind = "activation", producer = 0 : i64, consumer = 1 : i64, object_spec = {kind = "activation", dtype = "f32", dtype_width = 4 : i64, shape = array<i64: 4, 8>, layout = "row_major", alignment = 16 : i64, max_extent = 128 : i64}, ring_spec = {slots = 2 : i64, slot_bytes = 128 : i64}}> : () -> ()
+    "runplan.edge"() <{edge_id = "tok.out", kind = "token_out", producer = 1 : i64, consumer = -1 : i64, object_spec = {kind = "token", dtype = "i32", dtype_width = 4 : i64, shape = array<i64: 4>, layout = "row_major", alignment = 16 : i64, max_extent = 16 : i64}, ring_spec = {slots = 2 : i64, slot_bytes = 16 : i64}}> : () -> ()
+  }) : () -> ()
+}) : () -> ()
+
+
+// -----
+
+// RP-AR-1: node spec with a duplicate id
+// CHECK: {{^}}[RP-AR-1] pool node ids are unique: nodes[1] repeats node id 'node-a' of nodes[0]
+builtin.module {
+  runplan.plan @tiny nodes ["node-a", {id = "node-a", memory_bytes = 64}, "node-c"]
+      model {architecture = "llama", name = "tiny", block_count = 2, embedding_length = 8, head_count = 2, head_count_kv = 1, feed_forward_length = 12, vocab_size = 16, context_length = 32, rope_dimension_count = 4, rope_freq_base = 1.000000e+04, rms_norm_eps = 9.9999997473787516E-6, alignment = 32, block_bytes = array<i64: 32, 32>, files = ["tiny.gguf"], sha256 = "00ff"}
+      config {max_seq_len = 4, activation_dtype = "f32", token_dtype = "i32", kv_dtype = "f32", ring_slots = 2, alignment = 16}
+      weights {uris = ["tiny.gguf"], sha256 = [], sizes = array<i64>} {
+    runplan.tensor "token_embd.weight" F32 [8, 16] shard 0 offset 0 bytes 512
+    runplan.tensor "blk.0.attn_norm.weight" F32 [8] shard 0 offset 512 bytes 32 block 0
+    runplan.tensor "blk.1.attn_norm.weight" F32 [8] shard 0 offset 544 bytes 32 block 1
+    runplan.tensor "output_norm.weight" F32 [8] shard 0 offset 576 bytes 32
+    runplan.tensor "output.weight" F32 [8, 16] shard 0 offset 608 bytes 512
+    runplan.stage 0 on "node-a" layers [0, 1)
+    runplan.stage 1 on "node-c" layers [1, 2)
+    runplan.edge "tok.in" token_in orchestrator -> 0 object {kind = "token", dtype = "i32", dtype_width = 4, shape = array<i64: 4>, layout = "row_major", alignment = 16, max_extent = 16} ring {slots = 2, slot_bytes = 16}
+    runplan.edge "act.0" activation 0 -> 1 object {kind = "activation", dtype = "f32", dtype_width = 4, shape = array<i64: 4, 8>, layout = "row_major", alignment = 16, max_extent = 128} ring {slots = 2, slot_bytes = 128}
+    runplan.edge "tok.out" token_out 1 -> orchestrator object {kind = "token", dtype = "i32", dtype_width = 4, shape = array<i64: 4>, layout = "row_major", alignment = 16, max_extent = 16} ring {slots = 2, slot_bytes = 16}
+  }
+}
+

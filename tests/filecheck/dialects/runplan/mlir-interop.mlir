@@ -9,12 +9,14 @@
 // Interop with upstream mlir-opt. Every runplan op (plan, tensor, stage, edge, provision_stage) in
 // generic form goes through mlir-opt-19 as an unregistered op -- the plan's block has no
 // terminator, all values are properties in builtin carriers -- and parses back to the same custom
-// text (diff). MLIR sorts dictionary keys and prints f64 in its own way; the custom printer orders
+// text (diff). The pool's nodes are node specs (id, memory_bytes, optional f64 peaks) -- what
+// convert-runplan-to-pplan builds the DeploymentBinding from -- mixed with a bare node id (the
+// form of plans written before node specs). MLIR sorts dictionary keys and prints f64 in its own way; the custom printer orders
 // keys by schema, so the text is unchanged. rms_norm_eps is a GGUF f32 widened to f64 (not a short
 // decimal) to check that floats survive exactly.
 
 builtin.module {
-  runplan.plan @tiny nodes ["node-a", "node-b", "node-c"]
+  runplan.plan @tiny nodes [{id = "node-a", memory_bytes = 1000000, bandwidth_bytes_per_s = 2.000000e+10, flops_per_s = 1.000000e+11, link_bandwidth_bytes_per_s = 1.000000e+09}, "node-b", {id = "node-c", memory_bytes = 8000000000, flops_per_s = 33333333333.333332}]
       model {architecture = "llama", name = "tiny", block_count = 2, embedding_length = 8, head_count = 2, head_count_kv = 1, feed_forward_length = 12, vocab_size = 16, context_length = 32, rope_dimension_count = 4, rope_freq_base = 1.000000e+04, rms_norm_eps = 9.9999997473787516e-06, alignment = 32, block_bytes = array<i64: 32, 32>, files = ["tiny.gguf"], sha256 = "00ff"}
       config {max_seq_len = 4, activation_dtype = "f32", token_dtype = "i32", kv_dtype = "f32", ring_slots = 2, alignment = 16}
       weights {uris = ["tiny.gguf"], sha256 = [], sizes = array<i64>} {
@@ -48,9 +50,11 @@ builtin.module {
 
 // MLIR:      "runplan.plan"() <{config = {activation_dtype = "f32", alignment = 16 : i64, kv_dtype = "f32", max_seq_len = 4 : i64, ring_slots = 2 : i64, token_dtype = "i32"}, model = {
 // MLIR-SAME: rms_norm_eps = 9.9999997473787516E-6 : f64
+// MLIR-SAME: nodes = [{bandwidth_bytes_per_s = 2.000000e+10 : f64, flops_per_s = 1.000000e+11 : f64, id = "node-a", link_bandwidth_bytes_per_s = 1.000000e+09 : f64, memory_bytes = 1000000 : i64}, "node-b", {flops_per_s = 33333333333.333332 : f64, id = "node-c", memory_bytes = 8000000000 : i64}]
 // MLIR:      "runplan.stage"() <{index = 1 : i64, layer_end = 2 : i64, layer_start = 1 : i64, node_id = "node-c"}> : () -> ()
 // MLIR:      "runplan.provision_stage"() <{block_count = 2 : i64, has_embedding,
 
+// CHECK:      runplan.plan @tiny nodes [{id = "node-a", memory_bytes = 1000000, bandwidth_bytes_per_s = 2.000000e+10, flops_per_s = 1.000000e+11, link_bandwidth_bytes_per_s = 1.000000e+09}, "node-b", {id = "node-c", memory_bytes = 8000000000, flops_per_s = 33333333333.333332}]
 // CHECK:      rms_norm_eps = 9.9999997473787516e-06
 // CHECK:      runplan.stage 1 on "node-c" layers [1, 2)
 // CHECK:      runplan.edge "tok.out" token_out 1 -> orchestrator

@@ -1,0 +1,32 @@
+// RUN: env PIPEPLAN_LOCAL_PEAKS=2.0e10,1.0e11 pipeplan plan %models/stories260K.gguf --stages 2 | pipeplan-opt -p 'convert-runplan-to-pplan,pplan-legalize{target=virtual-queue},pplan-select-implementations,pplan-resolve-costs{evidence=roofline}' | filecheck %s
+// RUN: rm -rf %t.cache
+// RUN: env -u PIPEPLAN_LOCAL_PEAKS PIPEPLAN_CACHE=%t.cache pipeplan plan %models/stories260K.gguf --stages 2 | pipeplan-opt -p 'convert-runplan-to-pplan,pplan-legalize{target=virtual-queue},pplan-select-implementations,pplan-resolve-costs{evidence=roofline}' | filecheck %s --check-prefix=PROBE
+// RUN: filecheck %s --check-prefix=CACHE --input-file=%t.cache/local_peaks.json
+
+// Issue 4's command-line pipeline, exactly as written: `pipeplan plan M --stages 2 | pipeplan-opt -p
+// 'convert-runplan-to-pplan,pplan-legalize{target=virtual-queue},pplan-select-implementations,
+// pplan-resolve-costs{evidence=roofline}'`. Without --nodes the plan runs on a local pool whose node
+// specs state this machine's peaks; the RunPlan IR carries them, so convert-runplan-to-pplan builds the
+// DeploymentBinding from the IR (no pool= option, no process default) and roofline costing has every
+// peak it needs (AB-G-1, AB-G-4).
+//
+// First run: peaks fixed by PIPEPLAN_LOCAL_PEAKS (2e10 B/s, 1e11 FLOP/s; link = memory bandwidth), so
+// the decode attn_q matmul of block 3 costs max(8192 / 1e11, (16640 + 256) / 2e10) = 8.448e-07 s.
+// Second run: no override, so `pipeplan plan` probes this machine once with numpy and caches the
+// figures in $PIPEPLAN_CACHE/local_peaks.json (values vary by machine: only their presence is checked).
+
+// CHECK:      pplan.plan
+// CHECK:      pplan.deployment_binding @deployment {devices = [{id = "local0", memory_bytes = {{[0-9]+}} : i64, reserved_bytes = {{[0-9]+}} : i64, flops_per_s = 1.000000e+11 : f64, bandwidth_bytes_per_s = 2.000000e+10 : f64, link_bandwidth_bytes_per_s = 2.000000e+10 : f64}, {id = "local1", {{.*}}}], stage_devices = ["local0", "local1"], topology = "chain"}
+// CHECK:      pplan.target_binding @target {{{.*}}target = "virtual-queue"
+// CHECK:      pplan.candidates attributes {{{.*}}target = "virtual-queue"
+// CHECK:      pplan.evidence_policy @policy {providers = ["roofline"]
+// CHECK:      pplan.costed_view attributes
+// CHECK:      pplan.cost {candidate = @c.decode.s1.b3.matmul.attn_q.vq.matmul, task = @decode.s1.b3.matmul.attn_q, duration_s = 8.4480{{[0-9]*}}e-07 : f64, provider = "roofline", confidence = 5.000000e-01 : f64, status = "direct"
+
+// PROBE:      pplan.deployment_binding @deployment {devices = [{id = "local0", memory_bytes = {{[0-9]+}} : i64, reserved_bytes = {{[0-9]+}} : i64, flops_per_s = {{[0-9.]+e\+[0-9]+}} : f64, bandwidth_bytes_per_s = {{[0-9.]+e\+[0-9]+}} : f64, link_bandwidth_bytes_per_s = {{[0-9.]+e\+[0-9]+}} : f64}
+// PROBE:      pplan.cost {candidate = @c.decode.s1.b3.matmul.attn_q.vq.matmul, {{.*}}provider = "roofline"{{.*}}status = "direct"
+
+// CACHE:      "bandwidth_bytes_per_s": {{[0-9.e+]+}},
+// CACHE-NEXT: "flops_per_s": {{[0-9.e+]+}},
+// CACHE-NEXT: "format": "pipeplan-local-peaks/1",
+// CACHE-NEXT: "link_bandwidth_bytes_per_s": {{[0-9.e+]+}},
