@@ -4,8 +4,10 @@
   task's device from the DeploymentBinding (``bytes / link_bandwidth`` for send/recv). A device
   without the peak it needs is an error naming the device and field, never an assumed peak.
   Confidence 0.5 (an analytic bound, Williams et al., "Roofline", CACM 2009).
-* :class:`MeasuredTable` — a JSON table written by ``bench/measure_kernels.py`` (our runtime
-  kernels timed on this machine). An exact key is a direct measurement (confidence from the
+* :class:`MeasuredTable` — a JSON table written by ``bench/measure_kernels.py`` (what our runtime's
+  tasks cost on this machine: by default each command of a calibration replay charged with its
+  dispatch, including the recv/send hops; or isolated kernel hot loops). Any task key may appear,
+  transfers included. An exact key is a direct measurement (confidence from the
   samples' spread); the same op and dtypes at another shape is *scaled* by the work ratio and
   returned **out of domain** (confidence 0.25) — it can never pass as a measurement (AB-C-3).
 

@@ -194,8 +194,9 @@ class StageExecutor:
                 raise ExecutionError(f"first stage takes int64 token ids [T], got {x.dtype} {tuple(x.shape)}",
                                      where=STAGE_INPUT)
             x = x.long()
-            if x.numel() and (int(x.min()) < 0 or int(x.max()) >= self.hp.n_vocab):
-                raise ExecutionError(f"token id outside [0, {self.hp.n_vocab}): {x.tolist()}", where=STAGE_INPUT)
+            ids = x.tolist()  # one host copy; cheaper than two reductions for the few ids of a step
+            if ids and (min(ids) < 0 or max(ids) >= self.hp.n_vocab):
+                raise ExecutionError(f"token id outside [0, {self.hp.n_vocab}): {ids}", where=STAGE_INPUT)
         else:
             if x.dim() != 2 or x.shape[1] != self.hp.n_embd or x.dtype != torch.float32:
                 raise ExecutionError(

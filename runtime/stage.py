@@ -45,7 +45,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
@@ -53,6 +53,9 @@ from pipeplan.errors import STAGE_FAULT_KINDS, GGUFError, PipeplanError, StageFa
 from pipeplan.plan_types import ModelFacts, ProvisionStage
 from pipeplan.runtime.events import Event, StageFaulted, StageReady, WeightsReady
 from pipeplan.runtime.transport import DATA, RESET, SHUTDOWN, Frame, RecvEndpoint, SendEndpoint, Transport
+
+if TYPE_CHECKING:
+    from pipeplan.runtime.sampling import Sampler
 
 POLL_S = 0.05
 """Seconds a blocked worker waits on an edge before re-checking its stop flag."""
@@ -207,7 +210,7 @@ class StageWorker:
         self.served = 0
         self._rx: RecvEndpoint | None = None
         self._tx: SendEndpoint | None = None
-        self._sampler = None
+        self._sampler: Sampler | None = None
 
     # ------------------------------------------------------------------ lifecycle
     def _inject(self, kind: str) -> bool:
@@ -415,8 +418,9 @@ class StageWorker:
 
     def _step(self, frame: Frame) -> Frame:
         p = self.p
-        assert frame.array is not None and self.executors
-        if self._inject("runtime") and self.served >= self.fi.after:
+        bound, fi = self.bound, self.fi
+        assert frame.array is not None and self.executors and bound is not None
+        if fi is not None and self._inject("runtime") and self.served >= fi.after:
             raise RuntimeError(f"injected runtime failure after {self.served} frames")
         x = torch.from_numpy(frame.array)
         if p.has_embedding:
@@ -424,8 +428,8 @@ class StageWorker:
         if self._device is not None and x.device != self._device:
             x = x.to(self._device)
         rows = int(x.shape[0])
-        step = self.bound.step_for(rows)
-        limit = int(self.bound.rows.get(step, 0) or 0)
+        step = bound.step_for(rows)
+        limit = int(bound.rows.get(step, 0) or 0)
         if limit and rows > limit:
             raise RuntimeError(f"a frame of {rows} rows exceeds the compiled '{step}' step's {limit} rows")
         ex = self.executors[step]
@@ -451,7 +455,8 @@ class StageWorker:
         when executing, sampling or sending fails."""
         if not self.ready or self._rx is None:
             raise self._fault("runtime", "serve() before the stage is ready")
-        rx = self._rx
+        rx, tx = self._rx, self._tx
+        assert tx is not None
         try:
             while True:
                 frame = rx.recv(timeout=POLL_S)
@@ -460,6 +465,7 @@ class StageWorker:
                         return self.served
                     continue
                 if frame.op == DATA:
+                    tx.announce()  # wake the consumer now: its wake-up overlaps this step's computation
                     out = self._step(frame)
                 elif frame.op == RESET:
                     for ex in self.executors.values():  # shared caches: zeroing twice is harmless

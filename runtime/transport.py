@@ -180,6 +180,11 @@ class SendEndpoint(ABC):
         Returns False on timeout (nothing sent). Raises ObjectSpecError/ObjectTooLargeError for a
         DATA array that does not fit the edge's ObjectSpec."""
 
+    def announce(self) -> None:  # noqa: B027 - optional hint, nothing to do by default
+        """Hint that the next :meth:`send` follows soon (the producer started computing it), so that a
+        transport whose consumer sleeps can wake it now and overlap the wake-up with the computation.
+        Never blocks and never changes what is delivered; the default does nothing."""
+
     def close(self) -> None:  # noqa: B027 - optional hook, nothing to release by default
         """Release local resources of the endpoint (not the edge)."""
 
@@ -257,7 +262,8 @@ class InprocTransport(Transport):
 
     def __init__(self, routes: dict[str, EdgeRoute]):
         self.routes = dict(routes)
-        self._queues = {e: queue.Queue(maxsize=max(1, r.ring_spec.slots)) for e, r in self.routes.items()}
+        self._queues: dict[str, queue.Queue[Frame]] = {e: queue.Queue(maxsize=max(1, r.ring_spec.slots))
+                                                       for e, r in self.routes.items()}
 
     def open_send(self, consumer_node_id: str, edge_id: str) -> SendEndpoint:
         r = self._route(consumer_node_id, edge_id)

@@ -214,3 +214,51 @@ def test_routes_reject_disagreeing_or_dangling_provisions():
         routes_from_provisions([dataclasses.replace(ps[0], outbound=wrong_peer), ps[1]])
     with pytest.raises(EndpointError, match="has no consumer"):
         routes_from_provisions([ps[0]])
+
+
+def test_announce_then_send_delivers_in_order_and_keeps_back_pressure(transport):
+    """RP-OS-1: an announced object (the producer posted the ring before writing it) is delivered once, in
+    order, with its bytes; a consumer that times out on an announced-but-unwritten object gets it on the
+    next recv; an announcement takes a slot, so with 2 slots in flight a further announce is a no-op and
+    the send waits for a free slot as before."""
+    tx, rx = transport.open_send("orchestrator", "e1"), transport.open_recv("orchestrator", "e1")
+    a = np.arange(HIDDEN, dtype=np.float32).reshape(1, HIDDEN)
+    b = a + 1
+    tx.announce()
+    assert rx.recv(timeout=0.02) is None  # announced, not yet written: no frame, no error
+    assert tx.send(Frame(DATA, 0, 5, a))
+    f = rx.recv(timeout=1)
+    assert f is not None and f.position == 5 and np.array_equal(f.array, a)
+    tx.announce()
+    assert tx.send(Frame(DATA, 0, 6, b))
+    tx.announce()  # second object in flight
+    assert tx.send(Frame(DATA, 0, 7, a))
+    tx.announce()  # both slots are taken: nothing to announce
+    assert not tx.send(Frame(DATA, 0, 8, b), timeout=0.05)
+    got = [rx.recv(timeout=1), rx.recv(timeout=1)]
+    assert [g.position for g in got] == [6, 7] and np.array_equal(got[0].array, b)
+    assert rx.recv(timeout=0.02) is None
+
+
+def _announce_and_die(t, edge):
+    tx = t.open_send("orchestrator", edge)
+    tx.announce()
+    os._exit(0)  # a producer that dies between announcing and writing (a killed stage)
+
+
+def test_announced_object_of_a_dead_producer_times_out_not_hangs():
+    """Liveness under announcements (issue 3: a killed stage is a StageFault within 5 s, not a hang): when
+    the producer process dies after announcing an object, the consumer's recv returns None at its
+    timeout (so the orchestrator gets to check for the dead stage) instead of spinning forever."""
+    ctx = mp.get_context("spawn")
+    t = ShmTransport.create(_routes(), ctx)
+    try:
+        p = ctx.Process(target=_announce_and_die, args=(t, "e1"))
+        p.start()
+        p.join(30)
+        rx = t.open_recv("orchestrator", "e1")
+        t0 = time.perf_counter()
+        assert rx.recv(timeout=0.2) is None
+        assert 0.15 < time.perf_counter() - t0 < 5.0
+    finally:
+        t.unlink()
