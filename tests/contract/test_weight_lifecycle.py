@@ -16,6 +16,7 @@ from pipeplan.errors import StageFault
 from pipeplan.plan_types import RuntimeConfig, WeightSource
 from pipeplan.runtime.events import StageFaulted, StageReady, WeightsReady
 from pipeplan.runtime.orchestrator import Pipeline, generate, generate_many
+from pipeplan.runtime.shm_ring import segment_prefix
 from pipeplan.runtime.stage import FaultInjection, FaultInjectionError, StageWorker
 
 from tests.conftest import STORIES
@@ -40,7 +41,8 @@ def prov3():
 
 
 def _shm_segments() -> set[str]:
-    return {n for n in os.listdir("/dev/shm") if n.startswith("psm_")}
+    """Shared-memory rings created by this test process (other processes' rings are not ours to judge)."""
+    return {n for n in os.listdir("/dev/shm") if n.startswith(segment_prefix())}
 
 
 def _assert_ready_order(events, stages):
