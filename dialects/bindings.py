@@ -21,6 +21,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from pipeplan.dialects.carriers import string_elements, strings
 from pipeplan.plan_types import NodePool
 from xdsl.dialects.builtin import (
     I64,
@@ -38,14 +39,6 @@ from xdsl.ir import Attribute, Operation
 from xdsl.irdl import IRDLOperation, ParsePropInAttrDict, irdl_op_definition, prop_def, traits_def
 from xdsl.traits import SymbolOpInterface
 from xdsl.utils.exceptions import PassFailedException, VerifyException
-
-
-def _strs(v: Sequence[str]) -> ArrayAttr:
-    return ArrayAttr(tuple(StringAttr(x) for x in v))
-
-
-def _strl(a: ArrayAttr) -> tuple[str, ...]:
-    return tuple(x.data for x in a.data if isinstance(x, StringAttr))
 
 
 # --------------------------------------------------------------------------- TargetBinding
@@ -101,14 +94,14 @@ class TargetBinding:
         s = StringAttr
         return TargetBindingOp.create(properties={
             "sym_name": s(sym), "target": s(self.target), "architecture": s(self.architecture),
-            "runtime": s(self.runtime), "capabilities": _strs(self.capabilities), "library": s(self.library),
+            "runtime": s(self.runtime), "capabilities": strings(self.capabilities), "library": s(self.library),
             "library_version": s(self.library_version), "abi": s(self.abi),
             "plugin_revision": s(self.plugin_revision)})
 
     @staticmethod
     def from_op(op: TargetBindingOp) -> TargetBinding:
         """Inverse of :meth:`to_op`."""
-        return TargetBinding(op.target.data, op.architecture.data, op.runtime.data, _strl(op.capabilities),
+        return TargetBinding(op.target.data, op.architecture.data, op.runtime.data, string_elements(op.capabilities),
                              op.library.data, op.library_version.data, op.abi.data, op.plugin_revision.data)
 
 
@@ -213,7 +206,7 @@ class DeploymentBinding:
                 entry[k] = FloatAttr(float(getattr(d, k)), f64)
             devs.append(DictionaryAttr(entry))
         return DeploymentBindingOp.create(properties={
-            "sym_name": StringAttr(sym), "devices": ArrayAttr(devs), "stage_devices": _strs(self.stage_devices),
+            "sym_name": StringAttr(sym), "devices": ArrayAttr(devs), "stage_devices": strings(self.stage_devices),
             "topology": StringAttr(self.topology)})
 
     @staticmethod
@@ -249,7 +242,7 @@ class DeploymentBinding:
         ids = [d.id for d in devs]
         if len(set(ids)) != len(ids):
             raise VerifyException(f"deployment binding: duplicate device ids in {ids}")
-        stages = _strl(op.stage_devices)
+        stages = string_elements(op.stage_devices)
         for i, s in enumerate(stages):
             if s not in ids:
                 raise VerifyException(f"deployment binding: stage {i} device {s!r} is not a declared device")
@@ -293,7 +286,7 @@ class EvidencePolicyOp(IRDLOperation):
     irdl_options = (ParsePropInAttrDict(),)
 
     def verify_(self) -> None:
-        provs = _strl(self.providers)
+        provs = string_elements(self.providers)
         if not provs:
             raise VerifyException("evidence policy: at least one provider is required")
         for p in provs:
@@ -320,7 +313,7 @@ class EvidencePolicy:
     def to_op(self, sym: str = "policy") -> EvidencePolicyOp:
         """The policy as an op named ``@sym``."""
         return EvidencePolicyOp.create(properties={
-            "sym_name": StringAttr(sym), "providers": _strs(self.providers),
+            "sym_name": StringAttr(sym), "providers": strings(self.providers),
             "uncertainty_budget": FloatAttr(float(self.uncertainty_budget), f64),
             "fallback": StringAttr(self.fallback), "max_age_s": IntegerAttr(self.max_age_s, i64),
             "revision": StringAttr(self.revision)})
@@ -328,7 +321,7 @@ class EvidencePolicy:
     @staticmethod
     def from_op(op: EvidencePolicyOp) -> EvidencePolicy:
         """Inverse of :meth:`to_op`."""
-        return EvidencePolicy(_strl(op.providers), op.uncertainty_budget.value.data, op.fallback.data,
+        return EvidencePolicy(string_elements(op.providers), op.uncertainty_budget.value.data, op.fallback.data,
                               op.max_age_s.value.data, op.revision.data)
 
 

@@ -31,6 +31,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from pipeplan.dialects.carriers import (
+    PropsInAttrDict,
+    build_op,
+    check_strs,
+    i64_attr,
+    str_tuple,
+    string,
+    strings,
+)
 from pipeplan.errors import PipeplanError
 from xdsl.dialects.builtin import (
     ArrayAttr,
@@ -39,7 +48,6 @@ from xdsl.dialects.builtin import (
     IntegerAttr,
     StringAttr,
     f64,
-    i64,
 )
 from xdsl.ir import Attribute, Block, Dialect, Region
 from xdsl.irdl import (
@@ -218,24 +226,8 @@ class ConcretePlan:
 
 
 # --------------------------------------------------------------------------- attribute helpers
-def _s(v: str) -> StringAttr:
-    return StringAttr(v)
-
-
-def _i(v: int) -> IntegerAttr:
-    return IntegerAttr(v, i64)
-
-
-def _strs(vs: tuple[str, ...]) -> ArrayAttr:
-    return ArrayAttr([StringAttr(v) for v in vs])
-
-
 def _intdict(pairs: tuple[tuple[str, int], ...]) -> DictionaryAttr:
-    return DictionaryAttr({k: _i(v) for k, v in pairs})
-
-
-def _rs(a: ArrayAttr) -> tuple[str, ...]:
-    return tuple(x.data for x in a.data)  # type: ignore[attr-defined]
+    return DictionaryAttr({k: i64_attr(v) for k, v in pairs})
 
 
 def _rintdict(d: DictionaryAttr) -> tuple[tuple[str, int], ...]:
@@ -247,12 +239,6 @@ def _rintdict(d: DictionaryAttr) -> tuple[tuple[str, int], ...]:
     return tuple(out)
 
 
-def _check_strs(a: ArrayAttr, what: str) -> None:
-    for x in a.data:
-        if not isinstance(x, StringAttr):
-            raise VerifyException(f"{what} must be an array of strings, got {x}")
-
-
 def _body() -> Region:
     # Not "single_block": the parser gives `{ }` zero blocks, and an empty extension is legal.
     return region_def()
@@ -261,13 +247,6 @@ def _body() -> Region:
 def _ops(region: Region) -> list:
     """The ops of a region's (at most one) block; [] for an empty region."""
     return list(region.blocks[0].ops) if region.blocks else []
-
-
-class _Leaf(IRDLOperation):
-    """Shared options: properties print inside the attribute dictionary."""
-
-    irdl_options = (ParsePropInAttrDict(),)
-    assembly_format = "attr-dict"
 
 
 # --------------------------------------------------------------------------- ops
@@ -327,7 +306,7 @@ class PlanOp(IRDLOperation):
 
 
 @irdl_op_definition
-class DeviceOp(_Leaf):
+class DeviceOp(PropsInAttrDict):
     """A deployment device: ``capacity`` maps memory space -> bytes, ``engines`` engine -> slots.
 
     ```mlir
@@ -351,7 +330,7 @@ class DeviceOp(_Leaf):
 
 
 @irdl_op_definition
-class LinkOp(_Leaf):
+class LinkOp(PropsInAttrDict):
     """A link from ``src`` to ``dst`` carrying at most ``capacity`` bytes per transfer.
 
     ```mlir
@@ -372,7 +351,7 @@ class LinkOp(_Leaf):
 
 
 @irdl_op_definition
-class AllocOp(_Leaf):
+class AllocOp(PropsInAttrDict):
     """A buffer allocation of ``size`` bytes at byte ``offset`` of ``space`` on ``device``.
 
     ``offset`` must be a multiple of ``alignment`` (a power of two); ``lifetime`` is one of
@@ -409,7 +388,7 @@ class AllocOp(_Leaf):
 
 
 @irdl_op_definition
-class CommandOp(_Leaf):
+class CommandOp(PropsInAttrDict):
     """One concrete command, 1:1 with a portable task.
 
     ``impl`` is the selected implementation, ``device``/``engine`` its placement, ``deps`` the
@@ -446,7 +425,7 @@ class CommandOp(_Leaf):
     def verify_(self) -> None:
         name = self.id.data
         for what in ("deps", "reads", "writes"):
-            _check_strs(getattr(self, what), f"command '{name}': {what}")
+            check_strs(getattr(self, what), f"command '{name}': {what}")
         if self.status.data not in COST_STATUSES:
             raise VerifyException(f"command '{name}': unknown cost status '{self.status.data}'")
         if (self.duration is None) != (self.status.data == "missing"):
@@ -456,7 +435,7 @@ class CommandOp(_Leaf):
 
 
 @irdl_op_definition
-class SyncOp(_Leaf):
+class SyncOp(PropsInAttrDict):
     """A signal/wait edge: ``signal`` completes before ``wait`` starts.
 
     ```mlir
@@ -496,14 +475,14 @@ class QueueScheduleOp(IRDLOperation):
             if key in seen:
                 raise VerifyException(f"queue_schedule: two queues for device '{key[0]}' engine '{key[1]}'")
             seen.add(key)
-            for c in _rs(o.order):
+            for c in str_tuple(o.order):
                 if c in placed:
                     raise VerifyException(f"queue_schedule: command '{c}' appears in more than one queue position")
                 placed.add(c)
 
 
 @irdl_op_definition
-class QueueOp(_Leaf):
+class QueueOp(PropsInAttrDict):
     """The command order of the queue of engine ``engine`` on ``device``.
 
     ```mlir
@@ -518,7 +497,7 @@ class QueueOp(_Leaf):
     traits = traits_def(HasParent(QueueScheduleOp))
 
     def verify_(self) -> None:
-        _check_strs(self.order, "queue order")
+        check_strs(self.order, "queue order")
 
 
 @irdl_op_definition
@@ -546,7 +525,7 @@ class SlotDataflowOp(IRDLOperation):
             if isinstance(o, SlotOp):
                 if o.id.data in slots:
                     raise VerifyException(f"slot_dataflow: duplicate slot '{o.id.data}'")
-                slots[o.id.data] = _rs(o.commands)
+                slots[o.id.data] = str_tuple(o.commands)
             elif isinstance(o, FireOp):
                 c = o.command.data
                 if c in fired:
@@ -571,7 +550,7 @@ class SlotDataflowOp(IRDLOperation):
 
 
 @irdl_op_definition
-class SlotOp(_Leaf):
+class SlotOp(PropsInAttrDict):
     """A dataflow slot of ``engine`` on ``device`` and the commands bound to it.
 
     ```mlir
@@ -587,11 +566,11 @@ class SlotOp(_Leaf):
     traits = traits_def(HasParent(SlotDataflowOp))
 
     def verify_(self) -> None:
-        _check_strs(self.commands, f"slot '{self.id.data}': commands")
+        check_strs(self.commands, f"slot '{self.id.data}': commands")
 
 
 @irdl_op_definition
-class FireOp(_Leaf):
+class FireOp(PropsInAttrDict):
     """Firing rule: ``command`` fires on ``slot`` once every command in ``after`` has completed.
 
     ```mlir
@@ -606,7 +585,7 @@ class FireOp(_Leaf):
     traits = traits_def(HasParent(SlotDataflowOp))
 
     def verify_(self) -> None:
-        _check_strs(self.after, f"firing rule of '{self.command.data}': after")
+        check_strs(self.after, f"firing rule of '{self.command.data}': after")
 
 
 Cplan = Dialect(
@@ -617,10 +596,6 @@ Cplan = Dialect(
 
 
 # --------------------------------------------------------------------------- value <-> IR
-def _build(cls: type[IRDLOperation], props: dict[str, Attribute], regions=()) -> IRDLOperation:
-    return cls.create(properties=props, regions=list(regions))
-
-
 def plan_to_ir(plan: ConcretePlan) -> PlanOp:
     """Build the ``cplan.plan`` op of ``plan`` (deterministic: op order is the plan's tuple order).
 
@@ -628,38 +603,38 @@ def plan_to_ir(plan: ConcretePlan) -> PlanOp:
     """
     ops: list[IRDLOperation] = []
     for d in plan.devices:
-        ops.append(_build(DeviceOp, {"id": _s(d.id), "capacity": _intdict(d.capacities), "engines": _intdict(d.engines)}))
+        ops.append(build_op(DeviceOp, {"id": string(d.id), "capacity": _intdict(d.capacities), "engines": _intdict(d.engines)}))
     for ln in plan.links:
-        ops.append(_build(LinkOp, {"id": _s(ln.id), "src": _s(ln.src), "dst": _s(ln.dst), "capacity": _i(ln.capacity)}))
+        ops.append(build_op(LinkOp, {"id": string(ln.id), "src": string(ln.src), "dst": string(ln.dst), "capacity": i64_attr(ln.capacity)}))
     for a in plan.allocs:
-        ops.append(_build(AllocOp, {
-            "id": _s(a.id), "source": _s(a.source), "device": _s(a.device), "space": _s(a.space),
-            "offset": _i(a.offset), "size": _i(a.size), "alignment": _i(a.alignment), "lifetime": _s(a.lifetime)}))
+        ops.append(build_op(AllocOp, {
+            "id": string(a.id), "source": string(a.source), "device": string(a.device), "space": string(a.space),
+            "offset": i64_attr(a.offset), "size": i64_attr(a.size), "alignment": i64_attr(a.alignment), "lifetime": string(a.lifetime)}))
     for c in plan.commands:
         props: dict[str, Attribute] = {
-            "id": _s(c.id), "task": _s(c.task), "op": _s(c.op), "impl": _s(c.implementation),
-            "device": _s(c.device), "engine": _s(c.engine), "deps": _strs(c.deps), "reads": _strs(c.reads),
-            "writes": _strs(c.writes), "lineage": _s(c.lineage), "provider": _s(c.provider), "status": _s(c.status)}
+            "id": string(c.id), "task": string(c.task), "op": string(c.op), "impl": string(c.implementation),
+            "device": string(c.device), "engine": string(c.engine), "deps": strings(c.deps), "reads": strings(c.reads),
+            "writes": strings(c.writes), "lineage": string(c.lineage), "provider": string(c.provider), "status": string(c.status)}
         if c.duration is not None:
             props["duration"] = FloatAttr(c.duration, f64)
         if c.link:
-            props["link"] = _s(c.link)
-        ops.append(_build(CommandOp, props))
+            props["link"] = string(c.link)
+        ops.append(build_op(CommandOp, props))
     for s in plan.syncs:
-        ops.append(_build(SyncOp, {"signal": _s(s.signal), "wait": _s(s.wait)}))
+        ops.append(build_op(SyncOp, {"signal": string(s.signal), "wait": string(s.wait)}))
     ext = plan.extension
     if isinstance(ext, QueueSchedule):
         inner: list[IRDLOperation] = [
-            _build(QueueOp, {"device": _s(q.device), "engine": _s(q.engine), "order": _strs(q.order)}) for q in ext.queues]
-        ops.append(_build(QueueScheduleOp, {}, [Region(Block(inner))]))
+            build_op(QueueOp, {"device": string(q.device), "engine": string(q.engine), "order": strings(q.order)}) for q in ext.queues]
+        ops.append(build_op(QueueScheduleOp, {}, inner))
     else:
-        inner = [_build(SlotOp, {"id": _s(s.id), "device": _s(s.device), "engine": _s(s.engine), "commands": _strs(s.commands)})
+        inner = [build_op(SlotOp, {"id": string(s.id), "device": string(s.device), "engine": string(s.engine), "commands": strings(s.commands)})
                  for s in ext.slots]
-        inner += [_build(FireOp, {"command": _s(f.command), "slot": _s(f.slot), "after": _strs(f.after)}) for f in ext.fires]
-        ops.append(_build(SlotDataflowOp, {}, [Region(Block(inner))]))
+        inner += [build_op(FireOp, {"command": string(f.command), "slot": string(f.slot), "after": strings(f.after)}) for f in ext.fires]
+        ops.append(build_op(SlotDataflowOp, {}, inner))
     return PlanOp.create(properties={
-        "binder": _s(plan.binder), "target": _s(plan.target), "deployment": _s(plan.deployment),
-        "evidence": _s(plan.evidence), "risk": _s(plan.risk), "source": _s(plan.source)},
+        "binder": string(plan.binder), "target": string(plan.target), "deployment": string(plan.deployment),
+        "evidence": string(plan.evidence), "risk": string(plan.risk), "source": string(plan.source)},
         regions=[Region(Block(ops))])
 
 
@@ -677,19 +652,19 @@ def plan_from_ir(op: PlanOp) -> ConcretePlan:
                                 o.size.value.data, o.alignment.value.data, o.lifetime.data))
         elif isinstance(o, CommandOp):
             commands.append(Command(
-                o.id.data, o.task.data, o.op.data, o.impl.data, o.device.data, o.engine.data, _rs(o.deps),
-                _rs(o.reads), _rs(o.writes), o.lineage.data, o.provider.data, o.status.data,
+                o.id.data, o.task.data, o.op.data, o.impl.data, o.device.data, o.engine.data, str_tuple(o.deps),
+                str_tuple(o.reads), str_tuple(o.writes), o.lineage.data, o.provider.data, o.status.data,
                 None if o.duration is None else o.duration.value.data, "" if o.link is None else o.link.data))
         elif isinstance(o, SyncOp):
             syncs.append(Sync(o.signal.data, o.wait.data))
         elif isinstance(o, QueueScheduleOp):
-            ext = QueueSchedule(tuple(Queue(q.device.data, q.engine.data, _rs(q.order))
+            ext = QueueSchedule(tuple(Queue(q.device.data, q.engine.data, str_tuple(q.order))
                                       for q in _ops(o.body) if isinstance(q, QueueOp)))
         elif isinstance(o, SlotDataflowOp):
             inner = list(_ops(o.body))
             ext = SlotDataflow(
-                tuple(Slot(s.id.data, s.device.data, s.engine.data, _rs(s.commands)) for s in inner if isinstance(s, SlotOp)),
-                tuple(Fire(f.command.data, f.slot.data, _rs(f.after)) for f in inner if isinstance(f, FireOp)))
+                tuple(Slot(s.id.data, s.device.data, s.engine.data, str_tuple(s.commands)) for s in inner if isinstance(s, SlotOp)),
+                tuple(Fire(f.command.data, f.slot.data, str_tuple(f.after)) for f in inner if isinstance(f, FireOp)))
     if ext is None:
         raise CplanError("cplan.plan has no target extension", code="invariant_violation")
     return ConcretePlan(op.binder.data, op.target.data, op.deployment.data, op.evidence.data, op.risk.data,

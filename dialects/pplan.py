@@ -39,6 +39,7 @@ from functools import lru_cache
 
 from gguf.constants import GGML_QUANT_SIZES
 from pipeplan.dialects.bindings import DeploymentBindingOp, EvidencePolicyOp, TargetBindingOp
+from pipeplan.dialects.carriers import i64_attr, int_array, int_tuple, string, string_elements, strings
 from xdsl.dialects.builtin import (
     I64,
     ArrayAttr,
@@ -115,45 +116,16 @@ def dtype_nbytes(dtype: str, shape: Sequence[int]) -> int:
 
 
 @lru_cache(maxsize=65536)
-def _i(v: int) -> IntegerAttr:
-    return IntegerAttr(v, i64)
-
-
-@lru_cache(maxsize=65536)
-def _s(v: str) -> StringAttr:
-    return StringAttr(v)
-
-
-@lru_cache(maxsize=65536)
 def _ref(v: str) -> SymbolRefAttr:
     return SymbolRefAttr(v)
-
-
-def _arr(v: Iterable[int]) -> DenseArrayBase:
-    return _arr_t(tuple(v))
-
-
-@lru_cache(maxsize=65536)
-def _arr_t(v: tuple[int, ...]) -> DenseArrayBase:
-    return DenseArrayBase.from_list(i64, v)
 
 
 def _refs(names: Iterable[str]) -> ArrayAttr:
     return ArrayAttr(tuple(_ref(n) for n in names))
 
 
-def _strs(v: Iterable[str]) -> ArrayAttr:
-    return _strs_t(tuple(v))
-
-
-@lru_cache(maxsize=65536)
-def _strs_t(v: tuple[str, ...]) -> ArrayAttr:
-    return ArrayAttr(tuple(_s(x) for x in v))
-
-
-def ints(attr: DenseArrayBase) -> tuple[int, ...]:
-    """The values of an i64 dense array property as a tuple."""
-    return tuple(int(v) for v in attr.get_values())  # type: ignore[misc]
+ints = int_tuple
+"""The values of an i64 dense array property as a tuple (:func:`pipeplan.dialects.carriers.int_tuple`)."""
 
 
 def ref_names(attr: ArrayAttr) -> tuple[str, ...]:
@@ -161,9 +133,8 @@ def ref_names(attr: ArrayAttr) -> tuple[str, ...]:
     return tuple(r.root_reference.data for r in attr.data if isinstance(r, SymbolRefAttr))
 
 
-def str_list(attr: ArrayAttr) -> tuple[str, ...]:
-    """The values of an array of strings."""
-    return tuple(s.data for s in attr.data if isinstance(s, StringAttr))
+str_list = string_elements
+"""The values of an array of strings (:func:`pipeplan.dialects.carriers.string_elements`)."""
 
 
 def _pow2(n: int) -> bool:
@@ -207,9 +178,9 @@ class BufferOp(IRDLOperation):
     def __init__(self, name: str, *, dtype: str, shape: Sequence[int], nbytes: int, alignment: int,
                  lifetime: str, memspace: str, stage: int, origin: str):
         super().__init__(properties={
-            "sym_name": _s(name), "dtype": _s(dtype), "shape": _arr(shape), "bytes": _i(nbytes),
-            "alignment": _i(alignment), "lifetime": _s(lifetime), "memspace": _s(memspace),
-            "stage": _i(stage), "origin": _s(origin),
+            "sym_name": string(name), "dtype": string(dtype), "shape": int_array(shape), "bytes": i64_attr(nbytes),
+            "alignment": i64_attr(alignment), "lifetime": string(lifetime), "memspace": string(memspace),
+            "stage": i64_attr(stage), "origin": string(origin),
         })
 
     def verify_(self) -> None:
@@ -296,15 +267,15 @@ class TaskOp(IRDLOperation):
                  deps: Sequence[str], layout: str = "row_major", alignment: int = 32,
                  memspace: str = "device", collective: str = "none", edge: str | None = None):
         props: dict[str, Attribute] = {
-            "sym_name": _s(name), "op": _s(op), "step": _s(step), "stage": _i(stage), "block": _i(block),
-            "model_op": _s(model_op), "flops": _i(flops), "bytes_read": _i(sum(read_bytes)),
-            "bytes_written": _i(sum(write_bytes)), "reads": _refs(reads), "read_bytes": _arr(read_bytes),
-            "writes": _refs(writes), "write_bytes": _arr(write_bytes), "dtypes": _strs(dtypes),
-            "shape": _arr(shape), "layout": _s(layout), "alignment": _i(alignment), "memspace": _s(memspace),
-            "collective": _s(collective), "deps": _refs(deps),
+            "sym_name": string(name), "op": string(op), "step": string(step), "stage": i64_attr(stage), "block": i64_attr(block),
+            "model_op": string(model_op), "flops": i64_attr(flops), "bytes_read": i64_attr(sum(read_bytes)),
+            "bytes_written": i64_attr(sum(write_bytes)), "reads": _refs(reads), "read_bytes": int_array(read_bytes),
+            "writes": _refs(writes), "write_bytes": int_array(write_bytes), "dtypes": strings(dtypes),
+            "shape": int_array(shape), "layout": string(layout), "alignment": i64_attr(alignment), "memspace": string(memspace),
+            "collective": string(collective), "deps": _refs(deps),
         }
         if edge is not None:
-            props["edge"] = _s(edge)
+            props["edge"] = string(edge)
         super().__init__(properties=props)
 
     @property
@@ -391,8 +362,8 @@ class PlanOp(IRDLOperation):
     def __init__(self, name: str, *, stage_count: int, prompt_len: int, decode_pos: int, model: str,
                  source: str, ops: Sequence[Operation] = ()):
         super().__init__(
-            properties={"sym_name": _s(name), "stage_count": _i(stage_count), "prompt_len": _i(prompt_len),
-                        "decode_pos": _i(decode_pos), "model": _s(model), "source": _s(source)},
+            properties={"sym_name": string(name), "stage_count": i64_attr(stage_count), "prompt_len": i64_attr(prompt_len),
+                        "decode_pos": i64_attr(decode_pos), "model": string(model), "source": string(source)},
             regions=[Region(_block(ops))],
         )
 
@@ -508,9 +479,9 @@ class CandidateOp(IRDLOperation):
     def __init__(self, name: str, *, task: str, impl: str, rule: str, plugin_revision: str,
                  resources: dict[str, Attribute], rejected: Sequence[str], rank: int = -1):
         super().__init__(properties={
-            "sym_name": _s(name), "task": _ref(task), "impl": _s(impl), "rule": _s(rule),
-            "plugin_revision": _s(plugin_revision), "resources": DictionaryAttr(resources),
-            "rejected": _strs(rejected), "rank": _i(rank),
+            "sym_name": string(name), "task": _ref(task), "impl": string(impl), "rule": string(rule),
+            "plugin_revision": string(plugin_revision), "resources": DictionaryAttr(resources),
+            "rejected": strings(rejected), "rank": i64_attr(rank),
         })
 
 
@@ -543,8 +514,8 @@ class CandidatesOp(IRDLOperation):
 
     def __init__(self, *, plan: str, target: str, portable_digest: str, ops: Sequence[Operation] = (),
                  selected: int = 0):
-        super().__init__(properties={"plan": SymbolRefAttr(plan), "target": _s(target),
-                                     "portable_digest": _s(portable_digest), "selected": _i(selected)},
+        super().__init__(properties={"plan": SymbolRefAttr(plan), "target": string(target),
+                                     "portable_digest": string(portable_digest), "selected": i64_attr(selected)},
                          regions=[Region(_block(ops))])
 
 
@@ -582,8 +553,8 @@ class CostOp(IRDLOperation):
                  status: str, key: str):
         super().__init__(properties={
             "candidate": SymbolRefAttr(candidate), "task": _ref(task),
-            "duration_s": FloatAttr(duration_s, f64), "provider": _s(provider),
-            "confidence": FloatAttr(confidence, f64), "status": _s(status), "key": _s(key)})
+            "duration_s": FloatAttr(duration_s, f64), "provider": string(provider),
+            "confidence": FloatAttr(confidence, f64), "status": string(status), "key": string(key)})
 
     def verify_(self) -> None:
         if self.status.data not in COST_STATUSES:
@@ -633,9 +604,9 @@ class CostedViewOp(IRDLOperation):
     def __init__(self, *, plan: str, portable_digest: str, policy_fingerprint: str, evidence_fingerprint: str,
                  target_fingerprint: str, deployment_fingerprint: str, ops: Sequence[Operation] = ()):
         super().__init__(properties={
-            "plan": SymbolRefAttr(plan), "portable_digest": _s(portable_digest),
-            "policy_fingerprint": _s(policy_fingerprint), "evidence_fingerprint": _s(evidence_fingerprint),
-            "target_fingerprint": _s(target_fingerprint), "deployment_fingerprint": _s(deployment_fingerprint)},
+            "plan": SymbolRefAttr(plan), "portable_digest": string(portable_digest),
+            "policy_fingerprint": string(policy_fingerprint), "evidence_fingerprint": string(evidence_fingerprint),
+            "target_fingerprint": string(target_fingerprint), "deployment_fingerprint": string(deployment_fingerprint)},
             regions=[Region(_block(ops))])
 
 

@@ -28,12 +28,12 @@ by ``runplan.plan``'s ``verify_``, which xDSL runs after the nested ops.
 
 from __future__ import annotations
 
-import functools
 import math
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+from pipeplan.dialects.carriers import i64_of, int_array, int_tuple, str_tuple, strings
 from pipeplan.errors import RunPlanRejection
 from pipeplan.plan_types import (
     DTYPE_WIDTHS,
@@ -134,22 +134,8 @@ def _fail(cid: str, invariant: str, detail: str) -> VerifyException:
 
 
 # --------------------------------------------------------------------------- attribute helpers
-@functools.lru_cache(maxsize=65536)
-def _i_cached(v: int) -> IntegerAttr:
-    return IntegerAttr(v, i64)
-
-
-def _i(v: int) -> IntegerAttr:
-    """An i64 IntegerAttr (immutable, so equal values share one cached instance)."""
-    return _i_cached(int(v))
-
-
 def _ints(vs: Iterable[int]) -> DenseArrayBase:
-    return DenseArrayBase.from_list(i64, [int(v) for v in vs])
-
-
-def _strs(vs: Iterable[str]) -> ArrayAttr:
-    return ArrayAttr([StringAttr(v) for v in vs])
+    return int_array(int(v) for v in vs)
 
 
 def _int_of(a: Attribute) -> int:
@@ -188,22 +174,22 @@ def _value(v: Attribute, kind: str) -> Any:
         return v.data
     if kind == STRS:
         assert isinstance(v, ArrayAttr)
-        return tuple(x.data for x in v.data)  # type: ignore[attr-defined]
+        return str_tuple(v)
     if kind == INTS:
         assert isinstance(v, DenseArrayBase)
-        return tuple(int(x) for x in v.get_values())
+        return int_tuple(v)
     return v
 
 
 def _to_attr(v: Any, kind: str) -> Attribute:
     if kind == INT:
-        return _i(v)
+        return i64_of(v)
     if kind == FLOAT:
         return FloatAttr(float(v), f64)
     if kind == STR:
         return StringAttr(v)
     if kind == STRS:
-        return _strs(v)
+        return strings(v)
     if kind == INTS:
         return _ints(v)
     assert isinstance(v, DictionaryAttr)
@@ -463,8 +449,8 @@ class TensorOp(IRDLOperation):
         """The op of a TensorInfo (``block=None`` becomes ``-1``)."""
         return TensorOp.create(properties={
             "tensor_name": StringAttr(t.name), "ggml_type": StringAttr(t.ggml_type), "shape": _ints(t.shape),
-            "shard": _i(t.shard), "offset": _i(t.offset), "n_bytes": _i(t.n_bytes),
-            "block": _i(-1 if t.block is None else t.block)})
+            "shard": i64_of(t.shard), "offset": i64_of(t.offset), "n_bytes": i64_of(t.n_bytes),
+            "block": i64_of(-1 if t.block is None else t.block)})
 
     def info(self) -> TensorInfo:
         """The TensorInfo this op states."""
@@ -530,8 +516,8 @@ class StageOp(IRDLOperation):
     def from_plan(s: StagePlan) -> StageOp:
         """The op of a StagePlan."""
         return StageOp.create(properties={
-            "index": _i(s.index), "node_id": StringAttr(s.node_id), "layer_start": _i(s.layer_start),
-            "layer_end": _i(s.layer_end)})
+            "index": i64_of(s.index), "node_id": StringAttr(s.node_id), "layer_start": i64_of(s.layer_start),
+            "layer_end": i64_of(s.layer_end)})
 
     def plan(self) -> StagePlan:
         """The StagePlan this op states."""
@@ -611,8 +597,8 @@ class EdgeOp(IRDLOperation):
     def from_plan(e: EdgePlan) -> EdgeOp:
         """The op of an EdgePlan."""
         return EdgeOp.create(properties={
-            "edge_id": StringAttr(e.edge_id), "kind": StringAttr(e.kind), "producer": _i(e.producer),
-            "consumer": _i(e.consumer), "object_spec": object_spec_attr(e.object_spec),
+            "edge_id": StringAttr(e.edge_id), "kind": StringAttr(e.kind), "producer": i64_of(e.producer),
+            "consumer": i64_of(e.consumer), "object_spec": object_spec_attr(e.object_spec),
             "ring_spec": ring_spec_attr(e.ring_spec)})
 
     def where(self) -> str:
@@ -673,7 +659,7 @@ class EdgeOp(IRDLOperation):
         parser.parse_punctuation("->")
         consumer = endpoint()
         props: dict[str, Attribute] = {"edge_id": StringAttr(edge_id), "kind": StringAttr(kind),
-                                       "producer": _i(producer), "consumer": _i(consumer)}
+                                       "producer": i64_of(producer), "consumer": i64_of(consumer)}
         if parser.parse_optional_keyword("object"):
             props["object_spec"] = _parse_dict(parser)
         if parser.parse_optional_keyword("ring"):
@@ -732,10 +718,10 @@ class ProvisionStageOp(IRDLOperation):
     def from_provision(p: ProvisionStage) -> ProvisionStageOp:
         """The op of a ProvisionStage (its ``run_id`` is the parent plan's symbol, not stored)."""
         props: dict[str, Attribute] = {
-            "stage": _i(p.stage), "stage_count": _i(p.stage_count), "node_id": StringAttr(p.node_id),
-            "layer_start": _i(p.layer_start), "layer_end": _i(p.layer_end), "block_count": _i(p.block_count),
-            "max_seq_len": _i(p.max_seq_len), "weights": weights_attr(p.weights),
-            "tensor_names": _strs(t.name for t in p.tensors), "tensor_types": _strs(t.ggml_type for t in p.tensors),
+            "stage": i64_of(p.stage), "stage_count": i64_of(p.stage_count), "node_id": StringAttr(p.node_id),
+            "layer_start": i64_of(p.layer_start), "layer_end": i64_of(p.layer_end), "block_count": i64_of(p.block_count),
+            "max_seq_len": i64_of(p.max_seq_len), "weights": weights_attr(p.weights),
+            "tensor_names": strings(t.name for t in p.tensors), "tensor_types": strings(t.ggml_type for t in p.tensors),
             "tensor_shapes": ArrayAttr([_ints(t.shape) for t in p.tensors]),
             "tensor_shards": _ints(t.shard for t in p.tensors), "tensor_offsets": _ints(t.offset for t in p.tensors),
             "tensor_bytes": _ints(t.n_bytes for t in p.tensors),
@@ -831,8 +817,8 @@ class ProvisionStageOp(IRDLOperation):
         parser.parse_keyword("max_seq_len")
         max_seq_len = parser.parse_integer()
         props: dict[str, Attribute] = {
-            "stage": _i(stage), "stage_count": _i(count), "node_id": StringAttr(node), "layer_start": _i(start),
-            "layer_end": _i(end), "block_count": _i(blocks), "max_seq_len": _i(max_seq_len)}
+            "stage": i64_of(stage), "stage_count": i64_of(count), "node_id": StringAttr(node), "layer_start": i64_of(start),
+            "layer_end": i64_of(end), "block_count": i64_of(blocks), "max_seq_len": i64_of(max_seq_len)}
         if parser.parse_optional_keyword("embedding"):
             props["has_embedding"] = UnitAttr()
         if parser.parse_optional_keyword("head"):
@@ -855,7 +841,7 @@ class ProvisionStageOp(IRDLOperation):
 
         rows = parser.parse_comma_separated_list(Parser.Delimiter.SQUARE, entry)
         props.update({
-            "tensor_names": _strs(r[0] for r in rows), "tensor_types": _strs(r[1] for r in rows),
+            "tensor_names": strings(r[0] for r in rows), "tensor_types": strings(r[1] for r in rows),
             "tensor_shapes": ArrayAttr([_ints(r[2]) for r in rows]), "tensor_shards": _ints(r[3] for r in rows),
             "tensor_offsets": _ints(r[4] for r in rows), "tensor_bytes": _ints(r[5] for r in rows)})
         return ProvisionStageOp.create(properties=props, attributes=_parse_extra_attrs(parser))

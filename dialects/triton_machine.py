@@ -27,6 +27,7 @@ AB-D-1).
 
 from __future__ import annotations
 
+from pipeplan.dialects.carriers import PropsInAttrDict, check_strs
 from xdsl.dialects.builtin import (
     ArrayAttr,
     DenseArrayBase,
@@ -49,17 +50,6 @@ from xdsl.utils.exceptions import VerifyException
 
 REVISION = "pipeplan-tmachine/1"
 """Revision of this MachineIR and its lowering."""
-
-
-def _strs(a: ArrayAttr, what: str) -> None:
-    for x in a.data:
-        if not isinstance(x, StringAttr):
-            raise VerifyException(f"{what} must be an array of strings, got {x}")
-
-
-class _Instr(IRDLOperation):
-    irdl_options = (ParsePropInAttrDict(),)
-    assembly_format = "attr-dict"
 
 
 @irdl_op_definition
@@ -127,7 +117,7 @@ class StreamOp(IRDLOperation):
 
 
 @irdl_op_definition
-class LaunchOp(_Instr):
+class LaunchOp(PropsInAttrDict):
     """One Triton kernel launch (see the module docstring).
 
     ```mlir
@@ -164,12 +154,12 @@ class LaunchOp(_Instr):
         for k, v in self.scalars.data.items():
             if not isinstance(v, IntegerAttr | FloatAttr) and not (isinstance(v, StringAttr) and v.data.startswith("$")):
                 raise VerifyException(f"launch '{name}': scalar '{k}' must be a number or a '$runtime' name, got {v}")
-        _strs(self.args, f"launch '{name}': args")
-        _strs(self.waits, f"launch '{name}': waits")
+        check_strs(self.args, f"launch '{name}': args")
+        check_strs(self.waits, f"launch '{name}': waits")
 
 
 @irdl_op_definition
-class ViewOp(_Instr):
+class ViewOp(PropsInAttrDict):
     """A command that is a view of a buffer, not a kernel (``last_row``).
 
     ```mlir
@@ -192,7 +182,7 @@ class ViewOp(_Instr):
 
 
 @irdl_op_definition
-class CopyOp(_Instr):
+class CopyOp(PropsInAttrDict):
     """A copy-engine transfer of ``bytes`` from alloc ``src`` to alloc ``dst`` (edge send/recv).
 
     ```mlir

@@ -37,9 +37,17 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from pipeplan.dialects.carriers import (
+    PropsInAttrDict,
+    build_op,
+    check_strs,
+    i64_of,
+    scalar_attr,
+    str_tuple,
+)
 from pipeplan.errors import PipeplanError
-from xdsl.dialects.builtin import ArrayAttr, DictionaryAttr, FloatAttr, IntegerAttr, StringAttr, f64, i64
-from xdsl.ir import Attribute, Block, Dialect, Operation, Region
+from xdsl.dialects.builtin import ArrayAttr, DictionaryAttr, FloatAttr, IntegerAttr, StringAttr, f64
+from xdsl.ir import Attribute, Dialect, Operation, Region
 from xdsl.irdl import (
     IRDLOperation,
     ParsePropInAttrDict,
@@ -101,27 +109,16 @@ class MachineVerifyError(PipeplanError):
 
 
 # --------------------------------------------------------------------------- helpers
-def _s(v: str) -> StringAttr:
-    return StringAttr(v)
+strs = str_tuple
+"""The strings of an ``ArrayAttr`` of ``StringAttr`` (:func:`pipeplan.dialects.carriers.str_tuple`)."""
 
+to_attr = scalar_attr
+"""Kernel attribute carrier of a Python value (float -> f64, int -> i64, str -> string;
+:func:`pipeplan.dialects.carriers.scalar_attr`). Raises ValueError for any other type."""
 
-def _i(v: int) -> IntegerAttr:
-    return IntegerAttr(int(v), i64)
-
-
-def _strs(vs) -> ArrayAttr:
-    return ArrayAttr([StringAttr(v) for v in vs])
-
-
-def strs(a: ArrayAttr) -> tuple[str, ...]:
-    """The strings of an ``ArrayAttr`` of ``StringAttr``."""
-    return tuple(x.data for x in a.data)  # type: ignore[attr-defined]
-
-
-def _check_strs(a: ArrayAttr, what: str) -> None:
-    for x in a.data:
-        if not isinstance(x, StringAttr):
-            raise VerifyException(f"{what} must be an array of strings, got {x}")
+build = build_op
+"""Create a vmachine op from properties (and a body for the region ops;
+:func:`pipeplan.dialects.carriers.build_op`)."""
 
 
 def attr_value(a: Attribute) -> Any:
@@ -133,24 +130,6 @@ def attr_value(a: Attribute) -> Any:
     if isinstance(a, StringAttr):
         return a.data
     raise VerifyException(f"unsupported kernel attribute {a}")
-
-
-def to_attr(v: Any) -> Attribute:
-    """Kernel attribute carrier of a Python value (float -> f64, int -> i64, str -> string)."""
-    if isinstance(v, bool):
-        return IntegerAttr(int(v), i64)
-    if isinstance(v, int):
-        return _i(v)
-    if isinstance(v, float):
-        return FloatAttr(v, f64)
-    if isinstance(v, str):
-        return _s(v)
-    raise ValueError(f"unsupported kernel attribute value {v!r}")
-
-
-class _Leaf(IRDLOperation):
-    irdl_options = (ParsePropInAttrDict(),)
-    assembly_format = "attr-dict"
 
 
 def _body() -> Region:
@@ -212,7 +191,7 @@ class ProgramOp(IRDLOperation):
 
 
 @irdl_op_definition
-class AbiOp(_Leaf):
+class AbiOp(PropsInAttrDict):
     """The model kernel ABI: llama hyper-parameters (``runtime.program.LlamaHParams``) and the
     positions the KV cache holds. All sizes must be positive. Inside a ``vmachine.program`` it states
     the ABI the program was lowered for; at module level, next to a ``cplan.plan``, it is the explicit
@@ -248,7 +227,7 @@ class AbiOp(_Leaf):
 
 
 @irdl_op_definition
-class BufferOp(_Leaf):
+class BufferOp(PropsInAttrDict):
     """One allocation of the concrete plan and the runtime binding name a stage program uses for it.
 
     ``stage``/``step`` say whose program binds it (``step = ""`` for persistent buffers: weights, KV
@@ -281,7 +260,7 @@ class BufferOp(_Leaf):
 
 
 @irdl_op_definition
-class EdgeOp(_Leaf):
+class EdgeOp(PropsInAttrDict):
     """An edge object between stages: ``producer``/``consumer`` stage indices (-1: orchestrator),
     ``buffer`` its allocation, ``link`` the link a transfer uses ("" none).
 
@@ -383,7 +362,7 @@ class QueueOp(IRDLOperation):
 
 
 @irdl_op_definition
-class KernelOp(_Leaf):
+class KernelOp(PropsInAttrDict):
     """``outs = kernel(*ins, **attrs)``: ``kernel`` from :data:`KERNEL_ABI`; ``ins``/``outs`` buffer
     ids (``"start_pos"`` for the position); ``block`` the GGUF block (-1 none).
 
@@ -407,8 +386,8 @@ class KernelOp(_Leaf):
     def verify_(self) -> None:
         k = self.kernel.data
         where = f"instruction '{self.id.data}' (command '{self.cmd.data}')"
-        _check_strs(self.ins, f"{where}: ins")
-        _check_strs(self.outs, f"{where}: outs")
+        check_strs(self.ins, f"{where}: ins")
+        check_strs(self.outs, f"{where}: outs")
         sig = KERNEL_ABI.get(k)
         if sig is None:
             raise VerifyException(f"{where}: kernel '{k}' is not in the virtual target's kernel ABI")
@@ -426,7 +405,7 @@ class KernelOp(_Leaf):
 
 
 @irdl_op_definition
-class RecvOp(_Leaf):
+class RecvOp(PropsInAttrDict):
     """Take the step's object from ``edge`` into buffer ``dst``.
 
     ```mlir
@@ -443,7 +422,7 @@ class RecvOp(_Leaf):
 
 
 @irdl_op_definition
-class SendOp(_Leaf):
+class SendOp(PropsInAttrDict):
     """Put buffer ``src`` as the step's object on ``edge``.
 
     ```mlir
@@ -460,7 +439,7 @@ class SendOp(_Leaf):
 
 
 @irdl_op_definition
-class SampleOp(_Leaf):
+class SampleOp(PropsInAttrDict):
     """Greedy sampling: ``dst`` = argmax of the last row of logits ``src`` (llama.cpp greedy).
 
     ```mlir
@@ -478,7 +457,7 @@ class SampleOp(_Leaf):
 
 
 @irdl_op_definition
-class SignalOp(_Leaf):
+class SignalOp(PropsInAttrDict):
     """Signal ``token`` (the concrete signal/wait edge ``signal`` -> ``wait``) after the previous
     instruction of this queue completed.
 
@@ -496,7 +475,7 @@ class SignalOp(_Leaf):
 
 
 @irdl_op_definition
-class WaitOp(_Leaf):
+class WaitOp(PropsInAttrDict):
     """Block this queue until ``token`` is signalled.
 
     ```mlir
@@ -544,16 +523,10 @@ def abi_of(program: ProgramOp) -> dict[str, Any]:
 def abi_op(values: Mapping[str, Any]) -> AbiOp:
     """Build a ``vmachine.abi`` from a dict with :data:`ABI_FIELDS`, ``rope_base``, ``rms_eps``,
     ``tied_embedding``."""
-    props: dict[str, Attribute] = {f: _i(values[f]) for f in ABI_FIELDS}
+    props: dict[str, Attribute] = {f: i64_of(values[f]) for f in ABI_FIELDS}
     props.update(rope_base=FloatAttr(float(values["rope_base"]), f64), rms_eps=FloatAttr(float(values["rms_eps"]), f64),
-                 tied_embedding=_i(1 if values["tied_embedding"] else 0))
+                 tied_embedding=i64_of(1 if values["tied_embedding"] else 0))
     return AbiOp.create(properties=props)
-
-
-def build(cls: type[IRDLOperation], props: dict[str, Attribute], body: list[Operation] | None = None) -> IRDLOperation:
-    """Create a vmachine op from properties (and a body for the region ops)."""
-    regions = [Region(Block(body))] if body is not None else []
-    return cls.create(properties=props, regions=regions)
 
 
 def linearize(step: StepOp, lineage: Mapping[str, str] | None = None) -> list[Operation]:

@@ -36,6 +36,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from pipeplan.dialects.carriers import scalar_attr, strings
 from pipeplan.dialects.cplan import CommandOp, PlanOp, QueueOp, QueueScheduleOp, plan_from_ir
 from pipeplan.dialects.pplan import BufferOp, TaskOp, fingerprint, ints, str_list
 from pipeplan.dialects.pplan import PlanOp as PPlanOp
@@ -45,15 +46,13 @@ from xdsl.dialects.builtin import (
     ArrayAttr,
     DenseArrayBase,
     DictionaryAttr,
-    FloatAttr,
     IntegerAttr,
     ModuleOp,
     StringAttr,
-    f64,
     i1,
     i64,
 )
-from xdsl.ir import Attribute, Block, Region
+from xdsl.ir import Block, Region
 from xdsl.passes import ModulePass
 from xdsl.rewriter import Rewriter
 from xdsl.utils.exceptions import PassFailedException
@@ -81,25 +80,15 @@ class _Reject(Exception):
     pass
 
 
-def _attr(v: int | float | str | bool) -> Attribute:
-    if isinstance(v, bool):
-        return IntegerAttr(int(v), i64)
-    if isinstance(v, int):
-        return IntegerAttr(v, i64)
-    if isinstance(v, float):
-        return FloatAttr(v, f64)
-    return StringAttr(v)
-
-
 def _launch(cmd: CommandOp, kernel: str, grid: tuple[int, ...], meta: dict, args: list[str], scalars: dict,
             waits: list[str], autotune: bool = False) -> LaunchOp:
     g = list(grid) + [1] * (3 - len(grid))
     return LaunchOp.create(properties={
         "id": StringAttr(f"i.{cmd.id.data}"), "cmd": cmd.id, "kernel": StringAttr(K + kernel),
-        "grid": DenseArrayBase.from_list(i64, g), "meta": DictionaryAttr({k: _attr(v) for k, v in meta.items()}),
-        "args": ArrayAttr([StringAttr(a) for a in args]),
-        "scalars": DictionaryAttr({k: _attr(v) for k, v in scalars.items()}),
-        "autotune": IntegerAttr(int(autotune), i1), "waits": ArrayAttr([StringAttr(w) for w in waits]),
+        "grid": DenseArrayBase.from_list(i64, g), "meta": DictionaryAttr({k: scalar_attr(v) for k, v in meta.items()}),
+        "args": strings(args),
+        "scalars": DictionaryAttr({k: scalar_attr(v) for k, v in scalars.items()}),
+        "autotune": IntegerAttr(int(autotune), i1), "waits": strings(waits),
         "lineage": StringAttr(f"{cmd.lineage.data} -> concrete command {cmd.id.data}")})
 
 
@@ -242,12 +231,12 @@ def lower_plan(plan: PlanOp, pplan: PPlanOp) -> ProgramOp:
                     ops.append(CopyOp.create(properties={
                         "id": StringAttr(f"i.{cid}"), "cmd": cmd.id, "src": StringAttr(src), "dst": StringAttr(dst),
                         "bytes": IntegerAttr(min(sizes[src], sizes[dst]), i64),
-                        "waits": ArrayAttr([StringAttr(w) for w in waits]), "lineage": StringAttr(where)}))
+                        "waits": strings(waits), "lineage": StringAttr(where)}))
                 elif impl == "triton.last_row":
                     ops.append(ViewOp.create(properties={
                         "id": StringAttr(f"i.{cid}"), "cmd": cmd.id, "kind": StringAttr("last_row"),
                         "args": ArrayAttr([*cmd.reads.data, *cmd.writes.data]),
-                        "waits": ArrayAttr([StringAttr(w) for w in waits]), "lineage": StringAttr(where)}))
+                        "waits": strings(waits), "lineage": StringAttr(where)}))
                 else:
                     if impl.split(".", 1)[1].removesuffix("_tc") != task.op.data:
                         raise _Reject(f"implementation {impl} for op {task.op.data}")

@@ -32,6 +32,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from pipeplan.dialects.carriers import build_op, i64_of, scalar_attr, string, strings
 from pipeplan.dialects.cplan import Command, ConcretePlan, PlanOp, QueueSchedule, plan_from_ir
 from pipeplan.dialects.vmachine import (
     ENGINE_REVISION,
@@ -53,31 +54,17 @@ from pipeplan.dialects.vmachine import (
     WaitOp,
     abi_of,
     abi_op,
-    build,
-    to_attr,
     verify_machine,
 )
 from pipeplan.errors import PipeplanError
 from pipeplan.lowering.simulate import parse_step
 from xdsl.context import Context
-from xdsl.dialects.builtin import ArrayAttr, DictionaryAttr, IntegerAttr, ModuleOp, StringAttr, i64
+from xdsl.dialects.builtin import DictionaryAttr, ModuleOp
 from xdsl.ir import Attribute, Operation
 from xdsl.passes import ModulePass
 from xdsl.utils.exceptions import PassFailedException
 
 _BLK = re.compile(r"^blk\.(\d+)\.")
-
-
-def _s(v: str) -> StringAttr:
-    return StringAttr(v)
-
-
-def _i(v: int) -> IntegerAttr:
-    return IntegerAttr(int(v), i64)
-
-
-def _arr(vs) -> ArrayAttr:
-    return ArrayAttr([StringAttr(v) for v in vs])
 
 
 @dataclass
@@ -247,8 +234,8 @@ def lower_plan(plan: ConcretePlan, abi: Mapping[str, Any], *, concrete: str = ""
                     c = cmds[cid]
                     for k, s in wait_before.get(cid, ()):
                         iid = new_id()
-                        body.append(build(WaitOp, {"id": _s(iid), "token": _s(f"sync.{k}"), "signal": _s(s.signal),
-                                                   "wait": _s(s.wait)}))
+                        body.append(build_op(WaitOp, {"id": string(iid), "token": string(f"sync.{k}"), "signal": string(s.signal),
+                                                   "wait": string(s.wait)}))
                         out.lineage[iid] = f"{c.lineage} -> command {c.id} -> wait sync.{k} from {s.signal} -> " \
                                            f"instruction {iid}"
                     iid = new_id()
@@ -257,16 +244,16 @@ def lower_plan(plan: ConcretePlan, abi: Mapping[str, Any], *, concrete: str = ""
                     body.append(with_timing(_instruction(c, iid, nm, ref[st], used, out.lineage[iid]), cid))
                     for k, s in sig_after.get(cid, ()):
                         sid = new_id()
-                        body.append(build(SignalOp, {"id": _s(sid), "token": _s(f"sync.{k}"), "signal": _s(s.signal),
-                                                     "wait": _s(s.wait)}))
+                        body.append(build_op(SignalOp, {"id": string(sid), "token": string(f"sync.{k}"), "signal": string(s.signal),
+                                                     "wait": string(s.wait)}))
                         out.lineage[sid] = f"{c.lineage} -> command {c.id} -> signal sync.{k} to {s.wait} -> " \
                                            f"instruction {sid}"
                 if body:
-                    q_ops.append(build(QueueOp, {"engine": _s(engine)}, body))
+                    q_ops.append(build_op(QueueOp, {"engine": string(engine)}, body))
             if not q_ops:
                 continue
             rows = _rows(plan, step, st, allocs, names, hp.n_embd)
-            step_ops.append(build(StepOp, {"name": _s(step), "rows": _i(rows)}, q_ops))
+            step_ops.append(build_op(StepOp, {"name": string(step), "rows": i64_of(rows)}, q_ops))
             missing = [k for k in ref[st] if (step, k) not in used]
             if missing:
                 call = missing[0]
@@ -274,23 +261,23 @@ def lower_plan(plan: ConcretePlan, abi: Mapping[str, Any], *, concrete: str = ""
                     f"stage {st} step '{step}': the runtime stage program's call {call[0]}{list(call[1])} -> {list(call[2])} has "
                     f"no concrete command (the plan's stage program is incomplete)", where=f"stage {st}")
         ls, le = ranges[st]
-        stage_ops.append(build(StageOp, {"index": _i(st), "device": _s(device[st]), "layer_start": _i(ls),
-                                         "layer_end": _i(le)}, step_ops))
+        stage_ops.append(build_op(StageOp, {"index": i64_of(st), "device": string(device[st]), "layer_start": i64_of(ls),
+                                         "layer_end": i64_of(le)}, step_ops))
     body_ops: list[Operation] = [abi_op(abi)]
     for a in plan.allocs:
         st, step, name = names[a.id]
-        body_ops.append(build(BufferOp, {
-            "id": _s(a.id), "name": _s(name), "stage": _i(st), "step": _s(step), "device": _s(a.device),
-            "space": _s(a.space), "offset": _i(a.offset), "size": _i(a.size), "alignment": _i(a.alignment),
-            "lifetime": _s(a.lifetime)}))
+        body_ops.append(build_op(BufferOp, {
+            "id": string(a.id), "name": string(name), "stage": i64_of(st), "step": string(step), "device": string(a.device),
+            "space": string(a.space), "offset": i64_of(a.offset), "size": i64_of(a.size), "alignment": i64_of(a.alignment),
+            "lifetime": string(a.lifetime)}))
     for eid in sorted(edge_rows):
         e = edge_rows[eid]
-        body_ops.append(build(EdgeOp, {"id": _s(eid), "buffer": _s(e["buffer"]), "producer": _i(e["producer"]),
-                                       "consumer": _i(e["consumer"]), "link": _s(e["link"])}))
+        body_ops.append(build_op(EdgeOp, {"id": string(eid), "buffer": string(e["buffer"]), "producer": i64_of(e["producer"]),
+                                       "consumer": i64_of(e["consumer"]), "link": string(e["link"])}))
     body_ops += stage_ops
-    prog = build(ProgramOp, {
-        "target": _s(plan.target), "deployment": _s(plan.deployment), "concrete": _s(concrete),
-        "portable": _s(plan.source), "binder": _s(plan.binder), "engine": _s(ENGINE_REVISION)}, body_ops)
+    prog = build_op(ProgramOp, {
+        "target": string(plan.target), "deployment": string(plan.deployment), "concrete": string(concrete),
+        "portable": string(plan.source), "binder": string(plan.binder), "engine": string(ENGINE_REVISION)}, body_ops)
     assert isinstance(prog, ProgramOp)
     out.program = prog
     out.cross_step_syncs = len(syncs) - len(same)
@@ -312,11 +299,11 @@ def _rows(plan: ConcretePlan, step: str, stage: int, allocs, names, n_embd: int)
 def _instruction(c: Command, iid: str, nm, ref: dict[tuple, Any], used: dict[tuple, str], path: str) -> Operation:
     step = parse_step(c.task)[0]  # type: ignore[index]
     if c.op == "recv":
-        return build(RecvOp, {"id": _s(iid), "cmd": _s(c.id), "edge": _s(c.task.split(".")[3]), "dst": _s(c.writes[0])})
+        return build_op(RecvOp, {"id": string(iid), "cmd": string(c.id), "edge": string(c.task.split(".")[3]), "dst": string(c.writes[0])})
     if c.op == "send":
-        return build(SendOp, {"id": _s(iid), "cmd": _s(c.id), "edge": _s(c.task.split(".")[3]), "src": _s(c.reads[0])})
+        return build_op(SendOp, {"id": string(iid), "cmd": string(c.id), "edge": string(c.task.split(".")[3]), "src": string(c.reads[0])})
     if c.op == "argmax":
-        return build(SampleOp, {"id": _s(iid), "cmd": _s(c.id), "src": _s(c.reads[0]), "dst": _s(c.writes[0])})
+        return build_op(SampleOp, {"id": string(iid), "cmd": string(c.id), "src": string(c.reads[0]), "dst": string(c.writes[0])})
     sig = KERNEL_ABI.get(c.op)
     if sig is None:
         raise MachineVerifyError(f"command '{c.id}': op '{c.op}' has no virtual-target instruction", path=path,
@@ -335,9 +322,9 @@ def _instruction(c: Command, iid: str, nm, ref: dict[tuple, Any], used: dict[tup
         raise MachineVerifyError(f"command '{c.id}': the runtime call {c.op}{list(key[1])} is already lowered by "
                                  f"'{used[(step, key)]}'", path=path, where=c.id)
     used[(step, key)] = c.id
-    attrs = DictionaryAttr({k: to_attr(v) for k, v in sorted(call.attrs.items())})
-    return build(KernelOp, {"id": _s(iid), "cmd": _s(c.id), "kernel": _s(c.op), "ins": _arr(ins), "outs": _arr(outs),
-                            "attrs": attrs, "block": _i(-1 if call.block is None else call.block)})
+    attrs = DictionaryAttr({k: scalar_attr(v) for k, v in sorted(call.attrs.items())})
+    return build_op(KernelOp, {"id": string(iid), "cmd": string(c.id), "kernel": string(c.op), "ins": strings(ins), "outs": strings(outs),
+                            "attrs": attrs, "block": i64_of(-1 if call.block is None else call.block)})
 
 
 def _max_seq_len_from_plan(plan: ConcretePlan, abi_partial: Mapping[str, Any]) -> int:
@@ -354,7 +341,7 @@ def abi_for_module(module: ModuleOp, plan: ConcretePlan, model: str = "") -> tup
     ops = [o for o in module.ops if isinstance(o, AbiOp)]
     if ops:
         a = ops[0]
-        tmp = build(ProgramOp, {k: _s("") for k in ("target", "deployment", "concrete", "portable", "binder",
+        tmp = build_op(ProgramOp, {k: string("") for k in ("target", "deployment", "concrete", "portable", "binder",
                                                      "engine")}, [a.clone()])
         return abi_of(tmp), a  # type: ignore[arg-type]
     if not model:
@@ -387,15 +374,13 @@ class ConvertCplanToVmachinePass(ModulePass):
     model: str = ""
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
-        from pipeplan.transforms.cplan_project_timing import TIMING, concrete_digest, find_cplan
+        from pipeplan.transforms.cplan_project_timing import find_cplan
 
         try:
             plan_op = find_cplan(op)
             plan = plan_from_ir(plan_op)
             abi, abi_input = abi_for_module(op, plan, self.model)
-            timings = {o.id.data: o.attributes[TIMING] for o in plan_op.body.block.ops
-                       if TIMING in o.attributes and hasattr(o, "id")}
-            low = lower_plan(plan, abi, concrete=concrete_digest(plan_op), timings=timings)
+            low = _lower_plan_op(plan_op, plan, abi)
         except PipeplanError as e:
             raise PassFailedException(f"convert-cplan-to-vmachine: {e.one_line()}") from None
         for o in [plan_op] + ([abi_input] if abi_input is not None else []):
@@ -410,9 +395,17 @@ class ConvertCplanToVmachinePass(ModulePass):
 def lower_module(module: ModuleOp, abi: Mapping[str, Any]) -> Lowered:
     """Lower the module's ``cplan.plan`` for ``abi`` without changing the module (used by the package
     emitter, which keeps the plan to compute digests). Raises PipeplanError / MachineVerifyError."""
-    from pipeplan.transforms.cplan_project_timing import TIMING, concrete_digest, find_cplan
+    from pipeplan.transforms.cplan_project_timing import find_cplan
 
     plan_op: PlanOp = find_cplan(module)
+    return _lower_plan_op(plan_op, plan_from_ir(plan_op), abi)
+
+
+def _lower_plan_op(plan_op: PlanOp, plan: ConcretePlan, abi: Mapping[str, Any]) -> Lowered:
+    """:func:`lower_plan` of ``plan`` (the value of ``plan_op``) with ``plan_op``'s concrete digest and
+    the timing annotations of its ops (keyed by op id). Raises PipeplanError / MachineVerifyError."""
+    from pipeplan.transforms.cplan_project_timing import TIMING, concrete_digest
+
     timings = {o.id.data: o.attributes[TIMING] for o in plan_op.body.block.ops
                if TIMING in o.attributes and hasattr(o, "id")}
-    return lower_plan(plan_from_ir(plan_op), abi, concrete=concrete_digest(plan_op), timings=timings)
+    return lower_plan(plan, abi, concrete=concrete_digest(plan_op), timings=timings)
