@@ -160,10 +160,10 @@ def map_tensor_bytes(files: Sequence[str | Path], tensors: Sequence[TensorSlice]
     return map_tensors(files, tensors).views
 
 
-class LoadedWeights(Mapping[str, torch.Tensor]):
-    """A stage's dequantized weights: a read-only mapping name -> float32 torch tensor (numpy/torch
-    order), plus ``mapped_bytes`` (bytes of the files that were mapped) and ``tensor_bytes`` (sum of
-    the requested tensors' ``n_bytes``)."""
+class StageWeights(Mapping[str, torch.Tensor]):
+    """A stage's weights: a read-only mapping name -> torch tensor, plus ``mapped_bytes`` (bytes of the
+    files that were mapped), ``tensor_bytes`` (sum of the requested tensors' ``n_bytes``) and ``regions``
+    (the mapped file ranges). Base of :class:`LoadedWeights` and the Triton target's ``RawWeights``."""
 
     def __init__(self, tensors: dict[str, torch.Tensor], mapped_bytes: int, tensor_bytes: int,
                  regions: list[MappedRegion]):
@@ -182,7 +182,24 @@ class LoadedWeights(Mapping[str, torch.Tensor]):
         return len(self.tensors)
 
     def __repr__(self) -> str:
-        return f"LoadedWeights({len(self.tensors)} tensors, mapped_bytes={self.mapped_bytes})"
+        return f"{type(self).__name__}({len(self.tensors)} tensors, mapped_bytes={self.mapped_bytes})"
+
+
+class LoadedWeights(StageWeights):
+    """A stage's dequantized weights: a read-only mapping name -> float32 torch tensor (numpy/torch
+    order), plus ``mapped_bytes`` (bytes of the files that were mapped) and ``tensor_bytes`` (sum of
+    the requested tensors' ``n_bytes``)."""
+
+
+def check_slice_bytes(t: TensorSlice) -> None:
+    """Raise ``LoaderError("parse")`` when ``t.n_bytes`` is not what its ggml type and shape need
+    (``pipeplan.runtime.dequant.expected_nbytes``, llama.cpp's row sizes); ``where`` is the tensor name."""
+    need = expected_nbytes(t.ggml_type, t.shape, what=t.name)
+    if need != t.n_bytes:
+        raise LoaderError(
+            "parse", f"tensor {t.name}: {t.ggml_type} {tuple(t.shape)} needs {need} bytes, index says {t.n_bytes}",
+            where=t.name,
+        )
 
 
 def load_stage_weights(files: Sequence[str | Path], tensors: Sequence[TensorSlice]) -> LoadedWeights:
@@ -204,12 +221,7 @@ def load_stage_weights(files: Sequence[str | Path], tensors: Sequence[TensorSlic
         DequantError: unknown or undequantizable ggml type, bad row length (kind ``parse``).
     """
     for t in tensors:
-        need = expected_nbytes(t.ggml_type, t.shape, what=t.name)
-        if need != t.n_bytes:
-            raise LoaderError(
-                "parse", f"tensor {t.name}: {t.ggml_type} {tuple(t.shape)} needs {need} bytes, index says {t.n_bytes}",
-                where=t.name,
-            )
+        check_slice_bytes(t)
     mapped = map_tensors(files, tensors)
     out: dict[str, torch.Tensor] = {}
     for t in tensors:

@@ -31,7 +31,7 @@ any other torch op on it (e.g. a reference kernel) dequantizes on the fly with t
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
@@ -39,7 +39,7 @@ import torch
 from pipeplan.plan_types import TensorSlice
 from pipeplan.runtime.dequant import dequantize, expected_nbytes
 from pipeplan.runtime.kernels.triton._common import TritonKernelError
-from pipeplan.runtime.loader import LoaderError, MappedRegion, map_tensors
+from pipeplan.runtime.loader import StageWeights, check_slice_bytes, map_tensors
 from torch.utils._pytree import tree_map
 
 RAW_TYPES: tuple[str, ...] = ("F32", "F16", "BF16", "Q8_0", "Q4_0")
@@ -157,29 +157,10 @@ def weight_from_bytes(data: np.ndarray | bytes, ggml_type: str, ggml_shape: Sequ
     return GGMLWeight(copy.reshape(n, -1).to(device), ggml_type, (n, k), name)
 
 
-class RawWeights(Mapping[str, torch.Tensor]):
+class RawWeights(StageWeights):
     """A stage's weights in GGUF format (name -> float32 tensor or :class:`GGMLWeight`), plus
     ``mapped_bytes`` (file bytes mapped), ``tensor_bytes`` (sum of the tensors' ``n_bytes``) and
     ``regions`` -- the same accounting as :class:`pipeplan.runtime.loader.LoadedWeights`."""
-
-    def __init__(self, tensors: dict[str, torch.Tensor], mapped_bytes: int, tensor_bytes: int,
-                 regions: list[MappedRegion]):
-        self.tensors = tensors
-        self.mapped_bytes = mapped_bytes
-        self.tensor_bytes = tensor_bytes
-        self.regions = regions
-
-    def __getitem__(self, name: str) -> torch.Tensor:
-        return self.tensors[name]
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self.tensors)
-
-    def __len__(self) -> int:
-        return len(self.tensors)
-
-    def __repr__(self) -> str:
-        return f"RawWeights({len(self.tensors)} tensors, mapped_bytes={self.mapped_bytes})"
 
 
 def load_stage_weights_raw(files: Sequence[str | Path], tensors: Sequence[TensorSlice],
@@ -200,10 +181,7 @@ def load_stage_weights_raw(files: Sequence[str | Path], tensors: Sequence[Tensor
         TritonKernelError: ``triton:weight_type`` (kind ``bind``) for a matrix type the kernels do not read.
     """
     for t in tensors:
-        need = expected_nbytes(t.ggml_type, t.shape, what=t.name)
-        if need != t.n_bytes:
-            raise LoaderError("parse", f"tensor {t.name}: {t.ggml_type} {tuple(t.shape)} needs {need} bytes, "
-                              f"index says {t.n_bytes}", where=t.name)
+        check_slice_bytes(t)
         if len(t.shape) == 2 and t.ggml_type not in RAW_TYPES:
             raise TritonKernelError(
                 "weight_type", f"weight {t.name}: ggml type {t.ggml_type} is not consumed by the Triton kernels "
