@@ -28,6 +28,7 @@ from pathlib import Path
 from pipeplan.api import register_pipeplan, run_pipeline
 from pipeplan.frontend.facts_toml import loads_facts_toml
 from pipeplan.frontend.planner import plan_run
+from pipeplan.frontend.pool import pool_toml
 from pipeplan.plan_types import NodePool, NodeSpec, RuntimeConfig
 from pipeplan.transforms.convert_pplan_to_cplan import bind, problem_from_module
 from pipeplan.transforms.cplan_verify import check_invariants
@@ -47,9 +48,7 @@ def costed_module(mult: int, tmp: Path):
     mem = (80 << 30) * mult
     nodes = tuple(NodeSpec(f"n{i}", mem, 3.0e12, 1.0e15, 5.0e10) for i in range(STAGES))
     pool = tmp / f"pool{mult}.toml"
-    pool.write_text("".join(
-        f'[[nodes]]\nid = "{n.id}"\nmemory_bytes = {n.memory_bytes}\nbandwidth_bytes_per_s = 3.0e12\n'
-        f'flops_per_s = 1.0e15\nlink_bandwidth_bytes_per_s = 5.0e10\n' for n in nodes))
+    pool.write_text(pool_toml(NodePool(nodes)))
     mod = plan_run(facts, RuntimeConfig(max_seq_len=1024), NodePool(nodes), STAGES)
     run_pipeline(register_pipeplan(Context()), mod, PIPE.format(pool=pool))
     return mod

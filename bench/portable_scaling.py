@@ -31,6 +31,7 @@ from pipeplan.api import build_pipeline, register_pipeplan
 from pipeplan.dialects.pplan import find_plan
 from pipeplan.frontend.facts_toml import load_facts_toml
 from pipeplan.frontend.planner import plan_run
+from pipeplan.frontend.pool import pool_toml
 from pipeplan.plan_types import NodePool, NodeSpec, RuntimeConfig
 from xdsl.context import Context
 
@@ -81,10 +82,7 @@ def sweep(quick: bool = False, repeat: int = 2) -> list[dict]:
     rows = []
     with tempfile.TemporaryDirectory() as td:
         pool_file = Path(td) / "pool.toml"
-        pool_file.write_text("".join(
-            f'[[nodes]]\nid = "{n.id}"\nmemory_bytes = {n.memory_bytes}\nbandwidth_bytes_per_s = '
-            f'{n.bandwidth_bytes_per_s}\nflops_per_s = {n.flops_per_s}\nlink_bandwidth_bytes_per_s = '
-            f'{n.link_bandwidth_bytes_per_s}\n' for n in nodes))
+        pool_file.write_text(pool_toml(pool))
         run_one(10, STAGES_N, pool_file, pool)  # warm-up (lazy imports, caches)
         for b in (QUICK_SIZES if quick else SIZES):
             rows.append(min((run_one(b, STAGES_N, pool_file, pool) for _ in range(repeat)),

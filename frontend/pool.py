@@ -156,6 +156,23 @@ def load_pool_toml(path: str | os.PathLike[str]) -> NodePool:
     return pool
 
 
+def pool_toml(pool: NodePool) -> str:
+    """The pool-file TOML text of ``pool`` (inverse of :func:`load_pool_toml`): one ``[[nodes]]`` table
+    per node in pool order, with ``id``, ``memory_bytes`` and each rate that is set.
+
+    Raises:
+        RunPlanRejection(code="invalid_pool"): the pool fails :func:`validate_pool` (so the text
+            always loads back to an equal pool).
+    """
+    validate_pool(pool)
+    tables = []
+    for n in pool.nodes:
+        lines = [f"id = {json.dumps(n.id)}", f"memory_bytes = {n.memory_bytes}"]
+        lines += [f"{k} = {getattr(n, k)!r}" for k in _OPTIONAL_RATES if getattr(n, k) is not None]
+        tables.append("[[nodes]]\n" + "\n".join(lines) + "\n")
+    return "".join(tables)
+
+
 def physical_memory_bytes() -> int:
     """Total physical memory of this machine in bytes (``SC_PHYS_PAGES * SC_PAGE_SIZE``).
 

@@ -6,7 +6,7 @@ import os
 
 import pytest
 from pipeplan.errors import RunPlanRejection
-from pipeplan.frontend.pool import load_pool_toml, local_pool, physical_memory_bytes, validate_pool
+from pipeplan.frontend.pool import load_pool_toml, local_pool, physical_memory_bytes, pool_toml, validate_pool
 from pipeplan.plan_types import NodePool, NodeSpec
 
 GOOD = """
@@ -197,3 +197,22 @@ def test_local_pool_with_peaks_states_them_on_every_node():
 
     pool = local_pool(2, memory_bytes=1234, peaks=LocalPeaks(2e10, 1e11, 3e9, "env"))
     assert pool.nodes == (NodeSpec("local0", 1234, 2e10, 1e11, 3e9), NodeSpec("local1", 1234, 2e10, 1e11, 3e9))
+
+
+def test_pool_toml_round_trips(tmp_path):
+    """pool_toml writes text that load_pool_toml reads back to an equal pool (order, set and unset rates)."""
+    pool = NodePool((
+        NodeSpec("gpu0", 17179869184, 9.0e11, 6.5e13, 1250000000),
+        NodeSpec("host-1.example:7000", 8000000000),
+        NodeSpec("rack/0@b", 10, flops_per_s=1.5),
+    ))
+    text = pool_toml(pool)
+    assert text.count("[[nodes]]") == 3 and "bandwidth_bytes_per_s" not in text.split("[[nodes]]")[2]
+    assert load_pool_toml(_write(tmp_path, text)) == pool
+
+
+def test_pool_toml_rejects_invalid_pool():
+    """pool_toml refuses a pool validate_pool rejects (invalid_pool), writing nothing."""
+    with pytest.raises(RunPlanRejection) as ei:
+        pool_toml(NodePool((NodeSpec("a", 0),)))
+    assert ei.value.code == "invalid_pool" and "'memory_bytes' must be > 0" in ei.value.message
