@@ -29,6 +29,7 @@ import hashlib
 import io
 import json
 import math
+import re
 import shutil
 import tempfile
 from collections.abc import Sequence
@@ -75,13 +76,20 @@ def _parse_plan(plan_module) -> Any:
 
     if isinstance(plan_module, ModuleOp):
         return plan_module.clone()
-    text = Path(plan_module).read_text() if isinstance(plan_module, Path) or (
-        isinstance(plan_module, str) and "\n" not in plan_module and Path(plan_module).exists()) else str(plan_module)
+    is_path = isinstance(plan_module, Path) or (isinstance(plan_module, str) and "\n" not in plan_module
+                                                 and not plan_module.lstrip().startswith(("builtin.", "runplan.", "{", '"')))
+    try:
+        text = Path(plan_module).read_text() if is_path else str(plan_module)
+    except (OSError, UnicodeDecodeError) as e:
+        why = e.strerror if isinstance(e, OSError) and e.strerror else str(e)
+        raise PackageError(f"{plan_module}: cannot read the plan: {why}", code="file_not_found",
+                           where=str(plan_module)) from None
     try:
         return parse_module(register_pipeplan(Context()), text)
     except Exception as e:  # xDSL parse/verify errors
-        raise PackageError(f"cannot parse the plan: {str(e).splitlines()[0] if str(e) else type(e).__name__}",
-                           code="bad_plan") from None
+        lines = [x.strip() for x in str(e).splitlines() if x.strip() and set(x.strip()) != {"^"}]
+        what = f"{lines[0]}: {lines[-1]}" if len(lines) > 1 else (lines[0] if lines else type(e).__name__)
+        raise PackageError(f"cannot parse the plan: {what}", code="bad_plan") from None
 
 
 def compile_plan(plan_module, target: str = "virtual-queue", evidence: Sequence[str] | str | None = None, *,
@@ -91,11 +99,15 @@ def compile_plan(plan_module, target: str = "virtual-queue", evidence: Sequence[
     Returns ``(module, spec)``: the module holding the portable source, bindings, costed view and the
     timing-annotated ``cplan.plan``; the RunPlanSpec. ``evidence`` defaults to ``("roofline",)``.
 
-    Raises PackageError(missing_binding) without a pool; PackageError carrying the failing pass's
-    one-line message otherwise.
+    ``pool``: the node-pool TOML of the DeploymentBinding; None: the node specs the RunPlan carries
+    (``pipeplan plan`` records its pool's specs, peaks included), which are the plan's own explicit binding.
+
+    Raises PackageError(missing_binding) without a pool when the plan names its nodes by id only (AB-G-4:
+    never a default); PackageError(file_not_found / bad_plan) for an unreadable or unparsable plan;
+    PackageError carrying the failing pass's code and one-line message otherwise.
     """
     from pipeplan.api import register_pipeplan
-    from pipeplan.dialects.runplan_build import runplan_spec_from_module
+    from pipeplan.dialects.runplan_build import plan_node_pool, runplan_spec_from_module
     from pipeplan.transforms.convert_pplan_to_cplan import ConvertPplanToCplanPass
     from pipeplan.transforms.convert_runplan_to_pplan import ConvertRunplanToPplanPass
     from pipeplan.transforms.cplan_project_timing import CplanProjectTimingPass
@@ -107,28 +119,42 @@ def compile_plan(plan_module, target: str = "virtual-queue", evidence: Sequence[
     from xdsl.passes import PassPipeline
     from xdsl.utils.exceptions import PassFailedException
 
-    if pool is None:
-        raise PackageError("missing binding: DeploymentBinding (give the node pool TOML the plan was made for: "
-                           "--nodes POOL.toml)", code="missing_binding")
     if isinstance(evidence, str):
         evidence = tuple(x for x in evidence.split(",") if x)
     evidence = tuple(evidence or ("roofline",))
     module = _parse_plan(plan_module)
     try:
         spec = runplan_spec_from_module(module)
+        carried = plan_node_pool(module)
     except PipeplanError as e:
         raise PackageError(f"the input is not a RunPlan: {e.one_line()}", code="bad_plan") from None
-    passes = (ConvertRunplanToPplanPass(prompt_len=prompt_len, pool=str(pool)), PplanLegalizePass(target=target),
+    if pool is None and carried is None:
+        raise PackageError("missing binding: DeploymentBinding (the plan names its nodes by id only: give the node "
+                           "pool TOML the plan was made for: --nodes POOL.toml)", code="missing_binding")
+    passes = (ConvertRunplanToPplanPass(prompt_len=prompt_len, pool="" if pool is None else str(pool)),
+              PplanLegalizePass(target=target),
               PplanSelectImplementationsPass(), PplanResolveCostsPass(evidence=evidence),
               ConvertPplanToCplanPass(binder=binder, keep_source=True), CplanVerifyPass(require_source=True),
               CplanProjectTimingPass())
     try:
         PassPipeline(passes).apply(register_pipeplan(Context()), module)
     except PassFailedException as e:
-        msg = " ".join(str(e).split())
-        code = msg.split("]")[0].split("[")[-1] if msg.startswith("error[") else "compile_failed"
+        msg, code = _diagnostic(" ".join(str(e).split()))
         raise PackageError(msg, code=code) from None
     return module, spec
+
+
+_CODE = re.compile(r"error\[([A-Za-z0-9_:.-]+)\]: ")
+
+
+def _diagnostic(msg: str) -> tuple[str, str]:
+    """(message, code) of a pass diagnostic: the first embedded ``error[<code>]: `` gives the code and is
+    removed from the message (``pplan-resolve-costs: error[bad_evidence]: x`` -> ``bad_evidence``,
+    ``pplan-resolve-costs: x``); none: ``compile_failed`` and the message as it is."""
+    m = _CODE.search(msg)
+    if m is None:
+        return msg, "compile_failed"
+    return msg[:m.start()] + msg[m.end():], m.group(1)
 
 
 def _target_binding(module) -> dict[str, Any]:
@@ -222,15 +248,52 @@ def _count(xs) -> dict[str, int]:
 
 def write_package(files: dict[str, str], out_dir: str | Path) -> Path:
     """Write ``files`` into ``out_dir`` atomically (a temporary sibling directory renamed into place;
-    an existing package directory is replaced). Returns the directory."""
+    an existing package directory is replaced, an empty directory too). Returns the directory.
+
+    Raises PackageError(bad_output_path), writing nothing, when ``out_dir`` is a file, its parent is a
+    file, or it is a non-empty directory that is not a package (never deletes a user's directory), or
+    on an OS error while writing (the temporary directory is removed)."""
     out = Path(out_dir)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
-    for name, text in files.items():
-        (tmp / name).write_text(text)
-    if out.exists():
-        shutil.rmtree(out)
-    tmp.rename(out)
+    check_package_dir(out)
+    try:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
+    except OSError as e:
+        raise PackageError(f"-o {out}: cannot create: {e.strerror or e}", code="bad_output_path",
+                           where=str(out)) from None
+    try:
+        for name, text in files.items():
+            (tmp / name).write_text(text)
+        if out.exists():
+            shutil.rmtree(out)
+        tmp.rename(out)
+    except OSError as e:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise PackageError(f"-o {out}: cannot write the package: {e.strerror or e}", code="bad_output_path",
+                           where=str(out)) from None
+    return out
+
+
+def check_package_dir(out_dir: str | Path) -> Path:
+    """Check, before compiling, that ``out_dir`` may receive a package: absent (its nearest existing
+    ancestor a directory), an empty directory, or a directory holding a package (a ``manifest.json`` of
+    :data:`PACKAGE_FORMAT`; it is replaced). Raises PackageError(bad_output_path) otherwise."""
+    out = Path(out_dir)
+    if out.exists() and not out.is_dir():
+        raise PackageError(f"-o {out}: exists and is not a directory", code="bad_output_path", where=str(out))
+    if out.is_dir() and any(out.iterdir()):
+        try:
+            fmt = json.loads((out / "manifest.json").read_text()).get("format")
+        except (OSError, ValueError, AttributeError):
+            fmt = None
+        if fmt != PACKAGE_FORMAT:
+            raise PackageError(f"-o {out}: a non-empty directory that is not a replay package (refusing to replace "
+                               f"it; give a new or empty directory)", code="bad_output_path", where=str(out))
+    up = out.parent
+    while not up.exists() and up != up.parent:
+        up = up.parent
+    if not up.is_dir():
+        raise PackageError(f"-o {out}: {up} is not a directory", code="bad_output_path", where=str(out))
     return out
 
 
@@ -248,8 +311,15 @@ def compile_plan_to_package(plan_module, target: str = "virtual-queue", evidence
         decode_tokens / prompt_chunks: the simulated run in ``predicted.timeline.json``.
         timeline: also write the predicted Chrome trace here.
     Returns: the package directory.
-    Raises: PackageError (missing binding, compile failure with the pass's message), MachineVerifyError.
+    Raises: PackageError (missing binding, compile failure with the pass's message, ``bad_output_path``),
+    OutputPathError (``timeline`` in a missing directory), MachineVerifyError. Output paths are checked
+    before compiling: a failure writes nothing.
     """
+    from pipeplan.lowering.timeline import check_output_file
+
+    check_package_dir(out_dir)
+    if timeline is not None:
+        check_output_file(timeline, "--timeline")
     module, spec = compile_plan(plan_module, target, evidence, pool=pool, prompt_len=prompt_len, binder=binder)
     files = build_package_files(module, spec, target=target, decode_tokens=decode_tokens, prompt_chunks=prompt_chunks)
     out = write_package(files, out_dir)
@@ -286,5 +356,5 @@ def verify_package(pkg_dir: str | Path) -> dict[str, Any]:
     return manifest
 
 
-__all__ = ["FILES", "PACKAGE_FORMAT", "PackageError", "build_package_files", "compile_plan", "compile_plan_to_package",
-           "print_module", "sha256_hex", "verify_package", "write_package"]
+__all__ = ["FILES", "PACKAGE_FORMAT", "PackageError", "build_package_files", "check_package_dir", "compile_plan",
+           "compile_plan_to_package", "print_module", "sha256_hex", "verify_package", "write_package"]

@@ -53,6 +53,36 @@ class TimelineError(PipeplanError):
     code = "bad_timeline"
 
 
+class OutputPathError(PipeplanError):
+    """An output file (``--timeline``, ``--trace``, ``-o``) that cannot be written where the user asked:
+    its directory is missing or not a directory, or the path is a directory (``code`` ``bad_output_path``)."""
+
+    code = "bad_output_path"
+
+
+def check_output_file(path: str | Path, option: str) -> Path:
+    """Check, before any work, that a file can be created at ``path`` (the CLI's ``option`` names it in
+    the message): its parent must be an existing directory and ``path`` itself no directory. Returns the
+    path. Raises OutputPathError; nothing is created."""
+    p = Path(path)
+    parent = p.parent if str(p.parent) else Path(".")
+    if p.is_dir():
+        raise OutputPathError(f"{option} {p}: is a directory, not a file", where=str(p))
+    if not parent.is_dir():
+        why = "is not a directory" if parent.exists() else "does not exist"
+        raise OutputPathError(f"{option} {p}: directory {parent} {why}", where=str(p))
+    return p
+
+
+def _write_text(path: str | Path, text: str, option: str) -> Path:
+    p = check_output_file(path, option)
+    try:
+        p.write_text(text)
+    except OSError as e:
+        raise OutputPathError(f"{option} {p}: cannot write: {e.strerror or e}", where=str(p)) from None
+    return p
+
+
 @dataclass(frozen=True)
 class TimelineEvent:
     """One command execution (seconds from the run start). ``instruction`` is the machine
@@ -114,10 +144,9 @@ class TimelineBundle:
         return json.dumps(self.to_json(), sort_keys=True, indent=1) + "\n"
 
     def write(self, path: str | Path) -> Path:
-        """Write :meth:`dumps` to ``path``; returns it."""
-        p = Path(path)
-        p.write_text(self.dumps())
-        return p
+        """Write :meth:`dumps` to ``path``; returns it. Raises OutputPathError (missing directory,
+        unwritable path)."""
+        return _write_text(path, self.dumps(), "timeline")
 
     @classmethod
     def from_json(cls, doc: Any, where: str = "<timeline>") -> TimelineBundle:
@@ -174,10 +203,9 @@ class TimelineBundle:
                 "otherData": {"kind": self.kind, **{f"digest.{k}": v for k, v in sorted(self.digests.items())}}}
 
     def write_chrome_trace(self, path: str | Path) -> Path:
-        """Write :meth:`chrome_trace` as JSON; returns the path."""
-        p = Path(path)
-        p.write_text(json.dumps(self.chrome_trace(), sort_keys=True) + "\n")
-        return p
+        """Write :meth:`chrome_trace` as JSON; returns the path. Raises OutputPathError (missing
+        directory, unwritable path)."""
+        return _write_text(path, json.dumps(self.chrome_trace(), sort_keys=True) + "\n", "trace")
 
 
 def _trace_events(b: TimelineBundle, prefix: str, pid_base: int) -> list[dict[str, Any]]:
@@ -374,6 +402,11 @@ def compare(predicted: TimelineBundle, measured: TimelineBundle) -> Comparison:
     return Comparison(level, reason, matched, p_only, m_only, cerr, tuple(tp[:n]), tuple(tm[:n]), terr)
 
 
+def write_side_by_side_trace(predicted: TimelineBundle, measured: TimelineBundle, path: str | Path) -> Path:
+    """Write :func:`side_by_side_trace` as JSON to ``path``. Raises OutputPathError."""
+    return _write_text(path, json.dumps(side_by_side_trace(predicted, measured), sort_keys=True) + "\n", "trace")
+
+
 def side_by_side_trace(predicted: TimelineBundle, measured: TimelineBundle) -> dict[str, Any]:
     """One Chrome trace holding the predicted processes (``predicted device …``) above the measured
     ones (``measured device …``), both starting at 0."""
@@ -384,5 +417,6 @@ def side_by_side_trace(predicted: TimelineBundle, measured: TimelineBundle) -> d
             "otherData": {"predicted": predicted.digests.get("concrete", ""), "measured": measured.digests.get("concrete", "")}}
 
 
-__all__ = ["BUNDLE_FORMAT", "LEVELS", "Comparison", "SyncEvent", "TimelineBundle", "TimelineError", "TimelineEvent",
-           "bundle_from_simulation", "compare", "side_by_side_trace"]
+__all__ = ["BUNDLE_FORMAT", "LEVELS", "Comparison", "OutputPathError", "SyncEvent", "TimelineBundle", "TimelineError",
+           "TimelineEvent", "bundle_from_simulation", "check_output_file", "compare", "side_by_side_trace",
+           "write_side_by_side_trace"]

@@ -28,15 +28,23 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
-    """Compare and print. Raises TimelineError (exit 2 via the CLI)."""
-    from pipeplan.lowering.timeline import TimelineBundle, compare, side_by_side_trace
+    """Compare and print. Raises TimelineError, OutputPathError (``--trace`` in a missing directory, checked
+    first) (exit 2 via the CLI)."""
+    from pipeplan.lowering.timeline import (
+        TimelineBundle,
+        check_output_file,
+        compare,
+        write_side_by_side_trace,
+    )
 
+    if args.trace:
+        check_output_file(args.trace, "--trace")
     p = Path(args.predicted)
     pred = TimelineBundle.read(p / "predicted.timeline.json" if p.is_dir() else p)
     meas = TimelineBundle.read(args.measured)
     c = compare(pred, meas)
     if args.trace:
-        Path(args.trace).write_text(json.dumps(side_by_side_trace(pred, meas), sort_keys=True) + "\n")
+        write_side_by_side_trace(pred, meas, args.trace)
     if args.json:
         print(json.dumps(c.to_json(), sort_keys=True))
         return 0

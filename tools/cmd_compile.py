@@ -2,14 +2,18 @@
 
 Usage::
 
-    pipeplan compile PLAN.mlir --nodes POOL.toml [--target virtual-queue] [--evidence roofline]
+    pipeplan compile PLAN.mlir [--nodes POOL.toml] [--target virtual-queue] [--evidence roofline]
                      [--evidence measured:TABLE.json ...] [--prompt-len 8] [--binder list-schedule]
                      [--decode-tokens 16] -o PKG [--timeline trace.json]
 
 Runs :func:`pipeplan.lowering.replay_package.compile_plan_to_package` (the whole chain from the
-RunPlan to the vmachine program, the predicted timeline and the manifest). ``--evidence`` may be
-repeated: providers in policy order (default ``roofline``). On success prints the package directory
-and its digests; on any error one ``error[<code>]: <message>`` line and exit status 2, and no package.
+RunPlan to the vmachine program, the predicted timeline and the manifest). The DeploymentBinding comes
+from ``--nodes``, else from the node specs the plan carries (``pipeplan plan`` records them); a plan
+naming its nodes by id only without ``--nodes`` is ``error[missing_binding]``. ``--evidence`` may be
+repeated: providers in policy order (default ``roofline``). ``-o`` must be a new or empty directory or
+an existing package (replaced); anything else is ``error[bad_output_path]`` and nothing is touched.
+On success prints the package directory and its digests; on any error one ``error[<code>]: <message>``
+line and exit status 2, and no package (output paths are checked before compiling).
 """
 
 from __future__ import annotations
@@ -23,21 +27,26 @@ HELP = "compile a RunPlan into a replay package (vmachine program, lineage, pred
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Register the ``compile`` options (module docstring)."""
     parser.add_argument("plan", metavar="PLAN.mlir", help="RunPlan IR (pipeplan plan output)")
-    parser.add_argument("--nodes", metavar="POOL.toml", help="node pool the plan was made for (DeploymentBinding)")
+    parser.add_argument("--nodes", metavar="POOL.toml",
+                        help="node pool the plan was made for (DeploymentBinding; default: the plan's node specs)")
     parser.add_argument("--target", default="virtual-queue", help="target plugin (default %(default)s)")
     parser.add_argument("--evidence", action="append", metavar="PROVIDER",
                         help="evidence provider, in policy order: roofline | measured:TABLE.json (default roofline)")
     parser.add_argument("--prompt-len", type=int, default=8, help="rows of the prefill step (default %(default)s)")
     parser.add_argument("--binder", default="list-schedule", help="list-schedule | reference-queue (default %(default)s)")
     parser.add_argument("--decode-tokens", type=int, default=16, help="decode tokens simulated (default %(default)s)")
-    parser.add_argument("-o", "--output", required=True, metavar="PKG", help="package directory (replaced)")
+    parser.add_argument("-o", "--output", required=True, metavar="PKG",
+                        help="package directory: new, empty, or an existing package (replaced)")
     parser.add_argument("--timeline", metavar="trace.json", help="also write the predicted Chrome trace")
 
 
 def main(args: argparse.Namespace) -> int:
     """Compile; print the package path and digests. Raises typed PipeplanErrors (exit 2 via the CLI)."""
-    from pipeplan.lowering.replay_package import compile_plan_to_package
+    from pipeplan.lowering.replay_package import PackageError, compile_plan_to_package
 
+    if args.decode_tokens < 1:
+        raise PackageError(f"--decode-tokens must be >= 1, got {args.decode_tokens}", code="invalid_request",
+                           where="decode_tokens")
     out = compile_plan_to_package(args.plan, args.target, args.evidence, args.output, pool=args.nodes,
                                   prompt_len=args.prompt_len, binder=args.binder, decode_tokens=args.decode_tokens,
                                   timeline=args.timeline)

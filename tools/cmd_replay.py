@@ -17,7 +17,9 @@ Backends (default ``inproc``: threads in this process, the quickest to start for
   ``--trace`` its Chrome trace (only this backend records them).
 
 Prints the generated text (``--json``: prompt ids, token ids, text, backend). Errors: one
-``error[<code>]: <message>`` line, exit status 2 (3 for a stage fault).
+``error[<code>]: <message>`` line, exit status 2 (3 for a stage fault); options (``--max-tokens``,
+``--threads``, the ``--timeline``/``--trace`` directories, ``--ray-address``) are checked before
+anything runs.
 """
 
 from __future__ import annotations
@@ -58,7 +60,21 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
-    """Replay and print the result. Raises typed PipeplanErrors (exit 2 via the CLI, 3 for StageFault)."""
+    """Replay and print the result. Raises typed PipeplanErrors (exit 2 via the CLI, 3 for StageFault).
+    Options are checked before anything runs: ``--max-tokens``/``--threads`` >= 1, the ``--timeline`` and
+    ``--trace`` directories exist (OutputPathError), a ``--ray-address`` HOST:PORT is reachable."""
+    from pipeplan.lowering.timeline import check_output_file
+    from pipeplan.tools.cmd_run import check_cache_dir, check_ray_address
+
+    for name in ("max_tokens", "threads"):
+        if getattr(args, name) < 1:
+            raise ReplayOptionError(f"--{name.replace('_', '-')} must be >= 1, got {getattr(args, name)}",
+                                    code="invalid_request", where=name)
+    if args.timeline:
+        check_output_file(args.timeline, "--timeline")
+    if args.trace:
+        check_output_file(args.trace, "--trace")
+    check_cache_dir(args.cache_dir)
     if args.backend == "direct":
         if args.target != "reference" or args.ray_address:
             raise ReplayOptionError("the direct replay runs the reference kernels in this process: --target cuda and "
@@ -81,6 +97,8 @@ def main(args: argparse.Namespace) -> int:
         from pipeplan.tools.cmd_run import TARGET_KERNELS
 
         backend = make_backend(args.backend, ray_address=args.ray_address)
+        if args.backend == "ray":
+            check_ray_address(args.ray_address)
         pkg = load_package(args.package)
         provisions = package_provisions(pkg, args.model)
         res = generate(args.model, provisions, args.prompt, max_tokens=args.max_tokens, backend=backend,

@@ -39,6 +39,8 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
+import re
 import sys
 import time
 
@@ -60,11 +62,56 @@ def add_backend_arguments(p: argparse.ArgumentParser, default: str) -> None:
                    help="kernels: reference (torch, default) or cuda (Triton; interpreter without a GPU)")
 
 
+RAY_PROBE_TIMEOUT_S = 3.0
+"""Seconds :func:`check_ray_address` waits for a TCP connection to ``--ray-address``."""
+_RAY_HOST_PORT = re.compile(r"^(?:ray://)?\[?([^\]/]+?)\]?:(\d{1,5})$")
+
+
+def check_ray_address(address: str | None) -> None:
+    """Fail fast on a ``--ray-address`` HOST:PORT (or ``ray://HOST:PORT``) that accepts no TCP connection
+    within :data:`RAY_PROBE_TIMEOUT_S`: ``ray.init`` itself retries an unreachable GCS for minutes
+    (20 tries of ~36 s in Ray 2.60), which a user sees as a hang. ``auto``/``local`` and other forms are
+    left to Ray (which fails quickly on them). Raises RayUnavailableError (``ray_unavailable``, exit 2)."""
+    import socket
+
+    m = _RAY_HOST_PORT.match(address or "")
+    if m is None:
+        return
+    host, port = m.group(1), int(m.group(2))
+    try:
+        with socket.create_connection((host, port), timeout=RAY_PROBE_TIMEOUT_S):
+            pass
+    except OSError as e:
+        from pipeplan.runtime.ray_backend import RayUnavailableError
+
+        raise RayUnavailableError(f"cannot connect to Ray at {address}: nothing accepts connections on {host}:{port} "
+                                  f"({e.strerror or type(e).__name__}); start the cluster (`ray start --head`) or "
+                                  f"leave out --ray-address for an embedded instance", where=address) from None
+
+
+def check_cache_dir(cache_dir: str | None) -> None:
+    """``--cache-dir`` must be a directory or creatable as one (it is created). Raises
+    RunPlanRejection(invalid_request) before any work."""
+    if cache_dir is None:
+        return
+    from pipeplan.errors import RunPlanRejection
+
+    try:
+        os.makedirs(cache_dir, exist_ok=True)
+    except OSError as e:
+        raise RunPlanRejection(f"--cache-dir {cache_dir}: not a usable directory: {e.strerror or e}",
+                               code="invalid_request", where="cache_dir") from None
+
+
 def make_run_backend(args: argparse.Namespace):
-    """The Backend for ``--backend``/``--ray-address``. Raises BackendError / RayUnavailableError."""
+    """The Backend for ``--backend``/``--ray-address`` (an unreachable HOST:PORT fails fast, see
+    :func:`check_ray_address`). Raises BackendError / RayUnavailableError."""
     from pipeplan.runtime.backends import make_backend
 
-    return make_backend(args.backend, ray_address=args.ray_address)
+    backend = make_backend(args.backend, ray_address=args.ray_address)
+    if args.backend == "ray":
+        check_ray_address(args.ray_address)
+    return backend
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -108,6 +155,10 @@ def main(args: argparse.Namespace) -> int:
     if args.prefill_rows < 1:
         raise RunPlanRejection(f"--prefill-rows must be >= 1, got {args.prefill_rows}", code="invalid_request",
                                where="prefill_rows")
+    if args.max_tokens < 1:
+        raise RunPlanRejection(f"--max-tokens must be >= 1, got {args.max_tokens}", code="invalid_request",
+                               where="max_tokens")
+    check_cache_dir(args.cache_dir)
     backend = make_run_backend(args)  # bad backend options fail before any work
     t0 = time.perf_counter()
     facts = read_model_facts(args.model)

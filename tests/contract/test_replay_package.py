@@ -219,7 +219,8 @@ def test_compare_correspondence(pkg, stories_path):
 
 
 def test_replay_rejects_other_model(pkg):
-    """A package replayed on a model with another ABI fails with a typed model_mismatch error."""
+    """AB-M-3 (runtime requirements: the model ABI): a package replayed on a model with another ABI fails with a
+    typed model_mismatch error."""
     from tests.conftest import TINY_RANDOM
 
     with pytest.raises(ReplayError) as ei:
@@ -235,15 +236,92 @@ def test_replay_rejects_bad_requests(pkg, stories_path):
         replay_package(pkg, stories_path, "hi", 80)
 
 
+def _id_only_plan(inputs) -> Path:
+    """The fixture's plan with its node specs replaced by bare ids (a plan stating no capacities or peaks)."""
+    import re
+
+    text = (inputs / "plan.mlir").read_text()
+    ids, n = re.subn(r"nodes \[\{[^\]]*\}\]", 'nodes ["n0", "n1", "n2"]', text, count=1)
+    assert n == 1
+    out = inputs / "plan-ids.mlir"
+    out.write_text(ids)
+    return out
+
+
 def test_compile_needs_deployment(inputs):
-    """AB-G-4: compiling without the node pool is a missing-binding diagnostic, not a default."""
+    """AB-G-4: compiling a plan that names its nodes by id only, without the node pool, is a missing-binding
+    diagnostic, not a default; nothing is written."""
     with pytest.raises(PackageError) as ei:
-        compile_plan_to_package(inputs / "plan.mlir", "virtual-queue", None, inputs / "nopkg")
-    assert ei.value.code == "missing_binding" and not (inputs / "nopkg").exists()
+        compile_plan_to_package(_id_only_plan(inputs), "virtual-queue", None, inputs / "nopkg")
+    assert ei.value.code == "missing_binding" and "by id only" in ei.value.message
+    assert not (inputs / "nopkg").exists()
+
+
+def test_compile_binds_the_plans_own_node_specs(pkg, inputs):
+    """AB-G-1, AB-M-2: without --nodes the DeploymentBinding comes from the node specs the plan carries
+    (issue 6's `pipeplan compile PLAN.mlir -o PKG`): the package is byte-identical to the one compiled with
+    the pool file the plan was made with."""
+    again = compile_plan_to_package(inputs / "plan.mlir", "virtual-queue", None, inputs / "pkg-own", binder=BINDER,
+                                    decode_tokens=8)
+    for n in ("manifest.json", "program.mlir", "predicted.timeline.json", "lineage.json"):
+        assert (pkg / n).read_bytes() == (again / n).read_bytes(), n
+
+
+def test_compile_output_paths_checked_first(inputs, capsys):
+    """No partial result and no lost data: `pipeplan compile -o` into a non-empty directory that is not a
+    package, into a file, or with `--timeline` in a missing directory is error[bad_output_path] (exit 2)
+    before compiling; the user's files are untouched and no package appears."""
+    from pipeplan.tools.cli import main
+
+    mine = inputs / "mine"
+    mine.mkdir(exist_ok=True)
+    (mine / "notes.txt").write_text("keep")
+    afile = inputs / "afile"
+    afile.write_text("keep")
+    plan = str(inputs / "plan.mlir")
+    cases = [["-o", str(mine)], ["-o", str(afile)], ["-o", str(afile / "pkg")],
+             ["-o", str(inputs / "fresh"), "--timeline", str(inputs / "no-such-dir" / "t.json")]]
+    for argv in cases:
+        assert main(["compile", plan, *argv]) == 2, argv
+        err = capsys.readouterr().err
+        assert err.startswith("error[bad_output_path]: ") and err.count("\n") == 1, err
+    assert sorted(x.name for x in mine.iterdir()) == ["notes.txt"] and afile.read_text() == "keep"
+    assert not (inputs / "fresh").exists() and not (inputs / "no-such-dir").exists()
+
+
+@pytest.mark.parametrize("argv, code", [
+    (["--binder", "nope"], "unsupported_binder"),
+    (["--evidence", "measured:/nonexistent/table.json"], "bad_evidence"),
+    (["--decode-tokens", "0"], "invalid_request"),
+    (["--prompt-len", "0"], "compile_failed"),
+])
+def test_cli_compile_bad_options(inputs, capsys, argv, code):
+    """A compile diagnostic is ONE `error[<code>]: ` line with the pass's own code (not repeated inside the
+    message), exit 2, and no package."""
+    from pipeplan.tools.cli import main
+
+    out = inputs / f"bad-{code}"
+    assert main(["compile", str(inputs / "plan.mlir"), "-o", str(out), *argv]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"error[{code}]: ") and err.count("error[") == 1 and err.count("\n") == 1, err
+    assert not out.exists()
+
+
+def test_cli_missing_or_unparsable_plan(inputs, capsys, tmp_path):
+    """A plan path that does not exist is error[file_not_found]; a file that is not IR is error[bad_plan]."""
+    from pipeplan.tools.cli import main
+
+    junk = tmp_path / "junk.mlir"
+    junk.write_text('{"x": 1}\n')
+    for path, code in ((tmp_path / "none.mlir", "file_not_found"), (junk, "bad_plan")):
+        assert main(["compile", str(path), "-o", str(tmp_path / "p")]) == 2
+        err = capsys.readouterr().err
+        assert err.startswith(f"error[{code}]: ") and err.count("\n") == 1, err
 
 
 def test_cli_compile_replay_compare(inputs, stories_path, capsys, expected_cases):
-    """The CLI: pipeplan compile / replay / compare (exit 0; replay prints the EXPECTED text)."""
+    """AB-M-2, AB-D-2, AB-G-4: the CLI: pipeplan compile / replay / compare (exit 0; replay gives EXPECTED's
+    tokens; compare reaches 'order'); an id-only plan without --nodes is error[missing_binding]."""
     from pipeplan.tools.cli import main
 
     d = inputs
@@ -260,7 +338,8 @@ def test_cli_compile_replay_compare(inputs, stories_path, capsys, expected_cases
     procs = {e["args"]["name"] for e in json.loads((d / "sbs.json").read_text())["traceEvents"]
              if e["ph"] == "M" and e["name"] == "process_name"}
     assert "predicted device n0" in procs and "measured device n0" in procs
-    assert main(["compile", str(d / "plan.mlir"), "-o", str(d / "x")]) == 2
+    assert main(["compile", str(_id_only_plan(d)), "-o", str(d / "x")]) == 2
+    assert capsys.readouterr().err.startswith("error[missing_binding]: ") and not (d / "x").exists()
 
 
 @pytest.mark.parametrize("backend", ["inproc", pytest.param("local", marks=pytest.mark.slow)])
@@ -279,19 +358,47 @@ def test_cli_replay_through_backend(pkg, stories_path, capsys, expected_cases, b
     assert out["token_ids"] == case["greedy_ids"][:n]
 
 
-@pytest.mark.parametrize("argv", [["--backend", "inproc", "--trace", "t.json"], ["--backend", "direct", "--target", "cuda"],
-                                  ["--backend", "local", "--ray-address", "127.0.0.1:1"]])
-def test_cli_replay_bad_options(pkg, stories_path, capsys, argv):
-    """Options that do not go together are one-line typed errors with exit status 2 (nothing runs)."""
+@pytest.mark.parametrize("argv, code", [
+    (["--backend", "inproc", "--trace", "t.json"], "bad_option"),
+    (["--backend", "direct", "--target", "cuda"], "bad_option"),
+    (["--backend", "local", "--ray-address", "127.0.0.1:1"], "bad_backend"),
+    (["--backend", "direct", "--trace", "/nonexistent-dir-h16/t.json"], "bad_output_path"),
+    (["--backend", "direct", "--timeline", "/nonexistent-dir-h16/m.json"], "bad_output_path"),
+    (["--max-tokens", "0"], "invalid_request"),
+    (["--threads", "0"], "invalid_request"),
+    (["--backend", "ray", "--ray-address", "127.0.0.1:1"], "ray_unavailable"),
+])
+def test_cli_replay_bad_options(pkg, stories_path, capsys, argv, code):
+    """Options that do not go together, an output file in a missing directory, counts < 1 and an unreachable
+    Ray address (probed, not left to ray.init's minutes of retries) are one-line typed errors with exit
+    status 2, before anything runs (no stage, no file)."""
+    import multiprocessing as mp
+    import time
+
     from pipeplan.tools.cli import main
 
+    t0 = time.monotonic()
     rc = main(["replay", str(pkg), "--model", str(stories_path), "--prompt", "hi", *argv])
     err = capsys.readouterr().err
-    assert rc == 2 and err.startswith(("error[bad_option]", "error[bad_backend]")) and err.count("\n") == 1
+    assert rc == 2 and err.startswith(f"error[{code}]: ") and err.count("\n") == 1, err
+    assert time.monotonic() - t0 < 10 and mp.active_children() == []
+    assert not Path("/nonexistent-dir-h16").exists()
+
+
+def test_cli_compare_trace_in_missing_dir(pkg, inputs, capsys):
+    """`pipeplan compare --trace` into a missing directory is error[bad_output_path] (exit 2) before comparing;
+    unreadable bundles are error[bad_timeline]."""
+    from pipeplan.tools.cli import main
+
+    pred = str(pkg / "predicted.timeline.json")
+    assert main(["compare", str(pkg), pred, "--trace", str(inputs / "nodir" / "sbs.json")]) == 2
+    assert capsys.readouterr().err.startswith("error[bad_output_path]: ") and not (inputs / "nodir").exists()
+    assert main(["compare", str(pkg), str(pkg / "manifest.json")]) == 2
+    assert capsys.readouterr().err.startswith("error[bad_timeline]: ")
 
 
 def test_package_provisions_reject_other_model(pkg):
-    """model_mismatch: running a package on a backend with a GGUF that is not its model is rejected before
+    """AB-M-3: model_mismatch: running a package on a backend with a GGUF that is not its model is rejected before
     any stage starts."""
     from pipeplan.runtime.replay import package_provisions
 

@@ -109,8 +109,8 @@ def test_compiled_program_for_other_blocks_is_bind_fault(compiled_runs):
 
 
 def test_package_is_cached_by_plan(compiled_runs, tmp_path):
-    """compile_for_run reuses the verified package of the same plan and options (no recompile) and rebuilds a
-    tampered one."""
+    """AB-M-2, AB-M-3: compile_for_run reuses the verified package of the same plan and options (no recompile)
+    and rebuilds a tampered one (its digests no longer match the manifest)."""
     from pipeplan.frontend.gguf_facts import read_model_facts
     from pipeplan.frontend.planner import plan_run
     from pipeplan.runtime.replay import compile_for_run, local_pool_with_peaks

@@ -125,12 +125,25 @@ def test_cli_fault_from_env(capsys, monkeypatch):
     (["--stages", "9"], "invalid_stage_count"),
     (["--prefill-rows", "0"], "invalid_request"),
     (["--ray-address", "127.0.0.1:1"], "bad_backend"),
+    (["--max-tokens", "0"], "invalid_request"),
+    (["--max-tokens", "-3"], "invalid_request"),
+    (["--top-p", "2"], "sampling"),
+    (["--top-k", "-1"], "sampling"),
+    (["--stages", "6"], "invalid_stage_count"),
+    (["--max-seq-len", "32", "--prompt", "Once upon a time " * 20], "invalid_request"),
+    (["--cache-dir", "/dev/null/cache"], "invalid_request"),
+    (["--nodes", "/nonexistent-h16/pool.toml"], "invalid_pool"),
+    (["--backend", "ray", "--ray-address", "127.0.0.1:1"], "ray_unavailable"),
 ])
 def test_cli_bad_input_exits_2(capsys, argv, code):
-    """Bad requests are typed one-line errors with exit status 2 and start no stage."""
+    """Bad requests are typed one-line errors with exit status 2, within seconds (an unreachable Ray address
+    is probed, not left to ray.init's minutes of retries), and start no stage."""
+    import time
+
+    t0 = time.monotonic()
     rc, out, err = _run(capsys, [str(STORIES), "--prompt", "Hi", "--backend", "inproc", *argv])
-    assert rc == 2 and out == "" and err.startswith(f"error[{code}]")
-    assert mp.active_children() == []
+    assert rc == 2 and out == "" and err.startswith(f"error[{code}]") and err.count("\n") == 1, err
+    assert time.monotonic() - t0 < 15 and mp.active_children() == []
 
 
 def test_cli_pool_without_peaks_is_a_compile_diagnostic(capsys, tmp_path):

@@ -71,7 +71,8 @@ def f32_exec(stories_path):
 
 @pytest.mark.parametrize("qtype", list(TOL))
 def test_quantized_first_decode_logits(variants, f32_exec, expected_cases, qtype):
-    """F16 / Q8_0 / Q4_0 variants: the first decode step's logits stay within the stated max-abs and
+    """WL-R-3 (quantized weights bound for execution): F16 / Q8_0 / Q4_0 variants: the first decode step's
+    logits stay within the stated max-abs and
     cosine tolerance of the F32 model's, for all three prompts."""
     facts = read_model_facts(variants[qtype])
     assert qtype in {t.ggml_type for t in facts.tensors}

@@ -86,7 +86,7 @@ def test_decode_repeats_with_token_loop_and_pipeline_overlap():
 
 
 def test_link_is_a_shared_resource():
-    """Contention on links: two sends on one link in one instance serialize (FIFO)."""
+    """AB-T-1, AB-T-2: contention on links: two sends on one link in one instance serialize (FIFO)."""
     p = _plan()
     cmds = list(p.commands)
     cmds[6] = dataclasses.replace(cmds[6], link="l01")

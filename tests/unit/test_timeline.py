@@ -59,7 +59,7 @@ def test_compare_levels_and_errors():
 
 
 def test_chrome_trace_tracks_and_side_by_side():
-    """Chrome trace: metadata names a process per device and a track per queue; side-by-side has both."""
+    """AB-T-4, AB-D-2: Chrome trace: metadata names a process per device and a track per queue; side-by-side has both."""
     t = _bundle("predicted").chrome_trace()
     names = {e["args"]["name"] for e in t["traceEvents"] if e["ph"] == "M" and "name" in e["args"]}
     assert {"device n0", "queue n0:q"} <= names

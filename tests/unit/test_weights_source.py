@@ -128,7 +128,7 @@ def test_truncated_body_faults_and_leaves_no_file(server, tmp_path):
 
 
 def test_wrong_declared_size_faults(server, tmp_path):
-    """A download whose byte count differs from the plan's declared size faults (download), no file left."""
+    """WL-F-1, WL-R-1: a download whose byte count differs from the plan's declared size faults (download), no file left."""
     with pytest.raises(StageFault, match="size mismatch"):
         resolve_weight_source(WeightSource((server.url,), (), (len(DATA) + 1,)), stage=0, cache_dir=tmp_path)
     assert _files(tmp_path) == []
@@ -146,7 +146,7 @@ def test_connection_error_faults(tmp_path):
 
 
 def test_http_error_status_faults(server, tmp_path):
-    """An HTTP error status (404) is a download fault; nothing is left in the cache."""
+    """WL-F-1: an HTTP error status (404) is a download fault; nothing is left in the cache."""
     with pytest.raises(StageFault, match="404"):
         resolve_weight_source(WeightSource((server.url + ".missing",)), stage=0, cache_dir=tmp_path)
     assert _files(tmp_path) == []
