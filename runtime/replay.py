@@ -227,25 +227,17 @@ def package_provisions(pkg: Package, model_path: str | Path) -> list:
     return provisions
 
 
-LOCAL_PEAKS = {"bandwidth_bytes_per_s": 2.0e10, "flops_per_s": 5.0e10, "link_bandwidth_bytes_per_s": 1.0e10}
-"""Stated (not measured) per-node peaks of a local pool (``pipeplan run`` without ``--nodes``): one CPU
-core's achievable memory bandwidth (~20 GB/s), its float32 throughput (~50 GFLOP/s with AVX2 FMA), and a
-shared-memory ring between processes on one host (~10 GB/s). They only feed the roofline costs of the
-package's predicted timeline and the list scheduler's priorities; the tokens do not depend on them."""
-
-
 def local_pool_with_peaks(n: int, memory_bytes: int | None = None):
     """``(NodePool, TOML text)`` of ``n`` local nodes ``local0..`` (:func:`pipeplan.frontend.pool.local_pool`:
-    the host's physical memory each) with the stated :data:`LOCAL_PEAKS`: the explicit DeploymentBinding
-    input of a run without ``--nodes`` (AB-G-4: the binding is a written input, never a hidden default
-    inside the passes). Raises RunPlanRejection(invalid_pool) like ``local_pool``."""
-    from pipeplan.frontend.pool import local_pool
-    from pipeplan.plan_types import NodePool, NodeSpec
+    the host's physical memory each) stating this machine's peaks (:func:`pipeplan.frontend.pool.local_peaks`:
+    ``$PIPEPLAN_LOCAL_PEAKS``, else the cached numpy probe): the explicit DeploymentBinding input of a run
+    without ``--nodes`` (AB-G-4: the binding is a written input, never a hidden default inside the passes).
+    The peaks only feed the roofline costs of the predicted timeline and the list scheduler's priorities;
+    the tokens do not depend on them. Raises RunPlanRejection(invalid_pool) like ``local_pool``."""
+    from pipeplan.frontend.pool import local_peaks, local_pool, pool_toml
 
-    nodes = tuple(NodeSpec(node.id, node.memory_bytes, **LOCAL_PEAKS) for node in local_pool(n, memory_bytes).nodes)
-    text = "\n".join(f'[[nodes]]\nid = "{node.id}"\nmemory_bytes = {node.memory_bytes}\n'
-                     + "".join(f"{k} = {v!r}\n" for k, v in LOCAL_PEAKS.items()) for node in nodes)
-    return NodePool(nodes), text
+    pool = local_pool(n, memory_bytes, peaks=local_peaks())
+    return pool, pool_toml(pool)
 
 
 @dataclass(frozen=True)
@@ -604,6 +596,6 @@ def _fits(obj: Any, buf: BufferOp, what: str) -> None:
                               f"{buf.size.value.data} bytes", code="object_too_large", where=buf.id.data)
 
 
-__all__ = ["LOCAL_PEAKS", "CompiledRun", "Package", "ReplayError", "ReplayResult", "StepProgram", "compile_for_run",
+__all__ = ["CompiledRun", "Package", "ReplayError", "ReplayResult", "StepProgram", "compile_for_run",
            "compiled_stages", "load_compiled_stages", "load_package", "load_stage_programs", "local_pool_with_peaks", "package_provisions",
            "replay_package", "stage_programs"]

@@ -9,6 +9,7 @@ stderr with a non-zero exit status, never a traceback.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from importlib import import_module
 
@@ -49,6 +50,12 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("error[interrupted]: interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:  # stdout closed early (e.g. piped into `head`): not an error of ours
+        try:
+            sys.stdout = open(os.devnull, "w")  # noqa: SIM115  (keeps the interpreter's final flush quiet)
+        except OSError:
+            pass
+        return 0
 
 
 def entry() -> None:

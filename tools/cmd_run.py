@@ -10,8 +10,9 @@ Usage::
 Flow (DESIGN.md §1: the runtime runs what the compiler produced):
 
 1. read the GGUF header (``read_model_facts``) and plan (``plan_run``) on the node pool: ``--nodes``, or
-   ``--stages`` local nodes with the stated peaks of :data:`pipeplan.runtime.replay.LOCAL_PEAKS`
-   (:func:`~pipeplan.runtime.replay.local_pool_with_peaks`: the explicit DeploymentBinding of a local run);
+   ``--stages`` local nodes stating this machine's peaks (``$PIPEPLAN_LOCAL_PEAKS`` or the cached probe of
+   :func:`pipeplan.frontend.pool.local_peaks`, via :func:`~pipeplan.runtime.replay.local_pool_with_peaks`: the
+   explicit DeploymentBinding of a local run);
 2. compile the plan in-process into a replay package for the ``virtual-queue`` target with roofline
    evidence (:func:`~pipeplan.runtime.replay.compile_for_run`), cached under
    ``<cache>/packages/<sha256 of plan, pool, options>`` so a repeated run does not recompile; the prefill
