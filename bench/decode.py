@@ -5,7 +5,8 @@ Usage: ``python bench/decode.py [--stages 1,2,3,4,5] [--tokens 200] [--repeat 5]
 Prints a table and writes ``bench/results/decode.json``. Greedy decoding of stories260K with one torch
 thread per stage (``--threads``). Every configuration's pipeline is started first (and warmed up);
 then ``--repeat`` rounds each time one sequence on every configuration in turn, so that load drift on a
-shared machine hits all configurations alike (interleaved). Per configuration the median over rounds is
+shared machine hits all configurations alike (interleaved; the order rotates by one each round, so that
+no configuration always runs right after the same one). Per configuration the median over rounds is
 reported, and the target ratio is the median of the per-round ratios (paired within a round). A
 ``local`` 5-stage pipeline without ring announcements (``PIPEPLAN_RING_ANNOUNCE=0`` in its stage
 processes: every hop signalled only after the object is written) runs as a control row. The load
@@ -164,9 +165,11 @@ def main(argv: list[str] | None = None) -> int:
         for backend, n, _variant, env in configs:
             pipes.append(start_pipeline(args.model, n, backend, prompt_ids, args.threads, env))
         runs: list[list[dict]] = [[] for _ in configs]
-        for _ in range(args.repeat):
-            for i, pipe in enumerate(pipes):
-                runs[i].append(pipe.generate_ids(prompt_ids, args.tokens)[1])
+        for r in range(args.repeat):
+            # rotate the order each round: a row's position in a round can bias it (in paired runs of two
+            # equivalent local 5-stage variants, the one right after inproc-1 read 0.01-0.06 lower)
+            for i in [(r + k) % len(pipes) for k in range(len(pipes))]:
+                runs[i].append(pipes[i].generate_ids(prompt_ids, args.tokens)[1])
     finally:
         for pipe in pipes:
             pipe.close()
