@@ -55,6 +55,7 @@ from __future__ import annotations
 
 import collections
 import queue
+import re
 import threading
 import time
 import uuid
@@ -105,6 +106,32 @@ class RayUnavailableError(BackendError):
     (code ``ray_unavailable``)."""
 
     code = "ray_unavailable"
+
+
+RAY_PROBE_TIMEOUT_S = 3.0
+"""Seconds a TCP probe of a ``HOST:PORT`` Ray address may take before it counts as unreachable."""
+
+_RAY_HOST_PORT = re.compile(r"^(?:ray://)?\[?([^\]/]+?)\]?:(\d{1,5})$")
+
+
+def probe_ray_address(address: str | None) -> None:
+    """Fail fast on a ``--ray-address`` HOST:PORT (or ``ray://HOST:PORT``) that accepts no TCP connection
+    within :data:`RAY_PROBE_TIMEOUT_S`: ``ray.init`` itself retries an unreachable GCS for minutes
+    (20 tries of ~36 s in Ray 2.60), which a user sees as a hang. ``auto``/``local`` and other forms are
+    left to Ray (which fails quickly on them). Raises RayUnavailableError (``ray_unavailable``, exit 2)."""
+    import socket
+
+    m = _RAY_HOST_PORT.match(address or "")
+    if m is None:
+        return
+    host, port = m.group(1), int(m.group(2))
+    try:
+        with socket.create_connection((host, port), timeout=RAY_PROBE_TIMEOUT_S):
+            pass
+    except OSError as e:
+        raise RayUnavailableError(f"cannot connect to Ray at {address}: nothing accepts connections on {host}:{port} "
+                                  f"({e.strerror or type(e).__name__}); start the cluster (`ray start --head`) or "
+                                  f"leave out --ray-address for an embedded instance", where=address) from None
 
 
 def _require_ray() -> None:
@@ -570,6 +597,7 @@ class RayBackend(Backend):
             kw["num_cpus"] = max(1, len(provisions))
             self._owns_ray = True
         else:
+            probe_ray_address(self.address)
             kw["address"] = self.address
         if self.namespace is not None:
             kw["namespace"] = self.namespace
@@ -753,5 +781,5 @@ def make_ray_backend(address: str | None = None, **kwargs: Any) -> RayBackend:
     return RayBackend(address, **kwargs)
 
 
-__all__ = ["NODE_LABEL", "RESOURCE_PREFIX", "RayBackend", "RayTransport", "RayUnavailableError", "RunScope",
+__all__ = ["NODE_LABEL", "RAY_PROBE_TIMEOUT_S", "RESOURCE_PREFIX", "RayBackend", "RayTransport", "RayUnavailableError", "RunScope", "probe_ray_address",
            "StageActor", "build_registry", "carried_node_ids", "make_ray_backend", "node_resource", "resolve_nodes"]

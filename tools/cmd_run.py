@@ -41,7 +41,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import re
 import sys
 import time
 
@@ -63,31 +62,14 @@ def add_backend_arguments(p: argparse.ArgumentParser, default: str) -> None:
                    help="kernels: reference (torch, default) or cuda (Triton; interpreter without a GPU)")
 
 
-RAY_PROBE_TIMEOUT_S = 3.0
-"""Seconds :func:`check_ray_address` waits for a TCP connection to ``--ray-address``."""
-_RAY_HOST_PORT = re.compile(r"^(?:ray://)?\[?([^\]/]+?)\]?:(\d{1,5})$")
 
 
 def check_ray_address(address: str | None) -> None:
-    """Fail fast on a ``--ray-address`` HOST:PORT (or ``ray://HOST:PORT``) that accepts no TCP connection
-    within :data:`RAY_PROBE_TIMEOUT_S`: ``ray.init`` itself retries an unreachable GCS for minutes
-    (20 tries of ~36 s in Ray 2.60), which a user sees as a hang. ``auto``/``local`` and other forms are
-    left to Ray (which fails quickly on them). Raises RayUnavailableError (``ray_unavailable``, exit 2)."""
-    import socket
+    """Fail fast on an unreachable ``--ray-address`` (see
+    :func:`pipeplan.runtime.ray_backend.probe_ray_address`). Raises RayUnavailableError (exit 2)."""
+    from pipeplan.runtime.ray_backend import probe_ray_address
 
-    m = _RAY_HOST_PORT.match(address or "")
-    if m is None:
-        return
-    host, port = m.group(1), int(m.group(2))
-    try:
-        with socket.create_connection((host, port), timeout=RAY_PROBE_TIMEOUT_S):
-            pass
-    except OSError as e:
-        from pipeplan.runtime.ray_backend import RayUnavailableError
-
-        raise RayUnavailableError(f"cannot connect to Ray at {address}: nothing accepts connections on {host}:{port} "
-                                  f"({e.strerror or type(e).__name__}); start the cluster (`ray start --head`) or "
-                                  f"leave out --ray-address for an embedded instance", where=address) from None
+    probe_ray_address(address)
 
 
 def check_cache_dir(cache_dir: str | None) -> None:

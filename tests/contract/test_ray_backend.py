@@ -403,3 +403,23 @@ def test_cli_run_ray_unknown_node_exits_2(cluster, stories_path, tmp_path, capsy
     out, err = capsys.readouterr()
     assert rc == 2 and out == "" and err.startswith("error[unknown_node]") and "'ghost'" in err
     assert len(ray._private.state.actors()) == before
+
+
+def test_unreachable_address_fails_fast_for_api_users():
+    """An unreachable HOST:PORT Ray address is a typed RayUnavailableError within the probe timeout, for API users
+    too (RayBackend._connect probes before ray.init, whose own retries take minutes); other forms are left to Ray."""
+    import socket
+    import time
+
+    from pipeplan.runtime.ray_backend import RAY_PROBE_TIMEOUT_S, RayUnavailableError, probe_ray_address
+
+    with socket.socket() as s:  # a port nothing listens on: bind, then close before probing
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    t0 = time.monotonic()
+    with pytest.raises(RayUnavailableError) as e:
+        probe_ray_address(f"127.0.0.1:{port}")
+    assert time.monotonic() - t0 <= RAY_PROBE_TIMEOUT_S + 1.0
+    assert e.value.code == "ray_unavailable" and f"127.0.0.1:{port}" in e.value.message
+    probe_ray_address("auto")  # not HOST:PORT: left to ray.init
+    probe_ray_address(None)
