@@ -33,3 +33,16 @@ def expected_cases() -> list[dict]:
     import json
 
     return json.loads((MODELS / "expected.json").read_text())["cases"]
+
+
+@pytest.fixture(scope="module")
+def one_torch_thread():
+    """One torch intra-op thread for a module (restored after): tiny shapes and the Triton interpreter are
+    overhead-bound, and the 2 cores are shared. Opt in with
+    ``pytestmark = pytest.mark.usefixtures("one_torch_thread")``."""
+    import torch
+
+    n = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(n)

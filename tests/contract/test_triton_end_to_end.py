@@ -25,13 +25,7 @@ N_TOKENS = 20
 LAYOUTS = {1: ((0, 5),), 3: ((0, 2), (2, 4), (4, 5))}
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _one_thread():
-    """One intra-op thread: the interpreter is numpy-bound and the cores are shared (restored after)."""
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 def _stages(path, ranges, kernels, raw=True):

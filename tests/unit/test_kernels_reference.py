@@ -11,13 +11,7 @@ from pipeplan.runtime.kernels import reference as K
 torch.manual_seed(0)
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _one_thread():
-    """Tiny shapes: one intra-op thread avoids oversubscribing the shared cores (restored after)."""
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 def test_embedding_gather():

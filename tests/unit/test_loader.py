@@ -7,7 +7,6 @@ import dataclasses
 import gguf
 import numpy as np
 import pytest
-import torch
 from pipeplan.frontend.gguf_facts import read_model_facts
 from pipeplan.runtime.dequant import DequantError
 from pipeplan.runtime.loader import (
@@ -21,14 +20,7 @@ from pipeplan.runtime.loader import (
 
 from tests.ggufgen import write_split
 
-
-@pytest.fixture(autouse=True, scope="module")
-def _one_thread():
-    """Tiny shapes: one intra-op thread avoids oversubscribing the shared cores (restored after)."""
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 @pytest.fixture(scope="module")

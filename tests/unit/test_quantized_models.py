@@ -28,13 +28,7 @@ MAX_SEQ = 64
 TOL = {"F16": (0.02, 0.99999), "Q8_0": (0.5, 0.9999), "Q4_0": (8.0, 0.99)}
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _one_thread():
-    """Tiny shapes: one intra-op thread avoids oversubscribing the shared cores (restored after)."""
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 def _executors(path, ranges=((0, None),)):

@@ -11,13 +11,7 @@ from pipeplan.runtime.sampling import Sampler, SamplingError
 LOGITS = torch.tensor([1.0, 3.0, 2.0, 0.5, 2.9, -1.0])
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _one_thread():
-    """Tiny shapes: one intra-op thread avoids oversubscribing the shared cores (restored after)."""
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 def test_greedy_is_argmax():

@@ -33,13 +33,7 @@ MATMUL_TOL = {"F32": 1e-4, "F16": 1e-4, "BF16": 1e-4, "Q8_0": 1e-4, "Q4_0": 1e-4
 TIGHT = {"rtol": 1e-5, "atol": 1e-6}
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _one_thread():
-    """Tiny shapes: one intra-op thread avoids oversubscribing the shared cores (restored after)."""
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 def _gen(seed: int) -> torch.Generator:
