@@ -1,7 +1,8 @@
 """Decode benchmark: prefill and decode tokens/s for 1..5 stages on both backends, and the per-hop
 latency of a shared-memory activation ring between two processes.
 
-Usage: ``python bench/decode.py [--stages 1,2,3,4,5] [--tokens 200] [--repeat 5] [--hops 2000]``.
+Usage: ``python bench/decode.py [--stages 1,2,3,4,5] [--tokens 200] [--repeat 5] [--hops 2000]``, or
+``python bench/decode.py --backend ray [decode_ray options]`` for the Ray backend (bench/decode_ray.py).
 Prints a table and writes ``bench/results/decode.json``. Greedy decoding of stories260K with one torch
 thread per stage (``--threads``). Every configuration's pipeline is started first (and warmed up);
 then ``--repeat`` rounds each time one sequence on every configuration in turn, so that load drift on a
@@ -137,7 +138,16 @@ def bench_llama_cpp(model: Path, prompt: str, tokens: int) -> dict | None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Run the benchmark (module docstring); returns 0."""
+    """Run the benchmark (module docstring); returns 0. ``--backend ray`` runs ``bench/decode_ray.py``
+    instead (Ray decode tok/s and per-hop latency next to the local backend; its own options follow)."""
+    pre = argparse.ArgumentParser(add_help=False)
+    pre.add_argument("--backend", choices=("inproc,local", "ray"), default="inproc,local")
+    known, rest = pre.parse_known_args(argv)
+    if known.backend == "ray":
+        sys.path.insert(0, str(HERE))
+        from decode_ray import main as ray_main
+
+        return ray_main(rest)
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--model", type=Path, default=MODEL)
     ap.add_argument("--stages", default="1,2,3,4,5")
