@@ -2,19 +2,21 @@
 
 Usage (on a machine with a CUDA GPU)::
 
-    python bench/gpu_kernels.py [--peak-gbps 4800] [--formats F16,Q8_0,Q4_0] [--iters 50]
+    python bench/gpu_kernels.py [--peak-gbps 4800] [--formats F16,Q8_0,Q4_0,Q4_K] [--iters 50]
                                 [--model 7b|tiny] [--decode-tokens 64] [--out bench/results/gpu_kernels.json]
 
 1. GEMV (``T = 1``, the decode shape) of the fused-dequant Triton matmul for weights of 4096x4096,
    8192x8192, 28672x8192 and 8192x28672 (``[N, K]``, torch order: 8192x28672 in both orientations, i.e.
-   a 70B ``ffn_up`` and ``ffn_down``) in F16, Q8_0 and Q4_0. Achieved bandwidth = (weight bytes as stored
+   a 70B ``ffn_up`` and ``ffn_down``) in F16, Q8_0, Q4_0 and Q4_K (``_gemv_q4k_kernel``; 144 bytes per
+   256 weights, 4.5 bits/weight). Achieved bandwidth = (weight bytes as stored
    + x + y) / median time (``triton.testing.do_bench``, after autotuning), reported as a fraction of the
    device's peak HBM bandwidth. Next to it: ``torch.matmul`` on the dequantized float16 weights (time and
    its own achieved bandwidth over the 2 bytes/weight it reads). Each result is checked against that
    torch product (max relative error printed). Target (issue): >= 80% of peak on the large GEMVs.
 2. Decode tokens/s of a generated Llama-shaped model (random weights in the chosen format, built on the
    GPU directly) through ``StageExecutor(kernels=pipeplan.runtime.kernels.triton)``: prefill 8 tokens,
-   then ``--decode-tokens`` greedy steps, synchronised wall time.
+   then ``--decode-tokens`` greedy steps, synchronised wall time. With ``--decode-format Q4_K`` the
+   embedding table is Q8_0 (the Triton gather has no Q4_K path).
 
 Peak bandwidth: ``--peak-gbps`` if given, else a table of known devices by name, else
 ``2 * memory_clock_rate * memory_bus_width / 8`` from the device properties (DDR rule). Without a GPU
@@ -56,15 +58,18 @@ def peak_gbps(torch, override: float | None) -> tuple[float, str]:
 
 
 def random_weight(torch, fmt: str, n: int, k: int, device: str):
-    """A random ``[n, k]`` weight in ``fmt`` made on the GPU (valid GGUF block bytes; scales ~0.01)."""
+    """A random ``[n, k]`` weight in ``fmt`` made on the GPU (valid GGUF block bytes; scales ~0.01;
+    Q4_K: random 6-bit scales/mins and nibbles, f16 ``d`` and ``dmin`` ~1e-3)."""
     from pipeplan.runtime.kernels.triton_weights import BLOCK_BYTES, GGMLWeight
 
     if fmt == "F16":
         return GGMLWeight((torch.randn(n, k, device=device) * 0.02).half(), "F16", (n, k), f"w{n}x{k}")
     qk, bs = BLOCK_BYTES[fmt]
     raw = torch.randint(0, 256, (n, k // qk, bs), dtype=torch.uint8, device=device)
-    scales = (torch.rand(n, k // qk, device=device) * 0.01 + 0.001).half().view(torch.uint8).view(n, k // qk, 2)
-    raw[:, :, :2] = scales
+    n_scales, scale = (2, 1e-3) if fmt == "Q4_K" else (1, 0.01)  # Q4_K: d and dmin
+    for i in range(n_scales):
+        f16 = (torch.rand(n, k // qk, device=device) * scale + scale / 10).half()
+        raw[:, :, 2 * i:2 * i + 2] = f16.view(torch.uint8).view(n, k // qk, 2)
     return GGMLWeight(raw.reshape(n, -1).contiguous(), fmt, (n, k), f"w{n}x{k}")
 
 
@@ -73,6 +78,16 @@ def dequant_f16(torch, w):
     if w.ggml_type in ("F16", "BF16"):
         return w.raw.half()
     n, k = w.shape
+    if w.ggml_type == "Q4_K":  # gguf.quants Q4_K.dequantize_blocks, in torch
+        blocks = w.raw.view(n, k // 256, 144)
+        d = blocks[:, :, 0:2].contiguous().view(torch.float16).float()  # [n, nb, 1]
+        dmin = blocks[:, :, 2:4].contiguous().view(torch.float16).float()
+        s = blocks[:, :, 4:16].int()
+        sc = torch.cat([s[..., 0:4] & 63, (s[..., 8:12] & 15) | ((s[..., 0:4] >> 6) << 4)], dim=2).float()
+        mn = torch.cat([s[..., 4:8] & 63, (s[..., 8:12] >> 4) | ((s[..., 4:8] >> 6) << 4)], dim=2).float()
+        qs = blocks[:, :, 16:].int().view(n, k // 256, 4, 1, 32)
+        q = torch.cat([qs & 15, qs >> 4], dim=3).reshape(n, k // 256, 8, 32).float()
+        return ((d * sc)[..., None] * q - (dmin * mn)[..., None]).reshape(n, k).half()
     bs = 34 if w.ggml_type == "Q8_0" else 18
     blocks = w.raw.view(n, k // 32, bs)
     d = blocks[:, :, :2].contiguous().view(torch.float16).float()  # [n, nb, 1]
@@ -134,7 +149,8 @@ def bench_decode(torch, model: str, fmt: str, tokens: int, device: str) -> dict:
                 if len(shape) == 1:
                     weights[name] = torch.ones(shape, device=device)
                 else:
-                    weights[name] = random_weight(torch, fmt, shape[0], shape[1], device)
+                    wfmt = "Q8_0" if fmt == "Q4_K" and name == "token_embd.weight" else fmt  # gather: no Q4_K
+                    weights[name] = random_weight(torch, wfmt, shape[0], shape[1], device)
     ex = StageExecutor(hp, program, weights, max_seq, kernels=tk,
                        allocate=lambda shape: torch.zeros(shape, dtype=torch.float32, device=device))
     wbytes = sum(getattr(w, "nbytes_raw", w.numel() * 4) for w in weights.values())
@@ -165,7 +181,7 @@ def main(argv: list[str] | None = None) -> int:
     """Run the benchmark; returns the exit status (0 also when no GPU is present)."""
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--peak-gbps", type=float, default=None, help="device peak HBM bandwidth, GB/s")
-    ap.add_argument("--formats", default="F16,Q8_0,Q4_0")
+    ap.add_argument("--formats", default="F16,Q8_0,Q4_0,Q4_K")
     ap.add_argument("--iters", type=int, default=100, help="do_bench measuring window, ms")
     ap.add_argument("--model", default="7b", choices=sorted(MODELS))
     ap.add_argument("--decode-format", default="Q4_0")

@@ -13,7 +13,9 @@ command op          instruction
 embedding_gather    launch ``embedding:_gather_kernel`` grid ``(T, cdiv(D, BLOCK_D))``
 rms_norm            launch ``rmsnorm:_rms_norm_kernel`` grid ``(T,)``, ``eps`` = ``$eps`` (model ABI)
 matmul              launch ``gemv:_gemv_kernel`` grid ``(cdiv(N, BLOCK_N), cdiv(T, BLOCK_M))``, ``FMT``
-                    from the weight dtype, defaults of :func:`gemv.launch_config` (autotuned at run)
+                    from the weight dtype, defaults of :func:`gemv.launch_config` (autotuned at run);
+                    a q4_k weight: ``gemv:_gemv_q4k_kernel``, meta ``USE_DOT, BLOCK_M, BLOCK_N, NSB``
+                    (``NSB`` super-blocks of 256 per K step), same grid
 rope                launch ``rope:_rope_kernel`` grid ``(T, cdiv(H, BLOCK_H))``
 kv_cache_write      launch ``attention:_kv_write_kernel`` grid ``(T,)``
 attention           launch ``attention:_attention_kernel`` grid ``(cdiv(T, BLOCK_M), Hkv)``
@@ -25,11 +27,11 @@ send / recv         ``tmachine.copy`` on the copy engine
 
 Legality: the plan must target ``cuda-triton`` and use the queue extension; every command's
 implementation must be one the Triton kernels provide, and its dtypes ones they read (activations
-f32; matmul / gather weights f32, f16, bf16, q8_0, q4_0). Anything else fails the pass with the
-lineage path ``model op -> stage/block -> task -> candidate -> concrete command`` -- there is no
-fallback kernel. (The cuda-triton capability table also admits ``triton.matmul`` for q4_k; the kernels
-do not implement Q4_K yet, so such a plan is refused here.) The ``cplan.plan`` op is replaced by the
-``tmachine.program``; the portable plan stays.
+f32; matmul weights f32, f16, bf16, q8_0, q4_0, q4_k; gather tables the same but q4_k). Block formats
+need a row length ``K`` that is a multiple of their block (32; 256 for q4_k). Anything else fails the
+pass with the lineage path ``model op -> stage/block -> task -> candidate -> concrete command`` -- there
+is no fallback kernel (e.g. a q4_k ``token_embd`` gather, or q5_k / q6_k matrices, which the kernels do
+not read). The ``cplan.plan`` op is replaced by the ``tmachine.program``; the portable plan stays.
 """
 
 from __future__ import annotations
@@ -60,7 +62,11 @@ from xdsl.utils.exceptions import PassFailedException
 PASS = "convert-cplan-to-triton"
 K = "pipeplan.runtime.kernels.triton."
 WEIGHT_FORMATS = {"f32": 0, "f16": 1, "bf16": 2, "q8_0": 3, "q4_0": 4}
-"""Weight dtypes the Triton matmul / gather kernels read -> their ``FMT`` code."""
+"""Weight dtypes the Triton ``_gemv_kernel`` and the gather read -> their ``FMT`` code."""
+MATMUL_WEIGHTS = (*WEIGHT_FORMATS, "q4_k")
+"""Weight dtypes a Triton matmul reads (q4_k on ``gemv:_gemv_q4k_kernel``)."""
+BLOCK_K = {"q8_0": 32, "q4_0": 32, "q4_k": 256}
+"""Block formats -> weights per block (the row length must be a multiple)."""
 
 KERNEL_OPS = ("embedding_gather", "rms_norm", "matmul", "rope", "kv_cache_write", "attention", "silu_mul", "add",
               "argmax")
@@ -139,13 +145,18 @@ def _lower_kernel(cmd: CommandOp, task: TaskOp, geo: _Geometry | None, waits: li
     bad = sorted({d for d in acts if d != "f32"})
     if bad:
         raise _Reject(f"activation dtype {', '.join(bad)} (the Triton kernels compute in f32)")
-    if op in ("matmul", "embedding_gather") and dtypes[1] not in WEIGHT_FORMATS:
-        raise _Reject(f"weight dtype {dtypes[1]} (Triton {op} reads {', '.join(WEIGHT_FORMATS)})")
+    readable = MATMUL_WEIGHTS if op == "matmul" else tuple(WEIGHT_FORMATS)
+    if op in ("matmul", "embedding_gather") and dtypes[1] not in readable:
+        raise _Reject(f"weight dtype {dtypes[1]} (Triton {op} reads {', '.join(readable)})")
     if op == "matmul":
         t, n, k = shape
-        if dtypes[1] in ("q8_0", "q4_0") and k % 32:
-            raise _Reject(f"{dtypes[1]} weight with row length {k} (not a multiple of 32)")
+        if k % BLOCK_K.get(dtypes[1], 1):
+            raise _Reject(f"{dtypes[1]} weight with row length {k} (not a multiple of {BLOCK_K[dtypes[1]]})")
         cfg = launch_config(dtypes[1].upper(), t, n, k, interpret=False)
+        if dtypes[1] == "q4_k":
+            meta = {"USE_DOT": cfg["USE_DOT"], "BLOCK_M": cfg["BLOCK_M"], "BLOCK_N": cfg["BLOCK_N"], "NSB": cfg["NSB"]}
+            return _launch(cmd, "gemv:_gemv_q4k_kernel", (_cdiv(n, cfg["BLOCK_N"]), _cdiv(t, cfg["BLOCK_M"])), meta,
+                           args, {"M": t, "N": n, "K": k}, waits, cfg["autotune"])
         if cmd.impl.data == "triton.matmul_tc":
             cfg.update(USE_DOT=True, BLOCK_M=max(16, cfg["BLOCK_M"]), BLOCK_N=64, BLOCK_K=64)
         meta = {"FMT": WEIGHT_FORMATS[dtypes[1]], "USE_DOT": cfg["USE_DOT"], "BLOCK_M": cfg["BLOCK_M"],

@@ -16,10 +16,14 @@ Q8_0       :class:`GGMLWeight` over uint8 ``[N, K/32*34]``: per 32 weights an f1
 Q4_0       :class:`GGMLWeight` over uint8 ``[N, K/32*18]``: per 32 weights an f16 ``d`` and 16 bytes;
            byte ``j`` holds weight ``j`` (low nibble) and ``j + 16`` (high); ``w = d * (nibble - 8)``
            (ggml ``block_q4_0``)
+Q4_K       :class:`GGMLWeight` over uint8 ``[N, K/256*144]``: per 256 weights (``K % 256 == 0``) f16
+           ``d``, f16 ``dmin``, 12 bytes of 6-bit scales/mins (ggml ``get_scale_min_k4``) and 128
+           bytes of nibbles; ``w = d*sc[j]*q - dmin*m[j]`` (ggml ``block_q4_K``; read by the GEMV
+           only -- the embedding gather refuses a Q4_K table with ``triton:weight_type``)
 =========  ==================================================================================
 
 1-D tensors (norm weights) are always float32 (llama.cpp keeps them F32; they are tiny). Other types
-(K-quants, Q4_1, Q5_*) are rejected at load with :class:`~pipeplan.runtime.kernels.triton._common.TritonKernelError`
+(Q5_K, Q6_K and the other K-quants, Q4_1, Q5_*) are rejected at load with :class:`~pipeplan.runtime.kernels.triton._common.TritonKernelError`
 ``triton:weight_type`` (kind ``bind``): a diagnostic, never a silent dequantize-to-F32 fallback.
 
 :class:`GGMLWeight` is a ``torch.Tensor`` wrapper subclass whose logical shape is ``[N, K]`` and whose
@@ -42,10 +46,10 @@ from pipeplan.runtime.kernels.triton._common import TritonKernelError
 from pipeplan.runtime.loader import StageWeights, check_slice_bytes, map_tensors
 from torch.utils._pytree import tree_map
 
-RAW_TYPES: tuple[str, ...] = ("F32", "F16", "BF16", "Q8_0", "Q4_0")
-"""ggml types the Triton kernels consume directly (matmul, embedding gather)."""
+RAW_TYPES: tuple[str, ...] = ("F32", "F16", "BF16", "Q8_0", "Q4_0", "Q4_K")
+"""ggml types the Triton kernels consume directly (matmul; the embedding gather reads all but Q4_K)."""
 
-BLOCK_BYTES = {"Q8_0": (32, 34), "Q4_0": (32, 18)}
+BLOCK_BYTES = {"Q8_0": (32, 34), "Q4_0": (32, 18), "Q4_K": (256, 144)}
 """Block types: ggml type -> (weights per block, bytes per block) (ggml ``GGML_QUANT_SIZES``)."""
 
 
@@ -53,8 +57,8 @@ class GGMLWeight(torch.Tensor):
     """A weight matrix kept in its GGUF format: logical shape ``[N, K]``, advertised dtype float32.
 
     Attributes:
-        raw: the stored data (float16/bfloat16 ``[N, K]``, or uint8 ``[N, row_bytes]`` for Q8_0/Q4_0).
-        ggml_type: ``"F16"``, ``"BF16"``, ``"Q8_0"`` or ``"Q4_0"``.
+        raw: the stored data (float16/bfloat16 ``[N, K]``, or uint8 ``[N, row_bytes]`` for Q8_0/Q4_0/Q4_K).
+        ggml_type: ``"F16"``, ``"BF16"``, ``"Q8_0"``, ``"Q4_0"`` or ``"Q4_K"``.
         wname: tensor name, for diagnostics.
     """
 
@@ -74,6 +78,9 @@ class GGMLWeight(torch.Tensor):
         n, k = shape
         if ggml_type in BLOCK_BYTES:
             qk, bs = BLOCK_BYTES[ggml_type]
+            if k % qk:
+                raise TritonKernelError("weight_layout", f"weight {name}: {ggml_type} [N={n}, K={k}]: K is not a "
+                                        f"multiple of the {ggml_type} block ({qk} weights)", where=name, kind="bind")
             want = (n, k // qk * bs)
             ok = raw.dtype == torch.uint8 and k % qk == 0
         else:
@@ -196,7 +203,8 @@ def quantize_matrix(w: torch.Tensor, ggml_type: str, name: str = "weight") -> to
     it like :func:`weight_from_bytes` (tests and benchmarks make quantized weights with it).
 
     Raises:
-        TritonKernelError: ``triton:weight_type`` for a type outside :data:`RAW_TYPES`.
+        TritonKernelError: ``triton:weight_type`` for a type outside :data:`RAW_TYPES` or one gguf
+            cannot quantize (gguf 0.19 has no Q4_K quantizer: build Q4_K bytes directly instead).
     """
     from gguf import GGMLQuantizationType
     from gguf import quants as gguf_quants
@@ -207,7 +215,11 @@ def quantize_matrix(w: torch.Tensor, ggml_type: str, name: str = "weight") -> to
     arr = w.detach().float().cpu().numpy()
     if ggml_type == "F32":
         return torch.from_numpy(arr.copy())
-    q = gguf_quants.quantize(arr, GGMLQuantizationType[ggml_type])
+    try:
+        q = gguf_quants.quantize(arr, GGMLQuantizationType[ggml_type])
+    except NotImplementedError:
+        raise TritonKernelError("weight_type", f"gguf cannot quantize to {ggml_type} (no quantizer in the gguf "
+                                "package)", where=name, kind="bind") from None
     n, k = arr.shape
     return weight_from_bytes(np.ascontiguousarray(q).view(np.uint8).reshape(-1), ggml_type, (k, n), name)
 

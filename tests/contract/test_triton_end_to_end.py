@@ -142,23 +142,139 @@ def test_lowering_one_launch_per_command_in_queue_order(cuda_plans):
     assert all(o.lineage.data.endswith(f"-> concrete command {o.cmd.data}") for o in launches)
 
 
-def test_lowering_rejects_weight_dtype_without_kernel(cuda_plans):
-    """AB-I-2 / AB-D-1: a matmul whose weight dtype has no Triton kernel (q4_k, admitted by the capability table)
-    fails the lowering with the lineage path through the concrete command -- never a fallback kernel."""
+def _set_task(pplan, name, dtypes):
+    """Overwrite one portable task's dtypes (what the lowering reads) in place."""
     from pipeplan.dialects.pplan import TaskOp
-    from pipeplan.transforms.convert_cplan_to_triton import lower_plan
     from xdsl.dialects.builtin import ArrayAttr, StringAttr
+
+    task = next(t for t in pplan.walk() if isinstance(t, TaskOp) and t.sym_name.data == name)
+    task.properties["dtypes"] = ArrayAttr([StringAttr(d) for d in dtypes])
+
+
+FFN_UP = "decode.s0.b2.matmul.ffn_up"
+GATHER = "decode.s0.embedding_gather.token_embd"
+
+
+@pytest.mark.parametrize("task,dtypes,reason,lineage", [
+    (FFN_UP, ("f32", "q6_k", "f32"), "no Triton kernel for weight dtype q6_k",
+     "model op blk.2.ffn_up -> stage 0 block 2 (decode) -> task @decode.s0.b2.matmul.ffn_up -> candidate "
+     "triton.matmul -> concrete command cmd.decode.s0.b2.matmul.ffn_up"),
+    (FFN_UP, ("f32", "q4_k", "f32"), "no Triton kernel for q4_k weight with row length 64 (not a multiple of 256)",
+     "-> task @decode.s0.b2.matmul.ffn_up -> candidate triton.matmul -> concrete command cmd.decode.s0.b2.matmul.ffn_up"),
+    (GATHER, ("i32", "q4_k", "f32"), "no Triton kernel for weight dtype q4_k (Triton embedding_gather reads f32, f16, "
+     "bf16, q8_0, q4_0)", "-> task @decode.s0.embedding_gather.token_embd -> candidate triton.embedding_gather -> "
+     "concrete command cmd.decode.s0.embedding_gather.token_embd"),
+], ids=["q6_k-matmul", "q4_k-row-64", "q4_k-gather"])
+def test_lowering_rejects_weight_without_kernel(cuda_plans, task, dtypes, reason, lineage):
+    """AB-I-2 / AB-D-1: a matmul whose weight dtype has no Triton kernel (q6_k), a q4_k weight whose row length
+    (stories260K's K = 64) is not a whole number of 256-weight super-blocks, and a q4_k embedding table (the
+    gather has no Q4_K path) each fail the lowering with the lineage path through the concrete command --
+    never a fallback kernel."""
+    from pipeplan.transforms.convert_cplan_to_triton import lower_plan
     from xdsl.utils.exceptions import PassFailedException
 
     plan, pplan = _plans(_parse(cuda_plans["reference-queue"]))
-    task = next(t for t in pplan.walk() if isinstance(t, TaskOp) and t.sym_name.data == "decode.s0.b2.matmul.ffn_up")
-    task.properties["dtypes"] = ArrayAttr([StringAttr("f32"), StringAttr("q4_k"), StringAttr("f32")])
+    _set_task(pplan, task, dtypes)
     with pytest.raises(PassFailedException) as ei:
         lower_plan(plan, pplan)
     msg = str(ei.value)
-    assert "no Triton kernel for weight dtype q4_k" in msg
-    assert ("model op blk.2.ffn_up -> stage 0 block 2 (decode) -> task @decode.s0.b2.matmul.ffn_up -> candidate "
-            "triton.matmul -> concrete command cmd.decode.s0.b2.matmul.ffn_up") in msg
+    assert reason in msg and lineage in msg
+
+
+def _q4k_facts_toml() -> str:
+    """A tiny llama (hidden 256, 4/2 heads, ffn 512, vocab 300, 2 blocks) whose matrices are all Q4_K (every row
+    length is a multiple of 256) except token_embd, which is Q8_0 (the gather has no Q4_K path)."""
+    from pipeplan.frontend.facts_toml import synthesize_llama_tensors
+
+    ts = synthesize_llama_tensors(block_count=2, hidden=256, heads=4, kv_heads=2, ffn=512, vocab=300, weight_type="Q4_K")
+    lines = ['[model]', 'name = "tiny-q4k"', "block_count = 2", "embedding_length = 256", "head_count = 4",
+             "head_count_kv = 2", "feed_forward_length = 512", "vocab_size = 300", "context_length = 128",
+             "rms_norm_eps = 1e-5"]
+    for t in ts:
+        ty = "Q8_0" if t.name == "token_embd.weight" else t.ggml_type
+        lines += ["[[tensors]]", f'name = "{t.name}"', f'ggml_type = "{ty}"', f"shape = {list(t.shape)}"]
+    return "\n".join(lines) + "\n"
+
+
+@pytest.fixture(scope="module")
+def q4k_module(tmp_path_factory):
+    """The tiny Q4_K model planned on 1 stage, bound to cuda-triton (reference-queue), then lowered."""
+    from pipeplan.api import register_pipeplan, run_pipeline
+    from pipeplan.frontend.facts_toml import loads_facts_toml
+    from pipeplan.frontend.planner import plan_run
+    from pipeplan.plan_types import NodePool, NodeSpec, RuntimeConfig
+    from xdsl.context import Context
+
+    d = tmp_path_factory.mktemp("q4k")
+    (d / "pool.toml").write_text('[[nodes]]\nid = "n0"\nmemory_bytes = 1073741824\nbandwidth_bytes_per_s = 1.0e11\n'
+                                 'flops_per_s = 1.0e12\nlink_bandwidth_bytes_per_s = 1.0e9\n')
+    facts = loads_facts_toml(_q4k_facts_toml(), "tiny-q4k.toml")
+    assert {t.ggml_type for t in facts.tensors if len(t.shape) == 2} == {"Q4_K", "Q8_0"}
+    pool = NodePool((NodeSpec("n0", 1 << 30, 1.0e11, 1.0e12, 1.0e9),))
+    mod = plan_run(facts, RuntimeConfig(max_seq_len=64), pool, 1)
+    ctx = register_pipeplan(Context())
+    run_pipeline(ctx, mod, PIPE.format(pool=d / "pool.toml", binder="reference-queue") + ",convert-cplan-to-triton")
+    return mod
+
+
+def test_lowering_q4k_matmuls_launch_the_q4k_kernel(q4k_module):
+    """Issue 7 (Q4_K) / AB-M-1: a model with Q4_K matrices lowers for cuda-triton: every Q4_K matmul becomes a
+    launch of gemv:_gemv_q4k_kernel (meta USE_DOT/BLOCK_M/BLOCK_N/NSB, grid (cdiv(N, BLOCK_N), cdiv(T, BLOCK_M)),
+    scalars M/N/K, autotuned at run) with its lineage; the Q8_0 embedding gather keeps its kernel."""
+    from pipeplan.dialects.pplan import PlanOp as PPlanOp
+    from pipeplan.dialects.pplan import TaskOp, ints, str_list
+    from pipeplan.dialects.triton_machine import LaunchOp
+
+    pplan = next(o for o in q4k_module.ops if isinstance(o, PPlanOp))
+    tasks = {t.sym_name.data: t for t in pplan.walk() if isinstance(t, TaskOp)}
+    launches = {o.cmd.data: o for o in q4k_module.walk() if isinstance(o, LaunchOp)}
+    q4k = {c: o for c, o in launches.items() if str_list(tasks[c.removeprefix("cmd.")].dtypes)[1:2] == ("q4_k",)}
+    # 2 blocks x 7 matrices + output, in prefill and decode
+    assert len(q4k) == 2 * (2 * 7 + 1)
+    for cid, op in q4k.items():
+        t, n, k = ints(tasks[cid.removeprefix("cmd.")].shape)
+        meta = {key: attr.value.data for key, attr in op.meta.data.items()}
+        assert op.kernel.data == "pipeplan.runtime.kernels.triton.gemv:_gemv_q4k_kernel"
+        assert set(meta) == {"USE_DOT", "BLOCK_M", "BLOCK_N", "NSB"} and k % 256 == 0
+        assert list(op.grid.get_values()) == [-(-n // meta["BLOCK_N"]), -(-t // meta["BLOCK_M"]), 1]
+        assert {key: a.value.data for key, a in op.scalars.data.items()} == {"M": t, "N": n, "K": k}
+        assert bool(op.autotune.value.data) and op.lineage.data.endswith(f"-> concrete command {cid}")
+    down = launches["cmd.decode.s0.b1.matmul.ffn_down"]
+    assert {key: a.value.data for key, a in down.meta.data.items()} == {"USE_DOT": 0, "BLOCK_M": 1, "BLOCK_N": 16,
+                                                                        "NSB": 1}
+    assert list(down.grid.get_values()) == [16, 1, 1]
+    gather = launches["cmd.decode.s0.embedding_gather.token_embd"]
+    assert gather.kernel.data.endswith("embedding:_gather_kernel") and gather.meta.data["FMT"].value.data == 3
+
+
+def test_lowered_q4k_launch_runs_with_its_meta(q4k_module):
+    """Issue 7 (Q4_K): the recorded launch of a Q4_K matmul (kernel, grid, meta, M/N/K) runs as recorded (under
+    the interpreter) on Q4_K bytes and computes x @ dequant(W).T (gguf.quants reference, float64 product,
+    the unit tests' bound)."""
+    import importlib
+
+    import numpy as np
+    from pipeplan.dialects.triton_machine import LaunchOp
+    from pipeplan.runtime.kernels.triton_weights import weight_from_bytes
+
+    op = next(o for o in q4k_module.walk() if isinstance(o, LaunchOp) and o.cmd.data == "cmd.decode.s0.b1.matmul.ffn_down")
+    mod_name, fn = op.kernel.data.split(":")
+    kernel = importlib.import_module(mod_name).__dict__[fn]
+    sc = {key: a.value.data for key, a in op.scalars.data.items()}
+    meta = {key: a.value.data for key, a in op.meta.data.items()}
+    m, n, k = sc["M"], sc["N"], sc["K"]
+    rng = np.random.default_rng(5)
+    blocks = rng.integers(0, 256, (n * k // 256, 144), dtype=np.uint8)
+    blocks[:, 0:4] = rng.uniform(1e-3, 1e-2, (blocks.shape[0], 2)).astype(np.float16).view(np.uint8)
+    w = weight_from_bytes(blocks.reshape(-1), "Q4_K", (k, n))
+    x = torch.randn(m, k, generator=torch.Generator().manual_seed(5))
+    y = torch.empty(m, n)
+    kernel[tuple(op.grid.get_values())](x, w.raw, y, m, n, k, x.stride(0), w.raw.stride(0), y.stride(0),
+                                         USE_DOT=bool(meta["USE_DOT"]), BLOCK_M=meta["BLOCK_M"],
+                                         BLOCK_N=meta["BLOCK_N"], NSB=meta["NSB"])
+    dense = w.dequantized().double()
+    err = (y.double() - x.double() @ dense.T).abs()
+    assert bool((err <= 1e-6 * (x.abs().double() @ dense.abs().T)).all())
 
 
 def test_lowering_rejects_slot_extension_and_missing_source(cuda_plans):

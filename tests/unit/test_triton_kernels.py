@@ -7,6 +7,11 @@ size, GQA ratios 1/2/4, every weight format). Tolerances, per kernel / dtype:
   gguf's ``dequantize`` gives (f16 scale times a small integer is exact in float32), so the only
   difference to ``F.linear`` on the dequantized matrix is float32 summation order:
   ``rtol = atol = 1e-4`` (measured max |diff| <= 1.4e-5 for K <= 160);
+* matmul, Q4_K (random bytes, fp16 d/dmin in [1e-3, 1e-2], so |w| <= 9.5 and |y| reaches ~170): the
+  GEMV path sums ``x*q`` per 32-value sub-block and applies ``d*sc`` / ``dmin*m`` afterwards (another
+  float32 summation order than ``x @ dequant(W).T``), so the bound is relative to the sum of magnitudes:
+  ``|got - want| <= 1e-6 * (|x| @ |W|.T)`` elementwise against a float64 product (measured <= 4e-8 of
+  it, i.e. max |diff| <= 2e-5); a hand-built block through unit vectors is decoded bit-exactly;
 * embedding_gather (every format), kv_cache_write, argmax, add: exact;
 * rms_norm, silu_mul, rope: ``rtol = 1e-5, atol = 1e-6`` (measured <= 2.4e-7);
 * attention (online softmax vs SDPA / bmm): ``rtol = 1e-5, atol = 2e-6`` (measured <= 3.6e-7).
@@ -51,7 +56,12 @@ def test_interpreter_and_table():
     assert TK.KERNELS["matmul"] is TK.matmul and TK.KERNELS["matmul"] is not R.KERNELS["matmul"]
 
 
-@pytest.mark.parametrize("fmt", RAW_TYPES)
+GENERIC = [f for f in RAW_TYPES if f != "Q4_K"]
+"""Formats of the generic GEMV kernel and the gather (Q4_K has its own kernel and tests below; gguf cannot
+quantize to it)."""
+
+
+@pytest.mark.parametrize("fmt", GENERIC)
 @pytest.mark.parametrize("m,n,k", [(1, 37, 64), (3, 100, 96), (5, 7, 160)])
 def test_matmul_formats(fmt, m, n, k):
     """Issue 7: fused-dequant GEMV/matmul equals x @ dequant(W).T for F32/F16/BF16/Q8_0/Q4_0 at odd N and
@@ -91,7 +101,7 @@ def test_matmul_reads_raw_layout():
     np.testing.assert_array_equal(TK.matmul(torch.eye(32), w8)[:, 0].numpy(), 0.5 * np.arange(-16, 16, dtype=np.float32))
 
 
-@pytest.mark.parametrize("fmt", RAW_TYPES)
+@pytest.mark.parametrize("fmt", GENERIC)
 def test_embedding_gather_formats(fmt):
     """Issue 7: embedding gather of every table format equals the rows of the dequantized table (exact)."""
     table = quantize_matrix(torch.randn(11, 96, generator=_gen(3)), fmt)
@@ -181,8 +191,9 @@ def test_ggml_weight_under_reference_kernels():
     (lambda: TK.add(torch.randn(2, 3), torch.randn(2, 3, dtype=torch.float16)), "triton:dtype"),
     (lambda: TK.argmax(torch.randn(5)), "triton:shape"),
     (lambda: weight_from_bytes(np.zeros(10, np.uint8), "Q8_0", (32, 1)), "triton:weight_layout"),
-    (lambda: weight_from_bytes(np.zeros(144, np.uint8), "Q4_K", (256, 1)), "triton:weight_type"),
+    (lambda: weight_from_bytes(np.zeros(210, np.uint8), "Q6_K", (256, 1)), "triton:weight_type"),
     (lambda: quantize_matrix(torch.randn(2, 32), "Q5_0"), "triton:weight_type"),
+    (lambda: quantize_matrix(torch.randn(2, 256), "Q4_K"), "triton:weight_type"),
 ])
 def test_rejections(call, reason):
     """Issue 7: bad calls raise a typed TritonKernelError with a stable code, never a raw traceback."""
@@ -192,9 +203,130 @@ def test_rejections(call, reason):
 
 
 def test_raw_loader_rejects_kquant_before_mapping(tmp_path):
-    """WL-F-4: a matrix type the Triton kernels do not read (Q4_K) is a bind fault at load, not a silent
+    """WL-F-4: a matrix type the Triton kernels do not read (Q6_K) is a bind fault at load, not a silent
     dequantize-to-F32 fallback; nothing is mapped (the file does not even need to exist)."""
-    sl = TensorSlice("blk.0.attn_q.weight", "Q4_K", (256, 2), 0, 0, 288)
+    sl = TensorSlice("blk.0.attn_q.weight", "Q6_K", (256, 2), 0, 0, 420)
     with pytest.raises(TK.TritonKernelError) as ei:
         load_stage_weights_raw([tmp_path / "absent.gguf"], [sl])
-    assert ei.value.code == "triton:weight_type" and ei.value.kind == "bind" and "Q4_K" in str(ei.value)
+    assert ei.value.code == "triton:weight_type" and ei.value.kind == "bind" and "Q6_K" in str(ei.value)
+
+
+# --------------------------------------------------------------------------- Q4_K
+Q4K_TOL = 1e-6
+"""Q4_K matmul: ``|got - want| <= Q4K_TOL * (|x| @ |W|.T)`` elementwise (module docstring)."""
+
+
+def _q4k_raw(n: int, k: int, seed: int) -> np.ndarray:
+    """Random Q4_K bytes of an ``[n, k]`` matrix (ggml ``(k, n)``): per 144-byte super-block fp16 d and dmin
+    in [1e-3, 1e-2] (sane scales, as the dequant tests make them) and random bytes for scales[12] and qs[128]."""
+    rng = np.random.default_rng(seed)
+    nb = n * (k // 256)
+    blocks = rng.integers(0, 256, (nb, 144), dtype=np.uint8)
+    for off in (0, 2):  # d, dmin
+        blocks[:, off:off + 2] = rng.uniform(1e-3, 1e-2, nb).astype(np.float16).view(np.uint8).reshape(nb, 2)
+    return blocks.reshape(-1)
+
+
+def _gguf_q4k(raw: np.ndarray, n: int) -> torch.Tensor:
+    """The reference: gguf.quants' Q4_K dequantization of ``raw`` as a float32 ``[n, k]`` tensor."""
+    from gguf import GGMLQuantizationType
+    from gguf import quants as gq
+
+    return torch.from_numpy(np.array(gq.dequantize(raw.reshape(n, -1), GGMLQuantizationType.Q4_K), np.float32))
+
+
+def _assert_q4k_close(x: torch.Tensor, got: torch.Tensor, dense: torch.Tensor) -> None:
+    want = x.double() @ dense.double().T
+    bound = Q4K_TOL * (x.abs().double() @ dense.abs().double().T)
+    err = (got.double() - want).abs()
+    assert got.dtype == torch.float32 and got.shape == want.shape
+    assert bool((err <= bound).all()), f"max err {err.max().item():.3g}, worst err/bound {(err / bound).max().item():.3g}"
+
+
+@pytest.mark.parametrize("t,n,k", [(1, 37, 256), (3, 37, 512), (1, 13, 512), (3, 5, 256)])
+def test_matmul_q4k_matches_gguf_dequant(t, n, k):
+    """Issue 7 (Q4_K): the fused-dequant Q4_K GEMV on raw super-blocks (random qs/scales bytes, sane fp16
+    d/dmin) equals x @ dequantize(raw).T with gguf.quants as the reference, at odd N, K = 256 and 512
+    (one and two super-blocks per row) and T = 1 and 3."""
+    raw = _q4k_raw(n, k, seed=t * 1000 + n + k)
+    w = weight_from_bytes(raw, "Q4_K", (k, n), name="wq4k")
+    assert isinstance(w, GGMLWeight) and w.ggml_type == "Q4_K" and w.nbytes_raw == n * k // 256 * 144
+    dense = _gguf_q4k(raw, n)
+    assert torch.equal(w.dequantized(), dense)  # the wrapper's own (reference-kernel) view is gguf's
+    x = torch.randn(t, k, generator=_gen(k + t))
+    _assert_q4k_close(x, TK.matmul(x, w), dense)
+
+
+def test_matmul_q4k_dot_path():
+    """Issue 7 (Q4_K): the tl.dot path (prefill, T >= 16 on a GPU; dequantized [BLOCK_N, 256] tiles) equals
+    the gguf reference too (T = 17, odd N, two super-blocks)."""
+    raw = _q4k_raw(19, 512, seed=3)
+    w = weight_from_bytes(raw, "Q4_K", (512, 19))
+    x = torch.randn(17, 512, generator=_gen(17))
+    _assert_q4k_close(x, TK.matmul(x, w, use_dot=True), _gguf_q4k(raw, 19))
+
+
+def _scale_min_k4(s: bytes, j: int) -> tuple[int, int]:
+    """ggml get_scale_min_k4 (ggml-quants.c), transcribed independently of the kernel."""
+    if j < 4:
+        return s[j] & 63, s[j + 4] & 63
+    return (s[j + 4] & 0xF) | ((s[j - 4] >> 6) << 4), (s[j + 4] >> 4) | ((s[j] >> 6) << 4)
+
+
+def test_matmul_q4k_hand_built_block_bit_exact():
+    """Issue 7 (Q4_K): one hand-built super-block dotted with the 256 unit vectors returns each weight
+    bit-exactly as ggml's dequantize_row_q4_K defines it (and as gguf.quants gives): d/dmin f16, the 6-bit
+    scales and mins of every sub-block -- j < 4 (low 6 bits of bytes j and j+4) and j >= 4 (nibbles of
+    byte j+4 joined with the top 2 bits of bytes j-4 and j, all set here) -- and the nibble order (byte
+    32g+i: low nibble = value 64g+i, high nibble = value 64g+32+i)."""
+    d, dmin = np.float16(0.0123), np.float16(0.0456)
+    scales = bytes([0xC5, 0x4A, 0x87, 0x7F, 0xD1, 0x62, 0xAB, 0x4C, 0x9E, 0x37, 0xF0, 0x5B])
+    qs = bytes((7 * b + 3) % 256 for b in range(128))
+    block = d.tobytes() + dmin.tobytes() + scales + qs
+    raw = np.frombuffer(block, np.uint8)
+    sm = [_scale_min_k4(scales, j) for j in range(8)]
+    assert all(scales[j - 4] >> 6 and scales[j] >> 6 for j in range(4, 8))  # j >= 4 uses both top-bit pairs
+    assert len(set(sm)) == 8  # every sub-block has its own (scale, min)
+    want = np.empty(256, np.float32)
+    for v in range(256):
+        g, h, i = v // 64, (v // 32) % 2, v % 32
+        q = (qs[32 * g + i] >> (4 * h)) & 15
+        sc, m = sm[2 * g + h]
+        want[v] = (np.float32(d) * np.float32(sc)) * np.float32(q) - np.float32(dmin) * np.float32(m)
+    np.testing.assert_array_equal(_gguf_q4k(raw, 1)[0].numpy(), want)
+    w = weight_from_bytes(raw, "Q4_K", (256, 1))
+    got = TK.matmul(torch.eye(256), w)[:, 0].numpy()
+    np.testing.assert_array_equal(got, want)
+
+
+def test_q4k_raw_loader_keeps_blocks(tmp_path):
+    """WL-L-1 / issue 7 (Q4_K): a stage's Q4_K matrix is mapped from its byte range and kept as raw
+    super-blocks (no dequantize-to-F32 at load); the GEMV on it matches gguf's dequantization."""
+    raw = _q4k_raw(3, 512, seed=11)
+    path = tmp_path / "w.bin"
+    path.write_bytes(b"\x00" * 64 + raw.tobytes())
+    sl = TensorSlice("blk.0.ffn_down.weight", "Q4_K", (512, 3), 0, 64, raw.size)
+    w = load_stage_weights_raw([path], [sl])["blk.0.ffn_down.weight"]
+    assert isinstance(w, GGMLWeight) and w.ggml_type == "Q4_K" and w.raw.dtype == torch.uint8
+    assert torch.equal(w.raw.reshape(-1), torch.from_numpy(raw))
+    x = torch.randn(1, 512, generator=_gen(1))
+    _assert_q4k_close(x, TK.matmul(x, w), _gguf_q4k(raw, 3))
+
+
+@pytest.mark.parametrize("call,code", [
+    (lambda: weight_from_bytes(np.zeros(72, np.uint8), "Q4_K", (128, 1)), "dequant"),
+    (lambda: GGMLWeight(torch.zeros(1, 72, dtype=torch.uint8), "Q4_K", (1, 128)), "triton:weight_layout"),
+    (lambda: GGMLWeight(torch.zeros(2, 145, dtype=torch.uint8), "Q4_K", (2, 256)), "triton:weight_layout"),
+    (lambda: TK.embedding_gather(torch.tensor([0]), weight_from_bytes(_q4k_raw(2, 256, 0), "Q4_K", (256, 2))),
+     "triton:weight_type"),
+])
+def test_q4k_rejections(call, code):
+    """Issue 7 (Q4_K): a row length K that is not a multiple of 256 is refused with a typed error when the
+    bytes are wrapped (gguf's block rule) and when the raw tensor is built by hand; a wrong byte layout too;
+    the embedding gather, which has no Q4_K path, refuses a Q4_K table (typed, kind bind) rather than
+    misreading it."""
+    with pytest.raises(PipeplanError) as ei:
+        call()
+    assert ei.value.code == code and ei.value.one_line().startswith(f"error[{code}]")
+    if code.startswith("triton:"):
+        assert ei.value.kind == "bind" and "Q4_K" in str(ei.value)
