@@ -36,20 +36,9 @@ from pipeplan.runtime.kernels.triton.rope import rope  # noqa: E402
 split = _reference.split
 last_row = _reference.last_row
 
-KERNELS = {
-    "embedding_gather": embedding_gather,
-    "rms_norm": rms_norm,
-    "matmul": matmul,
-    "split": split,
-    "rope": rope,
-    "kv_cache_write": kv_cache_write,
-    "attention": attention,
-    "silu_mul": silu_mul,
-    "add": add,
-    "last_row": last_row,
-    "argmax": argmax,
-}
-"""Kernel name -> Triton-backed function (the same keys as the reference table)."""
+KERNELS = {name: globals()[name] for name in _reference.KERNELS}
+"""Kernel name -> Triton-backed function: the reference table's keys by construction, each bound to the
+function of that name in this package."""
 
 
 def device() -> torch.device:
