@@ -75,6 +75,7 @@ from pipeplan.runtime.transport import (
     EdgeRoute,
     EndpointError,
     Frame,
+    QueueSend,
     RecvEndpoint,
     SendEndpoint,
     Transport,
@@ -247,22 +248,9 @@ class _InboxRecv(RecvEndpoint):
         return f
 
 
-class _OutboxSend(SendEndpoint):
-    """Producer side of an orchestrator-consumed edge: a bounded queue of ``slots`` frames."""
-
-    def __init__(self, route: EdgeRoute, q: queue.Queue):
-        self.edge_id, self.object_spec, self.ring_spec, self._q = route.edge_id, route.object_spec, route.ring_spec, q
-
-    def send(self, frame: Frame, timeout: float | None = None) -> bool:
-        if frame.op == DATA:
-            assert frame.array is not None
-            check_object(self.edge_id, self.object_spec, self.ring_spec, frame.array)
-            frame = Frame(DATA, frame.seq_id, frame.position, np.array(frame.array, copy=True))
-        try:
-            self._q.put(frame, timeout=timeout)
-        except queue.Full:
-            return False
-        return True
+class _OutboxSend(QueueSend):
+    """Producer side of an orchestrator-consumed edge: a bounded queue of ``slots`` frames that the
+    orchestrator pulls (Ray cannot call into the driver)."""
 
 
 # --------------------------------------------------------------------------- endpoints (any side)

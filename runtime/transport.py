@@ -228,7 +228,11 @@ class Transport(ABC):
 
 
 # --------------------------------------------------------------------------- in-process
-class _QueueSend(SendEndpoint):
+class QueueSend(SendEndpoint):
+    """Producer side of an edge backed by a bounded ``queue.Queue`` of ``slots`` frames: DATA objects are
+    checked against the ObjectSpec/RingSpec (ObjectTooLargeError, ObjectSpecError) and copied; a full queue
+    past ``timeout`` returns False (back-pressure)."""
+
     def __init__(self, route: EdgeRoute, q: queue.Queue):
         self.edge_id, self.object_spec, self.ring_spec, self._q = route.edge_id, route.object_spec, route.ring_spec, q
 
@@ -267,7 +271,7 @@ class InprocTransport(Transport):
 
     def open_send(self, consumer_node_id: str, edge_id: str) -> SendEndpoint:
         r = self._route(consumer_node_id, edge_id)
-        return _QueueSend(r, self._queues[edge_id])
+        return QueueSend(r, self._queues[edge_id])
 
     def open_recv(self, node_id: str, edge_id: str) -> RecvEndpoint:
         r = self._route(node_id, edge_id)
