@@ -47,10 +47,21 @@ _K_NONE, _K_SPECIAL, _K_USER, _K_NORMAL, _K_BYTE = 0, 1, 2, 3, 4
 _KIND_OF_TYPE = np.array([_K_NONE, _K_NORMAL, _K_SPECIAL, _K_SPECIAL, _K_USER, _K_NONE, _K_BYTE], dtype=np.int8)
 
 EOG_TEXTS = frozenset({
-    "<|eot_id|>", "<|im_end|>", "<|end|>", "<end_of_turn>", "<|endoftext|>", "<|eom_id|>", "<EOT>", "_<EOT>",
-    "<|end_of_text|>", "<end_of_utterance>",
+    "<|eot_id|>", "<|im_end|>", "<|end|>", "<|return|>", "<|call|>", "<|flush|>", "<|calls|>", "<end_of_turn>",
+    "<|endoftext|>", "</s>", "<|eom_id|>", "<EOT>", "_<EOT>", "[EOT]", "[EOS]", "<|end_of_text|>",
+    "<end_of_utterance>", "<eos>", "<turn|>", "<|tool_response>", "<\uff5cend\u2581of\u2581sentence\uff5c>", "[e~[",
 })
-"""Pieces llama.cpp treats as end-of-generation (and as control tokens) by their text (``special_eog_ids``)."""
+"""Pieces llama.cpp treats as end-of-generation by their text (``special_eog_ids`` in ``llama_vocab::impl::load``);
+like llama.cpp, they also become control tokens (not cut from text unless ``special``, empty pieces)."""
+
+CONTROL_TEXTS = EOG_TEXTS | frozenset({
+    "<|fim_prefix|>", "<fim-prefix>", "<fim_prefix>", "<\uff5cfim\u2581begin\uff5c>", "<PRE>", "\u2581<PRE>",
+    "<|code_prefix|>", "<|prefix|>", "<|fim_suffix|>", "<fim-suffix>", "<fim_suffix>", "<\uff5cfim\u2581hole\uff5c>",
+    "<SUF>", "\u2581<SUF>", "<|code_suffix|>", "<|suffix|>", "<|fim_middle|>", "<fim-middle>", "<fim_middle>",
+    "<\uff5cfim\u2581end\uff5c>", "<MID>", "\u2581<MID>", "<|code_middle|>", "<|middle|>", "<|fim_pad|>", "<fim-pad>",
+    "<fim_pad>", "<PAD>", "[PAD]", "<|fim_repo|>", "<|repo_name|>", "<fim-repo>", "<REPO>", "<reponame>", "<|file_sep|>",
+})
+"""Pieces llama.cpp turns into control tokens by their text (its EOT/EOM/FIM detection, and the EOG pieces)."""
 
 _BYTE_PIECE = re.compile(r"<0x[0-9A-Fa-f]{2}>")
 _INT_TYPES = frozenset({VT.UINT8, VT.INT8, VT.UINT16, VT.INT16, VT.UINT32, VT.INT32, VT.UINT64, VT.INT64})
@@ -229,11 +240,12 @@ class SPMTokenizer:
             raise TokenizerError("add_eos_token is true, but there is no EOS id", where="eos_id")
         self.chat_template = chat_template
         eog = {int(i) for i in eog_ids} | ({eos_id} if eos_id is not None else set())
-        for text in EOG_TEXTS:
+        for text in CONTROL_TEXTS:
             tid = self.token_to_id.get(text)
             if tid is not None:
-                eog.add(tid)
                 kinds[tid] = _K_SPECIAL  # llama.cpp adds the CONTROL attribute to these
+                if text in EOG_TEXTS:
+                    eog.add(tid)
         if any(not 0 <= i < n for i in eog):
             raise TokenizerError(f"end-of-generation ids {sorted(eog)} reach outside [0, {n})", where="eog_ids")
         self.eog_ids: frozenset[int] = frozenset(eog)
