@@ -129,8 +129,7 @@ class _Metadata:
         return int(f.parts[f.data[0]][0])
 
     def array(self, key: str, elem: frozenset[VT], expected: str) -> Any:
-        """The payload of an array field whose element type is in ``elem`` (numpy array, or for
-        strings the raw bytes buffer); None when absent."""
+        """The field of an array whose element type is in ``elem``; None when absent."""
         f = self.fields.get(key)
         if f is None:
             return None
@@ -147,23 +146,18 @@ class _Metadata:
         big = length.dtype.byteorder == ">" or (length.dtype.byteorder == "=" and struct.pack("=H", 1) == b"\0\1")
         unpack = struct.Struct(">Q" if big else "<Q").unpack_from
         buf = f.parts[f.data[0]].tobytes()
-        raw: list[bytes] = []
-        append = raw.append
+        out: list[str] = []
+        append = out.append
         pos = 0
-        for _ in range(n):
-            (ln,) = unpack(buf, pos)
-            pos += 8
-            append(buf[pos : pos + ln])
-            pos += ln
         try:
-            return [b.decode("utf-8") for b in raw]
-        except UnicodeDecodeError:
-            for i, b in enumerate(raw):
-                try:
-                    b.decode("utf-8")
-                except UnicodeDecodeError as e:
-                    raise self.bad(f"{key}[{i}]", f"= {b!r} is not UTF-8 ({e.reason})") from None
-            raise  # pragma: no cover - the loop above always finds the piece
+            for _ in range(n):
+                (ln,) = unpack(buf, pos)
+                pos += 8
+                append(buf[pos : pos + ln].decode("utf-8"))
+                pos += ln
+        except UnicodeDecodeError as e:
+            raise self.bad(f"{key}[{len(out)}]", f"= {e.object!r} is not UTF-8 ({e.reason})") from None
+        return out
 
     def numbers(self, key: str, elem: frozenset[VT], expected: str) -> np.ndarray | None:
         f = self.array(key, elem, expected)
@@ -255,7 +249,7 @@ class SPMTokenizer:
             self.token_to_id.get(f"<0x{b:02X}>", self.token_to_id.get(chr(b)) if b < 0x80 else None)
             for b in range(256)]
         # partition order (cache_special_tokens): longest piece in bytes first, lower id first on ties
-        cut = [i for i in np.flatnonzero((kinds == _K_SPECIAL) | (kinds == _K_USER)).tolist()]
+        cut: list[int] = np.flatnonzero((kinds == _K_SPECIAL) | (kinds == _K_USER)).tolist()
         cut.sort(key=lambda i: (-len(self.tokens[i].encode("utf-8")), i))
         self._cut_special: list[int] = cut
         self._cut_user: list[int] = [i for i in cut if self._kinds[i] == _K_USER]
