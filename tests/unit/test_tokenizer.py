@@ -1,4 +1,5 @@
-"""SPM tokenizer: EXPECTED prompt ids, decode to EXPECTED text, llama.cpp reference cases, errors."""
+"""SPM tokenizer: EXPECTED prompt ids (stories260K, Gemma 3), llama.cpp reference corpora (tests/data), pieces,
+stream decoding, malformed tokenizer metadata and encode errors."""
 
 from __future__ import annotations
 
