@@ -141,7 +141,8 @@ def main(argv: list[str] | None = None) -> int:
     for r in rows:
         print(f"{r['side']:<10}" + "".join(f"{format(r[k], f):>17}" for k, _, f in cols))
     result = {"model": str(args.model), "repeat": args.repeat, "doc_kb": args.doc_kb, "llama_cpp": how,
-              "machine": platform.platform(), "python": platform.python_version(), "rows": rows,
+              "machine": platform.platform(), "python": platform.python_version(), "cpus": os.cpu_count(),
+              "loadavg_1min": os.getloadavg()[0], "rows": rows,
               "load_under_1s": ours["load_s_median"] < 1.0}
     if ref:
         result["ids_equal"] = ours["ids_sha256"] == ref["ids_sha256"]
@@ -150,7 +151,8 @@ def main(argv: list[str] | None = None) -> int:
               + ", ".join(f"{h} {result['ratio_vs_llama_cpp'][k]:.2f}x" for k, h, _ in cols))
     else:
         print(f"llama.cpp: {how}")
-    print(f"load under 1 s (median): {result['load_under_1s']}")
+    print(f"load under 1 s (median): {result['load_under_1s']} (1-min load average {result['loadavg_1min']:.1f} "
+          f"on {result['cpus']} CPUs)")
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(result, indent=2) + "\n")
     print(f"wrote {args.out}")
