@@ -40,7 +40,9 @@ type's block size takes llama.cpp's fallback (``llama_tensor_get_type`` in llama
 Q5_0, Q5_K → Q5_1, Q6_K → Q8_0, Q2_K/Q3_K/IQ* → IQ4_NL, then F16 if that does not fit either).
 
 Every problem raises :class:`~pipeplan.errors.ModelFactsError` (code ``bad_model_facts``) whose
-message names the file and the key (``model.block_count``, ``tensors[3].shape``...).
+message names the file and the key (``model.block_count``, ``tensors[3].shape``...). Integers are
+range-checked before anything is built from them: ``block_count`` <= :data:`MAX_BLOCKS`, widths, head
+counts, vocabulary, context and tensor dimensions <= :data:`MAX_DIM`, byte sizes and offsets <= 2**63 - 1.
 """
 
 from __future__ import annotations
@@ -56,11 +58,21 @@ from typing import Any
 import gguf
 from pipeplan.errors import ModelFactsError
 from pipeplan.frontend.gguf_facts import llama_tensor_shapes
+from pipeplan.frontend.paths import InputPathError, check_input_file
 from pipeplan.plan_types import ModelFacts, TensorInfo
 
 __all__ = ["load_facts_toml", "loads_facts_toml", "dump_facts_toml", "synthesize_llama_tensors", "tensor_nbytes"]
 
 _BLOCK_RE = re.compile(r"^blk\.(\d+)\.")
+INT64_MAX = 2**63 - 1
+"""Largest byte count, offset or tensor size (an i64 in the IR)."""
+MAX_BLOCKS = 16384
+"""Largest ``block_count``: far above any published model (Llama 3.1 405B has 126), small enough that the
+synthesized index (nine tensors per block) stays a few MB."""
+MAX_DIM = 2**31 - 1
+"""Largest width, head count, vocabulary, context length or tensor dimension (an int32, as in llama.cpp)."""
+MAX_ALIGNMENT = 1 << 30
+MAX_SHARDS = 1 << 16
 _REQUIRED_INT = ("block_count", "embedding_length", "head_count", "feed_forward_length", "vocab_size",
                  "context_length")
 _OPTIONAL_INT = ("head_count_kv", "rope_dimension_count", "alignment")
@@ -147,7 +159,7 @@ class _Table:
     def error(self, key: str, what: str) -> ModelFactsError:
         return ModelFactsError(f"{self.src}: {self.prefix}{key} {what}", where=f"{self.src}:{self.prefix}{key}")
 
-    def pos_int(self, key: str, default: int | None = None, *, zero_ok: bool = False) -> int:
+    def pos_int(self, key: str, default: int | None = None, *, zero_ok: bool = False, hi: int = INT64_MAX) -> int:
         if key not in self.data:
             if default is None:
                 raise self.error(key, "is missing (a positive integer is required)")
@@ -155,6 +167,8 @@ class _Table:
         v = self.data[key]
         if isinstance(v, bool) or not isinstance(v, int) or v < 0 or (v == 0 and not zero_ok):
             raise self.error(key, f"= {v!r}, expected a {'non-negative' if zero_ok else 'positive'} integer")
+        if v > hi:
+            raise self.error(key, f"= {v} is out of range (at most {hi})")
         return v
 
     def pos_float(self, key: str, default: float | None = None) -> float:
@@ -195,16 +209,20 @@ def _tensors(raw: Any, src: str, alignment: int) -> tuple[TensorInfo, ...]:
         block, _ = _quant(ty, f"tensors[{i}].ggml_type", src)
         shape = entry.get("shape")
         if (not isinstance(shape, list) or not 1 <= len(shape) <= 4
-                or not all(isinstance(d, int) and not isinstance(d, bool) and d > 0 for d in shape)):
-            raise tab.error("shape", f"= {shape!r}, expected 1 to 4 positive integers (ggml order)")
+                or not all(isinstance(d, int) and not isinstance(d, bool) and 0 < d <= MAX_DIM for d in shape)):
+            raise tab.error("shape", f"= {shape!r}, expected 1 to 4 positive integers of at most {MAX_DIM} (ggml order)")
         shape_t = tuple(shape)
         if shape_t[0] % block:
             raise tab.error("shape", f"= {shape!r}: row length {shape_t[0]} is not a multiple of {ty}'s block {block}")
         n = tensor_nbytes(ty, shape_t)
+        if n > INT64_MAX:
+            raise tab.error("shape", f"= {shape!r}: {ty} takes {n} bytes, more than 2**63 - 1")
         if "n_bytes" in entry and tab.pos_int("n_bytes") != n:
             raise tab.error("n_bytes", f"= {entry['n_bytes']!r}, but {ty} {list(shape_t)} takes {n} bytes")
-        shard = tab.pos_int("shard", 0, zero_ok=True)
+        shard = tab.pos_int("shard", 0, zero_ok=True, hi=MAX_SHARDS)
         offset = tab.pos_int("offset", next_offset.get(shard, 0), zero_ok=True)
+        if offset + n > INT64_MAX:
+            raise tab.error("offset", f"= {offset}: the tensor ends past 2**63 - 1 bytes")
         if offset % alignment:
             raise tab.error("offset", f"= {offset} is not a multiple of model.alignment = {alignment}")
         next_offset[shard] = _pad(offset + n, alignment)
@@ -245,17 +263,17 @@ def loads_facts_toml(text: str, source: str = "<facts>") -> ModelFacts:
     m = _Table(doc["model"], "model.", source, _MODEL_KEYS)
     arch = m.string("architecture", "llama")
     name = m.string("name", Path(source).stem if source != "<facts>" else "model")
-    ints = {k: m.pos_int(k) for k in _REQUIRED_INT}
+    ints = {k: m.pos_int(k, hi=MAX_BLOCKS if k == "block_count" else MAX_DIM) for k in _REQUIRED_INT}
     hidden, heads = ints["embedding_length"], ints["head_count"]
-    kv_heads = m.pos_int("head_count_kv", heads)
+    kv_heads = m.pos_int("head_count_kv", heads, hi=MAX_DIM)
     if hidden % heads:
         raise m.error("head_count", f"= {heads} does not divide model.embedding_length = {hidden}")
     if heads % kv_heads:
         raise m.error("head_count_kv", f"= {kv_heads} does not divide model.head_count = {heads}")
-    alignment = m.pos_int("alignment", 32)
+    alignment = m.pos_int("alignment", 32, hi=MAX_ALIGNMENT)
     if alignment & (alignment - 1):
         raise m.error("alignment", f"= {alignment}, expected a power of two")
-    rope_dims = m.pos_int("rope_dimension_count", hidden // heads)
+    rope_dims = m.pos_int("rope_dimension_count", hidden // heads, hi=MAX_DIM)
     rope_base = m.pos_float("rope_freq_base", 10000.0)
     eps = m.pos_float("rms_norm_eps")
     tied = m.data.get("tied_embeddings", False)
@@ -300,6 +318,9 @@ def loads_facts_toml(text: str, source: str = "<facts>") -> ModelFacts:
     for t in tensors:
         if t.block is not None:
             block_bytes[t.block] += t.n_bytes
+    total = sum(t.n_bytes for t in tensors)
+    if total > INT64_MAX:
+        raise m.error("block_count", f"= {blocks}: the model's tensors take {total} bytes, more than 2**63 - 1")
     return ModelFacts(
         architecture=arch, name=name, block_count=blocks, embedding_length=hidden, head_count=heads,
         head_count_kv=kv_heads, feed_forward_length=ffn, vocab_size=vocab, context_length=ints["context_length"],
@@ -316,7 +337,10 @@ def load_facts_toml(path: str | os.PathLike[str]) -> ModelFacts:
     """
     p = Path(path)
     try:
+        check_input_file(p, "facts TOML")
         text = p.read_text(encoding="utf-8")
+    except InputPathError as exc:
+        raise ModelFactsError(f"{p}: cannot read facts TOML: {exc.message}", where=str(p)) from None
     except (OSError, UnicodeDecodeError) as exc:
         raise ModelFactsError(f"{p}: cannot read facts TOML: {exc}", where=str(p)) from None
     return loads_facts_toml(text, str(p))

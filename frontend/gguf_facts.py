@@ -54,6 +54,7 @@ from pipeplan.errors import (
     UnknownTensorTypeError,
     VocabOnlyError,
 )
+from pipeplan.frontend.paths import check_input_file
 from pipeplan.plan_types import ModelFacts, TensorInfo
 
 __all__ = ["read_model_facts", "sha256_file", "shard_paths", "llama_tensor_shapes", "SHARD_NAME_RE"]
@@ -274,6 +275,7 @@ def _open_error(path: Path, exc: OSError) -> GGUFError:
 
 def _parse(path: Path) -> _Shard:
     """Parse one file's header + index; any failure becomes a GGUFError."""
+    check_input_file(path, "GGUF file", GGUFError)  # a FIFO, device or directory: refused before open()
     try:
         with open(path, "rb") as f:
             head = f.read(24)

@@ -9,13 +9,14 @@ is given)::
 
     [[nodes]]
     id = "gpu0"                          # required, unique, [A-Za-z0-9][A-Za-z0-9_.:@/-]*
-    memory_bytes = 17179869184           # required, integer > 0 (bytes usable for weights+KV+rings)
-    bandwidth_bytes_per_s = 9.0e11       # optional, > 0: memory bandwidth, balances stage time
-    flops_per_s = 6.5e13                 # optional, > 0
-    link_bandwidth_bytes_per_s = 1.25e9  # optional, > 0
+    memory_bytes = 17179869184           # required, integer in [1, 2**63 - 1] (bytes usable for weights+KV+rings)
+    bandwidth_bytes_per_s = 9.0e11       # optional, in [1, 1e30]: memory bandwidth, balances stage time
+    flops_per_s = 6.5e13                 # optional, in [1, 1e30]
+    link_bandwidth_bytes_per_s = 1.25e9  # optional, in [1, 1e30]
 
 Every defect is a :class:`~pipeplan.errors.RunPlanRejection` with ``code="invalid_pool"`` whose
-message names the file, the ``nodes[i]`` table and the key.
+message names the file, the ``nodes[i]`` table and the key; a rate that is not finite (``1e400`` reads as
+infinity) or outside [1, 1e30] is one, so no cost derived from the pool is infinite, NaN or negative.
 
 **Local peaks.** ``pipeplan plan`` without ``--nodes`` plans on a local pool whose nodes state this
 machine's peaks explicitly (:func:`local_peaks`), so the RunPlan carries everything roofline costing
@@ -40,6 +41,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from pipeplan.errors import RunPlanRejection
+from pipeplan.frontend.paths import InputPathError, check_input_file
 from pipeplan.plan_types import NodePool, NodeSpec
 
 ORCHESTRATOR_NAME = "orchestrator"
@@ -48,6 +50,15 @@ ORCHESTRATOR_NAME = "orchestrator"
 NODE_ID_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.:@/-]*")
 """Allowed node ids: hostnames, IPs, ``host:port``, ``user@host`` — no spaces and no commas (the CLI's
 ``--placement`` is comma separated)."""
+
+MEMORY_MAX = 2**63 - 1
+"""Largest ``memory_bytes`` (an i64 in the IR)."""
+RATE_MIN, RATE_MAX = 1.0, 1e30
+"""Accepted range of every rate (bytes/s, FLOP/s): beyond it a cost (bytes / rate, in seconds) could overflow
+to infinity or round to zero; real hardware is far inside it."""
+
+MAX_LOCAL_NODES = 16384
+"""Most nodes of a local pool (one per stage; a model has fewer blocks than this)."""
 
 _REQUIRED = ("id", "memory_bytes")
 _OPTIONAL_RATES = ("bandwidth_bytes_per_s", "flops_per_s", "link_bandwidth_bytes_per_s")
@@ -71,14 +82,24 @@ def _check_node(node: NodeSpec, where: str) -> None:
         raise _bad(where, f"key 'memory_bytes' must be an integer number of bytes, got {mem!r}")
     if mem <= 0:
         raise _bad(where, f"key 'memory_bytes' must be > 0, got {mem}")
+    if mem > MEMORY_MAX:
+        raise _bad(where, f"key 'memory_bytes' = {mem} is out of range (at most 2**63 - 1 = {MEMORY_MAX})")
     for key in _OPTIONAL_RATES:
         v = getattr(node, key)
         if v is None:
             continue
         if isinstance(v, bool) or not isinstance(v, int | float):
             raise _bad(where, f"key '{key}' must be a number, got {v!r}")
-        if not math.isfinite(v) or v <= 0:
-            raise _bad(where, f"key '{key}' must be a finite number > 0, got {v!r}")
+        try:
+            x = float(v)
+        except OverflowError:  # an int beyond float range
+            x = math.inf
+        if not math.isfinite(x) or x <= 0:
+            raise _bad(where, f"key '{key}' must be a finite number > 0, got {v!r}"
+                       + (" (it overflows to infinity)" if isinstance(v, int) or math.isinf(x) else ""))
+        if not RATE_MIN <= x <= RATE_MAX:
+            raise _bad(where, f"key '{key}' = {v!r} is out of range [{RATE_MIN:g}, {RATE_MAX:g}] (costs derived from "
+                       f"it would overflow or vanish)")
 
 
 def validate_pool(pool: NodePool, source: str = "node pool") -> None:
@@ -121,7 +142,10 @@ def load_pool_toml(path: str | os.PathLike[str]) -> NodePool:
     """
     src = str(path)
     try:
+        check_input_file(path, "pool file")
         data = tomllib.loads(Path(path).read_text(encoding="utf-8"))
+    except InputPathError as e:
+        raise _bad(src, f"cannot read pool file: {e.message}") from None
     except OSError as e:
         raise _bad(src, f"cannot read pool file: {e.strerror or e}") from None
     except UnicodeDecodeError as e:
@@ -312,14 +336,14 @@ def local_pool(n: int, memory_bytes: int | None = None, *, peaks: LocalPeaks | N
     ``peaks`` (:func:`local_peaks`) every node states them (all equal, so the balance is the same).
 
     Args:
-        n: number of nodes, >= 1.
+        n: number of nodes, 1 .. :data:`MAX_LOCAL_NODES`.
         memory_bytes: override of the per-node capacity in bytes (tests); > 0.
         peaks: this machine's peaks to state on every node (``pipeplan plan`` without ``--nodes``).
     Raises:
         RunPlanRejection(code="invalid_pool"): ``n < 1``, a bad ``memory_bytes``, or unknown host memory.
     """
-    if isinstance(n, bool) or not isinstance(n, int) or n < 1:
-        raise _bad("local pool", f"the number of local nodes must be an integer >= 1, got {n!r}")
+    if isinstance(n, bool) or not isinstance(n, int) or not 1 <= n <= MAX_LOCAL_NODES:
+        raise _bad("local pool", f"the number of local nodes must be an integer in [1, {MAX_LOCAL_NODES}], got {n!r}")
     mem = physical_memory_bytes() if memory_bytes is None else memory_bytes
     rates = {} if peaks is None else {"bandwidth_bytes_per_s": peaks.bandwidth_bytes_per_s,
                                       "flops_per_s": peaks.flops_per_s,

@@ -16,11 +16,17 @@ and writes a directory:
   tokens) with the projection summary, published with concrete/evidence/policy digests;
 * ``manifest.json`` — target and deployment identity, portable/concrete/machine digests, plugin and
   engine revisions, runtime requirements (runtime, ABI, kernels, model ABI), evidence fingerprint and
-  policy, and the sha256 of every other file.
+  policy, the sha256 of every other file, and ``manifest_digest``: the sha256 of the manifest's own
+  canonical JSON without that field (:func:`manifest_self_digest`), so an edited manifest is detected.
 
 Every file is a pure function of the inputs (sorted JSON keys, no clocks, no host paths other than
-those in the inputs), so a rebuild is byte-identical. :func:`verify_package` recomputes the file
-digests (and the machine digest) and raises :class:`PackageError` on any mismatch.
+those in the inputs), so a rebuild is byte-identical. :func:`verify_package` recomputes the manifest's
+self-digest, the file digests (and the machine digest) and raises :class:`PackageError` on any mismatch.
+
+Writing (:func:`write_package`): a new or empty directory receives a complete package built in a
+temporary sibling directory and renamed into place; an existing package (its manifest verifies) has its
+files replaced one by one, atomically (manifest last), and only the files its old manifest lists are ever
+replaced or removed: anything else in the directory (a saved ``measured.json``) is left alone.
 """
 
 from __future__ import annotations
@@ -29,24 +35,32 @@ import hashlib
 import io
 import json
 import math
+import os
 import re
 import shutil
+import stat
 import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from pipeplan.errors import PipeplanError
+from pipeplan.frontend.paths import InputPathError, check_input_file, file_kind
+from pipeplan.lowering.atomic import OutputPathError, check_output_file, current_umask, write_file_atomic
 
 PACKAGE_FORMAT = "pipeplan-replay-package/1"
 LINEAGE_FORMAT = "pipeplan-lineage/1"
 ANALYSIS_REVISION = "pipeplan-simulate/1"
 FILES = ("program.mlir", "lineage.json", "predicted.timeline.json")
+MANIFEST = "manifest.json"
+SELF_DIGEST_KEY = "manifest_digest"
 
 
 class PackageError(PipeplanError):
     """A package that cannot be built or read: ``code`` ``bad_package`` (missing/corrupt file, digest
-    mismatch), ``missing_binding`` (no deployment pool), or the compiler's own error code."""
+    mismatch), ``package_tampered`` (the manifest's self-digest does not match: it was edited),
+    ``missing_binding`` (no deployment pool), ``bad_output_path`` / ``write_failed`` (``-o``), or the
+    compiler's own error code."""
 
     code = "bad_package"
 
@@ -57,7 +71,18 @@ def sha256_hex(data: bytes) -> str:
 
 
 def _dumps(doc: Any) -> str:
-    return json.dumps(doc, sort_keys=True, indent=1) + "\n"
+    try:
+        return json.dumps(doc, sort_keys=True, indent=1, allow_nan=False) + "\n"
+    except ValueError:
+        raise PackageError("a package file would hold a NaN or infinite number", code="non_finite") from None
+
+
+def manifest_self_digest(manifest: dict[str, Any]) -> str:
+    """``sha256:<hex>`` of the manifest's canonical JSON (sorted keys, no whitespace, ASCII) without its
+    ``manifest_digest`` field."""
+    body = {k: v for k, v in manifest.items() if k != SELF_DIGEST_KEY}
+    return sha256_hex(json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=True,
+                                 allow_nan=False).encode())
 
 
 def print_module(op) -> str:
@@ -78,6 +103,8 @@ def _parse_plan(plan_module) -> Any:
         return plan_module.clone()
     is_path = isinstance(plan_module, Path) or (isinstance(plan_module, str) and "\n" not in plan_module
                                                  and not plan_module.lstrip().startswith(("builtin.", "runplan.", "{", '"')))
+    if is_path:
+        check_input_file(plan_module, "plan", PackageError)  # a FIFO/device/directory: refused before open()
     try:
         text = Path(plan_module).read_text() if is_path else str(plan_module)
     except (OSError, UnicodeDecodeError) as e:
@@ -235,7 +262,8 @@ def build_package_files(module, spec, *, target: str, decode_tokens: int = 16, p
         "lineage": {"file": "lineage.json", "detachable": True},
         "files": {name: sha256_hex(text.encode()) for name, text in sorted(files.items())},
     }
-    files["manifest.json"] = _dumps(manifest)
+    manifest[SELF_DIGEST_KEY] = manifest_self_digest(manifest)
+    files[MANIFEST] = _dumps(manifest)
     return files
 
 
@@ -246,107 +274,201 @@ def _count(xs) -> dict[str, int]:
     return out
 
 
-def write_package(files: dict[str, str], out_dir: str | Path) -> Path:
-    """Write ``files`` into ``out_dir`` atomically (a temporary sibling directory renamed into place;
-    an existing package directory is replaced, an empty directory too). Returns the directory.
+def write_package(files: dict[str, str], out_dir: str | Path, *, option: str = "-o") -> Path:
+    """Write ``files`` (name -> text, :func:`build_package_files`) as the package ``out_dir`` (module
+    docstring, "Writing"). Returns the directory.
 
-    Raises PackageError(bad_output_path), writing nothing, when ``out_dir`` is a file, its parent is a
-    file, or it is a non-empty directory that is not a package (never deletes a user's directory), or
-    on an OS error while writing (the temporary directory is removed)."""
+    Raises PackageError(bad_output_path), writing nothing, when :func:`check_package_dir` refuses
+    ``out_dir``; PackageError(write_failed) on an OS error while writing (no space, permission denied):
+    a new package's temporary directory is removed; an existing package may then hold some new files,
+    and its old manifest no longer verifies them (replay refuses it, recompiling replaces it)."""
     out = Path(out_dir)
-    check_package_dir(out)
-    try:
-        out.parent.mkdir(parents=True, exist_ok=True)
-        tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
-    except OSError as e:
-        raise PackageError(f"-o {out}: cannot create: {e.strerror or e}", code="bad_output_path",
-                           where=str(out)) from None
-    try:
-        for name, text in files.items():
-            (tmp / name).write_text(text)
-        if out.exists():
-            shutil.rmtree(out)
-        tmp.rename(out)
-    except OSError as e:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise PackageError(f"-o {out}: cannot write the package: {e.strerror or e}", code="bad_output_path",
-                           where=str(out)) from None
-    return out
-
-
-def check_package_dir(out_dir: str | Path) -> Path:
-    """Check, before compiling, that ``out_dir`` may receive a package: absent (its nearest existing
-    ancestor a directory), an empty directory, or a directory holding a package (a ``manifest.json`` of
-    :data:`PACKAGE_FORMAT`; it is replaced). Raises PackageError(bad_output_path) otherwise."""
-    out = Path(out_dir)
-    if out.exists() and not out.is_dir():
-        raise PackageError(f"-o {out}: exists and is not a directory", code="bad_output_path", where=str(out))
-    if out.is_dir() and any(out.iterdir()):
+    old = check_package_dir(out, option=option)
+    names = [n for n in files if n != MANIFEST] + [MANIFEST]
+    if old is None:
+        tmp: Path | None = None
         try:
-            fmt = json.loads((out / "manifest.json").read_text()).get("format")
-        except (OSError, ValueError, AttributeError):
-            fmt = None
-        if fmt != PACKAGE_FORMAT:
-            raise PackageError(f"-o {out}: a non-empty directory that is not a replay package (refusing to replace "
-                               f"it; give a new or empty directory)", code="bad_output_path", where=str(out))
-    up = out.parent
-    while not up.exists() and up != up.parent:
-        up = up.parent
-    if not up.is_dir():
-        raise PackageError(f"-o {out}: {up} is not a directory", code="bad_output_path", where=str(out))
+            out.parent.mkdir(parents=True, exist_ok=True)
+            tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
+            for name in names:
+                write_file_atomic(tmp / name, files[name], option)
+            os.chmod(tmp, 0o777 & ~current_umask())
+            os.rename(tmp, out)  # onto an absent or empty directory only (rename(2) refuses a non-empty one)
+            tmp = None
+        except OutputPathError as e:
+            raise PackageError(f"{option} {out}: cannot write the package: {e.message}", code="write_failed",
+                               where=str(out)) from None
+        except OSError as e:
+            raise PackageError(f"{option} {out}: cannot write the package: {e.strerror or e}", code="write_failed",
+                               where=str(out)) from None
+        finally:
+            if tmp is not None:
+                shutil.rmtree(tmp, ignore_errors=True)
+        return out
+    try:
+        for name in names:
+            write_file_atomic(out / name, files[name], option)
+        for name in sorted(set(old.get("files", {})) - set(files)):
+            (out / name).unlink(missing_ok=True)  # listed by the old manifest, verified by check_package_dir
+    except OutputPathError as e:
+        raise PackageError(f"{option} {out}: cannot write the package: {e.message}", code="write_failed",
+                           where=str(out)) from None
+    except OSError as e:
+        raise PackageError(f"{option} {out}: cannot write the package: {e.strerror or e}", code="write_failed",
+                           where=str(out)) from None
     return out
+
+
+def read_own_manifest(pkg_dir: str | Path) -> dict[str, Any] | None:
+    """The manifest of ``pkg_dir`` when it is a package this module wrote: ``manifest.json`` is a regular
+    file holding a :data:`PACKAGE_FORMAT` manifest whose self-digest matches and whose ``files`` are package
+    file names (:data:`FILES`); else None."""
+    d = Path(pkg_dir)
+    try:
+        p = check_input_file(d / MANIFEST, "manifest")
+        manifest = json.loads(p.read_text(encoding="utf-8"))
+    except (InputPathError, OSError, ValueError):
+        return None
+    if (not isinstance(manifest, dict) or manifest.get("format") != PACKAGE_FORMAT
+            or not isinstance(manifest.get("files"), dict) or not set(manifest["files"]) <= set(FILES)):
+        return None
+    try:
+        ok = manifest.get(SELF_DIGEST_KEY) == manifest_self_digest(manifest)
+    except (TypeError, ValueError):
+        return None
+    return manifest if ok else None
+
+
+def check_package_dir(out_dir: str | Path, *, option: str = "-o") -> dict[str, Any] | None:
+    """Check, before compiling, that ``out_dir`` may receive a package: absent (its nearest existing
+    ancestor a directory), an empty directory, or a directory holding a package whose manifest verifies
+    (:func:`read_own_manifest`) and whose listed files are regular files with the digests it records (they
+    are the only files ever replaced or removed). Returns that manifest, or None for an absent/empty
+    directory. Raises PackageError(bad_output_path) otherwise, naming what is in the way."""
+    out = Path(out_dir)
+
+    def bad(why: str) -> PackageError:
+        return PackageError(f"{option} {out}: {why}", code="bad_output_path", where=str(out))
+
+    try:
+        st = os.lstat(out)
+    except FileNotFoundError:
+        st = None
+    except NotADirectoryError:
+        st = None
+    except OSError as e:
+        raise bad(f"cannot stat: {e.strerror or e}") from None
+    if st is not None and not stat.S_ISDIR(st.st_mode):
+        raise bad(f"exists and is a {file_kind(st.st_mode)}, not a directory")
+    if st is None:
+        up = out.parent
+        while not up.exists() and up != up.parent:
+            up = up.parent
+        if not up.is_dir():
+            raise bad(f"{up} is not a directory")
+        return None
+    try:
+        entries = sorted(x.name for x in out.iterdir())
+    except OSError as e:
+        raise bad(f"cannot list the directory: {e.strerror or e}") from None
+    if not entries:
+        return None
+    manifest = read_own_manifest(out)
+    if manifest is None:
+        raise bad("a non-empty directory that is not a replay package (no manifest.json of this format with a "
+                  "matching self-digest; refusing to replace it: give a new or empty directory)")
+    for name, digest in sorted(manifest["files"].items()):
+        p = out / name
+        try:
+            pst = os.lstat(p)
+        except FileNotFoundError:
+            continue
+        except OSError as e:
+            raise bad(f"cannot stat {name}: {e.strerror or e}") from None
+        if not stat.S_ISREG(pst.st_mode):
+            raise bad(f"{name} is not a regular file (refusing to replace it)")
+        try:
+            got = sha256_hex(p.read_bytes())
+        except OSError as e:
+            raise bad(f"cannot read {name}: {e.strerror or e}") from None
+        if got != digest:
+            raise bad(f"{name} was changed since the package was written (its digest is not the manifest's); "
+                      f"refusing to replace it: move it away or give another directory")
+    return manifest
 
 
 def compile_plan_to_package(plan_module, target: str = "virtual-queue", evidence: Sequence[str] | str | None = None,
                             out_dir: str | Path = "package", *, pool: str | Path | None = None, prompt_len: int = 8,
                             binder: str = "list-schedule", decode_tokens: int = 16, prompt_chunks: int = 1,
-                            timeline: str | Path | None = None) -> Path:
+                            trace: str | Path | None = None, timeline: str | Path | None = None) -> Path:
     """Compile a RunPlan (module, IR text or path) into a replay package directory (module docstring).
 
     Args:
         plan_module: ``pipeplan plan`` output. target: target plugin name (``virtual-queue``).
         evidence: providers in policy order (``roofline``, ``measured:TABLE.json``), default roofline.
-        out_dir: package directory (replaced if present). pool: node-pool TOML (DeploymentBinding).
+        out_dir: package directory (new, empty, or a package: see :func:`write_package`). pool: node-pool
+            TOML (DeploymentBinding).
         prompt_len: rows of the prefill step. binder: ``list-schedule`` | ``reference-queue``.
         decode_tokens / prompt_chunks: the simulated run in ``predicted.timeline.json``.
-        timeline: also write the predicted Chrome trace here.
+        trace: also write the predicted Chrome trace (Perfetto / chrome://tracing) here.
+        timeline: also write the predicted TimelineBundle JSON (a copy of ``predicted.timeline.json``) here.
     Returns: the package directory.
-    Raises: PackageError (missing binding, compile failure with the pass's message, ``bad_output_path``),
-    OutputPathError (``timeline`` in a missing directory), MachineVerifyError. Output paths are checked
-    before compiling: a failure writes nothing.
+    Raises: PackageError (missing binding, compile failure with the pass's message, ``bad_output_path``,
+    ``write_failed``), OutputPathError (``trace``/``timeline`` not writable), MachineVerifyError. Output
+    paths are checked before compiling: a failure writes nothing; every file is written atomically.
     """
-    from pipeplan.lowering.timeline import check_output_file
+    from pipeplan.lowering.timeline import TimelineBundle
 
     check_package_dir(out_dir)
+    if trace is not None:
+        check_output_file(trace, "--trace")
     if timeline is not None:
         check_output_file(timeline, "--timeline")
     module, spec = compile_plan(plan_module, target, evidence, pool=pool, prompt_len=prompt_len, binder=binder)
     files = build_package_files(module, spec, target=target, decode_tokens=decode_tokens, prompt_chunks=prompt_chunks)
     out = write_package(files, out_dir)
+    if trace is not None:
+        TimelineBundle.from_json(json.loads(files["predicted.timeline.json"])).write_chrome_trace(trace, "--trace")
     if timeline is not None:
-        from pipeplan.lowering.timeline import TimelineBundle
-
-        TimelineBundle.from_json(json.loads(files["predicted.timeline.json"])).write_chrome_trace(timeline)
+        write_file_atomic(timeline, files["predicted.timeline.json"], "--timeline")
     return out
 
 
 def verify_package(pkg_dir: str | Path) -> dict[str, Any]:
-    """Read and check a package: manifest format, the sha256 of every file it lists (``lineage.json``
-    may be detached: absent is fine, different is not) and the machine digest of ``program.mlir``.
-    Returns the manifest. Raises PackageError(bad_package) naming the file."""
+    """Read and check a package: manifest format, its self-digest (:func:`manifest_self_digest`), the
+    sha256 of every file it lists (``lineage.json`` may be detached: absent is fine, different is not) and
+    the machine digest of ``program.mlir``. Every file must be a regular file (a FIFO or device is refused
+    before opening). Returns the manifest. Raises PackageError: ``bad_package`` naming the file,
+    ``package_tampered`` when the manifest's self-digest is missing or does not match."""
     d = Path(pkg_dir)
     try:
-        manifest = json.loads((d / "manifest.json").read_text())
+        mp = check_input_file(d / MANIFEST, "package manifest", PackageError)
+        manifest = json.loads(mp.read_text(encoding="utf-8"))
+    except PackageError as e:
+        raise PackageError(f"{d}: cannot read manifest.json: {e.message}", where=str(d)) from None
     except (OSError, ValueError) as e:
         raise PackageError(f"{d}: cannot read manifest.json: {e}", where=str(d)) from None
     if not isinstance(manifest, dict) or manifest.get("format") != PACKAGE_FORMAT:
         raise PackageError(f"{d}/manifest.json is not a {PACKAGE_FORMAT} manifest", where=str(d))
-    for name, digest in manifest.get("files", {}).items():
+    try:
+        want = manifest_self_digest(manifest)
+    except (TypeError, ValueError):
+        want = None
+    got_self = manifest.get(SELF_DIGEST_KEY)
+    if want is None or got_self != want:
+        why = "has no manifest_digest" if got_self is None else f"has manifest_digest {got_self}, its content hashes to {want}"
+        raise PackageError(f"{d}/manifest.json {why}: the manifest was edited after the package was written "
+                           f"(recompile the package)", code="package_tampered", where=MANIFEST)
+    listed = manifest.get("files", {})
+    if not isinstance(listed, dict) or not set(listed) <= set(FILES):
+        raise PackageError(f"{d}/manifest.json lists files other than {', '.join(FILES)}", where=MANIFEST)
+    for name, digest in listed.items():
         p = d / name
-        if not p.exists():
+        if not p.exists() and not p.is_symlink():
             if name == "lineage.json":
                 continue
             raise PackageError(f"{d}: {name} is missing", where=name)
+        check_input_file(p, "package file", PackageError)
         got = sha256_hex(p.read_bytes())
         if got != digest:
             raise PackageError(f"{d}: {name} has digest {got}, the manifest says {digest}", where=name)
@@ -356,5 +478,6 @@ def verify_package(pkg_dir: str | Path) -> dict[str, Any]:
     return manifest
 
 
-__all__ = ["FILES", "PACKAGE_FORMAT", "PackageError", "build_package_files", "check_package_dir", "compile_plan",
-           "compile_plan_to_package", "print_module", "sha256_hex", "verify_package", "write_package"]
+__all__ = ["FILES", "MANIFEST", "PACKAGE_FORMAT", "PackageError", "build_package_files", "check_package_dir", "compile_plan",
+           "compile_plan_to_package", "manifest_self_digest", "print_module", "read_own_manifest", "sha256_hex",
+           "verify_package", "write_package"]

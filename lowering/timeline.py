@@ -31,6 +31,7 @@ touches (category ``step``), so commands nest under their step; signal/wait are 
 from __future__ import annotations
 
 import json
+import math
 import statistics
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
@@ -38,6 +39,8 @@ from pathlib import Path
 from typing import Any
 
 from pipeplan.errors import PipeplanError
+from pipeplan.frontend.paths import check_input_file
+from pipeplan.lowering.atomic import OutputPathError, check_output_file, write_file_atomic
 from pipeplan.lowering.simulate import Projection, Simulation
 
 BUNDLE_FORMAT = "pipeplan-timeline/1"
@@ -53,34 +56,58 @@ class TimelineError(PipeplanError):
     code = "bad_timeline"
 
 
-class OutputPathError(PipeplanError):
-    """An output file (``--timeline``, ``--trace``, ``-o``) that cannot be written where the user asked:
-    its directory is missing or not a directory, or the path is a directory (``code`` ``bad_output_path``)."""
-
-    code = "bad_output_path"
-
-
-def check_output_file(path: str | Path, option: str) -> Path:
-    """Check, before any work, that a file can be created at ``path`` (the CLI's ``option`` names it in
-    the message): its parent must be an existing directory and ``path`` itself no directory. Returns the
-    path. Raises OutputPathError; nothing is created."""
-    p = Path(path)
-    parent = p.parent if str(p.parent) else Path(".")
-    if p.is_dir():
-        raise OutputPathError(f"{option} {p}: is a directory, not a file", where=str(p))
-    if not parent.is_dir():
-        why = "is not a directory" if parent.exists() else "does not exist"
-        raise OutputPathError(f"{option} {p}: directory {parent} {why}", where=str(p))
-    return p
+def _non_finite(doc: Any, path: str = "") -> str | None:
+    """The JSON path of the first non-finite float in ``doc`` (dicts, lists, tuples), or None."""
+    if isinstance(doc, float):
+        return None if math.isfinite(doc) else path or "<value>"
+    if isinstance(doc, dict):
+        for k, v in doc.items():
+            got = _non_finite(v, f"{path}.{k}" if path else str(k))
+            if got is not None:
+                return got
+    elif isinstance(doc, list | tuple):
+        for i, v in enumerate(doc):
+            got = _non_finite(v, f"{path}[{i}]")
+            if got is not None:
+                return got
+    return None
 
 
-def _write_text(path: str | Path, text: str, option: str) -> Path:
-    p = check_output_file(path, option)
+def _event_name(e: TimelineEvent | SyncEvent) -> str:
+    return f"{e.step}#{e.iteration} command {e.command}"
+
+
+def _check_finite(b: TimelineBundle, what: str) -> None:
+    """Raise TimelineError(non_finite) naming the first event (step#iteration and command) whose time is
+    not finite, or the projection/meta field holding a non-finite number."""
+    for e in b.events:
+        for f in ("start_s", "end_s"):
+            v = getattr(e, f)
+            if isinstance(v, bool) or not isinstance(v, int | float) or not math.isfinite(v):
+                raise TimelineError(f"{what}: event {_event_name(e)} has {f} = {v!r}, not a finite number of seconds",
+                                    code="non_finite", where=e.command)
+    for s in b.syncs:
+        if isinstance(s.time_s, bool) or not isinstance(s.time_s, int | float) or not math.isfinite(s.time_s):
+            raise TimelineError(f"{what}: {s.kind} event {_event_name(s)} has time_s = {s.time_s!r}, not a finite "
+                                f"number of seconds", code="non_finite", where=s.command)
+    for name, doc in (("projection", b.projection), ("meta", b.meta)):
+        bad = _non_finite(doc)
+        if bad is not None:
+            raise TimelineError(f"{what}: {name}.{bad} is not a finite number", code="non_finite", where=name)
+
+
+def _json_text(doc: Any, what: str, **kw: Any) -> str:
+    """``json.dumps(doc, allow_nan=False, sort_keys=True, **kw)`` + newline; a non-finite number left in
+    ``doc`` is TimelineError(non_finite) naming its JSON path (never ``NaN``/``Infinity`` in a file)."""
     try:
-        p.write_text(text)
-    except OSError as e:
-        raise OutputPathError(f"{option} {p}: cannot write: {e.strerror or e}", where=str(p)) from None
-    return p
+        return json.dumps(doc, allow_nan=False, sort_keys=True, **kw) + "\n"
+    except ValueError:
+        raise TimelineError(f"{what}: {_non_finite(doc) or 'a value'} is not a finite number", code="non_finite",
+                            where=what) from None
+
+
+def _reject_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not a finite number (JSON has no NaN/Infinity)")
 
 
 @dataclass(frozen=True)
@@ -140,32 +167,40 @@ class TimelineBundle:
                 "syncs": [asdict(s) for s in self.syncs], "projection": self.projection, "meta": self.meta}
 
     def dumps(self) -> str:
-        """Deterministic text: sorted keys, 1-space indent, trailing newline."""
-        return json.dumps(self.to_json(), sort_keys=True, indent=1) + "\n"
+        """Deterministic text: sorted keys, 1-space indent, trailing newline. Raises TimelineError(non_finite)
+        naming the event whose time (or the projection/meta field whose number) is NaN or infinite."""
+        _check_finite(self, f"{self.kind} timeline")
+        return _json_text(self.to_json(), f"{self.kind} timeline", indent=1)
 
-    def write(self, path: str | Path) -> Path:
-        """Write :meth:`dumps` to ``path``; returns it. Raises OutputPathError (missing directory,
-        unwritable path)."""
-        return _write_text(path, self.dumps(), "timeline")
+    def write(self, path: str | Path, option: str = "--timeline") -> Path:
+        """Write :meth:`dumps` to ``path`` atomically (:func:`~pipeplan.lowering.atomic.write_file_atomic`);
+        returns it. Raises TimelineError(non_finite) before touching the path; OutputPathError (a path that
+        is not a regular file, a missing directory, a failed write: no partial file)."""
+        return write_file_atomic(path, self.dumps(), option)
 
     @classmethod
     def from_json(cls, doc: Any, where: str = "<timeline>") -> TimelineBundle:
-        """Parse a bundle document. Raises TimelineError naming the file and the missing field."""
+        """Parse a bundle document. Raises TimelineError naming the file and the missing field
+        (``bad_timeline``), or the event whose time is not a finite number (``non_finite``)."""
         if not isinstance(doc, dict) or doc.get("format") != BUNDLE_FORMAT:
             raise TimelineError(f"{where}: not a {BUNDLE_FORMAT} document", where=where)
         try:
             events = [TimelineEvent(**e) for e in doc["events"]]
             syncs = [SyncEvent(**s) for s in doc.get("syncs", [])]
-            return cls(str(doc["kind"]), dict(doc["digests"]), list(doc["schedule"]), events, syncs,
-                       doc.get("projection"), dict(doc.get("meta", {})))
-        except (KeyError, TypeError) as e:
+            bundle = cls(str(doc["kind"]), dict(doc["digests"]), list(doc["schedule"]), events, syncs,
+                         doc.get("projection"), dict(doc.get("meta", {})))
+        except (KeyError, TypeError, ValueError) as e:
             raise TimelineError(f"{where}: malformed timeline bundle ({e})", where=where) from None
+        _check_finite(bundle, where)
+        return bundle
 
     @classmethod
     def read(cls, path: str | Path) -> TimelineBundle:
-        """Read a bundle file. Raises TimelineError (unreadable, not JSON, not a bundle)."""
+        """Read a bundle file (a regular file: a FIFO or device is refused before opening). Raises
+        TimelineError (unreadable, not JSON, ``NaN``/``Infinity`` literals, not a bundle)."""
+        p = check_input_file(path, "timeline", TimelineError)
         try:
-            doc = json.loads(Path(path).read_text())
+            doc = json.loads(p.read_text(encoding="utf-8"), parse_constant=_reject_constant)
         except (OSError, ValueError) as e:
             raise TimelineError(f"{path}: cannot read timeline: {e}", where=str(path)) from None
         return cls.from_json(doc, str(path))
@@ -202,10 +237,11 @@ class TimelineBundle:
         return {"traceEvents": _trace_events(self, prefix, 0), "displayTimeUnit": "ns",
                 "otherData": {"kind": self.kind, **{f"digest.{k}": v for k, v in sorted(self.digests.items())}}}
 
-    def write_chrome_trace(self, path: str | Path) -> Path:
-        """Write :meth:`chrome_trace` as JSON; returns the path. Raises OutputPathError (missing
-        directory, unwritable path)."""
-        return _write_text(path, json.dumps(self.chrome_trace(), sort_keys=True) + "\n", "trace")
+    def write_chrome_trace(self, path: str | Path, option: str = "--trace") -> Path:
+        """Write :meth:`chrome_trace` as JSON atomically; returns the path. Raises TimelineError(non_finite)
+        naming the event with a NaN/infinite time; OutputPathError like :meth:`write`."""
+        _check_finite(self, f"{self.kind} trace")
+        return write_file_atomic(path, _json_text(self.chrome_trace(), f"{self.kind} trace"), option)
 
 
 def _trace_events(b: TimelineBundle, prefix: str, pid_base: int) -> list[dict[str, Any]]:
@@ -348,7 +384,12 @@ def compare(predicted: TimelineBundle, measured: TimelineBundle) -> Comparison:
     schedule prefix (a run of 40 tokens against a prediction of 16 compares 16): the correspondence level, per-command
     errors ``(predicted - measured) / measured`` (median over instances; commands measured at 0 s are
     skipped) and per-token decode latency errors ``|p - m| / m`` (pairs in iteration order).
+
+    Raises TimelineError(non_finite) when either side has an event time that is NaN or infinite (no level
+    is reported for times that are not times).
     """
+    _check_finite(predicted, "predicted timeline")
+    _check_finite(measured, "measured timeline")
     n_common = 0
     for a, b in zip(predicted.schedule, measured.schedule):
         if a != b:
@@ -402,9 +443,13 @@ def compare(predicted: TimelineBundle, measured: TimelineBundle) -> Comparison:
     return Comparison(level, reason, matched, p_only, m_only, cerr, tuple(tp[:n]), tuple(tm[:n]), terr)
 
 
-def write_side_by_side_trace(predicted: TimelineBundle, measured: TimelineBundle, path: str | Path) -> Path:
-    """Write :func:`side_by_side_trace` as JSON to ``path``. Raises OutputPathError."""
-    return _write_text(path, json.dumps(side_by_side_trace(predicted, measured), sort_keys=True) + "\n", "trace")
+def write_side_by_side_trace(predicted: TimelineBundle, measured: TimelineBundle, path: str | Path,
+                             option: str = "--trace") -> Path:
+    """Write :func:`side_by_side_trace` as JSON to ``path`` atomically. Raises TimelineError(non_finite),
+    OutputPathError."""
+    _check_finite(predicted, "predicted trace")
+    _check_finite(measured, "measured trace")
+    return write_file_atomic(path, _json_text(side_by_side_trace(predicted, measured), "side-by-side trace"), option)
 
 
 def side_by_side_trace(predicted: TimelineBundle, measured: TimelineBundle) -> dict[str, Any]:

@@ -209,8 +209,10 @@ class Pipeline:
 
     def generate_ids(self, prompt_ids: Sequence[int], max_tokens: int, *, temperature: float = 0.0,
                      top_k: int = 0, top_p: float = 1.0, seed: int | None = None,
-                     eos_id: int | None = None) -> tuple[list[int], dict[str, float]]:
-        """Generate up to ``max_tokens`` ids after ``prompt_ids`` (stops early at ``eos_id``).
+                     eos_id: int | None = None, on_token: Callable[[int], None] | None = None
+                     ) -> tuple[list[int], dict[str, float]]:
+        """Generate up to ``max_tokens`` ids after ``prompt_ids`` (stops early at ``eos_id``); ``on_token``
+        is called with each generated id as soon as it arrives (EOS excluded).
 
         Returns ``(ids, timings)``; see :class:`RunResult` for the timing keys.
         Raises:
@@ -243,6 +245,8 @@ class Pipeline:
                 if eos_id is not None and tok == eos_id:
                     break
                 out.append(tok)
+                if on_token is not None:
+                    on_token(tok)
                 if len(out) >= max_tokens:
                     break
                 self._send(Frame(DATA, seq, pos, np.array([tok], dtype=np.int32)))
@@ -265,12 +269,14 @@ def generate_many(model_path: str | os.PathLike, provisions: Sequence[ProvisionS
                   seed: int | None = None, backend: str | Backend = "local",
                   fault_injection: FaultInjection | None = None, on_event: Callable[[Event], None] | None = None,
                   kernels: str | None = None, cache_dir: str | os.PathLike | None = None,
-                  num_threads: int | None = None, programs: Mapping[int, StageProgram] | None = None
-                  ) -> list[RunResult]:
+                  num_threads: int | None = None, programs: Mapping[int, StageProgram] | None = None,
+                  on_token: Callable[[int, str], None] | None = None) -> list[RunResult]:
     """Run several prompts, one after another, through ONE started pipeline (see :func:`generate`).
 
-    Every result carries the same run events; ``timings["load_s"]`` is the one start cost."""
+    Every result carries the same run events; ``timings["load_s"]`` is the one start cost. ``on_token``
+    streams every sequence's tokens in turn (see :func:`generate`)."""
     from pipeplan.runtime.sampling import Sampler
+    from pipeplan.runtime.token_stream import PieceDecoder
     from pipeplan.runtime.tokenizer import SPMTokenizer
 
     Sampler(temperature, top_k, top_p, seed)  # SamplingError before any stage starts
@@ -286,7 +292,8 @@ def generate_many(model_path: str | os.PathLike, provisions: Sequence[ProvisionS
                   kernels=kernels, cache_dir=cache_dir, num_threads=num_threads, programs=programs) as pipe:
         for ids in encoded:
             out, timings = pipe.generate_ids(ids, max_tokens, temperature=temperature, top_k=top_k, top_p=top_p,
-                                             seed=seed, eos_id=tok.eos_id)
+                                             seed=seed, eos_id=tok.eos_id,
+                                             on_token=None if on_token is None else PieceDecoder(tok, on_token))
             results.append(RunResult(out, list(ids), tok.decode(out), [], timings))
     for r in results:
         r.events = pipe.events
@@ -298,7 +305,8 @@ def generate(model_path: str | os.PathLike, provisions: Sequence[ProvisionStage]
              seed: int | None = None, backend: str | Backend = "local",
              fault_injection: FaultInjection | None = None, on_event: Callable[[Event], None] | None = None,
              kernels: str | None = None, cache_dir: str | os.PathLike | None = None,
-             num_threads: int | None = None, programs: Mapping[int, StageProgram] | None = None) -> RunResult:
+             num_threads: int | None = None, programs: Mapping[int, StageProgram] | None = None,
+             on_token: Callable[[int, str], None] | None = None) -> RunResult:
     """Generate a continuation of ``prompt`` through the pipeline the provisions describe.
 
     Args:
@@ -311,6 +319,9 @@ def generate(model_path: str | os.PathLike, provisions: Sequence[ProvisionStage]
         programs: compiled stage programs (stage -> StageProgram) the stages bind; None: each builds its own.
         fault_injection: optional :class:`~pipeplan.runtime.stage.FaultInjection`.
         on_event: called with every lifecycle event in order.
+        on_token: called as ``on_token(token_id, text_piece)`` with each generated token as soon as the
+            last stage returns it (EOS excluded): ``text_piece`` is the text it completes, decoded across
+            multi-byte UTF-8 splits (:class:`~pipeplan.runtime.token_stream.PieceDecoder`).
     Returns: :class:`RunResult`.
     Raises: StageFault (a stage failed; everything stopped), RunRequestError, TokenizerError,
         SamplingError (bad sampling parameters are checked before any stage starts).
@@ -318,4 +329,4 @@ def generate(model_path: str | os.PathLike, provisions: Sequence[ProvisionStage]
     return generate_many(model_path, provisions, [prompt], max_tokens=max_tokens, temperature=temperature,
                          top_k=top_k, top_p=top_p, seed=seed, backend=backend, fault_injection=fault_injection,
                          on_event=on_event, kernels=kernels, cache_dir=cache_dir, num_threads=num_threads,
-                         programs=programs)[0]
+                         programs=programs, on_token=on_token)[0]

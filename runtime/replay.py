@@ -268,7 +268,9 @@ def compile_for_run(plan_module, pool_text: str, *, cache_dir: str | Path | None
             plan was made for (the DeploymentBinding input). cache_dir: default ``$PIPEPLAN_CACHE`` / ``~/.cache/pipeplan``.
         target / evidence / prompt_len / binder: as :func:`~pipeplan.lowering.replay_package.compile_plan`.
     Returns: :class:`CompiledRun`.
-    Raises: PackageError (the compiler's diagnostic, e.g. ``missing_binding``), ReplayError.
+    Raises: PackageError (the compiler's diagnostic, e.g. ``missing_binding``), ReplayError,
+    CacheError(cache_unusable) when the cache directory is a file or cannot be written (read-only, no
+    space left): no partial package is left in the cache.
     """
     import hashlib
     import os
@@ -282,13 +284,13 @@ def compile_for_run(plan_module, pool_text: str, *, cache_dir: str | Path | None
         compile_plan_to_package,
         print_module,
     )
-    from pipeplan.runtime.weights_source import default_cache_dir
+    from pipeplan.runtime.weights_source import CacheError, cache_root, cache_source, cache_write_error
 
     t0 = time.perf_counter()
     plan_text = print_module(plan_module)
     key = hashlib.sha256("\0".join([PACKAGE_FORMAT, ENGINE_REVISION, plan_text, pool_text, target, ",".join(evidence),
                                      str(prompt_len), binder, "decode_tokens=1"]).encode()).hexdigest()[:24]
-    root = Path(cache_dir) if cache_dir is not None else default_cache_dir()
+    root = cache_root(cache_dir)
     final = root / "packages" / key
     if final.exists():
         try:
@@ -296,18 +298,30 @@ def compile_for_run(plan_module, pool_text: str, *, cache_dir: str | Path | None
             return CompiledRun(final, programs, True, 0.0, time.perf_counter() - t0)
         except PipeplanError:
             shutil.rmtree(final, ignore_errors=True)
-    final.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{key}.", dir=final.parent))
     try:
-        (tmp / "pool.toml").write_text(pool_text)
-        pkg = compile_plan_to_package(plan_module, target, tuple(evidence), tmp / "pkg", pool=tmp / "pool.toml",
-                                      prompt_len=prompt_len, binder=binder, decode_tokens=1)
+        final.parent.mkdir(parents=True, exist_ok=True)
+        tmp = Path(tempfile.mkdtemp(prefix=f".{key}.", dir=final.parent))
+    except OSError as e:
+        raise cache_write_error(cache_dir, f"the package directory {final.parent}", e) from None
+    try:
+        try:
+            (tmp / "pool.toml").write_text(pool_text)
+        except OSError as e:
+            raise cache_write_error(cache_dir, "the package", e) from None
+        try:
+            pkg = compile_plan_to_package(plan_module, target, tuple(evidence), tmp / "pkg", pool=tmp / "pool.toml",
+                                          prompt_len=prompt_len, binder=binder, decode_tokens=1)
+        except PackageError as e:
+            if e.code in ("write_failed", "bad_output_path"):
+                raise CacheError(f"{cache_source(cache_dir)}: cannot write the compiled package: {e.message}",
+                                 where=str(root)) from None
+            raise
         t1 = time.perf_counter()
         try:
             os.rename(pkg, final)
-        except OSError:  # another run put the same package in place first: use that one
+        except OSError as e:  # another run put the same package in place first: use that one
             if not final.exists():
-                raise PackageError(f"cannot place the compiled package at {final}", where=str(final)) from None
+                raise cache_write_error(cache_dir, f"the package {final}", e) from None
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     programs = load_compiled_stages(final)
@@ -324,6 +338,9 @@ class ReplayResult:
     text: str
     timeline: Any
     order: list[tuple[str, int, str]] = field(default_factory=list)
+    timings: dict[str, float] = field(default_factory=dict)
+    """Seconds and rates with the keys of :class:`~pipeplan.runtime.orchestrator.RunResult` (``load_s``: package
+    verified and parsed, weights loaded, executors bound)."""
 
 
 class _Timer:
@@ -362,7 +379,8 @@ def _check_model(abi: Mapping[str, Any], facts) -> None:
 
 
 def replay_package(pkg_dir: str | Path, model_path: str | Path, prompt: str | Sequence[int], max_tokens: int = 16, *,
-                   num_threads: int | None = 1, verify: bool = True, program: ProgramOp | None = None) -> ReplayResult:
+                   num_threads: int | None = 1, verify: bool = True, program: ProgramOp | None = None,
+                   on_token: Callable[[int, str], None] | None = None) -> ReplayResult:
     """Replay a package on ``model_path`` (module docstring).
 
     Args:
@@ -371,9 +389,18 @@ def replay_package(pkg_dir: str | Path, model_path: str | Path, prompt: str | Se
         max_tokens: tokens to generate (>= 1). num_threads: torch threads (None: leave as is).
         verify: check the package digests first. program: run this program op instead of the
             package's ``program.mlir`` (tests: a stripped or modified program).
-    Returns: ReplayResult with the measured TimelineBundle (digests from the manifest).
-    Raises: ReplayError, PackageError, MachineVerifyError, loader/tokenizer errors (all typed).
+        on_token: called as ``on_token(token_id, text_piece)`` with each generated token as it is sampled
+            (:class:`~pipeplan.runtime.token_stream.PieceDecoder`).
+    Returns: ReplayResult with the measured TimelineBundle (digests from the manifest) and timings.
+    Raises: ReplayError, PackageError, MachineVerifyError, loader/tokenizer errors (all typed);
+        LimitError(invalid_request) for ``num_threads`` outside ``[1, 4 x cores]``.
     """
+    from pipeplan.runtime.limits import check_thread_count
+    from pipeplan.runtime.token_stream import PieceDecoder
+
+    t_start = time.perf_counter()
+    if num_threads is not None:
+        check_thread_count(num_threads, "num_threads")
     from pipeplan.frontend.gguf_facts import read_model_facts
     from pipeplan.lowering.timeline import SyncEvent, TimelineBundle, TimelineEvent
     from pipeplan.runtime.kernels import reference
@@ -543,6 +570,8 @@ def replay_package(pkg_dir: str | Path, model_path: str | Path, prompt: str | Se
     # The token loop allocates only short-lived acyclic objects (freed by reference counting); the cyclic
     # collector is paused for its duration so that a collection pass over the loaded program and weights'
     # Python objects does not land inside a token (it cost ~0.5 ms spikes, measured), and restored after.
+    stream = None if on_token is None else PieceDecoder(tok, on_token)
+    t_loop = time.perf_counter()
     gc_was_enabled = gc.isenabled()
     gc.disable()
     try:
@@ -550,10 +579,13 @@ def replay_package(pkg_dir: str | Path, model_path: str | Path, prompt: str | Se
             chunk = ids[k:k + rows]
             t = run_instance(step_prefill, torch.tensor(chunk, dtype=torch.int64), pos)
             pos += len(chunk)
+        t_first = time.perf_counter()
         while True:
             if tok.eos_id is not None and t == tok.eos_id:
                 break
             out_ids.append(t)
+            if stream is not None:
+                stream(t)
             if len(out_ids) >= max_tokens:
                 break
             t = run_instance("decode", torch.tensor([t], dtype=torch.int64), pos)
@@ -561,6 +593,12 @@ def replay_package(pkg_dir: str | Path, model_path: str | Path, prompt: str | Se
     finally:
         if gc_was_enabled:
             gc.enable()
+    t_end = time.perf_counter()
+    prefill_s, decode_s, n_dec = t_first - t_loop, t_end - t_first, max(len(out_ids) - 1, 0)
+    timings = {"load_s": t_loop - t_start, "prefill_s": prefill_s, "decode_s": decode_s,
+               "prefill_tok_s": len(prompt_ids) / prefill_s if prefill_s > 0 else 0.0,
+               "decode_tok_s": n_dec / decode_s if decode_s > 0 and n_dec else 0.0,
+               "n_prompt": len(prompt_ids), "n_generated": len(out_ids)}
     events: list[TimelineEvent] = []
     syncs: list[SyncEvent] = []
     for r in raw:
@@ -585,7 +623,7 @@ def replay_package(pkg_dir: str | Path, model_path: str | Path, prompt: str | Se
     bundle = TimelineBundle("measured", digests, schedule, events, syncs, None,
                             {"source": "pipeplan.runtime.replay", "package": pkg.manifest.get("digests", {}).get("machine"),
                              "prompt_tokens": len(prompt_ids), "generated": len(out_ids), "threads": num_threads})
-    return ReplayResult(out_ids, prompt_ids, tok.decode(out_ids), bundle, order_log)
+    return ReplayResult(out_ids, prompt_ids, tok.decode(out_ids), bundle, order_log, timings)
 
 
 def _fits(obj: Any, buf: BufferOp, what: str) -> None:

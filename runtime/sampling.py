@@ -22,30 +22,47 @@ class SamplingError(PipeplanError):
     kind = "runtime"
 
 
+SEED_MAX = 2**63 - 1
+"""Largest ``seed`` (frames carry it as an int64; llama.cpp's is a uint32, so every llama.cpp seed fits)."""
+TOP_K_MAX = 2**31 - 1
+"""Largest ``top_k`` (an int32 like llama.cpp's; larger than any vocabulary, so it means all)."""
+
+
+def _int_in(name: str, v: object, lo: int, hi: int, extra: str = "") -> int:
+    if isinstance(v, bool) or not isinstance(v, int):
+        raise SamplingError(f"{name} must be an int{extra}, got {v!r}", where=name)
+    if not lo <= v <= hi:
+        raise SamplingError(f"{name} must be in [{lo}, {hi}], got {v}", where=name)
+    return v
+
+
 class Sampler:
     """Pick the next token id from logits ``[n_vocab]``.
 
     Args:
-        temperature: 0 = greedy argmax (ties: lowest id); > 0 scales logits before softmax.
-        top_k: keep the k highest logits (0 = all).
+        temperature: 0 = greedy argmax (ties: lowest id); > 0 scales logits before softmax. Any finite
+            positive value is safe, down to the smallest subnormal: the scaled logits are computed in
+            float64 relative to the best one, so a tiny temperature tends to greedy instead of overflowing.
+        top_k: keep the k highest logits (0 = all), ``0 <= top_k <=`` :data:`TOP_K_MAX`.
         top_p: keep the smallest set of highest-probability tokens whose probability reaches
             ``top_p`` (1.0 = all; always keeps at least one token).
-        seed: seed of the generator (None: a fixed default seed 0, still reproducible).
+        seed: seed of the generator, ``0 <= seed <=`` :data:`SEED_MAX` (None: a fixed default seed 0,
+            still reproducible).
 
     Raises:
-        SamplingError: ``temperature < 0`` or not finite, ``top_k < 0``, ``top_p`` outside ``(0, 1]``,
-            or ``seed`` not an int.
+        SamplingError: ``temperature < 0`` or not finite, ``top_k`` not an int in range, ``top_p``
+            outside ``(0, 1]``, or ``seed`` not an int in range.
     """
 
     def __init__(self, temperature: float = 0.0, top_k: int = 0, top_p: float = 1.0, seed: int | None = None):
-        if not isinstance(temperature, (int, float)) or not math.isfinite(temperature) or temperature < 0:
+        if (isinstance(temperature, bool) or not isinstance(temperature, int | float)
+                or not math.isfinite(temperature) or temperature < 0):
             raise SamplingError(f"temperature must be a finite number >= 0, got {temperature!r}", where="temperature")
-        if not isinstance(top_k, int) or isinstance(top_k, bool) or top_k < 0:
-            raise SamplingError(f"top_k must be an int >= 0, got {top_k!r}", where="top_k")
-        if not isinstance(top_p, (int, float)) or not (0.0 < top_p <= 1.0):
+        _int_in("top_k", top_k, 0, TOP_K_MAX, " >= 0")
+        if isinstance(top_p, bool) or not isinstance(top_p, int | float) or not (0.0 < top_p <= 1.0):
             raise SamplingError(f"top_p must be in (0, 1], got {top_p!r}", where="top_p")
-        if seed is not None and (not isinstance(seed, int) or isinstance(seed, bool)):
-            raise SamplingError(f"seed must be an int or None, got {seed!r}", where="seed")
+        if seed is not None:
+            _int_in("seed", seed, 0, SEED_MAX, " or None")
         self.temperature = float(temperature)
         self.top_k = top_k
         self.top_p = float(top_p)
@@ -90,6 +107,9 @@ class Sampler:
         if self.greedy:
             return int(torch.argmax(logits))
         ids, vals = self.candidates(logits)
-        probs = torch.softmax(vals / self.temperature, dim=-1)
+        # float64, relative to the best logit: (v - max) / T is <= 0, so no overflow for any T > 0, and
+        # 0 / T = 0 keeps the best token (a float32 T would round a tiny temperature to 0 and give NaN)
+        scaled = (vals.double() - vals[0].double()) / self.temperature
+        probs = torch.softmax(scaled, dim=-1)
         pick = int(torch.multinomial(probs, 1, generator=self.generator)[0])
         return int(ids[pick])

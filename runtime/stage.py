@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import importlib
 import os
+import re
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -69,6 +70,9 @@ class FaultInjectionError(PipeplanError):
     code = "bad_fault_injection"
 
 
+_DECIMAL = re.compile(r"[0-9]{1,9}")
+
+
 @dataclass(frozen=True)
 class FaultInjection:
     """Make stage ``stage`` fail at the step of ``kind`` (a StageFault kind).
@@ -96,10 +100,13 @@ class FaultInjection:
     def parse(cls, text: str) -> FaultInjection:
         """Parse ``"STAGE:KIND"`` or ``"STAGE:runtime:AFTER"`` (e.g. ``"1:bind"``).
 
-        Raises FaultInjectionError naming the bad part."""
+        STAGE and AFTER are ASCII decimal numbers of at most 9 digits (``str.isdigit`` would also accept
+        other scripts' digits and superscripts). Raises FaultInjectionError naming the bad part."""
         parts = text.strip().split(":")
-        if len(parts) not in (2, 3) or not parts[0].isdigit() or (len(parts) == 3 and not parts[2].isdigit()):
-            raise FaultInjectionError(f"fault injection {text!r} is not STAGE:KIND or STAGE:KIND:AFTER", where=text)
+        if (len(parts) not in (2, 3) or not _DECIMAL.fullmatch(parts[0])
+                or (len(parts) == 3 and not _DECIMAL.fullmatch(parts[2]))):
+            raise FaultInjectionError(f"fault injection {text!r} is not STAGE:KIND or STAGE:KIND:AFTER "
+                                      f"(STAGE, AFTER: decimal numbers 0-9)", where=text)
         return cls(int(parts[0]), parts[1], int(parts[2]) if len(parts) == 3 else 0)
 
     @classmethod

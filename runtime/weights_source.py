@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import stat
 import sys
 import tempfile
 import urllib.error
@@ -34,16 +35,67 @@ import urllib.request
 from collections.abc import Callable
 from pathlib import Path
 
-from pipeplan.errors import StageFault
+from pipeplan.errors import PipeplanError, StageFault
 from pipeplan.plan_types import WeightSource
 
 CHUNK = 1 << 20
 
 
+CACHE_ENV = "PIPEPLAN_CACHE"
+
+
+class CacheError(PipeplanError):
+    """The package/weight cache directory cannot be used (code ``cache_unusable``): it is a file, or it
+    cannot be created or written (read-only, permission denied, no space left)."""
+
+    code = "cache_unusable"
+
+
 def default_cache_dir() -> Path:
     """``$PIPEPLAN_CACHE`` if set, else ``~/.cache/pipeplan`` (not created here)."""
-    env = os.environ.get("PIPEPLAN_CACHE")
+    env = os.environ.get(CACHE_ENV)
     return Path(env) if env else Path.home() / ".cache" / "pipeplan"
+
+
+def cache_source(cache_dir: str | os.PathLike | None) -> str:
+    """How messages name the cache directory: ``--cache-dir X``, ``$PIPEPLAN_CACHE X`` or ``cache X``."""
+    if cache_dir is not None:
+        return f"--cache-dir {cache_dir}"
+    if os.environ.get(CACHE_ENV):
+        return f"${CACHE_ENV} {os.environ[CACHE_ENV]}"
+    return f"cache {default_cache_dir()}"
+
+
+def cache_root(cache_dir: str | os.PathLike | None = None) -> Path:
+    """The cache directory (``cache_dir`` or :func:`default_cache_dir`), checked without writing: absent (it
+    is created when first written) or a directory. Raises CacheError naming it when it (or a parent) is a
+    file or something else that is not a directory."""
+    root = Path(cache_dir) if cache_dir is not None else default_cache_dir()
+    up = root
+    while True:
+        try:
+            st = up.stat()
+        except FileNotFoundError:
+            if up == up.parent:
+                break
+            up = up.parent
+            continue
+        except NotADirectoryError:
+            up = up.parent
+            continue
+        except OSError as e:
+            raise CacheError(f"{cache_source(cache_dir)}: cannot stat {up}: {e.strerror or e}", where=str(root)) from None
+        if not stat.S_ISDIR(st.st_mode):
+            what = "is not a directory" if up == root else f"has a parent {up} that is not a directory"
+            raise CacheError(f"{cache_source(cache_dir)}: {what}", where=str(root))
+        break
+    return root
+
+
+def cache_write_error(cache_dir: str | os.PathLike | None, what: str, e: OSError) -> CacheError:
+    """The CacheError of an OS error ``e`` while writing ``what`` into the cache (no space, read-only...)."""
+    return CacheError(f"{cache_source(cache_dir)}: cannot write {what}: {e.strerror or e}",
+                      where=str(cache_dir or default_cache_dir()))
 
 
 def cached_path(cache_dir: Path, sha256: str, name: str = "model.gguf") -> Path:

@@ -13,6 +13,7 @@ import os
 import sys
 from importlib import import_module
 
+from pipeplan import __version__
 from pipeplan.errors import PipeplanError, StageFault
 
 COMMANDS = ("plan", "run", "compile", "replay", "compare")
@@ -21,6 +22,7 @@ COMMANDS = ("plan", "run", "compile", "replay", "compare")
 def build_parser() -> argparse.ArgumentParser:
     """The argparse parser with one sub-parser per available command."""
     parser = argparse.ArgumentParser(prog="pipeplan", description="Pipeline-parallel LLM planning and inference")
+    parser.add_argument("--version", action="version", version=f"pipeplan {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
     for name in COMMANDS:
         try:

@@ -7,7 +7,9 @@ Usage::
 PREDICTED is a bundle file or a package directory (its ``predicted.timeline.json``); MEASURED a
 bundle from ``pipeplan replay --timeline``. Prints the correspondence level reached (none | command |
 instruction | order), the per-token decode latency errors (median, p90) and the worst commands;
-``--trace`` writes a Chrome trace with the predicted and measured processes side by side.
+``--trace`` writes a Chrome trace (Perfetto / chrome://tracing) with the predicted and measured processes
+side by side, atomically. A timeline whose times are not finite numbers (``NaN``, ``Infinity``) is
+``error[non_finite]`` naming the event: no correspondence level is reported for it.
 """
 
 from __future__ import annotations
@@ -23,7 +25,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Register the ``compare`` options (module docstring)."""
     parser.add_argument("predicted", metavar="PREDICTED", help="predicted bundle or package directory")
     parser.add_argument("measured", metavar="MEASURED", help="measured bundle (pipeplan replay --timeline)")
-    parser.add_argument("--trace", metavar="trace.json", help="write the side-by-side Chrome trace here")
+    parser.add_argument("--trace", metavar="trace.json",
+                        help="write the side-by-side Chrome trace here (opens in Perfetto / chrome://tracing)")
     parser.add_argument("--json", action="store_true", help="print the comparison as JSON")
 
 
@@ -44,7 +47,7 @@ def main(args: argparse.Namespace) -> int:
     meas = TimelineBundle.read(args.measured)
     c = compare(pred, meas)
     if args.trace:
-        write_side_by_side_trace(pred, meas, args.trace)
+        write_side_by_side_trace(pred, meas, args.trace, "--trace")
     if args.json:
         print(json.dumps(c.to_json(), sort_keys=True))
         return 0

@@ -4,16 +4,20 @@ Usage::
 
     pipeplan compile PLAN.mlir [--nodes POOL.toml] [--target virtual-queue] [--evidence roofline]
                      [--evidence measured:TABLE.json ...] [--prompt-len 8] [--binder list-schedule]
-                     [--decode-tokens 16] -o PKG [--timeline trace.json]
+                     [--decode-tokens 16] -o PKG [--trace trace.json] [--timeline predicted.json]
 
 Runs :func:`pipeplan.lowering.replay_package.compile_plan_to_package` (the whole chain from the
 RunPlan to the vmachine program, the predicted timeline and the manifest). The DeploymentBinding comes
 from ``--nodes``, else from the node specs the plan carries (``pipeplan plan`` records them); a plan
 naming its nodes by id only without ``--nodes`` is ``error[missing_binding]``. ``--evidence`` may be
 repeated: providers in policy order (default ``roofline``). ``-o`` must be a new or empty directory or
-an existing package (replaced); anything else is ``error[bad_output_path]`` and nothing is touched.
+an existing package whose manifest verifies (its listed files are replaced, nothing else in it is
+touched); anything else is ``error[bad_output_path]`` and nothing is touched. ``--trace`` writes the
+predicted Chrome trace (Perfetto / chrome://tracing), ``--timeline`` the predicted TimelineBundle JSON
+(the package's ``predicted.timeline.json``), as in ``pipeplan replay``/``run``/``compare``.
 On success prints the package directory and its digests; on any error one ``error[<code>]: <message>``
-line and exit status 2, and no package (output paths are checked before compiling).
+line and exit status 2, and no package (output paths are checked before compiling; every file is written
+to a temporary file and renamed into place).
 """
 
 from __future__ import annotations
@@ -22,6 +26,9 @@ import argparse
 import json
 
 HELP = "compile a RunPlan into a replay package (vmachine program, lineage, predicted timeline, manifest)"
+
+MAX_DECODE_TOKENS = 4096
+"""Most ``--decode-tokens`` simulated (the simulation's time and the timeline's size grow with it)."""
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -36,20 +43,23 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--binder", default="list-schedule", help="list-schedule | reference-queue (default %(default)s)")
     parser.add_argument("--decode-tokens", type=int, default=16, help="decode tokens simulated (default %(default)s)")
     parser.add_argument("-o", "--output", required=True, metavar="PKG",
-                        help="package directory: new, empty, or an existing package (replaced)")
-    parser.add_argument("--timeline", metavar="trace.json", help="also write the predicted Chrome trace")
+                        help="package directory: new, empty, or an existing package (its files are replaced)")
+    parser.add_argument("--trace", metavar="trace.json",
+                        help="also write the predicted Chrome trace (opens in Perfetto / chrome://tracing)")
+    parser.add_argument("--timeline", metavar="predicted.json",
+                        help="also write the predicted TimelineBundle JSON (pipeplan compare input)")
 
 
 def main(args: argparse.Namespace) -> int:
     """Compile; print the package path and digests. Raises typed PipeplanErrors (exit 2 via the CLI)."""
     from pipeplan.lowering.replay_package import PackageError, compile_plan_to_package
 
-    if args.decode_tokens < 1:
-        raise PackageError(f"--decode-tokens must be >= 1, got {args.decode_tokens}", code="invalid_request",
-                           where="decode_tokens")
+    if not 1 <= args.decode_tokens <= MAX_DECODE_TOKENS:
+        raise PackageError(f"--decode-tokens must be in [1, {MAX_DECODE_TOKENS}], got {args.decode_tokens}",
+                           code="invalid_request", where="decode_tokens")
     out = compile_plan_to_package(args.plan, args.target, args.evidence, args.output, pool=args.nodes,
                                   prompt_len=args.prompt_len, binder=args.binder, decode_tokens=args.decode_tokens,
-                                  timeline=args.timeline)
+                                  trace=args.trace, timeline=args.timeline)
     manifest = json.loads((out / "manifest.json").read_text())
     print(f"package {out}")
     for k, v in sorted(manifest["digests"].items()):

@@ -28,10 +28,7 @@ KV caches and edge objects of long-context models (8192+) stay modest; pass it t
 from __future__ import annotations
 
 import argparse
-import os
 import sys
-import tempfile
-from pathlib import Path
 
 from pipeplan.errors import PipeplanError
 from pipeplan.plan_types import RuntimeConfig
@@ -102,18 +99,9 @@ def render_plan(args: argparse.Namespace) -> str:
 
 
 def _write_atomic(path: str, text: str) -> None:
-    target = Path(path)
-    try:
-        fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", dir=target.parent or Path("."))
-        try:
-            with os.fdopen(fd, "w", encoding="utf-8") as f:
-                f.write(text)
-            os.replace(tmp, target)
-        except BaseException:
-            os.unlink(tmp)
-            raise
-    except OSError as e:
-        raise PipeplanError(f"cannot write {path}: {e.strerror or e}", code="io", where=path) from None
+    from pipeplan.lowering.atomic import write_file_atomic
+
+    write_file_atomic(path, text, "-o", code="io")  # temp file beside it, renamed when complete; never a non-file
 
 
 def main(args: argparse.Namespace) -> int:

@@ -56,7 +56,7 @@ def inputs(tmp_path_factory, stories_path):
 def pkg(inputs) -> Path:
     return compile_plan_to_package(inputs / "plan.mlir", "virtual-queue", None, inputs / "pkg", pool=inputs / "pool.toml",
                                    binder=BINDER,
-                                   decode_tokens=8, timeline=inputs / "trace.json")
+                                   decode_tokens=8, trace=inputs / "trace.json")
 
 
 @pytest.fixture(scope="session")

@@ -1,0 +1,276 @@
+"""What ``pipeplan run`` and ``pipeplan replay`` share: generation options (same names, same defaults),
+their checks, and the output, which looks like llama.cpp's.
+
+Options (both commands): ``--prompt``, ``--max-tokens`` (default 40), ``--temperature``/``--top-k``/
+``--top-p``/``--seed`` (llama.cpp's sampler chain, :class:`~pipeplan.runtime.sampling.Sampler`),
+``--backend local|inproc|ray|direct`` (default ``local``), ``--ray-address``, ``--target``,
+``--threads``, ``--timeline`` (the measured TimelineBundle JSON) and ``--trace`` (the measured Chrome
+trace, which Perfetto and chrome://tracing open), both recorded by ``--backend direct`` only,
+``--cache-dir``, ``--json``. The same two flags mean the same files in ``pipeplan compile`` (predicted)
+and ``pipeplan compare --trace`` (side by side).
+
+Output: the prompt, then every token's text as it is sampled (stdout flushed per token), a newline, and
+one summary line on stderr::
+
+    pipeplan: prompt 5 tokens, 310.2 tok/s | generated 40 tokens, 812.3 tok/s | load 0.42 s | 3 stages, local
+
+``--json`` prints one JSON document instead (no streaming, no summary).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Mapping
+from typing import Any, TextIO
+
+from pipeplan.errors import PipeplanError
+
+TARGET_KERNELS = {"reference": None, "cuda": "pipeplan.runtime.kernels.triton"}
+"""``--target`` -> the kernel module the stages run (None: the torch reference)."""
+BACKENDS = ("local", "inproc", "ray", "direct")
+DEFAULT_BACKEND = "local"
+DEFAULT_MAX_TOKENS = 40
+
+
+class OptionError(PipeplanError):
+    """Options that do not go together (code ``bad_option``): ``--timeline``/``--trace``, non-greedy
+    sampling or a fault injection with a backend that cannot honour them."""
+
+    code = "bad_option"
+
+
+class PromptError(PipeplanError):
+    """A prompt that is not text (code ``invalid_prompt``): bytes that are not UTF-8 on the command line."""
+
+    code = "invalid_prompt"
+
+
+def add_generation_arguments(p: argparse.ArgumentParser) -> None:
+    """Register the options ``run`` and ``replay`` share (module docstring) on ``p``."""
+    p.add_argument("--prompt", required=True, help="prompt text, UTF-8 (BOS is prepended)")
+    p.add_argument("--max-tokens", type=int, default=DEFAULT_MAX_TOKENS,
+                   help=f"most tokens to generate (default {DEFAULT_MAX_TOKENS}; stops early at EOS)")
+    p.add_argument("--temperature", type=float, default=0.0, help="0 = greedy (default)")
+    p.add_argument("--top-k", type=int, default=0, help="keep the k best logits (0 = all, default)")
+    p.add_argument("--top-p", type=float, default=1.0, help="nucleus sampling mass (1 = all, default)")
+    p.add_argument("--seed", type=int, default=None, help="sampling seed, 0 .. 2**63-1 (default 0)")
+    p.add_argument("--backend", choices=BACKENDS, default=DEFAULT_BACKEND,
+                   help=f"local: one process per stage with shared-memory rings; inproc: threads; ray: Ray actors on "
+                        f"the planned nodes; direct: instruction-by-instruction replay in this process that records "
+                        f"the measured timeline (greedy) (default {DEFAULT_BACKEND})")
+    p.add_argument("--ray-address", default=None, metavar="ADDR",
+                   help="Ray cluster to connect to (ray backend; default: an embedded local Ray instance)")
+    p.add_argument("--target", choices=tuple(TARGET_KERNELS), default="reference",
+                   help="kernels: reference (torch, default) or cuda (Triton; interpreter without a GPU)")
+    p.add_argument("--threads", type=int, default=None, metavar="N",
+                   help="torch threads per stage, 1 .. 4 x cores (default: 1 for local and direct, torch's own for inproc)")
+    p.add_argument("--timeline", metavar="measured.json",
+                   help="write the measured TimelineBundle JSON here (pipeplan compare input; --backend direct)")
+    p.add_argument("--trace", metavar="trace.json",
+                   help="write the measured Chrome trace here (opens in Perfetto / chrome://tracing; --backend direct)")
+    p.add_argument("--cache-dir", default=None,
+                   help="weight and package cache (default $PIPEPLAN_CACHE or ~/.cache/pipeplan)")
+    p.add_argument("--json", action="store_true", help="print ids, timings (and more) as one JSON document")
+    p.add_argument("--inject-fault", metavar="STAGE:KIND", default=None, help=argparse.SUPPRESS)
+
+
+def check_prompt(text: str, option: str = "--prompt") -> str:
+    """``text`` when it is valid Unicode text. Command-line bytes that are not UTF-8 reach Python as lone
+    surrogates (PEP 383); they are PromptError(invalid_prompt) naming the first bad byte and its offset."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as e:
+        offset = len(text[:e.start].encode("utf-8"))
+        c = ord(text[e.start])
+        what = f"byte 0x{c - 0xDC00:02x}" if 0xDC80 <= c <= 0xDCFF else f"lone surrogate U+{c:04X}"
+        raise PromptError(f"{option} is not valid UTF-8 text: {what} at byte offset {offset} (pass the prompt as "
+                          f"UTF-8)", where=option.lstrip("-")) from None
+    return text
+
+
+def check_generation_options(args: argparse.Namespace):
+    """Check the shared options before any work; returns the FaultInjection to apply (or None).
+
+    Raises PromptError(invalid_prompt); RunPlanRejection(invalid_request) for ``--max-tokens`` < 1;
+    LimitError(invalid_request) for ``--threads`` outside ``[1, 4 x cores]``; SamplingError for sampler
+    values out of range; FaultInjectionError for a malformed ``--inject-fault`` / ``$PIPEPLAN_INJECT_FAULT``;
+    OptionError(bad_option) for ``--timeline``/``--trace``/``--inject-fault``/sampling/``--target cuda``/
+    ``--ray-address`` with a backend that cannot honour them; OutputPathError for a ``--timeline``/
+    ``--trace`` path that cannot be written; RunPlanRejection(invalid_request) for an unusable ``--cache-dir``.
+    """
+    from pipeplan.errors import RunPlanRejection
+    from pipeplan.runtime.limits import check_thread_count
+
+    check_prompt(args.prompt)
+    if args.max_tokens < 1:
+        raise RunPlanRejection(f"--max-tokens must be >= 1, got {args.max_tokens}", code="invalid_request",
+                               where="max_tokens")
+    if args.threads is not None:
+        check_thread_count(args.threads)
+
+    from pipeplan.lowering.atomic import check_output_file
+    from pipeplan.runtime.sampling import Sampler  # torch
+    from pipeplan.runtime.stage import FaultInjection
+
+    sampler = Sampler(args.temperature, args.top_k, args.top_p, args.seed)  # SamplingError before any work
+    fi = FaultInjection.parse(args.inject_fault) if args.inject_fault else FaultInjection.from_env()
+    if args.backend == "direct":
+        why = ("--target cuda" if args.target != "reference" else "--ray-address" if args.ray_address
+               else "non-greedy sampling (--temperature > 0)" if not sampler.greedy
+               else "a fault injection" if fi is not None else None)
+        if why is not None:
+            raise OptionError(f"the direct replay runs the reference kernels greedily in this process: {why} needs "
+                              f"--backend local|inproc|ray", where="backend")
+    elif args.timeline or args.trace:
+        raise OptionError("--timeline/--trace are recorded by the direct replay only (--backend direct)",
+                          where="backend")
+    if args.timeline:
+        check_output_file(args.timeline, "--timeline")
+    if args.trace:
+        check_output_file(args.trace, "--trace")
+    check_cache_dir(args.cache_dir)
+    return fi
+
+
+def check_cache_dir(cache_dir: str | None) -> None:
+    """An explicit ``--cache-dir`` must be a directory or creatable as one (it is created). Raises
+    RunPlanRejection(invalid_request) before any work; the default cache (``$PIPEPLAN_CACHE``) is checked
+    where it is used (``error[cache_unusable]``)."""
+    if cache_dir is None:
+        return
+    import os
+
+    from pipeplan.errors import RunPlanRejection
+
+    try:
+        os.makedirs(cache_dir, exist_ok=True)
+    except OSError as e:
+        raise RunPlanRejection(f"--cache-dir {cache_dir}: not a usable directory: {e.strerror or e}",
+                               code="invalid_request", where="cache_dir") from None
+
+
+def check_fault_stage(fi: Any, n_stages: int) -> None:
+    """A fault injection must name one of the run's ``n_stages`` stages (else it would be silently ignored).
+    Raises FaultInjectionError(bad_fault_injection)."""
+    from pipeplan.runtime.stage import FaultInjectionError
+
+    if fi is not None and not 0 <= fi.stage < n_stages:
+        raise FaultInjectionError(f"fault injection names stage {fi.stage}, but the run has {n_stages} stage"
+                                  f"{'s' if n_stages != 1 else ''} (0..{n_stages - 1})", where="stage")
+
+
+def make_backend(args: argparse.Namespace):
+    """The Backend for ``--backend``/``--ray-address`` (None for ``direct``), made before any work so that bad
+    backend options fail first; an unreachable HOST:PORT fails fast. Raises BackendError / RayUnavailableError."""
+    if args.backend == "direct":
+        return None
+    from pipeplan.runtime.backends import make_backend as make
+
+    backend = make(args.backend, ray_address=args.ray_address)
+    if args.backend == "ray":
+        from pipeplan.runtime.ray_backend import probe_ray_address
+
+        probe_ray_address(args.ray_address)
+    return backend
+
+
+def _write(stream: TextIO, text: str) -> None:
+    try:
+        stream.write(text)
+    except UnicodeEncodeError:  # a terminal that cannot show some character: show a replacement instead
+        enc = getattr(stream, "encoding", None) or "utf-8"
+        stream.write(text.encode(enc, "replace").decode(enc, "replace"))
+
+
+class TokenPrinter:
+    """Streams a generation to ``stream`` as llama.cpp does: the prompt, then each token's text piece as
+    it is sampled (flushed per token), then a newline (:meth:`finish`). ``on_start`` is called once,
+    just before the prompt is written (e.g. to close a progress bar)."""
+
+    def __init__(self, prompt: str, stream: TextIO | None = None, on_start=None):
+        self.prompt = prompt
+        self.stream = stream if stream is not None else sys.stdout
+        self.on_start = on_start
+        self.streamed = ""
+        self.started = False
+        self.finished = False
+
+    def _start(self) -> None:
+        if not self.started:
+            self.started = True
+            if self.on_start is not None:
+                self.on_start()
+            _write(self.stream, self.prompt)
+
+    def __call__(self, token_id: int, piece: str) -> None:
+        self._start()
+        if piece:
+            _write(self.stream, piece)
+            self.streamed += piece
+        self.stream.flush()
+
+    def finish(self, text: str) -> None:
+        """End the output: the rest of ``text`` (the generated text; what the stream has not shown yet,
+        i.e. the replacement of a trailing incomplete UTF-8 sequence) and a newline."""
+        self._start()
+        if text.startswith(self.streamed):
+            _write(self.stream, text[len(self.streamed):])
+        _write(self.stream, "\n")
+        self.stream.flush()
+        self.finished = True
+
+    def abort(self) -> None:
+        """End a stream cut short by an error with a newline (the error goes to stderr)."""
+        if self.started and not self.finished:
+            _write(self.stream, "\n")
+            self.stream.flush()
+            self.finished = True
+
+
+def summary_line(timings: Mapping[str, float], stages: int, backend: str, extra: str = "") -> str:
+    """The one-line stderr summary (module docstring) from RunResult-style ``timings``."""
+    n_p, n_g = int(timings.get("n_prompt", 0)), int(timings.get("n_generated", 0))
+    line = (f"pipeplan: prompt {n_p} tokens, {timings.get('prefill_tok_s', 0.0):.1f} tok/s | "
+            f"generated {n_g} tokens, {timings.get('decode_tok_s', 0.0):.1f} tok/s | "
+            f"load {timings.get('load_s', 0.0):.2f} s | {stages} stage{'s' if stages != 1 else ''}, {backend}")
+    return line + (f" | {extra}" if extra else "")
+
+
+def generate_text(args: argparse.Namespace, *, model: str, backend, provisions, programs, package, fi, on_event=None,
+                  on_start=None) -> tuple[Any, Any, TokenPrinter | None]:
+    """Generate with the options of ``args`` on ``provisions``/``programs`` through ``backend`` (the stage
+    runtime; :func:`make_backend`) or, for ``--backend direct`` (``backend`` None), by replaying ``package``
+    (writing ``--timeline``/``--trace``).
+
+    Streams to stdout unless ``--json``. Returns ``(result, timeline, printer)``: a RunResult (backends)
+    or ReplayResult (direct, whose measured timeline is ``timeline``), and the printer (None with --json).
+    Raises the typed errors of generation (StageFault, RunRequestError, ReplayError, ...)."""
+    printer = None if args.json else TokenPrinter(args.prompt, on_start=on_start)
+    try:
+        if args.backend == "direct":
+            from pipeplan.runtime.replay import replay_package
+
+            r = replay_package(package, model, args.prompt, args.max_tokens,
+                               num_threads=1 if args.threads is None else args.threads, on_token=printer)
+            if args.timeline:
+                r.timeline.write(args.timeline, "--timeline")
+            if args.trace:
+                r.timeline.write_chrome_trace(args.trace, "--trace")
+            result, timeline = r, r.timeline
+        else:
+            from pipeplan.runtime.orchestrator import generate
+
+            result = generate(model, provisions, args.prompt, max_tokens=args.max_tokens,
+                              temperature=args.temperature, top_k=args.top_k, top_p=args.top_p, seed=args.seed,
+                              backend=backend, fault_injection=fi, on_event=on_event, cache_dir=args.cache_dir,
+                              kernels=TARGET_KERNELS[args.target], programs=programs, num_threads=args.threads,
+                              on_token=printer)
+            timeline = None
+    except BaseException:
+        if printer is not None:
+            printer.abort()
+        raise
+    if printer is not None:
+        printer.finish(result.text)
+    return result, timeline, printer
