@@ -106,10 +106,6 @@ def _json_text(doc: Any, what: str, **kw: Any) -> str:
                             where=what) from None
 
 
-def _reject_constant(name: str) -> Any:
-    raise ValueError(f"{name} is not a finite number (JSON has no NaN/Infinity)")
-
-
 @dataclass(frozen=True)
 class TimelineEvent:
     """One command execution (seconds from the run start). ``instruction`` is the machine
@@ -197,10 +193,10 @@ class TimelineBundle:
     @classmethod
     def read(cls, path: str | Path) -> TimelineBundle:
         """Read a bundle file (a regular file: a FIFO or device is refused before opening). Raises
-        TimelineError (unreadable, not JSON, ``NaN``/``Infinity`` literals, not a bundle)."""
+        TimelineError (unreadable, not JSON, not a bundle; ``non_finite`` for a ``NaN``/``Infinity`` time)."""
         p = check_input_file(path, "timeline", TimelineError)
         try:
-            doc = json.loads(p.read_text(encoding="utf-8"), parse_constant=_reject_constant)
+            doc = json.loads(p.read_text(encoding="utf-8"))  # NaN/Infinity literals: rejected by from_json
         except (OSError, ValueError) as e:
             raise TimelineError(f"{path}: cannot read timeline: {e}", where=str(path)) from None
         return cls.from_json(doc, str(path))
