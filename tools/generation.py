@@ -12,7 +12,7 @@ and ``pipeplan compare --trace`` (side by side).
 Output: the prompt, then every token's text as it is sampled (stdout flushed per token), a newline, and
 one summary line on stderr::
 
-    pipeplan: prompt 5 tokens, 310.2 tok/s | generated 40 tokens, 812.3 tok/s | load 0.42 s | 3 stages, local
+    pipeplan: prompt <n> tokens, <prefill> tok/s | generated <n> tokens, <decode> tok/s | load <s> s | <n> stages, <backend>
 
 ``--json`` prints one JSON document instead (no streaming, no summary).
 """
