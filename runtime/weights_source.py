@@ -163,11 +163,16 @@ def download(url: str, cache_dir: Path, *, stage: int, sha256: str | None = None
     Returns: ``<cache>/<sha256>/<URL file name>``.
     Raises:
         StageFault(kind="download"): connection/HTTP error, truncated body (fewer bytes than
-        Content-Length or ``size``), wrong size, or wrong sha256. The temporary file is removed.
+        Content-Length or ``size``), wrong size, wrong sha256, or a cache directory that cannot be
+        created or written. The temporary file is removed.
     """
     cache_dir = Path(cache_dir)
-    cache_dir.mkdir(parents=True, exist_ok=True)
-    fd, tmp_name = tempfile.mkstemp(prefix=".download-", suffix=".part", dir=cache_dir)
+    try:
+        cache_dir.mkdir(parents=True, exist_ok=True)
+        fd, tmp_name = tempfile.mkstemp(prefix=".download-", suffix=".part", dir=cache_dir)
+    except OSError as e:
+        raise StageFault("download", stage, f"cannot download {url}: the cache {cache_dir} is unusable: "
+                                            f"{e.strerror or e}") from None
     tmp = Path(tmp_name)
     h = hashlib.sha256()
     got = 0
@@ -202,8 +207,11 @@ def download(url: str, cache_dir: Path, *, stage: int, sha256: str | None = None
         if sha256 is not None and digest != sha256.lower():
             raise StageFault("download", stage, f"sha256 mismatch for {url}: got {digest}, expected {sha256.lower()}")
         dst = cached_path(cache_dir, digest, _url_name(url))
-        dst.parent.mkdir(exist_ok=True)
-        os.replace(tmp, dst)  # atomic within one file system
+        try:
+            dst.parent.mkdir(exist_ok=True)
+            os.replace(tmp, dst)  # atomic within one file system
+        except OSError as e:
+            raise StageFault("download", stage, f"cannot place {url} in the cache at {dst}: {e.strerror or e}") from None
         return dst
     finally:
         if tmp.exists():
