@@ -184,11 +184,11 @@ def test_run_streams_before_it_finishes(run_pkg):
     assert SUMMARY.fullmatch(err.decode()) is not None
 
 
-def test_json_output_is_unchanged(capsys, expected_cases):
+def test_json_output_is_unchanged(capsys, expected_cases, run_pkg):
     """Item 9: with --json there is no streaming and no summary: stdout is one JSON document, stderr is empty."""
     c = expected_cases[1]
     rc, out, err = _run(capsys, ["run", str(STORIES), "--prompt", c["prompt"], "--max-tokens", "4", "--backend",
-                                 "inproc", "--max-seq-len", "64", "--json"])
+                                 "inproc", "--stages", "2", "--max-seq-len", "64", "--json"])
     assert rc == 0 and err == ""
     doc = json.loads(out)
     assert list(doc) == ["model", "stages", "backend", "target", "prompt", "prompt_ids", "token_ids", "text", "events",
