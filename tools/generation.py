@@ -175,12 +175,28 @@ def make_backend(args: argparse.Namespace):
     return backend
 
 
-def _write(stream: TextIO, text: str) -> None:
+def _write(stream: TextIO, text: str, flush: bool = False) -> None:
+    """Write (and flush) ``text``; a character the stream's encoding lacks becomes a replacement. Raises
+    OutputPathError(write_failed) on an OS error other than a closed pipe (e.g. stdout on a full disk);
+    BrokenPipeError propagates (the CLI treats a reader that went away as the end)."""
+    from pipeplan.lowering.atomic import OutputPathError
+
     try:
-        stream.write(text)
-    except UnicodeEncodeError:  # a terminal that cannot show some character: show a replacement instead
-        enc = getattr(stream, "encoding", None) or "utf-8"
-        stream.write(text.encode(enc, "replace").decode(enc, "replace"))
+        try:
+            stream.write(text)
+        except UnicodeEncodeError:  # a terminal that cannot show some character: show a replacement instead
+            enc = getattr(stream, "encoding", None) or "utf-8"
+            stream.write(text.encode(enc, "replace").decode(enc, "replace"))
+        if flush:
+            stream.flush()
+    except BrokenPipeError:
+        raise
+    except OSError as e:
+        if stream is sys.stdout:  # what is left in its buffer cannot be written either: keep the final flush quiet
+            import os
+
+            sys.stdout = open(os.devnull, "w")  # noqa: SIM115
+        raise OutputPathError(f"stdout: cannot write: {e.strerror or e}", code="write_failed", where="stdout") from None
 
 
 class TokenPrinter:
@@ -205,27 +221,25 @@ class TokenPrinter:
 
     def __call__(self, token_id: int, piece: str) -> None:
         self._start()
-        if piece:
-            _write(self.stream, piece)
-            self.streamed += piece
-        self.stream.flush()
+        _write(self.stream, piece, flush=True)
+        self.streamed += piece
 
     def finish(self, text: str) -> None:
         """End the output: the rest of ``text`` (the generated text; what the stream has not shown yet,
         i.e. the replacement of a trailing incomplete UTF-8 sequence) and a newline."""
         self._start()
-        if text.startswith(self.streamed):
-            _write(self.stream, text[len(self.streamed):])
-        _write(self.stream, "\n")
-        self.stream.flush()
+        rest = text[len(self.streamed):] if text.startswith(self.streamed) else ""
+        _write(self.stream, rest + "\n", flush=True)
         self.finished = True
 
     def abort(self) -> None:
         """End a stream cut short by an error with a newline (the error goes to stderr)."""
         if self.started and not self.finished:
-            _write(self.stream, "\n")
-            self.stream.flush()
             self.finished = True
+            try:
+                _write(self.stream, "\n", flush=True)
+            except (OSError, PipeplanError):
+                pass  # the error being raised is the one to report
 
 
 def summary_line(timings: Mapping[str, float], stages: int, backend: str, extra: str = "") -> str:

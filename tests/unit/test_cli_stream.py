@@ -244,3 +244,46 @@ def test_version(capsys):
     with pytest.raises(SystemExit) as ei:
         main(["--version"])
     assert ei.value.code == 0 and capsys.readouterr().out == f"pipeplan {__version__}\n"
+
+
+def test_stdout_on_a_full_disk_is_one_error(tmp_path):
+    """Item 4 for stdout: streaming into a file on a full file system (a real ENOSPC on a filled 16 KiB tmpfs;
+    a stream raising ENOSPC where no tmpfs can be mounted) is OutputPathError(write_failed) naming stdout, which
+    the CLI prints as one error line (exit 2), instead of an OSError traceback."""
+    import errno
+    import subprocess
+    import tempfile
+
+    from pipeplan.lowering.atomic import OutputPathError
+    from pipeplan.tools.generation import TokenPrinter
+
+    d = Path(tempfile.mkdtemp(prefix="pp-full-", dir="/tmp"))
+    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=16k", "tmpfs", str(d)], capture_output=True).returncode == 0
+    try:
+        if mounted:
+            with open(d / "filler", "wb") as f:
+                try:
+                    f.write(b"x" * 65536)
+                except OSError as e:
+                    assert e.errno == errno.ENOSPC
+            stream = open(d / "out.txt", "w")  # noqa: SIM115
+        else:
+            class Full(io.StringIO):
+                def flush(self):
+                    raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+            stream = Full()
+        pr = TokenPrinter("Once", stream)
+        with pytest.raises(OutputPathError) as ei:
+            pr(0, " upon")
+        assert ei.value.code == "write_failed" and ei.value.one_line() == \
+            "error[write_failed]: stdout: cannot write: No space left on device"
+        pr.abort()  # quiet: the error above is the one reported
+    finally:
+        if mounted:
+            try:
+                stream.close()
+            except OSError:
+                pass
+            subprocess.run(["umount", str(d)], check=True)
+        d.rmdir()
