@@ -34,35 +34,33 @@ def _private_cache(tmp_path_factory):
 
 
 # --------------------------------------------------------------------------- text pieces
-class _Vocab:
-    """token_to_piece of a toy vocabulary: id -> bytes."""
-
-    def __init__(self, pieces: list[bytes]):
-        self.pieces = pieces
-
-    def token_to_piece(self, i: int) -> bytes:
-        return self.pieces[i]
-
-    def decode(self, ids) -> str:
-        return b"".join(self.pieces[i] for i in ids).decode("utf-8", errors="replace")
-
-
 def test_piece_decoder_joins_split_utf8():
-    """Item 9: text pieces decode correctly across multi-byte UTF-8 splits: 'é' split over two byte tokens and
-    '€' over three come out whole with the token that completes them; an invalid byte is U+FFFD at once; the
-    pieces concatenate to the tokenizer's decode, except the replacement of a trailing incomplete sequence."""
+    """Item 9: text pieces decode correctly across multi-byte UTF-8 splits (stories260K's byte-fallback tokens):
+    'é' split over two byte tokens and '€' over three come out whole with the token that completes them; an
+    invalid byte is U+FFFD at once; the pieces concatenate to the tokenizer's decode, except the replacement of
+    a trailing incomplete sequence."""
     from pipeplan.runtime.token_stream import PieceDecoder
+    from pipeplan.runtime.tokenizer import SPMTokenizer
 
-    euro = "€".encode()
-    vocab = _Vocab([b" caf", b"\xc3", b"\xa9", euro[:1], euro[1:2], euro[2:], b"\xff", b"ok", b"\xe2\x96"])
+    tok = SPMTokenizer.from_gguf(STORIES)
+
+    def byte(b: int) -> int:
+        return tok.tokens.index(f"<0x{b:02X}>")
+
+    word = tok.encode("cat", add_bos=False)
+    ids = [*word, byte(0xC3), byte(0xA9), *[byte(b) for b in "€".encode()], byte(0xFF), *word, byte(0xE2), byte(0x82)]
     got: list[tuple[int, str]] = []
-    dec = PieceDecoder(vocab, lambda i, p: got.append((i, p)))
-    ids = [0, 1, 2, 3, 4, 5, 6, 7, 8]
+    dec = PieceDecoder(tok, lambda i, p: got.append((i, p)))
     for i in ids:
         dec(i)
-    assert got == [(0, " caf"), (1, ""), (2, "é"), (3, ""), (4, ""), (5, "€"), (6, "\ufffd"), (7, "ok"), (8, "")]
+    cat = tok.decode(word)
+    n = len(word)
+    assert [i for i, _ in got] == ids
+    assert "".join(p for _, p in got[:n]) == cat and cat.strip() == "cat"
+    assert [p for _, p in got[n:n + 6]] == ["", "é", "", "", "€", "\ufffd"]
+    assert [p for _, p in got[-2:]] == ["", ""]
     streamed = "".join(p for _, p in got)
-    full = vocab.decode(ids)
+    full = tok.decode(ids)
     assert full.startswith(streamed) and full[len(streamed):] == "\ufffd"
 
 
