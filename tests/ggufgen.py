@@ -21,7 +21,7 @@ Public API::
                        seed=0, with_vocab=True, tensor_order=None, kv_overrides=None) -> Path
     write_random_model(dst, *, arch, blocks, hidden, heads, kv_heads, ffn, vocab, head_dim=None, ctx=256,
                        seed=0, sliding_window=None, tied=False, extra_tensors=None, drop_tensors=(),
-                       kv_overrides=None) -> Path
+                       kv_overrides=None, label=None) -> Path
     poison_tensor(path, name, index=0, value=inf) -> Path
 
 ``kv_overrides`` maps a metadata key to a new value (its GGUF value type is kept when the key
@@ -473,6 +473,7 @@ def write_random_model(
     extra_tensors: Mapping[str, tuple[int, ...]] | None = None,
     drop_tensors: Sequence[str] = (),
     kv_overrides: Mapping[str, Any] | None = None,
+    label: str | None = None,
 ) -> Path:
     """An F32 GGUF of architecture ``arch`` (one of :data:`RANDOM_ARCHS`) with random weights that
     llama.cpp and our runtime can load and run, and a tiny SPM vocabulary of ``vocab`` pieces.
@@ -483,7 +484,9 @@ def write_random_model(
     when it differs from ``hidden // heads`` or the arch states them (gemma3, qwen3).
     ``sliding_window`` (gemma3: required by llama.cpp; default 4) goes to ``attention.sliding_window``.
     ``tied`` drops ``output.weight``. ``extra_tensors`` adds F32 tensors (name -> numpy shape, values
-    N(0, 0.1)); ``drop_tensors`` removes named tensors; ``kv_overrides`` as in :func:`write_random_llama`.
+    N(0, 0.1)); ``drop_tensors`` removes named tensors; ``kv_overrides`` as in :func:`write_random_llama`
+    (keys named with the label); ``label`` (default ``arch``) is written as ``general.architecture`` and
+    prefixes the hyperparameter keys while the tensors stay ``arch``'s (a mislabelled file).
     Raises ValueError for an unknown arch or heads that do not divide.
     """
     if arch not in RANDOM_ARCHS:
@@ -519,7 +522,7 @@ def write_random_model(
             return z
 
         tensors.append(_Tensor(name, shape, QT.F32, make))
-    k = arch
+    k = label or arch
     kvs: list[tuple[str, Any, VT, VT | None]] = [
         ("general.name", f"random-{arch}-{blocks}x{hidden}", VT.STRING, None),
         ("general.file_type", int(gguf.LlamaFileType.ALL_F32), VT.UINT32, None),
@@ -558,7 +561,7 @@ def write_random_model(
                 merged[key] = _infer_vtype(new)
         kvs = [(key, *v) for key, v in merged.items()]
     dst = Path(dst)
-    _write(dst, arch, kvs, tensors)
+    _write(dst, k, kvs, tensors)
     return dst
 
 
