@@ -224,9 +224,9 @@ class HParams:
                                                    "rope_dim", "n_layer")}
         kw.update(rope_base=float(abi["rope_base"]), rms_eps=float(abi["rms_eps"]),
                   tied_embedding=bool(abi["tied_embedding"]))
-        for f in fields(cls):
-            if f.name in ABI_EXTRA and f.name in abi:
-                kw[f.name] = type(f.default)(abi[f.name])
+        for name, kind in ABI_EXTRA.items():
+            if name in abi:
+                kw[name] = kind(abi[name])
         return cls(**kw)
 
 
@@ -236,9 +236,10 @@ LlamaHParams = HParams
 ROPE_MODES = ("norm", "neox")
 """Rope pairings: GGML_ROPE_TYPE_NORM (adjacent pairs) and GGML_ROPE_TYPE_NEOX (halves)."""
 
-ABI_EXTRA = ("arch", "n_embd_head_k", "n_embd_head_v", "rope_mode", "rope_base_swa", "n_swa", "swa_pattern",
-             "attn_scale", "embd_scale")
-"""HParams fields the ABI carries only when they differ from their (llama) defaults."""
+ABI_EXTRA: dict[str, type] = {"arch": str, "n_embd_head_k": int, "n_embd_head_v": int, "rope_mode": str,
+                              "rope_base_swa": float, "n_swa": int, "swa_pattern": int, "attn_scale": float,
+                              "embd_scale": float}
+"""HParams fields the ABI carries only when they differ from their (llama) defaults, and their types."""
 
 
 # --------------------------------------------------------------------------- program

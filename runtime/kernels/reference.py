@@ -156,16 +156,16 @@ def attention(q: torch.Tensor, cache_k: torch.Tensor, cache_v: torch.Tensor, sta
         s = torch.bmm(qg, k.transpose(1, 2)).mul_(sc)
         return torch.bmm(torch.softmax(s, dim=-1), v).view(1, h * hdv)
     qh = q.transpose(0, 1)  # [H, T, hd]
-    kw = {} if scale is None else {"scale": sc}
+    sdpa_scale = None if scale is None else sc  # None: SDPA's own 1/sqrt(hd), as before the attribute existed
     if start_pos == 0 and window <= 0:
-        o = F.scaled_dot_product_attention(qh, k, v, is_causal=True, enable_gqa=True, **kw)
+        o = F.scaled_dot_product_attention(qh, k, v, is_causal=True, enable_gqa=True, scale=sdpa_scale)
     else:
         qpos = torch.arange(start_pos, n)[:, None]
         kpos = torch.arange(lo, n)[None, :]
         mask = kpos <= qpos
         if window > 0:
             mask &= qpos - kpos < window
-        o = F.scaled_dot_product_attention(qh, k, v, attn_mask=mask, enable_gqa=True, **kw)
+        o = F.scaled_dot_product_attention(qh, k, v, attn_mask=mask, enable_gqa=True, scale=sdpa_scale)
     return o.transpose(0, 1).reshape(t, h * hdv)
 
 

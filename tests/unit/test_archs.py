@@ -137,6 +137,26 @@ def test_gemma3_facts_and_program(gemma3_path):
     assert check_model(f) == hp
 
 
+def test_abi_carries_the_architecture(gemma3_path, stories_path):
+    """AB-M-3: the vmachine ABI of a gemma3 model carries its architecture fields (arch, head dims, rope
+    mode, local base, window, pattern, embedding scale) and gives back the same HParams; llama's has
+    none of them; the dialect and HParams agree on the optional field names."""
+    from pipeplan.dialects.carriers import build_op, string
+    from pipeplan.dialects.vmachine import ABI_OPTIONAL, ProgramOp, abi_of, abi_op
+    from pipeplan.runtime.stage_program import ABI_EXTRA
+
+    assert set(ABI_OPTIONAL) == set(ABI_EXTRA)
+    for path, extra in ((gemma3_path, {"arch", "n_embd_head_k", "n_embd_head_v", "rope_mode", "rope_base_swa",
+                                       "n_swa", "swa_pattern", "embd_scale"}), (stories_path, set())):
+        hp = HParams.from_facts(read_model_facts(path))
+        abi = hp.to_abi(64)
+        assert set(abi) & set(ABI_EXTRA) == extra
+        prog = build_op(ProgramOp, {k: string("") for k in ("target", "deployment", "concrete", "portable",
+                                                             "binder", "engine")}, [abi_op(abi)])
+        assert isinstance(prog, ProgramOp)
+        assert abi_of(prog) == abi and HParams.from_abi(abi_of(prog)) == hp
+
+
 def test_qwen_programs(case_files):
     """RP-AR-6: qwen2 adds q/k/v biases after the projections (add_bias), qwen3 QK norms over key_length
     32 (wider than 64/4); both rotate NEOX."""
@@ -220,6 +240,23 @@ def test_generated_models_match_llama_cpp(case_files, name):
     want = case["greedy_ids"]
     assert greedy_generate(_executors(path, [(0, n)]), case["prompt_ids"], len(want)) == want
     assert greedy_generate(_executors(path, [(0, 1), (1, n)]), case["prompt_ids"], len(want)) == want
+
+
+@pytest.mark.parametrize("name", sorted(CASES["cases"]))
+def test_generated_models_on_the_run_path(case_files, tmp_path, name):
+    """RP-PP-3: planning, portable costs, concrete plan, vmachine lowering, the replay package and the
+    stage programs the stages bind (2 stages, inproc) cover every architecture: llama.cpp's ids."""
+    from pipeplan.dialects.runplan_build import project_provisions
+    from pipeplan.runtime.orchestrator import Pipeline
+    from pipeplan.runtime.replay import compile_for_run, local_pool_with_peaks
+
+    case = CASES["cases"][name]
+    pool, pool_text = local_pool_with_peaks(2)
+    module = plan_run(read_model_facts(case_files[name]), RuntimeConfig(max_seq_len=32), pool, 2)
+    compiled = compile_for_run(module, pool_text, cache_dir=tmp_path, prompt_len=8)
+    with Pipeline(project_provisions(module), backend="inproc", programs=compiled.programs) as pipe:
+        ids, _ = pipe.generate_ids(case["prompt_ids"], len(case["greedy_ids"]))
+    assert ids == case["greedy_ids"]
 
 
 # --------------------------------------------------------------------------- refusals at plan time
