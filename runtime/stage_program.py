@@ -4,7 +4,9 @@ The compiler (``convert-runplan-to-pplan``, ``convert-cplan-to-vmachine``) needs
 :class:`KernelCall` list of a stage but not the torch executor, so these names live here and
 import nothing heavier than the standard library; :mod:`pipeplan.runtime.program` re-exports every
 one of them (existing imports from there keep working) and adds the torch :class:`StageExecutor`.
-See :mod:`pipeplan.runtime.program` for the buffer naming and the llama.cpp graph it follows.
+:func:`build_stage_program` dispatches on ``HParams.arch`` to the builders of
+:mod:`pipeplan.runtime.archs` (one module per architecture, each following its llama.cpp graph).
+See :mod:`pipeplan.runtime.program` for the buffer naming.
 """
 
 from __future__ import annotations

@@ -26,7 +26,7 @@ from pipeplan.runtime.archs.common import (
     block_names,
     rope_call,
 )
-from pipeplan.runtime.stage_program import START_POS, HParams, KernelCall
+from pipeplan.runtime.stage_program import START_POS, HParams, InvalidHParamsError, KernelCall
 
 SWA_PATTERN = 6
 """Every 6th layer (``il % 6 == 5``) is global (llama.cpp ``hparams.set_swa_pattern(6)``)."""
@@ -38,7 +38,14 @@ N_LAYER_27B = 62
 
 def hparams(facts: ModelFacts) -> HParams:
     """gemma3 hyper-parameters: the common keys plus ``attention.sliding_window`` (required),
-    ``rope.freq_base_swa`` (default 10000); NEOX rope; embedding scale ``sqrt(n_embd)``."""
+    ``rope.freq_base_swa`` (default 10000); NEOX rope; embedding scale ``sqrt(n_embd)``.
+
+    Raises InvalidHParamsError: no positive sliding window (facts that did not come from a GGUF, whose
+    reader requires the key)."""
+    if not facts.param("attention.sliding_window"):
+        raise InvalidHParamsError(f"gemma3 model {facts.name!r} states no attention.sliding_window (llama.cpp "
+                                  "requires it: the local layers attend to that many positions)",
+                                  where="attention.sliding_window")
     scale = 0.0
     if facts.block_count == N_LAYER_27B:
         scale = 1.0 / math.sqrt(facts.embedding_length // facts.head_count)
