@@ -1,6 +1,6 @@
 """Gemma 3 270M Q4_K_M (the real model) with the torch reference kernels (dequantized f32 weights) against
 llama.cpp's greedy ids (shared/models/gemma3-expected.json: 5 prompts x 32 tokens), ids in / ids out
-(the prompts' ids are given, so the tokenizer is not under test here).
+(the prompts' ids are given; only the `pipeplan run` case tokenizes the prompt text).
 
 llama.cpp quantizes activations before its quantized dot products (Q8_0 for Q5_0/Q8_0 weights, Q8_K for
 the K-quants), keeps the KV cache in F16 and reads GELU from an F16 table; the reference kernels
@@ -9,7 +9,7 @@ the two can pick differently; llama.cpp itself does there: its batched prefill o
 was a" ranks 2268 first where its one-token decode picked 880. So: every teacher-forced position agrees
 or is such a near tie, greedy decoding gives llama.cpp's ids up to its first near tie (2 of the 5 prompts
 have none: all 32 ids equal), and the run path (plan -> compile -> replay package -> stage programs,
-inproc) on 1, 2 and 3 stages gives llama.cpp's first 8 ids.
+inproc; `pipeplan run` itself for 2 stages) on 1, 2 and 3 stages gives llama.cpp's first 8 ids.
 """
 
 from __future__ import annotations
@@ -81,10 +81,27 @@ def test_greedy_matches_llama_cpp_until_a_near_tie(gemma3, gemma3_expected, caps
     assert full >= 2
 
 
-@pytest.mark.parametrize("stages, prompt", [(1, 2), (2, 3), (3, 1)])
+def test_cli_run_two_stages(gemma3_path, gemma3_expected, tmp_path, capsys, monkeypatch):
+    """RP-PP-3, WL-R-2: `pipeplan run --backend inproc --stages 2 --json` on the Gemma 3 file: the prompt
+    tokenizes to llama.cpp's ids and the first 8 generated ids are llama.cpp's."""
+    import json
+
+    from pipeplan.tools.cli import main
+
+    monkeypatch.setenv("PIPEPLAN_CACHE", str(tmp_path))
+    case = gemma3_expected["cases"][3]
+    rc = main(["run", str(gemma3_path), "--prompt", case["prompt"], "--stages", "2", "--backend", "inproc",
+               "--max-tokens", "8", "--max-seq-len", str(MAX_SEQ), "--json"])
+    out, err = capsys.readouterr()
+    assert rc == 0, err
+    doc = json.loads(out)
+    assert doc["prompt_ids"] == case["prompt_ids"] and doc["token_ids"] == case["greedy_ids"][:8]
+
+
+@pytest.mark.parametrize("stages, prompt", [(1, 2), (3, 1)])
 def test_run_path_on_stages(gemma3_path, gemma3_expected, tmp_path, stages, prompt):
     """RP-PP-3, WL-R-2: plan -> compile (virtual-queue: Q4_K/Q5_0/Q6_K/Q8_0 legal) -> replay package ->
-    stage programs on the inproc backend: 1, 2 and 3 stages give llama.cpp's first 8 ids."""
+    stage programs on the inproc backend, ids in: 1 and 3 stages give llama.cpp's first 8 ids."""
     from pipeplan.dialects.runplan_build import project_provisions
     from pipeplan.frontend.planner import plan_run
     from pipeplan.plan_types import RuntimeConfig
