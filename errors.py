@@ -92,6 +92,36 @@ class InconsistentShardsError(GGUFError):
     code = "inconsistent_shards"
 
 
+class UnsupportedArchitectureError(GGUFError):
+    """``general.architecture`` names no stage-program builder (``pipeplan.runtime.archs``)."""
+
+    code = "unsupported_architecture"
+
+
+class InvalidHParamsError(GGUFError):
+    """Hyperparameters present but unusable together (heads that do not divide the hidden size, a
+    rope dimension above the head dimension, ...)."""
+
+    code = "invalid_hparams"
+
+
+class MissingTensorError(GGUFError):
+    """A tensor the architecture's stage program reads is absent (names the block and tensor)."""
+
+    code = "missing_tensor"
+
+
+class UnexpectedTensorError(GGUFError):
+    """A tensor the architecture's stage program would ignore (``blk.0.attn_q.bias`` in a llama file)."""
+
+    code = "unexpected_tensor"
+
+
+ARCH_GGUF_ERRORS: dict[str, type[GGUFError]] = {c.code: c for c in (
+    UnsupportedArchitectureError, InvalidHParamsError, MissingTensorError, UnexpectedTensorError)}
+"""The GGUFError class of each architecture check code (the facts reader raises them)."""
+
+
 class ModelFactsError(GGUFError):
     """A model-facts TOML file that is malformed or incomplete."""
 

@@ -54,6 +54,9 @@ class ModelFacts:
     Attributes mirror the llama.cpp metadata keys ``<arch>.block_count`` etc. ``files`` lists the
     shard paths or URLs (one for a whole file; empty when the facts came from TOML). ``tensors``
     is the tensor index in file order; ``block_bytes[i]`` totals the tensor bytes of block ``i``.
+    ``key_length`` / ``value_length``: ``<arch>.attention.key_length`` / ``value_length`` (0 = not
+    stated: ``embedding_length // head_count``). ``arch_params``: the further ``<arch>.*`` scalars the
+    architecture's module reads (``pipeplan.runtime.archs``), as sorted ``(key, value)`` pairs.
     """
 
     architecture: str
@@ -73,11 +76,28 @@ class ModelFacts:
     block_bytes: tuple[int, ...]
     files: tuple[str, ...] = ()
     sha256: str | None = None
+    key_length: int = 0
+    value_length: int = 0
+    arch_params: tuple[tuple[str, int | float | str], ...] = ()
 
     @property
     def head_dim(self) -> int:
-        """Per-head dimension, ``embedding_length // head_count``."""
-        return self.embedding_length // self.head_count
+        """Key head dimension: ``key_length`` (``<arch>.attention.key_length``) when the model states it,
+        else ``embedding_length // head_count`` (llama.cpp ``n_embd_head_k``)."""
+        return self.key_length or self.embedding_length // self.head_count
+
+    @property
+    def head_dim_v(self) -> int:
+        """Value head dimension: ``value_length`` when stated, else :attr:`head_dim` (``n_embd_head_v``)."""
+        return self.value_length or self.head_dim
+
+    def param(self, key: str, default: int | float | str | None = None) -> int | float | str | None:
+        """The architecture-specific metadata value ``<arch>.<key>`` recorded in :attr:`arch_params`
+        (e.g. ``attention.sliding_window``), or ``default``."""
+        for k, v in self.arch_params:
+            if k == key:
+                return v
+        return default
 
     def tensor(self, name: str) -> TensorInfo | None:
         """The tensor called ``name``, or None."""
@@ -105,8 +125,10 @@ class ModelFacts:
         return tuple(out)
 
     def kv_bytes_per_block(self, max_seq_len: int, width: int = 4) -> int:
-        """KV-cache bytes of one block for ``max_seq_len`` positions: ``2 * kv_heads * head_dim * len * width``."""
-        return 2 * self.head_count_kv * self.head_dim * max_seq_len * width
+        """KV-cache bytes of one block for ``max_seq_len`` positions:
+        ``kv_heads * (head_dim + head_dim_v) * len * width`` (``2 * kv_heads * head_dim * len * width``
+        when keys and values have the same head dim)."""
+        return self.head_count_kv * (self.head_dim + self.head_dim_v) * max_seq_len * width
 
 
 # --------------------------------------------------------------------------- planner inputs

@@ -91,7 +91,7 @@ STEPS = ("prefill", "decode")
 
 PORTABLE_OPS = (
     "embedding_gather", "rms_norm", "matmul", "rope", "kv_cache_write", "attention", "silu_mul",
-    "add", "argmax", "last_row", "send", "recv",
+    "add", "argmax", "last_row", "send", "recv", "head_rms_norm", "gelu_mul", "add_bias",
 )
 """Portable op names: the runtime's kernel names plus the two edge transfers."""
 

@@ -241,7 +241,7 @@ MODEL_SCHEMA = _Schema(
      "head_count_kv": INT, "feed_forward_length": INT, "vocab_size": INT, "context_length": INT,
      "rope_dimension_count": INT, "rope_freq_base": FLOAT, "rms_norm_eps": FLOAT, "alignment": INT,
      "block_bytes": INTS, "files": STRS},
-    {"sha256": STR},
+    {"sha256": STR, "key_length": INT, "value_length": INT, "arch_params": DICT},
 )
 CONFIG_SCHEMA = _Schema(
     "runtime config", "RP-OS-5",
@@ -847,6 +847,34 @@ class ProvisionStageOp(IRDLOperation):
         return ProvisionStageOp.create(properties=props, attributes=_parse_extra_attrs(parser))
 
 
+def arch_params_attr(params: Iterable[tuple[str, int | float | str]]) -> DictionaryAttr | None:
+    """The ``arch_params`` dictionary of ``ModelFacts.arch_params`` (None when empty): ints as i64,
+    floats as f64, strings as strings."""
+    items = {k: (i64_of(v) if isinstance(v, int) else FloatAttr(v, f64) if isinstance(v, float) else StringAttr(v))
+             for k, v in params}
+    return DictionaryAttr(items) if items else None
+
+
+def arch_params_of(d: Attribute | None, where: str) -> tuple[tuple[str, int | float | str], ...]:
+    """``ModelFacts.arch_params`` of an ``arch_params`` dictionary (sorted pairs; () for None).
+    Raises VerifyException [RP-AR-6] for a value that is not an i64, f64 or string."""
+    if d is None:
+        return ()
+    assert isinstance(d, DictionaryAttr)
+    out: list[tuple[str, int | float | str]] = []
+    for k, v in d.data.items():
+        if isinstance(v, IntegerAttr) and v.type == i64:
+            out.append((k, _int_of(v)))
+        elif isinstance(v, FloatAttr) and v.type == f64:
+            out.append((k, float(v.value.data)))
+        elif isinstance(v, StringAttr):
+            out.append((k, v.data))
+        else:
+            raise _fail("RP-AR-6", "model facts must be consistent with the requested stage layout",
+                        f"{where}: arch_params '{k}' must be an i64, f64 or string, got {v}")
+    return tuple(sorted(out))
+
+
 def weights_attr(w: WeightSource) -> DictionaryAttr:
     """The ``weights`` dictionary of a WeightSource."""
     return WEIGHTS_SCHEMA.build({"uris": w.uris, "sha256": w.sha256, "sizes": w.sizes})
@@ -869,7 +897,10 @@ class PlanOp(IRDLOperation):
 
     ``model`` keys: architecture, name, block_count, embedding_length, head_count, head_count_kv,
     feed_forward_length, vocab_size, context_length, rope_dimension_count, rope_freq_base (f64),
-    rms_norm_eps (f64), alignment, block_bytes (array<i64>), files, and optionally sha256.
+    rms_norm_eps (f64), alignment, block_bytes (array<i64>), files, and optionally sha256,
+    key_length / value_length (``<arch>.attention.key_length``/``value_length``, left out when the
+    model states none) and arch_params (a dictionary of the architecture's own ``<arch>.*`` scalars,
+    e.g. ``{attention.sliding_window = 512}``; left out when empty).
     ``config`` keys: max_seq_len, activation_dtype, token_dtype, kv_dtype, ring_slots, alignment.
     ``weights`` keys: uris, sha256, sizes.
 
@@ -972,7 +1003,9 @@ class PlanOp(IRDLOperation):
             feed_forward_length=m["feed_forward_length"], vocab_size=m["vocab_size"],
             context_length=m["context_length"], rope_dimension_count=m["rope_dimension_count"],
             rope_freq_base=m["rope_freq_base"], rms_norm_eps=m["rms_norm_eps"], alignment=m["alignment"],
-            tensors=tuple(tensors), block_bytes=m["block_bytes"], files=m["files"], sha256=m.get("sha256"))
+            tensors=tuple(tensors), block_bytes=m["block_bytes"], files=m["files"], sha256=m.get("sha256"),
+            key_length=m.get("key_length", 0), value_length=m.get("value_length", 0),
+            arch_params=arch_params_of(m.get("arch_params"), "the plan"))
         config = RuntimeConfig(**c)
         return RunPlanSpec(self.sym_name.data, facts, config, read_weights(self.weights, "the plan"),
                            tuple(stages), tuple(edges))

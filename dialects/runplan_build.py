@@ -24,6 +24,7 @@ from pipeplan.dialects.runplan import (
     ProvisionStageOp,
     StageOp,
     TensorOp,
+    arch_params_attr,
     derive_provisions,
     node_entry_attr,
     plan_ops,
@@ -56,7 +57,8 @@ def build_plan_op(spec: RunPlanSpec, nodes: NodePool | Sequence[NodeSpec | str])
         "feed_forward_length": f.feed_forward_length, "vocab_size": f.vocab_size,
         "context_length": f.context_length, "rope_dimension_count": f.rope_dimension_count,
         "rope_freq_base": f.rope_freq_base, "rms_norm_eps": f.rms_norm_eps, "alignment": f.alignment,
-        "block_bytes": f.block_bytes, "files": f.files, "sha256": f.sha256})
+        "block_bytes": f.block_bytes, "files": f.files, "sha256": f.sha256, "key_length": f.key_length or None,
+        "value_length": f.value_length or None, "arch_params": arch_params_attr(f.arch_params)})
     config = CONFIG_SCHEMA.build({
         "max_seq_len": c.max_seq_len, "activation_dtype": c.activation_dtype, "token_dtype": c.token_dtype,
         "kv_dtype": c.kv_dtype, "ring_slots": c.ring_slots, "alignment": c.alignment})

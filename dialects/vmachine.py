@@ -52,6 +52,7 @@ from xdsl.irdl import (
     IRDLOperation,
     ParsePropInAttrDict,
     irdl_op_definition,
+    opt_prop_def,
     prop_def,
     region_def,
     traits_def,
@@ -82,18 +83,30 @@ class KernelSig:
 KERNEL_ABI: dict[str, KernelSig] = {
     "embedding_gather": KernelSig(2, 1),
     "rms_norm": KernelSig(2, 1, attrs=("eps",)),
+    "head_rms_norm": KernelSig(2, 1, attrs=("eps", "n_heads", "head_dim")),
     "matmul": KernelSig(2, 1),
+    "add_bias": KernelSig(2, 1),
     "rope": KernelSig(2, 1, start_pos=True, attrs=("n_heads", "head_dim", "rope_dim")),
     "kv_cache_write": KernelSig(2, 2, inplace=True, start_pos=True),
     "attention": KernelSig(3, 1, start_pos=True),
     "add": KernelSig(2, 1),
     "silu_mul": KernelSig(2, 1),
+    "gelu_mul": KernelSig(2, 1),
     "last_row": KernelSig(1, 1, attrs=("if",)),
 }
 """The virtual target's kernel ABI: the runtime reference kernels (``runtime/kernels/reference.py``)
-with the calling convention of ``runtime/program.py`` (``KernelCall``)."""
+with the calling convention of ``runtime/program.py`` (``KernelCall``). ``attrs`` are the required
+static attributes; optional ones (``embedding_gather``'s ``scale``, ``rope``'s ``mode``,
+``attention``'s ``scale``/``window``) appear only when not at their default."""
 
 ABI_FIELDS = ("n_embd", "n_head", "n_head_kv", "n_ff", "n_vocab", "n_ctx", "rope_dim", "n_layer", "max_seq_len")
+
+ABI_OPTIONAL: dict[str, str] = {"arch": "str", "n_embd_head_k": "int", "n_embd_head_v": "int", "rope_mode": "str",
+                                "rope_base_swa": "float", "n_swa": "int", "swa_pattern": "int",
+                                "attn_scale": "float", "embd_scale": "float"}
+"""ABI fields beyond llama's (``runtime.stage_program.HParams``: architecture, key/value head dims, rope
+mode, local rope base, sliding window and pattern, attention and embedding scales), present only when
+they differ from llama's defaults; kind of each."""
 
 
 class MachineVerifyError(PipeplanError):
@@ -192,10 +205,11 @@ class ProgramOp(IRDLOperation):
 
 @irdl_op_definition
 class AbiOp(PropsInAttrDict):
-    """The model kernel ABI: llama hyper-parameters (``runtime.program.LlamaHParams``) and the
+    """The model kernel ABI: the model's hyper-parameters (``runtime.stage_program.HParams``) and the
     positions the KV cache holds. All sizes must be positive. Inside a ``vmachine.program`` it states
     the ABI the program was lowered for; at module level, next to a ``cplan.plan``, it is the explicit
-    ABI input of ``convert-cplan-to-vmachine``.
+    ABI input of ``convert-cplan-to-vmachine``. The optional fields (:data:`ABI_OPTIONAL`: ``arch``,
+    ``n_embd_head_k``, ``rope_mode``, ``n_swa``, ...) are present only for models that are not llama-shaped.
 
     ```mlir
     vmachine.abi {n_embd = 64 : i64, n_head = 8 : i64, n_head_kv = 4 : i64, n_ff = 172 : i64,
@@ -218,12 +232,25 @@ class AbiOp(PropsInAttrDict):
     rope_base = prop_def(FloatAttr)
     rms_eps = prop_def(FloatAttr)
     tied_embedding = prop_def(IntegerAttr)
+    arch = opt_prop_def(StringAttr)
+    n_embd_head_k = opt_prop_def(IntegerAttr)
+    n_embd_head_v = opt_prop_def(IntegerAttr)
+    rope_mode = opt_prop_def(StringAttr)
+    rope_base_swa = opt_prop_def(FloatAttr)
+    n_swa = opt_prop_def(IntegerAttr)
+    swa_pattern = opt_prop_def(IntegerAttr)
+    attn_scale = opt_prop_def(FloatAttr)
+    embd_scale = opt_prop_def(FloatAttr)
 
     def verify_(self) -> None:
         for f in ABI_FIELDS:
             v = getattr(self, f).value.data
             if v < 1:
                 raise VerifyException(f"vmachine.abi: {f} must be positive, got {v}")
+        for f in ("n_embd_head_k", "n_embd_head_v", "n_swa", "swa_pattern"):
+            a = getattr(self, f)
+            if a is not None and a.value.data < 0:
+                raise VerifyException(f"vmachine.abi: {f} must be >= 0, got {a.value.data}")
 
 
 @irdl_op_definition
@@ -517,15 +544,24 @@ def abi_of(program: ProgramOp) -> dict[str, Any]:
     out: dict[str, Any] = {f: getattr(a, f).value.data for f in ABI_FIELDS}
     out.update(rope_base=a.rope_base.value.data, rms_eps=a.rms_eps.value.data,
                tied_embedding=bool(a.tied_embedding.value.data))
+    for f, kind in ABI_OPTIONAL.items():
+        v = getattr(a, f)
+        if v is not None:
+            out[f] = v.data if kind == "str" else (float(v.value.data) if kind == "float" else int(v.value.data))
     return out
 
 
 def abi_op(values: Mapping[str, Any]) -> AbiOp:
     """Build a ``vmachine.abi`` from a dict with :data:`ABI_FIELDS`, ``rope_base``, ``rms_eps``,
-    ``tied_embedding``."""
+    ``tied_embedding`` and any of :data:`ABI_OPTIONAL`."""
     props: dict[str, Attribute] = {f: i64_of(values[f]) for f in ABI_FIELDS}
     props.update(rope_base=FloatAttr(float(values["rope_base"]), f64), rms_eps=FloatAttr(float(values["rms_eps"]), f64),
                  tied_embedding=i64_of(1 if values["tied_embedding"] else 0))
+    for f, kind in ABI_OPTIONAL.items():
+        if f in values:
+            v = values[f]
+            props[f] = StringAttr(str(v)) if kind == "str" else (
+                FloatAttr(float(v), f64) if kind == "float" else i64_of(int(v)))
     return AbiOp.create(properties=props)
 
 

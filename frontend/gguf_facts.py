@@ -18,10 +18,16 @@ and the key or tensor and what was expected; follows llama.cpp ``gguf.cpp``/``ll
 * ``vocab_only``: no tensors (a llama.cpp ``ggml-vocab-*.gguf``).
 * ``block_count_mismatch``: ``<arch>.block_count`` != the set ``{N : blk.N.* present}`` = 0..B-1.
 * ``inconsistent_tensor_index``: overlapping data ranges, data outside the file while the index is
-  not dense, misaligned offsets, bad dims, duplicate tensors, llama tensor shapes that contradict the
-  hyperparameters (e.g. ``blk.3.attn_k.weight`` must be ``[hidden, kv_heads*head_dim]``).
-* ``missing_key``: a required key absent, of the wrong type or not positive (or head counts that
-  do not divide: hidden % heads, heads % kv_heads).
+  not dense, misaligned offsets, bad dims, duplicate tensors, tensor shapes that contradict the
+  architecture's hyperparameters (e.g. llama's ``blk.3.attn_k.weight`` must be ``[hidden, kv_heads*head_dim]``).
+* ``missing_key``: a required key absent, of the wrong type or not positive.
+* ``unsupported_architecture``: ``general.architecture`` has no stage-program builder
+  (:mod:`pipeplan.runtime.archs`: llama, gemma3, qwen2, qwen3).
+* ``invalid_hparams``: hyperparameters the architecture cannot use (heads that do not divide the
+  hidden size without ``attention.key_length``, kv heads that do not divide heads, rope dims above
+  the head dim).
+* ``missing_tensor`` / ``unexpected_tensor``: a tensor the stage program reads is absent (named with
+  its block), or a tensor it would ignore is present (``blk.0.attn_q.bias`` in a llama file).
 * ``inconsistent_shards``: gguf-split sets whose shards are missing or disagree.
 
 Anything else the parser raises is wrapped as ``not_gguf`` (or ``truncated`` for out-of-range
@@ -43,11 +49,13 @@ import gguf
 import numpy as np
 from gguf import GGMLQuantizationType, GGUFValueType
 from pipeplan.errors import (
+    ARCH_GGUF_ERRORS,
     BadAlignmentError,
     BlockCountMismatchError,
     GGUFError,
     InconsistentShardsError,
     InconsistentTensorIndexError,
+    InvalidHParamsError,
     MissingKeyError,
     NotGGUFError,
     TruncatedGGUFError,
@@ -56,6 +64,8 @@ from pipeplan.errors import (
 )
 from pipeplan.frontend.paths import check_input_file
 from pipeplan.plan_types import ModelFacts, TensorInfo
+from pipeplan.runtime.archs import Arch, check_model, get_arch
+from pipeplan.runtime.stage_program import ProgramError
 
 __all__ = ["read_model_facts", "sha256_file", "shard_paths", "llama_tensor_shapes", "SHARD_NAME_RE"]
 
@@ -518,24 +528,37 @@ def _facts(shards: list[_Shard]) -> ModelFacts:
     def key(k: str) -> str:
         return f"{arch}.{k}"
 
+    try:
+        spec = get_arch(arch)
+    except ProgramError as e:
+        raise ARCH_GGUF_ERRORS[e.code](f"{head.path}: general.architecture = {arch!r}: {e.message}",
+                                       where=f"{head.path}:general.architecture") from None
     block_count = meta.pos_int(key("block_count"))
     hidden = meta.pos_int(key("embedding_length"))
     heads = meta.pos_int(key("attention.head_count"))
     kv_heads = meta.pos_int(key("attention.head_count_kv")) if meta.has(key("attention.head_count_kv")) else heads
     ffn = meta.pos_int(key("feed_forward_length"))
     ctx = meta.pos_int(key("context_length"))
-    rope_dims = meta.pos_int(key("rope.dimension_count")) if meta.has(key("rope.dimension_count")) else hidden // heads
+    key_len = meta.pos_int(key("attention.key_length")) if meta.has(key("attention.key_length")) else 0
+    value_len = meta.pos_int(key("attention.value_length")) if meta.has(key("attention.value_length")) else 0
+    if (not key_len and hidden % heads) or heads % kv_heads:
+        raise InvalidHParamsError(
+            f"{head.path}: {key('embedding_length')} = {hidden}, {key('attention.head_count')} = {heads}, "
+            f"{key('attention.head_count_kv')} = {kv_heads}: hidden must divide by heads (without "
+            f"{key('attention.key_length')}) and heads by kv heads",
+            where=f"{head.path}:{key('attention.head_count')}",
+        )
+    head_dim = key_len or hidden // heads
+    rope_dims = meta.pos_int(key("rope.dimension_count")) if meta.has(key("rope.dimension_count")) else head_dim
     rope_base = meta.pos_float(key("rope.freq_base")) if meta.has(key("rope.freq_base")) else 10000.0
     eps_key = key("attention.layer_norm_rms_epsilon")
     if not meta.has(eps_key) and meta.has(key("attention.layer_norm_epsilon")):
         eps_key = key("attention.layer_norm_epsilon")
     eps = meta.pos_float(eps_key)
-    if hidden % heads or heads % kv_heads:
-        raise MissingKeyError(
-            f"{head.path}: {key('embedding_length')} = {hidden}, {key('attention.head_count')} = {heads}, "
-            f"{key('attention.head_count_kv')} = {kv_heads}: hidden must divide by heads and heads by kv heads",
-            where=f"{head.path}:{key('attention.head_count')}",
-        )
+    params: list[tuple[str, int | float | str]] = []
+    for mk in spec.metadata:
+        if meta.has(key(mk.key)) or mk.required:
+            params.append((mk.key, meta.pos_int(key(mk.key)) if mk.kind == "int" else meta.pos_float(key(mk.key))))
 
     tensors: list[TensorInfo] = []
     for si, s in enumerate(shards):
@@ -568,16 +591,6 @@ def _facts(shards: list[_Shard]) -> ModelFacts:
             "and no 2-D token_embd.weight",
             where=f"{head.path}:{key('vocab_size')}",
         )
-    expected = llama_tensor_shapes(hidden, heads, kv_heads, ffn, vocab) if arch == "llama" else {}
-    for t in tensors:
-        want = expected.get(_BLOCK_RE.sub("blk.N.", t.name))
-        if want is not None and t.shape != want[0]:
-            raise InconsistentTensorIndexError(
-                f"{shards[t.shard].path}: tensor {t.name!r} has shape {list(t.shape)}, expected {list(want[0])} "
-                f"({want[1]}) from the {arch}.* hyperparameters",
-                where=f"{shards[t.shard].path}:{t.name}",
-            )
-
     block_bytes = [0] * block_count
     for t in tensors:
         if t.block is not None:
@@ -585,7 +598,7 @@ def _facts(shards: list[_Shard]) -> ModelFacts:
     name_field = head.fields.get("general.name")
     name = (str(name_field.contents()) if name_field is not None and name_field.types == [GGUFValueType.STRING]
             else head.path.stem)
-    return ModelFacts(
+    facts = ModelFacts(
         architecture=arch,
         name=name,
         block_count=block_count,
@@ -603,7 +616,42 @@ def _facts(shards: list[_Shard]) -> ModelFacts:
         block_bytes=tuple(block_bytes),
         files=tuple(os.path.abspath(s.path) for s in shards),  # absolute: usable from any cwd
         sha256=None,
+        key_length=key_len,
+        value_length=value_len,
+        arch_params=tuple(sorted(params)),
     )
+    _check_arch(facts, spec, shards, arch)
+    return facts
+
+
+def _check_arch(facts: ModelFacts, spec: Arch, shards: list[_Shard], arch: str) -> None:
+    """Tensor shapes against the architecture's hyper-parameters (``inconsistent_tensor_index``), then
+    :func:`pipeplan.runtime.archs.check_model` (``invalid_hparams``, ``missing_tensor``,
+    ``unexpected_tensor``), as GGUFErrors naming the file."""
+    path = shards[0].path
+    try:
+        hp = spec.hparams(facts)
+    except ProgramError as e:
+        raise ARCH_GGUF_ERRORS.get(e.code, InvalidHParamsError)(f"{path}: {e.message}", where=f"{path}:{arch}") from None
+    llama = llama_tensor_shapes(facts.embedding_length, facts.head_count, facts.head_count_kv,
+                                facts.feed_forward_length, facts.vocab_size) if arch == "llama" else {}
+    shapes = spec.weight_shapes(hp)
+    for t in facts.tensors:
+        suffix = t.name.split(".", 2)[-1] if t.block is not None else t.name
+        torch_shape = shapes.get(suffix)
+        if torch_shape is not None and t.shape != tuple(reversed(torch_shape)):
+            keys = llama.get(_BLOCK_RE.sub("blk.N.", t.name))
+            why = f"{keys[1]}, " if keys is not None else ""
+            raise InconsistentTensorIndexError(
+                f"{shards[t.shard].path}: tensor {t.name!r} has shape {list(t.shape)}, expected "
+                f"{list(reversed(torch_shape))} ({why}ggml order) from the {arch}.* hyperparameters",
+                where=f"{shards[t.shard].path}:{t.name}",
+            )
+    try:
+        check_model(facts)
+    except ProgramError as e:
+        raise ARCH_GGUF_ERRORS.get(e.code, InvalidHParamsError)(f"{path}: {e.message}",
+                                                                where=f"{path}:{e.where or arch}") from None
 
 
 def read_model_facts(path: str | os.PathLike[str]) -> ModelFacts:
@@ -614,8 +662,10 @@ def read_model_facts(path: str | os.PathLike[str]) -> ModelFacts:
     ``block_bytes[i]`` sums the tensor bytes of ``blk.i.*``. Defaults follow llama.cpp:
     ``head_count_kv`` = ``head_count``, ``rope.dimension_count`` = hidden / heads,
     ``rope.freq_base`` = 10000, alignment 32; vocab size from ``<arch>.vocab_size``, else the
-    tokenizer token list, else ``token_embd.weight``'s second dim. ``sha256`` is left None (see
-    :func:`sha256_file`).
+    tokenizer token list, else ``token_embd.weight``'s second dim; ``key_length``/``value_length``
+    from ``attention.key_length``/``value_length`` (0 when absent), ``rope.dimension_count`` default
+    the key head dim; ``arch_params`` the architecture's own keys (``Arch.metadata``). ``sha256`` is
+    left None (see :func:`sha256_file`).
 
     Raises: a :class:`~pipeplan.errors.GGUFError` subclass (see the module docstring), never any
     other exception type.

@@ -102,7 +102,7 @@ def _is_int(v: object) -> bool:
 
 # --------------------------------------------------------------------------- model facts
 def check_model_facts(facts: ModelFacts) -> None:
-    """Check that ``facts`` describe a plannable llama-layout model.
+    """Check that ``facts`` describe a plannable model of a known architecture.
 
     Raises:
         RunPlanRejection(code="inconsistent_model_facts"): not a ModelFacts; a non-positive or
@@ -114,6 +114,11 @@ def check_model_facts(facts: ModelFacts) -> None:
             (ggml) dimension is not ``embedding_length``; a tensor with negative size/offset, one
             ending beyond ``2**63 - 1`` bytes, or a shard index outside ``files``. Each message names
             the field or tensor.
+        RunPlanRejection(code="unsupported_architecture" | "invalid_hparams" | "missing_tensor" |
+            "unexpected_tensor"): the model cannot run as its architecture's stage program
+            (:func:`pipeplan.runtime.archs.check_model`: no builder for ``architecture``, unusable
+            hyperparameters, a tensor the program reads is absent (block and tensor named), a tensor
+            it would ignore is present).
     Source: seed 000 RP-AR-6 ("model facts inconsistent with requested stage layout reject").
     """
     code = "inconsistent_model_facts"
@@ -125,7 +130,7 @@ def check_model_facts(facts: ModelFacts) -> None:
         v = getattr(facts, field)
         if not _is_int(v) or not 1 <= v <= MAX_EXTENT:
             raise _reject(code, f"{name}: {field} must be an integer in [1, 2**63-1], got {v!r}", field)
-    if facts.embedding_length % facts.head_count:
+    if not facts.key_length and facts.embedding_length % facts.head_count:
         raise _reject(code, f"{name}: embedding_length {facts.embedding_length} is not divisible by "
                             f"head_count {facts.head_count}", "embedding_length")
     if facts.head_count % facts.head_count_kv:
@@ -181,6 +186,13 @@ def check_model_facts(facts: ModelFacts) -> None:
     if facts.tensor("output_norm.weight") is None:
         raise _reject(code, f"{name}: tensor 'output_norm.weight' is missing (the last stage needs it)",
                       "output_norm.weight")
+    from pipeplan.runtime.archs import check_model
+    from pipeplan.runtime.stage_program import ProgramError
+
+    try:
+        check_model(facts)
+    except ProgramError as e:
+        raise _reject(e.code, e.message, e.where) from None
 
 
 # --------------------------------------------------------------------------- runtime config / specs

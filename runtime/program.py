@@ -1,22 +1,23 @@
-"""Stage programs: a llama stage as an ordered list of named kernel calls over named buffers.
+"""Stage programs: a stage as an ordered list of named kernel calls over named buffers.
 
 A stage executes what the compiler produced (DESIGN.md §1): an ordered program of
 :class:`KernelCall` over named buffers, not one opaque forward function. Buffer names:
 
 * ``input`` — the stage input: token ids int64 ``[T]`` (first stage) or activations float32 ``[T, D]``;
 * ``start_pos`` — the position of the first input token (a Python int bound per call);
-* ``rope_table`` — constant complex rotation table ``[max_seq_len, 1, rope_dim/2]``;
-* GGUF tensor names (``blk.3.attn_q.weight``, ``token_embd.weight``, ...) — weights, torch order;
-* ``blk.N.cache_k`` / ``blk.N.cache_v`` — KV cache of block N, ``[max_seq_len, Hkv, hd]``;
+* ``rope_table`` / ``rope_table_swa`` — constant complex rotation tables ``[max_seq_len, 1, rope_dim/2]``
+  (base ``rope_base``; ``rope_base_swa`` for the sliding-window layers of models that have one);
+* GGUF tensor names (``blk.3.attn_q.weight``, ``blk.3.attn_q.bias``, ``token_embd.weight``, ...) —
+  weights, torch order;
+* ``blk.N.cache_k`` / ``blk.N.cache_v`` — KV cache of block N, ``[max_seq_len, Hkv, hd_k]`` / ``[.., hd_v]``;
 * ``output`` — the stage result: activations ``[T, D]`` or, on the last stage, logits ``[T, V]``;
 * anything else (``h0``, ``blk.3.q`` ...) — transients, written before they are read.
 
-:func:`build_stage_program` makes the program (pure, no weights); :class:`StageExecutor` binds it
-to weights (checking names and shapes), allocates the KV cache and runs it with a kernel table
-(the torch reference kernels by default). The graph follows llama.cpp ``build_llama``
-(src/llama-model.cpp, ``LLM_ARCH_LLAMA``): pre-norm attention with NORM-mode rope and GQA, pre-norm
-SwiGLU FFN, final RMS norm and output head (``token_embd.weight`` when the model has no
-``output.weight``).
+:func:`build_stage_program` makes the program (pure, no weights) with the builder of the model's
+architecture (:mod:`pipeplan.runtime.archs`: llama.cpp's ``llm_build_llama``, ``llm_build_gemma3``,
+``llm_build_qwen2``, ``llm_build_qwen3`` graphs); :class:`StageExecutor` binds it to weights (checking
+names and shapes), allocates the KV cache and runs it with a kernel table (the torch reference
+kernels by default).
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ import torch
 from pipeplan.runtime.kernels import reference as reference_kernels
 from pipeplan.runtime.stage_program import (  # noqa: F401  (re-exported: torch-free half)
     ROPE_TABLE,
+    ROPE_TABLE_SWA,
     STAGE_INPUT,
     STAGE_OUTPUT,
     START_POS,
@@ -36,14 +38,27 @@ from pipeplan.runtime.stage_program import (  # noqa: F401  (re-exported: torch-
     BindError,
     ExecutionError,
     FrozenAttrs,
+    HParams,
+    InvalidHParamsError,
     InvalidRangeError,
     KernelCall,
     LlamaHParams,
+    MissingTensorError,
     ProgramError,
+    UnexpectedTensorError,
+    UnsupportedArchitectureError,
     build_stage_program,
     is_cache,
     is_weight,
 )
+
+
+class NonFiniteError(ExecutionError):
+    """A stage output holding Inf or NaN (issue 11 item 3): names the block whose output first holds one
+    (or the embedding / output head). ``kind`` is ``runtime``."""
+
+    code = "non_finite"
+
 
 
 def fuse_matmuls(program: Sequence[KernelCall], weights: Mapping[str, torch.Tensor]
@@ -137,16 +152,18 @@ class StageExecutor:
                 if want is not None and tuple(t.shape) != want:
                     raise BindError(f"weight {n} has shape {tuple(t.shape)}, expected {want} ({where})", where=n)
                 static[n] = t if t.dtype == torch.float32 else t.float()
-        # allocate KV caches and the rope table
+        # allocate KV caches and the rope tables
         alloc = allocate or (lambda shape: torch.zeros(shape, dtype=torch.float32))
         cache_shape = (self.max_seq_len, hp.n_head_kv, hp.head_dim)
+        v_shape = (self.max_seq_len, hp.n_head_kv, hp.head_dim_v)
         try:
             for c in self.program:
                 for n in c.inputs:
                     if is_cache(n) and n not in static:
-                        static[n] = alloc(cache_shape)
-            if any(ROPE_TABLE in c.inputs for c in self.program):
-                static[ROPE_TABLE] = reference_kernels.rope_table(self.max_seq_len, hp.rope_dim, hp.rope_base)
+                        static[n] = alloc(v_shape if n.endswith(".cache_v") else cache_shape)
+            for name, base in ((ROPE_TABLE, hp.rope_base), (ROPE_TABLE_SWA, hp.rope_base_swa)):
+                if any(name in c.inputs for c in self.program):
+                    static[name] = reference_kernels.rope_table(self.max_seq_len, hp.rope_dim, base)
         except (RuntimeError, MemoryError) as e:
             raise AllocationError(
                 f"cannot allocate KV cache {cache_shape} x {sum(map(is_cache, static))} for max_seq_len "
@@ -169,6 +186,14 @@ class StageExecutor:
         self._static = static
         self._calls = [(table[c.kernel], c.inputs, c.outputs, dict(c.attrs)) for c in run_program
                        if c.kernel != "last_row"]
+        # where a non-finite stage output is traced back to: embedding, each block's output, the head
+        ends: dict[int, str] = {}
+        for c in run_program:
+            if c.block is not None and c.outputs:
+                ends[c.block] = c.outputs[-1]
+        emb = [("the embedding (token_embd.weight)", c.outputs[0]) for c in run_program
+               if c.kernel == "embedding_gather"]
+        self._checkpoints = emb + [(f"block {b}", n) for b, n in sorted(ends.items())]
         self._last_row_at = next((i for i, c in enumerate(run_program) if c.kernel == "last_row"), None)
         if self._last_row_at is not None:
             lr = run_program[self._last_row_at]
@@ -232,6 +257,8 @@ class StageExecutor:
         Raises:
             ExecutionError: wrong input dtype/shape, token id outside the vocabulary,
                 ``start_pos + T > max_seq_len``, or a gap after the cached positions.
+            NonFiniteError: the output holds Inf/NaN (checked once per call; on failure the block
+                outputs are scanned to name the first block whose output holds one).
         """
         x = self._check_input(x, start_pos)
         env = dict(self._static)
@@ -250,8 +277,23 @@ class StageExecutor:
                 elif outs:
                     for n, v in zip(outs, r, strict=True):
                         env[n] = v
+            out = env[STAGE_OUTPUT]
+            if not bool(torch.isfinite(out).all()):
+                self._non_finite(env, start_pos, x.shape[0])
         self.n_past = start_pos + x.shape[0]
-        return env[STAGE_OUTPUT]
+        return out
+
+    def _non_finite(self, env: Mapping[str, Any], start_pos: int, t: int) -> None:
+        """Raise NonFiniteError naming the first checkpoint (embedding, block outputs in order) whose
+        buffer holds Inf/NaN; the output head when all of them are finite."""
+        where = "the output head" if self.last else "this stage's last call"
+        for label, name in self._checkpoints:
+            v = env.get(name)
+            if isinstance(v, torch.Tensor) and not bool(torch.isfinite(v).all()):
+                where = label
+                break
+        raise NonFiniteError(f"non-finite values (Inf/NaN) in the stage output for positions [{start_pos}, "
+                             f"{start_pos + t}): they first appear in the output of {where}", where=where)
 
     __call__ = forward
 
@@ -279,6 +321,6 @@ def greedy_generate(stages: Sequence[StageExecutor], prompt_ids: Sequence[int], 
 
 
 __all__ = [
-    "AllocationError", "BindError", "ExecutionError", "InvalidRangeError", "KernelCall", "LlamaHParams",
-    "ProgramError", "StageExecutor", "build_stage_program", "fuse_matmuls", "greedy_generate",
+    "AllocationError", "BindError", "ExecutionError", "HParams", "InvalidRangeError", "KernelCall", "LlamaHParams",
+    "NonFiniteError", "ProgramError", "StageExecutor", "build_stage_program", "fuse_matmuls", "greedy_generate",
 ]

@@ -369,13 +369,13 @@ def _check_model(abi: Mapping[str, Any], facts) -> None:
     try:
         got = abi_from_facts(facts, abi["max_seq_len"])
     except PipeplanError as e:
-        raise ReplayError(f"the model is not a llama model this package can run: {e.one_line()}",
+        raise ReplayError(f"the model is not a model this package can run: {e.one_line()}",
                           code="model_mismatch") from None
-    diff = [k for k in abi if got.get(k) != abi[k]]
+    diff = [k for k in list(abi) + [k for k in got if k not in abi] if got.get(k) != abi.get(k)]
     if diff:
         k = diff[0]
         raise ReplayError(f"model {facts.name} does not match the package's model ABI: {k} is {got.get(k)}, the package "
-                          f"was compiled for {abi[k]}", code="model_mismatch", where=k)
+                          f"was compiled for {abi.get(k)}", code="model_mismatch", where=k)
 
 
 def replay_package(pkg_dir: str | Path, model_path: str | Path, prompt: str | Sequence[int], max_tokens: int = 16, *,

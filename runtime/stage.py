@@ -350,7 +350,7 @@ class StageWorker:
         from pipeplan.runtime.program import (
             AllocationError,
             BindError,
-            LlamaHParams,
+            HParams,
             ProgramError,
             StageExecutor,
             is_cache,
@@ -377,7 +377,7 @@ class StageWorker:
 
         tensors: Any = weights
         try:
-            hp = LlamaHParams.from_facts(self.facts)
+            hp = HParams.from_facts(self.facts)  # the builder of facts.architecture (runtime.archs)
             prog = self._programs(hp)
             if self._inject("bind"):
                 first = next(iter(prog.steps.values()))

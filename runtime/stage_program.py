@@ -4,13 +4,16 @@ The compiler (``convert-runplan-to-pplan``, ``convert-cplan-to-vmachine``) needs
 :class:`KernelCall` list of a stage but not the torch executor, so these names live here and
 import nothing heavier than the standard library; :mod:`pipeplan.runtime.program` re-exports every
 one of them (existing imports from there keep working) and adds the torch :class:`StageExecutor`.
-See :mod:`pipeplan.runtime.program` for the buffer naming and the llama.cpp graph it follows.
+:func:`build_stage_program` dispatches on ``HParams.arch`` to the builders of
+:mod:`pipeplan.runtime.archs` (one module per architecture, each following its llama.cpp graph).
+See :mod:`pipeplan.runtime.program` for the buffer naming.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 from pipeplan.errors import PipeplanError
@@ -20,6 +23,7 @@ STAGE_INPUT = "input"
 STAGE_OUTPUT = "output"
 START_POS = "start_pos"
 ROPE_TABLE = "rope_table"
+ROPE_TABLE_SWA = "rope_table_swa"
 
 
 # --------------------------------------------------------------------------- errors
@@ -61,16 +65,56 @@ class ExecutionError(ProgramError):
 
 
 # --------------------------------------------------------------------------- hparams
+class UnsupportedArchitectureError(BindError):
+    """``general.architecture`` names no stage-program builder (:mod:`pipeplan.runtime.archs`)."""
+
+    code = "unsupported_architecture"
+
+
+class InvalidHParamsError(BindError):
+    """Hyper-parameters the architecture's graph cannot use (heads that do not divide the width,
+    a rope dimension above the head dimension, a negative sliding window, ...)."""
+
+    code = "invalid_hparams"
+
+
+class MissingTensorError(BindError):
+    """A tensor the stage program reads is not in the model (names the block and the tensor)."""
+
+    code = "missing_tensor"
+
+
+class UnexpectedTensorError(BindError):
+    """A model tensor the architecture's stage program would ignore (e.g. ``blk.0.attn_q.bias`` in a
+    llama file): running without it would silently compute another model."""
+
+    code = "unexpected_tensor"
+
+
 @dataclass(frozen=True)
-class LlamaHParams:
-    """Hyper-parameters of a llama model (the llama.cpp ``llama.*`` metadata keys).
+class HParams:
+    """Hyper-parameters of a decoder-only transformer (llama.cpp ``llama_hparams``, read from the
+    ``<arch>.*`` GGUF keys by the architecture's module in :mod:`pipeplan.runtime.archs`).
 
     Attributes:
         n_embd: hidden size D. n_head / n_head_kv: query / KV heads. n_ff: FFN width.
         n_vocab: vocabulary size. n_ctx: training context length. rope_dim: rotated dims per head.
-        rope_base: rope frequency base. rms_eps: RMS-norm epsilon.
+        rope_base: rope frequency base (global layers). rms_eps: RMS-norm epsilon.
         n_layer: block count (0 = unknown: ranges are then not checked against it).
         tied_embedding: True when the model has no ``output.weight`` (the head is ``token_embd.weight``).
+        arch: ``general.architecture`` (selects the program builder).
+        n_embd_head_k / n_embd_head_v: key / value head dims (``attention.key_length`` /
+            ``value_length``; 0 = ``n_embd // n_head``).
+        rope_mode: ``"norm"`` (GGML_ROPE_TYPE_NORM) or ``"neox"`` (GGML_ROPE_TYPE_NEOX).
+        rope_base_swa: rope frequency base of sliding-window layers (0 = none).
+        n_swa: sliding window in positions (0 = every layer attends causally to all positions).
+        swa_pattern: with ``n_swa > 0``, layer ``il`` is sliding-window iff ``swa_pattern == 0`` or
+            ``il % swa_pattern < swa_pattern - 1`` (llama.cpp ``set_swa_pattern``).
+        attn_scale: softmax scale (0 = ``1 / sqrt(n_embd_head_k)``).
+        embd_scale: factor on the gathered embedding rows (gemma: ``sqrt(n_embd)``).
+
+    The fields after ``tied_embedding`` default to llama's graph; a field equal to its default is
+    left out of the ABI (:meth:`to_abi`), so llama packages stay unchanged.
     """
 
     n_embd: int
@@ -84,64 +128,120 @@ class LlamaHParams:
     rms_eps: float
     n_layer: int = 0
     tied_embedding: bool = False
+    arch: str = "llama"
+    n_embd_head_k: int = 0
+    n_embd_head_v: int = 0
+    rope_mode: str = "norm"
+    rope_base_swa: float = 0.0
+    n_swa: int = 0
+    swa_pattern: int = 0
+    attn_scale: float = 0.0
+    embd_scale: float = 1.0
 
     @property
     def head_dim(self) -> int:
-        """``n_embd // n_head``."""
-        return self.n_embd // self.n_head
+        """Key head dim: ``n_embd_head_k`` when set, else ``n_embd // n_head``."""
+        return self.n_embd_head_k or self.n_embd // self.n_head
+
+    @property
+    def head_dim_v(self) -> int:
+        """Value head dim: ``n_embd_head_v`` when set, else :attr:`head_dim`."""
+        return self.n_embd_head_v or self.head_dim
+
+    def is_swa(self, il: int) -> bool:
+        """Whether block ``il`` uses sliding-window attention (llama.cpp ``hparams.is_swa(il)``)."""
+        if self.n_swa <= 0:
+            return False
+        return self.swa_pattern == 0 or il % self.swa_pattern < self.swa_pattern - 1
+
+    @property
+    def softmax_scale(self) -> float:
+        """The attention softmax scale: :attr:`attn_scale`, or ``1 / sqrt(head_dim)`` when 0."""
+        return self.attn_scale or 1.0 / math.sqrt(self.head_dim)
 
     @classmethod
-    def from_facts(cls, facts: ModelFacts) -> LlamaHParams:
-        """Hyper-parameters from header facts (``tied_embedding`` when ``output.weight`` is absent).
+    def from_facts(cls, facts: ModelFacts) -> HParams:
+        """Hyper-parameters of ``facts`` by its architecture's module (``tied_embedding`` when
+        ``output.weight`` is absent).
 
         Raises:
-            BindError: a llama invariant does not hold (heads not dividing the hidden size or each
-                other, odd or too large rope dimension).
+            UnsupportedArchitectureError: no builder for ``facts.architecture``.
+            InvalidHParamsError: invariants of that architecture do not hold (:meth:`check`).
         """
-        hp = cls(
-            n_embd=facts.embedding_length,
-            n_head=facts.head_count,
-            n_head_kv=facts.head_count_kv,
-            n_ff=facts.feed_forward_length,
-            n_vocab=facts.vocab_size,
-            n_ctx=facts.context_length,
-            rope_dim=facts.rope_dimension_count or facts.head_dim,
-            rope_base=float(facts.rope_freq_base),
-            rms_eps=float(facts.rms_norm_eps),
-            n_layer=facts.block_count,
-            tied_embedding=facts.tensor("output.weight") is None,
-        )
-        hp.check()
-        return hp
+        from pipeplan.runtime.archs import get_arch
+
+        return get_arch(facts.architecture).hparams(facts)
 
     def check(self) -> None:
-        """Raise :class:`BindError` unless the llama invariants hold (positive sizes, ``n_head``
-        divides ``n_embd``, ``n_head_kv`` divides ``n_head``, even ``rope_dim <= head_dim``)."""
+        """Raise :class:`InvalidHParamsError` unless the invariants hold: positive sizes, ``n_head``
+        divides ``n_embd`` (when no key length is given), ``n_head_kv`` divides ``n_head``, even
+        ``rope_dim <= head_dim``, a known rope mode, non-negative window and pattern."""
         if min(self.n_embd, self.n_head, self.n_head_kv, self.n_ff, self.n_vocab) <= 0:
-            raise BindError(f"hyper-parameters must be positive: {self}")
-        if self.n_embd % self.n_head or self.n_head % self.n_head_kv:
-            raise BindError(f"n_embd {self.n_embd}, n_head {self.n_head}, n_head_kv {self.n_head_kv} do not divide")
+            raise InvalidHParamsError(f"hyper-parameters must be positive: {self}", where="hparams")
+        if (not self.n_embd_head_k and self.n_embd % self.n_head) or self.n_head % self.n_head_kv:
+            raise InvalidHParamsError(
+                f"n_embd {self.n_embd}, n_head {self.n_head}, n_head_kv {self.n_head_kv} do not divide",
+                where="head_count")
+        if self.n_embd_head_k < 0 or self.n_embd_head_v < 0:
+            raise InvalidHParamsError(f"key/value head dims must be positive, got {self.n_embd_head_k}/"
+                                      f"{self.n_embd_head_v}", where="key_length")
         if self.rope_dim <= 0 or self.rope_dim % 2 or self.rope_dim > self.head_dim:
-            raise BindError(f"rope_dim {self.rope_dim} must be even and <= head_dim {self.head_dim}")
+            raise InvalidHParamsError(f"rope_dim {self.rope_dim} must be even and <= head_dim {self.head_dim}",
+                                      where="rope_dim")
+        if self.rope_mode not in ROPE_MODES:
+            raise InvalidHParamsError(f"rope mode {self.rope_mode!r} is not one of {ROPE_MODES}", where="rope_mode")
+        if self.n_swa < 0 or self.swa_pattern < 0:
+            raise InvalidHParamsError(f"sliding window {self.n_swa} / pattern {self.swa_pattern} must be >= 0",
+                                      where="sliding_window")
+        if not (math.isfinite(self.attn_scale) and self.attn_scale >= 0 and math.isfinite(self.embd_scale)
+                and self.embd_scale > 0 and math.isfinite(self.rope_base_swa) and self.rope_base_swa >= 0):
+            raise InvalidHParamsError(f"attention scale {self.attn_scale}, embedding scale {self.embd_scale} and "
+                                      f"rope base {self.rope_base_swa} must be finite and positive", where="hparams")
 
     def weight_shape(self, name: str) -> tuple[int, ...] | None:
-        """Torch-order shape the program expects for weight ``name`` (None: not a llama weight)."""
-        d, hd, f, v = self.n_embd, self.head_dim, self.n_ff, self.n_vocab
-        suffix = name.split(".", 2)[-1] if name.startswith("blk.") else name
-        return {
-            "token_embd.weight": (v, d),
-            "output.weight": (v, d),
-            "output_norm.weight": (d,),
-            "attn_norm.weight": (d,),
-            "ffn_norm.weight": (d,),
-            "attn_q.weight": (self.n_head * hd, d),
-            "attn_k.weight": (self.n_head_kv * hd, d),
-            "attn_v.weight": (self.n_head_kv * hd, d),
-            "attn_output.weight": (d, self.n_head * hd),
-            "ffn_gate.weight": (f, d),
-            "ffn_up.weight": (f, d),
-            "ffn_down.weight": (d, f),
-        }.get(suffix)
+        """Torch-order shape the program expects for weight ``name`` (None: not a weight of this
+        architecture); from the architecture's module."""
+        from pipeplan.runtime.archs import get_arch
+
+        return get_arch(self.arch).weight_shapes(self).get(
+            name.split(".", 2)[-1] if name.startswith("blk.") else name)
+
+    def to_abi(self, max_seq_len: int) -> dict[str, Any]:
+        """The model kernel ABI (``vmachine.abi``) of these hyper-parameters for ``max_seq_len``
+        positions: the llama fields always, each later field only when it differs from its default."""
+        out: dict[str, Any] = {
+            "n_embd": self.n_embd, "n_head": self.n_head, "n_head_kv": self.n_head_kv, "n_ff": self.n_ff,
+            "n_vocab": self.n_vocab, "n_ctx": self.n_ctx, "rope_dim": self.rope_dim, "n_layer": self.n_layer,
+            "max_seq_len": int(max_seq_len), "rope_base": self.rope_base, "rms_eps": self.rms_eps,
+            "tied_embedding": self.tied_embedding}
+        for f in fields(self):
+            if f.name in ABI_EXTRA and getattr(self, f.name) != f.default:
+                out[f.name] = getattr(self, f.name)
+        return out
+
+    @classmethod
+    def from_abi(cls, abi: Mapping[str, Any]) -> HParams:
+        """Inverse of :meth:`to_abi` (``max_seq_len`` is not a hyper-parameter and is ignored)."""
+        kw: dict[str, Any] = {k: abi[k] for k in ("n_embd", "n_head", "n_head_kv", "n_ff", "n_vocab", "n_ctx",
+                                                   "rope_dim", "n_layer")}
+        kw.update(rope_base=float(abi["rope_base"]), rms_eps=float(abi["rms_eps"]),
+                  tied_embedding=bool(abi["tied_embedding"]))
+        for name, kind in ABI_EXTRA.items():
+            if name in abi:
+                kw[name] = kind(abi[name])
+        return cls(**kw)
+
+
+LlamaHParams = HParams
+"""The historical name of :class:`HParams` (kept for existing imports)."""
+
+ROPE_MODES = ("norm", "neox")
+"""Rope pairings: GGML_ROPE_TYPE_NORM (adjacent pairs) and GGML_ROPE_TYPE_NEOX (halves)."""
+
+ABI_EXTRA: dict[str, type] = {"arch": str, "n_embd_head_k": int, "n_embd_head_v": int, "rope_mode": str,
+                              "rope_base_swa": float, "n_swa": int, "swa_pattern": int, "attn_scale": float,
+                              "embd_scale": float}
+"""HParams fields the ABI carries only when they differ from their (llama) defaults, and their types."""
 
 
 # --------------------------------------------------------------------------- program
@@ -183,8 +283,8 @@ class KernelCall:
 
 
 def is_weight(name: str) -> bool:
-    """Whether buffer ``name`` is a GGUF weight (its name ends in ``.weight``)."""
-    return name.endswith(".weight")
+    """Whether buffer ``name`` is a GGUF tensor (its name ends in ``.weight`` or ``.bias``)."""
+    return name.endswith(".weight") or name.endswith(".bias")
 
 
 def is_cache(name: str) -> bool:
@@ -192,21 +292,11 @@ def is_cache(name: str) -> bool:
     return name.endswith(".cache_k") or name.endswith(".cache_v")
 
 
-def build_stage_program(hp: LlamaHParams, layer_start: int, layer_end: int, first: bool, last: bool,
-                        max_seq_len: int) -> list[KernelCall]:
-    """The ordered kernel calls of a stage owning blocks ``[layer_start, layer_end)``.
-
-    ``first`` adds the embedding gather (``input`` = token ids); ``last`` adds the final norm and
-    output head (``output`` = logits; a ``last_row`` call marked ``attrs["if"] == "last_only"`` lets
-    the executor keep only the last position). Pure: names weights, caches and transients only.
-    Per block (16 calls): rms_norm, 3 matmuls (q, k, v), 2 ropes, kv_cache_write, attention,
-    matmul (attn_output), add, rms_norm, 2 matmuls (gate, up), silu_mul, matmul (down), add.
-
-    Raises:
-        InvalidRangeError: ``layer_start < 0``, ``layer_end < layer_start``, ``layer_end > n_layer``
-            (when known), an empty range on a stage that is neither first nor last, or
-            ``max_seq_len < 1``.
-    """
+def check_stage_range(hp: HParams, layer_start: int, layer_end: int, first: bool, last: bool,
+                      max_seq_len: int) -> None:
+    """Raise :class:`InvalidRangeError` for ``layer_start < 0``, ``layer_end < layer_start``,
+    ``layer_end > n_layer`` (when known), an empty range on a stage that is neither first nor last, or
+    ``max_seq_len < 1`` (every builder calls it first)."""
     if layer_start < 0 or layer_end < layer_start or (hp.n_layer and layer_end > hp.n_layer):
         raise InvalidRangeError(
             f"layer range [{layer_start}, {layer_end}) is not inside [0, {hp.n_layer or '?'})",
@@ -216,46 +306,23 @@ def build_stage_program(hp: LlamaHParams, layer_start: int, layer_end: int, firs
                                 where=f"[{layer_start}, {layer_end})")
     if max_seq_len < 1:
         raise InvalidRangeError(f"max_seq_len must be >= 1, got {max_seq_len}", where="max_seq_len")
-    hd = hp.head_dim
-    calls: list[KernelCall] = []
-    h = STAGE_INPUT
-    if first:
-        calls.append(KernelCall("embedding_gather", (STAGE_INPUT, "token_embd.weight"), ("h0",)))
-        h = "h0"
-    rope_q = {"n_heads": hp.n_head, "head_dim": hd, "rope_dim": hp.rope_dim}
-    rope_k = {"n_heads": hp.n_head_kv, "head_dim": hd, "rope_dim": hp.rope_dim}
-    for b in range(layer_start, layer_end):
-        p = f"blk.{b}."
-        w = lambda n, p=p: f"{p}{n}.weight"  # noqa: E731
-        t = lambda n, p=p: f"{p}{n}"  # noqa: E731
-        ck, cv = t("cache_k"), t("cache_v")
-        h_out = STAGE_OUTPUT if (b == layer_end - 1 and not last) else f"h{b + 1}"
-        calls += [
-            KernelCall("rms_norm", (h, w("attn_norm")), (t("attn_in"),), {"eps": hp.rms_eps}, b),
-            KernelCall("matmul", (t("attn_in"), w("attn_q")), (t("q_proj"),), {}, b),
-            KernelCall("matmul", (t("attn_in"), w("attn_k")), (t("k_proj"),), {}, b),
-            KernelCall("matmul", (t("attn_in"), w("attn_v")), (t("v"),), {}, b),
-            KernelCall("rope", (t("q_proj"), ROPE_TABLE, START_POS), (t("q"),), rope_q, b),
-            KernelCall("rope", (t("k_proj"), ROPE_TABLE, START_POS), (t("k"),), rope_k, b),
-            KernelCall("kv_cache_write", (t("k"), t("v"), ck, cv, START_POS), (), {}, b),
-            KernelCall("attention", (t("q"), ck, cv, START_POS), (t("attn"),), {}, b),
-            KernelCall("matmul", (t("attn"), w("attn_output")), (t("attn_out"),), {}, b),
-            KernelCall("add", (h, t("attn_out")), (t("h_mid"),), {}, b),
-            KernelCall("rms_norm", (t("h_mid"), w("ffn_norm")), (t("ffn_in"),), {"eps": hp.rms_eps}, b),
-            KernelCall("matmul", (t("ffn_in"), w("ffn_gate")), (t("gate"),), {}, b),
-            KernelCall("matmul", (t("ffn_in"), w("ffn_up")), (t("up"),), {}, b),
-            KernelCall("silu_mul", (t("gate"), t("up")), (t("ffn_act"),), {}, b),
-            KernelCall("matmul", (t("ffn_act"), w("ffn_down")), (t("ffn_out"),), {}, b),
-            KernelCall("add", (t("h_mid"), t("ffn_out")), (h_out,), {}, b),
-        ]
-        h = h_out
-    if last:
-        head = "token_embd.weight" if hp.tied_embedding else "output.weight"
-        calls += [
-            KernelCall("last_row", (h,), ("h_last",), {"if": "last_only"}),
-            KernelCall("rms_norm", ("h_last", "output_norm.weight"), ("h_norm",), {"eps": hp.rms_eps}),
-            KernelCall("matmul", ("h_norm", head), (STAGE_OUTPUT,)),
-        ]
-    elif layer_start == layer_end:  # first stage with no blocks: the embedding is the output
-        calls[-1] = KernelCall("embedding_gather", (STAGE_INPUT, "token_embd.weight"), (STAGE_OUTPUT,))
-    return calls
+
+
+def build_stage_program(hp: HParams, layer_start: int, layer_end: int, first: bool, last: bool,
+                        max_seq_len: int) -> list[KernelCall]:
+    """The ordered kernel calls of a stage owning blocks ``[layer_start, layer_end)``, built by the
+    module of ``hp.arch`` (:mod:`pipeplan.runtime.archs`: llama, gemma3, qwen2, qwen3).
+
+    ``first`` adds the embedding gather (``input`` = token ids); ``last`` adds the final norm and
+    output head (``output`` = logits; a ``last_row`` call marked ``attrs["if"] == "last_only"`` lets
+    the executor keep only the last position). Pure: names weights, caches and transients only.
+    llama (16 calls per block): rms_norm, 3 matmuls (q, k, v), 2 ropes, kv_cache_write, attention,
+    matmul (attn_output), add, rms_norm, 2 matmuls (gate, up), silu_mul, matmul (down), add.
+
+    Raises:
+        InvalidRangeError: see :func:`check_stage_range`.
+        UnsupportedArchitectureError: no builder for ``hp.arch``.
+    """
+    from pipeplan.runtime.archs import get_arch
+
+    return get_arch(hp.arch).build(hp, layer_start, layer_end, first, last, max_seq_len)

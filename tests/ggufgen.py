@@ -19,6 +19,10 @@ Public API::
     write_split(src, dst_dir, n_shards, *, name=None) -> list[Path]
     write_random_llama(dst, *, blocks, hidden, heads, kv_heads, ffn, vocab, ctx=256, ggml_type="F32",
                        seed=0, with_vocab=True, tensor_order=None, kv_overrides=None) -> Path
+    write_random_model(dst, *, arch, blocks, hidden, heads, kv_heads, ffn, vocab, head_dim=None, ctx=256,
+                       seed=0, sliding_window=None, tied=False, extra_tensors=None, drop_tensors=(),
+                       kv_overrides=None, label=None) -> Path
+    poison_tensor(path, name, index=0, value=inf) -> Path
 
 ``kv_overrides`` maps a metadata key to a new value (its GGUF value type is kept when the key
 exists; give ``(value, GGUFValueType)`` to force one) or to ``None`` to delete the key: tests use it
@@ -43,7 +47,10 @@ __all__ = [
     "write_variant",
     "write_split",
     "write_random_llama",
+    "write_random_model",
     "llama_tensor_names",
+    "poison_tensor",
+    "RANDOM_ARCHS",
 ]
 
 QUANTIZABLE = ("F32", "F16", "BF16", "Q8_0", "Q4_0", "Q4_1", "Q5_0", "Q5_1")
@@ -423,3 +430,153 @@ def write_random_llama(
         kvs = [(k, *v) for k, v in merged.items()]
     _write(dst, "llama", kvs, tensors)
     return dst
+
+
+RANDOM_ARCHS = ("llama", "gemma3", "qwen2", "qwen3")
+"""Architectures :func:`write_random_model` writes."""
+
+
+def _arch_block_tensors(arch: str, hidden: int, heads: int, kv_heads: int, ffn: int, hd: int
+                        ) -> list[tuple[str, tuple[int, ...], str]]:
+    """Per-block ``(suffix, numpy shape, init)`` of ``arch`` as llama.cpp's loader names them; init is
+    ``"matrix"`` (N(0, 1/fan_in)), ``"norm"`` (1 + N(0, 0.2)) or ``"bias"`` (N(0, 0.1))."""
+    q, kv = heads * hd, kv_heads * hd
+    out = [("attn_q.weight", (q, hidden), "matrix"), ("attn_k.weight", (kv, hidden), "matrix"),
+           ("attn_v.weight", (kv, hidden), "matrix"), ("attn_output.weight", (hidden, q), "matrix"),
+           ("attn_norm.weight", (hidden,), "norm"), ("ffn_gate.weight", (ffn, hidden), "matrix"),
+           ("ffn_down.weight", (hidden, ffn), "matrix"), ("ffn_up.weight", (ffn, hidden), "matrix"),
+           ("ffn_norm.weight", (hidden,), "norm")]
+    if arch == "qwen2":
+        out += [("attn_q.bias", (q,), "bias"), ("attn_k.bias", (kv,), "bias"), ("attn_v.bias", (kv,), "bias")]
+    if arch in ("gemma3", "qwen3"):
+        out += [("attn_q_norm.weight", (hd,), "norm"), ("attn_k_norm.weight", (hd,), "norm")]
+    if arch == "gemma3":
+        out += [("post_attention_norm.weight", (hidden,), "norm"), ("post_ffw_norm.weight", (hidden,), "norm")]
+    return out
+
+
+def write_random_model(
+    dst: str | os.PathLike[str],
+    *,
+    arch: str,
+    blocks: int,
+    hidden: int,
+    heads: int,
+    kv_heads: int,
+    ffn: int,
+    vocab: int,
+    head_dim: int | None = None,
+    ctx: int = 256,
+    seed: int = 0,
+    sliding_window: int | None = None,
+    tied: bool = False,
+    extra_tensors: Mapping[str, tuple[int, ...]] | None = None,
+    drop_tensors: Sequence[str] = (),
+    kv_overrides: Mapping[str, Any] | None = None,
+    label: str | None = None,
+) -> Path:
+    """An F32 GGUF of architecture ``arch`` (one of :data:`RANDOM_ARCHS`) with random weights that
+    llama.cpp and our runtime can load and run, and a tiny SPM vocabulary of ``vocab`` pieces.
+
+    Values (numpy ``default_rng([seed, i])`` per tensor ``i``, deterministic): matrices N(0, 1/fan_in),
+    ``token_embd`` N(0, 1), norms 1 + N(0, 0.2) (QK norms included), qwen2's q/k/v biases N(0, 0.1).
+    ``head_dim`` (default ``hidden // heads``) is written as ``attention.key_length``/``value_length``
+    when it differs from ``hidden // heads`` or the arch states them (gemma3, qwen3).
+    ``sliding_window`` (gemma3: required by llama.cpp; default 4) goes to ``attention.sliding_window``.
+    ``tied`` drops ``output.weight``. ``extra_tensors`` adds F32 tensors (name -> numpy shape, values
+    N(0, 0.1)); ``drop_tensors`` removes named tensors; ``kv_overrides`` as in :func:`write_random_llama`
+    (keys named with the label); ``label`` (default ``arch``) is written as ``general.architecture`` and
+    prefixes the hyperparameter keys while the tensors stay ``arch``'s (a mislabelled file).
+    Raises ValueError for an unknown arch or heads that do not divide.
+    """
+    if arch not in RANDOM_ARCHS:
+        raise ValueError(f"arch must be one of {RANDOM_ARCHS}, got {arch!r}")
+    if heads % kv_heads or (head_dim is None and hidden % heads):
+        raise ValueError(f"heads ({heads}) must divide by kv_heads ({kv_heads}) and hidden ({hidden}) by heads")
+    hd = head_dim or hidden // heads
+    specs: list[tuple[str, tuple[int, ...], str]] = [("token_embd.weight", (vocab, hidden), "embd"),
+                                                     ("output_norm.weight", (hidden,), "norm")]
+    if not tied:
+        specs.append(("output.weight", (vocab, hidden), "matrix"))
+    for b in range(blocks):
+        specs += [(f"blk.{b}.{n}", shape, init) for n, shape, init in
+                  _arch_block_tensors(arch, hidden, heads, kv_heads, ffn, hd)]
+    specs += [(n, tuple(shape), "extra") for n, shape in (extra_tensors or {}).items()]
+    unknown = set(drop_tensors) - {n for n, _, _ in specs}
+    if unknown:
+        raise ValueError(f"drop_tensors names tensors the model does not have: {sorted(unknown)}")
+    tensors: list[_Tensor] = []
+    for i, (name, shape, init) in enumerate(specs):
+        if name in drop_tensors:
+            continue
+
+        def make(shape: tuple[int, ...] = shape, init: str = init, i: int = i) -> np.ndarray:
+            rng = np.random.default_rng([seed, i])
+            z = rng.standard_normal(shape, dtype=np.float32)
+            if init == "matrix":
+                return (z / np.float32(np.sqrt(shape[-1]))).astype(np.float32)
+            if init == "norm":
+                return (1 + np.float32(0.2) * z).astype(np.float32)
+            if init in ("bias", "extra"):
+                return (np.float32(0.1) * z).astype(np.float32)
+            return z
+
+        tensors.append(_Tensor(name, shape, QT.F32, make))
+    k = label or arch
+    kvs: list[tuple[str, Any, VT, VT | None]] = [
+        ("general.name", f"random-{arch}-{blocks}x{hidden}", VT.STRING, None),
+        ("general.file_type", int(gguf.LlamaFileType.ALL_F32), VT.UINT32, None),
+        (f"{k}.context_length", ctx, VT.UINT32, None),
+        (f"{k}.embedding_length", hidden, VT.UINT32, None),
+        (f"{k}.block_count", blocks, VT.UINT32, None),
+        (f"{k}.feed_forward_length", ffn, VT.UINT32, None),
+        (f"{k}.attention.head_count", heads, VT.UINT32, None),
+        (f"{k}.attention.head_count_kv", kv_heads, VT.UINT32, None),
+        (f"{k}.attention.layer_norm_rms_epsilon", 1e-6, VT.FLOAT32, None),
+        (f"{k}.rope.freq_base", 10000.0, VT.FLOAT32, None),
+    ]
+    if arch in ("gemma3", "qwen3") or hd != hidden // heads:
+        kvs += [(f"{k}.attention.key_length", hd, VT.UINT32, None), (f"{k}.attention.value_length", hd, VT.UINT32, None)]
+    if arch == "gemma3":
+        kvs.append((f"{k}.attention.sliding_window", sliding_window or 4, VT.UINT32, None))
+    tokens, scores, types = _tiny_spm_vocab(vocab)
+    kvs += [
+        ("tokenizer.ggml.model", "llama", VT.STRING, None),
+        ("tokenizer.ggml.tokens", tokens, VT.ARRAY, VT.STRING),
+        ("tokenizer.ggml.scores", scores, VT.ARRAY, VT.FLOAT32),
+        ("tokenizer.ggml.token_type", types, VT.ARRAY, VT.INT32),
+        ("tokenizer.ggml.unknown_token_id", 0, VT.UINT32, None),
+        ("tokenizer.ggml.bos_token_id", 1, VT.UINT32, None),
+        ("tokenizer.ggml.eos_token_id", 2, VT.UINT32, None),
+        ("tokenizer.ggml.add_bos_token", True, VT.BOOL, None),
+    ]
+    if kv_overrides:
+        merged = {key: (v, t, sub) for key, v, t, sub in kvs}
+        for key, new in kv_overrides.items():
+            if new is None:
+                merged.pop(key, None)
+            elif key in merged and not (isinstance(new, tuple) and len(new) == 2 and isinstance(new[1], VT)):
+                merged[key] = (new, merged[key][1], merged[key][2])
+            else:
+                merged[key] = _infer_vtype(new)
+        kvs = [(key, *v) for key, v in merged.items()]
+    dst = Path(dst)
+    _write(dst, k, kvs, tensors)
+    return dst
+
+
+def poison_tensor(path: str | os.PathLike[str], name: str, index: int = 0, value: float = float("inf")) -> Path:
+    """Overwrite element ``index`` of F32 tensor ``name`` in the GGUF at ``path`` with ``value`` (in
+    place; e.g. an Inf weight for the non-finite fault tests). Raises ValueError when the tensor is
+    missing or not F32."""
+    p = Path(path)
+    reader = gguf.GGUFReader(p)
+    t = next((t for t in reader.tensors if t.name == name), None)
+    if t is None or t.tensor_type != QT.F32:
+        raise ValueError(f"{p}: no F32 tensor {name!r}")
+    at = int(t.data_offset) + 4 * int(index)
+    del reader
+    with open(p, "r+b") as f:
+        f.seek(at)
+        f.write(np.float32(value).tobytes())
+    return p

@@ -79,26 +79,21 @@ class Lowered:
 
 
 def abi_from_facts(facts, max_seq_len: int) -> dict[str, Any]:
-    """The ABI dict of a model (``ModelFacts``) for ``max_seq_len`` positions (LlamaHParams fields).
+    """The ABI dict of a model (``ModelFacts``) for ``max_seq_len`` positions (``HParams.to_abi``: the
+    llama fields, plus the architecture's own ones when they differ from llama's defaults).
 
-    Raises BindError (pipeplan.runtime.program) when the llama invariants do not hold."""
-    from pipeplan.runtime.program import LlamaHParams
+    Raises BindError (pipeplan.runtime.program) when the architecture's invariants do not hold or the
+    architecture has no builder."""
+    from pipeplan.runtime.stage_program import HParams
 
-    hp = LlamaHParams.from_facts(facts)
-    return {"n_embd": hp.n_embd, "n_head": hp.n_head, "n_head_kv": hp.n_head_kv, "n_ff": hp.n_ff,
-            "n_vocab": hp.n_vocab, "n_ctx": hp.n_ctx, "rope_dim": hp.rope_dim, "n_layer": hp.n_layer,
-            "max_seq_len": int(max_seq_len), "rope_base": hp.rope_base, "rms_eps": hp.rms_eps,
-            "tied_embedding": hp.tied_embedding}
+    return HParams.from_facts(facts).to_abi(max_seq_len)
 
 
 def hparams_of(abi: Mapping[str, Any]):
-    """``LlamaHParams`` of an ABI dict."""
-    from pipeplan.runtime.program import LlamaHParams
+    """``HParams`` of an ABI dict (``HParams.from_abi``)."""
+    from pipeplan.runtime.stage_program import HParams
 
-    return LlamaHParams(n_embd=abi["n_embd"], n_head=abi["n_head"], n_head_kv=abi["n_head_kv"], n_ff=abi["n_ff"],
-                        n_vocab=abi["n_vocab"], n_ctx=abi["n_ctx"], rope_dim=abi["rope_dim"],
-                        rope_base=float(abi["rope_base"]), rms_eps=float(abi["rms_eps"]), n_layer=abi["n_layer"],
-                        tied_embedding=bool(abi["tied_embedding"]))
+    return HParams.from_abi(abi)
 
 
 def binding_name(source: str, steps: tuple[str, ...]) -> tuple[int, str, str] | None:
@@ -328,9 +323,9 @@ def _instruction(c: Command, iid: str, nm, ref: dict[tuple, Any], used: dict[tup
 
 
 def _max_seq_len_from_plan(plan: ConcretePlan, abi_partial: Mapping[str, Any]) -> int:
-    hd = abi_partial["n_embd"] // abi_partial["n_head"]
+    hd = abi_partial.get("n_embd_head_k") or abi_partial["n_embd"] // abi_partial["n_head"]
     for a in plan.allocs:
-        if a.lifetime == "kv":
+        if a.lifetime == "kv" and a.source.endswith("cache_k"):
             return a.size // (abi_partial["n_head_kv"] * hd * 4)
     raise PipeplanError("the plan has no KV-cache allocation to derive max_seq_len from", code="missing_binding")
 

@@ -6,27 +6,33 @@ the module's ``runplan.*`` ops with one ``pplan.plan`` (plus a ``pplan.deploymen
 from the ``pool`` option's node-pool TOML file, else from the node specs the RunPlan carries).
 
 Task granularity is the runtime's by construction: each stage's tasks are the
-:class:`~pipeplan.runtime.stage_program.KernelCall` list of ``build_stage_program`` (16 calls per block:
-attn_norm, q/k/v matmuls, two ropes, kv_cache_write, attention, attn_output matmul, residual add,
-ffn_norm, gate/up matmuls, silu_mul, down matmul, residual add; embedding on the first stage;
+:class:`~pipeplan.runtime.stage_program.KernelCall` list of ``build_stage_program``, the builder of the
+model's architecture (llama: 16 calls per block: attn_norm, q/k/v matmuls, two ropes, kv_cache_write,
+attention, attn_output matmul, residual add, ffn_norm, gate/up matmuls, silu_mul, down matmul, residual
+add; gemma3, qwen2, qwen3 add QK norms, post norms, biases, GELU; embedding on the first stage;
 last_row, output norm and head on the last), wrapped by the edge transfers (``recv`` of the
 inbound edge, ``send`` of the outbound one) and, on the last stage, the sampling ``argmax``
 (llama.cpp greedy sampling; the runtime's Sampler at temperature 0). Two steps are described: a
 prefill of ``prompt_len`` tokens at position 0 and a decode of one token at ``decode_pos``
 (default ``prompt_len``).
 
-Work formulas (R rows in the call, D hidden, F ffn, H/Hkv heads, hd head dim, r rope dims,
-P = start position, L = P + R keys, w = element bytes; all activations f32):
+Work formulas (R rows in the call, D hidden, F ffn, H/Hkv heads, hd/hd_v key/value head dims, r rope
+dims, P = start position, L = P + R keys, W sliding window, w = element bytes; all activations f32):
 
 * ``matmul`` [R,K]x[N,K]^T: flops ``2*R*N*K``; reads ``R*K*4 + bytes(W)``; writes ``R*N*4``.
-* ``rms_norm``: flops ``4*R*D`` (square, sum, scale, weight); reads ``R*D*4 + bytes(w)``.
-* ``rope``: flops ``3*R*n_heads*r`` (6 per rotated pair); reads x and ``R*r*4`` of the table.
-* ``kv_cache_write``: reads k and v (``2*R*Hkv*hd*4``); writes ``R*Hkv*hd*w_kv`` into each cache.
-* ``attention``: flops ``H*S*(4*hd + 5)`` with ``S = R*P + R*(R+1)/2`` causal scores (QK^T and
-  PV 2*hd each, softmax 5); reads q and ``L*Hkv*hd*w_kv`` of each cache (caches are
-  ``[max_seq_len, Hkv, hd]``, position-major like the runtime's); work shape ``[R, H*hd, L]``.
-* ``add``: ``R*D`` flops; ``silu_mul``: ``5*R*F``; ``argmax``: ``V`` (compares);
-  ``embedding_gather``/``last_row``/``send``/``recv``: 0 flops, bytes of the rows moved.
+* ``rms_norm`` / ``head_rms_norm`` (per head): flops ``4*R*N`` (square, sum, scale, weight) over the
+  ``N`` values of a row; reads ``R*N*4 + bytes(w)``.
+* ``add_bias``: flops ``R*N``; reads ``R*N*4 + bytes(bias)``.
+* ``rope``: flops ``3*R*n_heads*r`` (6 per rotated pair); reads x and ``R*r*4`` of the table
+  (``rope_table``, or ``rope_table_swa`` on sliding-window layers).
+* ``kv_cache_write``: reads k and v; writes ``R*Hkv*hd*w_kv`` / ``R*Hkv*hd_v*w_kv`` into the caches.
+* ``attention``: flops ``H*S*(2*hd + 2*hd_v + 5)`` with ``S = R*P + R*(R+1)/2`` causal scores (each
+  query at most ``W`` with a window); QK^T 2*hd, PV 2*hd_v, softmax 5; reads q and the keys/values
+  any query sees (``L``, or ``min(L, W + R - 1)`` with a window) of each cache (caches are
+  ``[max_seq_len, Hkv, hd]`` / ``[.., hd_v]``, position-major like the runtime's); work shape ``[R, H*hd, L]``.
+* ``add``: ``R*D`` flops; ``silu_mul``: ``5*R*F``; ``gelu_mul``: ``10*R*F`` (tanh form); ``argmax``: ``V``
+  (compares); ``embedding_gather``: ``R*D`` with a ``scale`` (else 0); ``last_row``/``send``/``recv``:
+  0 flops, bytes of the rows moved.
 * ``send``/``recv`` move the step's rows of the edge object (``T*D*w`` activations, ``T*4`` token
   ids, 4 bytes for the sampled token) — at most the ObjectSpec's ``max_extent``.
 
@@ -159,7 +165,14 @@ def build_portable_plan(spec: RunPlanSpec, *, prompt_len: int, decode_pos: int |
     Source: the task list of each stage is ``runtime.stage_program.build_stage_program`` (same kernels, same
     order); formulas in the module docstring.
     """
-    from pipeplan.runtime.stage_program import LlamaHParams, ProgramError, build_stage_program
+    from pipeplan.runtime.stage_program import (
+        ROPE_TABLE,
+        ROPE_TABLE_SWA,
+        HParams,
+        ProgramError,
+        build_stage_program,
+        is_weight,
+    )
 
     facts, cfg = spec.facts, spec.config
     L = cfg.max_seq_len
@@ -170,10 +183,10 @@ def build_portable_plan(spec: RunPlanSpec, *, prompt_len: int, decode_pos: int |
         raise PassFailedException(f"convert-runplan-to-pplan: decode position {pos} must be in [prompt_len "
                                   f"{prompt_len}, max_seq_len {L})")
     try:
-        hp = LlamaHParams.from_facts(facts)
+        hp = HParams.from_facts(facts)
     except ProgramError as e:
         raise PassFailedException(f"convert-runplan-to-pplan: model {facts.name}: {e.message}") from None
-    D, hd, V = hp.n_embd, hp.head_dim, hp.n_vocab
+    D, hd, hd_v, V = hp.n_embd, hp.head_dim, hp.head_dim_v, hp.n_vocab
     kv_dt = cfg.kv_dtype
     tensors = {t.name: t for t in facts.tensors}
     n = len(spec.stages)
@@ -220,14 +233,15 @@ def build_portable_plan(spec: RunPlanSpec, *, prompt_len: int, decode_pos: int |
                     raise PassFailedException(f"convert-runplan-to-pplan: tensor {local}: {err}") from None
 
             def lookup(local: str, s=s, shapes=shapes) -> _Buf:
-                if local.endswith(".weight"):
+                if is_weight(local):
                     return weight(local)
                 if local.endswith(".cache_k") or local.endswith(".cache_v"):
-                    return bld.buffer(f"s{s}.{local}", kv_dt, (L, hp.n_head_kv, hd), alignment=act_align,
+                    dim = hd_v if local.endswith(".cache_v") else hd
+                    return bld.buffer(f"s{s}.{local}", kv_dt, (L, hp.n_head_kv, dim), alignment=act_align,
                                       lifetime="kv", memspace="device", stage=s, origin=local)
-                if local == "rope_table":
-                    return bld.buffer(f"s{s}.rope_table", "f32", (L, hp.rope_dim), alignment=act_align,
-                                      lifetime="weight", memspace="device", stage=s, origin="rope_table")
+                if local in (ROPE_TABLE, ROPE_TABLE_SWA):
+                    return bld.buffer(f"s{s}.{local}", "f32", (L, hp.rope_dim), alignment=act_align,
+                                      lifetime="weight", memspace="device", stage=s, origin=local)
                 return shapes[local]
 
             # inbound edge -> stage input
@@ -245,10 +259,10 @@ def build_portable_plan(spec: RunPlanSpec, *, prompt_len: int, decode_pos: int |
                 k = call.kernel
                 ins = [lookup(x) for x in call.inputs if x not in _SKIP_INPUTS]
                 blk = -1 if call.block is None else call.block
-                wname = next((x for x in call.inputs if x.endswith(".weight")), None)
+                wname = next((x for x in call.inputs if is_weight(x)), None)
                 label = _short(wname) if wname else (_short(call.outputs[0]) if call.outputs else "")
                 tname = f"{pre}." + (f"b{blk}." if blk >= 0 else "") + k + (f".{label}" if label else "")
-                model_op = (wname[: -len(".weight")] if wname else
+                model_op = (_model_op(wname) if wname else
                             (f"blk.{blk}.{k}({label})" if blk >= 0 else f"{k}({label})"))
                 x = ins[0]
                 R = x.shape[0] if x.shape else rows
@@ -258,12 +272,17 @@ def build_portable_plan(spec: RunPlanSpec, *, prompt_len: int, decode_pos: int |
                     w = ins[1]
                     out = transient(call.outputs[0], "f32", (T, D))
                     reads = [(x, T * 4), (w, T * dtype_nbytes(w.dtype, (1, w.shape[-1])))]
-                    flops, shape = 0, out.shape
-                elif k == "rms_norm":
+                    flops, shape = (T * D if "scale" in call.attrs else 0), out.shape
+                elif k in ("rms_norm", "head_rms_norm"):
                     w = ins[1]
                     out = transient(call.outputs[0], "f32", x.shape)
                     reads = [(x, R * x.shape[1] * f32), (w, dtype_nbytes(w.dtype, w.shape))]
                     flops, shape = 4 * R * x.shape[1], out.shape
+                elif k == "add_bias":
+                    w = ins[1]
+                    out = transient(call.outputs[0], "f32", x.shape)
+                    reads = [(x, R * x.shape[1] * f32), (w, dtype_nbytes(w.dtype, w.shape))]
+                    flops, shape = R * x.shape[1], out.shape
                 elif k == "matmul":
                     w = ins[1]
                     N, K = w.shape
@@ -279,23 +298,26 @@ def build_portable_plan(spec: RunPlanSpec, *, prompt_len: int, decode_pos: int |
                     kx, vx, ck, cv = ins
                     out = None
                     reads = [(kx, R * kx.shape[1] * f32), (vx, R * vx.shape[1] * f32)]
-                    per = dtype_nbytes(kv_dt, (R, hp.n_head_kv * hd))
-                    writes = [(ck, per), (cv, per)]
+                    per_k = dtype_nbytes(kv_dt, (R, hp.n_head_kv * hd))
+                    per_v = dtype_nbytes(kv_dt, (R, hp.n_head_kv * hd_v))
+                    writes = [(ck, per_k), (cv, per_v)]
                     flops, shape = 0, (R, hp.n_head_kv * hd)
                 elif k == "attention":
                     q, ck, cv = ins
                     ctx = P + R
-                    S = R * P + R * (R + 1) // 2
-                    out = transient(call.outputs[0], "f32", q.shape)
-                    kv_read = dtype_nbytes(kv_dt, (ctx, hp.n_head_kv, hd))
-                    reads = [(q, R * q.shape[1] * f32), (ck, kv_read), (cv, kv_read)]
-                    flops, shape = hp.n_head * S * (4 * hd + 5), (R, q.shape[1], ctx)
-                elif k in ("add", "silu_mul"):
+                    W = int(call.attrs.get("window", 0))
+                    seen = min(ctx, W + R - 1) if W > 0 else ctx  # keys [max(0, P - W + 1), P + R) are read
+                    S = _scores(R, P, W)
+                    out = transient(call.outputs[0], "f32", (R, hp.n_head * hd_v))
+                    reads = [(q, R * q.shape[1] * f32), (ck, dtype_nbytes(kv_dt, (seen, hp.n_head_kv, hd))),
+                             (cv, dtype_nbytes(kv_dt, (seen, hp.n_head_kv, hd_v)))]
+                    flops, shape = hp.n_head * S * (2 * hd + 2 * hd_v + 5), (R, q.shape[1], ctx)
+                elif k in ("add", "silu_mul", "gelu_mul"):
                     y = ins[1]
                     out = transient(call.outputs[0], "f32", x.shape)
                     nel = R * x.shape[1]
                     reads = [(x, nel * f32), (y, nel * f32)]
-                    flops, shape = (nel if k == "add" else 5 * nel), out.shape
+                    flops, shape = ({"add": 1, "silu_mul": 5, "gelu_mul": 10}[k] * nel), out.shape
                 elif k == "last_row":
                     out = transient(call.outputs[0], "f32", (1, x.shape[1]))
                     reads = [(x, x.shape[1] * f32)]
@@ -327,6 +349,20 @@ def build_portable_plan(spec: RunPlanSpec, *, prompt_len: int, decode_pos: int |
         raise PassFailedException("convert-runplan-to-pplan: an edge names an unknown producer stage")
     return PlanOp(spec.run_id, stage_count=n, prompt_len=prompt_len, decode_pos=pos, model=facts.name,
                   source=f"runplan @{spec.run_id}", ops=bld.ops)
+
+
+def _scores(R: int, P: int, W: int) -> int:
+    """Attention scores of ``R`` queries at positions ``P..P+R-1`` over causal keys (query ``P+i`` sees
+    ``P+i+1`` keys), at most ``W`` each when ``W > 0`` (sliding window)."""
+    if W <= 0:
+        return R * P + R * (R + 1) // 2
+    return sum(min(P + i + 1, W) for i in range(R))
+
+
+def _model_op(tensor: str) -> str:
+    """The model op of a task reading GGUF tensor ``tensor``: the name without ``.weight``
+    (``blk.3.attn_q``); a bias keeps its suffix (``blk.3.attn_q.bias``)."""
+    return tensor[: -len(".weight")] if tensor.endswith(".weight") else tensor
 
 
 def stage_reservations(spec: RunPlanSpec) -> dict[str, int]:

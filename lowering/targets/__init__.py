@@ -33,6 +33,10 @@ TARGETS: dict[str, str] = {
 }
 """Target name -> ``module:attribute`` of its plugin (imported lazily by :func:`get_target`)."""
 
+CPU_RUNTIME_DTYPES = ("f32", "f16", "bf16", "q8_0", "q4_0", "q4_1", "q5_0", "q5_1", "q4_k", "q5_k", "q6_k")
+"""Weight dtypes the CPU runtime executes (reference and CPU-quantized kernel tables): the types of
+llama.cpp's Q4_K_M / Q5_K_M / Q8_0 mixes. The virtual targets accept exactly these."""
+
 
 class UnknownTargetError(PipeplanError):
     """A target name that no plugin module provides."""
@@ -252,7 +256,7 @@ def standard_rules(prefix: str, *, compute_dtypes: Sequence[str], runtime: str, 
     dts = frozenset(compute_dtypes) | {"i32"}
     common = {"runtime": runtime, "library": library, "abi": abi, "min_alignment": min_alignment}
     ops = ("embedding_gather", "rms_norm", "matmul", "rope", "kv_cache_write", "attention", "silu_mul", "add",
-           "argmax", "last_row")
+           "argmax", "last_row", "head_rms_norm", "gelu_mul", "add_bias")
     rules = [CapabilityRule(f"{prefix}.{op}", f"{prefix}.{op}", op, dts, engine=engine, **common)  # type: ignore[arg-type]
              for op in ops]
     for op in ("send", "recv"):
@@ -275,6 +279,6 @@ def get_target(name: str) -> TargetPlugin:
     return getattr(import_module(module), attr)
 
 
-__all__ = ["TARGETS", "UnknownTargetError", "TaskRequirements", "CapabilityRule", "Candidate", "CapabilityModel",
+__all__ = ["TARGETS", "CPU_RUNTIME_DTYPES", "UnknownTargetError", "TaskRequirements", "CapabilityRule", "Candidate", "CapabilityModel",
            "LegalityModel", "ImplementationSelector", "EstimateProvider", "ResourceModel", "TargetPlugin",
            "RuleTable", "StandardLegality", "PreferenceSelector", "EngineResources", "standard_rules", "get_target"]

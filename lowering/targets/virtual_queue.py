@@ -1,15 +1,17 @@
 """Queue-centric virtual target ``virtual-queue`` (seed 003, "First implementation milestone" 1).
 
 A reference target whose commands run on in-order queues: a ``compute`` queue for kernels and a
-``copy`` queue for edge transfers. Its kernel library mirrors the runtime's reference kernels for
-the dtypes F32/F16/BF16/Q8_0/Q4_0 — deliberately **no K-quants** (Q4_K), so plans with K-quant
-weights fail legalization on it with a lineage diagnostic rather than a silent generic kernel.
+``copy`` queue for edge transfers. Its kernel library is the CPU runtime's (reference and
+CPU-quantized tables) for exactly the dtypes that runtime executes (``CPU_RUNTIME_DTYPES``: F32, F16,
+BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K); any other type (Q2_K, IQ4_NL, ...) fails
+legalization with a lineage diagnostic rather than a silent generic kernel.
 """
 
 from __future__ import annotations
 
 from pipeplan.dialects.bindings import TargetBinding
 from pipeplan.lowering.targets import (
+    CPU_RUNTIME_DTYPES,
     EngineResources,
     PreferenceSelector,
     RuleTable,
@@ -19,7 +21,7 @@ from pipeplan.lowering.targets import (
     standard_rules,
 )
 
-DTYPES = ("f32", "f16", "bf16", "q8_0", "q4_0")
+DTYPES = CPU_RUNTIME_DTYPES
 REVISION = "virtual-queue@1"
 
 BINDING = TargetBinding(

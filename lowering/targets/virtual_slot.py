@@ -1,7 +1,8 @@
 """Slot/dataflow virtual target ``virtual-slot`` (seed 003, "First implementation milestone" 1).
 
 A non-queue reference target: each task fires in a dataflow slot when its inputs are ready. Its
-kernel library accepts F32/F16/BF16/Q8_0/Q4_0/Q4_K and needs 64-byte aligned operands; the selector
+kernel library is the CPU runtime's (``CPU_RUNTIME_DTYPES``: F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0,
+Q5_1, Q4_K, Q5_K, Q6_K) and needs 64-byte aligned operands; the selector
 offers a requirement-only rewrite (operands realigned to 64 bytes) for tasks stated with a weaker
 alignment, which never changes the task's op, bytes or flops.
 """
@@ -10,6 +11,7 @@ from __future__ import annotations
 
 from pipeplan.dialects.bindings import TargetBinding
 from pipeplan.lowering.targets import (
+    CPU_RUNTIME_DTYPES,
     EngineResources,
     PreferenceSelector,
     RuleTable,
@@ -19,7 +21,7 @@ from pipeplan.lowering.targets import (
     standard_rules,
 )
 
-DTYPES = ("f32", "f16", "bf16", "q8_0", "q4_0", "q4_k")
+DTYPES = CPU_RUNTIME_DTYPES
 REVISION = "virtual-slot@1"
 
 BINDING = TargetBinding(

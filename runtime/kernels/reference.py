@@ -1,4 +1,4 @@
-"""Torch reference kernels of a llama stage program (one function per kernel name).
+"""Torch reference kernels of a stage program (one function per kernel name).
 
 A stage program (``pipeplan.runtime.program``) is an ordered list of ``KernelCall(kernel, inputs,
 outputs, attrs)``; the executor resolves the named buffers to tensors and calls
@@ -8,9 +8,11 @@ output name) and never keeps state. ``kv_cache_write`` is the one kernel that wr
 so tests can compare them call by call.
 
 Conventions: float32 everywhere; ``T`` tokens in the call, ``D`` = n_embd, ``H`` query heads,
-``Hkv`` KV heads, ``hd`` head dim, ``S`` = max_seq_len, ``V`` vocab; weights are in torch order
-``[out_features, in_features]`` (GGUF ggml shapes reversed). Semantics follow llama.cpp's
-``build_llama`` graph for ``LLM_ARCH_LLAMA`` (src/llama-model.cpp) and ggml's ops.
+``Hkv`` KV heads, ``hd_k``/``hd_v`` key/value head dims, ``S`` = max_seq_len, ``V`` vocab; weights are
+in torch order ``[out_features, in_features]`` (GGUF ggml shapes reversed). Semantics follow ggml's ops
+as llama.cpp's graphs use them (``llm_build_llama``, ``llm_build_gemma3``, ``llm_build_qwen2``,
+``llm_build_qwen3``); names, signatures and attribute defaults are the kernel contract every table
+(reference, CPU-quantized, Triton) implements. An attribute at its default is omitted by the programs.
 """
 
 from __future__ import annotations
@@ -21,12 +23,14 @@ import torch
 import torch.nn.functional as F
 
 
-def embedding_gather(ids: torch.Tensor, table: torch.Tensor) -> torch.Tensor:
-    """Rows of ``table`` for ``ids`` (ggml ``get_rows`` on ``token_embd.weight``).
+def embedding_gather(ids: torch.Tensor, table: torch.Tensor, *, scale: float = 1.0) -> torch.Tensor:
+    """Rows of ``table`` for ``ids`` (ggml ``get_rows`` on ``token_embd.weight``), times ``scale``
+    (gemma: ``sqrt(n_embd)``, llama.cpp ``ggml_scale(inpL, sqrtf(n_embd))``; float32 product).
 
     Shapes: ``ids`` int64 ``[T]``, ``table`` ``[V, D]`` -> ``[T, D]``. The caller checks ``0 <= ids < V``.
     """
-    return F.embedding(ids, table)
+    rows = F.embedding(ids, table)
+    return rows if scale == 1.0 else rows * scale
 
 
 def rms_norm(x: torch.Tensor, weight: torch.Tensor, *, eps: float) -> torch.Tensor:
@@ -38,6 +42,25 @@ def rms_norm(x: torch.Tensor, weight: torch.Tensor, *, eps: float) -> torch.Tens
     """
     r = (x * x).sum(-1, keepdim=True).mul_(1.0 / x.shape[-1]).add_(eps).rsqrt_()
     return (x * r).mul_(weight)
+
+
+def head_rms_norm(x: torch.Tensor, weight: torch.Tensor, *, eps: float, n_heads: int, head_dim: int
+                  ) -> torch.Tensor:
+    """RMS norm over each head's ``head_dim`` values, times ``weight`` (QK-norm: ``attn_q_norm`` /
+    ``attn_k_norm``; llama.cpp ``build_norm`` on Q reshaped ``[hd, H, T]``, ``LLM_NORM_RMS``).
+
+    Shapes: ``x`` ``[T, n_heads * head_dim]``, ``weight`` ``[head_dim]`` -> ``[T, n_heads * head_dim]``.
+    """
+    t = x.shape[0]
+    return rms_norm(x.reshape(t, n_heads, head_dim), weight, eps=eps).reshape(t, n_heads * head_dim)
+
+
+def add_bias(x: torch.Tensor, bias: torch.Tensor) -> torch.Tensor:
+    """``x + bias`` broadcast over rows (qwen2 ``attn_q.bias``/``attn_k.bias``/``attn_v.bias``).
+
+    Shapes: ``x`` ``[T, N]``, ``bias`` ``[N]`` -> ``[T, N]``.
+    """
+    return x + bias
 
 
 def matmul(x: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
@@ -68,17 +91,27 @@ def rope_table(max_seq_len: int, rope_dim: int, base: float) -> torch.Tensor:
 
 
 def rope(x: torch.Tensor, table: torch.Tensor, start_pos: int, *, n_heads: int, head_dim: int,
-         rope_dim: int) -> torch.Tensor:
-    """Rotary position embedding, ggml NORM mode (``GGML_ROPE_TYPE_NORM``, used by
-    ``LLM_ARCH_LLAMA``): adjacent pairs ``(x[2i], x[2i+1])`` of each head rotate by
-    ``(start_pos + t) * base**(-2i/rope_dim)``; dims ``>= rope_dim`` pass through. (The GGUF
-    converter permutes q/k rows so that NORM pairing is correct; the EXPECTED greedy tokens confirm it.)
+         rope_dim: int, mode: str = "norm") -> torch.Tensor:
+    """Rotary position embedding of each head's first ``rope_dim`` dims by
+    ``(start_pos + t) * base**(-2i/rope_dim)``; dims ``>= rope_dim`` pass through.
+
+    ``mode="norm"`` (``GGML_ROPE_TYPE_NORM``, llama): adjacent pairs ``(x[2i], x[2i+1])`` (the GGUF
+    converter permutes llama's q/k rows so that this pairing is right). ``mode="neox"``
+    (``GGML_ROPE_TYPE_NEOX``: gemma3, qwen2, qwen3): pairs ``(x[i], x[i + rope_dim/2])``.
 
     Shapes: ``x`` ``[T, n_heads * head_dim]``, ``table`` from :func:`rope_table` -> ``[T, n_heads, head_dim]``.
+    Raises ValueError for another ``mode``.
     """
     t = x.shape[0]
     xh = x.reshape(t, n_heads, head_dim)
     freqs = table[start_pos : start_pos + t]  # [T, 1, rope_dim/2]
+    if mode == "neox":
+        half = rope_dim // 2
+        rot = torch.complex(xh[..., :half], xh[..., half:rope_dim]) * freqs
+        parts = [rot.real, rot.imag] + ([xh[..., rope_dim:]] if rope_dim < head_dim else [])
+        return torch.cat(parts, dim=-1)
+    if mode != "norm":
+        raise ValueError(f"rope mode {mode!r} is not 'norm' or 'neox'")
     if rope_dim == head_dim:
         xc = torch.view_as_complex(xh.reshape(t, n_heads, head_dim // 2, 2))
         return torch.view_as_real(xc * freqs).reshape(t, n_heads, head_dim)
@@ -90,43 +123,61 @@ def kv_cache_write(k: torch.Tensor, v: torch.Tensor, cache_k: torch.Tensor, cach
                    start_pos: int) -> None:
     """Store this call's keys and values at positions ``[start_pos, start_pos + T)`` (in place).
 
-    Shapes: ``k`` ``[T, Hkv, hd]``, ``v`` ``[T, Hkv * hd]``; ``cache_k``/``cache_v`` ``[S, Hkv, hd]``
-    (position-major, so a write is one contiguous copy).
+    Shapes: ``k`` ``[T, Hkv, hd_k]``, ``v`` ``[T, Hkv * hd_v]``; ``cache_k`` ``[S, Hkv, hd_k]``,
+    ``cache_v`` ``[S, Hkv, hd_v]`` (position-major, so a write is one contiguous copy).
     """
-    t, hkv, hd = k.shape
+    t, hkv = k.shape[0], k.shape[1]
     cache_k[start_pos : start_pos + t] = k
-    cache_v[start_pos : start_pos + t] = v.view(t, hkv, hd)
+    cache_v[start_pos : start_pos + t] = v.view(t, hkv, cache_v.shape[2])
 
 
-def attention(q: torch.Tensor, cache_k: torch.Tensor, cache_v: torch.Tensor, start_pos: int) -> torch.Tensor:
+def attention(q: torch.Tensor, cache_k: torch.Tensor, cache_v: torch.Tensor, start_pos: int, *,
+              scale: float | None = None, window: int = 0) -> torch.Tensor:
     """Causal grouped-query attention of ``T`` queries at positions ``[start_pos, start_pos + T)``
     over the cached keys/values ``[0, start_pos + T)``; query head ``h`` uses KV head
-    ``h // (H / Hkv)`` (ggml's broadcast in ``mul_mat``); scale ``1 / sqrt(hd)``; softmax in float32.
+    ``h // (H / Hkv)`` (ggml's broadcast in ``mul_mat``); softmax in float32 at ``scale`` (None:
+    ``1 / sqrt(hd_k)``; gemma3's ``f_attention_scale`` on Q is the same product).
 
-    Shapes: ``q`` ``[T, H, hd]``, caches ``[S, Hkv, hd]`` -> ``[T, H * hd]``.
+    ``window`` W > 0: the query at position p sees keys ``j`` with ``p - W < j <= p`` (llama.cpp
+    ``LLAMA_SWA_TYPE_STANDARD``: masked when ``p - j >= W``); 0: every earlier position.
+
+    Shapes: ``q`` ``[T, H, hd_k]``, ``cache_k`` ``[S, Hkv, hd_k]``, ``cache_v`` ``[S, Hkv, hd_v]`` -> ``[T, H * hd_v]``.
     """
     t, h, hd = q.shape
-    hkv = cache_k.shape[1]
+    hkv, hdv = cache_k.shape[1], cache_v.shape[2]
     n = start_pos + t
-    k = cache_k[:n].transpose(0, 1)  # [Hkv, n, hd] view
-    v = cache_v[:n].transpose(0, 1)
+    sc = 1.0 / math.sqrt(hd) if scale is None else float(scale)
+    lo = max(0, n - t - window + 1) if window > 0 else 0  # first key any query of the call can see
+    k = cache_k[lo:n].transpose(0, 1)  # [Hkv, n - lo, hd] view
+    v = cache_v[lo:n].transpose(0, 1)
     if t == 1:
-        # decode: one query sees every cached position; grouped matmuls, no mask
+        # decode: one query sees every kept position; grouped matmuls, no mask
         qg = q.view(hkv, h // hkv, hd)
-        s = torch.bmm(qg, k.transpose(1, 2)).mul_(1.0 / math.sqrt(hd))
-        return torch.bmm(torch.softmax(s, dim=-1), v).view(1, h * hd)
+        s = torch.bmm(qg, k.transpose(1, 2)).mul_(sc)
+        return torch.bmm(torch.softmax(s, dim=-1), v).view(1, h * hdv)
     qh = q.transpose(0, 1)  # [H, T, hd]
-    if start_pos == 0:
-        o = F.scaled_dot_product_attention(qh, k, v, is_causal=True, enable_gqa=True)
+    sdpa_scale = None if scale is None else sc  # None: SDPA's own 1/sqrt(hd), as before the attribute existed
+    if start_pos == 0 and window <= 0:
+        o = F.scaled_dot_product_attention(qh, k, v, is_causal=True, enable_gqa=True, scale=sdpa_scale)
     else:
-        mask = torch.ones(t, n, dtype=torch.bool).tril(diagonal=start_pos)
-        o = F.scaled_dot_product_attention(qh, k, v, attn_mask=mask, enable_gqa=True)
-    return o.transpose(0, 1).reshape(t, h * hd)
+        qpos = torch.arange(start_pos, n)[:, None]
+        kpos = torch.arange(lo, n)[None, :]
+        mask = kpos <= qpos
+        if window > 0:
+            mask &= qpos - kpos < window
+        o = F.scaled_dot_product_attention(qh, k, v, attn_mask=mask, enable_gqa=True, scale=sdpa_scale)
+    return o.transpose(0, 1).reshape(t, h * hdv)
 
 
 def silu_mul(gate: torch.Tensor, up: torch.Tensor) -> torch.Tensor:
     """``silu(gate) * up`` (llama FFN, ``LLM_FFN_SILU`` + ``LLM_FFN_PAR``). Shapes ``[T, F]`` -> ``[T, F]``."""
     return F.silu(gate).mul_(up)
+
+
+def gelu_mul(gate: torch.Tensor, up: torch.Tensor) -> torch.Tensor:
+    """``gelu_tanh(gate) * up`` (ggml ``gelu``: the tanh approximation; gemma3 FFN, ``LLM_FFN_GELU`` +
+    ``LLM_FFN_PAR``). Shapes ``[T, F]`` -> ``[T, F]``."""
+    return F.gelu(gate, approximate="tanh").mul_(up)
 
 
 def add(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
@@ -147,13 +198,16 @@ def argmax(logits: torch.Tensor) -> torch.Tensor:
 KERNELS = {
     "embedding_gather": embedding_gather,
     "rms_norm": rms_norm,
+    "head_rms_norm": head_rms_norm,
     "matmul": matmul,
     "split": split,
     "rope": rope,
     "kv_cache_write": kv_cache_write,
     "attention": attention,
     "silu_mul": silu_mul,
+    "gelu_mul": gelu_mul,
     "add": add,
+    "add_bias": add_bias,
     "last_row": last_row,
     "argmax": argmax,
 }

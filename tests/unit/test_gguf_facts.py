@@ -20,6 +20,7 @@ from pipeplan.errors import (
     GGUFError,
     InconsistentShardsError,
     InconsistentTensorIndexError,
+    InvalidHParamsError,
     MissingKeyError,
     NotGGUFError,
     TruncatedGGUFError,
@@ -383,9 +384,10 @@ def test_tensor_shape_vs_hyperparameters(stories_path, tmp_path):
 
 
 def test_head_counts_must_divide(stories_path, tmp_path):
-    """RP-AR-6: head_count_kv = 3 does not divide head_count = 8 (missing_key names the head keys)."""
+    """RP-AR-6: head_count_kv = 3 does not divide head_count = 8: invalid_hparams (not missing_key: the
+    keys are present, their values do not fit together), naming the head keys (issue 11 item 2)."""
     p = write_variant(stories_path, tmp_path / "kv3.gguf", kv_overrides={"llama.attention.head_count_kv": 3})
-    _rejects(p, MissingKeyError, "missing_key", "llama.attention.head_count_kv = 3")
+    _rejects(p, InvalidHParamsError, "invalid_hparams", "llama.attention.head_count_kv = 3")
 
 
 def test_files_are_absolute_for_relative_paths(stories_path, monkeypatch):

@@ -314,19 +314,21 @@ def test_bindings_round_trip_through_ops():
 
 # --------------------------------------------------------------------------- legalization
 def test_q4k_task_fails_on_queue_target_with_lineage(ctx):
-    """AB-I-2, AB-D-1: a Q4_K matmul on the queue target (no K-quants) fails with the lineage path and
-    the rejected candidates; the cuda-triton target implements it."""
-    text = (REPO / "tests/filecheck/transforms/pplan-legalize-q4k.mlir").read_text()
-    m = parse_module(ctx, text)
+    """AB-I-2, AB-D-1: a matmul of a type no target executes (Q2_K) fails on the queue target with the
+    lineage path and the rejected candidates; a Q4_K one (which the CPU runtime executes, issue 11
+    item 8) is legal on virtual-queue and on cuda-triton."""
+    text = (REPO / "tests/filecheck/transforms/pplan-legalize-unsupported-dtype.mlir").read_text()
     with pytest.raises(PassFailedException) as ei:
-        run_pipeline(ctx, m.clone(), "pplan-legalize{target=virtual-queue}")
+        run_pipeline(ctx, parse_module(ctx, text), "pplan-legalize{target=virtual-queue}")
     msg = str(ei.value)
     assert ("model op blk.7.attn_q -> stage 1 block 7 (decode) -> task @decode.s1.b7.matmul.attn_q -> rejected "
-            "candidates: vq.matmul: dtype q4_k unsupported") in msg
-    ok = m.clone()
-    run_pipeline(ctx, ok, "pplan-legalize{target=cuda-triton}")
-    cands = [c for c in next(o for o in ok.ops if isinstance(o, CandidatesOp)).body.block.ops]
-    assert [c.impl.data for c in cands] == ["triton.matmul"]
+            "candidates: vq.matmul: dtype q2_k unsupported") in msg
+    m = parse_module(ctx, (REPO / "tests/filecheck/transforms/pplan-legalize-q4k.mlir").read_text())
+    for target, impl in (("virtual-queue", "vq.matmul"), ("cuda-triton", "triton.matmul")):
+        ok = m.clone()
+        run_pipeline(ctx, ok, f"pplan-legalize{{target={target}}}")
+        cands = [c for c in next(o for o in ok.ops if isinstance(o, CandidatesOp)).body.block.ops]
+        assert [c.impl.data for c in cands] == [impl]
 
 
 def test_stories_legalizes_on_every_target_with_provenance(ctx, base2):

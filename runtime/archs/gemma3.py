@@ -1,0 +1,101 @@
+"""``gemma3``: llama.cpp ``llm_build_gemma3`` (src/models/gemma3.cpp, ``LLM_ARCH_GEMMA3``; hparams from
+``load_hparams``: ``swa_type = LLAMA_SWA_TYPE_STANDARD``, ``set_swa_pattern(6)``,
+``rope_freq_base_train_swa = 10000``, ``f_attention_scale``).
+
+Embedding rows scaled by ``sqrt(n_embd)``. Per block (20 calls): ``attn_norm`` RMS norm; q/k/v matmuls;
+QK RMS norm per head (``attn_q_norm``/``attn_k_norm``, over ``key_length``) before NEOX rope; KV-cache
+write; GQA attention, sliding-window (``attention.sliding_window``) with the local rope base
+(``rope.freq_base_swa``, default 10000) on layers ``il % 6 < 5``, global with ``rope.freq_base`` on the
+others; ``attn_output`` matmul; ``post_attention_norm``; residual add; ``ffn_norm``; gate/up matmuls;
+GELU-tanh gate (``gelu_mul``, LLM_FFN_GELU + LLM_FFN_PAR); ``ffn_down``; ``post_ffw_norm``; residual add.
+Softmax scale ``1/sqrt(key_length)`` (27B, 62 layers: ``1/sqrt(n_embd / n_head)``). Tied embedding
+when there is no ``output.weight``; no final logit soft-capping (the sliding-window graph has none).
+Norm weights are used as stored (llama.cpp's converter already added Gemma's ``1 +``).
+"""
+
+from __future__ import annotations
+
+import math
+
+from pipeplan.plan_types import ModelFacts
+from pipeplan.runtime.archs import Arch, MetaKey
+from pipeplan.runtime.archs.common import (
+    attention_call,
+    attention_weights,
+    base_hparams,
+    block_names,
+    rope_call,
+)
+from pipeplan.runtime.stage_program import START_POS, HParams, InvalidHParamsError, KernelCall
+
+SWA_PATTERN = 6
+"""Every 6th layer (``il % 6 == 5``) is global (llama.cpp ``hparams.set_swa_pattern(6)``)."""
+ROPE_BASE_SWA = 10000.0
+"""Local rope base when the file states none (llama.cpp ``rope_freq_base_train_swa``)."""
+N_LAYER_27B = 62
+"""llama.cpp tells Gemma 3 27B by its 62 layers (``LLM_TYPE_27B``): its attention scale differs."""
+
+
+def hparams(facts: ModelFacts) -> HParams:
+    """gemma3 hyper-parameters: the common keys plus ``attention.sliding_window`` (required),
+    ``rope.freq_base_swa`` (default 10000); NEOX rope; embedding scale ``sqrt(n_embd)``.
+
+    Raises InvalidHParamsError: no positive sliding window (facts that did not come from a GGUF, whose
+    reader requires the key)."""
+    if not facts.param("attention.sliding_window"):
+        raise InvalidHParamsError(f"gemma3 model {facts.name!r} states no attention.sliding_window (llama.cpp "
+                                  "requires it: the local layers attend to that many positions)",
+                                  where="attention.sliding_window")
+    scale = 0.0
+    if facts.block_count == N_LAYER_27B:
+        scale = 1.0 / math.sqrt(facts.embedding_length // facts.head_count)
+    return base_hparams(
+        facts, rope_mode="neox", n_swa=int(facts.param("attention.sliding_window", 0) or 0),
+        swa_pattern=SWA_PATTERN, rope_base_swa=float(facts.param("rope.freq_base_swa", ROPE_BASE_SWA) or 0.0),
+        attn_scale=scale, embd_scale=math.sqrt(facts.embedding_length))
+
+
+def block(hp: HParams, b: int, h: str, h_out: str) -> list[KernelCall]:
+    """The 20 calls of gemma3 block ``b`` (module docstring)."""
+    w, t = block_names(b)
+    eps = {"eps": hp.rms_eps}
+    qn = {"eps": hp.rms_eps, "n_heads": hp.n_head, "head_dim": hp.head_dim}
+    kn = {"eps": hp.rms_eps, "n_heads": hp.n_head_kv, "head_dim": hp.head_dim}
+    ck, cv = t("cache_k"), t("cache_v")
+    return [
+        KernelCall("rms_norm", (h, w("attn_norm")), (t("attn_in"),), eps, b),
+        KernelCall("matmul", (t("attn_in"), w("attn_q")), (t("q_proj"),), {}, b),
+        KernelCall("matmul", (t("attn_in"), w("attn_k")), (t("k_proj"),), {}, b),
+        KernelCall("matmul", (t("attn_in"), w("attn_v")), (t("v"),), {}, b),
+        KernelCall("head_rms_norm", (t("q_proj"), w("attn_q_norm")), (t("q_norm"),), qn, b),
+        KernelCall("head_rms_norm", (t("k_proj"), w("attn_k_norm")), (t("k_norm"),), kn, b),
+        rope_call(hp, b, t("q_norm"), t("q"), hp.n_head),
+        rope_call(hp, b, t("k_norm"), t("k"), hp.n_head_kv),
+        KernelCall("kv_cache_write", (t("k"), t("v"), ck, cv, START_POS), (), {}, b),
+        attention_call(hp, b, t("q"), ck, cv, t("attn")),
+        KernelCall("matmul", (t("attn"), w("attn_output")), (t("attn_out"),), {}, b),
+        KernelCall("rms_norm", (t("attn_out"), w("post_attention_norm")), (t("attn_post"),), eps, b),
+        KernelCall("add", (h, t("attn_post")), (t("h_mid"),), {}, b),
+        KernelCall("rms_norm", (t("h_mid"), w("ffn_norm")), (t("ffn_in"),), eps, b),
+        KernelCall("matmul", (t("ffn_in"), w("ffn_gate")), (t("gate"),), {}, b),
+        KernelCall("matmul", (t("ffn_in"), w("ffn_up")), (t("up"),), {}, b),
+        KernelCall("gelu_mul", (t("gate"), t("up")), (t("ffn_act"),), {}, b),
+        KernelCall("matmul", (t("ffn_act"), w("ffn_down")), (t("ffn_out"),), {}, b),
+        KernelCall("rms_norm", (t("ffn_out"), w("post_ffw_norm")), (t("ffn_post"),), eps, b),
+        KernelCall("add", (t("h_mid"), t("ffn_post")), (h_out,), {}, b),
+    ]
+
+
+def block_weights(hp: HParams) -> dict[str, tuple[int, ...]]:
+    """llama's block tensors plus ``attn_q_norm``/``attn_k_norm`` ``[key_length]`` and
+    ``post_attention_norm``/``post_ffw_norm`` ``[D]``."""
+    d = hp.n_embd
+    return {**attention_weights(hp), "attn_q_norm.weight": (hp.head_dim,), "attn_k_norm.weight": (hp.head_dim,),
+            "post_attention_norm.weight": (d,), "post_ffw_norm.weight": (d,)}
+
+
+ARCH = Arch(name="gemma3", source="llama.cpp llm_build_gemma3",
+            metadata=(MetaKey("attention.sliding_window", "int", required=True),
+                      MetaKey("rope.freq_base_swa", "float")),
+            hparams=hparams, block=block, block_weights=block_weights)
+"""The gemma3 architecture."""

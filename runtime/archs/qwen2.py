@@ -1,0 +1,64 @@
+"""``qwen2``: llama.cpp ``llm_build_qwen2`` (src/models/qwen2.cpp, ``LLM_ARCH_QWEN2``).
+
+llama's block with q/k/v biases (``attn_q.bias``/``attn_k.bias``/``attn_v.bias``, added right after
+their matmuls) and NEOX rope (``LLAMA_ROPE_TYPE_NEOX``); SwiGLU FFN; softmax scale ``1/sqrt(head_dim)``.
+19 calls per block.
+"""
+
+from __future__ import annotations
+
+from pipeplan.plan_types import ModelFacts
+from pipeplan.runtime.archs import Arch
+from pipeplan.runtime.archs.common import (
+    attention_call,
+    attention_weights,
+    base_hparams,
+    block_names,
+    rope_call,
+)
+from pipeplan.runtime.stage_program import START_POS, HParams, KernelCall
+
+
+def hparams(facts: ModelFacts) -> HParams:
+    """qwen2 hyper-parameters: the common keys, NEOX rope."""
+    return base_hparams(facts, rope_mode="neox")
+
+
+def block(hp: HParams, b: int, h: str, h_out: str) -> list[KernelCall]:
+    """The 19 calls of qwen2 block ``b`` (module docstring)."""
+    w, t = block_names(b)
+    eps = {"eps": hp.rms_eps}
+    ck, cv = t("cache_k"), t("cache_v")
+    return [
+        KernelCall("rms_norm", (h, w("attn_norm")), (t("attn_in"),), eps, b),
+        KernelCall("matmul", (t("attn_in"), w("attn_q")), (t("q_mm"),), {}, b),
+        KernelCall("matmul", (t("attn_in"), w("attn_k")), (t("k_mm"),), {}, b),
+        KernelCall("matmul", (t("attn_in"), w("attn_v")), (t("v_mm"),), {}, b),
+        KernelCall("add_bias", (t("q_mm"), t("attn_q.bias")), (t("q_proj"),), {}, b),
+        KernelCall("add_bias", (t("k_mm"), t("attn_k.bias")), (t("k_proj"),), {}, b),
+        KernelCall("add_bias", (t("v_mm"), t("attn_v.bias")), (t("v"),), {}, b),
+        rope_call(hp, b, t("q_proj"), t("q"), hp.n_head),
+        rope_call(hp, b, t("k_proj"), t("k"), hp.n_head_kv),
+        KernelCall("kv_cache_write", (t("k"), t("v"), ck, cv, START_POS), (), {}, b),
+        attention_call(hp, b, t("q"), ck, cv, t("attn")),
+        KernelCall("matmul", (t("attn"), w("attn_output")), (t("attn_out"),), {}, b),
+        KernelCall("add", (h, t("attn_out")), (t("h_mid"),), {}, b),
+        KernelCall("rms_norm", (t("h_mid"), w("ffn_norm")), (t("ffn_in"),), eps, b),
+        KernelCall("matmul", (t("ffn_in"), w("ffn_gate")), (t("gate"),), {}, b),
+        KernelCall("matmul", (t("ffn_in"), w("ffn_up")), (t("up"),), {}, b),
+        KernelCall("silu_mul", (t("gate"), t("up")), (t("ffn_act"),), {}, b),
+        KernelCall("matmul", (t("ffn_act"), w("ffn_down")), (t("ffn_out"),), {}, b),
+        KernelCall("add", (t("h_mid"), t("ffn_out")), (h_out,), {}, b),
+    ]
+
+
+def block_weights(hp: HParams) -> dict[str, tuple[int, ...]]:
+    """llama's block tensors plus the biases ``attn_q.bias`` ``[H*hd_k]``, ``attn_k.bias`` ``[Hkv*hd_k]``,
+    ``attn_v.bias`` ``[Hkv*hd_v]``."""
+    return {**attention_weights(hp), "attn_q.bias": (hp.n_head * hp.head_dim,),
+            "attn_k.bias": (hp.n_head_kv * hp.head_dim,), "attn_v.bias": (hp.n_head_kv * hp.head_dim_v,)}
+
+
+ARCH = Arch(name="qwen2", source="llama.cpp llm_build_qwen2", metadata=(), hparams=hparams, block=block,
+            block_weights=block_weights)
+"""The qwen2 architecture."""

@@ -1,0 +1,63 @@
+"""``qwen3``: llama.cpp ``llm_build_qwen3`` (src/models/qwen3.cpp, ``LLM_ARCH_QWEN3``).
+
+llama's block with QK RMS norm per head (``attn_q_norm``/``attn_k_norm`` ``[key_length]``, before rope),
+NEOX rope, head dim from ``attention.key_length`` (Qwen3 heads are wider than ``n_embd / n_head``);
+no biases; SwiGLU FFN; softmax scale ``1/sqrt(head_dim)``. 18 calls per block.
+"""
+
+from __future__ import annotations
+
+from pipeplan.plan_types import ModelFacts
+from pipeplan.runtime.archs import Arch
+from pipeplan.runtime.archs.common import (
+    attention_call,
+    attention_weights,
+    base_hparams,
+    block_names,
+    rope_call,
+)
+from pipeplan.runtime.stage_program import START_POS, HParams, KernelCall
+
+
+def hparams(facts: ModelFacts) -> HParams:
+    """qwen3 hyper-parameters: the common keys (``key_length`` included), NEOX rope."""
+    return base_hparams(facts, rope_mode="neox")
+
+
+def block(hp: HParams, b: int, h: str, h_out: str) -> list[KernelCall]:
+    """The 18 calls of qwen3 block ``b`` (module docstring)."""
+    w, t = block_names(b)
+    eps = {"eps": hp.rms_eps}
+    qn = {"eps": hp.rms_eps, "n_heads": hp.n_head, "head_dim": hp.head_dim}
+    kn = {"eps": hp.rms_eps, "n_heads": hp.n_head_kv, "head_dim": hp.head_dim}
+    ck, cv = t("cache_k"), t("cache_v")
+    return [
+        KernelCall("rms_norm", (h, w("attn_norm")), (t("attn_in"),), eps, b),
+        KernelCall("matmul", (t("attn_in"), w("attn_q")), (t("q_proj"),), {}, b),
+        KernelCall("matmul", (t("attn_in"), w("attn_k")), (t("k_proj"),), {}, b),
+        KernelCall("matmul", (t("attn_in"), w("attn_v")), (t("v"),), {}, b),
+        KernelCall("head_rms_norm", (t("q_proj"), w("attn_q_norm")), (t("q_norm"),), qn, b),
+        KernelCall("head_rms_norm", (t("k_proj"), w("attn_k_norm")), (t("k_norm"),), kn, b),
+        rope_call(hp, b, t("q_norm"), t("q"), hp.n_head),
+        rope_call(hp, b, t("k_norm"), t("k"), hp.n_head_kv),
+        KernelCall("kv_cache_write", (t("k"), t("v"), ck, cv, START_POS), (), {}, b),
+        attention_call(hp, b, t("q"), ck, cv, t("attn")),
+        KernelCall("matmul", (t("attn"), w("attn_output")), (t("attn_out"),), {}, b),
+        KernelCall("add", (h, t("attn_out")), (t("h_mid"),), {}, b),
+        KernelCall("rms_norm", (t("h_mid"), w("ffn_norm")), (t("ffn_in"),), eps, b),
+        KernelCall("matmul", (t("ffn_in"), w("ffn_gate")), (t("gate"),), {}, b),
+        KernelCall("matmul", (t("ffn_in"), w("ffn_up")), (t("up"),), {}, b),
+        KernelCall("silu_mul", (t("gate"), t("up")), (t("ffn_act"),), {}, b),
+        KernelCall("matmul", (t("ffn_act"), w("ffn_down")), (t("ffn_out"),), {}, b),
+        KernelCall("add", (t("h_mid"), t("ffn_out")), (h_out,), {}, b),
+    ]
+
+
+def block_weights(hp: HParams) -> dict[str, tuple[int, ...]]:
+    """llama's block tensors plus ``attn_q_norm``/``attn_k_norm`` ``[key_length]``."""
+    return {**attention_weights(hp), "attn_q_norm.weight": (hp.head_dim,), "attn_k_norm.weight": (hp.head_dim,)}
+
+
+ARCH = Arch(name="qwen3", source="llama.cpp llm_build_qwen3", metadata=(), hparams=hparams, block=block,
+            block_weights=block_weights)
+"""The qwen3 architecture."""
