@@ -329,3 +329,64 @@ def test_f32_mapping_is_private_copy_on_write(q8_model):
     w = cpu.load_stage_weights(facts.files, [slice_of(facts.tensor("output_norm.weight"))])
     w["output_norm.weight"].add_(1.0)
     assert q8_model.read_bytes() == before
+
+
+def test_threads_split_rows_with_identical_results():
+    """A thread count > 1 splits the output rows; each row is the same dot product, so the result is
+    bit-identical to one thread (the matmul follows torch.get_num_threads())."""
+    q = cpu._qkernels
+    data = _weight("Q4_K", 512, 2048, 11)
+    x = np.random.default_rng(12).standard_normal((3, 2048)).astype(np.float32)
+    one, two = np.empty((3, 512), np.float32), np.empty((3, 512), np.float32)
+    q.mul_mat(data, int(QT.Q4_K), 512, 2048, x, one, 1)
+    q.mul_mat(data, int(QT.Q4_K), 512, 2048, x, two, 2)
+    assert np.array_equal(one, two)
+    n = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        got = cpu.matmul(torch.from_numpy(x), QuantTensor("Q4_K", (512, 2048), data)).numpy()
+    finally:
+        torch.set_num_threads(n)
+    assert np.array_equal(got, one)
+
+
+def test_extension_rejects_bad_buffers():
+    """The extension checks every size before computing: wrong weight bytes, ragged x, wrong out size,
+    read-only out, a type without a quantized matmul, a row length off the block size: ValueError."""
+    q = cpu._qkernels
+    w = _weight("Q8_0", 4, 64)
+    x = np.ones((2, 64), np.float32)
+    out = np.empty((2, 4), np.float32)
+    q.mul_mat(w, 8, 4, 64, x, out)  # the valid call
+    cases = [
+        ((w[:3], 8, 4, 64, x, out), "weight has"),
+        ((w, 8, 4, 64, np.ones(65, np.float32), out), "x has"),
+        ((w, 8, 4, 64, x, np.empty((2, 5), np.float32)), "out has"),
+        ((w, 8, 4, 64, x, np.empty((2, 4), np.float32)[:, ::2]), "C-contiguous"),
+        ((w, 10, 4, 64, x, out), "no quantized matmul"),
+        ((w, 0, 4, 64, x, out), "no quantized matmul"),
+        ((w, 8, 4, 48, x, out), "bad matmul shape"),
+    ]
+    ro = np.empty((2, 4), np.float32)
+    ro.flags.writeable = False
+    cases.append(((w, 8, 4, 64, x, ro), "writable"))
+    for args, msg in cases:
+        with pytest.raises(ValueError, match=msg):
+            q.mul_mat(*args)
+    with pytest.raises(ValueError, match="int64"):
+        q.get_rows(w, 8, 64, np.array([0], np.int32), np.empty((1, 64), np.float32))
+    with pytest.raises(ValueError, match="cannot be dequantized"):
+        q.get_rows(w, 10, 64, np.array([0], np.int64), np.empty((1, 64), np.float32))
+
+
+def test_portable_kernels_forced_by_environment():
+    """PIPEPLAN_CPU_KERNELS=portable selects the portable C kernels at import (the AVX2 ones otherwise,
+    when the CPU has AVX2/FMA/F16C)."""
+    import subprocess
+    import sys
+
+    code = "from pipeplan.runtime.kernels import cpu; print(cpu.simd())"
+    env = {**__import__("os").environ, "PIPEPLAN_CPU_KERNELS": "portable"}
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"
+    assert cpu.simd() == cpu._qkernels.cpu_has_avx2()
