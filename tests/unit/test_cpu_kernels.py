@@ -390,3 +390,21 @@ def test_portable_kernels_forced_by_environment():
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
     assert cpu.simd() == cpu._qkernels.cpu_has_avx2()
+
+
+@pytest.mark.parametrize("ggml_type", QUANTIZED)
+def test_prefill_rows_equal_decode_rows_bit_for_bit(ggml_type):
+    """A matmul of T rows gives, row for row, exactly the T = 1 result (the multi-row kernels keep the
+    single-row arithmetic), so prefill and decode agree to the bit."""
+    block = 256 if ggml_type in K_QUANTS else 32
+    n, k, t = 19, 3 * block, 7
+    qt = QuantTensor(ggml_type, (n, k), _weight(ggml_type, n, k, 21))
+    x = torch.from_numpy((np.random.default_rng(22).standard_normal((t, k)) * 2).astype(np.float32))
+    for simd in SIMD:
+        prev = cpu._qkernels.set_simd(simd)
+        try:
+            full = cpu.matmul(x, qt)
+            rows = torch.cat([cpu.matmul(x[i:i + 1], qt) for i in range(t)])
+        finally:
+            cpu._qkernels.set_simd(prev)
+        assert torch.equal(full, rows), (ggml_type, simd)

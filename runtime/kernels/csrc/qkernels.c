@@ -53,6 +53,7 @@ enum {
 
 #define QK 32
 #define QKK 256
+#define NYMAX 4   /* activation rows one multi-row dot product takes */
 
 typedef uint16_t half_t;
 
@@ -719,12 +720,146 @@ AVX2_FN static float dot_q6_K_avx2(int n, const void *vx, const void *vy) {
     }
     return hsum_f8(acc);
 }
+
+/* Several activation rows (columns of the output) against one weight row: the weight blocks are
+ * unpacked once and every column keeps exactly the single-column arithmetic (same accumulator lanes,
+ * same order), so a prefill gives the same numbers as that many decode steps. ny <= NYMAX. */
+AVX2_FN static void dotn_q8_0_avx2(int n, const void *vx, const void *const *vy, int ny, float *s) {
+    const blk_q8_0 *x = vx;
+    __m256 acc[NYMAX];
+    for (int c = 0; c < ny; c++) acc[c] = _mm256_setzero_ps();
+    for (int i = 0; i < n / QK; i++) {
+        const float dx = h2f_x(ld_h(&x[i].d));
+        const __m256i qx = _mm256_loadu_si256((const __m256i *)x[i].qs);
+        const __m256i ax = _mm256_sign_epi8(qx, qx);
+        for (int c = 0; c < ny; c++) {
+            const blk_q8_0 *y = (const blk_q8_0 *)vy[c] + i;
+            const __m256 d = _mm256_set1_ps(dx * h2f_x(ld_h(&y->d)));
+            const __m256i qy = _mm256_loadu_si256((const __m256i *)y->qs);
+            acc[c] = _mm256_fmadd_ps(d, dot_us8_f(ax, _mm256_sign_epi8(qy, qx)), acc[c]);
+        }
+    }
+    for (int c = 0; c < ny; c++) s[c] = hsum_f8(acc[c]);
+}
+
+AVX2_FN static void dotn_q4_0_avx2(int n, const void *vx, const void *const *vy, int ny, float *s) {
+    const blk_q4_0 *x = vx;
+    __m256 acc[NYMAX];
+    for (int c = 0; c < ny; c++) acc[c] = _mm256_setzero_ps();
+    for (int i = 0; i < n / QK; i++) {
+        const float dx = h2f_x(ld_h(&x[i].d));
+        const __m256i qx = _mm256_sub_epi8(nibbles32(x[i].qs), _mm256_set1_epi8(8));
+        const __m256i ax = _mm256_sign_epi8(qx, qx);
+        for (int c = 0; c < ny; c++) {
+            const blk_q8_0 *y = (const blk_q8_0 *)vy[c] + i;
+            const __m256 d = _mm256_set1_ps(dx * h2f_x(ld_h(&y->d)));
+            const __m256i qy = _mm256_loadu_si256((const __m256i *)y->qs);
+            acc[c] = _mm256_fmadd_ps(d, dot_us8_f(ax, _mm256_sign_epi8(qy, qx)), acc[c]);
+        }
+    }
+    for (int c = 0; c < ny; c++) s[c] = hsum_f8(acc[c]);
+}
+
+AVX2_FN static void dotn_q5_0_avx2(int n, const void *vx, const void *const *vy, int ny, float *s) {
+    const blk_q5_0 *x = vx;
+    __m256 acc[NYMAX];
+    for (int c = 0; c < ny; c++) acc[c] = _mm256_setzero_ps();
+    for (int i = 0; i < n / QK; i++) {
+        const float dx = h2f_x(ld_h(&x[i].d));
+        const __m256i hi = _mm256_andnot_si256(bits32(x[i].qh), _mm256_set1_epi8((char)0xF0));
+        const __m256i qx = _mm256_or_si256(nibbles32(x[i].qs), hi);
+        const __m256i ax = _mm256_sign_epi8(qx, qx);
+        for (int c = 0; c < ny; c++) {
+            const blk_q8_0 *y = (const blk_q8_0 *)vy[c] + i;
+            const __m256 d = _mm256_set1_ps(dx * h2f_x(ld_h(&y->d)));
+            const __m256i qy = _mm256_loadu_si256((const __m256i *)y->qs);
+            acc[c] = _mm256_fmadd_ps(d, dot_us8_f(ax, _mm256_sign_epi8(qy, qx)), acc[c]);
+        }
+    }
+    for (int c = 0; c < ny; c++) s[c] = hsum_f8(acc[c]);
+}
+
+AVX2_FN static void dotn_q4_K_avx2(int n, const void *vx, const void *const *vy, int ny, float *s) {
+    const blk_q4_K *x = vx;
+    const __m256i m4 = _mm256_set1_epi8(0xF);
+    __m256 acc[NYMAX];
+    __m128 acc_m[NYMAX];
+    for (int c = 0; c < ny; c++) { acc[c] = _mm256_setzero_ps(); acc_m[c] = _mm_setzero_ps(); }
+    for (int i = 0; i < n / QKK; i++) {
+        const float xd = h2f_x(ld_h(&x[i].d)), xm = h2f_x(ld_h(&x[i].dmin));
+        int16_t sm[16];
+        k4_scales(x[i].scales, sm);
+        const blk_q8_K *y[NYMAX];
+        __m256i sumi[NYMAX];
+        for (int c = 0; c < ny; c++) {
+            y[c] = (const blk_q8_K *)vy[c] + i;
+            acc_m[c] = _mm_fmadd_ps(_mm_set1_ps(-y[c]->d * xm), _mm_cvtepi32_ps(k_minprod(sm + 8, y[c]->bsums)), acc_m[c]);
+            sumi[c] = _mm256_setzero_si256();
+        }
+        for (int j = 0; j < 4; j++) {   /* integer sums: the order over j and c does not change them */
+            const __m256i b = _mm256_loadu_si256((const __m256i *)(x[i].qs + 32 * j));
+            const __m256i lo = _mm256_and_si256(b, m4), hi = _mm256_and_si256(_mm256_srli_epi16(b, 4), m4);
+            const __m256i sl = _mm256_set1_epi16(sm[2 * j]), sh = _mm256_set1_epi16(sm[2 * j + 1]);
+            for (int c = 0; c < ny; c++) {
+                const __m256i p0 = _mm256_madd_epi16(sl, _mm256_maddubs_epi16(lo, _mm256_loadu_si256((const __m256i *)(y[c]->qs + 64 * j))));
+                const __m256i p1 = _mm256_madd_epi16(sh, _mm256_maddubs_epi16(hi, _mm256_loadu_si256((const __m256i *)(y[c]->qs + 64 * j + 32))));
+                sumi[c] = _mm256_add_epi32(sumi[c], _mm256_add_epi32(p0, p1));
+            }
+        }
+        for (int c = 0; c < ny; c++)
+            acc[c] = _mm256_fmadd_ps(_mm256_set1_ps(y[c]->d * xd), _mm256_cvtepi32_ps(sumi[c]), acc[c]);
+    }
+    for (int c = 0; c < ny; c++) {
+        __m128 m = _mm_add_ps(acc_m[c], _mm_movehl_ps(acc_m[c], acc_m[c]));
+        m = _mm_add_ss(m, _mm_movehdup_ps(m));
+        s[c] = hsum_f8(acc[c]) + _mm_cvtss_f32(m);
+    }
+}
+
+AVX2_FN static void dotn_q6_K_avx2(int n, const void *vx, const void *const *vy, int ny, float *s) {
+    const blk_q6_K *x = vx;
+    const __m256i m4 = _mm256_set1_epi8(0xF), m3 = _mm256_set1_epi8(3);
+    __m256 acc[NYMAX];
+    for (int c = 0; c < ny; c++) acc[c] = _mm256_setzero_ps();
+    for (int i = 0; i < n / QKK; i++) {
+        const __m256i sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)x[i].scales));
+        const blk_q8_K *y[NYMAX];
+        __m256i sumi[NYMAX];
+        for (int c = 0; c < ny; c++) { y[c] = (const blk_q8_K *)vy[c] + i; sumi[c] = _mm256_setzero_si256(); }
+        for (int j = 0; j < 2; j++) {
+            const uint8_t *ql = x[i].ql + 64 * j, *qh = x[i].qh + 32 * j;
+            const int8_t *sc = x[i].scales + 8 * j;
+            const __m256i b1 = _mm256_loadu_si256((const __m256i *)ql);
+            const __m256i b2 = _mm256_loadu_si256((const __m256i *)(ql + 32));
+            const __m256i bh = _mm256_loadu_si256((const __m256i *)qh);
+            __m256i v[4];
+            v[0] = _mm256_or_si256(_mm256_and_si256(b1, m4), _mm256_slli_epi16(_mm256_and_si256(bh, m3), 4));
+            v[1] = _mm256_or_si256(_mm256_and_si256(b2, m4), _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(bh, 2), m3), 4));
+            v[2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(b1, 4), m4), _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(bh, 4), m3), 4));
+            v[3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(b2, 4), m4), _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(bh, 6), m3), 4));
+            for (int t = 0; t < 4; t++) {
+                const __m256i s16 = _mm256_insertf128_si256(_mm256_castsi128_si256(_mm_set1_epi16(sc[2 * t])), _mm_set1_epi16(sc[2 * t + 1]), 1);
+                for (int c = 0; c < ny; c++) {
+                    const __m256i p = _mm256_maddubs_epi16(v[t], _mm256_loadu_si256((const __m256i *)(y[c]->qs + 128 * j + 32 * t)));
+                    sumi[c] = _mm256_add_epi32(sumi[c], _mm256_madd_epi16(s16, p));
+                }
+            }
+        }
+        const float xd = h2f_x(ld_h(&x[i].d));
+        for (int c = 0; c < ny; c++) {
+            const __m256i off = _mm256_slli_epi32(_mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)y[c]->bsums), sc16), 5);
+            acc[c] = _mm256_fmadd_ps(_mm256_set1_ps(y[c]->d * xd), _mm256_cvtepi32_ps(_mm256_sub_epi32(sumi[c], off)), acc[c]);
+        }
+    }
+    for (int c = 0; c < ny; c++) s[c] = hsum_f8(acc[c]);
+}
 #endif /* PP_X86 */
 
 /* ------------------------------------------------------------------ type traits */
 typedef float (*dot_fn)(int, const void *, const void *);
 typedef void (*quant_fn)(const float *, void *, int);
 typedef void (*deq_fn)(const void *, float *, int);
+typedef void (*dotn_fn)(int, const void *, const void *const *, int, float *);
 
 typedef struct {
     int blck;        /* weights per block */
@@ -733,6 +868,7 @@ typedef struct {
     dot_fn dot_c, dot_simd;
     quant_fn quant_c, quant_simd;  /* from_float of this type (as a vec_dot_type) */
     deq_fn deq;
+    dotn_fn dotn_simd;  /* several activation rows at once (AVX2; NULL: one dot per row) */
 } traits_t;
 
 static traits_t TR[T_COUNT];
@@ -741,19 +877,19 @@ static int g_has_avx2 = 0;  /* the CPU has AVX2, FMA and F16C */
 
 static void init_traits(void) {
     memset(TR, 0, sizeof(TR));
-    TR[T_F32] = (traits_t){1, 4, T_F32, NULL, NULL, NULL, NULL, deq_f32};
-    TR[T_F16] = (traits_t){1, 2, T_F16, dot_f16_c, NULL, quant_f16_c, NULL, deq_f16};
-    TR[T_BF16] = (traits_t){1, 2, T_BF16, dot_bf16_c, NULL, quant_bf16_c, NULL, deq_bf16};
-    TR[T_Q4_0] = (traits_t){QK, 18, T_Q8_0, dot_q4_0_c, NULL, NULL, NULL, deq_q4_0};
-    TR[T_Q4_1] = (traits_t){QK, 20, T_Q8_1, dot_q4_1_c, NULL, NULL, NULL, deq_q4_1};
-    TR[T_Q5_0] = (traits_t){QK, 22, T_Q8_0, dot_q5_0_c, NULL, NULL, NULL, deq_q5_0};
-    TR[T_Q5_1] = (traits_t){QK, 24, T_Q8_1, dot_q5_1_c, NULL, NULL, NULL, deq_q5_1};
-    TR[T_Q8_0] = (traits_t){QK, 34, T_Q8_0, dot_q8_0_c, NULL, quant_q8_0_c, NULL, deq_q8_0};
-    TR[T_Q8_1] = (traits_t){QK, 36, T_Q8_1, NULL, NULL, quant_q8_1_c, NULL, NULL};
-    TR[T_Q4_K] = (traits_t){QKK, 144, T_Q8_K, dot_q4_K_c, NULL, NULL, NULL, deq_q4_K};
-    TR[T_Q5_K] = (traits_t){QKK, 176, T_Q8_K, dot_q5_K_c, NULL, NULL, NULL, deq_q5_K};
-    TR[T_Q6_K] = (traits_t){QKK, 210, T_Q8_K, dot_q6_K_c, NULL, NULL, NULL, deq_q6_K};
-    TR[T_Q8_K] = (traits_t){QKK, 292, T_Q8_K, NULL, NULL, quant_q8_K_c, NULL, NULL};
+    TR[T_F32] = (traits_t){1, 4, T_F32, NULL, NULL, NULL, NULL, deq_f32, NULL};
+    TR[T_F16] = (traits_t){1, 2, T_F16, dot_f16_c, NULL, quant_f16_c, NULL, deq_f16, NULL};
+    TR[T_BF16] = (traits_t){1, 2, T_BF16, dot_bf16_c, NULL, quant_bf16_c, NULL, deq_bf16, NULL};
+    TR[T_Q4_0] = (traits_t){QK, 18, T_Q8_0, dot_q4_0_c, NULL, NULL, NULL, deq_q4_0, NULL};
+    TR[T_Q4_1] = (traits_t){QK, 20, T_Q8_1, dot_q4_1_c, NULL, NULL, NULL, deq_q4_1, NULL};
+    TR[T_Q5_0] = (traits_t){QK, 22, T_Q8_0, dot_q5_0_c, NULL, NULL, NULL, deq_q5_0, NULL};
+    TR[T_Q5_1] = (traits_t){QK, 24, T_Q8_1, dot_q5_1_c, NULL, NULL, NULL, deq_q5_1, NULL};
+    TR[T_Q8_0] = (traits_t){QK, 34, T_Q8_0, dot_q8_0_c, NULL, quant_q8_0_c, NULL, deq_q8_0, NULL};
+    TR[T_Q8_1] = (traits_t){QK, 36, T_Q8_1, NULL, NULL, quant_q8_1_c, NULL, NULL, NULL};
+    TR[T_Q4_K] = (traits_t){QKK, 144, T_Q8_K, dot_q4_K_c, NULL, NULL, NULL, deq_q4_K, NULL};
+    TR[T_Q5_K] = (traits_t){QKK, 176, T_Q8_K, dot_q5_K_c, NULL, NULL, NULL, deq_q5_K, NULL};
+    TR[T_Q6_K] = (traits_t){QKK, 210, T_Q8_K, dot_q6_K_c, NULL, NULL, NULL, deq_q6_K, NULL};
+    TR[T_Q8_K] = (traits_t){QKK, 292, T_Q8_K, NULL, NULL, quant_q8_K_c, NULL, NULL, NULL};
 #ifdef PP_X86
     __builtin_cpu_init();
     g_has_avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c");
@@ -764,6 +900,8 @@ static void init_traits(void) {
     TR[T_Q8_0].dot_simd = dot_q8_0_avx2; TR[T_Q8_0].quant_simd = quant_q8_0_avx2;
     TR[T_Q8_1].quant_simd = quant_q8_1_avx2;
     TR[T_Q4_K].dot_simd = dot_q4_K_avx2; TR[T_Q5_K].dot_simd = dot_q5_K_avx2; TR[T_Q6_K].dot_simd = dot_q6_K_avx2;
+    TR[T_Q8_0].dotn_simd = dotn_q8_0_avx2; TR[T_Q4_0].dotn_simd = dotn_q4_0_avx2; TR[T_Q5_0].dotn_simd = dotn_q5_0_avx2;
+    TR[T_Q4_K].dotn_simd = dotn_q4_K_avx2; TR[T_Q6_K].dotn_simd = dotn_q6_K_avx2;
 #endif
     g_simd = g_has_avx2;
 }
@@ -778,6 +916,7 @@ static inline size_t row_size(int t, int64_t k) { return (size_t)(k / TR[t].blck
 /* ------------------------------------------------------------------ mul_mat driver */
 typedef struct {
     dot_fn dot;
+    dotn_fn dotn;
     const uint8_t *w; size_t wrow;
     const uint8_t *xq; size_t xrow;
     float *out;
@@ -789,7 +928,20 @@ typedef struct {
 static void run_job(const job_t *j) {
     for (int64_t r = j->r0; r < j->r1; r += RB) {
         const int64_t re = r + RB < j->r1 ? r + RB : j->r1;
-        for (int64_t t = 0; t < j->t; t++) {
+        int64_t t = 0;
+        if (j->dotn) {
+            for (; t + 1 < j->t; t += NYMAX) {       /* two or more rows left: NYMAX at a time */
+                const int m = (int)(j->t - t < NYMAX ? j->t - t : NYMAX);
+                const void *ys[NYMAX];
+                float res[NYMAX];
+                for (int c = 0; c < m; c++) ys[c] = j->xq + (size_t)(t + c) * j->xrow;
+                for (int64_t rr = r; rr < re; rr++) {
+                    j->dotn((int)j->k, j->w + (size_t)rr * j->wrow, ys, m, res);
+                    for (int c = 0; c < m; c++) j->out[(size_t)(t + c) * (size_t)j->n + (size_t)rr] = res[c];
+                }
+            }
+        }
+        for (; t < j->t; t++) {
             const uint8_t *xr = j->xq + (size_t)t * j->xrow;
             float *o = j->out + (size_t)t * (size_t)j->n;
             for (int64_t rr = r; rr < re; rr++) o[rr] = j->dot((int)j->k, j->w + (size_t)rr * j->wrow, xr);
@@ -808,7 +960,7 @@ static int mul_mat_impl(int wt, const uint8_t *w, int64_t n, int64_t k, const fl
     if (!xq) return -1;
     const quant_fn q = pick_quant(&TR[vt]);
     for (int64_t i = 0; i < t; i++) q(x + (size_t)i * (size_t)k, xq + (size_t)i * xrow, (int)k);
-    job_t base = {pick_dot(tr), w, row_size(wt, k), xq, xrow, out, n, t, k, 0, n};
+    job_t base = {pick_dot(tr), (g_simd && t > 1) ? tr->dotn_simd : NULL, w, row_size(wt, k), xq, xrow, out, n, t, k, 0, n};
     const int64_t work = n * k * t;
     if (nth > n / RB) nth = (int)(n / RB);
     if (nth < 1 || work < (int64_t)1 << 20) nth = 1;
