@@ -44,6 +44,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--fuse", action="store_true", help="fuse q/k/v and gate/up matmuls (fuse_matmuls; reference)")
     ap.add_argument("--out", type=Path, default=REPO / "bench" / "results" / "stage_compute.json")
     args = ap.parse_args(argv)
+    if args.fuse and args.target == "cpu":
+        ap.error("--fuse concatenates float32 weights: use it with --target reference")
 
     from pipeplan.frontend.gguf_facts import read_model_facts
     from pipeplan.runtime.loader import load_stage_weights, stage_slices

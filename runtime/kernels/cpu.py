@@ -8,8 +8,8 @@ contract); only the two kernels that read weight matrices differ, the rest are t
   of ``x`` is quantized to the weight type's ``vec_dot_type`` (Q8_0 for Q4_0/Q5_0/Q8_0, Q8_1 for
   Q4_1/Q5_1, Q8_K for Q4_K/Q5_K/Q6_K, F16 for F16, BF16 for BF16) and every output is an integer dot
   product per block times the block scales, as ggml's CPU backend computes it
-  (``ggml_vec_dot_<type>_q8_<x>``, ggml/src/ggml-cpu/arch/x86/quants.c; bit-identical to the AVX2
-  build on this machine). A float32 torch weight runs ``F.linear`` (ggml ``vec_dot_f32``).
+  (``ggml_vec_dot_<type>_q8_<x>``, ggml/src/ggml-cpu/arch/x86/quants.c; ``bench/cpu_routes.py`` compares
+  the AVX2 kernels bit for bit with a libggml build). A float32 torch weight runs ``F.linear``.
 * ``embedding_gather(ids, table, *, scale=1.0)``: a QuantTensor table dequantizes only the rows it
   reads (exactly ``gguf.quants.dequantize`` of those rows), then multiplies by ``scale`` in float32.
 

@@ -17,7 +17,9 @@
  *   Q4_K          Q8_K           256, 144      Q5_K  Q8_K  256, 176     Q6_K  Q8_K  256, 210
  *
  * Two code paths with the same integer results: AVX2+FMA+F16C (chosen at run time when the CPU has
- * them; the lane layout of the float accumulators follows ggml's AVX2 kernels) and portable C.
+ * them; the lane layout of the float accumulators follows ggml's AVX2 kernels) and portable C. With
+ * several activation rows the AVX2 path unpacks each weight block once for up to NYMAX rows, keeping
+ * every row's arithmetic as in the one-row kernel.
  * The portable activation quantizers reproduce ggml's x86 (AVX2) ones, not its scalar reference:
  * Q8_0/Q8_1 use id = 127/amax and round half to even.
  *
