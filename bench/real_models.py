@@ -49,6 +49,7 @@ MB = 1 << 20
 
 LLAMA_WORKER = r"""
 import json, sys, time
+import llama_cpp
 from llama_cpp import Llama
 import numpy as np
 path, n_ctx = sys.argv[1], int(sys.argv[2])
@@ -59,7 +60,8 @@ def hwm():
     for line in open("/proc/self/status"):
         if line.startswith("VmHWM:"):
             return int(line.split()[1]) * 1024
-print(json.dumps({"ready": True, "load_s": load, "vocab": llm.n_vocab()}), flush=True)
+n_vocab = llm.n_vocab()
+print(json.dumps({"ready": True, "load_s": load, "vocab": n_vocab}), flush=True)
 for line in sys.stdin:
     req = json.loads(line)
     if req.get("cmd") == "quit":
@@ -67,11 +69,13 @@ for line in sys.stdin:
     llm.reset()
     t = time.perf_counter(); llm.eval(req["prefill_ids"]); pf = time.perf_counter() - t
     llm.reset(); llm.eval(req["prompt_ids"])
-    tok = int(np.argmax(llm.scores[llm.n_tokens - 1]))
+    def last():  # greedy id from the last position's logits (llama_get_logits_ith)
+        return int(np.argmax(np.ctypeslib.as_array(llama_cpp.llama_get_logits_ith(llm.ctx, -1), shape=(n_vocab,))))
+    tok = last()
     ids = [tok]
     t = time.perf_counter()
     for _ in range(req["decode"] - 1):
-        llm.eval([tok]); tok = int(np.argmax(llm.scores[llm.n_tokens - 1])); ids.append(tok)
+        llm.eval([tok]); tok = last(); ids.append(tok)
     dec = time.perf_counter() - t
     print(json.dumps({"prefill_tok_s": len(req["prefill_ids"]) / pf, "decode_tok_s": (req["decode"] - 1) / dec,
                       "ids": ids, "peak_rss": hwm()}), flush=True)
