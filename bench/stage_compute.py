@@ -2,8 +2,11 @@
 
 Usage::
 
-    .venv/bin/python bench/stage_compute.py [--model PATH] [--threads 1] [--decode 256]
-                                            [--prefill 64] [--repeats 5] [--fuse] [--out PATH]
+    .venv/bin/python bench/stage_compute.py [--model PATH] [--target cpu|reference] [--threads 1]
+                                            [--decode 256] [--prefill 64] [--repeats 5] [--fuse] [--out PATH]
+
+``--target``: the kernel table and its weight loader: ``cpu`` (default; weights kept in their GGUF types,
+``pipeplan.runtime.kernels.cpu``) or ``reference`` (dequantized float32, torch kernels).
 
 Decode: greedy, one token per ``forward`` (prefill of the first EXPECTED prompt first), timed over
 ``--decode`` steps including the argmax; best of ``--repeats`` runs (the machine is shared).
@@ -37,9 +40,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--decode", type=int, default=256)
     ap.add_argument("--prefill", type=int, default=64)
     ap.add_argument("--repeats", type=int, default=5)
-    ap.add_argument("--fuse", action="store_true", help="fuse q/k/v and gate/up matmuls (fuse_matmuls)")
+    ap.add_argument("--target", choices=("cpu", "reference"), default="cpu")
+    ap.add_argument("--fuse", action="store_true", help="fuse q/k/v and gate/up matmuls (fuse_matmuls; reference)")
     ap.add_argument("--out", type=Path, default=REPO / "bench" / "results" / "stage_compute.json")
     args = ap.parse_args(argv)
+    if args.fuse and args.target == "cpu":
+        ap.error("--fuse concatenates float32 weights: use it with --target reference")
 
     from pipeplan.frontend.gguf_facts import read_model_facts
     from pipeplan.runtime.loader import load_stage_weights, stage_slices
@@ -49,9 +55,17 @@ def main(argv: list[str] | None = None) -> int:
     t0 = time.perf_counter()
     facts = read_model_facts(args.model)
     hp = LlamaHParams.from_facts(facts)
-    weights = load_stage_weights(facts.files, stage_slices(facts, 0, hp.n_layer, True, True))
+    if args.target == "cpu":
+        from pipeplan.runtime.kernels import cpu as table
+
+        loader = table.load_stage_weights
+    else:
+        from pipeplan.runtime.kernels import reference as table  # type: ignore[no-redef]
+
+        loader = load_stage_weights
+    weights = loader(facts.files, stage_slices(facts, 0, hp.n_layer, True, True))
     max_seq = max(args.prefill, 8 + args.decode) + 1
-    ex = StageExecutor(hp, build_stage_program(hp, 0, hp.n_layer, True, True, max_seq), weights, max_seq,
+    ex = StageExecutor(hp, build_stage_program(hp, 0, hp.n_layer, True, True, max_seq), weights, max_seq, table,
                        fuse=args.fuse)
     load_s = time.perf_counter() - t0
     prompt = torch.tensor([1, 403, 407, 261, 378])
@@ -88,7 +102,7 @@ def main(argv: list[str] | None = None) -> int:
         "blocks": hp.n_layer,
         "threads": args.threads,
         "fused_matmuls": args.fuse,
-        "kernels": "torch reference",
+        "kernels": args.target,
         "torch": torch.__version__,
         "python": sys.version.split()[0],
         "machine": platform.machine(),

@@ -8,6 +8,9 @@ ggml order shapes into numpy order, and raising a typed :class:`DequantError` in
 
 Shapes: ``shape`` is in ggml order (``ne0`` first, the row length); the result has the reversed
 (numpy/torch) shape, e.g. ggml ``(64, 512)`` for ``token_embd.weight`` -> numpy ``(512, 64)``.
+
+:class:`QuantTensor` is a weight kept in its GGUF type (the CPU target's matmuls and embedding gather
+read its bytes in place); :class:`WeightTypeError` refuses a ggml type a kernel table does not execute.
 """
 
 from __future__ import annotations
@@ -22,6 +25,14 @@ from pipeplan.errors import PipeplanError
 
 SUPPORTED_TYPES: tuple[str, ...] = ("F32", "F16", "BF16", "Q8_0", "Q4_0", "Q4_K", "Q6_K")
 """ggml types a stage is tested to load (others gguf can dequantize are accepted too)."""
+
+
+class WeightTypeError(PipeplanError):
+    """A tensor whose ggml type the chosen kernel table does not execute (e.g. ``Q2_K`` or ``IQ2_XS`` on
+    the CPU target). ``kind`` is ``"bind"``: the stage faults before binding its program."""
+
+    code = "weight_type"
+    kind = "bind"
 
 
 class DequantError(PipeplanError):
@@ -106,3 +117,52 @@ def dequantize(raw: np.ndarray | memoryview | bytes, ggml_type: str, shape: Sequ
     except (ValueError, NotImplementedError, gguf_quants.QuantError) as e:  # pragma: no cover - checked above
         raise DequantError(f"{what}: {e}", where=what) from e
     return np.ascontiguousarray(out, dtype=np.float32).reshape(np_shape)
+
+
+class QuantTensor:
+    """A weight matrix kept in its GGUF type, read in place (e.g. a view of the mapped file).
+
+    Attributes:
+        ggml_type: ggml type name (``"Q4_K"``, ``"F16"``, ...).
+        shape: torch order (``[out_features, in_features]`` for a matrix: ggml ``(ne0, ne1)`` reversed),
+            so :class:`~pipeplan.runtime.program.StageExecutor`'s shape check applies unchanged.
+        data: uint8 array ``[prod(shape[:-1]), row_bytes]``: one row of ``shape[-1]`` values per line,
+            in ggml block format (``expected_nbytes`` bytes in all).
+        name: tensor name, for diagnostics.
+
+    Raises:
+        DequantError: the type is unknown, ``shape[-1]`` is not a multiple of its block size, or
+            ``data`` does not hold exactly the bytes the type and shape need.
+    """
+
+    __slots__ = ("ggml_type", "type_id", "shape", "data", "name")
+
+    def __init__(self, ggml_type: str, shape: Sequence[int], data: np.ndarray, name: str = "weight"):
+        qtype = ggml_type_of(ggml_type)
+        shape = tuple(int(d) for d in shape)
+        need = expected_nbytes(ggml_type, tuple(reversed(shape)), what=name)
+        flat = np.asarray(data).reshape(-1).view(np.uint8)
+        if flat.size != need:
+            raise DequantError(f"{name}: {ggml_type} {shape} needs {need} bytes, got {flat.size}", where=name)
+        self.ggml_type = ggml_type
+        self.type_id = int(qtype)
+        self.shape = shape
+        self.data = flat.reshape(prod(shape[:-1]), need // prod(shape[:-1]))
+        self.name = name
+
+    @property
+    def ndim(self) -> int:
+        """Number of dimensions of :attr:`shape`."""
+        return len(self.shape)
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes of :attr:`data`."""
+        return int(self.data.size)
+
+    def dequantize(self) -> np.ndarray:
+        """The whole tensor as float32 numpy, shape :attr:`shape` (``gguf.quants.dequantize``)."""
+        return dequantize(self.data, self.ggml_type, tuple(reversed(self.shape)), what=self.name)
+
+    def __repr__(self) -> str:
+        return f"QuantTensor({self.name}, {self.ggml_type}, shape={self.shape}, {self.nbytes} bytes)"

@@ -7,6 +7,10 @@ each region is mapped with its offset rounded down to ``mmap.ALLOCATIONGRANULARI
 of the file is never mapped or read. :class:`LoadedWeights` reports the bytes mapped so tests can
 show a stage touched only its own tensors.
 
+:func:`load_stage_weights` dequantizes every tensor to float32 (the reference target);
+:func:`load_quantized_weights` keeps matrices in their GGUF types (:class:`~pipeplan.runtime.dequant.QuantTensor`
+views of the map) and F32 tensors as zero-copy torch views (the CPU target).
+
 Errors are :class:`LoaderError` (``kind`` ``"download"`` when a file is missing or unreadable,
 ``"parse"`` when a range lies outside its file) and :class:`~pipeplan.runtime.dequant.DequantError`
 (``kind`` ``"parse"``): the stage worker maps ``err.kind`` to ``StageFault(kind, ...)``.
@@ -16,15 +20,17 @@ from __future__ import annotations
 
 import mmap
 import os
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import torch
+from gguf import GGMLQuantizationType
 from pipeplan.errors import PipeplanError
 from pipeplan.plan_types import ModelFacts, TensorInfo, TensorSlice
-from pipeplan.runtime.dequant import dequantize, expected_nbytes
+from pipeplan.runtime.dequant import QuantTensor, WeightTypeError, dequantize, expected_nbytes
 
 GRANULE = mmap.ALLOCATIONGRANULARITY
 
@@ -91,12 +97,15 @@ def _plan_regions(ranges: list[tuple[int, int]]) -> list[tuple[int, int]]:
     return out
 
 
-def map_tensors(files: Sequence[str | Path], tensors: Sequence[TensorSlice]) -> MappedTensors:
+def map_tensors(files: Sequence[str | Path], tensors: Sequence[TensorSlice], *,
+                access: int = mmap.ACCESS_READ) -> MappedTensors:
     """Memory-map only the byte ranges of ``tensors`` (see the module docstring).
 
     Args:
         files: local paths, indexed by ``TensorSlice.shard``.
         tensors: the tensors to map; ``offset``/``n_bytes`` are absolute byte positions in their file.
+        access: ``mmap.ACCESS_READ`` (read-only views) or ``mmap.ACCESS_COPY`` (private copy-on-write
+            views: writable, still sharing the page cache until written; torch can wrap them).
 
     Returns:
         :class:`MappedTensors` whose views stay valid as long as they are referenced (each view
@@ -134,7 +143,7 @@ def map_tensors(files: Sequence[str | Path], tensors: Sequence[TensorSlice]) -> 
             maps: list[tuple[int, int, np.ndarray]] = []
             for a, b in regions:
                 try:
-                    mm = mmap.mmap(fd, b - a, access=mmap.ACCESS_READ, offset=a)
+                    mm = mmap.mmap(fd, b - a, access=access, offset=a)
                 except (OSError, ValueError) as e:
                     raise LoaderError("parse", f"cannot map bytes [{a}, {b}) of {path}: {e}", where=path) from e
                 maps.append((a, b, np.frombuffer(mm, dtype=np.uint8)))
@@ -160,19 +169,19 @@ def map_tensor_bytes(files: Sequence[str | Path], tensors: Sequence[TensorSlice]
     return map_tensors(files, tensors).views
 
 
-class StageWeights(Mapping[str, torch.Tensor]):
+class StageWeights(Mapping[str, Any]):
     """A stage's weights: a read-only mapping name -> torch tensor, plus ``mapped_bytes`` (bytes of the
     files that were mapped), ``tensor_bytes`` (sum of the requested tensors' ``n_bytes``) and ``regions``
     (the mapped file ranges). Base of :class:`LoadedWeights` and the Triton target's ``RawWeights``."""
 
-    def __init__(self, tensors: dict[str, torch.Tensor], mapped_bytes: int, tensor_bytes: int,
+    def __init__(self, tensors: Mapping[str, Any], mapped_bytes: int, tensor_bytes: int,
                  regions: list[MappedRegion]):
         self.tensors = tensors
         self.mapped_bytes = mapped_bytes
         self.tensor_bytes = tensor_bytes
         self.regions = regions
 
-    def __getitem__(self, name: str) -> torch.Tensor:
+    def __getitem__(self, name: str) -> Any:
         return self.tensors[name]
 
     def __iter__(self) -> Iterator[str]:
@@ -228,6 +237,48 @@ def load_stage_weights(files: Sequence[str | Path], tensors: Sequence[TensorSlic
         arr = dequantize(mapped.views[t.name], t.ggml_type, t.shape, what=t.name)
         out[t.name] = torch.from_numpy(np.array(arr, dtype=np.float32, copy=True))
     return LoadedWeights(out, mapped.mapped_bytes, sum(t.n_bytes for t in tensors), mapped.regions)
+
+
+class QuantizedWeights(StageWeights):
+    """A stage's weights kept as stored: name -> float32 torch tensor (F32 tensors: zero-copy views of the
+    map; 1-D tensors of other types: dequantized) or :class:`~pipeplan.runtime.dequant.QuantTensor`
+    (matrices of every other type: views of the map). Same counters as :class:`StageWeights`."""
+
+
+def load_quantized_weights(files: Sequence[str | Path], tensors: Sequence[TensorSlice], *,
+                           types: Collection[str]) -> QuantizedWeights:
+    """Map a stage's tensors and keep them in their GGUF types (no resident float32 copy of a matrix).
+
+    Args:
+        files / tensors: as :func:`load_stage_weights`.
+        types: the ggml types the kernel table executes (e.g. ``pipeplan.runtime.kernels.cpu.CPU_TYPES``).
+
+    Returns:
+        :class:`QuantizedWeights`; shapes in torch order (ggml order reversed). The views keep their maps
+        alive; the file's pages are read on first use.
+
+    Raises:
+        WeightTypeError: a tensor's ggml type is not in ``types`` (kind ``bind``; names tensor and type).
+        LoaderError / DequantError: as :func:`load_stage_weights`.
+    """
+    for t in tensors:
+        if t.ggml_type in GGMLQuantizationType.__members__ and t.ggml_type not in types:
+            raise WeightTypeError(f"tensor {t.name} has ggml type {t.ggml_type}, which this target does not execute "
+                                  f"(it runs {', '.join(types)})", where=t.name)
+        check_slice_bytes(t)
+    mapped = map_tensors(files, tensors, access=mmap.ACCESS_COPY)
+    out: dict[str, Any] = {}
+    for t in tensors:
+        view = mapped.views[t.name]
+        shape = tuple(int(d) for d in reversed(t.shape))
+        if t.ggml_type == "F32" and view.ctypes.data % 4 == 0:
+            out[t.name] = torch.from_numpy(view.view(np.float32).reshape(shape))
+        elif len(shape) == 1 or t.ggml_type == "F32":  # norms and biases; or an unaligned F32 tensor: a copy
+            arr = dequantize(view, t.ggml_type, t.shape, what=t.name)
+            out[t.name] = torch.from_numpy(np.array(arr, dtype=np.float32, copy=True))
+        else:
+            out[t.name] = QuantTensor(t.ggml_type, shape, view, t.name)
+    return QuantizedWeights(out, mapped.mapped_bytes, sum(t.n_bytes for t in tensors), mapped.regions)
 
 
 def stage_slices(facts: ModelFacts, layer_start: int, layer_end: int, first: bool, last: bool

@@ -27,6 +27,7 @@ from types import ModuleType
 from typing import Any
 
 import torch
+from pipeplan.runtime.dequant import QuantTensor
 from pipeplan.runtime.kernels import reference as reference_kernels
 from pipeplan.runtime.stage_program import (  # noqa: F401  (re-exported: torch-free half)
     ROPE_TABLE,
@@ -147,11 +148,12 @@ class StageExecutor:
                     raise BindError(f"weight {n} is missing ({where}, kernel {c.kernel})", where=n)
                 t = weights[n]
                 want = hp.weight_shape(n)
-                if not isinstance(t, torch.Tensor):
-                    raise BindError(f"weight {n} is a {type(t).__name__}, not a torch.Tensor", where=n)
+                quant = isinstance(t, QuantTensor)  # kept in its GGUF type (CPU target): bound as is
+                if not quant and not isinstance(t, torch.Tensor):
+                    raise BindError(f"weight {n} is a {type(t).__name__}, not a torch.Tensor or QuantTensor", where=n)
                 if want is not None and tuple(t.shape) != want:
                     raise BindError(f"weight {n} has shape {tuple(t.shape)}, expected {want} ({where})", where=n)
-                static[n] = t if t.dtype == torch.float32 else t.float()
+                static[n] = t if quant or t.dtype == torch.float32 else t.float()
         # allocate KV caches and the rope tables
         alloc = allocate or (lambda shape: torch.zeros(shape, dtype=torch.float32))
         cache_shape = (self.max_seq_len, hp.n_head_kv, hp.head_dim)

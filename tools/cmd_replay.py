@@ -4,7 +4,7 @@ Usage::
 
     pipeplan replay PKG --model MODEL.gguf --prompt TEXT [--max-tokens K] [--max-seq-len L]
                     [--temperature T] [--top-k K] [--top-p P] [--seed S] [--threads N]
-                    [--backend local|inproc|ray|direct] [--ray-address ADDR] [--target reference|cuda]
+                    [--backend local|inproc|ray|direct] [--ray-address ADDR] [--target cpu|reference|cuda]
                     [--timeline measured.json] [--trace trace.json] [--json]
 
 The generation options, their defaults and the output are those of ``pipeplan run``
@@ -13,7 +13,7 @@ The generation options, their defaults and the output are those of ``pipeplan ru
 * ``local`` / ``inproc`` / ``ray``: the normal runtime. The package's deployment (stage -> device, layer
   range) is re-planned into ProvisionStages (:func:`pipeplan.runtime.replay.package_provisions`), and
   every stage worker binds the package's stage program (:func:`~pipeplan.runtime.replay.compiled_stages`)
-  on the chosen backend, with ``--target`` kernels (reference torch, or cuda = Triton);
+  on the chosen backend, with ``--target`` kernels (cpu = quantized weights and C kernels, the default; reference torch; cuda = Triton);
 * ``direct``: :func:`pipeplan.runtime.replay.replay_package`, the instruction-by-instruction replay in this
   process with the reference kernels (greedy), which records the measured TimelineBundle: ``--timeline``
   writes it, ``--trace`` its Chrome trace (only this backend records them).

@@ -4,7 +4,7 @@ Usage::
 
     pipeplan run MODEL.gguf --prompt TEXT [--stages N] [--nodes POOL.toml] [--max-tokens K]
                  [--temperature T] [--top-k K] [--top-p P] [--seed S] [--threads N]
-                 [--backend local|inproc|ray|direct] [--ray-address ADDR] [--target reference|cuda]
+                 [--backend local|inproc|ray|direct] [--ray-address ADDR] [--target cpu|reference|cuda]
                  [--prefill-rows R] [--max-seq-len L] [--cache-dir DIR] [--timeline measured.json]
                  [--trace trace.json] [--json]
 
@@ -25,7 +25,8 @@ Flow (DESIGN.md §1: the runtime runs what the compiler produced):
    (:func:`pipeplan.runtime.replay.replay_package`, greedy, reference kernels), which records the measured
    timeline (``--timeline``: TimelineBundle JSON, ``--trace``: Chrome trace).
 
-``--target reference`` runs the torch reference kernels; ``--target cuda`` the Triton kernels
+``--target cpu`` (default) runs :mod:`pipeplan.runtime.kernels.cpu` (weights kept in their GGUF types, C
+kernels); ``--target reference`` the torch float32 reference kernels; ``--target cuda`` the Triton kernels
 (``pipeplan.runtime.kernels.triton``: weights kept in GGUF format and the KV cache on the GPU when torch
 sees one, else Triton's interpreter on the CPU) with the same stage programs. ``--backend ray`` runs the
 stages as Ray actors on the Ray nodes carrying the plan's node ids: ``--ray-address`` connects to a

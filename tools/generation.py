@@ -26,8 +26,11 @@ from typing import Any, TextIO
 
 from pipeplan.errors import PipeplanError
 
-TARGET_KERNELS = {"reference": None, "cuda": "pipeplan.runtime.kernels.triton"}
-"""``--target`` -> the kernel module the stages run (None: the torch reference)."""
+TARGET_KERNELS = {"cpu": "pipeplan.runtime.kernels.cpu", "reference": None, "cuda": "pipeplan.runtime.kernels.triton"}
+"""``--target`` -> the kernel module the stages run: cpu (weights kept in their GGUF types, C kernels),
+reference (None: the torch float32 reference), cuda (Triton)."""
+DEFAULT_TARGET = "cpu"
+"""``--target`` when not given (``reference`` for ``--backend direct``, which replays with the reference kernels)."""
 BACKENDS = ("local", "inproc", "ray", "direct")
 DEFAULT_BACKEND = "local"
 DEFAULT_MAX_TOKENS = 40
@@ -61,8 +64,9 @@ def add_generation_arguments(p: argparse.ArgumentParser) -> None:
                         f"the measured timeline (greedy) (default {DEFAULT_BACKEND})")
     p.add_argument("--ray-address", default=None, metavar="ADDR",
                    help="Ray cluster to connect to (ray backend; default: an embedded local Ray instance)")
-    p.add_argument("--target", choices=tuple(TARGET_KERNELS), default="reference",
-                   help="kernels: reference (torch, default) or cuda (Triton; interpreter without a GPU)")
+    p.add_argument("--target", choices=tuple(TARGET_KERNELS), default=None,
+                   help="kernels: cpu (default; reference with --backend direct: quantized weights, C kernels), "
+                        "reference (torch float32) or cuda (Triton; interpreter without a GPU)")
     p.add_argument("--threads", type=int, default=None, metavar="N",
                    help="torch threads per stage, 1 .. 4 x cores (default: 1 for local and direct, torch's own for inproc)")
     p.add_argument("--timeline", metavar="measured.json",
@@ -103,6 +107,8 @@ def check_generation_options(args: argparse.Namespace):
     from pipeplan.runtime.limits import check_thread_count
 
     check_prompt(args.prompt)
+    if getattr(args, "target", None) is None:
+        args.target = "reference" if args.backend == "direct" else DEFAULT_TARGET
     if args.max_tokens < 1:
         raise RunPlanRejection(f"--max-tokens must be >= 1, got {args.max_tokens}", code="invalid_request",
                                where="max_tokens")
@@ -116,7 +122,7 @@ def check_generation_options(args: argparse.Namespace):
     sampler = Sampler(args.temperature, args.top_k, args.top_p, args.seed)  # SamplingError before any work
     fi = FaultInjection.parse(args.inject_fault) if args.inject_fault else FaultInjection.from_env()
     if args.backend == "direct":
-        why = ("--target cuda" if args.target != "reference" else "--ray-address" if args.ray_address
+        why = (f"--target {args.target}" if args.target != "reference" else "--ray-address" if args.ray_address
                else "non-greedy sampling (--temperature > 0)" if not sampler.greedy
                else "a fault injection" if fi is not None else None)
         if why is not None:

@@ -65,7 +65,7 @@ def test_cli_run_json(capsys, expected_cases):
         assert [e["event"] for e in doc["events"] if e["stage"] == s] == ["WeightsReady", "StageReady"]
     assert {"load_s", "prefill_s", "decode_s", "prefill_tok_s", "decode_tok_s"} <= set(doc["timings"])
     pkg = doc["package"]
-    assert doc["target"] == "reference" and pkg["compile_s"] >= 0 and (Path(pkg["path"]) / "manifest.json").exists()
+    assert doc["target"] == "cpu" and pkg["compile_s"] >= 0 and (Path(pkg["path"]) / "manifest.json").exists()
 
 
 def test_cli_run_compiles_once_then_reuses_the_package(capsys, expected_cases):
