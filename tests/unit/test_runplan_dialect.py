@@ -4,7 +4,6 @@ broken invariant of seed 000 (a valid spec with one field changed)."""
 from __future__ import annotations
 
 import re
-import time
 from dataclasses import replace
 from pathlib import Path
 
@@ -328,20 +327,15 @@ def test_invariant_codes_cover_contract_ids():
             "inconsistent_model_facts", "invalid_object_spec"} <= set(INVARIANT_CODES.values())
 
 
-def test_build_verify_project_speed():
-    """RP-PP-1: 80 blocks x 8 stages build, verify and project in well under a second (target < 0.3 s
-    on a quiet machine); the cost is linear in blocks x stages."""
+def test_build_verify_project_80_blocks_8_stages():
+    """RP-PP-1: 80 blocks x 8 stages build, verify and project into 8 provisions covering every block
+    (the time it takes is measured by bench/plan_scaling.py, not asserted here)."""
     spec = make_spec(llama_facts(80), 8)
-    ids = nodes(8)
-    build_runplan_module(spec, ids)  # warm caches/imports
-    t0 = time.perf_counter()
-    m = build_runplan_module(spec, ids)
+    m = build_runplan_module(spec, nodes(8))
     verify_runplan(m)
     ps = project_provisions(m)
-    dt = time.perf_counter() - t0
-    print(f"80 blocks x 8 stages: build+verify+project {dt * 1e3:.1f} ms")
     assert len(ps) == 8 and sum(p.layer_end - p.layer_start for p in ps) == 80
-    assert dt < 0.6
+    assert [p.layer_start for p in ps] == sorted(p.layer_start for p in ps)
 
 
 def test_edge_plan_endpoint_values():
