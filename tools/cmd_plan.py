@@ -87,19 +87,19 @@ def fewest_stages_that_fit(facts, config: RuntimeConfig, pool) -> int:
     from pipeplan.frontend.planner import plan_run_spec
 
     top = max(1, min(len(pool.nodes), facts.block_count))
+    last, where = "", None
     for n in range(1, top + 1):
         try:
             plan_run_spec(facts, config, pool, n)
         except RunPlanRejection as e:
             if e.code != "insufficient_memory":
                 raise
-            if n == top:
-                raise RunPlanRejection(f"no stage count from 1 to {top} fits the memory of the pool's {len(pool.nodes)} "
-                                       f"nodes ({facts.block_count} blocks); with {top} stages: {e.message}",
-                                       code="insufficient_memory", where=e.where) from None
-            continue
-        return n
-    raise AssertionError("unreachable: the loop returns or raises")
+            last, where = e.message, e.where
+        else:
+            return n
+    raise RunPlanRejection(f"no stage count from 1 to {top} fits the memory of the pool's {len(pool.nodes)} nodes "
+                           f"({facts.block_count} blocks); with {top} stages: {last}", code="insufficient_memory",
+                           where=where)
 
 
 def render_plan(args: argparse.Namespace) -> str:
