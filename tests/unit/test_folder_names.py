@@ -22,7 +22,8 @@ NAMES = ["pipeplan", "main", "pipeplan-src"]
 
 def _tree_files() -> list[str]:
     out = subprocess.run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"], cwd=REPO,
-                         capture_output=True, check=True)
+                         capture_output=True)
+    assert out.returncode == 0, f"{REPO} is not a git checkout (git ls-files: {out.stderr.decode().strip()})"
     return [f for f in out.stdout.decode().split("\0") if f and (REPO / f).is_file()]
 
 
