@@ -8,8 +8,10 @@ Diagnostics are one line on stderr, never a traceback: exit status 1 for a pass 
 unknown pass (with the closest names) or option, gives an option a value of the wrong type or an unquoted
 path, an input that is missing, a directory, not UTF-8 text or nested too deeply to parse, an ``-o`` that
 is not a regular file or cannot be written, and every verifier/pass/parse failure; exit status 2 for a bad
-command-line flag (``error[invalid_argument]: ...``, as ``pipeplan``). ``-o OUT`` is written to a
-temporary file beside OUT and renamed over it only when complete.
+command-line flag (``error[invalid_argument]: ...``, as ``pipeplan``). Input paths are checked by
+:func:`pipeplan.frontend.paths.check_input_file`; ``-o OUT`` is checked before any pass runs and written by
+:func:`pipeplan.lowering.atomic.write_file_atomic` (a temporary file beside OUT, renamed over it only when
+complete; never over anything but a regular file).
 """
 
 from __future__ import annotations
@@ -20,15 +22,14 @@ import difflib
 import io
 import os
 import re
-import stat
 import sys
-import tempfile
 from collections.abc import Callable, Sequence
-from pathlib import Path
 from types import UnionType
 from typing import IO, Any, NoReturn, Union, get_args, get_origin, get_type_hints
 
 from pipeplan.errors import PipeplanError
+from pipeplan.frontend.paths import check_input_file
+from pipeplan.lowering.atomic import OutputPathError, check_output_file, write_file_atomic
 from xdsl.passes import ModulePass
 from xdsl.utils.arg_spec import parse_pipeline
 from xdsl.utils.exceptions import ArgSpecParseError, DiagnosticException, ParseError
@@ -214,80 +215,25 @@ def check_pipeline(spec: str, available: dict[str, Callable[[], type[ModulePass]
 def read_input(path: str | None) -> bytes:
     """The bytes of the input file (stdin when None), checked to be UTF-8 text.
 
-    Raises: OptError ``input_not_found`` / ``input_not_file`` (a directory) / ``input_unreadable`` /
-    ``input_not_text`` (with the offset of the first invalid byte)."""
+    Raises: OptError ``file_not_found`` / ``bad_input_path`` (a directory, FIFO, device) / ``unreadable``
+    (:func:`pipeplan.frontend.paths.check_input_file`, before any open), ``input_not_text`` (with the offset
+    of the first invalid byte)."""
     name = path if path is not None else "<stdin>"
     if path is None:
         data = sys.stdin.buffer.read()
     else:
+        check_input_file(path, "input", error=OptError)
         try:
-            if stat.S_ISDIR(os.stat(path).st_mode):
-                raise OptError(f"{path}: is a directory, not an input file", code="input_not_file", where=path)
             with open(path, "rb") as f:
                 data = f.read()
-        except FileNotFoundError:
-            raise OptError(f"{path}: no such file", code="input_not_found", where=path) from None
         except OSError as e:
-            raise OptError(f"{path}: cannot read: {e.strerror or e}", code="input_unreadable", where=path) from None
+            raise OptError(f"input {path}: cannot read: {e.strerror or e}", code="unreadable", where=path) from None
     try:
         data.decode("utf-8")
     except UnicodeDecodeError as e:
         raise OptError(f"{name}: not UTF-8 text (byte 0x{data[e.start]:02x} at offset {e.start}); pipeplan-opt "
                        f"reads MLIR text", code="input_not_text", where=name) from None
     return data
-
-
-def check_output_target(path: str) -> Path:
-    """The file ``-o path`` will replace (symlinks followed), checked before any work is done.
-
-    Raises: OptError ``output_not_file`` when it exists and is not a regular file (a directory, a device
-    such as /dev/null, a FIFO), ``io`` when its directory does not exist."""
-    target = Path(os.path.realpath(path))
-    try:
-        st = os.stat(target)
-    except FileNotFoundError:
-        if not target.parent.is_dir():
-            raise OptError(f"-o {path}: directory {target.parent} does not exist", code="io", where=path) from None
-        return target
-    except OSError as e:
-        raise OptError(f"-o {path}: {e.strerror or e}", code="io", where=path) from None
-    if not stat.S_ISREG(st.st_mode):
-        kind = "a directory" if stat.S_ISDIR(st.st_mode) else "not a regular file"
-        raise OptError(f"-o {path}: {kind}; refusing to replace it (omit -o to write to stdout)",
-                       code="output_not_file", where=path)
-    return target
-
-
-def write_atomic(target: Path, text: str, shown: str) -> None:
-    """Write ``text`` to a temporary file beside ``target`` and rename it over ``target`` when complete.
-
-    A failure (ENOSPC, EACCES, ...) removes the temporary file, leaves ``target`` as it was and raises
-    OptError ``io`` naming ``shown`` (the path as the user wrote it). The file gets the mode of the file
-    it replaces, else ``0o666`` less the umask."""
-    try:
-        mode = stat.S_IMODE(os.stat(target).st_mode)
-    except FileNotFoundError:
-        umask = os.umask(0)
-        os.umask(umask)
-        mode = 0o666 & ~umask
-    tmp = None
-    try:
-        fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
-            f.flush()
-            os.fsync(f.fileno())
-        os.chmod(tmp, mode)
-        os.replace(tmp, target)
-        tmp = None
-    except OSError as e:
-        raise OptError(f"-o {shown}: cannot write: {e.strerror or e}", code="io", where=shown) from None
-    finally:
-        if tmp is not None:
-            try:
-                os.unlink(tmp)
-            except OSError:
-                pass
 
 
 class _Buffer(io.StringIO):
@@ -308,7 +254,6 @@ class PipeplanOptMain(xDSLOptMain):
     checks of the module docstring."""
 
     _buffer: _Buffer | None = None
-    _target: Path | None = None
 
     def register_all_dialects(self) -> None:
         super().register_all_dialects()
@@ -356,14 +301,14 @@ class PipeplanOptMain(xDSLOptMain):
     def prepare_output(self) -> IO[str]:
         if self.args.output_file is None:
             return sys.stdout
-        self._target = check_output_target(self.args.output_file)
+        check_output_file(self.args.output_file, "-o")  # before any pass runs
         self._buffer = _Buffer()
         return self._buffer
 
     def run(self) -> None:
         super().run()
-        if self._buffer is not None and self._target is not None:
-            write_atomic(self._target, self._buffer.getvalue(), self.args.output_file)
+        if self._buffer is not None:
+            write_file_atomic(self.args.output_file, self._buffer.getvalue(), "-o")
 
 
 def main(argv: Sequence[str] | None = None) -> None:
@@ -378,7 +323,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     try:
         tool = PipeplanOptMain(description="pipeplan optimizer driver", args=argv)
         tool.run()
-    except OptError as e:
+    except (OptError, OutputPathError) as e:
         print(e.one_line(), file=sys.stderr)
         sys.exit(1)
     except (DiagnosticException, ParseError, PipeplanError) as e:

@@ -11,6 +11,7 @@ import subprocess
 import sys
 
 import pytest
+from pipeplan.lowering import atomic
 from pipeplan.tools import opt
 from pipeplan.universe import PIPEPLAN_UNIVERSE
 
@@ -102,23 +103,26 @@ def hostile_inputs(tmp_path_factory):
     (d / "deep-attrs.mlir").write_text('"test.op"() {a = ' + "[" * 5000 + "]" * 5000 + "} : () -> ()\n")
     (d / "plan.txt").write_text("builtin.module {}\n")
     (d / "adir").mkdir()
+    os.mkfifo(d / "fifo.mlir")
     return d
 
 
 INPUTS = [
-    ("missing.mlir", [], "input_not_found", "missing.mlir: no such file"),
-    ("adir", [], "input_not_file", "is a directory"),
+    ("missing.mlir", [], "file_not_found", "missing.mlir: no such file"),
+    ("adir", [], "bad_input_path", "is a directory, not a regular file"),
     ("binary.mlir", [], "input_not_text", "not UTF-8 text (byte 0x80 at offset 128)"),
     ("deep-regions.mlir", [], "input_too_deep", "deep-regions.mlir nests regions or attributes too deeply"),
     ("deep-attrs.mlir", ["--allow-unregistered-dialect"], "input_too_deep", "deep-attrs.mlir nests"),
     ("plan.txt", [], "input_not_mlir", "unrecognized file extension 'txt'"),
+    ("fifo.mlir", [], "bad_input_path", "is a FIFO, not a regular file"),
 ]
 
 
 @pytest.mark.parametrize(("name", "flags", "code", "part"), INPUTS, ids=[i[0] for i in INPUTS])
 def test_hostile_inputs_are_one_line(capsys, hostile_inputs, name, flags, code, part):
     """A missing file, a directory, a binary file, 5000-deep nested regions or attributes, a file that is
-    not .mlir: one diagnostic line, exit status 1 (no traceback, no RecursionError dump)."""
+    not .mlir: one diagnostic line, exit status 1 (no traceback, no RecursionError dump); a FIFO is refused
+    before any open (frontend.paths.check_input_file), so it cannot block."""
     rc, out, err = _opt(capsys, [hostile_inputs / name, *flags])
     assert part in _one_line_error(rc, err, code)
     assert out == ""
@@ -206,34 +210,34 @@ def test_output_replaces_a_regular_file_atomically(capsys, runplan, tmp_path):
 def test_output_refuses_what_is_not_a_regular_file(capsys, runplan, tmp_path):
     """`-o /dev/null`, `-o DIR` or `-o` in a missing directory is one line, exit status 1; nothing is replaced."""
     rc, _, err = _opt(capsys, [runplan[0], "-o", "/dev/null"])
-    assert "refusing to replace" in _one_line_error(rc, err, "output_not_file")
+    assert "character device" in _one_line_error(rc, err, "bad_output_path")
     assert stat.S_ISCHR(os.stat("/dev/null").st_mode)
     d = tmp_path / "adir"
     d.mkdir()
     rc, _, err = _opt(capsys, [runplan[0], "-o", d])
-    assert "a directory" in _one_line_error(rc, err, "output_not_file")
+    assert "is a directory" in _one_line_error(rc, err, "bad_output_path")
     assert d.is_dir() and list(d.iterdir()) == []
     rc, _, err = _opt(capsys, [runplan[0], "-o", tmp_path / "nope" / "x.mlir"])
-    assert "does not exist" in _one_line_error(rc, err, "io")
+    assert "does not exist" in _one_line_error(rc, err, "bad_output_path")
 
 
 @pytest.mark.parametrize("failure", ["enospc", "eacces"])
 def test_failed_write_leaves_no_partial_file(capsys, runplan, tmp_path, monkeypatch, failure):
     """A write that fails (a full file system mid-write: ENOSPC from fsync, mocked; a directory we may not
-    write: EACCES from mkstemp, mocked, as root ignores permissions) is one `error[io]` line, exit status 1,
-    the old OUT intact and no temporary file left."""
+    write: EACCES from mkstemp, mocked, as root ignores permissions) is one `error[write_failed]` line, exit
+    status 1, the old OUT intact and no temporary file left."""
     out_file = tmp_path / "out.mlir"
     out_file.write_text("old\n")
     if failure == "enospc":
         def fail(fd):
             raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
-        monkeypatch.setattr(opt.os, "fsync", fail)
+        monkeypatch.setattr(atomic.os, "fsync", fail)
     else:
         def fail(*a, **k):
             raise PermissionError(errno.EACCES, os.strerror(errno.EACCES))
-        monkeypatch.setattr(opt.tempfile, "mkstemp", fail)
+        monkeypatch.setattr(atomic.tempfile, "mkstemp", fail)
     rc, out, err = _opt(capsys, [runplan[0], "-o", out_file])
-    line = _one_line_error(rc, err, "io")
+    line = _one_line_error(rc, err, "write_failed")
     assert os.strerror(errno.ENOSPC if failure == "enospc" else errno.EACCES) in line
     assert out_file.read_text() == "old\n"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["out.mlir"]
