@@ -7,6 +7,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.module_names import pytest_pycollect_makemodule  # noqa: F401  (test module names: see there)
+
 os.environ.setdefault("TRITON_INTERPRET", "1")
 # `pipeplan plan` without --nodes states this machine's peaks (frontend.pool.local_peaks): fixed figures keep
 # plans deterministic and no test probes or writes the user's cache (tests of the probe unset it).

@@ -12,6 +12,7 @@ import argparse
 import os
 import sys
 from importlib import import_module
+from typing import NoReturn
 
 from pipeplan import __version__
 from pipeplan.errors import PipeplanError, StageFault
@@ -19,9 +20,20 @@ from pipeplan.errors import PipeplanError, StageFault
 COMMANDS = ("plan", "run", "compile", "replay", "compare")
 
 
+class ArgumentParser(argparse.ArgumentParser):
+    """argparse with one-line errors: a malformed command line (``--stages abc``, ``--backend bogus``, a
+    missing required argument, an unknown option) prints ``error[invalid_argument]: <message naming the
+    option> (see `pipeplan <command> --help`)`` on stderr and exits with status 2, instead of the usage
+    dump. Sub-parsers are of this class too; ``--help`` is unchanged."""
+
+    def error(self, message: str) -> NoReturn:
+        text = " ".join(message.split())
+        self.exit(2, f"error[invalid_argument]: {text} (see `{self.prog} --help`)\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The argparse parser with one sub-parser per available command."""
-    parser = argparse.ArgumentParser(prog="pipeplan", description="Pipeline-parallel LLM planning and inference")
+    parser = ArgumentParser(prog="pipeplan", description="Pipeline-parallel LLM planning and inference")
     parser.add_argument("--version", action="version", version=f"pipeplan {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
     for name in COMMANDS:
@@ -33,14 +45,16 @@ def build_parser() -> argparse.ArgumentParser:
             raise
         p = sub.add_parser(name, help=mod.HELP, description=mod.HELP)
         mod.add_arguments(p)
-        p.set_defaults(_main=mod.main)
+        p.set_defaults(_main=mod.main, _parser=p)
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
     """Run the CLI. Exit status: 0 ok, 2 rejected/invalid input, 3 stage fault."""
     parser = build_parser()
-    args = parser.parse_args(argv)
+    args, extra = parser.parse_known_args(argv)
+    if extra:  # named with the command's own --help (plain parse_args would blame `pipeplan`)
+        getattr(args, "_parser", parser).error(f"unrecognized arguments: {' '.join(extra)}")
     try:
         return int(args._main(args) or 0)
     except StageFault as e:

@@ -20,7 +20,9 @@ physical memory and its measured peaks — memory bandwidth, f32 matmul FLOP/s, 
 and :func:`~pipeplan.frontend.pool.local_peaks`: probed once with numpy, cached in
 ``$PIPEPLAN_CACHE/local_peaks.json`` or ``~/.cache/pipeplan/local_peaks.json``, overridden by
 ``PIPEPLAN_LOCAL_PEAKS="BW,FLOPS"``), N = the stage count. The plan records the pool's node specs.
-``--stages`` omitted -> the placement's length, else 1. ``--max-seq-len`` omitted ->
+``--stages`` omitted -> the placement's length; else with ``--nodes`` the fewest stages (on the pool's first
+nodes, in pool order) whose partition fits the nodes' memory (:func:`fewest_stages_that_fit`; stderr says
+``note: --stages not given: N stage(s) fit ...``); else 1. ``--max-seq-len`` omitted ->
 ``min(context_length, 2048)``: the model's full context when small, otherwise 2048 positions so that
 KV caches and edge objects of long-context models (8192+) stay modest; pass it to plan for more.
 """
@@ -74,6 +76,32 @@ def _load_facts(args: argparse.Namespace):
     return read_model_facts(args.model)
 
 
+def fewest_stages_that_fit(facts, config: RuntimeConfig, pool) -> int:
+    """The smallest stage count ``1 <= N <= min(nodes, blocks)`` the planner can place on the pool's first N
+    nodes without ``insufficient_memory``.
+
+    Raises: the planner's first rejection that is not ``insufficient_memory`` (a bad pool, facts or config);
+    ``RunPlanRejection(insufficient_memory)`` when no count fits, with the diagnosis at the largest count.
+    """
+    from pipeplan.errors import RunPlanRejection
+    from pipeplan.frontend.planner import plan_run_spec
+
+    top = max(1, min(len(pool.nodes), facts.block_count))
+    last, where = "", None
+    for n in range(1, top + 1):
+        try:
+            plan_run_spec(facts, config, pool, n)
+        except RunPlanRejection as e:
+            if e.code != "insufficient_memory":
+                raise
+            last, where = e.message, e.where
+        else:
+            return n
+    raise RunPlanRejection(f"no stage count from 1 to {top} fits the memory of the pool's {len(pool.nodes)} nodes "
+                           f"({facts.block_count} blocks); with {top} stages: {last}", code="insufficient_memory",
+                           where=where)
+
+
 def render_plan(args: argparse.Namespace) -> str:
     """Plan from parsed ``args`` and return the printed IR (custom syntax, trailing newline).
 
@@ -93,7 +121,14 @@ def render_plan(args: argparse.Namespace) -> str:
         max_seq_len = min(facts.context_length, DEFAULT_MAX_SEQ_LEN_CAP)
     config = RuntimeConfig(max_seq_len=max_seq_len, activation_dtype=args.activation_dtype,
                            kv_dtype=args.kv_dtype, ring_slots=args.ring_slots, alignment=args.alignment)
+    note = None
+    if args.stages is None and placement is None and args.nodes is not None:
+        stages = fewest_stages_that_fit(facts, config, pool)
+        note = (f"note: --stages not given: {stages} stage{'s' if stages > 1 else ''} fit{'' if stages > 1 else 's'} "
+                f"the memory of {args.nodes} (the fewest)")
     module = plan_run(facts, config, pool, stages, placement, run_id=args.run_id)
+    if note is not None:  # only once the plan is complete: a rejection stays the one line on stderr
+        print(note, file=sys.stderr)
     text = str(module)
     return text if text.endswith("\n") else text + "\n"
 

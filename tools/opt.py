@@ -1,19 +1,259 @@
 """``pipeplan-opt``: ``xdsl-opt`` with pipeplan's dialects and passes registered.
 
-Behaves exactly like ``xdsl-opt`` (same flags: ``-p``, ``--verify-diagnostics``,
-``--print-op-generic``, ``--split-input-file`` ...); it only overrides registration.
+Same flags as ``xdsl-opt`` (``-p``, ``--verify-diagnostics``, ``--print-op-generic``,
+``--split-input-file`` ...). ``pipeplan-opt --help`` ends with the catalog of pipeplan's passes
+(:func:`pass_catalog`: derived from the pass classes, plus :data:`PASS_NOTES`).
+
+Diagnostics are one line on stderr, never a traceback: exit status 1 for a pass pipeline that names an
+unknown pass (with the closest names) or option, gives an option a value of the wrong type or an unquoted
+path, an input that is missing, a directory, not UTF-8 text or nested too deeply to parse, an ``-o`` that
+is not a regular file or cannot be written, and every verifier/pass/parse failure; exit status 2 for a bad
+command-line flag (``error[invalid_argument]: ...``, as ``pipeplan``). Input paths are checked by
+:func:`pipeplan.frontend.paths.check_input_file`; ``-o OUT`` is checked before any pass runs and written by
+:func:`pipeplan.lowering.atomic.write_file_atomic` (a temporary file beside OUT, renamed over it only when
+complete; never over anything but a regular file).
 """
 
 from __future__ import annotations
 
+import argparse
+import dataclasses
+import difflib
+import io
+import os
+import re
 import sys
+from collections.abc import Callable, Sequence
+from types import UnionType
+from typing import IO, Any, NoReturn, Union, get_args, get_origin, get_type_hints
 
-from xdsl.utils.exceptions import DiagnosticException, ParseError
+from pipeplan.errors import PipeplanError
+from pipeplan.frontend.paths import check_input_file
+from pipeplan.lowering.atomic import OutputPathError, check_output_file, write_file_atomic
+from xdsl.passes import ModulePass
+from xdsl.utils.arg_spec import parse_pipeline
+from xdsl.utils.exceptions import ArgSpecParseError, DiagnosticException, ParseError
+from xdsl.utils.hints import isa, type_repr
 from xdsl.xdsl_opt_main import xDSLOptMain
 
 
+class OptError(PipeplanError):
+    """A ``pipeplan-opt`` usage error (pass pipeline, input, output); ``code`` names the kind."""
+
+    code = "invalid_pipeline"
+
+
+@dataclasses.dataclass(frozen=True)
+class PassNote:
+    """What a pass's class does not say: the pass that must run before it and options required in context."""
+
+    after: str = ""
+    """A pass spec that must have produced the input (e.g. ``convert-pplan-to-cplan{keep_source=true}``)."""
+    required: tuple[tuple[str, str], ...] = ()
+    """``(option, when)`` pairs: the option must be given ``when`` (e.g. unless the module holds a binding)."""
+
+
+PASS_NOTES: dict[str, PassNote] = {
+    "runplan-verify": PassNote(after="pipeplan plan"),
+    "runplan-project-provisioning": PassNote(after="pipeplan plan"),
+    "convert-runplan-to-pplan": PassNote(after="pipeplan plan"),
+    "pplan-legalize": PassNote(after="convert-runplan-to-pplan",
+                               required=(("target", "unless the module holds a pplan.target_binding"),)),
+    "pplan-select-implementations": PassNote(after="pplan-legalize"),
+    "pplan-resolve-costs": PassNote(after="pplan-select-implementations",
+                                    required=(("evidence", "unless the module holds a pplan.evidence_policy"),)),
+    "convert-pplan-to-cplan": PassNote(after="pplan-resolve-costs"),
+    "cplan-verify": PassNote(after="convert-pplan-to-cplan (keep_source=true for the commit gate)"),
+    "cplan-project-timing": PassNote(after="convert-pplan-to-cplan"),
+    "convert-cplan-to-vmachine": PassNote(after="convert-pplan-to-cplan",
+                                          required=(("model", "unless the module holds a vmachine.abi"),)),
+    "convert-cplan-to-triton": PassNote(after="convert-pplan-to-cplan{keep_source=true} (target cuda-triton)"),
+}
+"""Per pipeplan pass: ordering and context-dependent required options (tests check names and options)."""
+
+
+def _pipeplan_passes() -> dict[str, Callable[[], type[ModulePass]]]:
+    from pipeplan.universe import PIPEPLAN_UNIVERSE
+
+    return dict(PIPEPLAN_UNIVERSE.all_passes)
+
+
+def pass_options(cls: type[ModulePass]) -> list[tuple[str, str, Any]]:
+    """``(name, type, default)`` of each option (dataclass field) of a pass class; default is
+    ``dataclasses.MISSING`` for an option without one."""
+    hints = get_type_hints(cls)
+    out = []
+    for f in dataclasses.fields(cls):
+        if f.name == "name" or not f.init:
+            continue
+        if f.default is not dataclasses.MISSING:
+            default: Any = f.default
+        elif f.default_factory is not dataclasses.MISSING:
+            default = f.default_factory()
+        else:
+            default = dataclasses.MISSING
+        out.append((f.name, type_repr(hints[f.name]), default))
+    return out
+
+
+def summary_line(cls: type) -> str:
+    """The first docstring line of ``cls`` for a terminal: RST literals as `x`, pointers to the module
+    docstring dropped (empty when there is no docstring)."""
+    doc = (cls.__doc__ or "").strip()
+    line = doc.splitlines()[0] if doc else ""
+    line = re.sub(r"\s*\((see )?(the )?module docstring\)", "", line.replace("``", "`"))
+    return line.strip()
+
+
+def _format_default(value: Any) -> str:
+    if value is dataclasses.MISSING:
+        return "(required)"
+    if isinstance(value, bool):
+        return "= " + str(value).lower()
+    if isinstance(value, str):
+        return f'= "{value}"'
+    if isinstance(value, tuple):
+        return "= " + (",".join(_format_default(v)[2:] for v in value) if value else "(none)")
+    return f"= {value}"
+
+
+def pass_catalog() -> str:
+    """The pipeplan part of ``pipeplan-opt --help``: each pass with its one-line description, its options
+    (type, default, when required) and the pass that must run before it."""
+    lines = ["pipeplan passes (-p 'pass-a,pass-b{option=value other=\"a/path.toml\"}'; quote paths and other",
+             "strings that are not plain identifiers; every xDSL pass is available too):"]
+    for name, factory in _pipeplan_passes().items():
+        cls = factory()
+        note = PASS_NOTES.get(name, PassNote())
+        required = dict(note.required)
+        lines.append(f"  {name}")
+        lines.append(f"      {summary_line(cls)}")
+        for opt, typ, default in pass_options(cls):
+            when = f"  required {required[opt]}" if opt in required else ""
+            lines.append(f"      {opt}: {typ} {_format_default(default)}{when}")
+        if note.after:
+            lines.append(f"      after: {note.after}")
+    return "\n".join(lines) + "\n"
+
+
+# --------------------------------------------------------------------------- pass pipeline checks
+def _quoted_fix(spec: str, col: int) -> str:
+    """``spec`` with the unquoted option value around column ``col`` quoted ('' when there is none)."""
+    for m in re.finditer(r"([A-Za-z_][\w-]*)=([^\s,{}\"]+)", spec):
+        if m.start(2) <= col <= m.end(2) + 1:
+            return spec[: m.start(2)] + f'"{m.group(2)}"' + spec[m.end(2):]
+    return ""
+
+
+def _parse_error(spec: str, e: ArgSpecParseError) -> OptError:
+    text = [ln for ln in str(e).splitlines() if ln.strip()]
+    caret = next((ln for ln in text if ln.strip().startswith("^")), "")
+    col = caret.index("^") if caret else -1
+    what = text[-1].strip() if text else "syntax error"
+    where = f" at column {col + 1} ({spec[col]!r})" if 0 <= col < len(spec) else " at its end" if col >= 0 else ""
+    fix = _quoted_fix(spec, col) if col >= 0 else ""
+    hint = f"; quote string values: {fix}" if fix else ""
+    return OptError(f"-p: cannot parse the pass pipeline{where}: {what}{hint}", code="pipeline_syntax",
+                    where=spec)
+
+
+def _value_text(values: tuple[Any, ...]) -> str:
+    if not values:
+        return "no value"
+    shown = [str(v).lower() if isinstance(v, bool) else f'"{v}"' if isinstance(v, str) else str(v) for v in values]
+    return ",".join(shown)
+
+
+_EXAMPLES = {"str": '"..."', "bool": "true", "int": "1", "float": "0.5", "tuple[str, ...]": "a,b"}
+
+
+def _value_fits(values: tuple[Any, ...], hint: Any) -> bool:
+    """Whether xDSL's ``ArgSpec`` conversion accepts ``values`` for a field annotated ``hint``: one value of
+    the type, a tuple of them, or no value for an optional (``X | None``) field."""
+    if not values:
+        return get_origin(hint) in (Union, UnionType) and type(None) in get_args(hint)
+    return (len(values) == 1 and isa(values[0], hint)) or isa(values, hint)
+
+
+def check_pipeline(spec: str, available: dict[str, Callable[[], type[ModulePass]]]) -> None:
+    """Raise :class:`OptError` naming the first problem of the ``-p`` spec: syntax, unknown pass (with the
+    closest names), unknown option (with the pass's options) or an option value of the wrong type."""
+    try:
+        specs = list(parse_pipeline(spec))
+    except ArgSpecParseError as e:
+        raise _parse_error(spec, e) from None
+    for s in specs:
+        if s.name not in available:
+            close = difflib.get_close_matches(s.name, list(available), n=3, cutoff=0.6)
+            hint = f"; did you mean {' or '.join(repr(c) for c in close)}?" if close else ""
+            raise OptError(f"unknown pass {s.name!r}{hint} (pipeplan-opt --help lists the pipeplan passes)",
+                           code="unknown_pass", where=s.name)
+        cls = available[s.name]()
+        options = {name: typ for name, typ, _ in pass_options(cls)}
+        hints = get_type_hints(cls)
+        for raw, values in s.parameters.items():
+            opt = raw.replace("-", "_")
+            if opt not in options:
+                close = difflib.get_close_matches(opt, list(options), n=1, cutoff=0.6)
+                hint = f"; did you mean {close[0]!r}?" if close else ""
+                known = ", ".join(options) if options else "none"
+                raise OptError(f"{s.name}: unknown option {raw!r}{hint} (options: {known})", code="unknown_option",
+                               where=f"{s.name}{{{raw}}}")
+            if not _value_fits(values, hints[opt]):
+                given = ",".join(str(v) for v in values)
+                example = f'"{given}"' if options[opt] == "str" and given else _EXAMPLES.get(options[opt], "")
+                hint = f" (e.g. {s.name}{{{opt}={example}}})" if example else ""
+                raise OptError(f"{s.name}: option {opt} expects {options[opt]}, got {_value_text(values)}{hint}",
+                               code="invalid_option_value", where=f"{s.name}{{{opt}}}")
+        try:
+            cls.from_pass_spec(s)
+        except ValueError as e:
+            raise OptError(f"{s.name}: {e}", code="invalid_option_value", where=s.name) from None
+
+
+# --------------------------------------------------------------------------- input and output
+def read_input(path: str | None) -> bytes:
+    """The bytes of the input file (stdin when None), checked to be UTF-8 text.
+
+    Raises: OptError ``file_not_found`` / ``bad_input_path`` (a directory, FIFO, device) / ``unreadable``
+    (:func:`pipeplan.frontend.paths.check_input_file`, before any open), ``input_not_text`` (with the offset
+    of the first invalid byte)."""
+    name = path if path is not None else "<stdin>"
+    if path is None:
+        data = sys.stdin.buffer.read()
+    else:
+        check_input_file(path, "input", error=OptError)
+        try:
+            with open(path, "rb") as f:
+                data = f.read()
+        except OSError as e:
+            raise OptError(f"input {path}: cannot read: {e.strerror or e}", code="unreadable", where=path) from None
+    try:
+        data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise OptError(f"{name}: not UTF-8 text (byte 0x{data[e.start]:02x} at offset {e.start}); pipeplan-opt "
+                       f"reads MLIR text", code="input_not_text", where=name) from None
+    return data
+
+
+class _Buffer(io.StringIO):
+    """The output collected in memory; xDSL closes its output stream, which must not discard the text."""
+
+    def close(self) -> None:
+        pass
+
+
+def _arg_error(message: str) -> NoReturn:
+    print(f"error[invalid_argument]: {' '.join(message.split())} (pipeplan-opt --help lists the options)",
+          file=sys.stderr)
+    sys.exit(2)
+
+
 class PipeplanOptMain(xDSLOptMain):
-    """xDSLOptMain plus every pipeplan dialect and pass (duplicates from plugins are skipped)."""
+    """xDSLOptMain plus every pipeplan dialect and pass (duplicates from plugins are skipped), with the
+    checks of the module docstring."""
+
+    _buffer: _Buffer | None = None
 
     def register_all_dialects(self) -> None:
         super().register_all_dialects()
@@ -25,28 +265,86 @@ class PipeplanOptMain(xDSLOptMain):
 
     def register_all_passes(self) -> None:
         super().register_all_passes()
-        from pipeplan.universe import PIPEPLAN_UNIVERSE as u
-
-        for name, factory in u.all_passes.items():
+        for name, factory in _pipeplan_passes().items():
             self.register_pass(name, factory)
 
+    def register_all_arguments(self, arg_parser: argparse.ArgumentParser) -> None:
+        super().register_all_arguments(arg_parser)
+        for action in arg_parser._actions:
+            if "--passes" in action.option_strings:
+                action.help = (f"comma-separated pass pipeline: the pipeplan passes listed below and "
+                               f"{len(self.available_passes) - len(_pipeplan_passes())} xDSL passes "
+                               f"(xdsl-opt --help)")
+        arg_parser.formatter_class = argparse.RawDescriptionHelpFormatter
+        arg_parser.error = _arg_error  # type: ignore[method-assign]
+        plain_help = arg_parser.format_help
+        arg_parser.format_help = lambda: plain_help() + "\n" + pass_catalog()  # type: ignore[method-assign]
 
-def main() -> None:
-    """Entry point of ``pipeplan-opt``.
+    def setup_pipeline(self) -> None:
+        check_pipeline(self.args.passes, self.available_passes)
+        try:
+            super().setup_pipeline()
+        except ValueError as e:  # anything check_pipeline did not foresee, still one line
+            raise OptError(f"-p: {e}", code="invalid_pipeline", where=self.args.passes) from None
 
-    Diagnostics (a verifier or pass failure, a parse error, a typed pipeplan error) are printed
-    on stderr without a Python traceback and the exit status is 1, like ``mlir-opt``. With
-    ``--verify-diagnostics`` xDSL itself prints them on stdout and exits 0 (lit tests rely on it).
+    def get_input_stream(self) -> tuple[IO[bytes], str]:
+        data = read_input(self.args.input_file)
+        if self.args.input_file is None:
+            return io.BytesIO(data), "mlir"
+        ext = os.path.splitext(self.args.input_file)[1].lstrip(".")
+        if ext not in self.available_frontends:
+            raise OptError(f"{self.args.input_file}: unrecognized file extension {ext!r} (pipeplan-opt reads "
+                           f".mlir files, or MLIR text on stdin)", code="input_not_mlir",
+                           where=self.args.input_file)
+        return io.BytesIO(data), ext
+
+    def prepare_output(self) -> IO[str]:
+        if self.args.output_file is None:
+            return sys.stdout
+        check_output_file(self.args.output_file, "-o")  # before any pass runs
+        self._buffer = _Buffer()
+        return self._buffer
+
+    def run(self) -> None:
+        super().run()
+        if self._buffer is not None:
+            write_file_atomic(self.args.output_file, self._buffer.getvalue(), "-o")
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    """Entry point of ``pipeplan-opt`` (``argv`` defaults to ``sys.argv[1:]``).
+
+    Diagnostics (a usage error of the module docstring, a verifier or pass failure, a parse error, a typed
+    pipeplan error) are printed on stderr without a Python traceback and the exit status is 1, like
+    ``mlir-opt``. With ``--verify-diagnostics`` xDSL itself prints them on stdout and exits 0 (lit tests
+    rely on it).
     """
-    from pipeplan.errors import PipeplanError
-
+    tool: PipeplanOptMain | None = None
     try:
-        PipeplanOptMain(description="pipeplan optimizer driver").run()
+        tool = PipeplanOptMain(description="pipeplan optimizer driver", args=argv)
+        tool.run()
+    except (OptError, OutputPathError) as e:
+        print(e.one_line(), file=sys.stderr)
+        sys.exit(1)
     except (DiagnosticException, ParseError, PipeplanError) as e:
         print(f"error: {e}", file=sys.stderr)
         for note in getattr(e, "__notes__", ()):
             print(note, file=sys.stderr)
         sys.exit(1)
+    except RecursionError:
+        name = (tool.args.input_file or "stdin") if tool is not None else "the input"
+        print(f"error[input_too_deep]: {name} nests regions or attributes too deeply to parse or print (more "
+              f"than Python's recursion limit of {sys.getrecursionlimit()} frames)", file=sys.stderr)
+        sys.exit(1)
+    except KeyboardInterrupt:
+        print("error[interrupted]: interrupted", file=sys.stderr)
+        sys.exit(130)
+    except BrokenPipeError:  # stdout closed early (piped into `head`)
+        try:
+            sys.stdout = open(os.devnull, "w")  # noqa: SIM115
+        except OSError:
+            pass
+        sys.exit(0)
 
 
 if __name__ == "__main__":

@@ -356,9 +356,10 @@ def abi_for_module(module: ModuleOp, plan: ConcretePlan, model: str = "") -> tup
 
 @dataclass(frozen=True)
 class ConvertCplanToVmachinePass(ModulePass):
-    """Replace the module's ``cplan.plan`` (and a module-level ``vmachine.abi``) by its
-    ``vmachine.program`` (module docstring). Option ``model``: GGUF/facts TOML giving the ABI when
-    the module has no ``vmachine.abi``.
+    """Lower the module's ``cplan.plan`` to the virtual target's ``vmachine.program`` (MachineIR).
+
+    The plan (and a module-level ``vmachine.abi``) is replaced by the program (module docstring).
+    Option ``model``: GGUF/facts TOML giving the ABI when the module has no ``vmachine.abi``.
 
     Errors (PassFailedException): no concrete plan, missing ABI binding, a plan this target cannot
     lower, machine verification failure (message with the lineage path).

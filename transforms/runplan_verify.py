@@ -19,8 +19,10 @@ from xdsl.utils.exceptions import PassFailedException
 
 @dataclass(frozen=True)
 class RunplanVerifyPass(ModulePass):
-    """Verify every RunPlan in the module; raise PassFailedException("[RP-..] ...") on the first
-    broken invariant (the rejection code is ``INVARIANT_CODES`` of that ID)."""
+    """Verify every RunPlan in the module against the RunPlan contract invariants.
+
+    Raises PassFailedException("[RP-..] ...") on the first broken invariant (the rejection code is
+    ``INVARIANT_CODES`` of that ID)."""
 
     name = "runplan-verify"
 

@@ -147,7 +147,8 @@ def test_injected_fault_local_processes(kind):
 
 
 def test_real_download_fault_missing_file(prov3, tmp_path):
-    """WL-F-1: a weight source that does not exist on the node faults the stage (download)."""
+    """WL-A-1, WL-F-1: the stage loads the weight source its ProvisionStage names: one that does not exist
+    on the node faults the stage (download)."""
     bad = dataclasses.replace(prov3[2], weights=WeightSource((str(tmp_path / "missing.gguf"),)))
     fault, events = _run_fault([prov3[0], prov3[1], bad], "inproc")
     _assert_faulted(fault, events, "download", 2)
@@ -169,8 +170,9 @@ def test_real_parse_faults(prov3, tmp_path):
 
 
 def test_real_invalid_range_faults(prov3):
-    """WL-A-2, WL-A-3, WL-F-5: a range outside the plan's blocks, a block count that disagrees with the
-    file, and a provision holding tensors of blocks outside its range each fault (invalid_range)."""
+    """WL-A-2, WL-A-3, WL-F-5, WL-R-2: a range outside the plan's blocks, a block count that disagrees with
+    the file, and a provision holding tensors of blocks outside its range each fault (invalid_range) with no
+    WeightsReady: the range is validated before WeightsReady."""
     p = prov3[1]
     cases = [
         dataclasses.replace(p, layer_end=p.block_count + 1),
@@ -255,8 +257,8 @@ def test_killed_stage_process_faults_within_5s():
 
 
 def test_shards_and_cached_artifact_give_the_same_tokens(tmp_path, expected_cases):
-    """WL-L-2, WL-L-3: a gguf-split shard set (3 shards) runs with the same greedy tokens, and so does a
-    plan whose weight source is only a sha256 found in the node's cache."""
+    """WL-L-2, WL-L-3, WL-A-1: a gguf-split shard set (3 shards) runs with the same greedy tokens, and so
+    does a provision whose weight source is only a sha256 found in the node's cache."""
     from tests.ggufgen import write_split
 
     shards = write_split(STORIES, tmp_path / "split", 3)
