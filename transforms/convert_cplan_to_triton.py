@@ -10,39 +10,68 @@ Each concrete command becomes one instruction in its queue's ``tmachine.stream``
 ==================  ==========================================================================
 command op          instruction
 ==================  ==========================================================================
-embedding_gather    launch ``embedding:_gather_kernel`` grid ``(T, cdiv(D, BLOCK_D))``
-rms_norm            launch ``rmsnorm:_rms_norm_kernel`` grid ``(T,)``, ``eps`` = ``$eps`` (model ABI)
-matmul              launch ``gemv:_gemv_kernel`` grid ``(cdiv(N, BLOCK_N), cdiv(T, BLOCK_M))``, ``FMT``
-                    from the weight dtype, defaults of :func:`gemv.launch_config` (autotuned at run);
-                    a q4_k weight: ``gemv:_gemv_q4k_kernel``, meta ``USE_DOT, BLOCK_M, BLOCK_N, NSB``
-                    (``NSB`` super-blocks of 256 per K step), same grid
-rope                launch ``rope:_rope_kernel`` grid ``(T, cdiv(H, BLOCK_H))``
-kv_cache_write      launch ``attention:_kv_write_kernel`` grid ``(T,)``
-attention           launch ``attention:_attention_kernel`` grid ``(cdiv(T, BLOCK_M), Hkv)``
-silu_mul / add      launch ``elementwise:_binary_kernel`` grid ``(T, cdiv(F, BLOCK))``
+embedding_gather    launch ``embedding:_gather_kernel`` grid ``(T, cdiv(D, BLOCK_D))``, ``FMT`` the
+                    table format's ``gather_fmt``, scalar ``scale`` (gemma3: ``sqrt(n_embd)``)
+rms_norm            launch ``rmsnorm:_rms_norm_kernel`` grid ``(T,)``, scalar ``eps``
+head_rms_norm       launch ``rmsnorm:_head_rms_norm_kernel`` grid ``(T, cdiv(H, BLOCK_H))``, ``HD``
+                    from the weight ``[head_dim]``, scalar ``eps``
+matmul              launch ``gemv:_gemv_kernel`` (F32 ... Q5_1) or ``gemv:_gemv_kq_kernel`` (Q4_K,
+                    Q5_K, Q6_K; ``NSB`` super-blocks per K step) grid ``(cdiv(N, BLOCK_N),
+                    cdiv(T, BLOCK_M))``, ``FMT`` from the weight dtype, defaults of
+                    ``triton_formats.launch_config`` (autotuned at run)
+rope                launch ``rope:_rope_kernel`` grid ``(T, cdiv(H, BLOCK_H))``; ``ROPE_DIM`` from
+                    the table it reads (``rope_table`` or ``rope_table_swa``), scalar ``NEOX``
+                    (``mode``: 0 norm, 1 neox)
+kv_cache_write      launch ``attention:_kv_write_kernel`` grid ``(T,)``, ``WK``/``WV`` from the caches
+attention           launch ``attention:_attention_kernel`` grid ``(cdiv(T, BLOCK_M), Hkv)``, ``HD_K``/
+                    ``HD_V`` from the caches, scalars ``scale`` (default ``1/sqrt(hd_k)``) and
+                    ``WINDOW`` (the sliding window, or the cache length ``S`` for full causal)
+silu_mul / add /    launch ``elementwise:_binary_kernel`` grid ``(T, cdiv(F, BLOCK))``, ``OP`` 0 / 1 /
+gelu_mul / add_bias 2 / 3 (add_bias reads its ``[F]`` bias with row stride 0)
 argmax              launch ``argmax:_argmax_kernel`` grid ``(T,)``
 last_row            ``tmachine.view`` (no kernel)
 send / recv         ``tmachine.copy`` on the copy engine
 ==================  ==========================================================================
 
+Kernel-call attributes (kernel contract: ``eps``, rope ``mode``, attention ``scale``/``window``, the
+gather's ``scale``) are not in the portable plan. With the model kernel ABI (pass option ``model`` or a
+module-level ``vmachine.abi`` op, as for ``convert-cplan-to-vmachine``) the lowering rebuilds each
+stage's runtime program and takes them from the call that writes the task's output (a task without
+one fails); without it they are recorded as ``"$<attr>"`` scalars, names the runtime binds from the
+stage program's call (like ``"$start_pos"``, the step's position).
+
 Legality: the plan must target ``cuda-triton`` and use the queue extension; every command's
-implementation must be one the Triton kernels provide, and its dtypes ones they read (activations
-f32; matmul weights f32, f16, bf16, q8_0, q4_0, q4_k; gather tables the same but q4_k). Block formats
-need a row length ``K`` that is a multiple of their block (32; 256 for q4_k). Anything else fails the
-pass with the lineage path ``model op -> stage/block -> task -> candidate -> concrete command`` -- there
-is no fallback kernel (e.g. a q4_k ``token_embd`` gather, or q5_k / q6_k matrices, which the kernels do
-not read). The ``cplan.plan`` op is replaced by the ``tmachine.program``; the portable plan stays.
+implementation must be one the Triton kernels provide, and its dtypes and row length ones they read:
+:func:`pipeplan.runtime.kernels.triton_formats.unsupported`, the same check the ``cuda-triton``
+legality makes (activations f32; matmul weights and embedding tables F32, F16, BF16, Q8_0, Q4_0, Q4_1,
+Q5_0, Q5_1, Q4_K, Q5_K, Q6_K, block formats with a row length that is a multiple of their block).
+Anything else fails the pass with the lineage path ``model op -> stage/block -> task -> candidate ->
+concrete command`` -- there is no fallback kernel (e.g. q2_k matrices, which the kernels do not read).
+The ``cplan.plan`` op is replaced by the ``tmachine.program``; the portable plan stays.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from pipeplan.dialects.carriers import scalar_attr, strings
 from pipeplan.dialects.cplan import CommandOp, PlanOp, QueueOp, QueueScheduleOp, plan_from_ir
 from pipeplan.dialects.pplan import BufferOp, TaskOp, fingerprint, ints, str_list
 from pipeplan.dialects.pplan import PlanOp as PPlanOp
 from pipeplan.dialects.triton_machine import REVISION, CopyOp, LaunchOp, ProgramOp, StreamOp, ViewOp
+from pipeplan.errors import PipeplanError
+from pipeplan.runtime.kernels.triton_formats import (
+    GEMV_KQ,
+    KERNEL_OPS,
+    ROPE_MODES,
+    attention_config,
+    launch_config,
+    next_pow2,
+    unsupported,
+    weight_format,
+)
 from xdsl.context import Context
 from xdsl.dialects.builtin import (
     ArrayAttr,
@@ -54,28 +83,25 @@ from xdsl.dialects.builtin import (
     i1,
     i64,
 )
-from xdsl.ir import Block, Region
+from xdsl.ir import Block, Operation, Region
 from xdsl.passes import ModulePass
 from xdsl.rewriter import Rewriter
 from xdsl.utils.exceptions import PassFailedException
 
 PASS = "convert-cplan-to-triton"
 K = "pipeplan.runtime.kernels.triton."
-WEIGHT_FORMATS = {"f32": 0, "f16": 1, "bf16": 2, "q8_0": 3, "q4_0": 4}
-"""Weight dtypes the Triton ``_gemv_kernel`` and the gather read -> their ``FMT`` code."""
-MATMUL_WEIGHTS = (*WEIGHT_FORMATS, "q4_k")
-"""Weight dtypes a Triton matmul reads (q4_k on ``gemv:_gemv_q4k_kernel``)."""
-BLOCK_K = {"q8_0": 32, "q4_0": 32, "q4_k": 256}
-"""Block formats -> weights per block (the row length must be a multiple)."""
 
-KERNEL_OPS = ("embedding_gather", "rms_norm", "matmul", "rope", "kv_cache_write", "attention", "silu_mul", "add",
-              "argmax")
 IMPLS = {f"triton.{o}" for o in KERNEL_OPS} | {"triton.matmul_tc", "triton.last_row", "triton.send", "triton.recv"}
+"""Implementations this lowering turns into instructions (the ``cuda-triton`` rules)."""
 
+BINARY_OPS = {"silu_mul": 0, "add": 1, "gelu_mul": 2, "add_bias": 3}
+"""Elementwise op -> ``OP`` of ``elementwise:_binary_kernel``."""
 
-def _np2(n: int) -> int:
-    n = max(int(n), 1)
-    return 1 << (n - 1).bit_length()
+ATTR_DEFAULTS: dict[str, dict[str, Any]] = {
+    "embedding_gather": {"scale": 1.0}, "rope": {"mode": "norm"}, "attention": {"scale": None, "window": 0},
+    "rms_norm": {}, "head_rms_norm": {},
+}
+"""Kernel-call attributes the launches need (kernel contract; omitted from a call when at their default)."""
 
 
 def _cdiv(a: int, b: int) -> int:
@@ -98,110 +124,201 @@ def _launch(cmd: CommandOp, kernel: str, grid: tuple[int, ...], meta: dict, args
         "lineage": StringAttr(f"{cmd.lineage.data} -> concrete command {cmd.id.data}")})
 
 
-@dataclass
-class _Geometry:
-    """Per stage: KV heads and head dim (from the cache buffers), rope dim (from the rope table)."""
+class KernelAttrs:
+    """Kernel-call attributes per portable task: from the runtime stage programs rebuilt for the model
+    ABI when one is given, else ``"$<attr>"`` runtime names (module docstring)."""
 
-    hkv: int
-    hd: int
-    rope_dim: int
+    def __init__(self, pplan: PPlanOp, bufs: Mapping[str, BufferOp], abi: Mapping[str, Any] | None):
+        self.calls: dict[tuple[int, str, str], Mapping[str, Any]] | None = None
+        if abi is None:
+            return
+        from pipeplan.runtime.stage_program import ProgramError, build_stage_program
+        from pipeplan.transforms.convert_cplan_to_vmachine import hparams_of
+
+        hp = hparams_of(abi)
+        per_stage: dict[int, list[TaskOp]] = {}
+        for t in (o for o in pplan.body.walk() if isinstance(o, TaskOp)):
+            per_stage.setdefault(t.stage.value.data, []).append(t)
+        self.calls = {}
+        for st, tasks in per_stage.items():
+            blocks = sorted({t.block.value.data for t in tasks if t.block.value.data >= 0})
+            first = any(t.op.data == "embedding_gather" for t in tasks)
+            last = any(t.op.data in ("last_row", "argmax") for t in tasks)
+            ls, le = (blocks[0], blocks[-1] + 1) if blocks else (0, 0)
+            try:
+                prog = build_stage_program(hp, ls, le, first, last, int(abi["max_seq_len"]))
+            except ProgramError as err:
+                raise PassFailedException(f"{PASS}: stage {st}: the runtime program for blocks [{ls}, {le}) cannot be "
+                                          f"built for the model ABI: {err.message}") from None
+            for c in prog:
+                if c.outputs:
+                    self.calls[(st, c.kernel, c.outputs[0])] = c.attrs
+        self._bufs = bufs
+
+    def of(self, task: TaskOp) -> dict[str, Any]:
+        """The attributes of ``task``'s kernel call (ATTR_DEFAULTS filled in), or ``"$<attr>"`` names."""
+        op = task.op.data
+        want = dict(ATTR_DEFAULTS.get(op, {}))
+        if op in ("rms_norm", "head_rms_norm"):
+            want["eps"] = None
+        if self.calls is None:
+            return {k: f"${k}" for k in want}
+        out = self._bufs[task.writes.data[0].root_reference.data].origin.data.split(":", 1)[-1]
+        call = self.calls.get((task.stage.value.data, op, out))
+        if call is None:
+            raise _Reject(f"{op} -> {out}, which is not a call of the runtime stage program for the model ABI")
+        return {k: call.get(k, v) for k, v in want.items()}
 
 
-def _geometry(pplan: PPlanOp) -> dict[int, _Geometry]:
-    out: dict[int, _Geometry] = {}
-    caches: dict[int, tuple[int, ...]] = {}
-    ropes: dict[int, tuple[int, ...]] = {}
-    for op in pplan.body.walk():
-        if isinstance(op, BufferOp):
-            st = op.stage.value.data
-            if op.origin.data.endswith("cache_k"):
-                caches.setdefault(st, ints(op.shape))
-            elif op.origin.data == "rope_table":
-                ropes.setdefault(st, ints(op.shape))
-    for st, shape in caches.items():
-        if len(shape) == 3:
-            rope = ropes.get(st)
-            out[st] = _Geometry(hkv=shape[1], hd=shape[2], rope_dim=rope[1] if rope and len(rope) == 2 else shape[2])
-    return out
+def _shape(bufs: Mapping[str, BufferOp], ref) -> tuple[int, ...]:
+    return ints(bufs[ref.root_reference.data].shape)
 
 
-def _lower_kernel(cmd: CommandOp, task: TaskOp, geo: _Geometry | None, waits: list[str]) -> LaunchOp:
+def _lower_kernel(cmd: CommandOp, task: TaskOp, bufs: Mapping[str, BufferOp], attrs: KernelAttrs,
+                  waits: list[str]) -> LaunchOp:
     """One compute command -> its launch (module table); raises _Reject with the reason."""
-    from pipeplan.runtime.kernels.triton.attention import attention_config
-    from pipeplan.runtime.kernels.triton.gemv import launch_config
-
     op = task.op.data
     shape = ints(task.shape)
     dtypes = str_list(task.dtypes)
+    why = unsupported(op, dtypes, shape)
+    if why is not None:
+        raise _Reject(why)
     reads, writes = [a.data for a in cmd.reads.data], [a.data for a in cmd.writes.data]
     args = reads + writes
-    acts = [d for i, d in enumerate(dtypes) if not (op in ("matmul", "embedding_gather") and i == 1)]
-    if op == "embedding_gather":
-        acts = acts[1:]
-        if dtypes[0] not in ("i32", "i64"):
-            raise _Reject(f"token ids of dtype {dtypes[0]} (the gather reads i32/i64)")
-    if op == "argmax":
-        acts = acts[:1]
-    bad = sorted({d for d in acts if d != "f32"})
-    if bad:
-        raise _Reject(f"activation dtype {', '.join(bad)} (the Triton kernels compute in f32)")
-    readable = MATMUL_WEIGHTS if op == "matmul" else tuple(WEIGHT_FORMATS)
-    if op in ("matmul", "embedding_gather") and dtypes[1] not in readable:
-        raise _Reject(f"weight dtype {dtypes[1]} (Triton {op} reads {', '.join(readable)})")
+    rd = task.reads.data
     if op == "matmul":
         t, n, k = shape
-        if k % BLOCK_K.get(dtypes[1], 1):
-            raise _Reject(f"{dtypes[1]} weight with row length {k} (not a multiple of {BLOCK_K[dtypes[1]]})")
-        cfg = launch_config(dtypes[1].upper(), t, n, k, interpret=False)
-        if dtypes[1] == "q4_k":
-            meta = {"USE_DOT": cfg["USE_DOT"], "BLOCK_M": cfg["BLOCK_M"], "BLOCK_N": cfg["BLOCK_N"], "NSB": cfg["NSB"]}
-            return _launch(cmd, "gemv:_gemv_q4k_kernel", (_cdiv(n, cfg["BLOCK_N"]), _cdiv(t, cfg["BLOCK_M"])), meta,
-                           args, {"M": t, "N": n, "K": k}, waits, cfg["autotune"])
-        if cmd.impl.data == "triton.matmul_tc":
-            cfg.update(USE_DOT=True, BLOCK_M=max(16, cfg["BLOCK_M"]), BLOCK_N=64, BLOCK_K=64)
-        meta = {"FMT": WEIGHT_FORMATS[dtypes[1]], "USE_DOT": cfg["USE_DOT"], "BLOCK_M": cfg["BLOCK_M"],
-                "BLOCK_N": cfg["BLOCK_N"], "BLOCK_K": cfg["BLOCK_K"]}
+        fmt = weight_format(dtypes[1])
+        assert fmt is not None  # checked by unsupported()
+        cfg = launch_config(fmt.ggml_type, t, n, k, interpret=False)
+        if fmt.kernel == GEMV_KQ:
+            meta = {"FMT": fmt.fmt, "USE_DOT": cfg["USE_DOT"], "BLOCK_M": cfg["BLOCK_M"], "BLOCK_N": cfg["BLOCK_N"],
+                    "NSB": cfg["NSB"]}
+        else:
+            if cmd.impl.data == "triton.matmul_tc":
+                cfg.update(USE_DOT=True, BLOCK_M=max(16, cfg["BLOCK_M"]), BLOCK_N=64, BLOCK_K=64)
+            meta = {"FMT": fmt.fmt, "USE_DOT": cfg["USE_DOT"], "BLOCK_M": cfg["BLOCK_M"],
+                    "BLOCK_N": cfg["BLOCK_N"], "BLOCK_K": cfg["BLOCK_K"]}
         grid = (_cdiv(n, cfg["BLOCK_N"]), _cdiv(t, cfg["BLOCK_M"]))
-        return _launch(cmd, "gemv:_gemv_kernel", grid, meta, args, {"M": t, "N": n, "K": k}, waits, cfg["autotune"])
+        return _launch(cmd, fmt.kernel, grid, meta, args, {"M": t, "N": n, "K": k}, waits, cfg["autotune"])
     t = shape[0]
     w = shape[1] if len(shape) > 1 else ints(task.read_bytes)[0] // (4 * max(t, 1))  # argmax: [T] -> V from bytes
     if op == "embedding_gather":
-        bd = min(_np2(w), 1024)
-        return _launch(cmd, "embedding:_gather_kernel", (t, _cdiv(w, bd)),
-                       {"FMT": WEIGHT_FORMATS[dtypes[1]], "BLOCK_D": bd}, args, {"D": w}, waits)
+        fmt = weight_format(dtypes[1])
+        assert fmt is not None
+        bd = min(next_pow2(w), 1024)
+        return _launch(cmd, "embedding:_gather_kernel", (t, _cdiv(w, bd)), {"FMT": fmt.gather_fmt, "BLOCK_D": bd},
+                       args, {"D": w, "scale": attrs.of(task)["scale"]}, waits)
     if op == "rms_norm":
-        return _launch(cmd, "rmsnorm:_rms_norm_kernel", (t,), {"BLOCK_D": min(_np2(w), 4096)}, args,
-                       {"D": w, "eps": "$eps"}, waits)
-    if op in ("silu_mul", "add"):
-        blk = min(_np2(w), 1024)
-        return _launch(cmd, "elementwise:_binary_kernel", (t, _cdiv(w, blk)),
-                       {"OP": 0 if op == "silu_mul" else 1, "BLOCK": blk}, args, {"F": w}, waits)
+        return _launch(cmd, "rmsnorm:_rms_norm_kernel", (t,), {"BLOCK_D": min(next_pow2(w), 4096)}, args,
+                       {"D": w, "eps": attrs.of(task)["eps"]}, waits)
+    if op == "head_rms_norm":
+        hd = _shape(bufs, rd[1])[0]
+        if w % hd:
+            raise _Reject(f"head_rms_norm width {w} is not a multiple of its weight's head dim {hd}")
+        bd = next_pow2(hd)
+        bh = max(1, min(next_pow2(w // hd), 4096 // bd))
+        return _launch(cmd, "rmsnorm:_head_rms_norm_kernel", (t, _cdiv(w // hd, bh)), {"BLOCK_H": bh, "BLOCK_D": bd},
+                       args, {"H": w // hd, "HD": hd, "eps": attrs.of(task)["eps"]}, waits)
+    if op in BINARY_OPS:
+        blk = min(next_pow2(w), 1024)
+        return _launch(cmd, "elementwise:_binary_kernel", (t, _cdiv(w, blk)), {"OP": BINARY_OPS[op], "BLOCK": blk},
+                       args, {"F": w}, waits)
     if op == "argmax":
-        return _launch(cmd, "argmax:_argmax_kernel", (t,), {"BLOCK": min(_np2(w), 4096)}, args, {"V": w}, waits)
-    if geo is None:
-        raise _Reject(f"{op} without a KV cache buffer in its stage (head geometry unknown)")
+        return _launch(cmd, "argmax:_argmax_kernel", (t,), {"BLOCK": min(next_pow2(w), 4096)}, args, {"V": w}, waits)
     if op == "kv_cache_write":
-        return _launch(cmd, "attention:_kv_write_kernel", (t,), {"BLOCK": min(_np2(w), 1024)}, args,
-                       {"start_pos": "$start_pos", "W": w}, waits)
-    if w % geo.hd:
-        raise _Reject(f"{op} width {w} is not a multiple of head dim {geo.hd}")
-    heads = w // geo.hd
+        ck, cv = (_shape(bufs, r) for r in task.writes.data)
+        wk, wv = ck[1] * ck[2], cv[1] * cv[2]
+        return _launch(cmd, "attention:_kv_write_kernel", (t,), {"BLOCK": min(next_pow2(max(wk, wv)), 1024)}, args,
+                       {"start_pos": "$start_pos", "WK": wk, "WV": wv}, waits)
     if op == "rope":
-        bh = min(_np2(heads), 16)
-        return _launch(cmd, "rope:_rope_kernel", (t, _cdiv(heads, bh)), {"BLOCK_H": bh, "BLOCK_P": _np2(geo.hd // 2)},
-                       args, {"start_pos": "$start_pos", "H": heads, "HD": geo.hd, "ROPE_DIM": geo.rope_dim}, waits)
+        table = _shape(bufs, rd[1])
+        geo = _stage_cache(bufs, task)
+        if geo is None:
+            raise _Reject("rope without a KV cache buffer in its stage (head geometry unknown)")
+        hd = geo[2]
+        rope_dim = table[1] if len(table) == 2 else hd
+        if w % hd or rope_dim % 2 or rope_dim > hd:
+            raise _Reject(f"rope width {w} with head dim {hd} and rope dim {rope_dim}")
+        heads = w // hd
+        mode = attrs.of(task)["mode"]
+        neox = mode if isinstance(mode, str) and mode.startswith("$") else ROPE_MODES.get(mode)
+        if neox is None:
+            raise _Reject(f"rope mode {mode!r}")
+        bh = min(next_pow2(heads), 16)
+        return _launch(cmd, "rope:_rope_kernel", (t, _cdiv(heads, bh)), {"BLOCK_H": bh, "BLOCK_P": next_pow2(hd // 2)},
+                       args, {"start_pos": "$start_pos", "H": heads, "HD": hd, "ROPE_DIM": rope_dim, "NEOX": neox},
+                       waits)
     if op == "attention":
-        if heads % geo.hkv:
-            raise _Reject(f"attention with {heads} query heads over {geo.hkv} KV heads (not a GQA multiple)")
-        cfg = attention_config(t, heads, geo.hkv, geo.hd, shape[2] if len(shape) > 2 else t, interpret=False)
-        return _launch(cmd, "attention:_attention_kernel", (_cdiv(t, cfg["BLOCK_M"]), geo.hkv), cfg, args,
-                       {"start_pos": "$start_pos", "T": t, "H": heads, "HKV": geo.hkv, "HD": geo.hd,
-                        "scale": 1.0 / geo.hd ** 0.5}, waits)
+        ck, cv = _shape(bufs, rd[1]), _shape(bufs, rd[2])
+        s_len, hkv, hd_k = ck
+        hd_v = cv[2]
+        q = _shape(bufs, rd[0])
+        if q[1] % hd_k or (q[1] // hd_k) % hkv:
+            raise _Reject(f"attention with q width {q[1]} over {hkv} KV heads of dim {hd_k} (not a GQA multiple)")
+        heads = q[1] // hd_k
+        a = attrs.of(task)
+        scale = 1.0 / hd_k ** 0.5 if a["scale"] is None else a["scale"]
+        window = a["window"] if isinstance(a["window"], str) else (int(a["window"]) or s_len)
+        cfg = attention_config(t, heads, hkv, hd_k, hd_v, shape[2] if len(shape) > 2 else t, interpret=False)
+        return _launch(cmd, "attention:_attention_kernel", (_cdiv(t, cfg["BLOCK_M"]), hkv), cfg, args,
+                       {"start_pos": "$start_pos", "T": t, "H": heads, "HKV": hkv, "HD_K": hd_k, "HD_V": hd_v,
+                        "scale": scale, "WINDOW": window}, waits)
     raise _Reject(f"op {op}")
 
 
-def lower_plan(plan: PlanOp, pplan: PPlanOp) -> ProgramOp:
-    """The ``tmachine.program`` of one concrete plan (module docstring).
+def _stage_cache(bufs: Mapping[str, BufferOp], task: TaskOp) -> tuple[int, ...] | None:
+    """Shape ``[S, Hkv, hd_k]`` of a ``cache_k`` buffer of the task's stage (and block, when it has one)."""
+    st, blk = task.stage.value.data, task.block.value.data
+    best = None
+    for b in bufs.values():
+        if b.stage.value.data == st and b.origin.data.endswith("cache_k") and len(ints(b.shape)) == 3:
+            if b.origin.data == f"blk.{blk}.cache_k":
+                return ints(b.shape)
+            best = best or ints(b.shape)
+    return best
+
+
+def lower_command(cmd: CommandOp, task: TaskOp, bufs: Mapping[str, BufferOp], attrs: KernelAttrs, waits: list[str],
+                  sizes: Mapping[str, int]) -> Operation:
+    """One concrete command -> its instruction (module table).
+
+    Args:
+        cmd: the command. task: its portable task. bufs: the portable buffers by name. attrs: where kernel-call
+            attributes come from (:class:`KernelAttrs`). waits: commands of other streams it waits for.
+            sizes: alloc id -> bytes (copy sizes).
+
+    Raises:
+        PassFailedException: ``no Triton kernel for <reason> at <lineage> -> concrete command <id>``.
+    """
+    cid = cmd.id.data
+    where = f"{cmd.lineage.data} -> concrete command {cid}"
+    impl = cmd.impl.data
+    try:
+        if impl not in IMPLS:
+            raise _Reject(f"implementation {impl}")
+        if impl in ("triton.send", "triton.recv"):
+            src, dst = cmd.reads.data[0].data, cmd.writes.data[0].data
+            return CopyOp.create(properties={
+                "id": StringAttr(f"i.{cid}"), "cmd": cmd.id, "src": StringAttr(src), "dst": StringAttr(dst),
+                "bytes": IntegerAttr(min(sizes[src], sizes[dst]), i64),
+                "waits": strings(waits), "lineage": StringAttr(where)})
+        if impl == "triton.last_row":
+            return ViewOp.create(properties={
+                "id": StringAttr(f"i.{cid}"), "cmd": cmd.id, "kind": StringAttr("last_row"),
+                "args": ArrayAttr([*cmd.reads.data, *cmd.writes.data]),
+                "waits": strings(waits), "lineage": StringAttr(where)})
+        if impl.split(".", 1)[1].removesuffix("_tc") != task.op.data:
+            raise _Reject(f"implementation {impl} for op {task.op.data}")
+        return _lower_kernel(cmd, task, bufs, attrs, waits)
+    except _Reject as r:
+        raise PassFailedException(f"{PASS}: no Triton kernel for {r} at {where}") from None
+
+
+def lower_plan(plan: PlanOp, pplan: PPlanOp, abi: Mapping[str, Any] | None = None) -> ProgramOp:
+    """The ``tmachine.program`` of one concrete plan (module docstring); ``abi`` the model kernel ABI
+    (:func:`pipeplan.transforms.convert_cplan_to_vmachine.abi_for_module`) the call attributes come from,
+    or None (they are then ``"$<attr>"`` runtime names).
 
     Raises:
         PassFailedException: wrong target or extension, a command whose task is not in the portable
@@ -216,7 +333,8 @@ def lower_plan(plan: PlanOp, pplan: PPlanOp) -> ProgramOp:
         raise PassFailedException(f"{PASS}: the cuda-triton target runs queues; this plan has no cplan.queue_schedule "
                                   "extension (bind it with a queue binder)")
     tasks = {o.sym_name.data: o for o in pplan.body.walk() if isinstance(o, TaskOp)}
-    geo = _geometry(pplan)
+    bufs = {o.sym_name.data: o for o in pplan.body.walk() if isinstance(o, BufferOp)}
+    attrs = KernelAttrs(pplan, bufs, abi)
     cmds = {o.id.data: o for o in plan.body.walk() if isinstance(o, CommandOp)}
     sizes = {a.id: a.size for a in value.allocs}
     queue_of = {c: (q.device.data, q.engine.data) for q in ext[0].body.walk() if isinstance(q, QueueOp)
@@ -227,33 +345,12 @@ def lower_plan(plan: PlanOp, pplan: PPlanOp) -> ProgramOp:
         ops = []
         for cid in (s.data for s in q.order.data):
             cmd = cmds[cid]
-            waits = [d.data for d in cmd.deps.data if queue_of.get(d.data) != key]
-            where = f"{cmd.lineage.data} -> concrete command {cid}"
             task = tasks.get(cmd.task.data)
             if task is None:
                 raise PassFailedException(f"{PASS}: concrete command {cid} names task @{cmd.task.data}, which the "
                                           "portable plan does not hold (run convert-pplan-to-cplan{keep_source=true})")
-            impl = cmd.impl.data
-            try:
-                if impl not in IMPLS:
-                    raise _Reject(f"implementation {impl}")
-                if impl in ("triton.send", "triton.recv"):
-                    src, dst = cmd.reads.data[0].data, cmd.writes.data[0].data
-                    ops.append(CopyOp.create(properties={
-                        "id": StringAttr(f"i.{cid}"), "cmd": cmd.id, "src": StringAttr(src), "dst": StringAttr(dst),
-                        "bytes": IntegerAttr(min(sizes[src], sizes[dst]), i64),
-                        "waits": strings(waits), "lineage": StringAttr(where)}))
-                elif impl == "triton.last_row":
-                    ops.append(ViewOp.create(properties={
-                        "id": StringAttr(f"i.{cid}"), "cmd": cmd.id, "kind": StringAttr("last_row"),
-                        "args": ArrayAttr([*cmd.reads.data, *cmd.writes.data]),
-                        "waits": strings(waits), "lineage": StringAttr(where)}))
-                else:
-                    if impl.split(".", 1)[1].removesuffix("_tc") != task.op.data:
-                        raise _Reject(f"implementation {impl} for op {task.op.data}")
-                    ops.append(_lower_kernel(cmd, task, geo.get(task.stage.value.data), waits))
-            except _Reject as r:
-                raise PassFailedException(f"{PASS}: no Triton kernel for {r} at {where}") from None
+            waits = [d.data for d in cmd.deps.data if queue_of.get(d.data) != key]
+            ops.append(lower_command(cmd, task, bufs, attrs, waits, sizes))
         streams.append(StreamOp.create(properties={"device": q.device, "engine": q.engine},
                                        regions=[Region(Block(ops))]))
     return ProgramOp.create(properties={"target": plan.target, "concrete": StringAttr(f"sha256:{fingerprint(plan)}"),
@@ -262,11 +359,20 @@ def lower_plan(plan: PlanOp, pplan: PPlanOp) -> ProgramOp:
 
 @dataclass(frozen=True)
 class ConvertCplanToTritonPass(ModulePass):
-    """Replace each ``cplan.plan`` by its ``tmachine.program`` (module docstring); fails if none is found."""
+    """Replace each ``cplan.plan`` by its ``tmachine.program`` (module docstring); fails if none is found.
+
+    Option ``model``: a GGUF file or model-facts TOML giving the model kernel ABI (as for
+    ``convert-cplan-to-vmachine``; a module-level ``vmachine.abi`` op serves too, and stays in the module);
+    without either, kernel-call attributes are recorded as ``"$<attr>"`` runtime names."""
 
     name = "convert-cplan-to-triton"
 
+    model: str = ""
+
     def apply(self, ctx: Context, op: ModuleOp) -> None:
+        from pipeplan.dialects.vmachine import AbiOp
+        from pipeplan.transforms.convert_cplan_to_vmachine import abi_for_module
+
         plans = [o for o in op.ops if isinstance(o, PlanOp)]
         if not plans:
             raise PassFailedException(f"{PASS}: no cplan.plan to lower")
@@ -276,7 +382,13 @@ class ConvertCplanToTritonPass(ModulePass):
                                       f"{len(pplans)} pplan.plan; run convert-pplan-to-cplan{{keep_source=true}})")
         rewriter = Rewriter()
         for p in plans:
-            prog = lower_plan(p, pplans[0])
+            abi = None
+            if self.model or any(isinstance(o, AbiOp) for o in op.ops):
+                try:
+                    abi, _ = abi_for_module(op, plan_from_ir(p), self.model)
+                except PipeplanError as e:
+                    raise PassFailedException(f"{PASS}: {e.one_line()}") from None
+            prog = lower_plan(p, pplans[0], abi)
             rewriter.replace_op(p, prog)
         if any(isinstance(o, PlanOp) for o in op.ops):
             raise PassFailedException(f"{PASS}: a cplan.plan remained after lowering")

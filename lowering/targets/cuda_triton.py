@@ -1,10 +1,16 @@
 """CUDA/Triton target ``cuda-triton``: capabilities are the Triton kernels pipeplan writes.
 
-Kernels take F32/F16/BF16 activations and F32/F16/BF16/Q8_0/Q4_0/Q4_K weights in device memory,
-row-major, 16-byte aligned (Triton's vectorized loads). Matmuls have two implementations: a
-dequantize-in-the-loop GEMV/GEMM (``triton.matmul``, preferred) and, for F16/BF16 weights only, a
-tensor-core GEMM (``triton.matmul_tc``) that needs 128-byte alignment — offered through a
-requirement-only alignment rewrite. Edge transfers use the copy engine over the link.
+The legality reads the same table as the kernels and the ``convert-cplan-to-triton`` lowering
+(:mod:`pipeplan.runtime.kernels.triton_formats`), so every task it accepts lowers (issue 11 item 8):
+one rule per op of :data:`~pipeplan.runtime.kernels.triton_formats.OPERANDS` whose dtypes are that op's
+operand dtypes, and :class:`TritonLegality` adds the per-operand check
+(:func:`~pipeplan.runtime.kernels.triton_formats.unsupported`: activations f32, matmul weights and
+embedding tables F32/F16/BF16/Q8_0/Q4_0/Q4_1/Q5_0/Q5_1/Q4_K/Q5_K/Q6_K with a row length that is a whole
+number of blocks, norm weights and biases f32). Operands live in device memory, row-major, 16-byte
+aligned (Triton's vectorized loads). Matmuls have two implementations: the dequantize-in-the-loop
+GEMV/GEMM (``triton.matmul``, preferred) and, for F32/F16/BF16 weights only, a tensor-core GEMM
+(``triton.matmul_tc``) that needs 128-byte alignment — offered through a requirement-only alignment
+rewrite. Edge transfers use the copy engine over the link.
 """
 
 from __future__ import annotations
@@ -19,11 +25,11 @@ from pipeplan.lowering.targets import (
     RuleTable,
     StandardLegality,
     TargetPlugin,
+    TaskRequirements,
     standard_capabilities,
-    standard_rules,
 )
+from pipeplan.runtime.kernels.triton_formats import DTYPES, OPERANDS, ROLE_DTYPES, unsupported
 
-DTYPES = ("f32", "f16", "bf16", "q8_0", "q4_0", "q4_k")
 REVISION = "cuda-triton@1"
 
 BINDING = TargetBinding(
@@ -31,16 +37,42 @@ BINDING = TargetBinding(
     capabilities=standard_capabilities(DTYPES, "stream"),
     library="triton", library_version="3.9", abi="triton-3.9-ptx", plugin_revision=REVISION)
 
-_RULES = standard_rules("triton", compute_dtypes=DTYPES, runtime=BINDING.runtime, library=BINDING.library,
-                        abi=BINDING.abi, engine="cuda.stream", copy_engine="cuda.copy", min_alignment=16)
+
+def _rule(op: str) -> CapabilityRule:
+    dts = frozenset(d for role in OPERANDS[op] for d in ROLE_DTYPES[role])
+    common = {"runtime": BINDING.runtime, "library": BINDING.library, "abi": BINDING.abi, "min_alignment": 16}
+    if op in ("send", "recv"):
+        return CapabilityRule(f"triton.{op}", f"triton.{op}", op, dts, collective=op, memspaces=frozenset({"link"}),
+                              engine="cuda.copy", **common)  # type: ignore[arg-type]
+    return CapabilityRule(f"triton.{op}", f"triton.{op}", op, dts, engine="cuda.stream",
+                          workspace_per_byte=0.125 if op == "attention" else 0.0, **common)  # type: ignore[arg-type]
+
+
+_RULES = [_rule(op) for op in OPERANDS]
 _mm = next(r for r in _RULES if r.op == "matmul")
 _RULES.append(replace(_mm, name="triton.matmul_tc", impl="triton.matmul_tc", dtypes=frozenset({"f16", "bf16", "f32"}),
                       min_alignment=128, shape_multiple=16, preference=1, workspace_per_byte=0.0))
-_RULES = [replace(r, workspace_per_byte=0.125) if r.op == "attention" else r for r in _RULES]
+
+RULES: tuple[CapabilityRule, ...] = tuple(_RULES)
+"""The target's capability rules (one per op, plus ``triton.matmul_tc``)."""
+
+
+class TritonLegality(StandardLegality):
+    """The AB-L-1 checks of :class:`StandardLegality`, then the Triton kernels' own operand table
+    (:func:`~pipeplan.runtime.kernels.triton_formats.unsupported`, the check the lowering makes)."""
+
+    def check(self, task: TaskRequirements, rule: CapabilityRule, binding: TargetBinding) -> tuple[str, ...]:
+        """Reasons ``rule`` cannot implement ``task`` on ``binding``; empty when legal."""
+        reasons = list(super().check(task, rule, binding))
+        why = unsupported(task.op, task.dtypes, task.shape)
+        if why is not None:
+            reasons.append(f"no Triton kernel for {why}")
+        return tuple(reasons)
+
 
 PLUGIN = TargetPlugin(
     name="cuda-triton", revision=REVISION, binding=BINDING, capability=RuleTable(_RULES),
-    legality=StandardLegality(), selector=PreferenceSelector(alignments=(128,)), resources=EngineResources())
+    legality=TritonLegality(), selector=PreferenceSelector(alignments=(128,)), resources=EngineResources())
 """The cuda-triton plugin."""
 
-__all__ = ["PLUGIN", "BINDING", "DTYPES", "CapabilityRule"]
+__all__ = ["PLUGIN", "BINDING", "DTYPES", "RULES", "CapabilityRule", "TritonLegality"]

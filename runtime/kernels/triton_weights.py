@@ -11,19 +11,15 @@ ggml type  what the stage holds for a ``[N, K]`` matrix (torch order; ggml ``(K,
 =========  ==================================================================================
 F32        a plain float32 tensor ``[N, K]``
 F16/BF16   :class:`GGMLWeight` over a float16/bfloat16 tensor ``[N, K]``
-Q8_0       :class:`GGMLWeight` over uint8 ``[N, K/32*34]``: per 32 weights an f16 scale ``d`` and
-           32 int8 ``q``; ``w = d * q`` (ggml ``block_q8_0``)
-Q4_0       :class:`GGMLWeight` over uint8 ``[N, K/32*18]``: per 32 weights an f16 ``d`` and 16 bytes;
-           byte ``j`` holds weight ``j`` (low nibble) and ``j + 16`` (high); ``w = d * (nibble - 8)``
-           (ggml ``block_q4_0``)
-Q4_K       :class:`GGMLWeight` over uint8 ``[N, K/256*144]``: per 256 weights (``K % 256 == 0``) f16
-           ``d``, f16 ``dmin``, 12 bytes of 6-bit scales/mins (ggml ``get_scale_min_k4``) and 128
-           bytes of nibbles; ``w = d*sc[j]*q - dmin*m[j]`` (ggml ``block_q4_K``; read by the GEMV
-           only -- the embedding gather refuses a Q4_K table with ``triton:weight_type``)
+Q8_0 ...   :class:`GGMLWeight` over uint8 ``[N, K / block * block_bytes]``: the GGUF blocks of each row
+           as stored (Q8_0, Q4_0, Q4_1, Q5_0, Q5_1: 32 weights per block; Q4_K, Q5_K, Q6_K: 256 per
+           super-block, ``K % 256 == 0``); layouts and arithmetic in :mod:`pipeplan.runtime.kernels.triton.gemv`
 =========  ==================================================================================
 
-1-D tensors (norm weights) are always float32 (llama.cpp keeps them F32; they are tiny). Other types
-(Q5_K, Q6_K and the other K-quants, Q4_1, Q5_*) are rejected at load with :class:`~pipeplan.runtime.kernels.triton._common.TritonKernelError`
+The formats are :data:`pipeplan.runtime.kernels.triton_formats.WEIGHT_FORMATS` (the table the kernels,
+the ``cuda-triton`` legality and its lowering share). 1-D tensors (norm weights, biases) are always
+float32 (llama.cpp keeps them F32; they are tiny). Other matrix types (Q2_K, Q3_K, IQ*, ...) are
+rejected at load with :class:`~pipeplan.runtime.kernels.triton._common.TritonKernelError`
 ``triton:weight_type`` (kind ``bind``): a diagnostic, never a silent dequantize-to-F32 fallback.
 
 :class:`GGMLWeight` is a ``torch.Tensor`` wrapper subclass whose logical shape is ``[N, K]`` and whose
@@ -43,13 +39,11 @@ import torch
 from pipeplan.plan_types import TensorSlice
 from pipeplan.runtime.dequant import dequantize, expected_nbytes
 from pipeplan.runtime.kernels.triton._common import TritonKernelError
+from pipeplan.runtime.kernels.triton_formats import RAW_TYPES, WEIGHT_FORMATS
 from pipeplan.runtime.loader import StageWeights, check_slice_bytes, map_tensors
 from torch.utils._pytree import tree_map
 
-RAW_TYPES: tuple[str, ...] = ("F32", "F16", "BF16", "Q8_0", "Q4_0", "Q4_K")
-"""ggml types the Triton kernels consume directly (matmul; the embedding gather reads all but Q4_K)."""
-
-BLOCK_BYTES = {"Q8_0": (32, 34), "Q4_0": (32, 18), "Q4_K": (256, 144)}
+BLOCK_BYTES = {f.ggml_type: (f.block, f.block_bytes) for f in WEIGHT_FORMATS.values() if f.quantized}
 """Block types: ggml type -> (weights per block, bytes per block) (ggml ``GGML_QUANT_SIZES``)."""
 
 
@@ -57,8 +51,8 @@ class GGMLWeight(torch.Tensor):
     """A weight matrix kept in its GGUF format: logical shape ``[N, K]``, advertised dtype float32.
 
     Attributes:
-        raw: the stored data (float16/bfloat16 ``[N, K]``, or uint8 ``[N, row_bytes]`` for Q8_0/Q4_0/Q4_K).
-        ggml_type: ``"F16"``, ``"BF16"``, ``"Q8_0"``, ``"Q4_0"`` or ``"Q4_K"``.
+        raw: the stored data (float16/bfloat16 ``[N, K]``, or uint8 ``[N, row_bytes]`` for the block formats).
+        ggml_type: a :data:`RAW_TYPES` name other than ``"F32"``.
         wname: tensor name, for diagnostics.
     """
 
@@ -204,7 +198,7 @@ def quantize_matrix(w: torch.Tensor, ggml_type: str, name: str = "weight") -> to
 
     Raises:
         TritonKernelError: ``triton:weight_type`` for a type outside :data:`RAW_TYPES` or one gguf
-            cannot quantize (gguf 0.19 has no Q4_K quantizer: build Q4_K bytes directly instead).
+            cannot quantize (gguf 0.19 has no K-quant quantizer: build Q4_K/Q5_K/Q6_K bytes directly instead).
     """
     from gguf import GGMLQuantizationType
     from gguf import quants as gguf_quants

@@ -7,11 +7,15 @@ CPU under Triton's interpreter otherwise. The interpreter must be chosen before 
 decorated, so importing this package without a visible GPU sets ``TRITON_INTERPRET=1`` (unless the
 variable is already set) before importing the kernel modules.
 
-Kernel families (one module each): :mod:`.embedding` (``embedding_gather``), :mod:`.rmsnorm`
-(``rms_norm``), :mod:`.gemv` (``matmul`` with fused dequant of F32/F16/BF16/Q8_0/Q4_0 weights),
-:mod:`.rope` (``rope``, NORM pairing), :mod:`.attention` (``kv_cache_write``, causal prefill/decode
-``attention`` with GQA), :mod:`.elementwise` (``silu_mul``, ``add``), :mod:`.argmax` (``argmax``).
-``split`` and ``last_row`` are views (no arithmetic, no kernel) and are the reference functions.
+Kernel families (one module each): :mod:`.embedding` (``embedding_gather``, every weight format,
+optional ``scale``), :mod:`.rmsnorm` (``rms_norm``, ``head_rms_norm``), :mod:`.gemv` (``matmul`` with
+fused dequant of F32/F16/BF16/Q8_0/Q4_0/Q4_1/Q5_0/Q5_1/Q4_K/Q5_K/Q6_K weights), :mod:`.rope` (``rope``,
+NORM and NEOX pairing), :mod:`.attention` (``kv_cache_write``, causal or sliding-window prefill/decode
+``attention`` with GQA and a softmax ``scale``), :mod:`.elementwise` (``silu_mul``, ``gelu_mul``,
+``add``, ``add_bias``), :mod:`.argmax` (``argmax``). ``split`` and ``last_row`` are views (no
+arithmetic, no kernel) and are the reference functions. Names and attributes follow the kernel
+contract shared with the reference and CPU tables (kernel-contract: new attrs ``scale``, ``mode``,
+``window``; new kernels ``head_rms_norm``, ``gelu_mul``, ``add_bias``).
 """
 
 from __future__ import annotations
@@ -27,10 +31,10 @@ from pipeplan.runtime.kernels import reference as _reference  # noqa: E402
 from pipeplan.runtime.kernels.triton._common import TritonKernelError, interpreting  # noqa: E402
 from pipeplan.runtime.kernels.triton.argmax import argmax  # noqa: E402
 from pipeplan.runtime.kernels.triton.attention import attention, kv_cache_write  # noqa: E402
-from pipeplan.runtime.kernels.triton.elementwise import add, silu_mul  # noqa: E402
+from pipeplan.runtime.kernels.triton.elementwise import add, add_bias, gelu_mul, silu_mul  # noqa: E402
 from pipeplan.runtime.kernels.triton.embedding import embedding_gather  # noqa: E402
 from pipeplan.runtime.kernels.triton.gemv import matmul  # noqa: E402
-from pipeplan.runtime.kernels.triton.rmsnorm import rms_norm  # noqa: E402
+from pipeplan.runtime.kernels.triton.rmsnorm import head_rms_norm, rms_norm  # noqa: E402
 from pipeplan.runtime.kernels.triton.rope import rope  # noqa: E402
 
 split = _reference.split
@@ -38,7 +42,8 @@ last_row = _reference.last_row
 
 KERNELS = {name: globals()[name] for name in _reference.KERNELS}
 """Kernel name -> Triton-backed function: the reference table's keys by construction, each bound to the
-function of that name in this package."""
+function of that name in this package (a reference kernel without a Triton function of its name fails
+this import)."""
 
 
 def device() -> torch.device:
@@ -61,5 +66,6 @@ def allocate(shape: tuple[int, ...]) -> torch.Tensor:
     return torch.zeros(shape, dtype=torch.float32, device=device())
 
 
-__all__ = ["KERNELS", "allocate", "load_stage_weights", "TritonKernelError", "add", "argmax", "attention", "device", "embedding_gather",
-           "interpreting", "kv_cache_write", "last_row", "matmul", "rms_norm", "rope", "silu_mul", "split"]
+__all__ = ["KERNELS", "allocate", "load_stage_weights", "TritonKernelError", "add", "add_bias", "argmax", "attention",
+           "device", "embedding_gather", "gelu_mul", "head_rms_norm", "interpreting", "kv_cache_write", "last_row",
+           "matmul", "rms_norm", "rope", "silu_mul", "split"]

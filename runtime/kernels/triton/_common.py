@@ -13,6 +13,9 @@ import os
 
 import torch
 from pipeplan.errors import PipeplanError
+from pipeplan.runtime.kernels.triton_formats import next_pow2
+
+__all__ = ["TritonKernelError", "cdiv", "check_float", "interpreting", "next_pow2", "on_device"]
 
 
 class TritonKernelError(PipeplanError):
@@ -31,12 +34,6 @@ class TritonKernelError(PipeplanError):
 def interpreting() -> bool:
     """True when Triton kernels run under the CPU interpreter (``TRITON_INTERPRET=1``)."""
     return os.environ.get("TRITON_INTERPRET", "0") not in ("", "0")
-
-
-def next_pow2(n: int) -> int:
-    """Smallest power of two ``>= max(n, 1)`` (Triton block sizes must be powers of two)."""
-    n = max(int(n), 1)
-    return 1 << (n - 1).bit_length()
 
 
 def cdiv(a: int, b: int) -> int:

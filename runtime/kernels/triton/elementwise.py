@@ -1,10 +1,17 @@
-"""Triton elementwise kernels: SiLU-multiply (llama SwiGLU FFN) and the residual add.
+"""Triton elementwise kernels: the gated FFN activations, the residual add and the bias add.
 
-``silu_mul(gate, up)`` = ``silu(gate) * up`` with ``silu(g) = g / (1 + exp(-g))`` and
-``add(a, b)`` = ``a + b``; float32 ``[T, F]`` -> ``[T, F]`` (references:
-:func:`pipeplan.runtime.kernels.reference.silu_mul` / ``add``). Inputs may be column views
-(``split`` after a fused matmul): rows are addressed by stride, columns must be unit-stride.
-Grid ``(T, cdiv(F, BLOCK))``.
+float32 ``[T, F]`` -> ``[T, F]`` (references: :mod:`pipeplan.runtime.kernels.reference`):
+
+* ``silu_mul(gate, up)`` = ``silu(gate) * up``, ``silu(g) = g / (1 + exp(-g))`` (llama, ``LLM_FFN_SILU``);
+* ``gelu_mul(gate, up)`` = ``gelu_tanh(gate) * up`` (gemma3, ggml ``gelu``, ``LLM_FFN_GELU``), with
+  ``gelu_tanh(g) = 0.5 g (1 + tanh(u)) = g / (1 + exp(-2u))``, ``u = sqrt(2/pi) (g + 0.044715 g^3)``
+  (the sigmoid form is the same function and cannot overflow to NaN);
+* ``add(a, b)`` = ``a + b``;
+* ``add_bias(x, bias)`` = ``x + bias`` with ``bias`` ``[F]`` broadcast over rows (qwen2 q/k/v biases).
+
+Inputs may be column views (``split`` after a fused matmul): rows are addressed by stride, columns
+must be unit-stride; the bias is read with row stride 0. Grid ``(T, cdiv(F, BLOCK))``; ``OP`` 0 silu_mul,
+1 add, 2 gelu_mul, 3 add_bias.
 """
 
 from __future__ import annotations
@@ -23,7 +30,8 @@ from pipeplan.runtime.kernels.triton._common import (
 
 @triton.jit
 def _binary_kernel(a_ptr, b_ptr, y_ptr, F, stride_a, stride_b, stride_y, OP: tl.constexpr, BLOCK: tl.constexpr):
-    """``OP`` 0: ``y = silu(a) * b``; 1: ``y = a + b``; one row chunk per program."""
+    """``OP`` 0: ``y = silu(a) * b``; 1 and 3: ``y = a + b`` (3: ``stride_b = 0``); 2: ``y = gelu_tanh(a) * b``;
+    one row chunk per program."""
     row = tl.program_id(0)
     cols = tl.program_id(1) * BLOCK + tl.arange(0, BLOCK)
     ok = cols < F
@@ -31,6 +39,9 @@ def _binary_kernel(a_ptr, b_ptr, y_ptr, F, stride_a, stride_b, stride_y, OP: tl.
     b = tl.load(b_ptr + row * stride_b + cols, mask=ok, other=0.0)
     if OP == 0:
         y = a / (1.0 + tl.exp(-a)) * b
+    elif OP == 2:
+        u = 0.7978845608028654 * (a + 0.044715 * a * a * a)
+        y = a / (1.0 + tl.exp(tl.minimum(-2.0 * u, 80.0))) * b  # exp clamped: no float32 overflow
     else:
         y = a + b
     tl.store(y_ptr + row * stride_y + cols, y, mask=ok)
@@ -64,4 +75,20 @@ def add(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     return _binary(a, b, 1, "add")
 
 
-__all__ = ["add", "silu_mul"]
+def gelu_mul(gate: torch.Tensor, up: torch.Tensor) -> torch.Tensor:
+    """``gelu_tanh(gate) * up`` (module docstring). Raises :class:`TritonKernelError` (``dtype``/``shape``)."""
+    return _binary(gate, up, 2, "gelu_mul")
+
+
+def add_bias(x: torch.Tensor, bias: torch.Tensor) -> torch.Tensor:
+    """``x [T, N] + bias [N]`` (module docstring). Raises :class:`TritonKernelError` (``dtype``; ``shape``
+    unless ``x`` is 2-D and ``bias`` is ``[N]``)."""
+    check_float(x, "add_bias input")
+    check_float(bias, "add_bias bias")
+    if x.dim() != 2 or bias.dim() != 1 or bias.shape[0] != x.shape[1]:
+        raise TritonKernelError("shape", f"add_bias: x {tuple(x.shape)} and bias {tuple(bias.shape)} must be [T, N] "
+                                "and [N]", where="add_bias")
+    return _binary(x, bias.contiguous().expand(x.shape[0], -1), 3, "add_bias")
+
+
+__all__ = ["add", "add_bias", "gelu_mul", "silu_mul"]
