@@ -52,7 +52,7 @@ The ``cplan.plan`` op is replaced by the ``tmachine.program``; the portable plan
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -125,13 +125,28 @@ def _launch(cmd: CommandOp, kernel: str, grid: tuple[int, ...], meta: dict, args
 
 
 class KernelAttrs:
-    """Kernel-call attributes per portable task: from the runtime stage programs rebuilt for the model
-    ABI when one is given, else ``"$<attr>"`` runtime names (module docstring)."""
+    """Kernel-call attributes per portable task (module docstring): from stage programs (the calls
+    ``(stage, kernel, first output) -> attrs``), or ``"$<attr>"`` runtime names when ``calls`` is None."""
 
-    def __init__(self, pplan: PPlanOp, bufs: Mapping[str, BufferOp], abi: Mapping[str, Any] | None):
-        self.calls: dict[tuple[int, str, str], Mapping[str, Any]] | None = None
+    def __init__(self, bufs: Mapping[str, BufferOp], calls: Mapping[tuple[int, str, str], Mapping[str, Any]] | None):
+        self._bufs = bufs
+        self.calls = calls
+
+    @classmethod
+    def from_programs(cls, bufs: Mapping[str, BufferOp], programs: Mapping[int, Sequence[Any]]) -> KernelAttrs:
+        """From each stage's ordered ``KernelCall`` list (:mod:`pipeplan.runtime.stage_program`)."""
+        return cls(bufs, {(st, c.kernel, c.outputs[0]): c.attrs for st, prog in programs.items() for c in prog
+                          if c.outputs})
+
+    @classmethod
+    def for_plan(cls, pplan: PPlanOp, bufs: Mapping[str, BufferOp], abi: Mapping[str, Any] | None) -> KernelAttrs:
+        """The runtime stage programs rebuilt for the model kernel ABI ``abi`` (each stage's layer range and
+        first/last role from its portable tasks), or runtime names when ``abi`` is None.
+
+        Raises:
+            PassFailedException: a stage whose program cannot be built for the ABI."""
         if abi is None:
-            return
+            return cls(bufs, None)
         from pipeplan.runtime.stage_program import ProgramError, build_stage_program
         from pipeplan.transforms.convert_cplan_to_vmachine import hparams_of
 
@@ -139,24 +154,22 @@ class KernelAttrs:
         per_stage: dict[int, list[TaskOp]] = {}
         for t in (o for o in pplan.body.walk() if isinstance(o, TaskOp)):
             per_stage.setdefault(t.stage.value.data, []).append(t)
-        self.calls = {}
+        programs = {}
         for st, tasks in per_stage.items():
             blocks = sorted({t.block.value.data for t in tasks if t.block.value.data >= 0})
             first = any(t.op.data == "embedding_gather" for t in tasks)
             last = any(t.op.data in ("last_row", "argmax") for t in tasks)
             ls, le = (blocks[0], blocks[-1] + 1) if blocks else (0, 0)
             try:
-                prog = build_stage_program(hp, ls, le, first, last, int(abi["max_seq_len"]))
+                programs[st] = build_stage_program(hp, ls, le, first, last, int(abi["max_seq_len"]))
             except ProgramError as err:
                 raise PassFailedException(f"{PASS}: stage {st}: the runtime program for blocks [{ls}, {le}) cannot be "
                                           f"built for the model ABI: {err.message}") from None
-            for c in prog:
-                if c.outputs:
-                    self.calls[(st, c.kernel, c.outputs[0])] = c.attrs
-        self._bufs = bufs
+        return cls.from_programs(bufs, programs)
 
     def of(self, task: TaskOp) -> dict[str, Any]:
-        """The attributes of ``task``'s kernel call (ATTR_DEFAULTS filled in), or ``"$<attr>"`` names."""
+        """The attributes of ``task``'s kernel call (ATTR_DEFAULTS filled in; rms norms: ``eps``), or
+        ``"$<attr>"`` names. Raises ``_Reject`` when the programs have no call writing the task's output."""
         op = task.op.data
         want = dict(ATTR_DEFAULTS.get(op, {}))
         if op in ("rms_norm", "head_rms_norm"):
@@ -167,7 +180,10 @@ class KernelAttrs:
         call = self.calls.get((task.stage.value.data, op, out))
         if call is None:
             raise _Reject(f"{op} -> {out}, which is not a call of the runtime stage program for the model ABI")
-        return {k: call.get(k, v) for k, v in want.items()}
+        got = {k: call.get(k, v) for k, v in want.items()}
+        if got.get("eps", 0.0) is None:
+            raise _Reject(f"{op} -> {out}: the stage program's call has no eps")
+        return got
 
 
 def _shape(bufs: Mapping[str, BufferOp], ref) -> tuple[int, ...]:
@@ -180,9 +196,6 @@ def _lower_kernel(cmd: CommandOp, task: TaskOp, bufs: Mapping[str, BufferOp], at
     op = task.op.data
     shape = ints(task.shape)
     dtypes = str_list(task.dtypes)
-    why = unsupported(op, dtypes, shape)
-    if why is not None:
-        raise _Reject(why)
     reads, writes = [a.data for a in cmd.reads.data], [a.data for a in cmd.writes.data]
     args = reads + writes
     rd = task.reads.data
@@ -297,6 +310,9 @@ def lower_command(cmd: CommandOp, task: TaskOp, bufs: Mapping[str, BufferOp], at
     try:
         if impl not in IMPLS:
             raise _Reject(f"implementation {impl}")
+        why = unsupported(task.op.data, str_list(task.dtypes), ints(task.shape), impl)
+        if why is not None:
+            raise _Reject(why)
         if impl in ("triton.send", "triton.recv"):
             src, dst = cmd.reads.data[0].data, cmd.writes.data[0].data
             return CopyOp.create(properties={
@@ -334,7 +350,7 @@ def lower_plan(plan: PlanOp, pplan: PPlanOp, abi: Mapping[str, Any] | None = Non
                                   "extension (bind it with a queue binder)")
     tasks = {o.sym_name.data: o for o in pplan.body.walk() if isinstance(o, TaskOp)}
     bufs = {o.sym_name.data: o for o in pplan.body.walk() if isinstance(o, BufferOp)}
-    attrs = KernelAttrs(pplan, bufs, abi)
+    attrs = KernelAttrs.for_plan(pplan, bufs, abi)
     cmds = {o.id.data: o for o in plan.body.walk() if isinstance(o, CommandOp)}
     sizes = {a.id: a.size for a in value.allocs}
     queue_of = {c: (q.device.data, q.engine.data) for q in ext[0].body.walk() if isinstance(q, QueueOp)

@@ -28,7 +28,14 @@ from pipeplan.lowering.targets import (
     TaskRequirements,
     standard_capabilities,
 )
-from pipeplan.runtime.kernels.triton_formats import DTYPES, OPERANDS, ROLE_DTYPES, unsupported
+from pipeplan.runtime.kernels.triton_formats import (
+    DTYPES,
+    OPERANDS,
+    ROLE_DTYPES,
+    TC_SHAPE_MULTIPLE,
+    TC_WEIGHTS,
+    unsupported,
+)
 
 REVISION = "cuda-triton@1"
 
@@ -50,24 +57,25 @@ def _rule(op: str) -> CapabilityRule:
 
 _RULES = [_rule(op) for op in OPERANDS]
 _mm = next(r for r in _RULES if r.op == "matmul")
-_RULES.append(replace(_mm, name="triton.matmul_tc", impl="triton.matmul_tc", dtypes=frozenset({"f16", "bf16", "f32"}),
-                      min_alignment=128, shape_multiple=16, preference=1, workspace_per_byte=0.0))
+_RULES.append(replace(_mm, name="triton.matmul_tc", impl="triton.matmul_tc", dtypes=frozenset(TC_WEIGHTS),
+                      min_alignment=128, shape_multiple=TC_SHAPE_MULTIPLE, preference=1, workspace_per_byte=0.0))
 
 RULES: tuple[CapabilityRule, ...] = tuple(_RULES)
 """The target's capability rules (one per op, plus ``triton.matmul_tc``)."""
 
 
 class TritonLegality(StandardLegality):
-    """The AB-L-1 checks of :class:`StandardLegality`, then the Triton kernels' own operand table
-    (:func:`~pipeplan.runtime.kernels.triton_formats.unsupported`, the check the lowering makes)."""
+    """The AB-L-1 checks of :class:`StandardLegality`; a task they pass must also pass the Triton kernels'
+    own operand table (:func:`~pipeplan.runtime.kernels.triton_formats.unsupported`, the check the
+    lowering makes), whose reason is then the one given."""
 
     def check(self, task: TaskRequirements, rule: CapabilityRule, binding: TargetBinding) -> tuple[str, ...]:
         """Reasons ``rule`` cannot implement ``task`` on ``binding``; empty when legal."""
-        reasons = list(super().check(task, rule, binding))
-        why = unsupported(task.op, task.dtypes, task.shape)
-        if why is not None:
-            reasons.append(f"no Triton kernel for {why}")
-        return tuple(reasons)
+        reasons = super().check(task, rule, binding)
+        if reasons:
+            return reasons
+        why = unsupported(task.op, task.dtypes, task.shape, rule.impl)
+        return () if why is None else (f"no Triton kernel for {why}",)
 
 
 PLUGIN = TargetPlugin(

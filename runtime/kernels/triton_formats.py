@@ -105,6 +105,11 @@ OPERANDS: dict[str, tuple[str, ...]] = {
 }
 """Portable op -> role of each operand dtype (reads then writes, as in ``pplan.task`` ``dtypes``)."""
 
+TC_WEIGHTS: tuple[str, ...] = ("f32", "f16", "bf16")
+"""Weight dtypes of the tensor-core matmul implementation (``triton.matmul_tc``: ``tl.dot`` on float tiles)."""
+TC_SHAPE_MULTIPLE = 16
+"""``triton.matmul_tc`` needs ``N`` and ``K`` multiples of this (its 16-wide ``tl.dot`` tiles)."""
+
 KERNEL_OPS: tuple[str, ...] = tuple(o for o in OPERANDS if o not in ("last_row", "send", "recv"))
 """Ops the Triton target runs as kernel launches (``last_row`` is a view, ``send``/``recv`` copies)."""
 
@@ -171,12 +176,13 @@ def weight_format(dtype: str) -> WeightFormat | None:
     return WEIGHT_FORMATS.get(dtype.upper())
 
 
-def unsupported(op: str, dtypes: Sequence[str], shape: Sequence[int]) -> str | None:
+def unsupported(op: str, dtypes: Sequence[str], shape: Sequence[int], impl: str = "") -> str | None:
     """Why the Triton kernels cannot run a task (None when they can).
 
     Args:
         op: portable op. dtypes: operand dtypes, reads then writes. shape: the task's work shape
-            (``matmul``: ``[M, N, K]``).
+            (``matmul``: ``[M, N, K]``). impl: the implementation (``triton.matmul_tc`` adds its
+            :data:`TC_WEIGHTS` and :data:`TC_SHAPE_MULTIPLE` constraints).
 
     Returns:
         a phrase naming the operand (``"weight dtype q2_k (Triton matmul reads f32, ..., q6_k)"``,
@@ -197,6 +203,11 @@ def unsupported(op: str, dtypes: Sequence[str], shape: Sequence[int]) -> str | N
         fmt = weight_format(dtypes[1])
         if fmt is not None and shape[row] % fmt.block:
             return f"{fmt.dtype} weight with row length {shape[row]} (not a multiple of {fmt.block})"
+    if impl == "triton.matmul_tc":
+        if dtypes[1] not in TC_WEIGHTS:
+            return f"weight dtype {dtypes[1]} on the tensor-core matmul (it reads {', '.join(TC_WEIGHTS)})"
+        if any(d % TC_SHAPE_MULTIPLE for d in shape[1:]):
+            return f"tensor-core matmul of shape {list(shape)} (N and K must be multiples of {TC_SHAPE_MULTIPLE})"
     return None
 
 
@@ -205,5 +216,5 @@ _ROLE_NAMES = {"act": "activation", "weight": "weight", "ids": "token ids", "tok
 
 
 __all__ = ["DTYPES", "GEMV", "GEMV_KQ", "KERNEL_OPS", "OPERANDS", "PLAN_WEIGHT_DTYPES", "QK_K", "ROPE_MODES", "RAW_TYPES",
-           "ROLE_DTYPES", "WEIGHT_FORMATS", "WeightFormat", "attention_config", "launch_config", "next_pow2",
+           "ROLE_DTYPES", "TC_SHAPE_MULTIPLE", "TC_WEIGHTS", "WEIGHT_FORMATS", "WeightFormat", "attention_config", "launch_config", "next_pow2",
            "unsupported", "weight_format"]

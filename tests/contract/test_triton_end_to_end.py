@@ -156,20 +156,24 @@ GATHER = "decode.s0.embedding_gather.token_embd"
 
 
 @pytest.mark.parametrize("task,dtypes,reason,lineage", [
-    (FFN_UP, ("f32", "q6_k", "f32"), "no Triton kernel for weight dtype q6_k",
+    (FFN_UP, ("f32", "q2_k", "f32"), "no Triton kernel for weight dtype q2_k",
      "model op blk.2.ffn_up -> stage 0 block 2 (decode) -> task @decode.s0.b2.matmul.ffn_up -> candidate "
      "triton.matmul -> concrete command cmd.decode.s0.b2.matmul.ffn_up"),
-    (FFN_UP, ("f32", "q4_k", "f32"), "no Triton kernel for q4_k weight with row length 64 (not a multiple of 256)",
+    (FFN_UP, ("f32", "q6_k", "f32"), "no Triton kernel for q6_k weight with row length 64 (not a multiple of 256)",
      "-> task @decode.s0.b2.matmul.ffn_up -> candidate triton.matmul -> concrete command cmd.decode.s0.b2.matmul.ffn_up"),
-    (GATHER, ("i32", "q4_k", "f32"), "no Triton kernel for weight dtype q4_k (Triton embedding_gather reads f32, f16, "
-     "bf16, q8_0, q4_0)", "-> task @decode.s0.embedding_gather.token_embd -> candidate triton.embedding_gather -> "
-     "concrete command cmd.decode.s0.embedding_gather.token_embd"),
-], ids=["q6_k-matmul", "q4_k-row-64", "q4_k-gather"])
+    (GATHER, ("i32", "q3_k", "f32"), "no Triton kernel for weight dtype q3_k (Triton embedding_gather reads f32, f16, "
+     "bf16, q8_0, q4_0, q4_1, q5_0, q5_1, q4_k, q5_k, q6_k)", "-> task @decode.s0.embedding_gather.token_embd -> "
+     "candidate triton.embedding_gather -> concrete command cmd.decode.s0.embedding_gather.token_embd"),
+    (GATHER, ("i32", "q4_k", "f32"), "no Triton kernel for q4_k weight with row length 64 (not a multiple of 256)",
+     "-> task @decode.s0.embedding_gather.token_embd -> candidate triton.embedding_gather"),
+    (FFN_UP, ("f16", "f32", "f32"), "no Triton kernel for activation dtype f16 (Triton matmul reads f32)",
+     "-> task @decode.s0.b2.matmul.ffn_up -> candidate triton.matmul"),
+], ids=["q2_k-matmul", "q6_k-row-64", "q3_k-gather", "q4_k-gather-row-64", "f16-activation"])
 def test_lowering_rejects_weight_without_kernel(cuda_plans, task, dtypes, reason, lineage):
-    """AB-I-2 / AB-D-1: a matmul whose weight dtype has no Triton kernel (q6_k), a q4_k weight whose row length
-    (stories260K's K = 64) is not a whole number of 256-weight super-blocks, and a q4_k embedding table (the
-    gather has no Q4_K path) each fail the lowering with the lineage path through the concrete command --
-    never a fallback kernel."""
+    """AB-I-2 / AB-D-1: a matmul whose weight dtype has no Triton kernel (q2_k), a K-quant weight or table whose
+    row length (stories260K's K = D = 64) is not a whole number of 256-weight super-blocks, an embedding table
+    of a type the gather does not read (q3_k) and a non-f32 activation each fail the lowering with the lineage
+    path through the concrete command -- never a fallback kernel."""
     from pipeplan.transforms.convert_cplan_to_triton import lower_plan
     from xdsl.utils.exceptions import PassFailedException
 
@@ -219,8 +223,9 @@ def q4k_module(tmp_path_factory):
 
 def test_lowering_q4k_matmuls_launch_the_q4k_kernel(q4k_module):
     """Issue 7 (Q4_K) / AB-M-1: a model with Q4_K matrices lowers for cuda-triton: every Q4_K matmul becomes a
-    launch of gemv:_gemv_q4k_kernel (meta USE_DOT/BLOCK_M/BLOCK_N/NSB, grid (cdiv(N, BLOCK_N), cdiv(T, BLOCK_M)),
-    scalars M/N/K, autotuned at run) with its lineage; the Q8_0 embedding gather keeps its kernel."""
+    launch of the K-quant kernel gemv:_gemv_kq_kernel (meta FMT = 0 (Q4_K)/USE_DOT/BLOCK_M/BLOCK_N/NSB, grid
+    (cdiv(N, BLOCK_N), cdiv(T, BLOCK_M)), scalars M/N/K, autotuned at run) with its lineage; the Q8_0 embedding
+    gather keeps its kernel."""
     from pipeplan.dialects.pplan import PlanOp as PPlanOp
     from pipeplan.dialects.pplan import TaskOp, ints, str_list
     from pipeplan.dialects.triton_machine import LaunchOp
@@ -234,14 +239,14 @@ def test_lowering_q4k_matmuls_launch_the_q4k_kernel(q4k_module):
     for cid, op in q4k.items():
         t, n, k = ints(tasks[cid.removeprefix("cmd.")].shape)
         meta = {key: attr.value.data for key, attr in op.meta.data.items()}
-        assert op.kernel.data == "pipeplan.runtime.kernels.triton.gemv:_gemv_q4k_kernel"
-        assert set(meta) == {"USE_DOT", "BLOCK_M", "BLOCK_N", "NSB"} and k % 256 == 0
+        assert op.kernel.data == "pipeplan.runtime.kernels.triton.gemv:_gemv_kq_kernel"
+        assert set(meta) == {"FMT", "USE_DOT", "BLOCK_M", "BLOCK_N", "NSB"} and meta["FMT"] == 0 and k % 256 == 0
         assert list(op.grid.get_values()) == [-(-n // meta["BLOCK_N"]), -(-t // meta["BLOCK_M"]), 1]
         assert {key: a.value.data for key, a in op.scalars.data.items()} == {"M": t, "N": n, "K": k}
         assert bool(op.autotune.value.data) and op.lineage.data.endswith(f"-> concrete command {cid}")
     down = launches["cmd.decode.s0.b1.matmul.ffn_down"]
-    assert {key: a.value.data for key, a in down.meta.data.items()} == {"USE_DOT": 0, "BLOCK_M": 1, "BLOCK_N": 16,
-                                                                        "NSB": 1}
+    assert {key: a.value.data for key, a in down.meta.data.items()} == {"FMT": 0, "USE_DOT": 0, "BLOCK_M": 1,
+                                                                        "BLOCK_N": 16, "NSB": 1}
     assert list(down.grid.get_values()) == [16, 1, 1]
     gather = launches["cmd.decode.s0.embedding_gather.token_embd"]
     assert gather.kernel.data.endswith("embedding:_gather_kernel") and gather.meta.data["FMT"].value.data == 3
@@ -270,7 +275,7 @@ def test_lowered_q4k_launch_runs_with_its_meta(q4k_module):
     x = torch.randn(m, k, generator=torch.Generator().manual_seed(5))
     y = torch.empty(m, n)
     kernel[tuple(op.grid.get_values())](x, w.raw, y, m, n, k, x.stride(0), w.raw.stride(0), y.stride(0),
-                                         USE_DOT=bool(meta["USE_DOT"]), BLOCK_M=meta["BLOCK_M"],
+                                         FMT=meta["FMT"], USE_DOT=bool(meta["USE_DOT"]), BLOCK_M=meta["BLOCK_M"],
                                          BLOCK_N=meta["BLOCK_N"], NSB=meta["NSB"])
     dense = w.dequantized().double()
     err = (y.double() - x.double() @ dense.T).abs()
