@@ -14,8 +14,10 @@ dependencies on commands of other queues.
     ``@triton.jit`` kernel in :mod:`pipeplan.runtime.kernels.triton`), ``grid`` (3 positive ints),
     ``meta`` (constexpr meta-parameters: block sizes, format codes, ``num_warps``), ``args`` (buffer
     arguments, concrete alloc ids, in kernel parameter order), ``scalars`` (scalar arguments: ints,
-    floats, or ``"$start_pos"`` for the step's runtime position), ``autotune`` (the runtime may retune
-    the block sizes per its key; the grid is then recomputed from them);
+    floats, or a ``"$<name>"`` bound at run time: ``"$start_pos"`` the step's position, any other
+    ``"$<attr>"`` the attribute of that name of the stage-program kernel call the command lowers, recorded
+    so when the lowering had no model ABI), ``autotune`` (the runtime may retune the block sizes per its
+    key; the grid is then recomputed from them);
   - ``tmachine.view``: a command that is a view, not a kernel (``last_row``);
   - ``tmachine.copy``: a copy-engine transfer (edge ``send``/``recv``) of ``bytes`` from ``src`` to ``dst``.
 

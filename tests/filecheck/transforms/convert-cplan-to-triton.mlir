@@ -6,6 +6,7 @@
 // RUN: pipeplan-opt %t.cplan.mlir -p 'convert-cplan-to-triton{model="%models/stories260K.gguf"}' | filecheck %s --check-prefix=ABI
 // RUN: pipeplan-opt %t.runplan.mlir -p 'convert-runplan-to-pplan{pool="%t.pool.toml" prompt_len=4},pplan-legalize{target=virtual-queue},pplan-select-implementations,pplan-resolve-costs{evidence=roofline},convert-pplan-to-cplan{binder=reference-queue keep_source=true},convert-cplan-to-triton' --verify-diagnostics | filecheck %s --check-prefix=VQ
 // RUN: pipeplan-opt %t.cplan.mlir -p 'convert-cplan-to-triton,convert-cplan-to-triton' --verify-diagnostics | filecheck %s --check-prefix=NONE
+// RUN: pipeplan-opt %t.cplan.mlir -p 'convert-cplan-to-triton{model="%t.absent.gguf"}' --verify-diagnostics | filecheck %s --check-prefix=NOMODEL
 
 // Issue 7 / AB-M-1, AB-M-4, AB-D-1: stories260K (1 stage, cuda-triton target, reference-queue binder)
 // lowered to the tmachine dialect. The concrete plan is replaced by one tmachine.program whose streams
@@ -48,3 +49,6 @@
 
 // Nothing left to lower is a diagnostic too:
 // NONE: convert-cplan-to-triton: no cplan.plan to lower
+
+// A model ABI that cannot be read is a one-line diagnostic naming the file:
+// NOMODEL: convert-cplan-to-triton: error[file_not_found]: {{.*}}absent.gguf: cannot open
