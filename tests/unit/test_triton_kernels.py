@@ -20,8 +20,9 @@ size, GQA ratios 1/2/4, every weight format). Tolerances, per kernel / dtype:
   ``rtol = 1e-5, atol = 2e-6`` (measured <= 3.6e-7).
 
 The kernels the contract adds (kernel-contract: ``head_rms_norm``, ``gelu_mul``, ``add_bias``, rope
-``mode``, attention ``scale``/``window``, gather ``scale``) are checked against expected values written
-from the contract's definitions below (``_contract_*``), built on the reference kernels where one applies.
+``mode``, attention ``scale``/``window``, gather ``scale``) are checked against the reference table's
+functions of the same names, and against expected values written from the contract's definitions
+(``_contract_*``), so a change of either side shows.
 """
 
 from __future__ import annotations
@@ -161,6 +162,7 @@ def test_embedding_gather_formats(fmt):
     scale = math.sqrt(640)
     got = TK.embedding_gather(ids, table, scale=scale)
     assert torch.equal(got, _contract_gather(ids, dense, scale))
+    assert torch.equal(got, R.embedding_gather(ids, dense, scale=scale))
 
 
 @pytest.mark.parametrize("t,d", [(1, 64), (5, 70), (3, 1000)])
@@ -268,6 +270,7 @@ def test_head_rms_norm(t, n_heads, head_dim):
     kw = {"eps": 1e-6, "n_heads": n_heads, "head_dim": head_dim}
     got = TK.head_rms_norm(x, w, **kw)
     assert got.shape == x.shape
+    torch.testing.assert_close(got, R.head_rms_norm(x, w, **kw), **TIGHT)
     torch.testing.assert_close(got, _contract_head_rms_norm(x, w, **kw), **TIGHT)
 
 
@@ -279,8 +282,10 @@ def test_gelu_mul_add_bias_on_split_views():
     gate, up = R.split(both, sizes=(173, 173))
     got = TK.gelu_mul(gate, up)
     assert torch.isfinite(got).all()
+    torch.testing.assert_close(got, R.gelu_mul(gate.clone(), up), **TIGHT)
     torch.testing.assert_close(got, F.gelu(gate, approximate="tanh") * up, **TIGHT)
     bias = torch.randn(173, generator=_gen(7))
+    assert torch.equal(TK.add_bias(gate, bias), R.add_bias(gate, bias))
     assert torch.equal(TK.add_bias(gate, bias), gate + bias)
 
 
@@ -294,6 +299,7 @@ def test_rope_neox_mode(n_heads, head_dim, rope_dim, start_pos, t):
         x = torch.randn(t, n_heads * head_dim, generator=_gen(t + start_pos + head_dim))
         kw = {"n_heads": n_heads, "head_dim": head_dim, "rope_dim": rope_dim}
         got = TK.rope(x, table, start_pos, **kw, mode="neox")
+        torch.testing.assert_close(got, R.rope(x, table, start_pos, **kw, mode="neox"), **TIGHT)
         torch.testing.assert_close(got, _contract_rope_neox(x, table, start_pos, **kw), **TIGHT)
         torch.testing.assert_close(TK.rope(x, table, start_pos, **kw, mode="norm"), R.rope(x, table, start_pos, **kw),
                                    **TIGHT)
@@ -317,6 +323,8 @@ def test_attention_window_scale(h, hkv, hd_k, hd_v):
             assert got.shape == (t, h * hd_v)
             want = _contract_attention(q, ck, cv, sp, scale=scale, window=window)
             torch.testing.assert_close(got, want, rtol=1e-5, atol=2e-6)
+            torch.testing.assert_close(got, R.attention(q, ck, cv, sp, scale=scale, window=window), rtol=1e-5,
+                                       atol=2e-6)
 
 
 # --------------------------------------------------------------------------- rejections
