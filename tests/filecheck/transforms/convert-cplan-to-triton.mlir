@@ -51,4 +51,4 @@
 // NONE: convert-cplan-to-triton: no cplan.plan to lower
 
 // A model ABI that cannot be read is a one-line diagnostic naming the file:
-// NOMODEL: convert-cplan-to-triton: error[file_not_found]: {{.*}}absent.gguf: cannot open
+// NOMODEL: convert-cplan-to-triton: error[file_not_found]: {{.*}}absent.gguf
