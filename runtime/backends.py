@@ -2,33 +2,45 @@
 
 - :class:`InprocBackend` (``"inproc"``): one thread per stage in this process, bounded-queue edges
   (:class:`~pipeplan.runtime.transport.InprocTransport`). For tests and debugging.
-- :class:`LocalBackend` (``"local"``, the default): one process per stage from the ``spawn``
-  context, shared-memory ring edges (:class:`~pipeplan.runtime.shm_ring.ShmTransport`), events on a
-  ``multiprocessing`` queue. The orchestrator owns the rings and unlinks them in :meth:`stop`.
+- :class:`LocalBackend` (``"local"``, the default): one process per stage, forked by a stage host
+  (``multiprocessing`` forkserver) that imported torch and the runtime once (:data:`STAGE_PRELOAD`,
+  :func:`prestart_stage_host`); shared-memory ring edges (:class:`~pipeplan.runtime.shm_ring.ShmTransport`),
+  a shared control block (stop flag, per-stage heartbeats: :class:`~pipeplan.runtime.shm_ring.StageControl`)
+  and one event pipe per stage. The orchestrator owns the rings and the control block and unlinks them in
+  :meth:`stop`.
 
 - ``"ray"``: :class:`pipeplan.runtime.ray_backend.RayBackend` (stage actors on the Ray nodes that
   carry the plan's node ids; imported lazily, ``ray`` is optional).
 
 All expose the same small surface to the orchestrator: ``transport`` (to open the token edges),
-``next_event(timeout)``, ``dead_stage()`` (liveness) and ``stop()`` (idempotent: stop every stage,
-join or terminate it, release the edges; nothing is leaked).
+``next_event(timeout)``, ``dead_stage()`` and ``stalled_stage(limit_s)`` (liveness) and ``stop()``
+(idempotent: stop every stage, join or terminate it, release the edges; nothing is leaked).
+
+Threads: :func:`default_num_threads` sizes torch's intra-op pool per stage from the usable cores.
 """
 
 from __future__ import annotations
 
+import contextlib
+import math
 import os
 import queue
+import select
+import signal
 import sys
 import threading
+import time
 from abc import ABC, abstractmethod
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from pipeplan.errors import PipeplanError
 from pipeplan.plan_types import ProvisionStage
 from pipeplan.runtime.events import Event
+from pipeplan.runtime.shm_ring import BEAT_S
 from pipeplan.runtime.stage import FaultInjection, StageProgram, StageWorker
+from pipeplan.runtime.stage_host import prestart_stage_host, stage_context
 from pipeplan.runtime.transport import InprocTransport, Transport, routes_from_provisions
 
 BACKENDS = ("local", "inproc", "ray")
@@ -59,6 +71,30 @@ class WorkerOptions:
         return None if self.programs is None else self.programs.get(stage)
 
 
+PARALLEL_MIN_ELEMENTS = 1 << 20
+"""A stage whose largest weight has fewer elements runs its ops on one thread: the per-op work is smaller
+than waking and joining a thread pool, and on a busy host every op waits for the pool's slowest,
+preempted, thread (a 1-stage stories260K run fell from ~840 to 3-9 tok/s with a competing process)."""
+
+
+def usable_cores() -> int:
+    """CPUs this process may run on (its affinity mask; ``os.cpu_count()`` where there is none)."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except (AttributeError, OSError):  # pragma: no cover - non-Linux
+        return max(1, os.cpu_count() or 1)
+
+
+def default_num_threads(provisions: Sequence[ProvisionStage], cores: int | None = None) -> int:
+    """torch intra-op threads per stage: ``cores // stages`` (at least 1, so never more threads in all than
+    cores, and 1 when stages >= cores), and 1 when no stage has a weight of :data:`PARALLEL_MIN_ELEMENTS`
+    elements or more. ``cores``: default :func:`usable_cores`."""
+    n = max(1, len(provisions))
+    c = usable_cores() if cores is None else max(1, int(cores))
+    largest = max((math.prod(t.shape) for p in provisions for t in p.tensors), default=0)
+    return 1 if largest < PARALLEL_MIN_ELEMENTS else max(1, c // n)
+
+
 class Backend(ABC):
     """Runs the stage workers of one pipeline."""
 
@@ -78,6 +114,11 @@ class Backend(ABC):
     def dead_stage(self) -> tuple[int, str] | None:
         """``(stage, detail)`` of a stage that ended without being told to, else None."""
 
+    def stalled_stage(self, limit_s: float) -> tuple[int, str] | None:
+        """``(stage, detail)`` of a live stage that stopped running (no heartbeat for ``limit_s`` s), else None.
+        Backends without heartbeats never report one."""
+        return None
+
     @abstractmethod
     def stop(self, grace_s: float = 2.0) -> None:
         """Stop every stage (waiting ``grace_s`` for a clean exit, then forcing it) and release edges."""
@@ -93,7 +134,8 @@ class Backend(ABC):
 
 # --------------------------------------------------------------------------- inproc
 class InprocBackend(Backend):
-    """Threads in this process; events on a ``queue.Queue``."""
+    """Threads in this process; events on a ``queue.Queue``. The stages share this process's torch intra-op
+    pool: a ``num_threads`` option sets it for the run and :meth:`stop` restores the caller's setting."""
 
     name = "inproc"
 
@@ -104,10 +146,15 @@ class InprocBackend(Backend):
         self._results: dict[int, bool] = {}
         self._stages: list[int] = []
         self._expect_exit = False
+        self._caller_threads: int | None = None
         self.workers: list[StageWorker] = []
 
     def start(self, provisions, fault_injection, options):
         self.transport = InprocTransport(routes_from_provisions(list(provisions)))
+        if options.num_threads is not None:
+            import torch
+
+            self._caller_threads = torch.get_num_threads()
         for p in provisions:
             w = StageWorker(p, self._events.put, fault_injection=fault_injection, kernels=options.kernels,
                             cache_dir=options.cache_dir, num_threads=options.num_threads,
@@ -145,60 +192,161 @@ class InprocBackend(Backend):
         self._stop.set()
         for t in self._threads:
             t.join(grace_s)
+        if self._caller_threads is not None:
+            import torch
+
+            torch.set_num_threads(self._caller_threads)
+            self._caller_threads = None
 
 
 # --------------------------------------------------------------------------- local processes
-def _stage_process_main(provision: ProvisionStage, transport: Any, events: Any, stop: Any,
-                        fault_injection: FaultInjection | None, options: WorkerOptions) -> None:
-    """Entry point of a stage process: run the worker, then close the edges and flush events.
+STARTUP_GRACE_S = 30.0
+"""Liveness limit for a stage process that has not beaten yet (it is still starting up)."""
 
-    Exit status 0 after a clean end, 1 after a (reported) fault. The loop also ends when the parent
-    process disappears (its pid changes), so an orphan never lingers."""
-    parent = os.getppid()
-    worker = StageWorker(provision, events.put, fault_injection=fault_injection, kernels=options.kernels,
+
+@contextlib.contextmanager
+def _signals_deferred() -> Iterator[None]:
+    """Hold SIGINT/SIGTERM (main thread only) while a stage process is created and recorded, so that an
+    interrupt never leaves a started process the backend does not know about; they arrive right after."""
+    blockable = threading.current_thread() is threading.main_thread() and hasattr(signal, "pthread_sigmask")
+    if not blockable:
+        yield
+        return
+    sigs = {signal.SIGINT, signal.SIGTERM}
+    old = signal.pthread_sigmask(signal.SIG_BLOCK, sigs)
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, old)
+
+
+def _proc_state(pid: int | None) -> str:
+    """The one-letter state of ``pid`` from /proc (``T``: stopped), or "" when unknown."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            return f.read().rsplit(b")", 1)[1].split()[0].decode()
+    except (OSError, IndexError, UnicodeDecodeError):
+        return ""
+
+
+class _Emitter:
+    """A stage process's event sink: one pipe to the orchestrator (a vanished reader is not an error)."""
+
+    def __init__(self, conn: Any):
+        self.conn = conn
+        self._poll = select.poll()
+        self._poll.register(conn.fileno(), select.POLLOUT)
+
+    def __call__(self, ev: Event) -> None:
+        try:
+            self.conn.send(ev)
+        except OSError:  # the orchestrator is gone; nobody to tell
+            pass
+
+    def reader_alive(self) -> bool:
+        """Whether the orchestrator still holds the pipe's read end (a pipe without readers polls POLLERR):
+        the orchestrator is alive. The stage host is no witness: stage processes keep it running."""
+        return not any(e & (select.POLLERR | select.POLLHUP | select.POLLNVAL) for _, e in self._poll.poll(0))
+
+
+def _heartbeat(control: Any, slot: int, worker: StageWorker, done: threading.Event) -> None:
+    while not done.is_set():
+        control.beat(slot, worker.served)
+        done.wait(BEAT_S)
+
+
+def _stage_process_main(provision: ProvisionStage, slot: int, transport: Any, events: Any, control: Any,
+                        fault_injection: FaultInjection | None, options: WorkerOptions, env: Mapping[str, str]
+                        ) -> None:
+    """Entry point of a stage process: take the orchestrator's environment, beat, run the worker, then close
+    the edges and the event pipe.
+
+    SIGINT is ignored (the orchestrator stops its stages: a terminal's Ctrl-C reaches the whole process
+    group). A thread stamps the control block's heartbeat ``slot`` (and the frames served so far) every
+    BEAT_S s, from the start: while loading and while a long step runs too. Exit status 0 after a
+    clean end, 1 after a (reported) fault. The serve loop also ends when the orchestrator goes away (its end
+    of the event pipe closes), so an orphan never lingers."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    for k in [k for k in os.environ if k not in env]:
+        del os.environ[k]
+    os.environ.update(env)
+    emit = _Emitter(events)
+    worker = StageWorker(provision, emit, fault_injection=fault_injection, kernels=options.kernels,
                          cache_dir=options.cache_dir, num_threads=options.num_threads,
                          program=options.program_for(provision.stage))
-    ok = worker.run(transport, stop, alive=lambda: os.getppid() == parent)
+    done = threading.Event()
+    beat = threading.Thread(target=_heartbeat, args=(control, slot, worker, done), name="pipeplan-heartbeat",
+                            daemon=True)
+    beat.start()
+    ok = worker.run(transport, control, alive=emit.reader_alive)
     worker.executor = None
+    done.set()
+    beat.join()
     transport.close()
+    control.close()
     events.close()
-    events.join_thread()
     sys.exit(0 if ok else 1)
 
 
 class LocalBackend(Backend):
-    """One ``spawn``-ed process per stage, shared-memory rings, a ``multiprocessing`` event queue."""
+    """One process per stage (from :func:`stage_context`: forked by a stage host that preloaded the runtime),
+    shared-memory rings, a control block (stop flag, heartbeats) and one event pipe per stage.
+
+    Every /dev/shm object of the run is named ``pipeplan-<this pid>-...`` (see
+    :mod:`pipeplan.runtime.shm_ring`); :meth:`start` first removes leftovers of dead runs, :meth:`stop`
+    unlinks this run's. ``start_method`` overrides the context (e.g. ``"spawn"``).
+    """
 
     name = "local"
 
-    def __init__(self):
+    def __init__(self, start_method: str | None = None):
         import multiprocessing as mp
 
-        self.ctx = mp.get_context("spawn")
+        self.ctx = stage_context() if start_method is None else mp.get_context(start_method)
+        if self.ctx.get_start_method() == "forkserver":
+            prestart_stage_host()
         self.procs: list[Any] = []
         self._pids: list[int | None] = []
         self._stages: list[int] = []
+        self._started_ns: list[int] = []
+        self._readers: list[Any] = []
         self._expect_exit = False
         self._stopped = False
         self._pending: list[Event] = []
+        self.control: Any = None
+        self.removed_orphans: list[tuple[str, int]] = []
+        """``(name, bytes)`` of the leftovers of dead runs that :meth:`start` removed."""
         self.transport = None  # type: ignore[assignment]
 
     def start(self, provisions, fault_injection, options):
-        from pipeplan.runtime.shm_ring import ShmTransport
+        from pipeplan.runtime.shm_ring import ShmTransport, StageControl, remove_orphans
 
-        routes = routes_from_provisions(list(provisions))
-        self._events = self.ctx.Queue()
-        self._stop = self.ctx.Event()
-        self.transport = ShmTransport.create(routes, self.ctx)
         try:
-            for p in provisions:
+            self.removed_orphans = remove_orphans()
+        except OSError:  # an entry we may not remove is not this run's problem
+            self.removed_orphans = []
+        routes = routes_from_provisions(list(provisions))
+        env = dict(os.environ)
+        if self.ctx.get_start_method() == "forkserver":
+            prestart_stage_host()  # running already (see __init__) unless it died: never under blocked signals
+        try:
+            self.transport = ShmTransport.create(routes, self.ctx)
+            self.control = StageControl(len(provisions))
+            for slot, p in enumerate(provisions):
+                reader, writer = self.ctx.Pipe(duplex=False)
                 proc = self.ctx.Process(target=_stage_process_main, name=f"pipeplan-stage-{p.stage}",
-                                        args=(p, self.transport, self._events, self._stop, fault_injection, options),
-                                        daemon=True)
-                proc.start()
-                self.procs.append(proc)
-                self._pids.append(proc.pid)
-                self._stages.append(p.stage)
+                                        args=(p, slot, self.transport, writer, self.control, fault_injection,
+                                              options, env), daemon=True)
+                try:
+                    with _signals_deferred():
+                        proc.start()
+                        self.procs.append(proc)
+                        self._readers.append(reader)
+                        self._pids.append(proc.pid)
+                        self._stages.append(p.stage)
+                        self._started_ns.append(time.monotonic_ns())
+                finally:
+                    writer.close()
         except BaseException:
             self.stop(0.5)
             raise
@@ -208,15 +356,28 @@ class LocalBackend(Backend):
         """Stage process ids, in stage order."""
         return list(self._pids)
 
+    def shm_entries(self) -> list[str]:
+        """Every /dev/shm entry of this run (ring segments, their semaphores, the control block)."""
+        out = [] if self.transport is None else self.transport.shm_entries()
+        return out + ([] if self.control is None else [self.control.name])
+
+    def _poll(self, timeout: float) -> None:
+        from multiprocessing.connection import wait
+
+        if not self._readers:
+            return
+        for r in wait(self._readers, timeout):
+            conn: Any = r
+            try:
+                self._pending.append(conn.recv())
+            except (EOFError, OSError):  # the stage closed its end (it ended)
+                self._readers.remove(conn)
+                conn.close()
+
     def next_event(self, timeout):
-        if self._pending:
-            return self._pending.pop(0)
-        if self._stopped or not hasattr(self, "_events"):
-            return None
-        try:
-            return self._events.get(timeout=timeout)
-        except queue.Empty:
-            return None
+        if not self._pending and not self._stopped:
+            self._poll(timeout)
+        return self._pending.pop(0) if self._pending else None
 
     def dead_stage(self):
         if self._expect_exit:
@@ -228,9 +389,23 @@ class LocalBackend(Backend):
                 return stage, f"stage process (pid {p.pid}) {how}"
         return None
 
-    def wait_exit(self, timeout):
-        import time
+    def stalled_stage(self, limit_s):
+        if self._expect_exit or self._stopped or self.control is None:
+            return None
+        now = time.monotonic_ns()
+        for slot, (stage, p) in enumerate(zip(self._stages, self.procs)):
+            if p.exitcode is not None:
+                continue
+            last = self.control.last_beat(slot)
+            limit = limit_s if last else max(limit_s, STARTUP_GRACE_S)
+            quiet = (now - (last or self._started_ns[slot])) / 1e9
+            if quiet > limit:
+                why = "it is stopped (e.g. SIGSTOP)" if _proc_state(p.pid) in ("T", "t") else "it is not running"
+                return stage, (f"stage process (pid {p.pid}) sent no heartbeat for {quiet:.1f} s (liveness limit "
+                               f"{limit:g} s): {why}")
+        return None
 
+    def wait_exit(self, timeout):
         end = time.monotonic() + timeout
         for p in self.procs:
             p.join(max(0.0, end - time.monotonic()))
@@ -240,29 +415,34 @@ class LocalBackend(Backend):
         if self._stopped:
             return
         self._stopped = True
-        if self.procs:
-            self._stop.set()
-            self.wait_exit(grace_s)
-            for p in self.procs:
-                if p.exitcode is None:
-                    p.terminate()
-            for p in self.procs:
-                p.join(1.0)
-                if p.exitcode is None:
-                    p.kill()
+        try:
+            if self.procs:
+                if self.control is not None:
+                    self.control.set()
+                self.wait_exit(grace_s)
+                for p in self.procs:
+                    if p.exitcode is None:
+                        with contextlib.suppress(OSError):  # a stopped process must run to take SIGTERM
+                            os.kill(p.pid, signal.SIGCONT)
+                        p.terminate()
+                for p in self.procs:
                     p.join(1.0)
-            for p in self.procs:
-                p.close()
-        if self.transport is not None:
-            self.transport.unlink()
-        if hasattr(self, "_events"):
-            while True:  # keep what the stages reported before their end
-                try:
-                    self._pending.append(self._events.get(timeout=0.01))
-                except (queue.Empty, OSError, EOFError, ValueError):
-                    break
-            self._events.close()
-            self._events.join_thread()
+                    if p.exitcode is None:
+                        p.kill()
+                        p.join(1.0)
+                for p in self.procs:
+                    if p.exitcode is not None:
+                        p.close()
+            while self._readers:  # keep what the stages reported before their end
+                self._poll(0.0)
+        finally:
+            for r in self._readers:
+                r.close()
+            self._readers = []
+            if self.transport is not None:
+                self.transport.unlink()
+            if self.control is not None:
+                self.control.unlink()
 
 
 def make_backend(name: str, *, ray_address: str | None = None, ray_init: Mapping[str, Any] | None = None) -> Backend:

@@ -7,11 +7,14 @@ order), and waits until every stage reported ``StageReady``. Per sequence it sen
 go stage to stage on the activation edges; the last stage samples and returns one token id on the
 token-out edge; the orchestrator feeds it back on token-in (decode) until EOS or ``max_tokens``.
 
-Failure: a ``StageFaulted`` event, or a stage that dies (checked every ``POLL_S`` while waiting,
-so a killed stage process is reported as ``StageFault(kind="runtime")`` well within 5 s), stops
-all stages, joins/terminates them, releases the edges (unlinks shared memory) and raises the
-:class:`~pipeplan.errors.StageFault`. Several sequences can run through one started
-:class:`Pipeline` (the per-process start cost is paid once).
+Failure: a ``StageFaulted`` event, a stage that dies (checked every ``POLL_S`` while waiting, so a
+killed stage process is reported as ``StageFault(kind="runtime")`` well within 5 s), or a stage that
+stops running without dying (no heartbeat for ``liveness_s`` s: a SIGSTOPped or frozen process, see
+:meth:`~pipeplan.runtime.backends.Backend.stalled_stage`) stops all stages, joins/terminates them,
+releases the edges (unlinks shared memory) and raises the :class:`~pipeplan.errors.StageFault`. An
+interrupt (KeyboardInterrupt, or SIGTERM under :func:`interrupts_raise`) stops everything the same way
+before it propagates. Several sequences can run through one started :class:`Pipeline` (the per-process
+start cost is paid once).
 
 Compiled programs: ``Pipeline(..., programs={stage: StageProgram})`` makes every stage bind the
 program the compiler produced (a replay package's, :func:`pipeplan.runtime.replay.load_compiled_stages`)
@@ -23,6 +26,7 @@ non-greedy sampler they still consume draws of its generator).
 
 from __future__ import annotations
 
+import math
 import os
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -31,13 +35,36 @@ from dataclasses import dataclass, field
 import numpy as np
 from pipeplan.errors import PipeplanError, StageFault
 from pipeplan.plan_types import ProvisionStage
-from pipeplan.runtime.backends import Backend, WorkerOptions, make_backend
+from pipeplan.runtime.backends import Backend, WorkerOptions, default_num_threads, make_backend
 from pipeplan.runtime.events import Event, EventLog, StageFaulted, StageReady, event_to_dict
 from pipeplan.runtime.stage import POLL_S, FaultInjection, StageProgram
 from pipeplan.runtime.transport import DATA, ORCHESTRATOR_NODE, RESET, SHUTDOWN, Frame, SamplerParams
 
 DEATH_GRACE_S = 0.3
 """After noticing a dead stage, how long to wait for its StageFaulted event before calling it a crash."""
+
+LIVENESS_ENV = "PIPEPLAN_LIVENESS_S"
+DEFAULT_LIVENESS_S = 10.0
+"""Seconds without a heartbeat after which a live stage process is a ``StageFault(runtime)``. Stage
+processes beat from a thread every 0.1 s, also while a long step runs, so the limit only has to cover
+scheduling hiccups of a busy host, not the slowest step. ``$PIPEPLAN_LIVENESS_S`` overrides it."""
+
+
+def liveness_limit(value: float | None = None) -> float:
+    """``value``, else ``$PIPEPLAN_LIVENESS_S``, else :data:`DEFAULT_LIVENESS_S` (seconds).
+
+    Raises RunRequestError (``invalid_request``) for a value that is not a finite number > 0."""
+    raw: object = value
+    if raw is None:
+        raw = os.environ.get(LIVENESS_ENV, "").strip() or DEFAULT_LIVENESS_S
+    try:
+        v = float(raw)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        v = math.nan
+    if not (math.isfinite(v) and v > 0):
+        raise RunRequestError(f"liveness limit must be a finite number of seconds > 0, got {raw!r} "
+                              f"({LIVENESS_ENV} or liveness_s)", where="liveness_s")
+    return v
 
 
 class RunRequestError(PipeplanError):
@@ -82,20 +109,25 @@ class Pipeline:
         fault_injection: forwarded to every worker (only the targeted stage acts on it).
         on_event: called with each event, in total order, as it is recorded.
         kernels / cache_dir / num_threads / programs: see :class:`~pipeplan.runtime.backends.WorkerOptions`
-            (``num_threads`` defaults to 1 for ``local``: one core per stage process).
-    Raises (from :meth:`start`): StageFault; BackendError for an unknown backend name.
+            (``num_threads`` defaults to :func:`~pipeplan.runtime.backends.default_num_threads`: the usable
+            cores split among the stages, 1 for small models).
+        liveness_s: heartbeat limit (see :func:`liveness_limit`).
+    Raises: RunRequestError (no provisions, bad ``liveness_s``); from :meth:`start`: StageFault;
+        BackendError for an unknown backend name.
     """
 
     def __init__(self, provisions: Sequence[ProvisionStage], *, backend: str | Backend = "local",
                  fault_injection: FaultInjection | None = None, on_event: Callable[[Event], None] | None = None,
                  kernels: str | None = None, cache_dir: str | os.PathLike | None = None,
-                 num_threads: int | None = None, programs: Mapping[int, StageProgram] | None = None):
+                 num_threads: int | None = None, programs: Mapping[int, StageProgram] | None = None,
+                 liveness_s: float | None = None):
         if not provisions:
             raise RunRequestError("no stage provisions given", where="provisions")
         self.provisions = sorted(provisions, key=lambda p: p.stage)
+        self.liveness_s = liveness_limit(liveness_s)
         self.backend = make_backend(backend) if isinstance(backend, str) else backend
-        if num_threads is None and self.backend.name == "local":
-            num_threads = 1
+        if num_threads is None and self.backend.name in ("local", "inproc"):
+            num_threads = default_num_threads(self.provisions)
         self.options = WorkerOptions(kernels, None if cache_dir is None else str(cache_dir), num_threads,
                                      None if programs is None else dict(programs))
         rows = [p.prefill_rows for p in (programs or {}).values() if p.prefill_rows > 0]
@@ -137,6 +169,9 @@ class Pipeline:
                 self._drain(0.05)
             f = self.log.first_fault()
             raise f.fault if f is not None else StageFault("runtime", dead[0], dead[1])
+        stalled = self.backend.stalled_stage(self.liveness_s)
+        if stalled is not None:
+            raise StageFault("runtime", stalled[0], stalled[1])
 
     def start(self) -> float:
         """Launch the stages and wait until all are ready. Returns the load time in seconds.

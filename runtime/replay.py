@@ -31,7 +31,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import torch
 from pipeplan.dialects.vmachine import (
     BufferOp,
     EdgeOp,
@@ -51,9 +50,10 @@ from pipeplan.dialects.vmachine import (
     strs,
 )
 from pipeplan.errors import PipeplanError
-from pipeplan.runtime.program import KernelCall
+from pipeplan.runtime.stage_program import KernelCall
 
 if TYPE_CHECKING:
+    import torch
     from pipeplan.runtime.stage import StageProgram
 
 
@@ -191,6 +191,89 @@ def load_compiled_stages(pkg_dir: str | Path, *, verify: bool = True) -> dict[in
     return compiled_stages(load_package(pkg_dir, verify=verify))
 
 
+STAGES_CACHE_FORMAT = "pipeplan-stage-programs/1"
+"""Format of the pre-parsed stage programs kept beside a cached package (:func:`load_compiled_stages_fast`)."""
+
+
+def stages_cache_path(pkg_dir: str | Path) -> Path:
+    """Where :func:`load_compiled_stages_fast` keeps the pre-parsed stage programs of ``pkg_dir``:
+    ``<pkg_dir>.stages.json``, beside the package (the package's own files are untouched)."""
+    d = Path(pkg_dir)
+    return d.with_name(d.name + ".stages.json")
+
+
+def _package_identity(d: Path, manifest: Mapping[str, Any]) -> dict[str, str]:
+    from pipeplan.lowering.replay_package import sha256_hex
+
+    lp = d / "lineage.json"
+    return {"machine": str(manifest.get("digests", {}).get("machine", "")),
+            "lineage": sha256_hex(lp.read_bytes()) if lp.exists() else ""}
+
+
+def _stages_doc(programs: Mapping[int, StageProgram], identity: Mapping[str, str]) -> dict[str, Any]:
+    from pipeplan.lowering.replay_package import sha256_hex
+
+    body = {str(s): {"source": p.source, "rows": dict(p.rows),
+                     "steps": {k: [[c.kernel, list(c.inputs), list(c.outputs), dict(c.attrs), c.block] for c in calls]
+                               for k, calls in p.steps.items()}}
+            for s, p in sorted(programs.items())}
+    text = json.dumps(body, sort_keys=True, allow_nan=False)
+    return {"format": STAGES_CACHE_FORMAT, **identity, "sha256": sha256_hex(text.encode()), "stages": body}
+
+
+def _stages_from_doc(doc: Mapping[str, Any], identity: Mapping[str, str]) -> dict[int, StageProgram] | None:
+    from pipeplan.lowering.replay_package import sha256_hex
+    from pipeplan.runtime.stage import StageProgram
+
+    if doc.get("format") != STAGES_CACHE_FORMAT or any(doc.get(k) != v for k, v in identity.items()):
+        return None
+    body = doc["stages"]
+    if sha256_hex(json.dumps(body, sort_keys=True, allow_nan=False).encode()) != doc.get("sha256"):
+        return None
+    return {int(s): StageProgram({k: tuple(KernelCall(c[0], tuple(c[1]), tuple(c[2]), c[3], c[4]) for c in calls)
+                                  for k, calls in p["steps"].items()},
+                                 {k: int(v) for k, v in p["rows"].items()}, str(p["source"]))
+            for s, p in body.items()}
+
+
+def load_compiled_stages_fast(pkg_dir: str | Path) -> dict[int, StageProgram]:
+    """:func:`load_compiled_stages` (digests always checked) without parsing ``program.mlir`` again.
+
+    The stage programs parsed once are kept in :func:`stages_cache_path` as JSON, keyed by the package's
+    machine digest (the sha256 of ``program.mlir``, checked by ``verify_package``) and the sha256 of its
+    ``lineage.json``, with a sha256 over the programs themselves: they are used only when all three match,
+    else the package is parsed and the file rewritten (atomically; an unwritable cache only costs the
+    parse). Raises PackageError / ReplayError like :func:`load_package`."""
+    import os
+    import tempfile
+
+    from pipeplan.lowering.replay_package import verify_package
+
+    d = Path(pkg_dir)
+    identity = _package_identity(d, verify_package(d))
+    cache = stages_cache_path(d)
+    try:
+        got = _stages_from_doc(json.loads(cache.read_text()), identity)
+        if got is not None:
+            return got
+    except (OSError, ValueError, KeyError, TypeError, IndexError, AttributeError):
+        pass
+    programs = compiled_stages(load_package(d, verify=False))
+    try:
+        text = json.dumps(_stages_doc(programs, identity), allow_nan=False)
+        fd, tmp = tempfile.mkstemp(prefix=f".{cache.name}.", dir=cache.parent)
+        try:
+            with os.fdopen(fd, "w") as f:
+                f.write(text)
+            os.replace(tmp, cache)
+        except BaseException:
+            os.unlink(tmp)
+            raise
+    except (OSError, ValueError, TypeError):  # read-only cache, a non-finite attribute: parse next time too
+        pass
+    return programs
+
+
 def package_provisions(pkg: Package, model_path: str | Path) -> list:
     """The ProvisionStage of every stage of ``pkg`` for running it on a backend with ``model_path``.
 
@@ -294,7 +377,7 @@ def compile_for_run(plan_module, pool_text: str, *, cache_dir: str | Path | None
     final = root / "packages" / key
     if final.exists():
         try:
-            programs = load_compiled_stages(final)
+            programs = load_compiled_stages_fast(final)
             return CompiledRun(final, programs, True, 0.0, time.perf_counter() - t0)
         except PipeplanError:
             shutil.rmtree(final, ignore_errors=True)
@@ -324,7 +407,7 @@ def compile_for_run(plan_module, pool_text: str, *, cache_dir: str | Path | None
                 raise cache_write_error(cache_dir, f"the package {final}", e) from None
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
-    programs = load_compiled_stages(final)
+    programs = load_compiled_stages_fast(final)
     return CompiledRun(final, programs, False, t1 - t0, time.perf_counter() - t1)
 
 
@@ -395,6 +478,7 @@ def replay_package(pkg_dir: str | Path, model_path: str | Path, prompt: str | Se
     Raises: ReplayError, PackageError, MachineVerifyError, loader/tokenizer errors (all typed);
         LimitError(invalid_request) for ``num_threads`` outside ``[1, 4 x cores]``.
     """
+    import torch
     from pipeplan.runtime.limits import check_thread_count
     from pipeplan.runtime.token_stream import PieceDecoder
 
@@ -627,6 +711,8 @@ def replay_package(pkg_dir: str | Path, model_path: str | Path, prompt: str | Se
 
 
 def _fits(obj: Any, buf: BufferOp, what: str) -> None:
+    import torch
+
     if isinstance(obj, torch.Tensor):
         nbytes = obj.numel() * 4  # i32 token ids / f32 activations on edges
         if nbytes > buf.size.value.data:
@@ -635,5 +721,5 @@ def _fits(obj: Any, buf: BufferOp, what: str) -> None:
 
 
 __all__ = ["CompiledRun", "Package", "ReplayError", "ReplayResult", "StepProgram", "compile_for_run",
-           "compiled_stages", "load_compiled_stages", "load_package", "load_stage_programs", "local_pool_with_peaks", "package_provisions",
+           "compiled_stages", "load_compiled_stages", "load_compiled_stages_fast", "load_package", "load_stage_programs", "local_pool_with_peaks", "package_provisions",
            "replay_package", "stage_programs"]

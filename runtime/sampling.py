@@ -10,9 +10,12 @@ before ``temp``), then the survivors are sampled from ``softmax(logits / tempera
 from __future__ import annotations
 
 import math
+from typing import TYPE_CHECKING
 
-import torch
 from pipeplan.errors import PipeplanError
+
+if TYPE_CHECKING:
+    import torch
 
 
 class SamplingError(PipeplanError):
@@ -67,7 +70,16 @@ class Sampler:
         self.top_k = top_k
         self.top_p = float(top_p)
         self.seed = 0 if seed is None else seed
-        self.generator = torch.Generator().manual_seed(self.seed)
+        self._generator: torch.Generator | None = None
+
+    @property
+    def generator(self) -> torch.Generator:
+        """The ``torch.Generator`` seeded with ``seed`` (made on first use: validating parameters needs no torch)."""
+        if self._generator is None:
+            import torch
+
+            self._generator = torch.Generator().manual_seed(self.seed)
+        return self._generator
 
     @property
     def greedy(self) -> bool:
@@ -79,6 +91,8 @@ class Sampler:
 
         Shapes: ``logits`` ``[n_vocab]`` -> (int64 ``[m]``, float32 ``[m]``), ``1 <= m <= n_vocab``.
         """
+        import torch
+
         vals, ids = torch.sort(logits.float(), descending=True, stable=True)
         if self.top_k > 0:
             vals, ids = vals[: self.top_k], ids[: self.top_k]
@@ -96,6 +110,8 @@ class Sampler:
         Raises:
             SamplingError: logits not a 1-row float tensor, empty, or containing NaN.
         """
+        import torch
+
         if not isinstance(logits, torch.Tensor) or not logits.is_floating_point():
             raise SamplingError("logits must be a float torch.Tensor", where="logits")
         if logits.dim() == 2 and logits.shape[0] == 1:

@@ -28,17 +28,28 @@ Owner: the process that :meth:`ShmTransport.create`-s the rings (the orchestrato
 (:meth:`ShmTransport.unlink`); stage processes attach by name when the transport is unpickled.
 Payloads are copied in on send and copied out on receive, so a slot is reusable as soon as the
 consumer has read it.
+
+Names and leftovers: every /dev/shm object of a run carries its creator's pid: ring and control
+segments are ``pipeplan-<pid>-<hex>``, the rings' semaphores ``sem.pipeplan-<pid>-<hex>``
+(:class:`RingSemaphore`, named by us instead of multiprocessing's anonymous ``sem.mp-*``). After a
+crash that skipped the unlink (SIGKILL of the whole process group, resource tracker included),
+:func:`remove_orphans` removes the objects whose creator process is gone (``pipeplan clean``, and every
+local run before it creates its rings). This assumes /dev/shm is not shared with another pid namespace.
 """
 
 from __future__ import annotations
 
+import _multiprocessing
 import os
 import platform
+import re
 import secrets
+import stat
 import struct
 import time
-from multiprocessing import shared_memory
+from multiprocessing import resource_tracker, shared_memory
 from multiprocessing.context import BaseContext
+from pathlib import Path
 
 import numpy as np
 from pipeplan.runtime.transport import (
@@ -62,10 +73,25 @@ SEQ_OFFSET = HEADER_BYTES - 8
 """Byte offset, within a slot header, of the slot's int64 publication word (object number, 1-based)."""
 SPIN_S = 0.02
 """How long a consumer whose object was announced yields-and-polls before polling with 50 µs sleeps."""
-ANNOUNCE = (platform.machine().lower() in ("x86_64", "amd64")
+SHM_DIR = Path("/dev/shm")
+"""Where POSIX shared memory and named semaphores appear (Linux)."""
+_ORPHAN_NAME = re.compile(r"^(?:sem\.)?pipeplan-(\d+)-(?:ctl-)?[0-9a-f]+$")
+CONTROL_TAG = "ctl-"
+"""Infix of control-block segment names: ``pipeplan-<pid>-ctl-<hex>``."""
+
+
+def announce_default() -> bool:
+    """Whether producers announce objects before writing them (needs x86-64 total store order; the
+    environment variable ``PIPEPLAN_RING_ANNOUNCE=0`` turns it off, for comparison benchmarks). Read when
+    a transport is created and carried by its rings, so stage processes follow their creator."""
+    return (platform.machine().lower() in ("x86_64", "amd64")
             and os.environ.get("PIPEPLAN_RING_ANNOUNCE", "1") != "0")
-"""Whether producers announce objects before writing them (needs x86-64 total store order; the
-environment variable ``PIPEPLAN_RING_ANNOUNCE=0`` turns it off, for comparison benchmarks)."""
+
+
+ANNOUNCE = announce_default()
+""":func:`announce_default` at import time (the default of :meth:`ShmTransport.create`)."""
+BEAT_S = 0.1
+"""Seconds between two heartbeats of a stage process (:meth:`StageControl.beat`)."""
 _DTYPE_CODES: dict[np.dtype, int] = {np.dtype(np.int32): 0, np.dtype(np.float32): 1, np.dtype(np.float16): 2}
 _CODE_DTYPES: dict[int, np.dtype] = {v: k for k, v in _DTYPE_CODES.items()}
 assert HEADER.size <= SEQ_OFFSET
@@ -84,16 +110,127 @@ def segment_prefix(pid: int | None = None) -> str:
     return f"pipeplan-{os.getpid() if pid is None else pid}-"
 
 
+def _new_name(tag: str = "") -> str:
+    return f"{segment_prefix()}{tag}{secrets.token_hex(6)}"
+
+
+class RingSemaphore:
+    """A counting POSIX semaphore named ``/pipeplan-<creator pid>-<hex>`` (``sem.pipeplan-...`` in /dev/shm).
+
+    The same primitive as :class:`multiprocessing.Semaphore` (``_multiprocessing.SemLock``), but named
+    after its creator so that a leftover is attributable (:func:`remove_orphans`), unlinked explicitly by
+    its owner (:meth:`unlink`), and picklable by name at any time (the other side reopens it by name).
+    The owner registers it with the multiprocessing resource tracker, which unlinks it if the owner
+    dies without doing so.
+    """
+
+    _KIND = 1  # _multiprocessing's SEMAPHORE kind (0 is RECURSIVE_MUTEX)
+
+    def __init__(self, value: int, *, name: str | None = None):
+        self.owner = name is None
+        maxvalue = _multiprocessing.SemLock.SEM_VALUE_MAX
+        if name is None:
+            for _ in range(16):
+                name = "/" + _new_name()
+                try:
+                    self._sl = _multiprocessing.SemLock(self._KIND, int(value), maxvalue, name, False)
+                    break
+                except FileExistsError:
+                    continue
+            else:  # pragma: no cover - 16 collisions of 48 random bits
+                raise FileExistsError("cannot find a free semaphore name")
+            resource_tracker.register(name, "semaphore")
+        else:
+            self._sl = _multiprocessing.SemLock._rebuild(0, self._KIND, maxvalue, name)
+        self.name = name
+        self._unlinked = False
+
+    def acquire(self, block: bool = True, timeout: float | None = None) -> bool:
+        """Take one permit; False when none came within ``timeout`` s (or at once, ``block=False``)."""
+        return self._sl.acquire(block, timeout)
+
+    def release(self) -> None:
+        """Give one permit back."""
+        self._sl.release()
+
+    def unlink(self) -> None:
+        """Remove the name (owner only; idempotent). Processes that opened it keep a working handle."""
+        if not self.owner or self._unlinked:
+            return
+        self._unlinked = True
+        try:
+            _multiprocessing.sem_unlink(self.name)
+        except FileNotFoundError:
+            pass
+        resource_tracker.unregister(self.name, "semaphore")
+
+    def __reduce__(self):
+        return (_open_semaphore, (self.name,))
+
+
+def _open_semaphore(name: str) -> RingSemaphore:
+    return RingSemaphore(0, name=name)
+
+
+def _creator_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's live process
+        return True
+    return True
+
+
+def orphan_entries(shm_dir: str | os.PathLike = SHM_DIR) -> list[Path]:
+    """The regular files in ``shm_dir`` named by pipeplan (``pipeplan-<pid>-...``, ``sem.pipeplan-<pid>-...``)
+    whose creator process ``pid`` no longer exists, sorted by name. Entries of live processes, and anything
+    that is not a regular file (not made by shm_open/sem_open), are never listed."""
+    d = Path(shm_dir)
+    try:
+        names = sorted(os.listdir(d))
+    except (FileNotFoundError, NotADirectoryError):
+        return []
+    out = []
+    for n in names:
+        m = _ORPHAN_NAME.match(n)
+        if m is None or int(m.group(1)) == os.getpid() or _creator_alive(int(m.group(1))):
+            continue
+        try:
+            regular = stat.S_ISREG(os.lstat(d / n).st_mode)
+        except FileNotFoundError:
+            continue
+        if regular:
+            out.append(d / n)
+    return out
+
+
+def remove_orphans(shm_dir: str | os.PathLike = SHM_DIR) -> list[tuple[str, int]]:
+    """Remove :func:`orphan_entries`; returns ``(name, bytes)`` of each entry removed (an entry another
+    process removed first is skipped). Raises OSError when an entry cannot be removed (e.g. EACCES)."""
+    removed = []
+    for path in orphan_entries(shm_dir):
+        try:
+            size = path.stat().st_size
+            path.unlink()
+        except FileNotFoundError:
+            continue
+        removed.append((path.name, size))
+    return removed
+
+
 class ShmRing:
     """One edge's ring: a shared-memory segment plus its ``free``/``full`` semaphores.
 
     Create with :meth:`create` (owner) or rebuild in another process from the pickled handle
-    (attaches by segment name). ``slot_stride = 128 + align64(slot_bytes)``.
+    (attaches by segment name). ``slot_stride = 128 + align64(slot_bytes)``. ``announce``: whether the
+    producer announces objects (:func:`announce_default` of the creating process).
     """
 
-    def __init__(self, route: EdgeRoute, name: str, free, full, *, owner: bool,
-                 shm: shared_memory.SharedMemory | None = None):
+    def __init__(self, route: EdgeRoute, name: str, free: RingSemaphore, full: RingSemaphore, *, owner: bool,
+                 shm: shared_memory.SharedMemory | None = None, announce: bool = ANNOUNCE):
         self.route = route
+        self.announce = announce
         self.slots = max(1, route.ring_spec.slots)
         self.slot_bytes = route.ring_spec.slot_bytes
         self.stride = HEADER_BYTES + _align(self.slot_bytes)
@@ -112,28 +249,42 @@ class ShmRing:
                                                   strides=(self.stride,))
 
     @classmethod
-    def create(cls, route: EdgeRoute, ctx: BaseContext) -> ShmRing:
-        """Allocate the segment (``slots * stride`` bytes) and semaphores for ``route``.
+    def create(cls, route: EdgeRoute, ctx: BaseContext | None = None, *, announce: bool | None = None) -> ShmRing:
+        """Allocate the segment (``slots * stride`` bytes) and the two :class:`RingSemaphore` of ``route``.
 
         The segment is named ``pipeplan-<creator pid>-<random>`` (see :func:`segment_prefix`) so a
-        leak is attributable to the process that created it.
+        leak is attributable to the process that created it. ``ctx`` is accepted for API compatibility
+        (the semaphores are named POSIX semaphores, usable from any start method). ``announce``: default
+        :func:`announce_default`.
 
-        Raises TransportError when the segment cannot be created (e.g. /dev/shm full)."""
+        Raises TransportError when the segment or a semaphore cannot be created (e.g. /dev/shm full)."""
         slots = max(1, route.ring_spec.slots)
         size = slots * (HEADER_BYTES + _align(route.ring_spec.slot_bytes))
         try:
-            shm = shared_memory.SharedMemory(name=f"{segment_prefix()}{secrets.token_hex(6)}", create=True,
-                                             size=size)
+            shm = shared_memory.SharedMemory(name=_new_name(), create=True, size=size)
         except OSError as e:
             raise TransportError(f"edge {route.edge_id}: cannot create a {size}-byte shared-memory ring: {e}",
                                  where=route.edge_id) from None
-        return cls(route, shm.name, ctx.Semaphore(slots), ctx.Semaphore(0), owner=True, shm=shm)
+        sems: list[RingSemaphore] = []
+        try:
+            sems.append(RingSemaphore(slots))
+            sems.append(RingSemaphore(0))
+        except OSError as e:
+            for sem in sems:
+                sem.unlink()
+            shm.close()
+            shm.unlink()
+            raise TransportError(f"edge {route.edge_id}: cannot create the ring's semaphores: {e}",
+                                 where=route.edge_id) from None
+        return cls(route, shm.name, sems[0], sems[1], owner=True, shm=shm,
+                   announce=announce_default() if announce is None else announce)
 
     def __getstate__(self):
-        return {"route": self.route, "name": self.name, "free": self.free, "full": self.full}
+        return {"route": self.route, "name": self.name, "free": self.free, "full": self.full,
+                "announce": self.announce}
 
     def __setstate__(self, st):
-        self.__init__(st["route"], st["name"], st["free"], st["full"], owner=False)
+        self.__init__(st["route"], st["name"], st["free"], st["full"], owner=False, announce=st["announce"])
 
     # ------------------------------------------------------------------ data path
     def write(self, slot: int, frame: Frame) -> None:
@@ -179,7 +330,7 @@ class ShmRing:
                 pass
 
     def unlink(self) -> None:
-        """Remove the segment name (owner only; idempotent)."""
+        """Remove the segment and semaphore names (owner only; idempotent)."""
         self.close()
         if self.owner and self._shm is not None:
             try:
@@ -187,6 +338,8 @@ class ShmRing:
             except FileNotFoundError:
                 pass
             self._shm = None
+            self.free.unlink()
+            self.full.unlink()
 
 
 class _RingSend(SendEndpoint):
@@ -200,8 +353,8 @@ class _RingSend(SendEndpoint):
 
     def announce(self) -> None:
         """Take a free slot and post ``full`` now, before the object exists (module docstring); a no-op
-        when already announced, when no slot is free, or when :data:`ANNOUNCE` is off."""
-        if ANNOUNCE and not self._announced and self.ring.free.acquire(False):
+        when already announced, when no slot is free, or when the ring does not announce."""
+        if self.ring.announce and not self._announced and self.ring.free.acquire(False):
             self._announced = True
             self.ring.full.release()
 
@@ -261,21 +414,23 @@ class _RingRecv(RecvEndpoint):
 
 
 class ShmTransport(Transport):
-    """Shared-memory rings for every edge of a run; picklable into ``spawn``-ed stage processes.
-
-    Pickle it only as an argument of ``Process(...)`` (the semaphores travel only that way)."""
+    """Shared-memory rings for every edge of a run; picklable into stage processes (any start method:
+    segments and semaphores are reopened by name)."""
 
     def __init__(self, routes: dict[str, EdgeRoute], rings: dict[str, ShmRing]):
         self.routes = dict(routes)
         self.rings = rings
 
     @classmethod
-    def create(cls, routes: dict[str, EdgeRoute], ctx: BaseContext) -> ShmTransport:
-        """Create one ring per route (owner side). On failure, rings already made are unlinked."""
+    def create(cls, routes: dict[str, EdgeRoute], ctx: BaseContext | None = None, *,
+               announce: bool | None = None) -> ShmTransport:
+        """Create one ring per route (owner side; ``ctx`` and ``announce`` as :meth:`ShmRing.create`). On
+        failure, rings already made are unlinked."""
         rings: dict[str, ShmRing] = {}
+        ann = announce_default() if announce is None else announce
         try:
             for edge_id, r in routes.items():
-                rings[edge_id] = ShmRing.create(r, ctx)
+                rings[edge_id] = ShmRing.create(r, ctx, announce=ann)
         except BaseException:
             for ring in rings.values():
                 ring.unlink()
@@ -294,6 +449,10 @@ class ShmTransport(Transport):
         """Names of the shared-memory segments (under /dev/shm), for leak checks."""
         return [r.name for r in self.rings.values()]
 
+    def shm_entries(self) -> list[str]:
+        """Every /dev/shm entry of the rings: segments and ``sem.``-prefixed semaphore files."""
+        return [n for r in self.rings.values() for n in (r.name, "sem." + r.free.name[1:], "sem." + r.full.name[1:])]
+
     def close(self) -> None:
         """Unmap every ring in this process."""
         for r in self.rings.values():
@@ -303,6 +462,94 @@ class ShmTransport(Transport):
         """Unmap and remove every ring (owner)."""
         for r in self.rings.values():
             r.unlink()
+
+
+class StageControl:
+    """The run's control block: one small shared-memory segment (``pipeplan-<pid>-ctl-<hex>``) of int64 words.
+
+    Word 0 is the stop flag (set by the orchestrator, polled by the stages' serve loops: the
+    ``stop`` object of :meth:`pipeplan.runtime.stage.StageWorker.serve`); word ``1 + i`` is stage
+    ``i``'s heartbeat, the ``time.monotonic_ns()`` of its last beat (0: none yet); word ``1 + n + i`` the
+    number of DATA frames stage ``i`` had served at that beat. A stage process beats from a thread every
+    :data:`BEAT_S` (:meth:`beat`), so a stage whose beat is older than the orchestrator's liveness limit
+    is not running (stopped, frozen) even if it has not exited. Picklable by name; the creator unlinks it
+    (:meth:`unlink`). :func:`read_control` reads one from outside (tests, tools) without attaching.
+    """
+
+    def __init__(self, n_stages: int, *, name: str | None = None):
+        self.n_stages = int(n_stages)
+        size = 8 * (1 + 2 * self.n_stages)
+        self.owner = name is None
+        if name is None:
+            try:
+                self._shm: shared_memory.SharedMemory | None = shared_memory.SharedMemory(
+                    name=_new_name(CONTROL_TAG), create=True, size=size)
+            except OSError as e:
+                raise TransportError(f"cannot create the {size}-byte control block: {e}", where="control") from None
+        else:
+            self._shm = shared_memory.SharedMemory(name=name)
+        assert self._shm is not None and self._shm.buf is not None
+        self.name = self._shm.name
+        self._words: np.ndarray | None = np.ndarray((1 + 2 * self.n_stages,), np.int64, buffer=self._shm.buf)
+        if self.owner:
+            self._words[:] = 0
+
+    def __reduce__(self):
+        return (_open_control, (self.n_stages, self.name))
+
+    def _w(self) -> np.ndarray:
+        w = self._words
+        assert w is not None, "control block is closed"
+        return w
+
+    def set(self) -> None:
+        """Raise the stop flag."""
+        self._w()[0] = 1
+
+    def is_set(self) -> bool:
+        """Whether the stop flag is raised (False once closed: nothing to stop)."""
+        return self._words is not None and bool(self._words[0])
+
+    def beat(self, stage: int, served: int = 0) -> None:
+        """Stamp stage ``stage``'s heartbeat with ``time.monotonic_ns()`` and its served-frame count."""
+        w = self._w()
+        w[1 + self.n_stages + stage] = served
+        w[1 + stage] = time.monotonic_ns()
+
+    def last_beat(self, stage: int) -> int:
+        """``time.monotonic_ns()`` of stage ``stage``'s last beat (0: none yet)."""
+        return int(self._w()[1 + stage])
+
+    def close(self) -> None:
+        """Unmap in this process (idempotent)."""
+        if self._shm is not None:
+            self._words = None
+            self._shm.close()
+
+    def unlink(self) -> None:
+        """Unmap and remove the segment (owner; idempotent)."""
+        self.close()
+        if self.owner and self._shm is not None:
+            try:
+                self._shm.unlink()
+            except FileNotFoundError:
+                pass
+        self._shm = None
+
+
+def _open_control(n_stages: int, name: str) -> StageControl:
+    return StageControl(n_stages, name=name)
+
+
+def read_control(path: str | os.PathLike) -> dict[str, object]:
+    """A snapshot of a control block file (``/dev/shm/pipeplan-<pid>-ctl-<hex>``) read as a plain file:
+    ``{"stop": bool, "beats": [ns, ...], "served": [frames, ...]}``. Raises OSError / ValueError."""
+    words = np.fromfile(path, dtype=np.int64)
+    n = (len(words) - 1) // 2
+    if len(words) != 1 + 2 * n or n < 1:
+        raise ValueError(f"{path}: not a control block ({len(words)} words)")
+    return {"stop": bool(words[0]), "beats": [int(x) for x in words[1:1 + n]],
+            "served": [int(x) for x in words[1 + n:]]}
 
 
 def echo_loop(transport: Transport, node_id: str, in_edge: str, out_node: str, out_edge: str) -> int:

@@ -49,7 +49,6 @@ from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import torch
 from pipeplan.errors import STAGE_FAULT_KINDS, GGUFError, PipeplanError, StageFault
 from pipeplan.plan_types import ModelFacts, ProvisionStage
 from pipeplan.runtime.events import Event, StageFaulted, StageReady, WeightsReady
@@ -347,6 +346,7 @@ class StageWorker:
         return self.program
 
     def _bind(self, weights) -> None:
+        import torch
         from pipeplan.runtime.program import (
             AllocationError,
             BindError,
@@ -429,6 +429,8 @@ class StageWorker:
         assert frame.array is not None and self.executors and bound is not None
         if fi is not None and self._inject("runtime") and self.served >= fi.after:
             raise RuntimeError(f"injected runtime failure after {self.served} frames")
+        import torch  # (stage.py imports no torch at module level: the orchestrator process needs none)
+
         x = torch.from_numpy(frame.array)
         if p.has_embedding:
             x = x.long()

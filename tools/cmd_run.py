@@ -51,6 +51,7 @@ import json
 import sys
 import time
 
+from pipeplan.runtime.interrupts import exits_on_interrupt
 from pipeplan.tools.generation import (
     TARGET_KERNELS,
     add_generation_arguments,
@@ -99,6 +100,7 @@ def _check_counts(args: argparse.Namespace) -> None:
                                f"generated positions must fit)", code="invalid_request", where="max_tokens")
 
 
+@exits_on_interrupt  # SIGINT / SIGTERM: stages stopped, segments unlinked, one error[interrupted] line, 130 / 143
 def main(args: argparse.Namespace) -> int:
     """Run the command; typed errors propagate to ``tools/cli.py`` (exit 2, or 3 for StageFault)."""
     from pipeplan.errors import GGUFError
@@ -106,7 +108,10 @@ def main(args: argparse.Namespace) -> int:
 
     check_input_file(args.model, "GGUF file", GGUFError)  # a FIFO/device/directory: at once, before torch loads
     check_prompt(args.prompt)
+    if args.backend == "local":  # the stage host's imports (torch) run while this process plans and compiles
+        from pipeplan.runtime.stage_host import prestart_stage_host
 
+        prestart_stage_host()
     from pipeplan.dialects.runplan_build import project_provisions
     from pipeplan.errors import RunPlanRejection
     from pipeplan.frontend.gguf_facts import read_model_facts

@@ -1,0 +1,79 @@
+"""SIGINT and SIGTERM as exceptions, so that an interrupted run unwinds through its cleanup.
+
+Python turns SIGINT into KeyboardInterrupt but lets SIGTERM kill the process at once, skipping every
+``finally``: stage processes, shared-memory rings and semaphores would be left behind. Under
+:func:`interrupts_raise` both signals raise :class:`Interrupted` (a KeyboardInterrupt) in the main
+thread; the orchestrator stops its stages and unlinks its segments while the exception propagates
+(:class:`pipeplan.runtime.orchestrator.Pipeline`). :func:`exits_on_interrupt` wraps a CLI command's
+``main``: one ``error[interrupted]: ...`` line and exit status ``128 + signal`` (130 SIGINT, 143 SIGTERM),
+the shell convention for a process ended by that signal.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import signal
+import sys
+import threading
+from collections.abc import Callable, Iterator
+from typing import Any
+
+SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+
+class Interrupted(KeyboardInterrupt):
+    """SIGINT or SIGTERM arrived; ``signum`` is the signal number."""
+
+    def __init__(self, signum: int):
+        super().__init__(signal.Signals(signum).name)
+        self.signum = int(signum)
+
+    @property
+    def exit_status(self) -> int:
+        """``128 + signum``: 130 for SIGINT, 143 for SIGTERM."""
+        return 128 + self.signum
+
+
+@contextlib.contextmanager
+def interrupts_raise() -> Iterator[None]:
+    """Within the block, SIGINT and SIGTERM raise :class:`Interrupted` in the main thread.
+
+    The first signal raises; later ones are ignored until the block is left, so the cleanup the first one
+    triggers is not cut short (it is bounded: stages that do not stop are killed). The previous handlers
+    are restored on exit. Outside the main thread this is a no-op (Python delivers signals there only)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    old = {s: signal.getsignal(s) for s in SIGNALS}
+
+    def handler(signum: int, frame: Any) -> None:
+        for s in SIGNALS:
+            signal.signal(s, signal.SIG_IGN)
+        raise Interrupted(signum)
+
+    for s in SIGNALS:
+        signal.signal(s, handler)
+    try:
+        yield
+    finally:
+        for s, h in old.items():
+            signal.signal(s, h if h is not None else signal.SIG_DFL)
+
+
+def exits_on_interrupt(main: Callable[..., int]) -> Callable[..., int]:
+    """Decorate a command's ``main(args) -> int``: run it under :func:`interrupts_raise`; an interrupt (after
+    the cleanup it unwound through) prints ``error[interrupted]: interrupted by SIGINT|SIGTERM ...`` on stderr
+    and returns 130 / 143."""
+
+    @functools.wraps(main)
+    def wrapper(*args: Any, **kwargs: Any) -> int:
+        try:
+            with interrupts_raise():
+                return main(*args, **kwargs)
+        except Interrupted as e:
+            print(f"error[interrupted]: interrupted by {signal.Signals(e.signum).name}; every stage was stopped and "
+                  f"its shared memory released", file=sys.stderr)
+            return e.exit_status
+
+    return wrapper
