@@ -207,7 +207,9 @@ STARTUP_GRACE_S = 30.0
 @contextlib.contextmanager
 def _signals_deferred() -> Iterator[None]:
     """Hold SIGINT/SIGTERM (main thread only) while a stage process is created and recorded, so that an
-    interrupt never leaves a started process the backend does not know about; they arrive right after."""
+    interrupt never leaves a started process the backend does not know about; they arrive right after
+    (for the first stage that can be after the stage host finished its imports: ``proc.start()`` waits
+    for it)."""
     blockable = threading.current_thread() is threading.main_thread() and hasattr(signal, "pthread_sigmask")
     if not blockable:
         yield

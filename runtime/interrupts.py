@@ -72,6 +72,9 @@ def exits_on_interrupt(main: Callable[..., int]) -> Callable[..., int]:
             with interrupts_raise():
                 return main(*args, **kwargs)
         except Interrupted as e:
+            from pipeplan.runtime.stage_host import stop_stage_host
+
+            stop_stage_host()
             print(f"error[interrupted]: interrupted by {signal.Signals(e.signum).name}; every stage was stopped and "
                   f"its shared memory released", file=sys.stderr)
             return e.exit_status

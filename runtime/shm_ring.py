@@ -40,6 +40,7 @@ local run before it creates its rings). This assumes /dev/shm is not shared with
 from __future__ import annotations
 
 import _multiprocessing
+import mmap
 import os
 import platform
 import re
@@ -112,6 +113,40 @@ def segment_prefix(pid: int | None = None) -> str:
 
 def _new_name(tag: str = "") -> str:
     return f"{segment_prefix()}{tag}{secrets.token_hex(6)}"
+
+
+class _Attached:
+    """A segment another process created, mapped by name *without* registering it with this process's
+    resource tracker (``SharedMemory(name=...)`` registers on attach before Python 3.13, so a stage that
+    attached just before the owner unlinked would make the tracker report a "leaked" segment). Same
+    ``buf`` / ``close()`` / ``name`` surface as SharedMemory; never unlinks."""
+
+    def __init__(self, name: str):
+        self.name = name
+        fd = os.open(SHM_DIR / name, os.O_RDWR)
+        try:
+            self._mmap: mmap.mmap | None = mmap.mmap(fd, os.fstat(fd).st_size)
+        finally:
+            os.close(fd)
+        self.buf: memoryview | None = memoryview(self._mmap)
+
+    def close(self) -> None:
+        if self.buf is not None:
+            self.buf.release()
+            self.buf = None
+        if self._mmap is not None:
+            self._mmap.close()
+            self._mmap = None
+
+    def unlink(self) -> None:  # pragma: no cover - owners only unlink
+        raise RuntimeError(f"{self.name}: an attached segment is unlinked by its creator")
+
+
+def _attach(name: str) -> shared_memory.SharedMemory | _Attached:
+    """Map an existing segment: directly from /dev/shm where it is (Linux), else through SharedMemory."""
+    if SHM_DIR.is_dir():
+        return _Attached(name)
+    return shared_memory.SharedMemory(name=name)  # pragma: no cover - no /dev/shm
 
 
 class RingSemaphore:
@@ -237,8 +272,7 @@ class ShmRing:
         self.name = name
         self.free, self.full = free, full
         self.owner = owner
-        self._shm: shared_memory.SharedMemory | None = (shm if shm is not None
-                                                         else shared_memory.SharedMemory(name=name))
+        self._shm: shared_memory.SharedMemory | _Attached | None = shm if shm is not None else _attach(name)
         mem = self._shm.buf
         assert mem is not None
         self._mem: memoryview | None = mem
@@ -482,12 +516,12 @@ class StageControl:
         self.owner = name is None
         if name is None:
             try:
-                self._shm: shared_memory.SharedMemory | None = shared_memory.SharedMemory(
+                self._shm: shared_memory.SharedMemory | _Attached | None = shared_memory.SharedMemory(
                     name=_new_name(CONTROL_TAG), create=True, size=size)
             except OSError as e:
                 raise TransportError(f"cannot create the {size}-byte control block: {e}", where="control") from None
         else:
-            self._shm = shared_memory.SharedMemory(name=name)
+            self._shm = _attach(name)
         assert self._shm is not None and self._shm.buf is not None
         self.name = self._shm.name
         self._words: np.ndarray | None = np.ndarray((1 + 2 * self.n_stages,), np.int64, buffer=self._shm.buf)

@@ -10,7 +10,10 @@ itself never imports torch. This module imports nothing heavy, so calling it cos
 
 from __future__ import annotations
 
+import contextlib
 import os
+import signal
+import sys
 from multiprocessing.context import BaseContext
 
 STAGE_PRELOAD = ("pipeplan.runtime.backends", "pipeplan.runtime.stage", "pipeplan.runtime.program",
@@ -53,3 +56,18 @@ def prestart_stage_host() -> None:
         for k, v in saved.items():
             if v is None:
                 os.environ.pop(k, None)
+
+
+def stop_stage_host() -> None:
+    """Terminate this process's stage host now, if one was started (an interrupted command: the host may
+    still be importing, and would otherwise finish that before it notices its parent is gone). Stage
+    processes it forked are not touched: their orchestrator stops them. A later local run starts a new one."""
+    fs = sys.modules.get("multiprocessing.forkserver")
+    server = getattr(fs, "_forkserver", None)
+    pid = getattr(server, "_forkserver_pid", None)
+    if server is None or pid is None:
+        return
+    with contextlib.suppress(OSError):
+        os.kill(pid, signal.SIGTERM)
+    with contextlib.suppress(OSError, AttributeError):
+        server._stop()  # closes the alive pipe, reaps the host, forgets its address

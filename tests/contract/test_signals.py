@@ -251,3 +251,43 @@ def test_sigstopped_stage_is_a_runtime_fault_within_the_liveness_limit():
         pipe.close()
     assert _state(victim) in (None, "Z", "X")
     assert not entries & set(os.listdir(SHM_DIR))
+
+
+def _cmdline(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+    except OSError:
+        return ""
+
+
+def test_sigterm_during_start_up_stops_the_stage_host_too(cache, tmp_path):
+    """SIGTERM as soon as the stage host (forkserver) is started, while the command plans, loads its package
+    or waits for the host's imports: exit status 143, one ``error[interrupted]`` line, and the host, the
+    resource tracker and any stage are gone at once (nothing keeps importing after the command ended)."""
+    proc, _, err = _launch(cache, tmp_path)
+    try:
+        end = time.monotonic() + START_S
+        while not any("forkserver" in _cmdline(c) for c in _descendants(proc.pid)):
+            assert proc.poll() is None and time.monotonic() < end, err.read_text()
+            time.sleep(0.005)
+        procs = _descendants(proc.pid)
+        os.kill(proc.pid, signal.SIGTERM)
+        rc = proc.wait(timeout=60)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    text = err.read_text()
+    assert rc == 143 and text.startswith("error[interrupted]: ") and len(text.strip().splitlines()) == 1, text
+    assert _wait_gone(procs | _descendants(proc.pid), 5.0) == set()
+    assert not _entries(proc.pid)
+
+
+def test_stage_fault_exit_leaves_nothing_and_warns_nothing(cache, tmp_path):
+    """A run whose stage faults (injected download failure of stage 2) prints one
+    ``error[stage_fault:download]`` line, exits 3, leaves no /dev/shm entry and no resource-tracker warning."""
+    p = subprocess.Popen(_run_argv(4) + ["--inject-fault", "2:download"], stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True, env=dict(os.environ, PIPEPLAN_CACHE=str(cache)))
+    _, err = p.communicate(timeout=300)
+    assert p.returncode == 3
+    assert err.startswith("error[stage_fault:download]: stage 2: ") and len(err.strip().splitlines()) == 1
+    assert "leaked" not in err and not _entries(p.pid)
