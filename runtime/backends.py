@@ -202,6 +202,8 @@ class InprocBackend(Backend):
 # --------------------------------------------------------------------------- local processes
 STARTUP_GRACE_S = 30.0
 """Liveness limit for a stage process that has not beaten yet (it is still starting up)."""
+WATCH_GAP_S = 1.0
+"""A longer pause between two liveness checks restarts the silence clock (:meth:`LocalBackend.stalled_stage`)."""
 
 
 @contextlib.contextmanager
@@ -311,6 +313,7 @@ class LocalBackend(Backend):
         self._pids: list[int | None] = []
         self._stages: list[int] = []
         self._started_ns: list[int] = []
+        self._watched_ns = self._since_ns = 0
         self._readers: list[Any] = []
         self._expect_exit = False
         self._stopped = False
@@ -392,15 +395,21 @@ class LocalBackend(Backend):
         return None
 
     def stalled_stage(self, limit_s):
+        """See :meth:`Backend.stalled_stage`. Silence counts only while this process watched: after a gap of
+        more than :data:`WATCH_GAP_S` between two calls (this process was stopped itself, e.g. Ctrl-Z of the
+        whole job, or not polling because tokens flowed) the stages' silence is measured from now."""
         if self._expect_exit or self._stopped or self.control is None:
             return None
         now = time.monotonic_ns()
+        if now - self._watched_ns > WATCH_GAP_S * 1e9:
+            self._since_ns = now
+        self._watched_ns = now
         for slot, (stage, p) in enumerate(zip(self._stages, self.procs)):
             if p.exitcode is not None:
                 continue
             last = self.control.last_beat(slot)
             limit = limit_s if last else max(limit_s, STARTUP_GRACE_S)
-            quiet = (now - (last or self._started_ns[slot])) / 1e9
+            quiet = (now - max(last or self._started_ns[slot], self._since_ns)) / 1e9
             if quiet > limit:
                 why = "it is stopped (e.g. SIGSTOP)" if _proc_state(p.pid) in ("T", "t") else "it is not running"
                 return stage, (f"stage process (pid {p.pid}) sent no heartbeat for {quiet:.1f} s (liveness limit "

@@ -291,3 +291,34 @@ def test_stage_fault_exit_leaves_nothing_and_warns_nothing(cache, tmp_path):
     assert p.returncode == 3
     assert err.startswith("error[stage_fault:download]: stage 2: ") and len(err.strip().splitlines()) == 1
     assert "leaked" not in err and not _entries(p.pid)
+
+
+def test_silence_counts_only_while_the_orchestrator_watches():
+    """A stage's silence is measured while the orchestrator polls: after the orchestrator itself was away
+    (stopped with its whole job by Ctrl-Z, say) longer than WATCH_GAP_S, the clock restarts, so resuming
+    is not a false fault; a stage that stays stopped is still reported one liveness limit later."""
+    from pipeplan.runtime.backends import WATCH_GAP_S
+    from pipeplan.runtime.orchestrator import Pipeline
+
+    from tests.unit.test_shm_ring import _provisions
+
+    with Pipeline(_provisions(2), backend="local", liveness_s=1.0) as pipe:
+        b = pipe.backend
+        victim = b.pids[0]
+        assert b.stalled_stage(1.0) is None
+        os.kill(victim, signal.SIGSTOP)
+        try:
+            time.sleep(WATCH_GAP_S + 1.5)  # nobody watching: beats age past the limit
+            t0 = time.monotonic()
+            assert b.stalled_stage(1.0) is None  # the orchestrator was away: silence counts from now
+            got = None
+            while got is None and time.monotonic() - t0 < 10:
+                time.sleep(0.05)
+                got = b.stalled_stage(1.0)
+            assert got is not None and got[0] == 0 and 1.0 <= time.monotonic() - t0 < 5.0
+        finally:
+            os.kill(victim, signal.SIGCONT)
+        time.sleep(0.3)
+        assert b.stalled_stage(1.0) is None  # beating again
+        out, _ = pipe.generate_ids([1, 403, 407], 3)
+        assert len(out) == 3

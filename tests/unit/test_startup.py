@@ -30,7 +30,7 @@ def package(tmp_path_factory):
 
 
 def test_cached_package_loads_pre_parsed_stage_programs(package, monkeypatch):
-    """AB-M-2: a cached package's stage programs come from ``<pkg>.stages.json`` (no program.mlir parse),
+    """AB-M-3: a cached package's stage programs come from ``<pkg>.stages.json`` (no program.mlir parse),
     equal to what parsing the package gives; the package's digests are still checked."""
     from pipeplan.runtime import replay
 
