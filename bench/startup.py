@@ -7,7 +7,8 @@ Usage: ``python bench/startup.py [--stages 1,3,5] [--repeat 3] [--tokens 8] [--p
 Part 1, start-up: ``pipeplan run stories260K --backend local --stages N --max-tokens 8 --json`` as a
 fresh process, for each stage count, ``cold`` (an empty package cache: plan + compile + parse) and
 ``cached`` (the package compiled by the cold run). The local peaks are fixed
-(``PIPEPLAN_LOCAL_PEAKS``) so no run probes the machine. Per run:
+(``PIPEPLAN_LOCAL_PEAKS``) so no run probes the machine; Python bytecode is cached (:data:`PYCACHE`), as
+for an installed package. Per run:
 
 - ``ttft_s``: launch -> first token, from the run's own events: the last ``StageReady`` event's
   ``time.monotonic()`` (system-wide clock, read here just before the launch) plus the reported
@@ -55,9 +56,17 @@ def _cli(pythonpath: str | None) -> list[str]:
     return [str(exe)] if exe.exists() else [sys.executable, "-m", "pipeplan.tools.cli"]
 
 
+PYCACHE = Path(tempfile.gettempdir()) / "pipeplan-bench-pycache"
+"""Bytecode cache of the measured processes (``PYTHONPYCACHEPREFIX``): an installed package has its bytecode
+cached, so the runs should too, even where ``PYTHONDONTWRITEBYTECODE`` is set (it is in some sandboxes);
+outside the source tree, so the checkout stays clean. The warm-up runs fill it."""
+
+
 def one_run(stages: int, cache: Path, tokens: int, pythonpath: str | None) -> dict:
     """One ``pipeplan run`` process; returns ttft_s, wall_s and the run's own phase timings."""
-    env = dict(os.environ, PIPEPLAN_CACHE=str(cache), PIPEPLAN_LOCAL_PEAKS=PEAKS)
+    env = dict(os.environ, PIPEPLAN_CACHE=str(cache), PIPEPLAN_LOCAL_PEAKS=PEAKS,
+               PYTHONPYCACHEPREFIX=str(PYCACHE / ("base" if pythonpath else "this")))
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
     if pythonpath:
         env["PYTHONPATH"] = pythonpath + os.pathsep + env.get("PYTHONPATH", "")
     cmd = _cli(pythonpath) + ["run", str(MODEL), "--prompt", PROMPT, "--stages", str(stages), "--backend", "local",

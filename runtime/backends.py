@@ -16,7 +16,8 @@ All expose the same small surface to the orchestrator: ``transport`` (to open th
 ``next_event(timeout)``, ``dead_stage()`` and ``stalled_stage(limit_s)`` (liveness) and ``stop()``
 (idempotent: stop every stage, join or terminate it, release the edges; nothing is leaked).
 
-Threads: :func:`default_num_threads` sizes torch's intra-op pool per stage from the usable cores.
+Threads: :func:`default_num_threads` sizes torch's intra-op pool per stage from the usable cores (the
+default of ``inproc`` runs; a ``local`` stage process uses one thread unless told otherwise).
 """
 
 from __future__ import annotations
@@ -366,18 +367,22 @@ class LocalBackend(Backend):
         out = [] if self.transport is None else self.transport.shm_entries()
         return out + ([] if self.control is None else [self.control.name])
 
-    def _poll(self, timeout: float) -> None:
+    def _poll(self, timeout: float) -> bool:
+        """Receive what the event pipes hold (waiting at most ``timeout`` s for something); False when none
+        was readable."""
         from multiprocessing.connection import wait
 
         if not self._readers:
-            return
-        for r in wait(self._readers, timeout):
+            return False
+        ready = wait(self._readers, timeout)
+        for r in ready:
             conn: Any = r
             try:
                 self._pending.append(conn.recv())
             except (EOFError, OSError):  # the stage closed its end (it ended)
                 self._readers.remove(conn)
                 conn.close()
+        return bool(ready)
 
     def next_event(self, timeout):
         if not self._pending and not self._stopped:
@@ -444,8 +449,8 @@ class LocalBackend(Backend):
                 for p in self.procs:
                     if p.exitcode is not None:
                         p.close()
-            while self._readers:  # keep what the stages reported before their end
-                self._poll(0.0)
+            while self._poll(0.0):  # keep what the stages reported before their end
+                pass
         finally:
             for r in self._readers:
                 r.close()

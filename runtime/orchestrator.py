@@ -12,9 +12,9 @@ killed stage process is reported as ``StageFault(kind="runtime")`` well within 5
 stops running without dying (no heartbeat for ``liveness_s`` s: a SIGSTOPped or frozen process, see
 :meth:`~pipeplan.runtime.backends.Backend.stalled_stage`) stops all stages, joins/terminates them,
 releases the edges (unlinks shared memory) and raises the :class:`~pipeplan.errors.StageFault`. An
-interrupt (KeyboardInterrupt, or SIGTERM under :func:`interrupts_raise`) stops everything the same way
-before it propagates. Several sequences can run through one started :class:`Pipeline` (the per-process
-start cost is paid once).
+interrupt (KeyboardInterrupt, or SIGTERM under :func:`~pipeplan.runtime.interrupts.interrupts_raise`)
+stops everything the same way before it propagates. Several sequences can run through one started
+:class:`Pipeline` (the per-process start cost is paid once).
 
 Compiled programs: ``Pipeline(..., programs={stage: StageProgram})`` makes every stage bind the
 program the compiler produced (a replay package's, :func:`pipeplan.runtime.replay.load_compiled_stages`)
@@ -109,8 +109,9 @@ class Pipeline:
         fault_injection: forwarded to every worker (only the targeted stage acts on it).
         on_event: called with each event, in total order, as it is recorded.
         kernels / cache_dir / num_threads / programs: see :class:`~pipeplan.runtime.backends.WorkerOptions`
-            (``num_threads`` defaults to :func:`~pipeplan.runtime.backends.default_num_threads`: the usable
-            cores split among the stages, 1 for small models).
+            (``num_threads`` defaults to 1 for ``local``: one core per stage process; for ``inproc``, whose
+            stage threads share this process's cores, to :func:`~pipeplan.runtime.backends.default_num_threads`:
+            the usable cores split among the stages, 1 for small models).
         liveness_s: heartbeat limit (see :func:`liveness_limit`).
     Raises: RunRequestError (no provisions, bad ``liveness_s``); from :meth:`start`: StageFault;
         BackendError for an unknown backend name.
@@ -126,7 +127,9 @@ class Pipeline:
         self.provisions = sorted(provisions, key=lambda p: p.stage)
         self.liveness_s = liveness_limit(liveness_s)
         self.backend = make_backend(backend) if isinstance(backend, str) else backend
-        if num_threads is None and self.backend.name in ("local", "inproc"):
+        if num_threads is None and self.backend.name == "local":
+            num_threads = 1
+        elif num_threads is None and self.backend.name == "inproc":
             num_threads = default_num_threads(self.provisions)
         self.options = WorkerOptions(kernels, None if cache_dir is None else str(cache_dir), num_threads,
                                      None if programs is None else dict(programs))

@@ -158,8 +158,8 @@ def test_default_threads_follow_cores_and_stage_size(largest, stages, cores, wan
 
 
 def test_stories_runs_single_threaded_and_inproc_restores_the_callers_setting():
-    """stories260K (largest weight 32768 elements) gets one torch thread per stage on both backends; an inproc
-    run gives the caller's torch thread setting back when it ends."""
+    """stories260K (largest weight 32768 elements) gets one torch thread per stage on both backends (local: one
+    per stage process, always); an inproc run gives the caller's torch thread setting back when it ends."""
     import torch
     from pipeplan.runtime.orchestrator import Pipeline
 
