@@ -64,19 +64,27 @@ def interrupts_raise() -> Iterator[None]:
 def exits_on_interrupt(main: Callable[..., int]) -> Callable[..., int]:
     """Decorate a command's ``main(args) -> int``: run it under :func:`interrupts_raise`; an interrupt (after
     the cleanup it unwound through) prints ``error[interrupted]: interrupted by SIGINT|SIGTERM ...`` on stderr
-    and returns 130 / 143."""
+    and returns 130 / 143. A command that fails (interrupt or exception) also stops the stage host it
+    started (:func:`pipeplan.runtime.stage_host.stop_stage_host`; one running before is left alone), so
+    nothing it started outlives it."""
 
     @functools.wraps(main)
     def wrapper(*args: Any, **kwargs: Any) -> int:
+        from pipeplan.runtime.stage_host import stage_host_pid, stop_stage_host
+
+        had_host = stage_host_pid() is not None
         try:
             with interrupts_raise():
                 return main(*args, **kwargs)
         except Interrupted as e:
-            from pipeplan.runtime.stage_host import stop_stage_host
-
-            stop_stage_host()
+            if not had_host:
+                stop_stage_host()
             print(f"error[interrupted]: interrupted by {signal.Signals(e.signum).name}; every stage was stopped and "
                   f"its shared memory released", file=sys.stderr)
             return e.exit_status
+        except BaseException:
+            if not had_host:
+                stop_stage_host()
+            raise
 
     return wrapper

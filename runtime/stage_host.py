@@ -58,15 +58,20 @@ def prestart_stage_host() -> None:
                 os.environ.pop(k, None)
 
 
+def stage_host_pid() -> int | None:
+    """The pid of this process's stage host, None when none was started (or it was stopped)."""
+    fs = sys.modules.get("multiprocessing.forkserver")
+    return getattr(getattr(fs, "_forkserver", None), "_forkserver_pid", None)
+
+
 def stop_stage_host() -> None:
     """Terminate this process's stage host now, if one was started (an interrupted command: the host may
     still be importing, and would otherwise finish that before it notices its parent is gone). Stage
     processes it forked are not touched: their orchestrator stops them. A later local run starts a new one."""
-    fs = sys.modules.get("multiprocessing.forkserver")
-    server = getattr(fs, "_forkserver", None)
-    pid = getattr(server, "_forkserver_pid", None)
-    if server is None or pid is None:
+    pid = stage_host_pid()
+    if pid is None:
         return
+    server = sys.modules["multiprocessing.forkserver"]._forkserver  # type: ignore[attr-defined]
     with contextlib.suppress(OSError):
         os.kill(pid, signal.SIGTERM)
     with contextlib.suppress(OSError, AttributeError):

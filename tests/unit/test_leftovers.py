@@ -180,3 +180,21 @@ def test_bad_liveness_limit_is_a_typed_error(monkeypatch, value):
     assert liveness_limit(2.5) == 2.5
     monkeypatch.setenv("PIPEPLAN_LIVENESS_S", "")
     assert liveness_limit() == DEFAULT_LIVENESS_S
+
+
+def test_failed_command_stops_the_stage_host_it_started(tmp_path):
+    """``pipeplan run`` starts the stage host first thing; when the command then fails (here: a missing
+    model, exit 2) it stops that host again instead of leaving it to finish importing torch."""
+    import sys
+    import textwrap
+
+    script = textwrap.dedent(f"""
+        from pipeplan.runtime.stage_host import stage_host_pid
+        from pipeplan.tools.cli import main
+        rc = main(["run", {str(tmp_path / "missing.gguf")!r}, "--prompt", "hi"])
+        print(rc, stage_host_pid())
+    """)
+    p = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120,
+                       env=dict(os.environ, PIPEPLAN_CACHE=str(tmp_path)))
+    assert p.stdout.split() == ["2", "None"], p.stderr
+    assert p.stderr.startswith("error[") and len(p.stderr.strip().splitlines()) == 1
