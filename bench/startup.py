@@ -2,7 +2,7 @@
 1-stage in-process decode with and without a competing process.
 
 Usage: ``python bench/startup.py [--stages 1,3,5] [--repeat 3] [--tokens 8] [--pythonpath DIR]
-[--no-load-test]``. Prints a table and writes ``bench/results/startup.json``.
+[--baseline DIR] [--no-load-test]``. Prints a table and writes ``bench/results/startup.json``.
 
 Part 1, start-up: ``pipeplan run stories260K --backend local --stages N --max-tokens 8 --json`` as a
 fresh process, for each stage count, ``cold`` (an empty package cache: plan + compile + parse) and
@@ -18,7 +18,8 @@ for an installed package. Per run:
 Rounds interleave the configurations (one run of each per round, rotating the order) so that load drift
 on a shared machine hits them alike; medians and minima over ``--repeat`` rounds are reported, with the
 load average before and after. ``--pythonpath DIR`` runs another checkout's ``pipeplan`` package (e.g. a
-``git archive`` of main unpacked into ``DIR/pipeplan``) with this venv, for before/after figures.
+``git archive`` of main unpacked into ``DIR/pipeplan``) with this venv instead of this one;
+``--baseline DIR`` runs it as well, interleaved with this one (before/after figures under the same load).
 
 Part 2, threads under load: 1-stage ``inproc`` greedy decode of 128 tokens (after a warm-up sequence)
 with the default thread policy (:func:`pipeplan.runtime.backends.default_num_threads`) and with one
@@ -86,24 +87,25 @@ def one_run(stages: int, cache: Path, tokens: int, pythonpath: str | None) -> di
             "n_generated": tm["n_generated"]}
 
 
-def startup(stage_counts: list[int], repeat: int, tokens: int, pythonpath: str | None) -> list[dict]:
-    """Interleaved rounds over (stages, cold|cached); returns one row per configuration."""
-    configs = [(n, kind) for n in stage_counts for kind in ("cold", "cached")]
-    runs: dict[tuple[int, str], list[dict]] = {c: [] for c in configs}
+def startup(stage_counts: list[int], repeat: int, tokens: int, codes: dict[str, str | None]) -> list[dict]:
+    """Interleaved rounds over (code, stages, cold|cached); ``codes``: name -> pythonpath (None: this
+    checkout). Returns one row per configuration."""
+    configs = [(c, n, kind) for c in codes for n in stage_counts for kind in ("cold", "cached")]
+    runs: dict[tuple[str, int, str], list[dict]] = {c: [] for c in configs}
     with tempfile.TemporaryDirectory(prefix="pipeplan-startup-") as tmp:
-        warm = {n: Path(tmp) / f"warm-{n}" for n in stage_counts}
-        for n in stage_counts:  # the cached configurations' package (and the OS page cache) first
-            one_run(n, warm[n], tokens, pythonpath)
+        warm = {(c, n): Path(tmp) / f"warm-{c}-{n}" for c in codes for n in stage_counts}
+        for (c, n), d in warm.items():  # the cached configurations' package (and the OS page cache) first
+            one_run(n, d, tokens, codes[c])
         for r in range(repeat):
             order = configs[r % len(configs):] + configs[:r % len(configs)]
-            for n, kind in order:
-                cache = warm[n] if kind == "cached" else Path(tmp) / f"cold-{n}-{r}"
-                got = one_run(n, cache, tokens, pythonpath)
+            for c, n, kind in order:
+                cache = warm[(c, n)] if kind == "cached" else Path(tmp) / f"cold-{c}-{n}-{r}"
+                got = one_run(n, cache, tokens, codes[c])
                 assert got["cached"] == (kind == "cached"), got
-                runs[(n, kind)].append(got)
+                runs[(c, n, kind)].append(got)
     rows = []
-    for (n, kind), rs in runs.items():
-        row: dict = {"stages": n, "package": kind, "runs": rs}
+    for (c, n, kind), rs in runs.items():
+        row: dict = {"code": c, "pythonpath": codes[c], "stages": n, "package": kind, "runs": rs}
         for k in ("ttft_s", "wall_s", "stage_load_s", "compile_s", "package_load_s", "plan_s"):
             vals = [x[k] for x in rs]
             row[k] = statistics.median(vals)
@@ -161,27 +163,33 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--tokens", type=int, default=8)
     ap.add_argument("--pythonpath", default=None, help="run the pipeplan package found in this directory")
+    ap.add_argument("--baseline", default=None, metavar="DIR",
+                    help="also run the pipeplan package in DIR (e.g. main), interleaved with this one")
     ap.add_argument("--competitors", type=int, default=1, help="`yes` processes for the loaded rows")
     ap.add_argument("--no-load-test", action="store_true", help="skip part 2 (threads under load)")
     ap.add_argument("--out", default=str(HERE / "results" / "startup.json"))
     args = ap.parse_args()
     stage_counts = [int(x) for x in args.stages.split(",")]
     load0 = os.getloadavg()
-    rows = startup(stage_counts, args.repeat, args.tokens, args.pythonpath)
+    codes: dict[str, str | None] = {"this": args.pythonpath}
+    if args.baseline:
+        codes["baseline"] = args.baseline
+    rows = startup(stage_counts, args.repeat, args.tokens, codes)
     load1 = os.getloadavg()
     print(f"pipeplan run stories260K --backend local --max-tokens {args.tokens}  (median / min of {args.repeat}; "
           f"load avg {load0[0]:.1f} -> {load1[0]:.1f} on {os.cpu_count()} CPUs)")
-    print(f"{'stages':>6} {'package':>7} {'ttft s':>8} {'min':>6} {'wall s':>8} {'min':>6} {'stages ready s':>14} "
-          f"{'compile s':>9} {'pkg load s':>10}")
+    print(f"{'code':>8} {'stages':>6} {'package':>7} {'ttft s':>8} {'min':>6} {'wall s':>8} {'min':>6} "
+          f"{'stages ready s':>14} {'compile s':>9} {'pkg load s':>10}")
     for r in rows:
-        print(f"{r['stages']:>6} {r['package']:>7} {r['ttft_s']:>8.2f} {r['ttft_min_s']:>6.2f} {r['wall_s']:>8.2f} "
-              f"{r['wall_min_s']:>6.2f} {r['stage_load_s']:>14.2f} {r['compile_s']:>9.2f} {r['package_load_s']:>10.3f}")
-    target = next((r for r in rows if r["stages"] == 3 and r["package"] == "cached"), None)
+        print(f"{r['code']:>8} {r['stages']:>6} {r['package']:>7} {r['ttft_s']:>8.2f} {r['ttft_min_s']:>6.2f} "
+              f"{r['wall_s']:>8.2f} {r['wall_min_s']:>6.2f} {r['stage_load_s']:>14.2f} {r['compile_s']:>9.2f} "
+              f"{r['package_load_s']:>10.3f}")
+    target = next((r for r in rows if r["code"] == "this" and r["stages"] == 3 and r["package"] == "cached"), None)
     if target is not None:
         print(f"target: 3 stages, cached package, first token < 2 s: median {target['ttft_s']:.2f} s "
               f"({'met' if target['ttft_s'] < 2.0 else 'not met'} at this load)")
     doc: dict = {"bench": "startup", "model": str(MODEL), "host": platform.node(), "cpus": os.cpu_count(),
-                 "python": platform.python_version(), "pythonpath": args.pythonpath, "tokens": args.tokens,
+                 "python": platform.python_version(), "codes": codes, "tokens": args.tokens,
                  "repeat": args.repeat, "loadavg_before": load0, "loadavg_after": load1, "startup": rows}
     if not args.no_load_test:
         load2 = os.getloadavg()

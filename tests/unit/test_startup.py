@@ -173,3 +173,18 @@ def test_stories_runs_single_threaded_and_inproc_restores_the_callers_setting():
         pipe.generate_ids([1, 403, 407], 2)
     assert torch.get_num_threads() == before
     assert Pipeline(ps, backend="local").options.num_threads == 1
+
+
+def test_spawn_fallback_runs_the_same_tokens(expected_cases):
+    """The ``spawn`` start method (platforms without a forkserver) runs the same stage main: same greedy
+    tokens, named segments, heartbeats, and nothing left in /dev/shm."""
+    from pipeplan.runtime.backends import LocalBackend
+    from pipeplan.runtime.orchestrator import generate
+
+    from tests.unit.test_shm_ring import _provisions
+
+    c = expected_cases[0]
+    b = LocalBackend(start_method="spawn")
+    r = generate(STORIES, _provisions(1), c["prompt"], max_tokens=8, backend=b)
+    assert r.token_ids == c["greedy_ids"][:8]
+    assert b.shm_entries() and not set(b.shm_entries()) & set(os.listdir("/dev/shm"))
