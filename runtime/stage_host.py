@@ -17,9 +17,12 @@ import sys
 from multiprocessing.context import BaseContext
 
 STAGE_PRELOAD = ("pipeplan.runtime.backends", "pipeplan.runtime.stage", "pipeplan.runtime.program",
-                 "pipeplan.runtime.kernels.reference", "pipeplan.runtime.loader", "pipeplan.runtime.sampling",
-                 "pipeplan.runtime.shm_ring", "pipeplan.runtime.weights_source", "pipeplan.frontend.gguf_facts")
-"""Modules the stage host imports once, before it forks any stage."""
+                 "pipeplan.runtime.kernels.reference", "pipeplan.runtime.kernels.cpu", "pipeplan.runtime.loader",
+                 "pipeplan.runtime.sampling", "pipeplan.runtime.shm_ring", "pipeplan.runtime.weights_source",
+                 "pipeplan.frontend.gguf_facts")
+"""Modules the stage host imports once, before it forks any stage: everything a stage of the ``cpu`` (the
+default) and ``reference`` targets imports while it loads and serves (a module that fails to import is
+skipped: the stage imports it itself and reports what is wrong)."""
 
 THREAD_ENV = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS")
 """Thread-pool sizes set to 1 in the stage host's environment unless the user set them: a stage sizes
