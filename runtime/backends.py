@@ -140,7 +140,7 @@ class InprocBackend(Backend):
 
     name = "inproc"
 
-    def __init__(self):
+    def __init__(self) -> None:
         self._events: queue.Queue = queue.Queue()
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
