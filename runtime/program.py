@@ -155,7 +155,9 @@ class StageExecutor:
                     raise BindError(f"weight {n} has shape {tuple(t.shape)}, expected {want} ({where})", where=n)
                 static[n] = t if quant or t.dtype == torch.float32 else t.float()
         # allocate KV caches and the rope tables
-        alloc = allocate or (lambda shape: torch.zeros(shape, dtype=torch.float32))
+        module = kernels if isinstance(kernels, ModuleType) else None
+        alloc = allocate or getattr(module, "allocate", None) or (lambda shape: torch.zeros(shape, dtype=torch.float32))
+        make_rope_table = getattr(module, "rope_table", None) or reference_kernels.rope_table
         cache_shape = (self.max_seq_len, hp.n_head_kv, hp.head_dim)
         v_shape = (self.max_seq_len, hp.n_head_kv, hp.head_dim_v)
         try:
@@ -165,7 +167,7 @@ class StageExecutor:
                         static[n] = alloc(v_shape if n.endswith(".cache_v") else cache_shape)
             for name, base in ((ROPE_TABLE, hp.rope_base), (ROPE_TABLE_SWA, hp.rope_base_swa)):
                 if any(name in c.inputs for c in self.program):
-                    static[name] = reference_kernels.rope_table(self.max_seq_len, hp.rope_dim, base)
+                    static[name] = make_rope_table(self.max_seq_len, hp.rope_dim, base)
         except (RuntimeError, MemoryError) as e:
             raise AllocationError(
                 f"cannot allocate KV cache {cache_shape} x {sum(map(is_cache, static))} for max_seq_len "
@@ -197,6 +199,11 @@ class StageExecutor:
                if c.kernel == "embedding_gather"]
         self._checkpoints = emb + [(f"block {b}", n) for b, n in sorted(ends.items())]
         self._last_row_at = next((i for i, c in enumerate(run_program) if c.kernel == "last_row"), None)
+        self._begin_step = getattr(module, "begin_step", None)
+        self._tail_at: int = -1
+        self._tail_rows: tuple[str, ...] = ()
+        if self._last_row_at is not None and getattr(module, "OUTPUT_ROWS_ONLY", False):
+            self._tail_at, self._tail_rows = _output_rows_tail(run_program[: self._last_row_at], set(static))
         if self._last_row_at is not None:
             lr = run_program[self._last_row_at]
             self._last_row = (table["last_row"], lr.inputs[0], lr.outputs[0])
@@ -267,6 +274,9 @@ class StageExecutor:
         env[STAGE_INPUT] = x
         env[START_POS] = start_pos
         split_at = self._last_row_at if self._last_row_at is not None else len(self._calls)
+        if self._begin_step is not None:
+            self._begin_step(start_pos, x.shape[0])
+        tail_at = self._tail_at if last_only and x.shape[0] > 1 else -1
         with torch.inference_mode():
             calls = self._calls
             for i, (fn, ins, outs, kw) in enumerate(calls):
@@ -279,6 +289,9 @@ class StageExecutor:
                 elif outs:
                     for n, v in zip(outs, r, strict=True):
                         env[n] = v
+                if i == tail_at:  # the rest of the last block computes the output row only
+                    for n in self._tail_rows:
+                        env[n] = env[n][-1:]
             out = env[STAGE_OUTPUT]
             if not bool(torch.isfinite(out).all()):
                 self._non_finite(env, start_pos, x.shape[0])
@@ -298,6 +311,23 @@ class StageExecutor:
                              f"{start_pos + t}): they first appear in the output of {where}", where=where)
 
     __call__ = forward
+
+
+def _output_rows_tail(calls: Sequence[KernelCall], static: set[str]) -> tuple[int, tuple[str, ...]]:
+    """Where llama.cpp's graph keeps only the output rows (``ggml_get_rows(cur, inp_out_ids)`` after the
+    last block's attention output projection): the index of the ``matmul`` that reads the last
+    ``attention`` output, and the row buffers read after it that exist at that point. ``(-1, ())``
+    when the program has no such call."""
+    att = max((i for i, c in enumerate(calls) if c.kernel == "attention"), default=-1)
+    if att < 0:
+        return -1, ()
+    proj = next((i for i in range(att + 1, len(calls))
+                 if calls[i].kernel == "matmul" and calls[i].inputs[0] == calls[att].outputs[0]), -1)
+    if proj < 0:
+        return -1, ()
+    known = {STAGE_INPUT} | {n for c in calls[: proj + 1] for n in c.outputs}
+    later = [n for c in calls[proj + 1:] for n in c.inputs if n in known and n not in static]
+    return proj, tuple(dict.fromkeys(later))
 
 
 def greedy_generate(stages: Sequence[StageExecutor], prompt_ids: Sequence[int], n_tokens: int) -> list[int]:

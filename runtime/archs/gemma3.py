@@ -16,11 +16,12 @@ Norm weights are used as stored (llama.cpp's converter already added Gemma's ``1
 from __future__ import annotations
 
 import math
+import struct
+from typing import Any
 
 from pipeplan.plan_types import ModelFacts
 from pipeplan.runtime.archs import Arch, MetaKey
 from pipeplan.runtime.archs.common import (
-    attention_call,
     attention_weights,
     base_hparams,
     block_names,
@@ -48,11 +49,32 @@ def hparams(facts: ModelFacts) -> HParams:
                                   where="attention.sliding_window")
     scale = 0.0
     if facts.block_count == N_LAYER_27B:
-        scale = 1.0 / math.sqrt(facts.embedding_length // facts.head_count)
+        scale = inv_sqrt_f32(facts.embedding_length // facts.head_count)
     return base_hparams(
         facts, rope_mode="neox", n_swa=int(facts.param("attention.sliding_window", 0) or 0),
         swa_pattern=SWA_PATTERN, rope_base_swa=float(facts.param("rope.freq_base_swa", ROPE_BASE_SWA) or 0.0),
         attn_scale=scale, embd_scale=math.sqrt(facts.embedding_length))
+
+
+def f32(x: float) -> float:
+    """``x`` rounded to float32."""
+    return float(struct.unpack("f", struct.pack("f", x))[0])
+
+
+def inv_sqrt_f32(n: int) -> float:
+    """``1.0f / sqrtf(float(n))`` (llama.cpp's ``f_attention_scale``; each double operation rounded to
+    float is the float operation: sqrt and division are correctly rounded)."""
+    return f32(1.0 / f32(math.sqrt(n)))
+
+
+def attention_q_scaled(hp: HParams, b: int, q: str, ck: str, cv: str, out: str) -> KernelCall:
+    """``attention`` of block ``b`` as llama.cpp's gemma3 graph has it: Q multiplied by
+    ``f_attention_scale`` (``ggml_scale(Qcur, ...)``, attr ``q_scale``), softmax scale 1; ``window``
+    on a sliding-window layer."""
+    attrs: dict[str, Any] = {"scale": 1.0, "q_scale": hp.attn_scale or inv_sqrt_f32(hp.head_dim)}
+    if hp.is_swa(b):
+        attrs["window"] = hp.n_swa
+    return KernelCall("attention", (q, ck, cv, START_POS), (out,), attrs, b)
 
 
 def block(hp: HParams, b: int, h: str, h_out: str) -> list[KernelCall]:
@@ -72,7 +94,7 @@ def block(hp: HParams, b: int, h: str, h_out: str) -> list[KernelCall]:
         rope_call(hp, b, t("q_norm"), t("q"), hp.n_head),
         rope_call(hp, b, t("k_norm"), t("k"), hp.n_head_kv),
         KernelCall("kv_cache_write", (t("k"), t("v"), ck, cv, START_POS), (), {}, b),
-        attention_call(hp, b, t("q"), ck, cv, t("attn")),
+        attention_q_scaled(hp, b, t("q"), ck, cv, t("attn")),
         KernelCall("matmul", (t("attn"), w("attn_output")), (t("attn_out"),), {}, b),
         KernelCall("rms_norm", (t("attn_out"), w("post_attention_norm")), (t("attn_post"),), eps, b),
         KernelCall("add", (h, t("attn_post")), (t("h_mid"),), {}, b),

@@ -27,7 +27,9 @@ CPU lacks them; results then differ from the AVX2 ones by float summation order 
 
 from __future__ import annotations
 
+import math
 import os
+import threading
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -99,6 +101,45 @@ def load_stage_weights(files: Sequence[str | Path], tensors: Sequence[TensorSlic
     return load_quantized_weights(files, tensors, types=CPU_TYPES)
 
 
+UBATCH = 512
+"""llama.cpp's micro-batch (``n_ubatch``; llama-cpp-python's default ``n_batch``): prompt rows are
+processed in batches of this many positions, and some kernel routes depend on a batch's size."""
+
+OUTPUT_ROWS_ONLY = True
+"""The executor computes only the output row after the last block's attention output projection when
+the last position's logits are asked for (llama.cpp ``inp_out_ids``): the row-count dependent kernel
+routes then see the row count llama.cpp's do."""
+
+_step = threading.local()
+
+
+def begin_step(start_pos: int, rows: int) -> None:
+    """Executor hook, called before each forward: the call's first position and row count (this thread's
+    kernels read them to pick llama.cpp's routes, see :func:`ubatches`)."""
+    _step.start = int(start_pos)
+    _step.rows = int(rows)
+
+
+def ubatches(rows: int, start_pos: int | None = None) -> list[tuple[int, int, int]]:
+    """The llama.cpp micro-batches that ``rows`` activation rows fall into: ``(row0, row1, batch_rows)``
+    slices of the rows with the size of the micro-batch each slice ends (``UBATCH``-aligned positions
+    of the step begun by :func:`begin_step`). A call with another row count than the step's (the output
+    row of the last block), or a one-row step (decode), is one batch of its own rows."""
+    t = getattr(_step, "rows", rows)
+    s = getattr(_step, "start", 0) if start_pos is None else start_pos
+    if rows != t or rows <= 1:
+        return [(0, rows, rows)]
+    out = []
+    r = 0
+    while r < rows:
+        p = s + r
+        base = p - p % UBATCH
+        end = min(s + rows, base + UBATCH)
+        out.append((r, end - s, end - base))
+        r = end - s
+    return out
+
+
 def matmul(x: torch.Tensor, weight: torch.Tensor | QuantTensor) -> torch.Tensor:
     """``x @ weight.T`` (ggml ``mul_mat(weight, x)``).
 
@@ -115,7 +156,10 @@ def matmul(x: torch.Tensor, weight: torch.Tensor | QuantTensor) -> torch.Tensor:
     if xs.dtype != torch.float32 or not xs.is_contiguous():
         xs = xs.to(torch.float32).contiguous()
     out = torch.empty((xs.shape[0], n), dtype=torch.float32)
-    _ext().mul_mat(weight.data, weight.type_id, n, k, xs.numpy(), out.numpy(), torch.get_num_threads())
+    ext, nth = _ext(), torch.get_num_threads()
+    xa, oa = xs.numpy(), out.numpy()
+    for r0, r1, ub in ubatches(xs.shape[0]):
+        ext.mul_mat(weight.data, weight.type_id, n, k, xa[r0:r1], oa[r0:r1], nth, ub)
     return out if x.dim() == 2 else out.reshape(*x.shape[:-1], n)
 
 
@@ -147,7 +191,99 @@ def dequantize_rows(table: QuantTensor, ids: Sequence[int]) -> np.ndarray:
     return out
 
 
-KERNELS = {**reference.KERNELS, "matmul": matmul, "embedding_gather": embedding_gather}
+
+def _f32(x: torch.Tensor) -> torch.Tensor:
+    return x if x.dtype == torch.float32 and x.is_contiguous() else x.to(torch.float32).contiguous()
+
+
+def rms_norm(x: torch.Tensor, weight: torch.Tensor, *, eps: float) -> torch.Tensor:
+    """ggml ``rms_norm`` then ``mul`` (sum of squares in double; ops.c). Shapes ``[T, D]``, ``[D]`` -> ``[T, D]``."""
+    x = _f32(x)
+    out = torch.empty_like(x)
+    _ext().rms_norm(x.numpy(), _f32(weight).numpy(), out.numpy(), x.shape[-1], float(eps))
+    return out
+
+
+def head_rms_norm(x: torch.Tensor, weight: torch.Tensor, *, eps: float, n_heads: int, head_dim: int) -> torch.Tensor:
+    """RMS norm of each head's ``head_dim`` values times ``weight`` (ggml, per row of ``head_dim``).
+    Shapes ``[T, n_heads * head_dim]``, ``[head_dim]`` -> ``[T, n_heads * head_dim]``."""
+    x = _f32(x)
+    out = torch.empty_like(x)
+    _ext().rms_norm(x.numpy(), _f32(weight).numpy(), out.numpy(), int(head_dim), float(eps))
+    return out
+
+
+def rope_table(max_seq_len: int, rope_dim: int, base: float) -> torch.Tensor:
+    """The rotation table of :func:`rope` as ggml computes it (``ggml_rope_cache_init``: theta in float32
+    by repeated multiplication with ``powf(base, -2 / rope_dim)``, ``cosf``/``sinf``): complex64
+    ``[max_seq_len, 1, rope_dim // 2]`` like :func:`pipeplan.runtime.kernels.reference.rope_table`."""
+    cs = torch.empty((max_seq_len, rope_dim // 2, 2), dtype=torch.float32)
+    _ext().rope_cache(int(max_seq_len), int(rope_dim), float(base), cs.numpy())
+    return torch.view_as_complex(cs).unsqueeze(1)
+
+
+def rope(x: torch.Tensor, table: torch.Tensor, start_pos: int, *, n_heads: int, head_dim: int, rope_dim: int,
+         mode: str = "norm") -> torch.Tensor:
+    """ggml ``rope`` (``rotate_pairs``; ``mode`` ``"norm"`` or ``"neox"``) with the cos/sin of ``table``.
+    Shapes ``[T, n_heads * head_dim]`` -> ``[T, n_heads, head_dim]``. Raises ValueError for another mode."""
+    if mode not in ("norm", "neox"):
+        raise ValueError(f"rope mode {mode!r} is not 'norm' or 'neox'")
+    x = _f32(x)
+    t = x.shape[0]
+    out = torch.empty((t, n_heads, head_dim), dtype=torch.float32)
+    cs = torch.view_as_real(table.reshape(table.shape[0], -1))
+    _ext().rope(x.numpy(), out.numpy(), cs.numpy(), int(n_heads), int(head_dim), int(rope_dim), int(start_pos),
+                mode == "neox")
+    return out
+
+
+def allocate(shape: tuple[int, ...]) -> torch.Tensor:
+    """KV-cache tensors of this table: float16 zeros (llama.cpp's default ``type_k``/``type_v``)."""
+    return torch.zeros(shape, dtype=torch.float16)
+
+
+def kv_cache_write(k: torch.Tensor, v: torch.Tensor, cache_k: torch.Tensor, cache_v: torch.Tensor,
+                   start_pos: int) -> None:
+    """Store this call's keys and values, rounded to the cache's float16 (ggml ``cpy`` f32 -> f16), at
+    positions ``[start_pos, start_pos + T)``. A float32 cache takes them as they are."""
+    if cache_k.dtype != torch.float16 or cache_v.dtype != torch.float16:
+        reference.kv_cache_write(k, v, cache_k, cache_v, start_pos)
+        return
+    ext = _ext()
+    ext.kv_store_rows(_f32(k).numpy(), cache_k.numpy(), cache_k.shape[1] * cache_k.shape[2], int(start_pos))
+    ext.kv_store_rows(_f32(v).numpy(), cache_v.numpy(), cache_v.shape[1] * cache_v.shape[2], int(start_pos))
+
+
+def attention(q: torch.Tensor, cache_k: torch.Tensor, cache_v: torch.Tensor, start_pos: int, *,
+              scale: float | None = None, window: int = 0, q_scale: float = 1.0) -> torch.Tensor:
+    """llama.cpp's attention over the float16 KV cache (``build_attn_mha`` without flash attention; ops.c).
+    Shapes ``q`` ``[T, H, hd_k]``, caches ``[S, Hkv, hd]`` -> ``[T, H * hd_v]``."""
+    if cache_k.dtype != torch.float16:
+        return reference.attention(q * q_scale if q_scale != 1.0 else q, cache_k, cache_v, start_pos,
+                                   scale=scale, window=window)
+    q = _f32(q)
+    t, h, hd = q.shape
+    hkv, hd_v = cache_v.shape[1], cache_v.shape[2]
+    out = torch.empty((t, h * hd_v), dtype=torch.float32)
+    sc = float(scale) if scale is not None else 1.0 / math.sqrt(hd)
+    qa, oa, ext = q.numpy(), out.numpy(), _ext()
+    for r0, r1, ub in ubatches(t, start_pos):
+        ext.attention(qa[r0:r1], cache_k.numpy(), cache_v.numpy(), oa[r0:r1], h, hkv, hd, hd_v, int(start_pos) + r0,
+                      sc, float(q_scale), int(window), ub)
+    return out
+
+
+def gelu_mul(gate: torch.Tensor, up: torch.Tensor) -> torch.Tensor:
+    """``gelu_tanh(gate) * up`` as ggml computes it (``ggml_vec_geglu_f32``, F16 GELU table). Shapes ``[T, F]``."""
+    gate, up = _f32(gate), _f32(up)
+    out = torch.empty_like(gate)
+    _ext().geglu(gate.numpy(), up.numpy(), out.numpy())
+    return out
+
+
+KERNELS = {**reference.KERNELS, "matmul": matmul, "embedding_gather": embedding_gather, "rms_norm": rms_norm,
+           "head_rms_norm": head_rms_norm, "rope": rope, "kv_cache_write": kv_cache_write, "attention": attention,
+           "gelu_mul": gelu_mul}
 """Kernel name -> function: the reference table with the quantized ``matmul`` and ``embedding_gather``."""
 
 __all__ = ["CPU_TYPES", "KERNELS", "VEC_DOT_TYPE", "CpuKernelError", "QuantTensor", "available",

@@ -30,107 +30,7 @@
  *   row_bytes(type, k), vec_dot_type(wtype), types(), set_simd(on) -> previous, simd() -> bool,
  *   cpu_has_avx2() -> bool
  */
-#define PY_SSIZE_T_CLEAN
-#include <Python.h>
-
-#include <math.h>
-#include <pthread.h>
-#include <stdint.h>
-#include <stdlib.h>
-#include <string.h>
-
-#if defined(__x86_64__) || defined(__i386__)
-#if defined(__GNUC__) || defined(__clang__)
-#define PP_X86 1
-#include <immintrin.h>
-#define AVX2_FN __attribute__((target("avx2,fma,f16c")))
-#endif
-#endif
-
-/* ggml type ids (enum ggml_type) */
-enum {
-    T_F32 = 0, T_F16 = 1, T_Q4_0 = 2, T_Q4_1 = 3, T_Q5_0 = 6, T_Q5_1 = 7, T_Q8_0 = 8, T_Q8_1 = 9,
-    T_Q4_K = 12, T_Q5_K = 13, T_Q6_K = 14, T_Q8_K = 15, T_BF16 = 30, T_COUNT = 40
-};
-
-#define QK 32
-#define QKK 256
-#define NYMAX 4   /* activation rows one multi-row dot product takes */
-
-typedef uint16_t half_t;
-
-typedef struct { half_t d; uint8_t qs[QK / 2]; } blk_q4_0;
-typedef struct { half_t d; half_t m; uint8_t qs[QK / 2]; } blk_q4_1;
-typedef struct { half_t d; uint8_t qh[4]; uint8_t qs[QK / 2]; } blk_q5_0;
-typedef struct { half_t d; half_t m; uint8_t qh[4]; uint8_t qs[QK / 2]; } blk_q5_1;
-typedef struct { half_t d; int8_t qs[QK]; } blk_q8_0;
-typedef struct { half_t d; half_t s; int8_t qs[QK]; } blk_q8_1;
-typedef struct { half_t d; half_t dmin; uint8_t scales[12]; uint8_t qs[QKK / 2]; } blk_q4_K;
-typedef struct { half_t d; half_t dmin; uint8_t scales[12]; uint8_t qh[QKK / 8]; uint8_t qs[QKK / 2]; } blk_q5_K;
-typedef struct { uint8_t ql[QKK / 2]; uint8_t qh[QKK / 4]; int8_t scales[QKK / 16]; half_t d; } blk_q6_K;
-typedef struct { float d; int8_t qs[QKK]; int16_t bsums[QKK / 16]; } blk_q8_K;
-
-_Static_assert(sizeof(blk_q4_0) == 18, "q4_0");
-_Static_assert(sizeof(blk_q4_1) == 20, "q4_1");
-_Static_assert(sizeof(blk_q5_0) == 22, "q5_0");
-_Static_assert(sizeof(blk_q5_1) == 24, "q5_1");
-_Static_assert(sizeof(blk_q8_0) == 34, "q8_0");
-_Static_assert(sizeof(blk_q8_1) == 36, "q8_1");
-_Static_assert(sizeof(blk_q4_K) == 144, "q4_K");
-_Static_assert(sizeof(blk_q5_K) == 176, "q5_K");
-_Static_assert(sizeof(blk_q6_K) == 210, "q6_K");
-_Static_assert(sizeof(blk_q8_K) == 292, "q8_K");
-
-/* ------------------------------------------------------------------ half / bfloat16 conversion */
-static inline float bits_f32(uint32_t u) { float f; memcpy(&f, &u, 4); return f; }
-static inline uint32_t f32_bits(float f) { uint32_t u; memcpy(&u, &f, 4); return u; }
-
-static inline float h2f(half_t h) {
-    const uint32_t sign = (uint32_t)(h & 0x8000u) << 16;
-    const uint32_t e = (h >> 10) & 0x1fu, m = h & 0x3ffu;
-    if (e == 0) {
-        if (m == 0) return bits_f32(sign);
-        return bits_f32(f32_bits((float)m * 5.9604644775390625e-08f) | sign); /* m * 2^-24, exact */
-    }
-    if (e == 31) return bits_f32(sign | 0x7f800000u | (m << 13));
-    return bits_f32(sign | ((e + 112u) << 23) | (m << 13));
-}
-
-/* IEEE round-to-nearest-even float -> half (what F16C's vcvtps2ph with imm 0 computes). */
-static inline half_t f2h(float f) {
-    const uint32_t x = f32_bits(f);
-    const uint32_t sign = (x >> 16) & 0x8000u;
-    const uint32_t ax = x & 0x7fffffffu;
-    if (ax >= 0x7f800000u) return (half_t)(sign | 0x7c00u | (ax > 0x7f800000u ? 0x200u : 0u));
-    if (ax >= 0x477ff000u) return (half_t)(sign | 0x7c00u);         /* >= 65520 rounds to inf */
-    if (ax >= 0x38800000u) {                                        /* normal half */
-        const uint32_t r = ax + 0xfffu + ((ax >> 13) & 1u);
-        return (half_t)(sign | ((r >> 13) - (112u << 10)));
-    }
-    if (ax <= 0x33000000u) return (half_t)sign;                     /* <= 2^-25 -> 0 (tie to even) */
-    const uint32_t e = ax >> 23, m = (ax & 0x7fffffu) | 0x800000u;
-    const uint32_t s = 126u - e;                                    /* 14..24 */
-    uint32_t q = m >> s;
-    const uint32_t rem = m & ((1u << s) - 1u), halfway = 1u << (s - 1u);
-    if (rem > halfway || (rem == halfway && (q & 1u))) q++;
-    return (half_t)(sign | q);
-}
-
-static inline float bf2f(uint16_t b) { return bits_f32((uint32_t)b << 16); }
-static inline uint16_t f2bf(float f) {               /* ggml_compute_fp32_to_bf16: RNE, quiet NaN */
-    const uint32_t u = f32_bits(f);
-    if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((u >> 16) | 64u);
-    return (uint16_t)((u + (0x7fffu + ((u >> 16) & 1u))) >> 16);
-}
-
-static inline half_t ld_h(const half_t *p) { half_t h; memcpy(&h, p, 2); return h; }
-
-/* round half to even, valid for |v| < 2^22 (ggml nearest_int) */
-static inline int nearest_int(float v) {
-    const float t = v + 12582912.f;
-    int32_t i; memcpy(&i, &t, 4);
-    return (i & 0x007fffff) - 0x00400000;
-}
+#include "qk_common.h"
 
 static inline void scale_min_k4(int j, const uint8_t *q, uint8_t *d, uint8_t *m) {
     if (j < 4) {
@@ -336,6 +236,134 @@ static float dot_q6_K_c(int n, const void *vx, const void *vy) {
         s += d * (float)sumi;
     }
     return s;
+}
+
+/* ------------------------------------------------------------------ llama.cpp's other K-quant routes
+ * ggml's CPU backend does not always run vec_dot for K-quant weights (see ROUTE_* below). The
+ * integer block sums are the same; what differs is where they meet the float scales:
+ *   repack gemv (ggml_gemv_q4_K_8x8_q8_K):  acc += (float)isum_block * (d * dy), per 256-block
+ *   repack gemm (ggml_gemm_q4_K_8x8_q8_K):  the same per 64 values (two sub-blocks)
+ *   tiled (ggml_compute_forward_mul_mat_tiled): acc += (d * (float)isum - dmin * (float)imin) * dy
+ * each "+=" a single fma, and the min terms of the repack routes in their own accumulator,
+ * subtracted at the end. */
+
+/* ggml_quantize_mat_q8_K_4x8 (the activation rows of the repack gemm): quantize_row_q8_K except
+ * for the sign of the scale: negative when any value equals +amax (the reference takes the sign of
+ * the first value of largest magnitude). */
+static void quant_q8_K_g4(const float *x, void *vy, int k) {
+    blk_q8_K *y = vy;
+    for (int i = 0; i < k / QKK; i++, x += QKK) {
+        float amax = 0.f;
+        for (int j = 0; j < QKK; j++) { const float a = fabsf(x[j]); amax = a > amax ? a : amax; }
+        if (amax == 0.f) { memset(&y[i], 0, sizeof(y[i])); continue; }
+        int pos = 0;
+        for (int j = 0; j < QKK; j++) pos |= x[j] == amax;
+        const float iscale = pos ? -127.f / amax : 127.f / amax;
+        for (int j = 0; j < QKK; j++) { const int v = nearest_int(iscale * x[j]); y[i].qs[j] = (int8_t)(v < 127 ? v : 127); }
+        for (int j = 0; j < QKK / 16; j++) {
+            int s = 0;
+            for (int l = 0; l < 16; l++) s += y[i].qs[16 * j + l];
+            y[i].bsums[j] = (int16_t)s;
+        }
+        y[i].d = 1.f / iscale;
+    }
+}
+
+/* integer sums of one Q4_K / Q5_K block against Q8_K: per sub-block (32 values) sc * dot and m * bsum */
+static void k45_sums(const uint8_t *scales, const uint8_t *qs, const uint8_t *qh, const blk_q8_K *y, int isc[8], int imn[8]) {
+    const int8_t *a = y->qs;
+    for (int j = 0; j < QKK / 64; j++, qs += 32, a += 64) {
+        uint8_t sc0, m0, sc1, m1;
+        scale_min_k4(2 * j, scales, &sc0, &m0);
+        scale_min_k4(2 * j + 1, scales, &sc1, &m1);
+        int lo = 0, hi = 0;
+        for (int l = 0; l < 32; l++) {
+            const int h0 = qh ? ((qh[l] >> (2 * j)) & 1) << 4 : 0, h1 = qh ? ((qh[l] >> (2 * j + 1)) & 1) << 4 : 0;
+            lo += ((qs[l] & 0xF) + h0) * a[l];
+            hi += ((qs[l] >> 4) + h1) * a[l + 32];
+        }
+        isc[2 * j] = sc0 * lo; isc[2 * j + 1] = sc1 * hi;
+        imn[2 * j] = m0 * (y->bsums[4 * j] + y->bsums[4 * j + 1]);
+        imn[2 * j + 1] = m1 * (y->bsums[4 * j + 2] + y->bsums[4 * j + 3]);
+    }
+}
+
+static float dot_q4_K_rpv(int n, const void *vx, const void *vy) {
+    const blk_q4_K *x = vx; const blk_q8_K *y = vy;
+    float acc = 0.f, accm = 0.f;
+    for (int i = 0; i < n / QKK; i++) {
+        int isc[8], imn[8], s = 0, m = 0;
+        k45_sums(x[i].scales, x[i].qs, NULL, &y[i], isc, imn);
+        for (int j = 0; j < 8; j++) { s += isc[j]; m += imn[j]; }
+        acc = fmaf((float)s, h2f(ld_h(&x[i].d)) * y[i].d, acc);
+        accm = fmaf((float)m, h2f(ld_h(&x[i].dmin)) * y[i].d, accm);
+    }
+    return acc - accm;
+}
+
+static float dot_q4_K_rpm(int n, const void *vx, const void *vy) {
+    const blk_q4_K *x = vx; const blk_q8_K *y = vy;
+    float acc = 0.f, accm = 0.f;
+    for (int i = 0; i < n / QKK; i++) {
+        int isc[8], imn[8];
+        k45_sums(x[i].scales, x[i].qs, NULL, &y[i], isc, imn);
+        const float dd = h2f(ld_h(&x[i].d)) * y[i].d, dm = h2f(ld_h(&x[i].dmin)) * y[i].d;
+        for (int j = 0; j < 4; j++) {
+            acc = fmaf((float)(isc[2 * j] + isc[2 * j + 1]), dd, acc);
+            accm = fmaf((float)(imn[2 * j] + imn[2 * j + 1]), dm, accm);
+        }
+    }
+    return acc - accm;
+}
+
+static float dot_q4_K_tl(int n, const void *vx, const void *vy) {
+    const blk_q4_K *x = vx; const blk_q8_K *y = vy;
+    float acc = 0.f;
+    for (int i = 0; i < n / QKK; i++) {
+        int isc[8], imn[8], s = 0, m = 0;
+        k45_sums(x[i].scales, x[i].qs, NULL, &y[i], isc, imn);
+        for (int j = 0; j < 8; j++) { s += isc[j]; m += imn[j]; }
+        const float r = fmaf(-h2f(ld_h(&x[i].dmin)), (float)m, h2f(ld_h(&x[i].d)) * (float)s);
+        acc = fmaf(r, y[i].d, acc);
+    }
+    return acc;
+}
+
+static float dot_q5_K_tl(int n, const void *vx, const void *vy) {
+    const blk_q5_K *x = vx; const blk_q8_K *y = vy;
+    float acc = 0.f;
+    for (int i = 0; i < n / QKK; i++) {
+        int isc[8], imn[8], s = 0, m = 0;
+        k45_sums(x[i].scales, x[i].qs, x[i].qh, &y[i], isc, imn);
+        for (int j = 0; j < 8; j++) { s += isc[j]; m += imn[j]; }
+        const float r = fmaf(-h2f(ld_h(&x[i].dmin)), (float)m, h2f(ld_h(&x[i].d)) * (float)s);
+        acc = fmaf(r, y[i].d, acc);
+    }
+    return acc;
+}
+
+static int q6_K_isum(const blk_q6_K *x, const blk_q8_K *y) {
+    const uint8_t *ql = x->ql, *qh = x->qh; const int8_t *a = y->qs, *sc = x->scales;
+    int sumi = 0;
+    for (int j = 0; j < QKK / 128; j++, ql += 64, qh += 32, a += 128, sc += 8) {
+        int p[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+        for (int l = 0; l < 32; l++) {
+            const int is = l / 16;
+            p[0 + is] += (((ql[l] & 0xF) | (((qh[l] >> 0) & 3) << 4)) - 32) * a[l];
+            p[2 + is] += (((ql[l + 32] & 0xF) | (((qh[l] >> 2) & 3) << 4)) - 32) * a[l + 32];
+            p[4 + is] += (((ql[l] >> 4) | (((qh[l] >> 4) & 3) << 4)) - 32) * a[l + 64];
+            p[6 + is] += (((ql[l + 32] >> 4) | (((qh[l] >> 6) & 3) << 4)) - 32) * a[l + 96];
+        }
+        for (int t = 0; t < 8; t++) sumi += sc[t] * p[t];
+    }
+    return sumi;
+}
+
+static float dot_q6_K_tl(int n, const void *vx, const void *vy) {
+    const blk_q6_K *x = vx; const blk_q8_K *y = vy;
+    float acc = 0.f;
+    for (int i = 0; i < n / QKK; i++) acc = fmaf(h2f(ld_h(&x[i].d)) * (float)q6_K_isum(&x[i], &y[i]), y[i].d, acc);
+    return acc;
 }
 
 /* ------------------------------------------------------------------ dequantization (portable, exact) */
@@ -874,8 +902,8 @@ typedef struct {
 } traits_t;
 
 static traits_t TR[T_COUNT];
-static int g_simd = 0;      /* use the AVX2 kernels */
-static int g_has_avx2 = 0;  /* the CPU has AVX2, FMA and F16C */
+int g_simd = 0;      /* use the AVX2 kernels */
+int g_has_avx2 = 0;  /* the CPU has AVX2, FMA and F16C */
 
 static void init_traits(void) {
     memset(TR, 0, sizeof(TR));
@@ -953,16 +981,16 @@ static void run_job(const job_t *j) {
 
 static void *job_thread(void *arg) { run_job((const job_t *)arg); return NULL; }
 
-/* returns 0, or -1 when out of memory */
-static int mul_mat_impl(int wt, const uint8_t *w, int64_t n, int64_t k, const float *x, int64_t t, float *out, int nth) {
+/* rows [t0, t0 + t) of x against every weight row, activation quantized by q, products by dot/dotn */
+static int mul_mat_part(int wt, const uint8_t *w, int64_t n, int64_t k, const float *x, int64_t t, float *out, int nth,
+                        dot_fn dot, dotn_fn dotn, quant_fn q) {
+    if (t <= 0) return 0;
     const traits_t *tr = &TR[wt];
-    const int vt = tr->vec_type;
-    const size_t xrow = row_size(vt, k);
+    const size_t xrow = row_size(tr->vec_type, k);
     uint8_t *xq = malloc(xrow * (size_t)t + 64);
     if (!xq) return -1;
-    const quant_fn q = pick_quant(&TR[vt]);
     for (int64_t i = 0; i < t; i++) q(x + (size_t)i * (size_t)k, xq + (size_t)i * xrow, (int)k);
-    job_t base = {pick_dot(tr), (g_simd && t > 1) ? tr->dotn_simd : NULL, w, row_size(wt, k), xq, xrow, out, n, t, k, 0, n};
+    job_t base = {dot, t > 1 ? dotn : NULL, w, row_size(wt, k), xq, xrow, out, n, t, k, 0, n};
     const int64_t work = n * k * t;
     if (nth > n / RB) nth = (int)(n / RB);
     if (nth < 1 || work < (int64_t)1 << 20) nth = 1;
@@ -991,6 +1019,42 @@ static int mul_mat_impl(int wt, const uint8_t *w, int64_t n, int64_t k, const fl
     return 0;
 }
 
+/* Which kernel llama.cpp's CPU backend (AVX2 build, default extra buffer types) runs for a weight of
+ * type wt with n rows when the micro-batch has ub activation rows:
+ *   ROUTE_REPACK  Q4_K with n % 8 == 0: the weight is repacked at load (q4_K_8x8); rows in groups of
+ *                 four go through the gemm kernel, the last ub % 4 rows through the gemv kernel
+ *   ROUTE_TILED   other K-quants when ub >= 8 (ggml_compute_forward_mul_mat_tiled)
+ *   ROUTE_VECDOT  the rest (vec_dot; llamafile's tinyBLAS for Q8_0/Q4_0/Q5_0 gives the same numbers) */
+enum { ROUTE_VECDOT = 0, ROUTE_REPACK = 1, ROUTE_TILED = 2 };
+
+static int mm_route(int wt, int64_t n, int64_t ub) {
+    if (wt == T_Q4_K && n % 8 == 0) return ROUTE_REPACK;
+    if ((wt == T_Q4_K || wt == T_Q5_K || wt == T_Q6_K) && ub >= 8) return ROUTE_TILED;
+    return ROUTE_VECDOT;
+}
+
+/* returns 0, or -1 when out of memory. ub: rows of the llama.cpp micro-batch these t rows end */
+static int mul_mat_impl(int wt, const uint8_t *w, int64_t n, int64_t k, const float *x, int64_t t, float *out, int nth,
+                        int64_t ub) {
+    const traits_t *tr = &TR[wt];
+    const quant_fn qref = pick_quant(&TR[tr->vec_type]);
+    switch (mm_route(wt, n, ub)) {
+    case ROUTE_REPACK: {
+        int64_t g = ub % 4;
+        if (g > t) g = t;
+        if (mul_mat_part(wt, w, n, k, x, t - g, out, nth, dot_q4_K_rpm, NULL, quant_q8_K_g4)) return -1;
+        return mul_mat_part(wt, w, n, k, x + (size_t)(t - g) * (size_t)k, g, out + (size_t)(t - g) * (size_t)n, nth,
+                            dot_q4_K_rpv, NULL, qref);
+    }
+    case ROUTE_TILED: {
+        const dot_fn d = wt == T_Q4_K ? dot_q4_K_tl : wt == T_Q5_K ? dot_q5_K_tl : dot_q6_K_tl;
+        return mul_mat_part(wt, w, n, k, x, t, out, nth, d, NULL, qref);
+    }
+    default:
+        return mul_mat_part(wt, w, n, k, x, t, out, nth, pick_dot(tr), g_simd ? tr->dotn_simd : NULL, qref);
+    }
+}
+
 /* ------------------------------------------------------------------ Python bindings */
 static int get_buf(PyObject *o, Py_buffer *b, int writable, const char *what) {
     if (PyObject_GetBuffer(o, b, (writable ? PyBUF_WRITABLE : 0) | PyBUF_C_CONTIGUOUS) != 0) {
@@ -1005,8 +1069,8 @@ static PyObject *py_mul_mat(PyObject *self, PyObject *args) {
     (void)self;
     PyObject *ow, *ox, *oo;
     int wt, nth = 1;
-    long long n, k;
-    if (!PyArg_ParseTuple(args, "OiLLOO|i", &ow, &wt, &n, &k, &ox, &oo, &nth)) return NULL;
+    long long n, k, ub = 0;
+    if (!PyArg_ParseTuple(args, "OiLLOO|iL", &ow, &wt, &n, &k, &ox, &oo, &nth, &ub)) return NULL;
     if (!matmul_type(wt)) return PyErr_Format(PyExc_ValueError, "ggml type %d has no quantized matmul", wt);
     if (n <= 0 || k <= 0 || k % TR[wt].blck != 0 || k > (1LL << 30))
         return PyErr_Format(PyExc_ValueError, "bad matmul shape n=%lld k=%lld for block size %d", n, k, TR[wt].blck);
@@ -1026,7 +1090,7 @@ static PyObject *py_mul_mat(PyObject *self, PyObject *args) {
     } else {
         int rc;
         Py_BEGIN_ALLOW_THREADS
-        rc = mul_mat_impl(wt, bw.buf, n, k, bx.buf, t, bo.buf, nth);
+        rc = mul_mat_impl(wt, bw.buf, n, k, bx.buf, t, bo.buf, nth, ub > 0 ? ub : t);
         Py_END_ALLOW_THREADS
         if (rc != 0) PyErr_NoMemory();
         else ret = Py_NewRef(Py_None);
@@ -1141,7 +1205,8 @@ static PyObject *py_simd(PyObject *self, PyObject *noargs) { (void)self; (void)n
 static PyObject *py_has_avx2(PyObject *self, PyObject *noargs) { (void)self; (void)noargs; return PyBool_FromLong(g_has_avx2); }
 
 static PyMethodDef methods[] = {
-    {"mul_mat", py_mul_mat, METH_VARARGS, "mul_mat(w, wtype, n, k, x, out, n_threads=1): out[T, n] = x[T, k] @ w[n, k].T"},
+    {"mul_mat", py_mul_mat, METH_VARARGS, "mul_mat(w, wtype, n, k, x, out, n_threads=1, ubatch=T): out[T, n] = x[T, k] @ w[n, k].T, "
+     "by the kernel route llama.cpp takes for a micro-batch of ubatch rows"},
     {"get_rows", py_get_rows, METH_VARARGS, "get_rows(w, wtype, k, ids, out): dequantize rows ids (int64) into out float32"},
     {"quantize_act", py_quantize_act, METH_VARARGS, "quantize_act(x, wtype, k, out): rows of x as wtype's vec_dot_type"},
     {"row_bytes", py_row_bytes, METH_VARARGS, "row_bytes(type, k): bytes of one row of k values"},
@@ -1158,5 +1223,8 @@ static struct PyModuleDef moddef = {PyModuleDef_HEAD_INIT, "_qkernels", "Quantiz
 
 PyMODINIT_FUNC PyInit__qkernels(void) {
     init_traits();
-    return PyModule_Create(&moddef);
+    pp_ops_init();
+    PyObject *m = PyModule_Create(&moddef);
+    if (m && PyModule_AddFunctions(m, pp_ops_methods) < 0) { Py_DECREF(m); return NULL; }
+    return m;
 }
