@@ -207,6 +207,12 @@ class StageExecutor:
         if self._last_row_at is not None:
             lr = run_program[self._last_row_at]
             self._last_row = (table["last_row"], lr.inputs[0], lr.outputs[0])
+        # buffers dropped after their last read (the block outputs stay for the non-finite diagnosis)
+        keep = set(static) | {STAGE_OUTPUT, START_POS} | {n for _, n in self._checkpoints}
+        last_read = {n: j for j, c in enumerate(run_program) for n in c.inputs if n not in keep}
+        self._free: list[tuple[str, ...]] = [() for _ in run_program]
+        for n, j in last_read.items():
+            self._free[j] += (n,)
         self.n_past = 0
 
     @property
@@ -277,18 +283,26 @@ class StageExecutor:
         if self._begin_step is not None:
             self._begin_step(start_pos, x.shape[0])
         tail_at = self._tail_at if last_only and x.shape[0] > 1 else -1
+        free = self._free
         with torch.inference_mode():
             calls = self._calls
             for i, (fn, ins, outs, kw) in enumerate(calls):
-                if i == split_at:
-                    f, src, dst = self._last_row
-                    env[dst] = f(env[src]) if last_only else env[src]
+                j = i
+                if i >= split_at:
+                    j = i + 1
+                    if i == split_at:
+                        f, src, dst = self._last_row
+                        env[dst] = f(env[src]) if last_only else env[src]
+                        for n in free[i]:
+                            del env[n]
                 r = fn(*[env[n] for n in ins], **kw)
                 if len(outs) == 1:
                     env[outs[0]] = r
                 elif outs:
                     for n, v in zip(outs, r, strict=True):
                         env[n] = v
+                for n in free[j]:
+                    del env[n]
                 if i == tail_at:  # the rest of the last block computes the output row only
                     for n in self._tail_rows:
                         env[n] = env[n][-1:]

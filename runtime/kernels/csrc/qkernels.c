@@ -883,6 +883,147 @@ AVX2_FN static void dotn_q6_K_avx2(int n, const void *vx, const void *const *vy,
     }
     for (int c = 0; c < ny; c++) s[c] = hsum_f8(acc[c]);
 }
+
+/* The other K-quant routes (see "llama.cpp's other K-quant routes" above) for up to NYMAX activation
+ * rows: the integer sums in SIMD (exact in any order), the float steps per row exactly as the
+ * portable functions do them. */
+AVX2_FN static inline __m128i hsum4_i32(__m256i v0, __m256i v1, __m256i v2, __m256i v3) {  /* (sum v0, .., sum v3) */
+    const __m256i h = _mm256_hadd_epi32(_mm256_hadd_epi32(v0, v1), _mm256_hadd_epi32(v2, v3));
+    return _mm_add_epi32(_mm256_castsi256_si128(h), _mm256_extracti128_si256(h, 1));
+}
+
+/* per 64-value group j of one Q4_K/Q5_K block and row c: isum[c][j] = sc * dot of both sub-blocks,
+ * imin[c][j] = their mins times the activation sums */
+AVX2_FN static inline void k45_group_sums(const uint8_t *scales, const uint8_t *qs, const uint8_t *qh,
+                                          const blk_q8_K *const *y, int ny, __m128i *isum, __m128i *imin) {
+    const __m256i m4 = _mm256_set1_epi8(0xF), one = _mm256_set1_epi8(1);
+    int16_t sm[16];
+    k4_scales(scales, sm);
+    __m256i v[NYMAX][4];
+    const __m256i hb = qh ? _mm256_loadu_si256((const __m256i *)qh) : _mm256_setzero_si256();
+    for (int j = 0; j < 4; j++) {
+        const __m256i b = _mm256_loadu_si256((const __m256i *)(qs + 32 * j));
+        __m256i lo = _mm256_and_si256(b, m4), hi = _mm256_and_si256(_mm256_srli_epi16(b, 4), m4);
+        if (qh) {
+            lo = _mm256_or_si256(lo, _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hb, 2 * j), one), 4));
+            hi = _mm256_or_si256(hi, _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hb, 2 * j + 1), one), 4));
+        }
+        const __m256i sl = _mm256_set1_epi16(sm[2 * j]), sh = _mm256_set1_epi16(sm[2 * j + 1]);
+        for (int c = 0; c < ny; c++) {
+            const __m256i p0 = _mm256_madd_epi16(sl, _mm256_maddubs_epi16(lo, _mm256_loadu_si256((const __m256i *)(y[c]->qs + 64 * j))));
+            const __m256i p1 = _mm256_madd_epi16(sh, _mm256_maddubs_epi16(hi, _mm256_loadu_si256((const __m256i *)(y[c]->qs + 64 * j + 32))));
+            v[c][j] = _mm256_add_epi32(p0, p1);
+        }
+    }
+    for (int c = 0; c < ny; c++) {
+        isum[c] = hsum4_i32(v[c][0], v[c][1], v[c][2], v[c][3]);
+        imin[c] = k_minprod(sm + 8, y[c]->bsums);
+    }
+}
+
+static inline int sum4_i32(__m128i v) {
+    int a[4];
+    memcpy(a, &v, 16);
+    return a[0] + a[1] + a[2] + a[3];
+}
+
+#define DOTN_PROLOGUE(BT) \
+    const BT *x = vx; \
+    float acc[NYMAX], accm[NYMAX]; \
+    for (int c = 0; c < ny; c++) { acc[c] = 0.f; accm[c] = 0.f; }
+
+/* gemv route: one fma per 256-block (gemm = 0) or per 64-value group (gemm = 1) */
+AVX2_FN static inline void dotn_q4_K_rp(int n, const void *vx, const void *const *vy, int ny, float *s, int gemm) {
+    DOTN_PROLOGUE(blk_q4_K)
+    for (int i = 0; i < n / QKK; i++) {
+        const blk_q8_K *y[NYMAX];
+        for (int c = 0; c < ny; c++) y[c] = (const blk_q8_K *)vy[c] + i;
+        __m128i isum[NYMAX], imin[NYMAX];
+        k45_group_sums(x[i].scales, x[i].qs, NULL, y, ny, isum, imin);
+        const float xd = h2f_x(ld_h(&x[i].d)), xm = h2f_x(ld_h(&x[i].dmin));
+        for (int c = 0; c < ny; c++) {
+            const float dd = xd * y[c]->d, dm = xm * y[c]->d;
+            if (gemm) {
+                int a[4], b[4];
+                memcpy(a, &isum[c], 16); memcpy(b, &imin[c], 16);
+                for (int j = 0; j < 4; j++) { acc[c] = fmaf((float)a[j], dd, acc[c]); accm[c] = fmaf((float)b[j], dm, accm[c]); }
+            } else {
+                acc[c] = fmaf((float)sum4_i32(isum[c]), dd, acc[c]);
+                accm[c] = fmaf((float)sum4_i32(imin[c]), dm, accm[c]);
+            }
+        }
+    }
+    for (int c = 0; c < ny; c++) s[c] = acc[c] - accm[c];
+}
+AVX2_FN static void dotn_q4_K_rpv_avx2(int n, const void *vx, const void *const *vy, int ny, float *s) { dotn_q4_K_rp(n, vx, vy, ny, s, 0); }
+AVX2_FN static void dotn_q4_K_rpm_avx2(int n, const void *vx, const void *const *vy, int ny, float *s) { dotn_q4_K_rp(n, vx, vy, ny, s, 1); }
+AVX2_FN static float dot_q4_K_rpv_avx2(int n, const void *vx, const void *vy) { float r; const void *y[1] = {vy}; dotn_q4_K_rp(n, vx, y, 1, &r, 0); return r; }
+AVX2_FN static float dot_q4_K_rpm_avx2(int n, const void *vx, const void *vy) { float r; const void *y[1] = {vy}; dotn_q4_K_rp(n, vx, y, 1, &r, 1); return r; }
+
+/* tiled route, Q4_K (qh5 = 0) / Q5_K (qh5 = 1) */
+AVX2_FN static inline void dotn_k45_tl(int n, const void *vx, const void *const *vy, int ny, float *s, int q5) {
+    float acc[NYMAX];
+    for (int c = 0; c < ny; c++) acc[c] = 0.f;
+    const size_t bsz = q5 ? sizeof(blk_q5_K) : sizeof(blk_q4_K);
+    for (int i = 0; i < n / QKK; i++) {
+        const uint8_t *blk = (const uint8_t *)vx + (size_t)i * bsz;
+        const blk_q4_K *b4 = (const blk_q4_K *)blk; const blk_q5_K *b5 = (const blk_q5_K *)blk;
+        const blk_q8_K *y[NYMAX];
+        for (int c = 0; c < ny; c++) y[c] = (const blk_q8_K *)vy[c] + i;
+        __m128i isum[NYMAX], imin[NYMAX];
+        if (q5) k45_group_sums(b5->scales, b5->qs, b5->qh, y, ny, isum, imin);
+        else k45_group_sums(b4->scales, b4->qs, NULL, y, ny, isum, imin);
+        const float xd = h2f_x(ld_h(q5 ? &b5->d : &b4->d)), xm = h2f_x(ld_h(q5 ? &b5->dmin : &b4->dmin));
+        for (int c = 0; c < ny; c++) {
+            const float r = fmaf(-xm, (float)sum4_i32(imin[c]), xd * (float)sum4_i32(isum[c]));
+            acc[c] = fmaf(r, y[c]->d, acc[c]);
+        }
+    }
+    for (int c = 0; c < ny; c++) s[c] = acc[c];
+}
+AVX2_FN static void dotn_q4_K_tl_avx2(int n, const void *vx, const void *const *vy, int ny, float *s) { dotn_k45_tl(n, vx, vy, ny, s, 0); }
+AVX2_FN static void dotn_q5_K_tl_avx2(int n, const void *vx, const void *const *vy, int ny, float *s) { dotn_k45_tl(n, vx, vy, ny, s, 1); }
+AVX2_FN static float dot_q4_K_tl_avx2(int n, const void *vx, const void *vy) { float r; const void *y[1] = {vy}; dotn_k45_tl(n, vx, y, 1, &r, 0); return r; }
+AVX2_FN static float dot_q5_K_tl_avx2(int n, const void *vx, const void *vy) { float r; const void *y[1] = {vy}; dotn_k45_tl(n, vx, y, 1, &r, 1); return r; }
+
+AVX2_FN static void dotn_q6_K_tl_avx2(int n, const void *vx, const void *const *vy, int ny, float *s) {
+    const blk_q6_K *x = vx;
+    const __m256i m4 = _mm256_set1_epi8(0xF), m3 = _mm256_set1_epi8(3);
+    float acc[NYMAX];
+    for (int c = 0; c < ny; c++) acc[c] = 0.f;
+    for (int i = 0; i < n / QKK; i++) {
+        const __m256i sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)x[i].scales));
+        const blk_q8_K *y[NYMAX];
+        __m256i sumi[NYMAX];
+        for (int c = 0; c < ny; c++) { y[c] = (const blk_q8_K *)vy[c] + i; sumi[c] = _mm256_setzero_si256(); }
+        for (int j = 0; j < 2; j++) {
+            const uint8_t *ql = x[i].ql + 64 * j, *qh = x[i].qh + 32 * j;
+            const int8_t *sc = x[i].scales + 8 * j;
+            const __m256i b1 = _mm256_loadu_si256((const __m256i *)ql);
+            const __m256i b2 = _mm256_loadu_si256((const __m256i *)(ql + 32));
+            const __m256i bh = _mm256_loadu_si256((const __m256i *)qh);
+            __m256i v[4];
+            v[0] = _mm256_or_si256(_mm256_and_si256(b1, m4), _mm256_slli_epi16(_mm256_and_si256(bh, m3), 4));
+            v[1] = _mm256_or_si256(_mm256_and_si256(b2, m4), _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(bh, 2), m3), 4));
+            v[2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(b1, 4), m4), _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(bh, 4), m3), 4));
+            v[3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(b2, 4), m4), _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(bh, 6), m3), 4));
+            for (int t = 0; t < 4; t++) {
+                const __m256i s16 = _mm256_insertf128_si256(_mm256_castsi128_si256(_mm_set1_epi16(sc[2 * t])), _mm_set1_epi16(sc[2 * t + 1]), 1);
+                for (int c = 0; c < ny; c++) {
+                    const __m256i p = _mm256_maddubs_epi16(v[t], _mm256_loadu_si256((const __m256i *)(y[c]->qs + 128 * j + 32 * t)));
+                    sumi[c] = _mm256_add_epi32(sumi[c], _mm256_madd_epi16(s16, p));
+                }
+            }
+        }
+        const float xd = h2f_x(ld_h(&x[i].d));
+        for (int c = 0; c < ny; c++) {
+            const __m256i off = _mm256_slli_epi32(_mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)y[c]->bsums), sc16), 5);
+            acc[c] = fmaf(xd * (float)hsum_i8(_mm256_sub_epi32(sumi[c], off)), y[c]->d, acc[c]);
+        }
+    }
+    for (int c = 0; c < ny; c++) s[c] = acc[c];
+}
+AVX2_FN static float dot_q6_K_tl_avx2(int n, const void *vx, const void *vy) { float r; const void *y[1] = {vy}; dotn_q6_K_tl_avx2(n, vx, y, 1, &r); return r; }
 #endif /* PP_X86 */
 
 /* ------------------------------------------------------------------ type traits */
@@ -1042,13 +1183,25 @@ static int mul_mat_impl(int wt, const uint8_t *w, int64_t n, int64_t k, const fl
     case ROUTE_REPACK: {
         int64_t g = ub % 4;
         if (g > t) g = t;
-        if (mul_mat_part(wt, w, n, k, x, t - g, out, nth, dot_q4_K_rpm, NULL, quant_q8_K_g4)) return -1;
+        dot_fn dm = dot_q4_K_rpm, dv = dot_q4_K_rpv;
+        dotn_fn nm = NULL, nv = NULL;
+#ifdef PP_X86
+        if (g_simd) { dm = dot_q4_K_rpm_avx2; dv = dot_q4_K_rpv_avx2; nm = dotn_q4_K_rpm_avx2; nv = dotn_q4_K_rpv_avx2; }
+#endif
+        if (mul_mat_part(wt, w, n, k, x, t - g, out, nth, dm, nm, quant_q8_K_g4)) return -1;
         return mul_mat_part(wt, w, n, k, x + (size_t)(t - g) * (size_t)k, g, out + (size_t)(t - g) * (size_t)n, nth,
-                            dot_q4_K_rpv, NULL, qref);
+                            dv, nv, qref);
     }
     case ROUTE_TILED: {
-        const dot_fn d = wt == T_Q4_K ? dot_q4_K_tl : wt == T_Q5_K ? dot_q5_K_tl : dot_q6_K_tl;
-        return mul_mat_part(wt, w, n, k, x, t, out, nth, d, NULL, qref);
+        dot_fn d = wt == T_Q4_K ? dot_q4_K_tl : wt == T_Q5_K ? dot_q5_K_tl : dot_q6_K_tl;
+        dotn_fn dn = NULL;
+#ifdef PP_X86
+        if (g_simd) {
+            d = wt == T_Q4_K ? dot_q4_K_tl_avx2 : wt == T_Q5_K ? dot_q5_K_tl_avx2 : dot_q6_K_tl_avx2;
+            dn = wt == T_Q4_K ? dotn_q4_K_tl_avx2 : wt == T_Q5_K ? dotn_q5_K_tl_avx2 : dotn_q6_K_tl_avx2;
+        }
+#endif
+        return mul_mat_part(wt, w, n, k, x, t, out, nth, d, dn, qref);
     }
     default:
         return mul_mat_part(wt, w, n, k, x, t, out, nth, pick_dot(tr), g_simd ? tr->dotn_simd : NULL, qref);
