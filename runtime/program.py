@@ -283,6 +283,21 @@ class StageExecutor:
         if self._begin_step is not None:
             self._begin_step(start_pos, x.shape[0])
         tail_at = self._tail_at if last_only and x.shape[0] > 1 else -1
+        try:
+            self._run(env, split_at, tail_at, last_only)
+        finally:
+            if self._begin_step is not None:
+                self._begin_step(0, 0)
+        out = env[STAGE_OUTPUT]
+        with torch.inference_mode():
+            if not bool(torch.isfinite(out).all()):
+                self._non_finite(env, start_pos, x.shape[0])
+        self.n_past = start_pos + x.shape[0]
+        return out
+
+    def _run(self, env: dict[str, Any], split_at: int, tail_at: int, last_only: bool) -> None:
+        """The calls in order on ``env`` (``forward``'s loop): ``last_row`` before call ``split_at``,
+        buffers dropped after their last read, the output-rows tail after call ``tail_at``."""
         free = self._free
         with torch.inference_mode():
             calls = self._calls
@@ -306,11 +321,6 @@ class StageExecutor:
                 if i == tail_at:  # the rest of the last block computes the output row only
                     for n in self._tail_rows:
                         env[n] = env[n][-1:]
-            out = env[STAGE_OUTPUT]
-            if not bool(torch.isfinite(out).all()):
-                self._non_finite(env, start_pos, x.shape[0])
-        self.n_past = start_pos + x.shape[0]
-        return out
 
     def _non_finite(self, env: Mapping[str, Any], start_pos: int, t: int) -> None:
         """Raise NonFiniteError naming the first checkpoint (embedding, block outputs in order) whose

@@ -114,8 +114,8 @@ _step = threading.local()
 
 
 def begin_step(start_pos: int, rows: int) -> None:
-    """Executor hook, called before each forward: the call's first position and row count (this thread's
-    kernels read them to pick llama.cpp's routes, see :func:`ubatches`)."""
+    """Executor hook, called before each forward with the call's first position and row count, and with
+    ``rows = 0`` after it: this thread's kernels read them to pick llama.cpp's routes (:func:`ubatches`)."""
     _step.start = int(start_pos)
     _step.rows = int(rows)
 
@@ -125,8 +125,8 @@ def ubatches(rows: int, start_pos: int | None = None) -> list[tuple[int, int, in
     slices of the rows with the size of the micro-batch each slice ends (``UBATCH``-aligned positions
     of the step begun by :func:`begin_step`). A call with another row count than the step's (the output
     row of the last block), or a one-row step (decode), is one batch of its own rows."""
-    t = getattr(_step, "rows", rows)
-    s = getattr(_step, "start", 0) if start_pos is None else start_pos
+    t = getattr(_step, "rows", 0) or rows
+    s = (getattr(_step, "start", 0) if getattr(_step, "rows", 0) else 0) if start_pos is None else start_pos
     if rows != t or rows <= 1:
         return [(0, rows, rows)]
     out = []

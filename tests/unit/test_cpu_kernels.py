@@ -184,11 +184,13 @@ def test_float32_weights_use_torch_linear():
 
 
 def test_kernel_table_has_the_reference_names():
-    """Same KERNELS names as the reference table; only matmul and embedding_gather are replaced."""
+    """Same KERNELS names as the reference table; the kernels whose arithmetic ggml does differently are
+    replaced (matmul, embedding_gather, and the ggml-faithful ones of ops.c), the rest are the reference's."""
     from pipeplan.runtime.kernels import reference
 
     assert set(cpu.KERNELS) == set(reference.KERNELS)
-    assert {n for n in cpu.KERNELS if cpu.KERNELS[n] is not reference.KERNELS[n]} == {"matmul", "embedding_gather"}
+    assert {n for n in cpu.KERNELS if cpu.KERNELS[n] is not reference.KERNELS[n]} == {
+        "matmul", "embedding_gather", "rms_norm", "head_rms_norm", "rope", "kv_cache_write", "attention", "gelu_mul"}
 
 
 def test_quant_tensor_rejects_wrong_sizes():
@@ -408,3 +410,68 @@ def test_prefill_rows_equal_decode_rows_bit_for_bit(ggml_type):
         finally:
             cpu._qkernels.set_simd(prev)
         assert torch.equal(full, rows), (ggml_type, simd)
+
+
+def _mm(qt: QuantTensor, x: np.ndarray, ub: int) -> np.ndarray:
+    out = np.empty((x.shape[0], qt.shape[0]), np.float32)
+    cpu._qkernels.mul_mat(qt.data, qt.type_id, qt.shape[0], qt.shape[1], np.ascontiguousarray(x), out, 1, ub)
+    return out
+
+
+@pytest.mark.parametrize("ggml_type, n, ub", [("Q4_K", 16, 6), ("Q4_K", 16, 9), ("Q4_K", 16, 1), ("Q6_K", 19, 9),
+                                              ("Q5_K", 7, 8), ("Q4_K", 21, 12)])
+def test_llama_cpp_matmul_routes(ggml_type, n, ub):
+    """The route llama.cpp's CPU backend takes for a micro-batch of ``ub`` rows: Q4_K with N % 8 == 0 is
+    repacked (rows in fours through the gemm arithmetic, the last ub % 4 through the gemv arithmetic),
+    other K-quants with ub >= 8 take the tiled kernel's arithmetic, the rest vec_dot. Every route stays
+    within the activation-quantization bound of dequantize + matmul; each row of a multi-row call is the
+    same route's one-row result bit for bit (gemm rows: a 4-row call; gemv rows: ub = 1); the portable
+    code gives the AVX2 bits."""
+    k = 3 * 256
+    data = _weight(ggml_type, n, k, 31)
+    qt = QuantTensor(ggml_type, (n, k), data)
+    t = min(ub, 6) if ub < 8 else ub
+    x = (np.random.default_rng(32).standard_normal((t, k)) * 2).astype(np.float32)
+    got = _both_paths_mm(lambda: _mm(qt, x, ub))
+    assert all(np.array_equal(g, got[0]) for g in got)
+    w = _dequant(ggml_type, data, k)
+    tol = _act_error_bound(ggml_type, x) @ np.abs(w).T + 1e-5 * (np.abs(x) @ np.abs(w).T) + 1e-6
+    assert (np.abs(got[0] - x.astype(np.float64) @ w.T) <= tol).all()
+    repack = ggml_type == "Q4_K" and n % 8 == 0
+    gemv = ub % 4 if repack else 0
+    for i in range(t):
+        if repack and i < t - gemv:
+            g0 = (i // 4) * 4
+            one = _mm(qt, x[g0:g0 + 4], 4)[i - g0] if g0 + 4 <= t - gemv else None
+        else:
+            one = _mm(qt, x[i:i + 1], 1 if repack else ub)[0]
+        if one is not None:
+            assert np.array_equal(got[0][i], one), (ggml_type, n, ub, i)
+
+
+def _both_paths_mm(fn):
+    out = []
+    for simd in SIMD:
+        prev = cpu._qkernels.set_simd(simd)
+        try:
+            out.append(fn())
+        finally:
+            cpu._qkernels.set_simd(prev)
+    return out
+
+
+def test_repack_and_vec_dot_rows_differ_only_by_float_order():
+    """The Q4_K gemv and gemm arithmetic and vec_dot share the integer block sums; their float sums differ
+    in rounding only (1e-5 of the absolute sum), and on real data they do differ (why llama.cpp's route
+    has to be followed to get its bits)."""
+    k, n = 4 * 256, 32
+    qt = QuantTensor("Q4_K", (n, k), _weight("Q4_K", n, k, 41))
+    x = (np.random.default_rng(42).standard_normal((4, k))).astype(np.float32)
+    gemm, gemv = _mm(qt, x, 4), np.concatenate([_mm(qt, x[i:i + 1], 1) for i in range(4)])
+    vd = np.empty_like(gemm)
+    for i in range(4):  # a 37-row weight is not repacked: the vec_dot route on the same rows
+        w37 = QuantTensor("Q4_K", (37, k), np.concatenate([qt.data.reshape(n, -1), qt.data.reshape(n, -1)[:5]]))
+        vd[i] = _mm(w37, x[i:i + 1], 1)[0, :n]
+    scale = np.abs(x) @ np.abs(_dequant("Q4_K", qt.data, k)).T
+    for a, b in ((gemm, gemv), (gemm, vd), (gemv, vd)):
+        assert np.abs(a - b).max() <= 1e-5 * scale.max() and not np.array_equal(a, b)
