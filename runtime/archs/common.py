@@ -60,12 +60,14 @@ def rope_call(hp: HParams, b: int, x: str, out: str, n_heads: int) -> KernelCall
     return KernelCall("rope", (x, table, START_POS), (out,), attrs, b)
 
 
-def attention_call(hp: HParams, b: int, q: str, ck: str, cv: str, out: str) -> KernelCall:
-    """``attention`` of block ``b``: ``scale`` when it is not ``1/sqrt(head_dim)``, ``window`` on a
-    sliding-window layer."""
+def attention_call(hp: HParams, b: int, q: str, ck: str, cv: str, out: str, *, scale_q: bool = False) -> KernelCall:
+    """``attention`` of block ``b``: ``scale`` when it is not ``1/sqrt(head_dim)``, ``scale_q`` when the graph
+    scales Q instead of the scores (gemma), ``window`` on a sliding-window layer."""
     attrs: dict[str, Any] = {}
     if hp.attn_scale and hp.attn_scale != 1.0 / math.sqrt(hp.head_dim):
         attrs["scale"] = hp.attn_scale
+    if scale_q:
+        attrs["scale_q"] = True
     if hp.is_swa(b):
         attrs["window"] = hp.n_swa
     return KernelCall("attention", (q, ck, cv, START_POS), (out,), attrs, b)

@@ -8,7 +8,8 @@ write; GQA attention, sliding-window (``attention.sliding_window``) with the loc
 (``rope.freq_base_swa``, default 10000) on layers ``il % 6 < 5``, global with ``rope.freq_base`` on the
 others; ``attn_output`` matmul; ``post_attention_norm``; residual add; ``ffn_norm``; gate/up matmuls;
 GELU-tanh gate (``gelu_mul``, LLM_FFN_GELU + LLM_FFN_PAR); ``ffn_down``; ``post_ffw_norm``; residual add.
-Softmax scale ``1/sqrt(key_length)`` (27B, 62 layers: ``1/sqrt(n_embd / n_head)``). Tied embedding
+Attention scale ``1/sqrt(key_length)`` (27B, 62 layers: ``1/sqrt(n_embd / n_head)``), applied to Q
+(``ggml_scale(Qcur, f_attention_scale)``; attr ``scale_q``). Tied embedding
 when there is no ``output.weight``; no final logit soft-capping (the sliding-window graph has none).
 Norm weights are used as stored (llama.cpp's converter already added Gemma's ``1 +``).
 """
@@ -17,11 +18,11 @@ from __future__ import annotations
 
 import math
 import struct
-from typing import Any
 
 from pipeplan.plan_types import ModelFacts
 from pipeplan.runtime.archs import Arch, MetaKey
 from pipeplan.runtime.archs.common import (
+    attention_call,
     attention_weights,
     base_hparams,
     block_names,
@@ -67,16 +68,6 @@ def inv_sqrt_f32(n: int) -> float:
     return f32(1.0 / f32(math.sqrt(n)))
 
 
-def attention_q_scaled(hp: HParams, b: int, q: str, ck: str, cv: str, out: str) -> KernelCall:
-    """``attention`` of block ``b`` as llama.cpp's gemma3 graph has it: Q multiplied by
-    ``f_attention_scale`` (``ggml_scale(Qcur, ...)``, attr ``q_scale``), softmax scale 1; ``window``
-    on a sliding-window layer."""
-    attrs: dict[str, Any] = {"scale": 1.0, "q_scale": hp.attn_scale or inv_sqrt_f32(hp.head_dim)}
-    if hp.is_swa(b):
-        attrs["window"] = hp.n_swa
-    return KernelCall("attention", (q, ck, cv, START_POS), (out,), attrs, b)
-
-
 def block(hp: HParams, b: int, h: str, h_out: str) -> list[KernelCall]:
     """The 20 calls of gemma3 block ``b`` (module docstring)."""
     w, t = block_names(b)
@@ -94,7 +85,7 @@ def block(hp: HParams, b: int, h: str, h_out: str) -> list[KernelCall]:
         rope_call(hp, b, t("q_norm"), t("q"), hp.n_head),
         rope_call(hp, b, t("k_norm"), t("k"), hp.n_head_kv),
         KernelCall("kv_cache_write", (t("k"), t("v"), ck, cv, START_POS), (), {}, b),
-        attention_q_scaled(hp, b, t("q"), ck, cv, t("attn")),
+        attention_call(hp, b, t("q"), ck, cv, t("attn"), scale_q=True),
         KernelCall("matmul", (t("attn"), w("attn_output")), (t("attn_out"),), {}, b),
         KernelCall("rms_norm", (t("attn_out"), w("post_attention_norm")), (t("attn_post"),), eps, b),
         KernelCall("add", (h, t("attn_post")), (t("h_mid"),), {}, b),

@@ -254,22 +254,30 @@ def kv_cache_write(k: torch.Tensor, v: torch.Tensor, cache_k: torch.Tensor, cach
     ext.kv_store_rows(_f32(v).numpy(), cache_v.numpy(), cache_v.shape[1] * cache_v.shape[2], int(start_pos))
 
 
+def _f32s(x: float) -> float:
+    return float(np.float32(x))
+
+
 def attention(q: torch.Tensor, cache_k: torch.Tensor, cache_v: torch.Tensor, start_pos: int, *,
-              scale: float | None = None, window: int = 0, q_scale: float = 1.0) -> torch.Tensor:
-    """llama.cpp's attention over the float16 KV cache (``build_attn_mha`` without flash attention; ops.c).
-    Shapes ``q`` ``[T, H, hd_k]``, caches ``[S, Hkv, hd]`` -> ``[T, H * hd_v]``."""
+              scale: float | None = None, window: int = 0, scale_q: bool = False) -> torch.Tensor:
+    """llama.cpp's attention over the float16 KV cache (``build_attn_mha`` without flash attention; ops.c):
+    the softmax scale ``scale`` (None: ``1.0f / sqrtf(hd_k)``) multiplies the scores, or with ``scale_q``
+    multiplies Q before its F16 rounding (gemma's ``ggml_scale(Qcur, ...)``; softmax scale 1).
+    A float32 cache (another allocator) runs the reference attention.
+
+    Shapes ``q`` ``[T, H, hd_k]``, caches ``[S, Hkv, hd_k|hd_v]`` -> ``[T, H * hd_v]``."""
     if cache_k.dtype != torch.float16:
-        return reference.attention(q * q_scale if q_scale != 1.0 else q, cache_k, cache_v, start_pos,
-                                   scale=scale, window=window)
+        return reference.attention(q, cache_k, cache_v, start_pos, scale=scale, window=window)
     q = _f32(q)
     t, h, hd = q.shape
     hkv, hd_v = cache_v.shape[1], cache_v.shape[2]
     out = torch.empty((t, h * hd_v), dtype=torch.float32)
-    sc = float(scale) if scale is not None else 1.0 / math.sqrt(hd)
+    sc = float(scale) if scale is not None else _f32s(1.0 / _f32s(math.sqrt(hd)))
+    kq_scale, q_scale = (1.0, sc) if scale_q else (sc, 1.0)
     qa, oa, ext = q.numpy(), out.numpy(), _ext()
     for r0, r1, ub in ubatches(t, start_pos):
         ext.attention(qa[r0:r1], cache_k.numpy(), cache_v.numpy(), oa[r0:r1], h, hkv, hd, hd_v, int(start_pos) + r0,
-                      sc, float(q_scale), int(window), ub)
+                      kq_scale, q_scale, int(window), ub)
     return out
 
 

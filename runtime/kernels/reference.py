@@ -132,20 +132,19 @@ def kv_cache_write(k: torch.Tensor, v: torch.Tensor, cache_k: torch.Tensor, cach
 
 
 def attention(q: torch.Tensor, cache_k: torch.Tensor, cache_v: torch.Tensor, start_pos: int, *,
-              scale: float | None = None, window: int = 0, q_scale: float = 1.0) -> torch.Tensor:
+              scale: float | None = None, window: int = 0, scale_q: bool = False) -> torch.Tensor:
     """Causal grouped-query attention of ``T`` queries at positions ``[start_pos, start_pos + T)``
     over the cached keys/values ``[0, start_pos + T)``; query head ``h`` uses KV head
     ``h // (H / Hkv)`` (ggml's broadcast in ``mul_mat``); softmax in float32 at ``scale`` (None:
-    ``1 / sqrt(hd_k)``). ``q_scale``: ``q`` is multiplied by it first (gemma3: llama.cpp's
-    ``ggml_scale(Qcur, f_attention_scale)`` before attention, whose softmax scale is then 1).
+    ``1 / sqrt(hd_k)``). ``scale_q``: the graph multiplies Q by the scale instead of the scores (gemma:
+    llama.cpp's ``ggml_scale(Qcur, f_attention_scale)``, softmax scale 1); the same product in float32,
+    so this table ignores it (the CPU table, whose Q is rounded to F16 after the scale, does not).
 
     ``window`` W > 0: the query at position p sees keys ``j`` with ``p - W < j <= p`` (llama.cpp
     ``LLAMA_SWA_TYPE_STANDARD``: masked when ``p - j >= W``); 0: every earlier position.
 
     Shapes: ``q`` ``[T, H, hd_k]``, ``cache_k`` ``[S, Hkv, hd_k]``, ``cache_v`` ``[S, Hkv, hd_v]`` -> ``[T, H * hd_v]``.
     """
-    if q_scale != 1.0:
-        q = q * q_scale
     t, h, hd = q.shape
     hkv, hdv = cache_k.shape[1], cache_v.shape[2]
     n = start_pos + t

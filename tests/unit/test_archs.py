@@ -111,7 +111,7 @@ def test_gemma3_facts_and_program(gemma3_path):
     512, per-block KV bytes with 256-wide heads; the program follows llm_build_gemma3: embedding scaled
     by sqrt(640), 20 calls per block, QK norm before NEOX rope, layers il % 6 == 5 global (rope_table,
     no window), the others sliding-window (rope_table_swa at base 10000, window 512), Q scaled by
-    1/sqrt(256) before attention with softmax scale 1 (``ggml_scale(Qcur, f_attention_scale)``), post norms,
+    1/sqrt(256) instead of the scores (attr scale_q: ``ggml_scale(Qcur, f_attention_scale)``), post norms,
     GELU, tied head."""
     f = read_model_facts(gemma3_path)
     assert (f.architecture, f.head_dim, f.head_dim_v, f.rope_dimension_count) == ("gemma3", 256, 256, 256)
@@ -131,7 +131,7 @@ def test_gemma3_facts_and_program(gemma3_path):
         rope = next(c for c in calls if c.kernel == "rope")
         att = next(c for c in calls if c.kernel == "attention")
         assert rope.attrs["mode"] == "neox" and rope.attrs["head_dim"] == 256
-        scaled = {"scale": 1.0, "q_scale": 0.0625}
+        scaled = {"scale_q": True}
         if b % 6 == 5:
             assert rope.inputs[1] == "rope_table" and att.attrs == scaled
         else:

@@ -147,17 +147,17 @@ def _attention_case(t: int, start: int, h: int, hkv: int, dk: int, dv: int, seed
     return q, ck, cv
 
 
-@pytest.mark.parametrize("t, start, window, q_scale, scale", [
-    (1, 9, 0, 1.0, None), (5, 0, 0, 1.0, None), (4, 6, 3, 0.25, 1.0), (1, 20, 8, 1.0, 0.3), (9, 0, 4, 1.0, None),
+@pytest.mark.parametrize("t, start, window, scale_q, scale", [
+    (1, 9, 0, False, None), (5, 0, 0, False, None), (4, 6, 3, True, 0.25), (1, 20, 8, False, 0.3), (9, 0, 4, True, None),
 ])
-def test_attention_matches_reference_over_the_same_cache(t, start, window, q_scale, scale):
-    """llama.cpp's attention over the F16 cache (q rounded to F16 after q_scale, F16 dot products,
-    ggml softmax, probabilities rounded to F16) equals the reference attention over the same cached
+def test_attention_matches_reference_over_the_same_cache(t, start, window, scale_q, scale):
+    """llama.cpp's attention over the F16 cache (q rounded to F16, after the scale with scale_q; F16 dot
+    products, ggml softmax, probabilities rounded to F16) equals the reference attention over the same cached
     values in float32 within those F16 roundings; GQA (4 heads on 2 KV heads), hd_k != hd_v, causal and
     sliding-window masks, decode (T = 1) and prefill (T > 1: the tinyBLAS lane order) routes; the portable
     code gives the AVX2 bits."""
     q, ck, cv = _attention_case(t, start, 4, 2, 40, 24, seed=t * 7 + start)
-    kw = {"scale": scale, "window": window, "q_scale": q_scale}
+    kw = {"scale": scale, "window": window, "scale_q": scale_q}
     got = _both_paths(lambda: cpu.attention(q, ck, cv, start, **kw))
     assert got[0].shape == (t, 4 * 24) and all(torch.equal(g, got[0]) for g in got)
     ref = reference.attention(q, ck.float(), cv.float(), start, **kw)

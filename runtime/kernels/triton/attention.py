@@ -131,9 +131,10 @@ def _attention_kernel(q_ptr, ck_ptr, cv_ptr, o_ptr, start_pos, T, H, HKV, HD_K, 
 
 
 def attention(q: torch.Tensor, cache_k: torch.Tensor, cache_v: torch.Tensor, start_pos: int, *,
-              scale: float | None = None, window: int = 0) -> torch.Tensor:
+              scale: float | None = None, window: int = 0, scale_q: bool = False) -> torch.Tensor:
     """Causal (optionally sliding-window) GQA over the cache (module docstring). Returns float32
-    ``[T, H * hd_v]`` on the cache's device.
+    ``[T, H * hd_v]`` on the cache's device. ``scale_q`` (the graph scales Q, not the scores) is the same
+    float32 product here: ignored.
 
     Raises:
         TritonKernelError: ``triton:dtype`` (not float32), ``triton:shape`` (q not ``[T, H, hd_k]`` matching
