@@ -22,6 +22,8 @@ kernels by default).
 
 from __future__ import annotations
 
+import math
+
 from collections.abc import Callable, Mapping, Sequence
 from types import ModuleType
 from typing import Any
@@ -290,7 +292,9 @@ class StageExecutor:
                 self._begin_step(0, 0)
         out = env[STAGE_OUTPUT]
         with torch.inference_mode():
-            if not bool(torch.isfinite(out).all()):
+            # a sum is finite iff every element is (no finite float32 sum of these sizes overflows); the
+            # element test only confirms a failure (0.03 ms instead of 0.6 ms for 262144 logits)
+            if not math.isfinite(float(out.sum())) and not bool(torch.isfinite(out).all()):
                 self._non_finite(env, start_pos, x.shape[0])
         self.n_past = start_pos + x.shape[0]
         return out

@@ -1,17 +1,33 @@
-"""CPU kernel table with weights quantized at rest (``--target cpu``, the default of ``pipeplan run``).
+"""CPU kernel table with weights quantized at rest (``--target cpu``, the default of ``pipeplan run``):
+llama.cpp's CPU arithmetic, bit for bit.
 
 Same kernel names, signatures and semantics as :mod:`pipeplan.runtime.kernels.reference` (the kernel
-contract); only the two kernels that read weight matrices differ, the rest are the reference ones:
+contract); the kernels whose float operations ggml's CPU backend (AVX2 build) does differently from a
+plain float32 implementation reproduce ggml's, in its order, so a model's numbers are llama.cpp's
+(``bench/ggml_parity.py`` compares every buffer with llama.cpp's tensors; tests/contract/test_gemma3.py
+checks Gemma 3's greedy ids):
 
 * ``matmul(x, weight)``: ``weight`` a :class:`~pipeplan.runtime.dequant.QuantTensor` (any type of
   :data:`CPU_TYPES` but F32) runs the ``_qkernels`` C extension on the GGUF bytes in place: each row
   of ``x`` is quantized to the weight type's ``vec_dot_type`` (Q8_0 for Q4_0/Q5_0/Q8_0, Q8_1 for
   Q4_1/Q5_1, Q8_K for Q4_K/Q5_K/Q6_K, F16 for F16, BF16 for BF16) and every output is an integer dot
-  product per block times the block scales, as ggml's CPU backend computes it
-  (``ggml_vec_dot_<type>_q8_<x>``, ggml/src/ggml-cpu/arch/x86/quants.c; ``bench/cpu_routes.py`` compares
-  the AVX2 kernels bit for bit with a libggml build). A float32 torch weight runs ``F.linear``.
+  product per block times the block scales, by the kernel llama.cpp runs for the micro-batch
+  (:func:`ubatches`): vec_dot (``ggml_vec_dot_<type>_q8_<x>``; ``bench/cpu_routes.py`` compares it with a
+  libggml build), the repacked Q4_K gemv/gemm (``ggml_gemv/gemm_q4_K_8x8_q8_K``, weights with N % 8 == 0)
+  or the tiled K-quant kernel (``ggml_compute_forward_mul_mat_tiled``, 8+ rows). A float32 torch weight
+  runs ``F.linear``.
 * ``embedding_gather(ids, table, *, scale=1.0)``: a QuantTensor table dequantizes only the rows it
   reads (exactly ``gguf.quants.dequantize`` of those rows), then multiplies by ``scale`` in float32.
+* ``rms_norm``, ``head_rms_norm``, ``rope`` (with :func:`rope_table`), ``gelu_mul`` (F16 GELU table),
+  ``kv_cache_write`` into float16 caches (:func:`allocate`; llama.cpp's default KV type) and
+  ``attention`` over them (F16 dot products in the lane order of ggml_vec_dot_f16 for decode and of
+  llamafile's tinyBLAS for prefill, ggml's softmax): ``runtime/kernels/csrc/ops.c``.
+* the rest (``add``, ``split``, ``silu_mul``, ``add_bias``, ``last_row``, ``argmax``) are the reference's.
+
+Executor hooks: :func:`allocate` (KV caches), :func:`rope_table`, :func:`begin_step` (the step's rows and
+first position, from which :func:`ubatches` derives llama.cpp's micro-batches of ``UBATCH`` positions:
+prompt frames whose rows are multiples of 4 dividing ``UBATCH`` follow llama.cpp's kernel routes row for
+row; a one-row prompt frame runs as a decode step) and :data:`OUTPUT_ROWS_ONLY`.
 
 Weights come from :func:`load_stage_weights` (the stage worker's loader hook): matrices stay
 QuantTensor views of the mapped file, F32 tensors are zero-copy torch views, 1-D tensors of other
@@ -20,9 +36,10 @@ is a ``bind`` fault naming tensor and type (:class:`~pipeplan.runtime.dequant.We
 
 Threads: a matmul uses ``torch.get_num_threads()`` threads (the stage's ``num_threads``; local
 stages default to 1, as llama.cpp is compared at 1 thread) when its work is large enough; the C
-code releases the GIL, so in-process stages compute concurrently. ``PIPEPLAN_CPU_KERNELS=portable``
-forces the portable C kernels instead of the AVX2/FMA/F16C ones (also chosen automatically when the
-CPU lacks them; results then differ from the AVX2 ones by float summation order only).
+code releases the GIL, so in-process stages compute concurrently; the thread count does not change a
+number. ``PIPEPLAN_CPU_KERNELS=portable`` forces the portable C kernels instead of the AVX2/FMA/F16C ones
+(also chosen automatically when the CPU lacks them): the ops of ops.c and the repack/tiled routes give
+the same bits, the vec_dot matmuls differ from the AVX2 ones (and llama.cpp) by float summation order.
 """
 
 from __future__ import annotations
