@@ -23,7 +23,6 @@ kernels by default).
 from __future__ import annotations
 
 import math
-
 from collections.abc import Callable, Mapping, Sequence
 from types import ModuleType
 from typing import Any
