@@ -88,13 +88,14 @@ np.savez(out, **dump)
 print(json.dumps(greedy))
 """
 
-ROLES = [("attn_in", "attn_norm"), ("q_proj", "Qcur"), ("k_proj", "Kcur"), ("v", "Vcur"),
-         ("q_norm", "Qcur_normed"), ("k_norm", "Kcur_normed"), ("q", "Qcur##"), ("k", "Kcur##"),
-         ("attn", "kqv_out"), ("attn_post", "attn_post_norm"), ("h_mid", "sa_out"), ("ffn_in", "ffn_norm"),
-         ("gate", "ffn_gate"), ("up", "ffn_up"), ("ffn_act", "ffn_geglu"), ("ffn_out", "ffn_out"),
-         ("ffn_post", "ffn_post_norm")]
-"""pipeplan buffer suffix (``blk.N.<suffix>``) -> llama.cpp tensor name (``<name>-N``; ``#`` marks the n-th
-tensor of that name: Qcur is renamed after the matmul, the norm and the rope)."""
+ROLES = [("attn_in", ("attn_norm",)), ("q_proj", ("Qcur",)), ("k_proj", ("Kcur",)), ("v", ("Vcur",)),
+         ("q_norm", ("Qcur_normed",)), ("k_norm", ("Kcur_normed",)), ("q", ("Qcur##", "Qcur#")),
+         ("k", ("Kcur##", "Kcur#")), ("attn", ("kqv_out",)), ("attn_post", ("attn_post_norm",)),
+         ("h_mid", ("sa_out", "ffn_inp")), ("ffn_in", ("ffn_norm",)), ("gate", ("ffn_gate",)), ("up", ("ffn_up",)),
+         ("ffn_act", ("ffn_geglu", "ffn_swiglu")), ("ffn_out", ("ffn_out",)), ("ffn_post", ("ffn_post_norm",))]
+"""pipeplan buffer suffix (``blk.N.<suffix>``) -> llama.cpp tensor names of that role, the first present
+wins (``<name>-N``; ``#`` marks the n-th tensor of that name: gemma3's Qcur is renamed after the matmul,
+the norm and the rope, llama's after the matmul and the rope)."""
 
 
 def compare(model: str, ids: list[int], n_decode: int, n_ctx: int, llama_python: str) -> dict:
@@ -118,7 +119,9 @@ def compare(model: str, ids: list[int], n_decode: int, n_ctx: int, llama_python:
     ex = StageExecutor(hp, build_stage_program(hp, 0, hp.n_layer, True, True, n_ctx), w, n_ctx, cpu)
     pairs = [("h0", "inp_scaled" if hp.embd_scale != 1.0 else "inp_embd")]
     for b in range(hp.n_layer):
-        pairs += [(f"blk.{b}.{ours}", theirs.replace("#", "") + f"-{b}" + "#" * theirs.count("#")) for ours, theirs in ROLES]
+        for ours, names in ROLES:
+            keys = [n.replace("#", "") + f"-{b}" + "#" * n.count("#") for n in names]
+            pairs.append((f"blk.{b}.{ours}", next((k for k in keys if f"0:{k}" in ref), keys[0])))
         pairs.append((f"h{b + 1}", f"l_out-{b}"))
     steps, pos = [], 0
     for s, toks in enumerate([ids] + [[t] for t in greedy[:n_decode]]):
@@ -132,6 +135,9 @@ def compare(model: str, ids: list[int], n_decode: int, n_ctx: int, llama_python:
                 r = fn(*[env[n] for n in ins], **kw)
                 for n, v in zip(outs, (r,) if len(outs) == 1 else (r or ()), strict=True):
                     env[n] = v
+                if i == ex._tail_at and len(toks) > 1:  # the executor's last_only tail: the output row only
+                    for n in ex._tail_rows:
+                        env[n] = env[n][-1:]
         cpu.begin_step(0, 0)
         ex.n_past = pos = pos + len(toks)
         first, compared = None, 0

@@ -35,6 +35,7 @@ import platform
 import statistics
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from pathlib import Path
@@ -109,9 +110,11 @@ def _tree_rss(pid: int) -> int:
     return total
 
 
-def tree_peak_rss(cmd: list[str], env: dict[str, str]) -> tuple[int, int]:
-    """Run ``cmd``; return (exit status, peak summed RSS of its process tree, sampled every 20 ms)."""
-    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+def tree_peak_rss(cmd: list[str], env: dict[str, str]) -> tuple[int, int, str]:
+    """Run ``cmd``; return (exit status, peak summed RSS of its process tree sampled every 20 ms, the
+    tail of its stderr)."""
+    err = tempfile.TemporaryFile()
+    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=err)
     peak = 0
     done = threading.Event()
 
@@ -126,7 +129,8 @@ def tree_peak_rss(cmd: list[str], env: dict[str, str]) -> tuple[int, int]:
     proc.wait()
     done.set()
     th.join()
-    return proc.returncode, peak
+    err.seek(0)
+    return proc.returncode, peak, err.read().decode(errors="replace")[-2000:]
 
 
 def llama110m(work: Path) -> Path:
@@ -207,13 +211,13 @@ class PipeplanConfig:
 
     @staticmethod
     def _kv_bytes(facts, p, s: int) -> int:
-        """float32 K and V caches of the stage's blocks for ``s`` positions."""
+        """float16 K and V caches (the CPU table's) of the stage's blocks for ``s`` positions."""
         from pipeplan.runtime.program import LlamaHParams
 
         hp = LlamaHParams.from_facts(facts)
         hd_k = getattr(hp, "head_dim_k", hp.head_dim)
         hd_v = getattr(hp, "head_dim_v", hp.head_dim)
-        return (p.layer_end - p.layer_start) * s * hp.n_head_kv * (hd_k + hd_v) * 4
+        return (p.layer_end - p.layer_start) * s * hp.n_head_kv * (hd_k + hd_v) * 2
 
     def run(self, prefill_ids: list[int], prompt_ids: list[int], decode: int) -> dict:
         _, pf = self.pipe.generate_ids(prefill_ids, 1)
@@ -282,8 +286,10 @@ def bench_model(name: str, model: Path, args, llama_python: str | None) -> dict:
         env = {**os.environ, "PIPEPLAN_CACHE": str(args.work / "cache")}
         cmd = [str(Path(sys.executable).parent / "pipeplan"), "run", str(model), "--prompt", PROMPT, "--stages", "1",
                "--backend", args.backend, "--target", "cpu", "--max-tokens", "16", "--max-seq-len", str(args.max_seq_len)]
-        rc, peak = tree_peak_rss(cmd, env)
+        rc, peak, err = tree_peak_rss(cmd, env)
         result["run_1stage_total_peak_rss"] = peak if rc == 0 else None
+        if rc != 0:
+            result["run_1stage_error"] = f"exit {rc}: {err.strip().splitlines()[-1] if err.strip() else ''}"
         llama_rss = result["configs"].get("llama.cpp", {}).get("peak_rss")
         if rc == 0 and llama_rss:
             result["total_rss_vs_llama_cpp"] = peak / llama_rss
@@ -347,6 +353,8 @@ def main(argv: list[str] | None = None) -> int:
                   f"{' / '.join(f'{v / MB:.0f}' for v in rss):>26}")
         if r.get("run_1stage_total_peak_rss"):
             print(f"pipeplan run, 1 stage, total peak RSS: {r['run_1stage_total_peak_rss'] / MB:.0f} MB")
+        elif r.get("run_1stage_error"):
+            print(f"pipeplan run, 1 stage, failed: {r['run_1stage_error']}")
     for t, ok in targets.items():
         print(f"{'PASS' if ok else 'FAIL'}  {t}")
     print(f"wrote {args.out}")

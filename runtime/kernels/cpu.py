@@ -158,17 +158,23 @@ def ubatches(rows: int, start_pos: int | None = None) -> list[tuple[int, int, in
 
 
 def matmul(x: torch.Tensor, weight: torch.Tensor | QuantTensor) -> torch.Tensor:
-    """``x @ weight.T`` (ggml ``mul_mat(weight, x)``).
+    """``x @ weight.T`` (ggml ``mul_mat(weight, x)``), by llama.cpp's kernel route (module docstring): a
+    QuantTensor on its GGUF bytes, a contiguous float32 weight by ggml's F32 arithmetic (vec_dot_f32, or
+    llamafile's tinyBLAS for a prompt), another float weight by ``F.linear``.
 
-    Shapes: ``x`` ``[T, K]`` float32, ``weight`` ``[N, K]`` (QuantTensor or float32 tensor) -> ``[T, N]``.
-    Raises CpuKernelError when ``x`` is not ``[..., K]``.
+    Shapes: ``x`` ``[T, K]`` float32, ``weight`` ``[N, K]`` -> ``[T, N]``.
+    Raises CpuKernelError when ``x`` is not ``[..., K]`` or the weight is not 2-D.
     """
-    if not isinstance(weight, QuantTensor):
+    if isinstance(weight, QuantTensor):
+        data, type_id, name = weight.data, weight.type_id, weight.name
+    elif weight.dtype == torch.float32 and weight.dim() == 2 and weight.is_contiguous():
+        data, type_id, name = weight.numpy(), 0, "float32 weight"
+    else:
         return F.linear(x, weight)
     n, k = weight.shape[0], weight.shape[-1]
-    if x.shape[-1] != k or weight.ndim != 2:
+    if x.shape[-1] != k or len(weight.shape) != 2:
         raise CpuKernelError(f"matmul of x {tuple(x.shape)} with {weight!r}: K differs or the weight is not 2-D",
-                             where=weight.name)
+                             where=name)
     xs = x.reshape(-1, k)
     if xs.dtype != torch.float32 or not xs.is_contiguous():
         xs = xs.to(torch.float32).contiguous()
@@ -176,7 +182,7 @@ def matmul(x: torch.Tensor, weight: torch.Tensor | QuantTensor) -> torch.Tensor:
     ext, nth = _ext(), torch.get_num_threads()
     xa, oa = xs.numpy(), out.numpy()
     for r0, r1, ub in ubatches(xs.shape[0]):
-        ext.mul_mat(weight.data, weight.type_id, n, k, xa[r0:r1], oa[r0:r1], nth, ub)
+        ext.mul_mat(data, type_id, n, k, xa[r0:r1], oa[r0:r1], nth, ub)
     return out if x.dim() == 2 else out.reshape(*x.shape[:-1], n)
 
 
@@ -298,6 +304,15 @@ def attention(q: torch.Tensor, cache_k: torch.Tensor, cache_v: torch.Tensor, sta
     return out
 
 
+def silu_mul(gate: torch.Tensor, up: torch.Tensor) -> torch.Tensor:
+    """``silu(gate) * up`` as ggml computes it (``ggml_vec_swiglu_f32``: ggml_v_silu in groups of 8, libm
+    ``expf`` for the rest of a row). Shapes ``[T, F]`` -> ``[T, F]``."""
+    gate, up = _f32(gate), _f32(up)
+    out = torch.empty_like(gate)
+    _ext().swiglu(gate.numpy(), up.numpy(), out.numpy(), gate.shape[-1])
+    return out
+
+
 def gelu_mul(gate: torch.Tensor, up: torch.Tensor) -> torch.Tensor:
     """``gelu_tanh(gate) * up`` as ggml computes it (``ggml_vec_geglu_f32``, F16 GELU table). Shapes ``[T, F]``."""
     gate, up = _f32(gate), _f32(up)
@@ -308,7 +323,7 @@ def gelu_mul(gate: torch.Tensor, up: torch.Tensor) -> torch.Tensor:
 
 KERNELS = {**reference.KERNELS, "matmul": matmul, "embedding_gather": embedding_gather, "rms_norm": rms_norm,
            "head_rms_norm": head_rms_norm, "rope": rope, "kv_cache_write": kv_cache_write, "attention": attention,
-           "gelu_mul": gelu_mul}
+           "gelu_mul": gelu_mul, "silu_mul": silu_mul}
 """Kernel name -> function: the reference table with the quantized ``matmul`` and ``embedding_gather``."""
 
 __all__ = ["CPU_TYPES", "KERNELS", "VEC_DOT_TYPE", "CpuKernelError", "QuantTensor", "available",

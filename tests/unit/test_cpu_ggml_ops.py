@@ -122,6 +122,18 @@ def test_gelu_mul_reads_an_f16_table():
     assert np.abs(got - ref).max() < 0.01 * np.abs(ref).max()
 
 
+def test_silu_mul_is_ggml_swiglu():
+    """silu_mul (ggml_vec_swiglu_f32): groups of 8 values take ggml's exp (the softmax's), the rest of a
+    row libm's expf; equal to the reference within float32 rounding, rows independent."""
+    rng = np.random.default_rng(4)
+    g = torch.from_numpy((rng.standard_normal((3, 21)) * 4).astype(np.float32))
+    u = torch.from_numpy(rng.standard_normal((3, 21)).astype(np.float32))
+    got = cpu.silu_mul(g, u)
+    ref = reference.silu_mul(g, u)
+    assert (got - ref).abs().max() <= 4e-7 * float(ref.abs().max())
+    assert torch.equal(cpu.silu_mul(g[1:2], u[1:2]), got[1:2])
+
+
 def test_kv_cache_is_f16_rounded_to_nearest_even():
     """The table allocates float16 caches; kv_cache_write stores k and v rounded to nearest even (ggml
     cpy f32 -> f16), at [start_pos, start_pos + T); a float32 cache (another allocator) takes them as is."""
@@ -203,6 +215,7 @@ def test_ubatches_split_rows_like_llama_cpp():
     ("rms_norm", lambda: (np.zeros(10, np.float32), None, np.zeros(9, np.float32), 5, 1e-6)),
     ("rope", lambda: (np.zeros(8, np.float32), np.zeros(8, np.float32), np.zeros((1, 4), np.float32), 1, 8, 4, 1, True)),
     ("geglu", lambda: (np.zeros(4, np.float32), np.zeros(3, np.float32), np.zeros(4, np.float32))),
+    ("swiglu", lambda: (np.zeros(8, np.float32), np.zeros(8, np.float32), np.zeros(8, np.float32), 3)),
     ("kv_store_rows", lambda: (np.zeros((2, 4), np.float32), np.zeros((2, 4), np.float16), 4, 1)),
     ("attention", lambda: (np.zeros((1, 1, 8), np.float32), np.zeros((2, 1, 8), np.float16),
                            np.zeros((2, 1, 8), np.float16), np.zeros((1, 8), np.float32), 1, 1, 8, 8, 2, 1.0, 1.0, 0, 1)),

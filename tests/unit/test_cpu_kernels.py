@@ -177,10 +177,20 @@ def test_gemma3_real_q4_k_and_q6_k_rows(gemma3_path):
     assert {facts.tensor(n).ggml_type for n in ("blk.0.attn_output.weight", "blk.0.ffn_down.weight")} == {"Q4_K", "Q6_K"}
 
 
-def test_float32_weights_use_torch_linear():
-    """A float32 torch weight (F32 tensors, zero-copy views) runs F.linear, the reference matmul."""
-    x, w = torch.randn(3, 64), torch.randn(5, 64)
-    assert torch.equal(cpu.matmul(x, w), torch.nn.functional.linear(x, w))
+def test_float32_weights_use_ggml_f32_arithmetic():
+    """A contiguous float32 weight (F32 tensors, zero-copy views) runs ggml's F32 arithmetic
+    (ggml_vec_dot_f32: 4 x 8 lanes, the rest of K added in float; a prompt of 2+ rows with K % 8 == 0
+    and N % 4 == 0: llamafile's tinyBLAS): equal to F.linear within float32 rounding, the same bits on the
+    portable and AVX2 paths; a non-contiguous weight runs F.linear itself."""
+    g = torch.Generator().manual_seed(5)
+    for t, n, k in ((1, 5, 75), (3, 8, 64), (3, 7, 64)):
+        x, w = torch.randn(t, k, generator=g), torch.randn(n, k, generator=g)
+        got = _both_paths_mm(lambda x=x, w=w: cpu.matmul(x, w))
+        assert all(torch.equal(a, got[0]) for a in got)
+        ref = torch.nn.functional.linear(x, w)
+        assert (got[0] - ref).abs().max() <= 1e-5 * (x.abs() @ w.abs().T).max()
+    wt = torch.randn(64, 5, generator=g).T
+    assert torch.equal(cpu.matmul(x[:, :64], wt), torch.nn.functional.linear(x[:, :64], wt))
 
 
 def test_kernel_table_has_the_reference_names():
@@ -190,7 +200,8 @@ def test_kernel_table_has_the_reference_names():
 
     assert set(cpu.KERNELS) == set(reference.KERNELS)
     assert {n for n in cpu.KERNELS if cpu.KERNELS[n] is not reference.KERNELS[n]} == {
-        "matmul", "embedding_gather", "rms_norm", "head_rms_norm", "rope", "kv_cache_write", "attention", "gelu_mul"}
+        "matmul", "embedding_gather", "rms_norm", "head_rms_norm", "rope", "kv_cache_write", "attention", "gelu_mul",
+        "silu_mul"}
 
 
 def test_quant_tensor_rejects_wrong_sizes():
@@ -354,7 +365,8 @@ def test_threads_split_rows_with_identical_results():
 
 def test_extension_rejects_bad_buffers():
     """The extension checks every size before computing: wrong weight bytes, ragged x, wrong out size,
-    read-only out, a type without a quantized matmul, a row length off the block size: ValueError."""
+    read-only out, a type without a matmul (Q8_K, an activation-only type; F32 has ggml's F32 one), a
+    row length off the block size: ValueError."""
     q = cpu._qkernels
     w = _weight("Q8_0", 4, 64)
     x = np.ones((2, 64), np.float32)
@@ -366,7 +378,8 @@ def test_extension_rejects_bad_buffers():
         ((w, 8, 4, 64, x, np.empty((2, 5), np.float32)), "out has"),
         ((w, 8, 4, 64, x, np.empty((2, 4), np.float32)[:, ::2]), "C-contiguous"),
         ((w, 10, 4, 64, x, out), "no quantized matmul"),
-        ((w, 0, 4, 64, x, out), "no quantized matmul"),
+        ((w, 15, 4, 64, x, out), "no quantized matmul"),
+        ((np.ones((4, 64), np.float32)[:3], 0, 4, 64, x, out), "weight has"),
         ((w, 8, 4, 48, x, out), "bad matmul shape"),
     ]
     ro = np.empty((2, 4), np.float32)

@@ -218,6 +218,43 @@ static PyObject *py_geglu(PyObject *self, PyObject *args) {
     return ret;
 }
 
+/* ------------------------------------------------------------------ swiglu */
+/* ggml_vec_swiglu_f32 (AVX2): groups of 8 take ggml_v_silu, x / (1 + ggml_v_expf(0 - x)), times g;
+ * the last n % 8 take x / (1 + expf(-x)) * g (libm expf) */
+static float expf_ggml(float x);
+
+static void swiglu_n(const float *x, const float *g, float *y, int64_t n) {
+    int64_t i = 0;
+    const int64_t nv = n & ~(int64_t)7;
+    for (; i < nv; i++) y[i] = (x[i] / (1.0f + expf_ggml(0.0f - x[i]))) * g[i];
+    for (; i < n; i++) y[i] = (x[i] / (1.0f + expf(-x[i]))) * g[i];
+}
+
+/* swiglu(gate, up, out, row): silu(gate) * up on rows of `row` floats */
+static PyObject *py_swiglu(PyObject *self, PyObject *args) {
+    (void)self;
+    PyObject *ox, *og, *oo;
+    long long row;
+    if (!PyArg_ParseTuple(args, "OOOL", &ox, &og, &oo, &row)) return NULL;
+    Py_buffer b[3];
+    if (ops_buf(ox, &b[0], 0, "gate") < 0) return NULL;
+    if (ops_buf(og, &b[1], 0, "up") < 0) { release(b, 1); return NULL; }
+    if (ops_buf(oo, &b[2], 1, "out") < 0) { release(b, 2); return NULL; }
+    PyObject *ret = NULL;
+    if (row < 1 || b[0].len % (4 * row) || b[1].len != b[0].len || b[2].len != b[0].len) {
+        PyErr_Format(PyExc_ValueError, "swiglu: gate, up and out must be float32 rows of %lld, of one size", row);
+    } else {
+        const int64_t rows = b[0].len / (4 * row);
+        Py_BEGIN_ALLOW_THREADS
+        for (int64_t r = 0; r < rows; r++)
+            swiglu_n((const float *)b[0].buf + r * row, (const float *)b[1].buf + r * row, (float *)b[2].buf + r * row, row);
+        Py_END_ALLOW_THREADS
+        ret = Py_NewRef(Py_None);
+    }
+    release(b, 3);
+    return ret;
+}
+
 /* ------------------------------------------------------------------ F16 rows */
 /* f32 -> f16 (round to nearest even, ggml_cpu_fp32_to_fp16) */
 static void to_f16(const float *x, half_t *y, int64_t n) {
@@ -500,6 +537,7 @@ PyMethodDef pp_ops_methods[] = {
     {"rope_cache", py_rope_cache, METH_VARARGS, "rope_cache(n_pos, n_dims, base, out): ggml's cos/sin per position"},
     {"rope", py_rope, METH_VARARGS, "rope(x, out, cache, n_heads, head_dim, n_dims, start_pos, neox)"},
     {"geglu", py_geglu, METH_VARARGS, "geglu(gate, up, out): ggml_vec_geglu_f32 (F16 GELU table)"},
+    {"swiglu", py_swiglu, METH_VARARGS, "swiglu(gate, up, out, row): ggml_vec_swiglu_f32 on rows of row floats"},
     {"kv_store_rows", py_kv_store_rows, METH_VARARGS, "kv_store_rows(rows, cache, row_elems, start_pos): f32 -> f16 rows"},
     {"attention", py_attention, METH_VARARGS,
      "attention(q, cache_k, cache_v, out, H, Hkv, hd_k, hd_v, start_pos, scale, q_scale, window, batch)"},

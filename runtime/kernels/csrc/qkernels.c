@@ -238,6 +238,35 @@ static float dot_q6_K_c(int n, const void *vx, const void *vy) {
     return s;
 }
 
+/* ------------------------------------------------------------------ F32 weights (ggml_vec_dot_f32 / tinyBLAS) */
+/* ggml_vec_dot_f32 (AVX2): acc[j][l] over element 32 i + 8 j + l (fma), reduced as
+ * x_l = (acc0 + acc2) + (acc1 + acc3), then ((x0 + x4) + (x1 + x5)) + ((x2 + x6) + (x3 + x7)), the
+ * elements past the last multiple of 32 added in float with fma (GCC contracts sumf += x * y). */
+static float dot_f32_c(int n, const void *vx, const void *vy) {
+    const float *x = vx, *y = vy;
+    float acc[4][8] = {{0}};
+    const int np = n & ~31;
+    for (int i = 0; i < np; i += 32)
+        for (int j = 0; j < 4; j++)
+            for (int l = 0; l < 8; l++) acc[j][l] = fmaf(x[i + 8 * j + l], y[i + 8 * j + l], acc[j][l]);
+    float t[8];
+    for (int l = 0; l < 8; l++) t[l] = (acc[0][l] + acc[2][l]) + (acc[1][l] + acc[3][l]);
+    float r = ((t[0] + t[4]) + (t[1] + t[5])) + ((t[2] + t[6]) + (t[3] + t[7]));
+    for (int i = np; i < n; i++) r += x[i] * y[i];
+    return r;
+}
+
+/* llamafile tinyBLAS (k % 8 == 0): one accumulator, lane = index mod 8, hsum ((l0+l4)+(l2+l6))+((l1+l5)+(l3+l7)) */
+static float dot_f32_tb_c(int n, const void *vx, const void *vy) {
+    const float *x = vx, *y = vy;
+    float a[8] = {0};
+    for (int i = 0; i < n; i += 8)
+        for (int l = 0; l < 8; l++) a[l] = fmaf(x[i + l], y[i + l], a[l]);
+    return ((a[0] + a[4]) + (a[2] + a[6])) + ((a[1] + a[5]) + (a[3] + a[7]));
+}
+
+static void quant_f32_c(const float *x, void *vy, int k) { memcpy(vy, x, (size_t)k * 4); }
+
 /* ------------------------------------------------------------------ llama.cpp's other K-quant routes
  * ggml's CPU backend does not always run vec_dot for K-quant weights (see ROUTE_* below). The
  * integer block sums are the same; what differs is where they meet the float scales:
@@ -1024,6 +1053,31 @@ AVX2_FN static void dotn_q6_K_tl_avx2(int n, const void *vx, const void *const *
     for (int c = 0; c < ny; c++) s[c] = acc[c];
 }
 AVX2_FN static float dot_q6_K_tl_avx2(int n, const void *vx, const void *vy) { float r; const void *y[1] = {vy}; dotn_q6_K_tl_avx2(n, vx, y, 1, &r); return r; }
+
+AVX2_FN static float dot_f32_avx2(int n, const void *vx, const void *vy) {
+    const float *x = vx, *y = vy;
+    __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+    const int np = n & ~31;
+    for (int i = 0; i < np; i += 32) {
+        a0 = _mm256_fmadd_ps(_mm256_loadu_ps(x + i), _mm256_loadu_ps(y + i), a0);
+        a1 = _mm256_fmadd_ps(_mm256_loadu_ps(x + i + 8), _mm256_loadu_ps(y + i + 8), a1);
+        a2 = _mm256_fmadd_ps(_mm256_loadu_ps(x + i + 16), _mm256_loadu_ps(y + i + 16), a2);
+        a3 = _mm256_fmadd_ps(_mm256_loadu_ps(x + i + 24), _mm256_loadu_ps(y + i + 24), a3);
+    }
+    const __m256 t = _mm256_add_ps(_mm256_add_ps(a0, a2), _mm256_add_ps(a1, a3));
+    const __m128 t0 = _mm_add_ps(_mm256_castps256_ps128(t), _mm256_extractf128_ps(t, 1));
+    const __m128 t1 = _mm_hadd_ps(t0, t0);
+    float r = _mm_cvtss_f32(_mm_hadd_ps(t1, t1));
+    for (int i = np; i < n; i++) r += x[i] * y[i];
+    return r;
+}
+
+AVX2_FN static float dot_f32_tb_avx2(int n, const void *vx, const void *vy) {
+    const float *x = vx, *y = vy;
+    __m256 a = _mm256_setzero_ps();
+    for (int i = 0; i < n; i += 8) a = _mm256_fmadd_ps(_mm256_loadu_ps(x + i), _mm256_loadu_ps(y + i), a);
+    return hsum_f8(a);
+}
 #endif /* PP_X86 */
 
 /* ------------------------------------------------------------------ type traits */
@@ -1048,7 +1102,7 @@ int g_has_avx2 = 0;  /* the CPU has AVX2, FMA and F16C */
 
 static void init_traits(void) {
     memset(TR, 0, sizeof(TR));
-    TR[T_F32] = (traits_t){1, 4, T_F32, NULL, NULL, NULL, NULL, deq_f32, NULL};
+    TR[T_F32] = (traits_t){1, 4, T_F32, dot_f32_c, NULL, quant_f32_c, NULL, deq_f32, NULL};
     TR[T_F16] = (traits_t){1, 2, T_F16, dot_f16_c, NULL, quant_f16_c, NULL, deq_f16, NULL};
     TR[T_BF16] = (traits_t){1, 2, T_BF16, dot_bf16_c, NULL, quant_bf16_c, NULL, deq_bf16, NULL};
     TR[T_Q4_0] = (traits_t){QK, 18, T_Q8_0, dot_q4_0_c, NULL, NULL, NULL, deq_q4_0, NULL};
@@ -1064,6 +1118,7 @@ static void init_traits(void) {
 #ifdef PP_X86
     __builtin_cpu_init();
     g_has_avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c");
+    TR[T_F32].dot_simd = dot_f32_avx2;
     TR[T_F16].dot_simd = dot_f16_avx2;   TR[T_F16].quant_simd = quant_f16_avx2;
     TR[T_BF16].dot_simd = dot_bf16_avx2;
     TR[T_Q4_0].dot_simd = dot_q4_0_avx2; TR[T_Q4_1].dot_simd = dot_q4_1_avx2;
@@ -1165,10 +1220,12 @@ static int mul_mat_part(int wt, const uint8_t *w, int64_t n, int64_t k, const fl
  *   ROUTE_REPACK  Q4_K with n % 8 == 0: the weight is repacked at load (q4_K_8x8); rows in groups of
  *                 four go through the gemm kernel, the last ub % 4 rows through the gemv kernel
  *   ROUTE_TILED   other K-quants when ub >= 8 (ggml_compute_forward_mul_mat_tiled)
+ *   ROUTE_TINYBLAS  F32 weights when ub >= 2, K % 8 == 0 and N % 4 == 0 (llamafile_sgemm)
  *   ROUTE_VECDOT  the rest (vec_dot; llamafile's tinyBLAS for Q8_0/Q4_0/Q5_0 gives the same numbers) */
-enum { ROUTE_VECDOT = 0, ROUTE_REPACK = 1, ROUTE_TILED = 2 };
+enum { ROUTE_VECDOT = 0, ROUTE_REPACK = 1, ROUTE_TILED = 2, ROUTE_TINYBLAS = 3 };
 
-static int mm_route(int wt, int64_t n, int64_t ub) {
+static int mm_route(int wt, int64_t n, int64_t k, int64_t ub) {
+    if (wt == T_F32 && ub >= 2 && k % 8 == 0 && n % 4 == 0) return ROUTE_TINYBLAS;  /* llamafile_sgemm, F32 */
     if (wt == T_Q4_K && n % 8 == 0) return ROUTE_REPACK;
     if ((wt == T_Q4_K || wt == T_Q5_K || wt == T_Q6_K) && ub >= 8) return ROUTE_TILED;
     return ROUTE_VECDOT;
@@ -1179,7 +1236,14 @@ static int mul_mat_impl(int wt, const uint8_t *w, int64_t n, int64_t k, const fl
                         int64_t ub) {
     const traits_t *tr = &TR[wt];
     const quant_fn qref = pick_quant(&TR[tr->vec_type]);
-    switch (mm_route(wt, n, ub)) {
+    switch (mm_route(wt, n, k, ub)) {
+    case ROUTE_TINYBLAS: {
+        dot_fn d = dot_f32_tb_c;
+#ifdef PP_X86
+        if (g_simd) d = dot_f32_tb_avx2;
+#endif
+        return mul_mat_part(wt, w, n, k, x, t, out, nth, d, NULL, qref);
+    }
     case ROUTE_REPACK: {
         int64_t g = ub % 4;
         if (g > t) g = t;
