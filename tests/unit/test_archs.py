@@ -327,11 +327,13 @@ def test_executor_names_the_block_where_inf_appears(gen):
     assert ei.value.kind == "runtime" and "block 2" in ei.value.message
 
 
-def test_run_with_inf_weight_is_a_runtime_stage_fault(capsys, gen, tmp_path, monkeypatch):
-    """WL-F-4 (runtime faults are typed): `pipeplan run` on a model with an Inf weight in block 2 exits 3
-    with error[stage_fault:runtime]: stage 1: ... block 2 ... (blocks 2-3 are stage 1's)."""
+@pytest.mark.parametrize("value", [float("inf"), float("nan")], ids=["inf", "nan"])
+def test_run_with_inf_weight_is_a_runtime_stage_fault(capsys, gen, tmp_path, monkeypatch, value):
+    """WL-F-4 (runtime faults are typed): `pipeplan run` on a model with an Inf (or NaN) weight in block 2
+    exits 3 with error[stage_fault:runtime]: stage 1: ... block 2 ... (blocks 2-3 are stage 1's)."""
     monkeypatch.setenv("PIPEPLAN_CACHE", str(tmp_path / "cache"))
-    path = poison_tensor(write_random_model(gen / "inf-run.gguf", arch="llama", **SMALL), "blk.2.attn_norm.weight", 5)
+    path = poison_tensor(write_random_model(gen / f"{value}-run.gguf", arch="llama", **SMALL),
+                         "blk.2.attn_norm.weight", 5, value)
     rc, out, err = _cli(capsys, ["run", str(path), "--prompt", "ab", "--stages", "2", "--backend", "inproc",
                                  "--max-tokens", "2", "--max-seq-len", "16"])
     assert rc == 3, err

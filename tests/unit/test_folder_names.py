@@ -96,3 +96,12 @@ def test_pytest_module_names_do_not_depend_on_the_folder(clones, name):
     finally:
         test.unlink()
     assert r.returncode == 0 and "1 passed" in r.stdout, r.stdout[-3000:] + r.stderr[-2000:]
+
+
+@pytest.mark.parametrize("name", ["pipeplan"])
+def test_lit_runs_in_a_clone_named(clones, name):
+    """The README's lit step finds its configuration (lit.cfg.py at the root) and its tools in a clone
+    named `pipeplan`: one FileCheck test (cheap) passes there and lit prints the count (`-s`)."""
+    r = subprocess.run([_tool("lit"), "-s", "tests/filecheck/dialects/runplan/ops.mlir"], cwd=clones[name],
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0 and "Passed: 1" in r.stdout, r.stdout[-3000:] + r.stderr[-2000:]
