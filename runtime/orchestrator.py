@@ -247,10 +247,15 @@ class Pipeline:
 
     def generate_ids(self, prompt_ids: Sequence[int], max_tokens: int, *, temperature: float = 0.0,
                      top_k: int = 0, top_p: float = 1.0, seed: int | None = None,
-                     eos_id: int | None = None, on_token: Callable[[int], None] | None = None
-                     ) -> tuple[list[int], dict[str, float]]:
+                     eos_id: int | None = None, on_token: Callable[[int], None] | None = None,
+                     should_stop: Callable[[], bool] | None = None) -> tuple[list[int], dict[str, float]]:
         """Generate up to ``max_tokens`` ids after ``prompt_ids`` (stops early at ``eos_id``); ``on_token``
         is called with each generated id as soon as it arrives (EOS excluded).
+
+        ``should_stop`` (cancellation): called after each generated id (after ``on_token``); True ends this
+        sequence there, before the next step is sent, so no frame of it is left in the stages and the
+        pipeline stays running for the next sequence. An exception from ``on_token`` or ``should_stop``
+        stops the whole pipeline, like any other failure.
 
         Returns ``(ids, timings)``; see :class:`RunResult` for the timing keys.
         Raises:
@@ -286,6 +291,8 @@ class Pipeline:
                 if on_token is not None:
                     on_token(tok)
                 if len(out) >= max_tokens:
+                    break
+                if should_stop is not None and should_stop():
                     break
                 self._send(Frame(DATA, seq, pos, np.array([tok], dtype=np.int32)))
                 tok, pos = self._recv_token(seq)
