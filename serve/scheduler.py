@@ -183,7 +183,8 @@ class Scheduler:
         """The most recently ended requests, oldest first."""
         self._worker = ThreadPoolExecutor(1, thread_name_prefix="pipeplan-pipeline")
         self._loop: asyncio.AbstractEventLoop | None = None
-        self._queue: asyncio.Queue[GenerationRequest | None] | None = None
+        self._waiting: collections.deque[GenerationRequest] = collections.deque()
+        self._wake: asyncio.Event | None = None
         self._task: asyncio.Task[None] | None = None
         self._closed = False
 
@@ -191,7 +192,7 @@ class Scheduler:
     async def start(self) -> None:
         """Start the scheduling task on the running event loop."""
         self._loop = asyncio.get_running_loop()
-        self._queue = asyncio.Queue()
+        self._wake = asyncio.Event()
         self._task = self._loop.create_task(self._run(), name="pipeplan-scheduler")
 
     def begin_shutdown(self) -> None:
@@ -210,12 +211,10 @@ class Scheduler:
                 pass
 
     def _drain(self) -> None:
-        assert self._queue is not None
-        while not self._queue.empty():
-            req = self._queue.get_nowait()
-            if req is not None:
-                self._end(req, error=Unavailable("the server is shutting down"))
-        self._queue.put_nowait(None)
+        assert self._wake is not None
+        while self._waiting:
+            self._end(self._waiting.popleft(), error=Unavailable("the server is shutting down"))
+        self._wake.set()
 
     async def aclose(self) -> None:
         """Shut down (:meth:`begin_shutdown`), wait for the running request to end, then close the pipeline
@@ -236,24 +235,31 @@ class Scheduler:
     def submit(self, req: GenerationRequest) -> None:
         """Queue ``req`` (on the event loop's thread). Raises Unavailable (shutting down, or the pipeline is
         down after a stage fault) or QueueFull (``queue_size`` requests already waiting)."""
-        assert self._queue is not None and self._loop is not None, "Scheduler.start() was not awaited"
+        assert self._wake is not None and self._loop is not None, "Scheduler.start() was not awaited"
         if self.closing:
             raise Unavailable("the server is shutting down")
         if self.fault is not None:
             raise Unavailable(f"the pipeline is stopped after a stage fault: {self.fault.one_line()}",
                               code="pipeline_down")
-        if self._queue.qsize() >= self.queue_size + (self.running is None):
-            raise QueueFull(f"{self._queue.qsize()} request(s) waiting and one running: the queue holds "
-                            f"{self.queue_size} (--queue); retry later", where="queue")
+        waiting = self.queued
+        if waiting >= self.queue_size + (self.running is None):
+            raise QueueFull(f"{waiting} request(s) waiting and one running: the queue holds {self.queue_size} "
+                            f"(--queue); retry later", where="queue")
         req._loop = self._loop
-        self._queue.put_nowait(req)
+        self._waiting.append(req)
+        self._wake.set()
+
+    @property
+    def queued(self) -> int:
+        """Requests waiting for the pipeline (cancelled ones, dropped when their turn comes, not counted)."""
+        return sum(not r.cancelled for r in self._waiting)
 
     def health(self) -> dict[str, Any]:
         """``status`` (``ok``, ``error`` after a stage fault, ``shutting_down``), ``running`` (0/1),
         ``queued``, ``queue_size``, and ``error`` ({message, code}) after a fault."""
         status = "error" if self.fault is not None else "shutting_down" if self.closing else "ok"
         doc: dict[str, Any] = {"status": status, "running": int(self.running is not None),
-                               "queued": self._queue.qsize() if self._queue is not None else 0,
+                               "queued": self.queued,
                                "queue_size": self.queue_size}
         if self.fault is not None:
             doc["error"] = {"message": self.fault.message, "code": self.fault.code}
@@ -264,13 +270,19 @@ class Scheduler:
         self.finished.append(req)
 
     async def _run(self) -> None:
-        assert self._queue is not None and self._loop is not None
+        assert self._wake is not None and self._loop is not None
         while True:
-            req = await self._queue.get()
-            if req is None:
-                return
+            while not self._waiting:
+                if self.closing:
+                    return
+                self._wake.clear()
+                await self._wake.wait()
+            req = self._waiting.popleft()
             if req.cancelled:
                 self._end(req, FINISH_CANCELLED)
+                continue
+            if self.closing:
+                self._end(req, error=Unavailable("the server is shutting down"))
                 continue
             if self.fault is not None:
                 self._end(req, error=Unavailable(f"the pipeline is stopped after a stage fault: "

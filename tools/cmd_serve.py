@@ -24,8 +24,13 @@ ended, every stage stopped, shared memory released) with the CLI's interrupt con
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
+import socket
 import sys
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
 
 from pipeplan.runtime.interrupts import exits_on_interrupt
 
@@ -102,18 +107,42 @@ def _check_options(args: argparse.Namespace):
 @exits_on_interrupt  # SIGINT / SIGTERM: graceful stop, then one error[interrupted] line, 130 / 143
 def main(args: argparse.Namespace) -> int:
     """Run the server until a signal; typed start-up errors propagate to ``tools/cli.py`` (exit 2 / 3)."""
+    with prepared_server(args) as srv:
+        print(f"pipeplan: serving {srv.model_id} on {srv.url} ({srv.summary})", file=sys.stderr, flush=True)
+        srv.server.run(sockets=[srv.sock])
+    return 0
+
+
+@dataclass
+class PreparedServer:
+    """A bound socket, a started pipeline and the uvicorn server for it (:func:`prepared_server`)."""
+
+    server: Any  # pipeplan.serve.server.Server
+    sock: socket.socket
+    scheduler: Any  # pipeplan.serve.scheduler.Scheduler
+    pipeline: Any  # pipeplan.runtime.orchestrator.Pipeline
+    model_id: str
+    url: str
+    summary: str
+
+
+@contextlib.contextmanager
+def prepared_server(args: argparse.Namespace) -> Iterator[PreparedServer]:
+    """Check the options, bind HOST:PORT, plan -> compile -> provision as ``pipeplan run`` does, start the
+    pipeline and make the server; on exit the pipeline is closed (idempotent: the app's shutdown closed it
+    already) and the socket released. ``server.run(sockets=[sock])`` serves (from any thread).
+
+    Raises the typed start-up errors (GGUFError, RunPlanRejection, ServeBindError, StageFault, ...)."""
     from pipeplan.errors import GGUFError
     from pipeplan.frontend.paths import check_input_file
+    from pipeplan.runtime.weights_source import cache_root
+    from pipeplan.serve.server import bind_socket, bound_url
     from pipeplan.tools.generation import check_fault_stage, make_backend
 
     check_input_file(args.model, "GGUF file", GGUFError)
     fi = _check_options(args)
-    from pipeplan.runtime.weights_source import cache_root
-
     cache_root(args.cache_dir)  # $PIPEPLAN_CACHE that is a file: error[cache_unusable] before any work
     backend = make_backend(args)
-    from pipeplan.serve.server import bind_socket
-
     sock = bind_socket(args.host, args.port)
     try:
         if args.backend == "local":
@@ -122,7 +151,36 @@ def main(args: argparse.Namespace) -> int:
             prestart_stage_host()
         provisions, compiled = _plan_and_compile(args)
         check_fault_stage(fi, len(provisions))
-        return _serve(args, sock, backend, provisions, compiled, fi)
+
+        from pipeplan.runtime.orchestrator import Pipeline
+        from pipeplan.runtime.tokenizer import SPMTokenizer
+        from pipeplan.serve.app import ServedModel, make_app
+        from pipeplan.serve.chat import ChatTemplate, ChatTemplateError
+        from pipeplan.serve.scheduler import Scheduler
+        from pipeplan.serve.server import Server
+        from pipeplan.tools.generation import TARGET_KERNELS
+
+        tokenizer = SPMTokenizer.from_gguf(args.model)
+        try:
+            template = ChatTemplate.from_tokenizer(tokenizer)
+        except ChatTemplateError as e:  # completions still work; chat says why not
+            print(f"pipeplan: warning: {e.message}; /v1/chat/completions is unavailable", file=sys.stderr)
+            template = None
+        pipeline = Pipeline(provisions, backend=backend, fault_injection=fi, kernels=TARGET_KERNELS[args.target],
+                            cache_dir=args.cache_dir, num_threads=args.threads, programs=compiled.programs)
+        try:
+            pipeline.start()
+            model_id = args.alias if args.alias is not None else os.path.basename(args.model)
+            served = ServedModel(model_id, tokenizer, template, pipeline.max_seq_len)
+            scheduler = Scheduler(pipeline, tokenizer, queue_size=args.queue)
+            server = Server(make_app(served, scheduler), on_exit=scheduler.begin_shutdown, log_level=args.log_level)
+            n = len(provisions)
+            pkg = "package cached" if compiled.cached else f"compiled in {compiled.compile_s:.2f} s"
+            summary = (f"{n} stage{'s' if n != 1 else ''}, {args.backend}, context {pipeline.max_seq_len}, "
+                       f"load {pipeline.load_s:.2f} s, {pkg}")
+            yield PreparedServer(server, sock, scheduler, pipeline, model_id, bound_url(sock), summary)
+        finally:
+            pipeline.close()
     finally:
         sock.close()
 
@@ -153,36 +211,3 @@ def _plan_and_compile(args: argparse.Namespace):
     compiled = compile_for_run(module, pool_text, cache_dir=args.cache_dir,
                                prompt_len=max(1, min(args.prefill_rows, max_seq_len - 1)))
     return provisions, compiled
-
-
-def _serve(args: argparse.Namespace, sock, backend, provisions, compiled, fi) -> int:
-    from pipeplan.runtime.orchestrator import Pipeline
-    from pipeplan.runtime.tokenizer import SPMTokenizer
-    from pipeplan.serve.app import ServedModel, make_app
-    from pipeplan.serve.chat import ChatTemplate, ChatTemplateError
-    from pipeplan.serve.scheduler import Scheduler
-    from pipeplan.serve.server import Server, bound_url
-    from pipeplan.tools.generation import TARGET_KERNELS
-
-    tokenizer = SPMTokenizer.from_gguf(args.model)
-    try:
-        template = ChatTemplate.from_tokenizer(tokenizer)
-    except ChatTemplateError as e:  # completions still work; chat says why not
-        print(f"pipeplan: warning: {e.message}; /v1/chat/completions is unavailable", file=sys.stderr)
-        template = None
-    pipeline = Pipeline(provisions, backend=backend, fault_injection=fi, kernels=TARGET_KERNELS[args.target],
-                        cache_dir=args.cache_dir, num_threads=args.threads, programs=compiled.programs)
-    try:
-        pipeline.start()
-        model_id = args.alias if args.alias is not None else os.path.basename(args.model)
-        served = ServedModel(model_id, tokenizer, template, pipeline.max_seq_len)
-        scheduler = Scheduler(pipeline, tokenizer, queue_size=args.queue)
-        server = Server(make_app(served, scheduler), on_exit=scheduler.begin_shutdown, log_level=args.log_level)
-        pkg = "package cached" if compiled.cached else f"compiled in {compiled.compile_s:.2f} s"
-        n = len(provisions)
-        print(f"pipeplan: serving {model_id} on {bound_url(sock)} ({n} stage{'s' if n != 1 else ''}, {args.backend}, "
-              f"context {pipeline.max_seq_len}, load {pipeline.load_s:.2f} s, {pkg})", file=sys.stderr, flush=True)
-        server.run(sockets=[sock])
-    finally:
-        pipeline.close()
-    return 0

@@ -1,0 +1,425 @@
+"""``pipeplan serve``: the OpenAI-compatible server over one started pipeline (issue 14 item 2).
+
+Servers run on 127.0.0.1 with port 0: two module-scoped in-process servers (``prepared_server``, the CLI's
+own start-up, with uvicorn on a thread) on stories260K, 3 stages local and 1 stage inproc, both with
+``--queue 1``; the SIGTERM test and one start-up test run the real command as a subprocess. Requests use
+httpx, and the ``openai`` client in one test. Every wait is bounded.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+from pipeplan.tools.cli import build_parser
+from pipeplan.tools.cli import main as cli_main
+from pipeplan.tools.cmd_serve import prepared_server
+
+from tests.conftest import REPO, STORIES
+
+MAX_SEQ_LEN = 1024
+START_S = 180.0  # bound on a server becoming ready (a cold package compile on a busy 2-core host included)
+PROMPT = "Once upon a time"
+
+
+class InProcessServer:
+    """``pipeplan serve ARGV`` started in this process: the CLI's :func:`prepared_server`, uvicorn on a thread."""
+
+    def __init__(self, argv: list[str]):
+        args = build_parser().parse_args(["serve", *argv])
+        self._cm = prepared_server(args)
+        self.srv = self._cm.__enter__()
+        self.stages, self.backend = args.stages, args.backend
+        self.url = self.srv.url
+        self.scheduler = self.srv.scheduler
+        self.thread = threading.Thread(target=self.srv.server.run, kwargs={"sockets": [self.srv.sock]}, daemon=True)
+        self.thread.start()
+        end = time.monotonic() + 30
+        while not self.srv.server.started:
+            assert self.thread.is_alive() and time.monotonic() < end, "uvicorn did not start"
+            time.sleep(0.01)
+
+    def stop(self) -> None:
+        self.srv.server.stop()
+        self.thread.join(60)
+        self._cm.__exit__(None, None, None)
+
+
+@pytest.fixture(scope="module")
+def cache(tmp_path_factory) -> Path:
+    return tmp_path_factory.mktemp("serve-cache")
+
+
+def _server_argv(cache: Path, stages: int, backend: str, *extra: str) -> list[str]:
+    return [str(STORIES), "--stages", str(stages), "--backend", backend, "--host", "127.0.0.1", "--port", "0",
+            "--max-seq-len", str(MAX_SEQ_LEN), "--queue", "1", "--cache-dir", str(cache), *extra]
+
+
+@pytest.fixture(scope="module")
+def server3(cache):
+    s = InProcessServer(_server_argv(cache, 3, "local"))
+    yield s
+    s.stop()
+
+
+@pytest.fixture(scope="module")
+def server1(cache):
+    s = InProcessServer(_server_argv(cache, 1, "inproc"))
+    yield s
+    s.stop()
+
+
+@pytest.fixture(params=["3-local", "1-inproc"])
+def server(request):
+    return request.getfixturevalue("server3" if request.param == "3-local" else "server1")
+
+
+def _post(url: str, path: str, body, timeout: float = 120.0) -> httpx.Response:
+    content = body if isinstance(body, bytes) else json.dumps(body).encode()
+    return httpx.post(url + path, content=content, headers={"Content-Type": "application/json"}, timeout=timeout)
+
+
+def _sse(lines) -> tuple[list[dict], bool]:
+    """The JSON events of an SSE line iterator, and whether ``data: [DONE]`` ended it."""
+    events, done = [], False
+    for line in lines:
+        if not line.startswith("data: "):
+            assert line == "", line
+            continue
+        data = line[len("data: "):]
+        if data == "[DONE]":
+            done = True
+            break
+        events.append(json.loads(data))
+    return events, done
+
+
+def _wait_health(url: str, pred, bound_s: float = 30.0) -> dict:
+    end = time.monotonic() + bound_s
+    while True:
+        doc = httpx.get(url + "/health", timeout=10).json()
+        if pred(doc) or time.monotonic() > end:
+            return doc
+        time.sleep(0.01)
+
+
+# --------------------------------------------------------------------------- generation
+def test_completions_greedy_equal_pipeplan_run(server, cache, capsys, expected_cases):
+    """Issue 14 item 2: greedy ids and text of /v1/completions equal `pipeplan run`'s (same model, plan, prompt
+    and max_tokens; 3 stages local and 1 stage inproc), which are llama.cpp's (shared/models/expected.json)."""
+    rc = cli_main(["run", str(STORIES), "--prompt", PROMPT, "--stages", str(server.stages), "--backend",
+                   server.backend, "--max-tokens",
+                   "40", "--max-seq-len", str(MAX_SEQ_LEN), "--cache-dir", str(cache), "--json"])
+    run = json.loads(capsys.readouterr().out)
+    assert rc == 0
+    r = _post(server.url, "/v1/completions", {"model": "stories260K.gguf", "prompt": PROMPT, "max_tokens": 40,
+                                               "return_token_ids": True})
+    assert r.status_code == 200, r.text
+    doc = r.json()
+    choice = doc["choices"][0]
+    assert doc["object"] == "text_completion" and doc["model"] == "stories260K.gguf"
+    assert doc["prompt_token_ids"] == run["prompt_ids"]
+    assert choice["token_ids"] == run["token_ids"] == expected_cases[0]["greedy_ids"]
+    assert choice["text"] == run["text"] and choice["finish_reason"] == "length"
+    assert doc["usage"] == {"prompt_tokens": 5, "completion_tokens": 40, "total_tokens": 45}
+
+
+def test_stream_chunks_reassemble_to_the_text(server):
+    """Issue 14 item 2: `stream: true` sends OpenAI text_completion chunks as server-sent events ending in
+    `data: [DONE]`; their text (and token ids) concatenate to the non-streamed response's, the last chunk has
+    the finish_reason, and stream_options.include_usage adds a usage chunk."""
+    body = {"prompt": "The little dog", "max_tokens": 24, "return_token_ids": True}
+    full = _post(server.url, "/v1/completions", body).json()
+    with httpx.stream("POST", server.url + "/v1/completions", timeout=120,
+                      json={**body, "stream": True, "stream_options": {"include_usage": True}}) as r:
+        assert r.status_code == 200 and r.headers["content-type"].startswith("text/event-stream")
+        events, done = _sse(r.iter_lines())
+    assert done
+    chunks, usage = events[:-1], events[-1]
+    assert all(c["object"] == "text_completion" and c["id"] == chunks[0]["id"] for c in chunks)
+    assert len(chunks) >= 24
+    assert "".join(c["choices"][0]["text"] for c in chunks) == full["choices"][0]["text"]
+    assert sum((c["choices"][0]["token_ids"] for c in chunks), []) == full["choices"][0]["token_ids"]
+    assert [c["choices"][0]["finish_reason"] for c in chunks] == [None] * (len(chunks) - 1) + ["length"]
+    assert usage["choices"] == [] and usage["usage"] == full["usage"]
+
+
+def test_openai_client(server3):
+    """Issue 14 item 2: the `openai` package talks to the server: models.list names the GGUF file,
+    completions (plain and streamed) return the greedy text, and chat on a GGUF without a chat template
+    is a BadRequestError (400) whose code is chat_template_missing."""
+    import openai
+
+    client = openai.OpenAI(base_url=server3.url + "/v1", api_key="unused", max_retries=0, timeout=120)
+    assert [m.id for m in client.models.list()] == ["stories260K.gguf"]
+    c = client.completions.create(model="stories260K.gguf", prompt=PROMPT, max_tokens=12)
+    assert c.choices[0].finish_reason == "length" and c.usage.completion_tokens == 12
+    assert c.choices[0].text.startswith(", there was a little girl")
+    streamed = "".join(ch.choices[0].text for ch in client.completions.create(
+        model="stories260K.gguf", prompt=PROMPT, max_tokens=12, stream=True))
+    assert streamed == c.choices[0].text
+    with pytest.raises(openai.BadRequestError) as e:
+        client.chat.completions.create(model="stories260K.gguf", messages=[{"role": "user", "content": "hi"}])
+    assert e.value.status_code == 400 and e.value.code == "chat_template_missing"
+
+
+def test_models_and_health(server1):
+    """Issue 14 item 2: /v1/models lists the one model (id: the GGUF file name), /v1/models/{id} it or a 404
+    JSON error, /health is 200 ok with the queue state; unknown routes are JSON 404s."""
+    doc = httpx.get(server1.url + "/v1/models").json()
+    assert doc["object"] == "list" and [m["id"] for m in doc["data"]] == ["stories260K.gguf"]
+    assert doc["data"][0]["max_model_len"] == MAX_SEQ_LEN
+    assert httpx.get(server1.url + "/v1/models/stories260K.gguf").json()["id"] == "stories260K.gguf"
+    r = httpx.get(server1.url + "/v1/models/other")
+    assert r.status_code == 404 and r.json()["error"]["code"] == "model_not_found"
+    h = httpx.get(server1.url + "/health")
+    assert h.status_code == 200 and h.json() == {"status": "ok", "running": 0, "queued": 0, "queue_size": 1}
+    r = httpx.get(server1.url + "/v2/nothing")
+    assert r.status_code == 404 and r.json()["error"]["code"] == "not_found"
+
+
+# --------------------------------------------------------------------------- bad requests
+BAD_REQUESTS = [
+    ("malformed-json", b'{"prompt": "Once", ', "invalid_json", None),
+    ("not-utf8", b'{"prompt": "\xff"}', "invalid_json", None),
+    ("not-an-object", b'["Once"]', "invalid_json", None),
+    ("unknown-model", {"model": "gpt-4", "prompt": "Once"}, "model_not_found", "model"),
+    ("max-tokens-0", {"prompt": "Once", "max_tokens": 0}, "invalid_value", "max_tokens"),
+    ("max-tokens-negative", {"prompt": "Once", "max_tokens": -3}, "invalid_value", "max_tokens"),
+    ("max-tokens-string", {"prompt": "Once", "max_tokens": "8"}, "invalid_value", "max_tokens"),
+    ("missing-prompt", {"max_tokens": 4}, "missing_field", "prompt"),
+    ("prompt-number", {"prompt": 5}, "invalid_value", "prompt"),
+    ("prompt-id-outside-vocab", {"prompt": [1, 512]}, "invalid_value", "prompt"),
+    ("prompt-longer-than-context", {"prompt": [1] * (MAX_SEQ_LEN + 1)}, "context_length_exceeded", "prompt"),
+    ("prompt-plus-max-tokens", {"prompt": PROMPT, "max_tokens": MAX_SEQ_LEN}, "context_length_exceeded",
+     "max_tokens"),
+    ("temperature-negative", {"prompt": "Once", "temperature": -1}, "invalid_value", "temperature"),
+    ("top-p-2", {"prompt": "Once", "top_p": 2}, "invalid_value", "top_p"),
+    ("seed-too-big", {"prompt": "Once", "seed": 2**64}, "invalid_value", "seed"),
+    ("stream-not-bool", {"prompt": "Once", "stream": "yes"}, "invalid_value", "stream"),
+    ("n-2", {"prompt": "Once", "n": 2}, "unsupported_parameter", "n"),
+    ("stop-strings", {"prompt": "Once", "stop": ["."]}, "unsupported_parameter", "stop"),
+]
+
+
+@pytest.mark.parametrize(("body", "code", "param"), [b[1:] for b in BAD_REQUESTS], ids=[b[0] for b in BAD_REQUESTS])
+def test_bad_completion_request_is_400_json(server1, body, code, param):
+    """Issue 14 item 2: malformed JSON, an unknown model, max_tokens < 1, a prompt (+ max_tokens) longer than the
+    context and other invalid or unsupported fields are 400 with an OpenAI-style JSON error body naming the
+    field; nothing is queued."""
+    r = _post(server1.url, "/v1/completions", body)
+    assert r.status_code == 400, r.text
+    err = r.json()["error"]
+    assert err["code"] == code and err["param"] == param and err["type"] == "invalid_request_error"
+    assert err["message"]
+    assert server1.scheduler.health()["queued"] == 0
+
+
+@pytest.mark.parametrize(("body", "code"), [
+    ({"messages": []}, "invalid_value"),
+    ({}, "missing_field"),
+    ({"messages": [{"content": "hi"}]}, "invalid_value"),
+    ({"messages": [{"role": "user", "content": [{"type": "image_url", "image_url": {"url": "x"}}]}]},
+     "unsupported_parameter"),
+    ({"messages": [{"role": "user", "content": "hi"}]}, "chat_template_missing"),
+], ids=["empty-messages", "missing-messages", "no-role", "image-part", "no-template"])
+def test_bad_chat_request_is_400_json(server1, body, code):
+    """Issue 14 item 2: bad chat requests, and chat on a GGUF without tokenizer.chat_template, are 400 JSON."""
+    r = _post(server1.url, "/v1/chat/completions", body)
+    assert r.status_code == 400 and r.json()["error"]["code"] == code, r.text
+
+
+# --------------------------------------------------------------------------- queue and cancellation
+def test_cancel_mid_stream_frees_the_slot_and_full_queue_is_429(server3):
+    """Issue 14 item 2: with one request streaming and one waiting (--queue 1) a third is 429 JSON
+    (queue_full); a waiting client that gives up is dropped without running; the streaming client
+    disconnecting ends its sequence after the current token (finish cancelled, far fewer than max_tokens
+    generated), and the waiting request then runs to completion."""
+    sched, url = server3.scheduler, server3.url
+    long_body = {"prompt": PROMPT, "max_tokens": MAX_SEQ_LEN - 8, "stream": True}
+    result: dict = {}
+
+    def queued() -> None:
+        result["r"] = _post(url, "/v1/completions", {"prompt": "The little dog", "max_tokens": 8})
+
+    with httpx.Client(timeout=120) as client, client.stream("POST", url + "/v1/completions", json=long_body) as r:
+        lines = r.iter_lines()
+        assert next(lines).startswith("data: ")  # decoding is under way
+        running = sched.running
+        assert running is not None and running.max_tokens == MAX_SEQ_LEN - 8
+        # a client that gives up while waiting: dropped, never run
+        with pytest.raises(httpx.ReadTimeout):
+            _post(url, "/v1/completions", {"prompt": "Sam", "max_tokens": 4}, timeout=0.5)
+        t = threading.Thread(target=queued)
+        t.start()
+        assert _wait_health(url, lambda d: d["queued"] == 1)["queued"] == 1
+        full = _post(url, "/v1/completions", {"prompt": "Sam", "max_tokens": 4})
+        assert full.status_code == 429 and full.json()["error"]["code"] == "queue_full"
+        assert sched.running is running
+    # the stream's connection is closed: the sequence ends, the waiting request runs
+    t.join(120)
+    assert result["r"].status_code == 200 and result["r"].json()["usage"]["completion_tokens"] == 8
+    assert running.finish_reason == "cancelled" and 1 <= len(running.token_ids) < MAX_SEQ_LEN // 2
+    gave_up = [q for q in sched.finished if q.id > running.id and q.max_tokens == 4]
+    assert gave_up and gave_up[-1].finish_reason == "cancelled" and gave_up[-1].token_ids == []
+    assert _wait_health(url, lambda d: d["running"] == 0)["status"] == "ok"
+    # the pipeline is still good: greedy ids are unchanged after the cancelled sequence
+    again = _post(url, "/v1/completions", {"prompt": PROMPT, "max_tokens": 8, "return_token_ids": True}).json()
+    assert again["choices"][0]["token_ids"] == [432, 383, 286, 261, 376, 298, 315, 421]
+
+
+# --------------------------------------------------------------------------- chat template
+CHAT_TEMPLATE = ("{{ bos_token }}{% for m in messages %}{% if loop.first and m['role'] != 'user' %}"
+                 "{{ raise_exception('the first message must be the user\\'s') }}{% endif %}"
+                 "{{ m['role'] }}: {{ m['content'] | trim }}\n{% endfor %}"
+                 "{% if add_generation_prompt %}assistant:{% endif %}")
+
+
+@pytest.fixture(scope="module")
+def chat_server(cache, tmp_path_factory):
+    from gguf import GGUFValueType
+
+    from tests.ggufgen import write_variant
+
+    path = write_variant(STORIES, tmp_path_factory.mktemp("chat") / "stories-chat.gguf",
+                         kv_overrides={"tokenizer.chat_template": (CHAT_TEMPLATE, GGUFValueType.STRING)})
+    s = InProcessServer([str(path), "--backend", "inproc", "--port", "0", "--max-seq-len", "256", "--cache-dir",
+                         str(cache), "--alias", "stories-chat"])
+    yield s
+    s.stop()
+
+
+def test_chat_applies_the_gguf_chat_template(chat_server):
+    """Issue 14 item 2: /v1/chat/completions renders the GGUF's tokenizer.chat_template with jinja2
+    (messages, add_generation_prompt, bos_token): the prompt ids are the rendered text tokenized with its
+    special pieces (one BOS, from the template), and the greedy answer equals /v1/completions on those ids;
+    streamed deltas reassemble to the message; the template's raise_exception is a 400."""
+    from pipeplan.runtime.tokenizer import SPMTokenizer
+
+    tok = SPMTokenizer.from_gguf(STORIES)
+    msgs = [{"role": "user", "content": "Once upon a time "}]
+    r = _post(chat_server.url, "/v1/chat/completions", {"model": "stories-chat", "messages": msgs, "max_tokens": 16,
+                                                        "return_token_ids": True})
+    assert r.status_code == 200, r.text
+    doc = r.json()
+    want_ids = tok.encode("<s>user: Once upon a time\nassistant:", add_bos=False, special=True)
+    assert doc["prompt_token_ids"] == want_ids and want_ids.count(tok.bos_id) == 1 and want_ids[0] == tok.bos_id
+    assert doc["object"] == "chat.completion" and doc["choices"][0]["message"]["role"] == "assistant"
+    plain = _post(chat_server.url, "/v1/completions", {"prompt": want_ids, "max_tokens": 16, "return_token_ids": True})
+    assert doc["choices"][0]["token_ids"] == plain.json()["choices"][0]["token_ids"]
+    assert doc["choices"][0]["message"]["content"] == plain.json()["choices"][0]["text"]
+    with httpx.stream("POST", chat_server.url + "/v1/chat/completions", timeout=120,
+                      json={"messages": msgs, "max_tokens": 16, "stream": True}) as s:
+        events, done = _sse(s.iter_lines())
+    assert done and events[0]["choices"][0]["delta"] == {"role": "assistant", "content": ""}
+    assert all(e["object"] == "chat.completion.chunk" for e in events)
+    assert "".join(e["choices"][0]["delta"].get("content", "") for e in events) == doc["choices"][0]["message"]["content"]
+    assert events[-1]["choices"][0]["finish_reason"] == doc["choices"][0]["finish_reason"] == "length"
+    bad = _post(chat_server.url, "/v1/chat/completions", {"messages": [{"role": "assistant", "content": "x"}]})
+    assert bad.status_code == 400 and bad.json()["error"]["code"] == "chat_template_rejected"
+    assert "the first message must be the user's" in bad.json()["error"]["message"]
+
+
+def test_chat_template_renders_like_hugging_face():
+    """Issue 14 item 2: the template environment has HF's trim_blocks/lstrip_blocks, loop controls, tojson
+    and raise_exception; a template that does not compile is a typed ChatTemplateError."""
+    from pipeplan.serve.chat import ChatTemplate, ChatTemplateError
+
+    t = ChatTemplate("{% for m in messages %}\n  {%- if m.role == 'system' %}{% continue %}{% endif %}\n"
+                     "[{{ m.role }}]{{ m.content | tojson }}{% endfor %}{{ eos_token }}", eos_token="</s>")
+    assert t.render([{"role": "system", "content": "s"}, {"role": "user", "content": "é\""}]) == '[user]"é\\""</s>'
+    with pytest.raises(ChatTemplateError) as e:
+        ChatTemplate("{% for m in messages %}")
+    assert e.value.code == "bad_chat_template"
+    with pytest.raises(ChatTemplateError) as e:
+        ChatTemplate("{{ raise_exception('no') }}").render([])
+    assert e.value.code == "chat_template_rejected" and "no" in e.value.message
+
+
+# --------------------------------------------------------------------------- faults and start-up
+def test_stage_fault_is_500_and_server_unhealthy(cache):
+    """Issue 14 item 2 / WL-L-4: a stage fault mid-generation is a 500 JSON error with the stage_fault code;
+    /health is then 503 with the fault, later requests are 503 pipeline_down, and the server still stops."""
+    s = InProcessServer(_server_argv(cache, 1, "inproc", "--inject-fault", "0:runtime:4"))
+    try:
+        r = _post(s.url, "/v1/completions", {"prompt": PROMPT, "max_tokens": 20})
+        assert r.status_code == 500, r.text
+        err = r.json()["error"]
+        assert err["code"] == "stage_fault:runtime" and err["type"] == "server_error" and "stage 0" in err["message"]
+        h = httpx.get(s.url + "/health")
+        assert h.status_code == 503 and h.json()["status"] == "error"
+        assert h.json()["error"]["code"] == "stage_fault:runtime"
+        later = _post(s.url, "/v1/completions", {"prompt": PROMPT, "max_tokens": 2})
+        assert later.status_code == 503 and later.json()["error"]["code"] == "pipeline_down"
+    finally:
+        s.stop()
+    assert not s.thread.is_alive()
+
+
+def test_startup_errors_are_one_line_exit_2(tmp_path, capsys):
+    """Issue 14 item 2: start-up failures are the CLI's one `error[code]: ...` line and exit 2, before any
+    stage starts: a missing model, a rejected plan (--stages above the block count), an address in use."""
+    import socket
+
+    assert cli_main(["serve", str(tmp_path / "missing.gguf"), "--port", "0"]) == 2
+    assert capsys.readouterr().err.startswith("error[file_not_found]:")
+    assert cli_main(["serve", str(STORIES), "--stages", "9", "--port", "0", "--cache-dir", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error[invalid_stage_count]:") and err.count("\n") == 1
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        assert cli_main(["serve", str(STORIES), "--port", str(port), "--cache-dir", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"error[bind_failed]: cannot listen on 127.0.0.1:{port}:") and err.count("\n") == 1
+
+
+def test_sigterm_stops_every_stage(cache, tmp_path):
+    """Issue 14 item 2 (graceful shutdown): SIGTERM to `pipeplan serve --stages 3 --backend local` while a
+    response streams ends the stream (an error event, then data: [DONE]), stops every stage process (and the
+    stage host), leaves no /dev/shm entry of the server, and exits 143 with one error[interrupted] line."""
+    from tests.contract.test_signals import _alive, _descendants, _entries, _wait_gone
+
+    exe = REPO / ".venv" / "bin" / "pipeplan"
+    cmd = [str(exe)] if exe.exists() else [sys.executable, "-m", "pipeplan.tools.cli"]
+    err_path = tmp_path / "stderr"
+    proc = subprocess.Popen([*cmd, "serve", *_server_argv(cache, 3, "local")], stdout=subprocess.DEVNULL,
+                            stderr=err_path.open("wb"), start_new_session=True)
+    try:
+        end = time.monotonic() + START_S
+        while "serving" not in err_path.read_text():
+            assert proc.poll() is None and time.monotonic() < end, err_path.read_text()
+            time.sleep(0.02)
+        url = err_path.read_text().split(" on ", 1)[1].split()[0]
+        assert httpx.get(url + "/health").json()["status"] == "ok"
+        with httpx.stream("POST", url + "/v1/completions", timeout=60,
+                          json={"prompt": PROMPT, "max_tokens": MAX_SEQ_LEN - 8, "stream": True}) as r:
+            lines = r.iter_lines()
+            assert next(lines).startswith("data: ")
+            procs = _descendants(proc.pid)
+            entries = _entries(proc.pid)
+            assert len(procs) >= 4 and entries  # stage host + 3 stages, their rings
+            os.kill(proc.pid, signal.SIGTERM)
+            events, done = _sse(lines)
+        assert done and events[-1]["error"]["code"] == "server_shutting_down"
+        rc = proc.wait(timeout=60)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(10)
+    err = err_path.read_text()
+    assert rc == 143, err
+    assert [ln for ln in err.splitlines() if ln.startswith("error[")] == [
+        "error[interrupted]: interrupted by SIGTERM; every stage was stopped and its shared memory released"]
+    assert "Traceback" not in err and "leaked" not in err
+    assert _wait_gone(procs) == set() and not _alive(procs)
+    assert _entries(proc.pid) == set()
