@@ -283,6 +283,9 @@ CHAT_TEMPLATE = ("{{ bos_token }}{% for m in messages %}{% if loop.first and m['
                  "{% if add_generation_prompt %}assistant:{% endif %}")
 
 
+EOT_ID = 426  # "." as the end-of-turn id of the chat variant: an end-of-generation id that is not EOS
+
+
 @pytest.fixture(scope="module")
 def chat_server(cache, tmp_path_factory):
     from gguf import GGUFValueType
@@ -290,7 +293,8 @@ def chat_server(cache, tmp_path_factory):
     from tests.ggufgen import write_variant
 
     path = write_variant(STORIES, tmp_path_factory.mktemp("chat") / "stories-chat.gguf",
-                         kv_overrides={"tokenizer.chat_template": (CHAT_TEMPLATE, GGUFValueType.STRING)})
+                         kv_overrides={"tokenizer.chat_template": (CHAT_TEMPLATE, GGUFValueType.STRING),
+                                       "tokenizer.ggml.eot_token_id": (EOT_ID, GGUFValueType.UINT32)})
     s = InProcessServer([str(path), "--backend", "inproc", "--port", "0", "--max-seq-len", "256", "--cache-dir",
                          str(cache), "--alias", "stories-chat"])
     yield s
@@ -322,10 +326,29 @@ def test_chat_applies_the_gguf_chat_template(chat_server):
     assert done and events[0]["choices"][0]["delta"] == {"role": "assistant", "content": ""}
     assert all(e["object"] == "chat.completion.chunk" for e in events)
     assert "".join(e["choices"][0]["delta"].get("content", "") for e in events) == doc["choices"][0]["message"]["content"]
-    assert events[-1]["choices"][0]["finish_reason"] == doc["choices"][0]["finish_reason"] == "length"
+    assert events[-1]["choices"][0]["finish_reason"] == doc["choices"][0]["finish_reason"]
+    assert doc["choices"][0]["finish_reason"] == plain.json()["choices"][0]["finish_reason"]
     bad = _post(chat_server.url, "/v1/chat/completions", {"messages": [{"role": "assistant", "content": "x"}]})
     assert bad.status_code == 400 and bad.json()["error"]["code"] == "chat_template_rejected"
     assert "the first message must be the user's" in bad.json()["error"]["message"]
+
+
+def test_finish_reason_stop_at_end_of_generation(chat_server, expected_cases):
+    """Issue 14 item 2: a sequence ends at an end-of-generation id (here the variant's end-of-turn id, not EOS:
+    the should_stop path) with finish_reason "stop", the id itself neither in the text, the ids nor the usage;
+    max_tokens ends it with "length"."""
+    greedy = expected_cases[0]["greedy_ids"]
+    n = greedy.index(EOT_ID)
+    r = _post(chat_server.url, "/v1/completions", {"prompt": PROMPT, "max_tokens": 40, "return_token_ids": True}).json()
+    assert r["choices"][0]["finish_reason"] == "stop" and r["choices"][0]["token_ids"] == greedy[:n]
+    assert r["choices"][0]["text"] == ", there was a little girl named Lily" and r["usage"]["completion_tokens"] == n
+    with httpx.stream("POST", chat_server.url + "/v1/completions", timeout=120,
+                      json={"prompt": PROMPT, "max_tokens": 40, "stream": True}) as s:
+        events, done = _sse(s.iter_lines())
+    assert done and events[-1]["choices"][0]["finish_reason"] == "stop"
+    assert "".join(e["choices"][0]["text"] for e in events) == r["choices"][0]["text"]
+    short = _post(chat_server.url, "/v1/completions", {"prompt": PROMPT, "max_tokens": n}).json()
+    assert short["choices"][0]["finish_reason"] == "length" and short["usage"]["completion_tokens"] == n
 
 
 def test_chat_template_renders_like_hugging_face():
@@ -383,10 +406,13 @@ def test_startup_errors_are_one_line_exit_2(tmp_path, capsys):
     assert err.startswith(f"error[bind_failed]: cannot listen on 127.0.0.1:{port}:") and err.count("\n") == 1
 
 
-def test_sigterm_stops_every_stage(cache, tmp_path):
-    """Issue 14 item 2 (graceful shutdown): SIGTERM to `pipeplan serve --stages 3 --backend local` while a
-    response streams ends the stream (an error event, then data: [DONE]), stops every stage process (and the
-    stage host), leaves no /dev/shm entry of the server, and exits 143 with one error[interrupted] line."""
+@pytest.mark.parametrize(("sig", "status", "group"), [(signal.SIGTERM, 143, False), (signal.SIGINT, 130, True)],
+                         ids=["sigterm", "sigint-to-group"])
+def test_signal_stops_every_stage(cache, tmp_path, sig, status, group):
+    """Issue 14 item 2 (graceful shutdown): SIGTERM to `pipeplan serve --stages 3 --backend local` (or Ctrl-C
+    style SIGINT to its process group) while a response streams ends the stream (an error event, then
+    data: [DONE]), stops every stage process (and the stage host), leaves no /dev/shm entry of the server,
+    and exits 143 / 130 with one error[interrupted] line (runtime/interrupts.py's convention)."""
     from tests.contract.test_signals import _alive, _descendants, _entries, _wait_gone
 
     exe = REPO / ".venv" / "bin" / "pipeplan"
@@ -408,7 +434,7 @@ def test_sigterm_stops_every_stage(cache, tmp_path):
             procs = _descendants(proc.pid)
             entries = _entries(proc.pid)
             assert len(procs) >= 4 and entries  # stage host + 3 stages, their rings
-            os.kill(proc.pid, signal.SIGTERM)
+            (os.killpg if group else os.kill)(proc.pid, sig)
             events, done = _sse(lines)
         assert done and events[-1]["error"]["code"] == "server_shutting_down"
         rc = proc.wait(timeout=60)
@@ -417,9 +443,9 @@ def test_sigterm_stops_every_stage(cache, tmp_path):
             os.killpg(proc.pid, signal.SIGKILL)
             proc.wait(10)
     err = err_path.read_text()
-    assert rc == 143, err
+    assert rc == status, err
     assert [ln for ln in err.splitlines() if ln.startswith("error[")] == [
-        "error[interrupted]: interrupted by SIGTERM; every stage was stopped and its shared memory released"]
+        f"error[interrupted]: interrupted by {sig.name}; every stage was stopped and its shared memory released"]
     assert "Traceback" not in err and "leaked" not in err
     assert _wait_gone(procs) == set() and not _alive(procs)
     assert _entries(proc.pid) == set()
