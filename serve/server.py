@@ -5,20 +5,27 @@ free port (:func:`bound_url` names it). :class:`Server` is ``uvicorn.Server`` wh
 SIGINT, or :meth:`Server.stop`) first calls ``on_exit`` (the scheduler's ``begin_shutdown``: running
 streams end after their current token, waiting requests get 503), then uvicorn stops accepting, waits for
 the open responses (at most :data:`GRACEFUL_S` seconds) and runs the app's lifespan shutdown, which closes
-the pipeline. After a signal, uvicorn raises that signal again once it has stopped, so the command's own
-handler (:func:`pipeplan.runtime.interrupts.interrupts_raise`) reports it (exit 130 / 143).
+the pipeline; later signals are ignored until then (the stop is bounded).
+:meth:`Server.serve_forever` raises :class:`~pipeplan.runtime.interrupts.Interrupted` for the first signal
+once everything stopped, outside the event loop, so the command reports it as any interrupted command does
+(exit 130 / 143).
 """
 
 from __future__ import annotations
 
+import contextlib
+import signal
 import socket
-from collections.abc import Callable
+import threading
+from collections.abc import Callable, Iterator
 from types import FrameType
 from typing import Any
 
 import uvicorn
 from pipeplan.errors import PipeplanError
 
+BACKLOG = 2048
+"""Listen backlog of the server socket (uvicorn's default)."""
 GRACEFUL_S = 10.0
 """Most seconds a shutdown waits for open responses before uvicorn cancels them."""
 
@@ -30,7 +37,8 @@ class ServeBindError(PipeplanError):
 
 
 def bind_socket(host: str, port: int) -> socket.socket:
-    """A TCP socket bound to ``host``:``port`` (``0``: a free port), IPv6 when ``host`` is an IPv6 address.
+    """A TCP socket bound to ``host``:``port`` (``0``: a free port) and listening, IPv6 when ``host`` is an IPv6
+    address.
 
     Raises ServeBindError naming the address and the OS's reason."""
     try:
@@ -42,6 +50,7 @@ def bind_socket(host: str, port: int) -> socket.socket:
     try:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         sock.bind(addr)
+        sock.listen(BACKLOG)  # from now on connections wait in the backlog until uvicorn accepts them
         sock.set_inheritable(True)
     except OSError as e:
         sock.close()
@@ -63,10 +72,39 @@ class Server(uvicorn.Server):
                                 lifespan="on", timeout_graceful_shutdown=int(GRACEFUL_S))
         super().__init__(config)
         self.on_exit = on_exit
+        self.signals: list[int] = []
+        """The signals received while serving, in order."""
 
     def handle_exit(self, sig: int, frame: FrameType | None) -> None:
-        self.on_exit()
-        super().handle_exit(sig, frame)
+        """The first SIGINT/SIGTERM starts the graceful stop; later ones are ignored, so the cleanup is not cut
+        short (it is bounded: :data:`GRACEFUL_S`, then the pipeline's own bounded close), as
+        :func:`~pipeplan.runtime.interrupts.interrupts_raise` does."""
+        self.signals.append(sig)
+        if len(self.signals) == 1:
+            self.on_exit()
+            self.should_exit = True
+
+    @contextlib.contextmanager
+    def capture_signals(self) -> Iterator[None]:
+        """uvicorn's handlers for SIGINT/SIGTERM while serving (main thread only), restored after; unlike
+        uvicorn's own, the signal is not raised again inside the event loop (:meth:`serve_forever` does)."""
+        if threading.current_thread() is not threading.main_thread():
+            yield
+            return
+        saved = {s: signal.signal(s, self.handle_exit) for s in (signal.SIGINT, signal.SIGTERM)}
+        try:
+            yield
+        finally:
+            for s, h in saved.items():
+                signal.signal(s, h)
+
+    def serve_forever(self, sock: socket.socket) -> None:
+        """Serve on ``sock`` until stopped; raises Interrupted for the first signal that stopped it."""
+        from pipeplan.runtime.interrupts import Interrupted
+
+        self.run(sockets=[sock])
+        if self.signals:
+            raise Interrupted(self.signals[0])
 
     def stop(self) -> None:
         """Stop serving (from any thread): the same graceful path as a signal, without one."""

@@ -109,7 +109,7 @@ def main(args: argparse.Namespace) -> int:
     """Run the server until a signal; typed start-up errors propagate to ``tools/cli.py`` (exit 2 / 3)."""
     with prepared_server(args) as srv:
         print(f"pipeplan: serving {srv.model_id} on {srv.url} ({srv.summary})", file=sys.stderr, flush=True)
-        srv.server.run(sockets=[srv.sock])
+        srv.server.serve_forever(srv.sock)
     return 0
 
 
@@ -130,7 +130,7 @@ class PreparedServer:
 def prepared_server(args: argparse.Namespace) -> Iterator[PreparedServer]:
     """Check the options, bind HOST:PORT, plan -> compile -> provision as ``pipeplan run`` does, start the
     pipeline and make the server; on exit the pipeline is closed (idempotent: the app's shutdown closed it
-    already) and the socket released. ``server.run(sockets=[sock])`` serves (from any thread).
+    already) and the socket released. ``server.serve_forever(sock)`` serves (from any thread).
 
     Raises the typed start-up errors (GGUFError, RunPlanRejection, ServeBindError, StageFault, ...)."""
     from pipeplan.errors import GGUFError
