@@ -13,8 +13,9 @@ Routes:
 
 Request fields: ``model`` (optional; another id is a 400 ``model_not_found``), ``max_tokens`` (chat also
 ``max_completion_tokens``; default 16 for completions and the rest of the context for chat, capped there),
-``temperature`` (default 0: greedy), ``top_p``, ``top_k``, ``seed``, ``stream``, ``stream_options.include_usage``,
-``return_token_ids`` (adds ``prompt_token_ids`` and per-choice ``token_ids``, as vLLM does). ``n`` > 1,
+``temperature`` (default 0: greedy), ``top_p``, ``top_k``, ``seed`` (default: a fresh random one per request),
+``stream``, ``stream_options.include_usage``, ``return_token_ids`` (adds ``prompt_token_ids`` and per-choice
+``token_ids``, as vLLM does). ``n`` > 1,
 ``best_of`` > 1, ``stop`` strings, ``logprobs``, ``echo``, ``suffix``, non-zero penalties, ``logit_bias`` and
 ``tools`` are a 400 ``unsupported_parameter``; other fields are ignored.
 
@@ -33,6 +34,7 @@ from __future__ import annotations
 import asyncio
 import json
 import math
+import secrets
 import time
 import uuid
 from collections.abc import AsyncIterator, Callable
@@ -156,6 +158,8 @@ def _sampling(doc: dict) -> SamplingParams:
     top_p = _get_number(doc, "top_p", 1.0)
     top_k = _get_int(doc, "top_k", 0, 0, TOP_K_MAX)
     seed = _get_int(doc, "seed", None, 0, SEED_MAX)
+    if seed is None:  # as llama.cpp's server: a request without a seed samples with a fresh one
+        seed = secrets.randbits(32)
     assert top_k is not None
     try:
         Sampler(temperature, top_k, top_p, seed)

@@ -26,7 +26,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
-from pipeplan.errors import PipeplanError
+from pipeplan.errors import PipeplanError, StageFault
 
 FINISH_STOP = "stop"
 """Finish reason: an end-of-generation token (EOS, or another of the vocabulary's EOG ids) was sampled."""
@@ -322,12 +322,13 @@ class Scheduler:
         except RunRequestError as e:
             self._end(req, error=ServeError(e.message, code="invalid_request", where=e.where))
             return
-        except PipeplanError as e:  # a StageFault, or a failure here (generate_ids has stopped the pipeline)
+        except StageFault as e:  # generate_ids has stopped the pipeline
             self.fault = e
             self._end(req, error=e)
             return
-        except Exception as e:
-            self.fault = ServeError(f"the pipeline failed: {type(e).__name__}: {e}", code="internal_error",
+        except Exception as e:  # a failure in this process (e.g. decoding a token): the pipeline is stopped too
+            what = e.one_line() if isinstance(e, PipeplanError) else f"{type(e).__name__}: {e}"
+            self.fault = ServeError(f"the pipeline failed: {what}", code=getattr(e, "code", "internal_error"),
                                     status=500, type="server_error")
             self._end(req, error=self.fault)
             return

@@ -132,6 +132,21 @@ def test_completions_greedy_equal_pipeplan_run(server, cache, capsys, expected_c
     assert doc["usage"] == {"prompt_tokens": 5, "completion_tokens": 40, "total_tokens": 45}
 
 
+def test_sampling_params_map_onto_the_run_sampler(server1, cache, capsys):
+    """Issue 14 item 2: temperature/top_k/top_p/seed of a request are the last stage's sampler, as `pipeplan run`'s
+    options: equal seeds give `pipeplan run`'s ids, another seed other ids."""
+    argv = ["--temperature", "0.9", "--top-k", "40", "--top-p", "0.95", "--seed", "7"]
+    rc = cli_main(["run", str(STORIES), "--prompt", PROMPT, "--stages", "1", "--backend", "inproc", "--max-tokens",
+                   "24", "--max-seq-len", str(MAX_SEQ_LEN), "--cache-dir", str(cache), "--json", *argv])
+    run = json.loads(capsys.readouterr().out)
+    assert rc == 0
+    body = {"prompt": PROMPT, "max_tokens": 24, "temperature": 0.9, "top_k": 40, "top_p": 0.95, "seed": 7,
+            "return_token_ids": True}
+    ids = [_post(server1.url, "/v1/completions", {**body, "seed": seed}).json()["choices"][0]["token_ids"]
+           for seed in (7, 7, 8)]
+    assert ids[0] == ids[1] == run["token_ids"] and ids[2] != ids[0]
+
+
 def test_stream_chunks_reassemble_to_the_text(server):
     """Issue 14 item 2: `stream: true` sends OpenAI text_completion chunks as server-sent events ending in
     `data: [DONE]`; their text (and token ids) concatenate to the non-streamed response's, the last chunk has
