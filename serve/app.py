@@ -53,6 +53,7 @@ from pipeplan.serve.scheduler import (
     TokenEvent,
     Unavailable,
 )
+from pipeplan.tools.generation import check_prompt
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
@@ -219,7 +220,7 @@ def make_app(model: ServedModel, scheduler: Scheduler, *, on_shutdown: Callable[
         if isinstance(p, list) and len(p) == 1 and isinstance(p[0], str):
             p = p[0]
         if isinstance(p, str):
-            ids = tok.encode(p, add_bos=True)
+            ids = tok.encode(check_prompt(p, "prompt"), add_bos=True)
         elif isinstance(p, list) and p and all(isinstance(i, int) and not isinstance(i, bool) for i in p):
             bad = [i for i in p if not 0 <= i < tok.n_vocab]
             if bad:
@@ -253,6 +254,8 @@ def make_app(model: ServedModel, scheduler: Scheduler, *, on_shutdown: Callable[
                 content = "".join(parts)
             elif content is not None and not isinstance(content, str):
                 raise _bad(f"{where}.content", "must be a string, a list of text parts, or null")
+            if content is not None:
+                check_prompt(content, f"{where}.content")
             msg = {"role": m["role"], "content": content if content is not None else ""}
             if isinstance(m.get("name"), str):
                 msg["name"] = m["name"]
@@ -419,6 +422,11 @@ def make_app(model: ServedModel, scheduler: Scheduler, *, on_shutdown: Callable[
         doc = scheduler.health()
         return JSONResponse(doc, status_code=200 if doc["status"] == "ok" else 503)
 
+    async def internal_error(request: Request, exc: Exception) -> Response:
+        return JSONResponse({"error": {"message": f"internal server error: {type(exc).__name__}: {exc}",
+                                       "type": "server_error", "param": None, "code": "internal_error"}},
+                            status_code=500)
+
     async def http_error(request: Request, exc: Exception) -> Response:
         assert isinstance(exc, HTTPException)
         code = {404: "not_found", 405: "method_not_allowed"}.get(exc.status_code, "http_error")
@@ -441,4 +449,5 @@ def make_app(model: ServedModel, scheduler: Scheduler, *, on_shutdown: Callable[
               Route("/v1/models", models, methods=["GET"]),
               Route("/v1/models/{name:path}", model_info, methods=["GET"]),
               Route("/health", health, methods=["GET"])]
-    return Starlette(routes=routes, lifespan=lifespan, exception_handlers={HTTPException: http_error})
+    return Starlette(routes=routes, lifespan=lifespan,
+                     exception_handlers={HTTPException: http_error, Exception: internal_error})

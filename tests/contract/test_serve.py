@@ -206,6 +206,7 @@ BAD_REQUESTS = [
     ("malformed-json", b'{"prompt": "Once", ', "invalid_json", None),
     ("not-utf8", b'{"prompt": "\xff"}', "invalid_json", None),
     ("not-an-object", b'["Once"]', "invalid_json", None),
+    ("lone-surrogate", b'{"prompt": "\\ud800 Once"}', "invalid_prompt", "prompt"),
     ("unknown-model", {"model": "gpt-4", "prompt": "Once"}, "model_not_found", "model"),
     ("max-tokens-0", {"prompt": "Once", "max_tokens": 0}, "invalid_value", "max_tokens"),
     ("max-tokens-negative", {"prompt": "Once", "max_tokens": -3}, "invalid_value", "max_tokens"),
