@@ -3,7 +3,7 @@
 - :class:`InprocBackend` (``"inproc"``): one thread per stage in this process, bounded-queue edges
   (:class:`~pipeplan.runtime.transport.InprocTransport`). For tests and debugging.
 - :class:`LocalBackend` (``"local"``, the default): one process per stage, forked by a stage host
-  (``multiprocessing`` forkserver) that imported torch and the runtime once (:data:`STAGE_PRELOAD`,
+  (``multiprocessing`` forkserver) that imported the runtime once (:data:`STAGE_PRELOAD`,
   :func:`prestart_stage_host`); shared-memory ring edges (:class:`~pipeplan.runtime.shm_ring.ShmTransport`),
   a shared control block (stop flag, per-stage heartbeats: :class:`~pipeplan.runtime.shm_ring.StageControl`)
   and one event pipe per stage. The orchestrator owns the rings and the control block and unlinks them in
@@ -16,8 +16,9 @@ All expose the same small surface to the orchestrator: ``transport`` (to open th
 ``next_event(timeout)``, ``dead_stage()`` and ``stalled_stage(limit_s)`` (liveness) and ``stop()``
 (idempotent: stop every stage, join or terminate it, release the edges; nothing is leaked).
 
-Threads: :func:`default_num_threads` sizes torch's intra-op pool per stage from the usable cores (the
-default of ``inproc`` runs; a ``local`` stage process uses one thread unless told otherwise).
+Threads: :func:`default_num_threads` sizes each stage's kernel threads (the CPU table's, or torch's intra-op
+pool) from the usable cores (the default of ``inproc`` runs; a ``local`` stage process uses one thread unless
+told otherwise).
 """
 
 from __future__ import annotations
@@ -87,7 +88,7 @@ def usable_cores() -> int:
 
 
 def default_num_threads(provisions: Sequence[ProvisionStage], cores: int | None = None) -> int:
-    """torch intra-op threads per stage: ``cores // stages`` (at least 1, so never more threads in all than
+    """Kernel threads per stage: ``cores // stages`` (at least 1, so never more threads in all than
     cores, and 1 when stages >= cores), and 1 when no stage has a weight of :data:`PARALLEL_MIN_ELEMENTS`
     elements or more. ``cores``: default :func:`usable_cores`."""
     n = max(1, len(provisions))
@@ -133,10 +134,28 @@ class Backend(ABC):
         """Wait up to ``timeout`` s for every stage to end; True when all did."""
 
 
+def _threads_api(kernels: str | None) -> Any:
+    """The module whose ``get_num_threads``/``set_num_threads`` size the kernels of ``kernels`` (a dotted
+    table name): the table module when it has them (the CPU table), else torch."""
+    import importlib
+
+    if kernels is not None:
+        try:
+            mod = importlib.import_module(kernels)
+        except ImportError:  # the stage reports it when it loads
+            mod = None
+        if mod is not None and hasattr(mod, "set_num_threads") and hasattr(mod, "get_num_threads"):
+            return mod
+    import torch
+
+    return torch
+
+
 # --------------------------------------------------------------------------- inproc
 class InprocBackend(Backend):
-    """Threads in this process; events on a ``queue.Queue``. The stages share this process's torch intra-op
-    pool: a ``num_threads`` option sets it for the run and :meth:`stop` restores the caller's setting."""
+    """Threads in this process; events on a ``queue.Queue``. The stages share this process's kernel threads
+    setting (the table's ``get/set_num_threads``, else torch's intra-op pool): a ``num_threads`` option sets it
+    for the run and :meth:`stop` restores the caller's setting."""
 
     name = "inproc"
 
@@ -148,14 +167,14 @@ class InprocBackend(Backend):
         self._stages: list[int] = []
         self._expect_exit = False
         self._caller_threads: int | None = None
+        self._threads_api: Any = None
         self.workers: list[StageWorker] = []
 
     def start(self, provisions, fault_injection, options):
         self.transport = InprocTransport(routes_from_provisions(list(provisions)))
         if options.num_threads is not None:
-            import torch
-
-            self._caller_threads = torch.get_num_threads()
+            self._threads_api = _threads_api(options.kernels)
+            self._caller_threads = self._threads_api.get_num_threads()
         for p in provisions:
             w = StageWorker(p, self._events.put, fault_injection=fault_injection, kernels=options.kernels,
                             cache_dir=options.cache_dir, num_threads=options.num_threads,
@@ -194,9 +213,7 @@ class InprocBackend(Backend):
         for t in self._threads:
             t.join(grace_s)
         if self._caller_threads is not None:
-            import torch
-
-            torch.set_num_threads(self._caller_threads)
+            self._threads_api.set_num_threads(self._caller_threads)
             self._caller_threads = None
 
 

@@ -1,4 +1,4 @@
-"""Stage-local weight loading: map only a stage's tensor byte ranges, dequantize to torch float32.
+"""Stage-local weight loading: map only a stage's tensor byte ranges, dequantize to float32.
 
 Seed 001 (weight lifecycle): a stage loads only its assigned range (WL-A-4, WL-L-1/2/3). This
 module memory-maps, per file (whole GGUF or gguf-split shard), only the byte ranges of the
@@ -9,7 +9,7 @@ show a stage touched only its own tensors.
 
 :func:`load_stage_weights` dequantizes every tensor to float32 (the reference target);
 :func:`load_quantized_weights` keeps matrices in their GGUF types (:class:`~pipeplan.runtime.dequant.QuantTensor`
-views of the map) and F32 tensors as zero-copy torch views (the CPU target).
+views of the map) and F32 tensors as zero-copy numpy views (the CPU target; no torch is imported).
 
 Errors are :class:`LoaderError` (``kind`` ``"download"`` when a file is missing or unreadable,
 ``"parse"`` when a range lies outside its file) and :class:`~pipeplan.runtime.dequant.DequantError`
@@ -26,7 +26,6 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import torch
 from gguf import GGMLQuantizationType
 from pipeplan.errors import PipeplanError
 from pipeplan.plan_types import ModelFacts, TensorInfo, TensorSlice
@@ -229,6 +228,8 @@ def load_stage_weights(files: Sequence[str | Path], tensors: Sequence[TensorSlic
             ggml type and shape.
         DequantError: unknown or undequantizable ggml type, bad row length (kind ``parse``).
     """
+    import torch
+
     for t in tensors:
         check_slice_bytes(t)
     mapped = map_tensors(files, tensors)
@@ -240,7 +241,7 @@ def load_stage_weights(files: Sequence[str | Path], tensors: Sequence[TensorSlic
 
 
 class QuantizedWeights(StageWeights):
-    """A stage's weights kept as stored: name -> float32 torch tensor (F32 tensors: zero-copy views of the
+    """A stage's weights kept as stored: name -> float32 numpy array (F32 tensors: zero-copy views of the
     map; 1-D tensors of other types: dequantized) or :class:`~pipeplan.runtime.dequant.QuantTensor`
     (matrices of every other type: views of the map). Same counters as :class:`StageWeights`."""
 
@@ -272,10 +273,10 @@ def load_quantized_weights(files: Sequence[str | Path], tensors: Sequence[Tensor
         view = mapped.views[t.name]
         shape = tuple(int(d) for d in reversed(t.shape))
         if t.ggml_type == "F32" and view.ctypes.data % 4 == 0:
-            out[t.name] = torch.from_numpy(view.view(np.float32).reshape(shape))
+            out[t.name] = view.view(np.float32).reshape(shape)
         elif len(shape) == 1 or t.ggml_type == "F32":  # norms and biases; or an unaligned F32 tensor: a copy
             arr = dequantize(view, t.ggml_type, t.shape, what=t.name)
-            out[t.name] = torch.from_numpy(np.array(arr, dtype=np.float32, copy=True))
+            out[t.name] = np.array(arr, dtype=np.float32, copy=True)
         else:
             out[t.name] = QuantTensor(t.ggml_type, shape, view, t.name)
     return QuantizedWeights(out, mapped.mapped_bytes, sum(t.n_bytes for t in tensors), mapped.regions)

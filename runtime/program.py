@@ -17,19 +17,23 @@ A stage executes what the compiler produced (DESIGN.md §1): an ordered program 
 architecture (:mod:`pipeplan.runtime.archs`: llama.cpp's ``llm_build_llama``, ``llm_build_gemma3``,
 ``llm_build_qwen2``, ``llm_build_qwen3`` graphs); :class:`StageExecutor` binds it to weights (checking
 names and shapes), allocates the KV cache and runs it with a kernel table (the torch reference
-kernels by default).
+kernels by default). A table module whose ``ARRAYS`` is ``"numpy"`` (the CPU table) runs on numpy
+buffers, and then nothing here imports torch; other tables (reference, Triton) hold torch tensors,
+imported when such an executor is made.
 """
 
 from __future__ import annotations
 
+import contextlib
+import importlib
 import math
+import sys
 from collections.abc import Callable, Mapping, Sequence
 from types import ModuleType
 from typing import Any
 
-import torch
+import numpy as np
 from pipeplan.runtime.dequant import QuantTensor
-from pipeplan.runtime.kernels import reference as reference_kernels
 from pipeplan.runtime.stage_program import (  # noqa: F401  (re-exported: torch-free half)
     ROPE_TABLE,
     ROPE_TABLE_SWA,
@@ -62,9 +66,141 @@ class NonFiniteError(ExecutionError):
     code = "non_finite"
 
 
+class _NumpyArrays:
+    """Array operations of the executor for numpy buffers (tables with ``ARRAYS = "numpy"``)."""
 
-def fuse_matmuls(program: Sequence[KernelCall], weights: Mapping[str, torch.Tensor]
-                 ) -> tuple[list[KernelCall], dict[str, torch.Tensor]]:
+    name = "numpy"
+    array_type: Any = np.ndarray
+
+    @staticmethod
+    def is_array(x: Any) -> bool:
+        return isinstance(x, np.ndarray)
+
+    @staticmethod
+    def as_weight(x: Any) -> Any:
+        """A float32 numpy weight (a CPU torch tensor is viewed through ``numpy()``), None if not an array."""
+        if not isinstance(x, np.ndarray):
+            if not type(x).__module__.startswith("torch") or not hasattr(x, "numpy"):
+                return None
+            x = x.detach().cpu().numpy()
+        return x if x.dtype == np.float32 else x.astype(np.float32)
+
+    @staticmethod
+    def zeros(shape: tuple[int, ...]) -> Any:
+        return np.zeros(shape, dtype=np.float32)
+
+    @staticmethod
+    def cat_rows(ts: Sequence[Any]) -> Any:
+        return np.ascontiguousarray(np.concatenate(list(ts), axis=0))
+
+    @staticmethod
+    def all_finite(x: Any) -> bool:
+        # a sum is finite iff every element is (no finite float32 sum of these sizes overflows); the
+        # element test only confirms a failure
+        return math.isfinite(float(np.sum(x))) or bool(np.isfinite(x).all())
+
+    @staticmethod
+    def ids(x: Any) -> tuple[Any, str | None]:
+        """Token ids as int64, or an error text."""
+        if not isinstance(x, np.ndarray):
+            return x, f"stage input must be a numpy array, got {type(x).__name__}"
+        if x.ndim != 1 or x.dtype not in (np.int64, np.int32):
+            return x, f"first stage takes int64 token ids [T], got {x.dtype} {tuple(x.shape)}"
+        return (x if x.dtype == np.int64 else x.astype(np.int64)), None
+
+    @staticmethod
+    def acts_ok(x: Any, d: int) -> bool:
+        return isinstance(x, np.ndarray) and x.ndim == 2 and x.shape[1] == d and x.dtype == np.float32
+
+    @staticmethod
+    def token_ids(ids: Sequence[int]) -> Any:
+        return np.asarray(list(ids), dtype=np.int64)
+
+    @staticmethod
+    def argmax_row(x: Any) -> int:
+        return int(np.argmax(x))
+
+    @staticmethod
+    def no_grad() -> Any:
+        return contextlib.nullcontext()
+
+    @staticmethod
+    def set_threads(n: int) -> None:
+        pass
+
+
+class _TorchArrays:
+    """Array operations of the executor for torch tensors (reference and Triton tables); imports torch."""
+
+    name = "torch"
+
+    def __init__(self) -> None:
+        import torch
+
+        self.torch = torch
+        self.array_type = torch.Tensor
+
+    def is_array(self, x: Any) -> bool:
+        return isinstance(x, self.torch.Tensor)
+
+    def as_weight(self, x: Any) -> Any:
+        """A float32 torch weight (a numpy array is wrapped without a copy), None if not an array."""
+        if isinstance(x, np.ndarray):
+            x = self.torch.from_numpy(x)
+        if not isinstance(x, self.torch.Tensor):
+            return None
+        return x if x.dtype == self.torch.float32 else x.float()
+
+    def zeros(self, shape: tuple[int, ...]) -> Any:
+        return self.torch.zeros(shape, dtype=self.torch.float32)
+
+    def cat_rows(self, ts: Sequence[Any]) -> Any:
+        return self.torch.cat(list(ts), dim=0).contiguous()
+
+    def all_finite(self, x: Any) -> bool:
+        return math.isfinite(float(x.sum())) or bool(self.torch.isfinite(x).all())
+
+    def ids(self, x: Any) -> tuple[Any, str | None]:
+        torch = self.torch
+        if not isinstance(x, torch.Tensor):
+            return x, f"stage input must be a torch.Tensor, got {type(x).__name__}"
+        if x.dim() != 1 or x.dtype not in (torch.int64, torch.int32):
+            return x, f"first stage takes int64 token ids [T], got {x.dtype} {tuple(x.shape)}"
+        return x.long(), None
+
+    def acts_ok(self, x: Any, d: int) -> bool:
+        return isinstance(x, self.torch.Tensor) and x.dim() == 2 and x.shape[1] == d and x.dtype == self.torch.float32
+
+    def token_ids(self, ids: Sequence[int]) -> Any:
+        return self.torch.tensor(list(ids), dtype=self.torch.int64)
+
+    def argmax_row(self, x: Any) -> int:
+        return int(self.torch.argmax(x))
+
+    def no_grad(self) -> Any:
+        return self.torch.inference_mode()
+
+    def set_threads(self, n: int) -> None:
+        self.torch.set_num_threads(int(n))
+
+
+def _arrays_of(module: ModuleType | None, table: Mapping[str, Callable]) -> Any:
+    """The array operations for a kernel table: numpy when its module (or the module defining its
+    ``matmul``) says ``ARRAYS = "numpy"``, else torch."""
+    if module is None:
+        fn = table.get("matmul") or next(iter(table.values()), None)
+        module = sys.modules.get(getattr(fn, "__module__", "") or "")
+    if getattr(module, "ARRAYS", "torch") == "numpy":
+        return _NumpyArrays
+    return _TorchArrays()
+
+
+def _reference_table() -> ModuleType:
+    return importlib.import_module("pipeplan.runtime.kernels.reference")
+
+
+def fuse_matmuls(program: Sequence[KernelCall], weights: Mapping[str, Any]
+                 ) -> tuple[list[KernelCall], dict[str, Any]]:
     """Program rewrite: consecutive ``matmul`` calls reading the same activation (q/k/v, gate/up)
     become one ``matmul`` over the row-concatenated weight plus a ``split`` (column views).
 
@@ -74,7 +210,7 @@ def fuse_matmuls(program: Sequence[KernelCall], weights: Mapping[str, torch.Tens
     the BLAS blocking (the EXPECTED greedy tokens are unchanged: tested).
     """
     out: list[KernelCall] = []
-    fused: dict[str, torch.Tensor] = {}
+    fused: dict[str, Any] = {}
     i = 0
     while i < len(program):
         c = program[i]
@@ -82,14 +218,16 @@ def fuse_matmuls(program: Sequence[KernelCall], weights: Mapping[str, torch.Tens
         while (c.kernel == "matmul" and j + 1 < len(program) and program[j + 1].kernel == "matmul"
                and program[j + 1].inputs[0] == c.inputs[0] and program[j + 1].block == c.block):
             j += 1
-        if j == i or any(n not in weights for k in program[i : j + 1] for n in k.inputs[1:]):
+        if j == i or any(n not in weights or isinstance(weights[n], QuantTensor)
+                         for k in program[i : j + 1] for n in k.inputs[1:]):
             out.append(c)
             i += 1
             continue
         group = program[i : j + 1]
         names = [k.inputs[1] for k in group]
         fname = "+".join(names)
-        fused[fname] = torch.cat([weights[n] for n in names], dim=0).contiguous()
+        ws = [weights[n] for n in names]
+        fused[fname] = (_NumpyArrays if isinstance(ws[0], np.ndarray) else _TorchArrays()).cat_rows(ws)
         tmp = f"{fname}:out"
         out.append(KernelCall("matmul", (c.inputs[0], fname), (tmp,), {}, c.block))
         sizes = tuple(int(weights[n].shape[0]) for n in names)
@@ -105,16 +243,18 @@ class StageExecutor:
     Args:
         hp: model hyper-parameters.
         program: from :func:`build_stage_program` (or the compiler).
-        weights: name -> float32 torch tensor (e.g. :func:`pipeplan.runtime.loader.load_stage_weights`);
-            extra tensors are ignored.
+        weights: name -> float32 array of the table's kind (torch tensor, or numpy for a numpy table; e.g.
+            :func:`pipeplan.runtime.loader.load_stage_weights`) or QuantTensor; extra tensors are ignored.
         max_seq_len: positions the KV cache holds (prompt + generated).
         kernels: a module with a ``KERNELS`` table, or the table itself (default: torch reference).
+            A module may provide the hooks ``allocate``, ``rope_table``, ``begin_step``, ``set_num_threads``
+            and ``OUTPUT_ROWS_ONLY``, and ``ARRAYS = "numpy"`` for numpy buffers.
         fuse: apply :func:`fuse_matmuls` at bind time (default False: on stories260K the extra
             ``split`` and the non-contiguous views cost more than the saved matmul launches,
             measured ~1550 vs ~1750 decode tok/s; it should pay off when matmuls dominate).
-        num_threads: if set, ``torch.set_num_threads(num_threads)`` (process-wide).
-        allocate: ``shape -> tensor`` used for the KV cache (default ``torch.zeros``; a hook for
-            fault injection).
+        num_threads: if set, the table's ``set_num_threads(num_threads)`` (else torch's; process-wide).
+        allocate: ``shape -> array`` used for the KV cache (default: the table's ``allocate``, else float32
+            zeros; a hook for fault injection).
 
     Raises:
         BindError: unknown kernel; a weight the program reads is missing or has the wrong shape
@@ -122,16 +262,21 @@ class StageExecutor:
         AllocationError: allocating the KV cache or rope table failed (RuntimeError/MemoryError).
     """
 
-    def __init__(self, hp: LlamaHParams, program: Sequence[KernelCall], weights: Mapping[str, torch.Tensor],
-                 max_seq_len: int, kernels: ModuleType | Mapping[str, Callable] = reference_kernels, *,
+    def __init__(self, hp: LlamaHParams, program: Sequence[KernelCall], weights: Mapping[str, Any],
+                 max_seq_len: int, kernels: ModuleType | Mapping[str, Callable] | None = None, *,
                  fuse: bool = False, num_threads: int | None = None,
-                 allocate: Callable[[tuple[int, ...]], torch.Tensor] | None = None):
+                 allocate: Callable[[tuple[int, ...]], Any] | None = None):
         self.hp = hp
         self.max_seq_len = int(max_seq_len)
         self.program = list(program)
+        if kernels is None:
+            kernels = _reference_table()
         table = kernels.KERNELS if isinstance(kernels, ModuleType) else kernels
+        module = kernels if isinstance(kernels, ModuleType) else None
+        arrays = self._arrays = _arrays_of(module, table)
         if num_threads is not None:
-            torch.set_num_threads(int(num_threads))
+            setter = getattr(module, "set_num_threads", None)
+            (setter or arrays.set_threads)(int(num_threads))
         if self.max_seq_len < 1:
             raise AllocationError(f"max_seq_len must be >= 1, got {max_seq_len}", where="max_seq_len")
         self.first = any(c.kernel == "embedding_gather" for c in self.program)
@@ -150,15 +295,16 @@ class StageExecutor:
                 t = weights[n]
                 want = hp.weight_shape(n)
                 quant = isinstance(t, QuantTensor)  # kept in its GGUF type (CPU target): bound as is
-                if not quant and not isinstance(t, torch.Tensor):
-                    raise BindError(f"weight {n} is a {type(t).__name__}, not a torch.Tensor or QuantTensor", where=n)
-                if want is not None and tuple(t.shape) != want:
-                    raise BindError(f"weight {n} has shape {tuple(t.shape)}, expected {want} ({where})", where=n)
-                static[n] = t if quant or t.dtype == torch.float32 else t.float()
+                a = t if quant else arrays.as_weight(t)
+                if a is None:
+                    kind = "a numpy array" if arrays.name == "numpy" else "a torch.Tensor"
+                    raise BindError(f"weight {n} is a {type(t).__name__}, not {kind} or QuantTensor", where=n)
+                if want is not None and tuple(a.shape) != want:
+                    raise BindError(f"weight {n} has shape {tuple(a.shape)}, expected {want} ({where})", where=n)
+                static[n] = a
         # allocate KV caches and the rope tables
-        module = kernels if isinstance(kernels, ModuleType) else None
-        alloc = allocate or getattr(module, "allocate", None) or (lambda shape: torch.zeros(shape, dtype=torch.float32))
-        make_rope_table = getattr(module, "rope_table", None) or reference_kernels.rope_table
+        alloc = allocate or getattr(module, "allocate", None) or arrays.zeros
+        make_rope_table = getattr(module, "rope_table", None) or _reference_table().rope_table
         cache_shape = (self.max_seq_len, hp.n_head_kv, hp.head_dim)
         v_shape = (self.max_seq_len, hp.n_head_kv, hp.head_dim_v)
         try:
@@ -219,27 +365,28 @@ class StageExecutor:
     @property
     def kv_cache_bytes(self) -> int:
         """Bytes held by the KV cache."""
-        return sum(t.numel() * t.element_size() for t in self.caches.values())
+        return sum(int(t.nbytes) for t in self.caches.values())
 
     def reset(self) -> None:
         """Forget every cached position (zeroes the KV cache; the next call must start at 0)."""
         for t in self.caches.values():
-            t.zero_()
+            t.fill(0) if isinstance(t, np.ndarray) else t.zero_()
         self.n_past = 0
 
-    def _check_input(self, x: torch.Tensor, start_pos: int) -> torch.Tensor:
-        if not isinstance(x, torch.Tensor):
-            raise ExecutionError(f"stage input must be a torch.Tensor, got {type(x).__name__}", where=STAGE_INPUT)
+    def _check_input(self, x: Any, start_pos: int) -> Any:
+        arrays = self._arrays
         if self.first:
-            if x.dim() != 1 or x.dtype not in (torch.int64, torch.int32):
-                raise ExecutionError(f"first stage takes int64 token ids [T], got {x.dtype} {tuple(x.shape)}",
-                                     where=STAGE_INPUT)
-            x = x.long()
+            x, bad = arrays.ids(x)
+            if bad is not None:
+                raise ExecutionError(bad, where=STAGE_INPUT)
             ids = x.tolist()  # one host copy; cheaper than two reductions for the few ids of a step
             if ids and (min(ids) < 0 or max(ids) >= self.hp.n_vocab):
                 raise ExecutionError(f"token id outside [0, {self.hp.n_vocab}): {ids}", where=STAGE_INPUT)
         else:
-            if x.dim() != 2 or x.shape[1] != self.hp.n_embd or x.dtype != torch.float32:
+            if not arrays.is_array(x):
+                what = "a numpy array" if arrays.name == "numpy" else "a torch.Tensor"
+                raise ExecutionError(f"stage input must be {what}, got {type(x).__name__}", where=STAGE_INPUT)
+            if not arrays.acts_ok(x, self.hp.n_embd):
                 raise ExecutionError(
                     f"stage takes float32 activations [T, {self.hp.n_embd}], got {x.dtype} {tuple(x.shape)}",
                     where=STAGE_INPUT)
@@ -256,11 +403,12 @@ class StageExecutor:
                 f"start_pos {start_pos} skips positions: only [0, {self.n_past}) are cached", where=START_POS)
         return x
 
-    def forward(self, x: torch.Tensor, start_pos: int, last_only: bool = False) -> torch.Tensor:
+    def forward(self, x: Any, start_pos: int, last_only: bool = False) -> Any:
         """Run the program on ``T`` tokens at positions ``[start_pos, start_pos + T)``.
 
         Args:
-            x: int64 token ids ``[T]`` (first stage) or float32 activations ``[T, n_embd]``.
+            x: int64 token ids ``[T]`` (first stage) or float32 activations ``[T, n_embd]`` (numpy for a
+                numpy table, else torch).
             start_pos: position of ``x[0]``; must be ``<=`` the number of cached positions (a
                 smaller value overwrites the cache from there, e.g. to re-run a prompt).
             last_only: on the last stage, compute logits for the last position only.
@@ -290,10 +438,9 @@ class StageExecutor:
             if self._begin_step is not None:
                 self._begin_step(0, 0)
         out = env[STAGE_OUTPUT]
-        with torch.inference_mode():
-            # a sum is finite iff every element is (no finite float32 sum of these sizes overflows); the
-            # element test only confirms a failure (0.03 ms instead of 0.6 ms for 262144 logits)
-            if not math.isfinite(float(out.sum())) and not bool(torch.isfinite(out).all()):
+        with self._arrays.no_grad():
+            # a sum is finite iff every element is (0.03 ms instead of 0.6 ms for 262144 logits)
+            if not self._arrays.all_finite(out):
                 self._non_finite(env, start_pos, x.shape[0])
         self.n_past = start_pos + x.shape[0]
         return out
@@ -302,7 +449,7 @@ class StageExecutor:
         """The calls in order on ``env`` (``forward``'s loop): ``last_row`` before call ``split_at``,
         buffers dropped after their last read, the output-rows tail after call ``tail_at``."""
         free = self._free
-        with torch.inference_mode():
+        with self._arrays.no_grad():
             calls = self._calls
             for i, (fn, ins, outs, kw) in enumerate(calls):
                 j = i
@@ -331,7 +478,7 @@ class StageExecutor:
         where = "the output head" if self.last else "this stage's last call"
         for label, name in self._checkpoints:
             v = env.get(name)
-            if isinstance(v, torch.Tensor) and not bool(torch.isfinite(v).all()):
+            if self._arrays.is_array(v) and not self._arrays.all_finite(v):
                 where = label
                 break
         raise NonFiniteError(f"non-finite values (Inf/NaN) in the stage output for positions [{start_pos}, "
@@ -366,16 +513,17 @@ def greedy_generate(stages: Sequence[StageExecutor], prompt_ids: Sequence[int], 
     for s in stages:
         s.reset()
     out: list[int] = []
-    x: torch.Tensor = torch.tensor(list(prompt_ids), dtype=torch.int64)
+    arrays = stages[0]._arrays if stages else _NumpyArrays
+    x = arrays.token_ids(prompt_ids)
     pos = 0
     for _ in range(n_tokens):
         h = x
         for s in stages:
             h = s.forward(h, pos, last_only=True)
         pos += x.shape[0]
-        tok = int(torch.argmax(h[-1]))
+        tok = stages[-1]._arrays.argmax_row(h[-1])
         out.append(tok)
-        x = torch.tensor([tok], dtype=torch.int64)
+        x = arrays.token_ids([tok])
     return out
 
 

@@ -3,19 +3,18 @@
 Order of operations follows llama.cpp's default sampler chain for these three samplers
 (``top_k`` -> ``top_p`` -> ``temp`` -> ``dist``): top-k and top-p select candidates from the logits
 ranking (top-p on the softmax of the *un-tempered* logits, as ``llama_sampler_top_p`` sees them
-before ``temp``), then the survivors are sampled from ``softmax(logits / temperature)`` with a
-``torch.Generator`` seeded by ``seed``, so equal seeds give equal sequences.
+before ``temp``), then the survivors are sampled from ``softmax(logits / temperature)`` with a numpy
+``Generator`` (PCG64) seeded by ``seed``, so equal seeds give equal sequences. Logits are numpy arrays or
+anything ``numpy.asarray`` takes (a CPU torch tensor); this module never imports torch.
 """
 
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING
+from typing import Any
 
+import numpy as np
 from pipeplan.errors import PipeplanError
-
-if TYPE_CHECKING:
-    import torch
 
 
 class SamplingError(PipeplanError):
@@ -70,15 +69,13 @@ class Sampler:
         self.top_k = top_k
         self.top_p = float(top_p)
         self.seed = 0 if seed is None else seed
-        self._generator: torch.Generator | None = None
+        self._generator: np.random.Generator | None = None
 
     @property
-    def generator(self) -> torch.Generator:
-        """The ``torch.Generator`` seeded with ``seed`` (made on first use: validating parameters needs no torch)."""
+    def generator(self) -> np.random.Generator:
+        """The numpy ``Generator`` (PCG64) seeded with ``seed`` (made on first use)."""
         if self._generator is None:
-            import torch
-
-            self._generator = torch.Generator().manual_seed(self.seed)
+            self._generator = np.random.Generator(np.random.PCG64(self.seed))
         return self._generator
 
     @property
@@ -86,46 +83,60 @@ class Sampler:
         """Whether this sampler is greedy (temperature 0, or top_k 1)."""
         return self.temperature == 0.0 or self.top_k == 1
 
-    def candidates(self, logits: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """The ids kept by top-k then top-p, highest logit first, and their logits.
+    def candidates(self, logits: Any) -> tuple[np.ndarray, np.ndarray]:
+        """The ids kept by top-k then top-p, highest logit first (ties: lowest id first), and their logits.
 
         Shapes: ``logits`` ``[n_vocab]`` -> (int64 ``[m]``, float32 ``[m]``), ``1 <= m <= n_vocab``.
         """
-        import torch
-
-        vals, ids = torch.sort(logits.float(), descending=True, stable=True)
+        vals = _as_numpy(logits).astype(np.float32, copy=False).reshape(-1)
+        ids = np.argsort(-vals, kind="stable")
         if self.top_k > 0:
-            vals, ids = vals[: self.top_k], ids[: self.top_k]
+            ids = ids[: self.top_k]
+        v = vals[ids]
         if self.top_p < 1.0:
-            probs = torch.softmax(vals, dim=-1)
-            cum = torch.cumsum(probs, dim=-1)
-            keep = int(torch.searchsorted(cum, torch.tensor([self.top_p]), right=False)[0]) + 1
-            keep = max(1, min(keep, vals.numel()))
-            vals, ids = vals[:keep], ids[:keep]
-        return ids, vals
+            e = np.exp(v - v[0])
+            probs = e / e.sum(dtype=np.float32)
+            cum = np.cumsum(probs, dtype=np.float32)
+            keep = int(np.searchsorted(cum, np.float32(self.top_p), side="left")) + 1
+            keep = max(1, min(keep, v.size))
+            ids, v = ids[:keep], v[:keep]
+        return ids.astype(np.int64), v
 
-    def sample(self, logits: torch.Tensor) -> int:
+    def sample(self, logits: Any) -> int:
         """One token id from ``logits`` (``[n_vocab]``, or ``[1, n_vocab]``).
 
         Raises:
-            SamplingError: logits not a 1-row float tensor, empty, or containing NaN.
+            SamplingError: logits not a 1-row float array, empty, or containing NaN.
         """
-        import torch
-
-        if not isinstance(logits, torch.Tensor) or not logits.is_floating_point():
-            raise SamplingError("logits must be a float torch.Tensor", where="logits")
-        if logits.dim() == 2 and logits.shape[0] == 1:
-            logits = logits[0]
-        if logits.dim() != 1 or logits.numel() == 0:
-            raise SamplingError(f"logits must have shape [n_vocab], got {tuple(logits.shape)}", where="logits")
-        if bool(torch.isnan(logits).any()):
+        a = _as_numpy(logits)
+        if a is None or a.dtype.kind != "f":
+            raise SamplingError("logits must be a float array (numpy or torch)", where="logits")
+        if a.ndim == 2 and a.shape[0] == 1:
+            a = a[0]
+        if a.ndim != 1 or a.size == 0:
+            raise SamplingError(f"logits must have shape [n_vocab], got {tuple(a.shape)}", where="logits")
+        if np.isnan(a).any():
             raise SamplingError("logits contain NaN", where="logits")
         if self.greedy:
-            return int(torch.argmax(logits))
-        ids, vals = self.candidates(logits)
+            return int(np.argmax(a))
+        ids, vals = self.candidates(a)
         # float64, relative to the best logit: (v - max) / T is <= 0, so no overflow for any T > 0, and
         # 0 / T = 0 keeps the best token (a float32 T would round a tiny temperature to 0 and give NaN)
-        scaled = (vals.double() - vals[0].double()) / self.temperature
-        probs = torch.softmax(scaled, dim=-1)
-        pick = int(torch.multinomial(probs, 1, generator=self.generator)[0])
-        return int(ids[pick])
+        w = np.exp((vals.astype(np.float64) - float(vals[0])) / self.temperature)
+        cum = np.cumsum(w)
+        pick = int(np.searchsorted(cum, self.generator.random() * cum[-1], side="right"))
+        return int(ids[min(pick, ids.size - 1)])
+
+
+def _as_numpy(x: Any) -> np.ndarray | None:
+    """``x`` as a numpy array without a copy where possible (a torch tensor through ``.numpy()``); None when
+    it is not array-like."""
+    if isinstance(x, np.ndarray):
+        return x
+    to_numpy = getattr(x, "numpy", None)
+    if callable(to_numpy):
+        return np.asarray(x.detach().cpu().numpy() if hasattr(x, "detach") else to_numpy())
+    try:
+        return np.asarray(x)
+    except (TypeError, ValueError):
+        return None

@@ -26,7 +26,8 @@ RESET starts a new sequence (clears the KV cache, new sampler), SHUTDOWN ends th
 forwarded downstream). A failure while serving is a ``runtime`` fault.
 
 Kernels: the torch reference table by default, or any module with a ``KERNELS`` table (e.g.
-``"pipeplan.runtime.kernels.triton"`` for ``--target cuda``). When the table module has them, its
+``"pipeplan.runtime.kernels.cpu"``, numpy buffers and no torch, or ``"pipeplan.runtime.kernels.triton"``
+for ``--target cuda``). When the table module has them, its
 ``load_stage_weights(files, tensors)`` hook loads the weights (e.g. kept in GGUF format on the GPU)
 and its ``allocate(shape)`` hook allocates the KV cache; its ``device()`` says where activations
 live: inputs are moved there and results moved back to the CPU at the edges (frames carry numpy).
@@ -182,7 +183,8 @@ class StageWorker:
         fault_injection: optional :class:`FaultInjection` (ignored unless it targets this stage).
         kernels: kernel module (or its dotted name) for the executor; default the torch reference.
         cache_dir: weight cache directory (default ``$PIPEPLAN_CACHE`` / ``~/.cache/pipeplan``).
-        num_threads: ``torch.set_num_threads`` for this worker's process (None: leave as is).
+        num_threads: threads of the kernel table in this worker's process (its ``set_num_threads``, else
+            ``torch.set_num_threads``; None: leave as is).
         on_request: called with each URL the worker downloads (tests count requests).
         program: the compiled stage program to bind (:class:`StageProgram`, ``{step: calls}``, or one
             ``Sequence[KernelCall]``); None: build it with ``build_stage_program``. It must cover
@@ -207,6 +209,7 @@ class StageWorker:
         self.executor = None
         self.executors: dict[str, Any] = {}
         self._device = None
+        self._numpy = False
         self.mapped_bytes = 0
         self.tensor_bytes = 0
         self.bound: StageProgram | None = None
@@ -346,7 +349,6 @@ class StageWorker:
         return self.program
 
     def _bind(self, weights) -> None:
-        import torch
         from pipeplan.runtime.program import (
             AllocationError,
             BindError,
@@ -362,6 +364,12 @@ class StageWorker:
         hook = getattr(table, "allocate", None)
         dev = getattr(table, "device", None)
         self._device = dev() if callable(dev) else None
+        self._numpy = getattr(table, "ARRAYS", "torch") == "numpy"
+        if hook is None:
+            import torch
+
+            def hook(shape):
+                return torch.zeros(shape, dtype=torch.float32)
         shared: dict[str, Any] = {}
         names: list[str] = []
 
@@ -372,7 +380,7 @@ class StageWorker:
                 raise RuntimeError(f"injected allocation failure for KV cache {shape}")
             name = names.pop(0)
             if name not in shared:
-                shared[name] = hook(shape) if hook is not None else torch.zeros(shape, dtype=torch.float32)
+                shared[name] = hook(shape)
             return shared[name]
 
         tensors: Any = weights
@@ -429,13 +437,18 @@ class StageWorker:
         assert frame.array is not None and self.executors and bound is not None
         if fi is not None and self._inject("runtime") and self.served >= fi.after:
             raise RuntimeError(f"injected runtime failure after {self.served} frames")
-        import torch  # (stage.py imports no torch at module level: the orchestrator process needs none)
+        if self._numpy:  # numpy table (the CPU target): no torch in this process
+            x: Any = frame.array
+            if p.has_embedding and x.dtype != np.int64:
+                x = x.astype(np.int64)
+        else:
+            import torch  # (stage.py imports no torch at module level: the orchestrator process needs none)
 
-        x = torch.from_numpy(frame.array)
-        if p.has_embedding:
-            x = x.long()
-        if self._device is not None and x.device != self._device:
-            x = x.to(self._device)
+            x = torch.from_numpy(frame.array)
+            if p.has_embedding:
+                x = x.long()
+            if self._device is not None and x.device != self._device:
+                x = x.to(self._device)
         rows = int(x.shape[0])
         step = bound.step_for(rows)
         limit = int(bound.rows.get(step, 0) or 0)
@@ -446,7 +459,7 @@ class StageWorker:
         out = ex.forward(x, frame.position, last_only=p.has_head)
         self._n_past = ex.n_past
         self.served += 1
-        if out.device.type != "cpu":  # edges carry host memory
+        if not self._numpy and out.device.type != "cpu":  # edges carry host memory
             out = out.cpu()
         if p.has_head:
             if self._sampler is None:
@@ -455,7 +468,7 @@ class StageWorker:
                 self._sampler = Sampler()
             tok = self._sampler.sample(out[-1])
             return Frame(DATA, frame.seq_id, frame.position + rows, np.array([tok], dtype=np.int32))
-        return Frame(DATA, frame.seq_id, frame.position, out.numpy())
+        return Frame(DATA, frame.seq_id, frame.position, out if self._numpy else out.numpy())
 
     def serve(self, stop: threading.Event | Any | None = None, alive: Callable[[], bool] | None = None) -> int:
         """Serve frames until SHUTDOWN (forwarded downstream) or ``stop`` is set / ``alive()`` is False.

@@ -1,6 +1,7 @@
 """The stage host: the process that forks local stage processes with the runtime already imported.
 
-A stage process needs torch, numpy, gguf and the runtime: importing them takes seconds of CPU, and a
+A stage process needs numpy, gguf and the runtime (and torch for the reference and Triton targets):
+importing them takes a second or more of CPU, and a
 ``spawn``-ed stage pays that each, on top of its interpreter start. The local backend instead forks
 its stages from a ``multiprocessing`` forkserver that imported :data:`STAGE_PRELOAD` once
 (:func:`stage_context`); :func:`prestart_stage_host` starts that server early (``pipeplan run`` does it
@@ -17,11 +18,12 @@ import sys
 from multiprocessing.context import BaseContext
 
 STAGE_PRELOAD = ("pipeplan.runtime.backends", "pipeplan.runtime.stage", "pipeplan.runtime.program",
-                 "pipeplan.runtime.kernels.reference", "pipeplan.runtime.kernels.cpu", "pipeplan.runtime.loader",
+                 "pipeplan.runtime.kernels.cpu", "pipeplan.runtime.loader",
                  "pipeplan.runtime.sampling", "pipeplan.runtime.shm_ring", "pipeplan.runtime.weights_source",
                  "pipeplan.frontend.gguf_facts")
-"""Modules the stage host imports once, before it forks any stage: everything a stage of the ``cpu`` (the
-default) and ``reference`` targets imports while it loads and serves (a module that fails to import is
+"""Modules the stage host imports once, before it forks any stage: everything a stage of the ``cpu`` target
+(the default) imports while it loads and serves; none imports torch, so a cpu stage process never holds it
+(a ``reference`` stage imports torch itself) (a module that fails to import is
 skipped: the stage imports it itself and reports what is wrong)."""
 
 THREAD_ENV = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS")

@@ -122,7 +122,7 @@ def lower_plan(plan: ConcretePlan, abi: Mapping[str, Any], *, concrete: str = ""
     Raises MachineVerifyError (with the lineage path) or PipeplanError(code ``unsupported_plan``)
     for a plan this target cannot lower (unknown step, a stage spread over devices, unknown buffer).
     """
-    from pipeplan.runtime.program import ProgramError, build_stage_program
+    from pipeplan.runtime.stage_program import ProgramError, build_stage_program
 
     timings = timings or {}
     cmds = {c.id: c for c in plan.commands}

@@ -48,28 +48,36 @@ def _rms_norm_emulated(x: np.ndarray, w: np.ndarray, eps: float) -> np.ndarray:
     return out
 
 
+def _complex_table(cs: np.ndarray) -> np.ndarray:
+    """The CPU table's (cos, sin) pairs ``[S, d/2, 2]`` as the reference's complex64 ``[S, 1, d/2]``."""
+    return np.ascontiguousarray(cs).view(np.complex64).reshape(cs.shape[0], 1, cs.shape[1])
+
+
 def test_rms_norm_is_ggml_arithmetic():
     """rms_norm equals the float emulation of ggml's (double sum, float scale) bit for bit, and the
     reference within float32 rounding; head_rms_norm is rms_norm of each head's row."""
     rng = np.random.default_rng(0)
     x = (rng.standard_normal((5, 37)) * 3).astype(np.float32)
     w = rng.standard_normal(37).astype(np.float32)
-    got = cpu.rms_norm(torch.from_numpy(x), torch.from_numpy(w), eps=1e-6).numpy()
+    got = cpu.rms_norm(x, w, eps=1e-6)
     assert np.array_equal(got, _rms_norm_emulated(x, w, 1e-6))
     ref = reference.rms_norm(torch.from_numpy(x), torch.from_numpy(w), eps=1e-6).numpy()
     assert np.abs(got - ref).max() <= 1e-5 * np.abs(ref).max()
     xh = (rng.standard_normal((3, 4 * 16))).astype(np.float32)
     wh = rng.standard_normal(16).astype(np.float32)
-    hn = cpu.head_rms_norm(torch.from_numpy(xh), torch.from_numpy(wh), eps=1e-6, n_heads=4, head_dim=16).numpy()
+    hn = cpu.head_rms_norm(xh, wh, eps=1e-6, n_heads=4, head_dim=16)
     assert np.array_equal(hn, _rms_norm_emulated(xh.reshape(12, 16), wh, 1e-6).reshape(3, 64))
 
 
 def test_rope_table_is_float32_theta_by_repeated_multiplication():
     """rope_table: position 0 is (1, 0); the angles are p * base^(-2i/d) advanced in float32 by repeated
     multiplication (ggml_rope_cache_init), so they drift from the float64 angles of the reference
-    table by float32 rounding only, and the complex64 layout is the reference table's."""
+    table by float32 rounding only; its (cos, sin) float32 pairs are the real view of the reference's complex64
+    layout."""
     s, d, base = 48, 16, 10000.0
-    t = cpu.rope_table(s, d, base)
+    cs = cpu.rope_table(s, d, base)
+    assert cs.shape == (s, d // 2, 2) and cs.dtype == np.float32
+    t = torch.from_numpy(_complex_table(cs))
     r = reference.rope_table(s, d, base)
     assert t.shape == r.shape == (s, 1, d // 2) and t.dtype == torch.complex64
     assert torch.equal(t[0], torch.ones_like(t[0]))
@@ -91,13 +99,17 @@ def test_rope_matches_reference_rotation(mode):
     reference rotation on the same table within float32 rounding; portable == AVX2."""
     rng = np.random.default_rng(1)
     t, h, hd, rd = 3, 2, 12, 8
-    x = torch.from_numpy(rng.standard_normal((t, h * hd)).astype(np.float32))
+    x = rng.standard_normal((t, h * hd)).astype(np.float32)
     table = cpu.rope_table(16, rd, 500.0)
     got = _both_paths(lambda: cpu.rope(x, table, 5, n_heads=h, head_dim=hd, rope_dim=rd, mode=mode))
-    ref = reference.rope(x, table, 5, n_heads=h, head_dim=hd, rope_dim=rd, mode=mode)
-    assert got[0].shape == (t, h, hd) and all(torch.equal(g, got[0]) for g in got)
-    assert (got[0] - ref).abs().max() < 1e-6
-    assert torch.equal(got[0][..., rd:], x.view(t, h, hd)[..., rd:])
+    ref = reference.rope(torch.from_numpy(x), torch.from_numpy(_complex_table(table)), 5, n_heads=h, head_dim=hd,
+                         rope_dim=rd, mode=mode).numpy()
+    assert got[0].shape == (t, h, hd) and all(np.array_equal(g, got[0]) for g in got)
+    assert np.abs(got[0] - ref).max() < 1e-6
+    assert np.array_equal(got[0][..., rd:], x.reshape(t, h, hd)[..., rd:])
+    # the reference's complex table gives the same bits
+    assert np.array_equal(cpu.rope(x, _complex_table(table), 5, n_heads=h, head_dim=hd, rope_dim=rd, mode=mode),
+                          got[0])
     with pytest.raises(ValueError, match="rope mode"):
         cpu.rope(x, table, 0, n_heads=h, head_dim=hd, rope_dim=rd, mode="yarn")
 
@@ -109,7 +121,7 @@ def test_gelu_mul_reads_an_f16_table():
     rng = np.random.default_rng(2)
     g = np.concatenate([rng.standard_normal(500) * 3, [-12.0, -10.0, 10.0, 11.5, 0.0]]).astype(np.float32)
     u = rng.standard_normal(g.size).astype(np.float32)
-    got = cpu.gelu_mul(torch.from_numpy(g), torch.from_numpy(u)).numpy()
+    got = cpu.gelu_mul(g, u)
     assert got[-5] == 0.0 and got[-4] == 0.0 and got[-3] == np.float32(10.0) * u[-3] and got[-2] == g[-2] * u[-2]
     gh = g.astype(np.float16).astype(np.float64)
     gelu = 0.5 * gh * (1 + np.tanh(math.sqrt(2 / math.pi) * gh * (1 + 0.044715 * gh * gh)))
@@ -126,36 +138,37 @@ def test_silu_mul_is_ggml_swiglu():
     """silu_mul (ggml_vec_swiglu_f32): groups of 8 values take ggml's exp (the softmax's), the rest of a
     row libm's expf; equal to the reference within float32 rounding, rows independent."""
     rng = np.random.default_rng(4)
-    g = torch.from_numpy((rng.standard_normal((3, 21)) * 4).astype(np.float32))
-    u = torch.from_numpy(rng.standard_normal((3, 21)).astype(np.float32))
+    g = (rng.standard_normal((3, 21)) * 4).astype(np.float32)
+    u = rng.standard_normal((3, 21)).astype(np.float32)
     got = cpu.silu_mul(g, u)
-    ref = reference.silu_mul(g, u)
-    assert (got - ref).abs().max() <= 4e-7 * float(ref.abs().max())
-    assert torch.equal(cpu.silu_mul(g[1:2], u[1:2]), got[1:2])
+    ref = reference.silu_mul(torch.from_numpy(g), torch.from_numpy(u)).numpy()
+    assert np.abs(got - ref).max() <= 4e-7 * float(np.abs(ref).max())
+    assert np.array_equal(cpu.silu_mul(g[1:2], u[1:2]), got[1:2])
 
 
 def test_kv_cache_is_f16_rounded_to_nearest_even():
     """The table allocates float16 caches; kv_cache_write stores k and v rounded to nearest even (ggml
     cpy f32 -> f16), at [start_pos, start_pos + T); a float32 cache (another allocator) takes them as is."""
     ck, cv = cpu.allocate((6, 2, 4)), cpu.allocate((6, 2, 4))
-    assert ck.dtype == torch.float16 and float(ck.abs().sum()) == 0
-    k = torch.randn(3, 2, 4) * 1000
-    v = torch.randn(3, 8)
+    assert ck.dtype == np.float16 and float(np.abs(ck).sum()) == 0
+    rng = np.random.default_rng(9)
+    k = (rng.standard_normal((3, 2, 4)) * 1000).astype(np.float32)
+    v = rng.standard_normal((3, 8)).astype(np.float32)
     cpu.kv_cache_write(k, v, ck, cv, 2)
-    assert torch.equal(ck[2:5], k.half()) and torch.equal(cv[2:5], v.view(3, 2, 4).half())
-    assert float(ck[:2].abs().sum()) == 0 and float(ck[5:].abs().sum()) == 0
-    fk, fv = torch.zeros(6, 2, 4), torch.zeros(6, 2, 4)
+    assert np.array_equal(ck[2:5], k.astype(np.float16)) and np.array_equal(cv[2:5], v.reshape(3, 2, 4).astype(np.float16))
+    assert float(np.abs(ck[:2]).sum()) == 0 and float(np.abs(ck[5:]).sum()) == 0
+    fk, fv = np.zeros((6, 2, 4), np.float32), np.zeros((6, 2, 4), np.float32)
     cpu.kv_cache_write(k, v, fk, fv, 0)
-    assert torch.equal(fk[:3], k)
+    assert np.array_equal(fk[:3], k)
 
 
 def _attention_case(t: int, start: int, h: int, hkv: int, dk: int, dv: int, seed: int):
     rng = np.random.default_rng(seed)
     s = start + t
     ck, cv = cpu.allocate((s + 3, hkv, dk)), cpu.allocate((s + 3, hkv, dv))
-    cpu.kv_cache_write(torch.from_numpy(rng.standard_normal((s, hkv, dk)).astype(np.float32)),
-                       torch.from_numpy(rng.standard_normal((s, hkv * dv)).astype(np.float32)), ck, cv, 0)
-    q = torch.from_numpy((rng.standard_normal((t, h, dk)) * 2).astype(np.float32))
+    cpu.kv_cache_write(rng.standard_normal((s, hkv, dk)).astype(np.float32),
+                       rng.standard_normal((s, hkv * dv)).astype(np.float32), ck, cv, 0)
+    q = (rng.standard_normal((t, h, dk)) * 2).astype(np.float32)
     return q, ck, cv
 
 
@@ -171,9 +184,12 @@ def test_attention_matches_reference_over_the_same_cache(t, start, window, scale
     q, ck, cv = _attention_case(t, start, 4, 2, 40, 24, seed=t * 7 + start)
     kw = {"scale": scale, "window": window, "scale_q": scale_q}
     got = _both_paths(lambda: cpu.attention(q, ck, cv, start, **kw))
-    assert got[0].shape == (t, 4 * 24) and all(torch.equal(g, got[0]) for g in got)
-    ref = reference.attention(q, ck.float(), cv.float(), start, **kw)
-    assert (got[0] - ref).abs().max() < 4 * F16_EPS * float(cv.float().abs().max()) * 4
+    assert got[0].shape == (t, 4 * 24) and all(np.array_equal(g, got[0]) for g in got)
+    ck32, cv32 = ck.astype(np.float32), cv.astype(np.float32)
+    ref = reference.attention(torch.from_numpy(q), torch.from_numpy(ck32), torch.from_numpy(cv32), start, **kw).numpy()
+    assert np.abs(got[0] - ref).max() < 4 * F16_EPS * float(np.abs(cv32).max()) * 4
+    # a float32 cache (another allocator) runs the reference attention
+    assert np.array_equal(cpu.attention(q, ck32, cv32, start, **kw), ref)
 
 
 def test_attention_routes_follow_the_micro_batch():
@@ -182,14 +198,14 @@ def test_attention_routes_follow_the_micro_batch():
     follows the micro-batch the executor reports (begin_step), not the rows of one call."""
     q, ck, cv = _attention_case(6, 0, 2, 1, 64, 64, seed=3)
     full = cpu.attention(q, ck, cv, 0)
-    rows = torch.cat([cpu.attention(q[i:i + 1], ck, cv, i) for i in range(6)])
-    assert (full - rows).abs().max() < 1e-5 and not torch.equal(full[1:], rows[1:])
+    rows = np.concatenate([cpu.attention(q[i:i + 1], ck, cv, i) for i in range(6)])
+    assert np.abs(full - rows).max() < 1e-5 and not np.array_equal(full[1:], rows[1:])
     cpu.begin_step(4, 2)  # rows 4..5 of a 6-row prompt frame: the prompt's micro-batch, tinyBLAS
     try:
         tail = cpu.attention(q[4:6], ck, cv, 4)
     finally:
         cpu.begin_step(0, 0)
-    assert torch.equal(tail, full[4:6])
+    assert np.array_equal(tail, full[4:6])
 
 
 def test_ubatches_split_rows_like_llama_cpp():
@@ -242,11 +258,12 @@ def test_executor_binds_f16_caches_and_output_rows_only(stories_path):
     w = cpu.load_stage_weights(list(facts.files), stage_slices(facts, 0, 5, True, True))
     ex = StageExecutor(hp, build_stage_program(hp, 0, 5, True, True, 16), w, 16, cpu)
     rf = StageExecutor(hp, build_stage_program(hp, 0, 5, True, True, 16), w, 16, reference)
-    assert all(c.dtype == torch.float16 for c in ex.caches.values()) and ex.kv_cache_bytes * 2 == rf.kv_cache_bytes
-    assert torch.equal(ex._static["rope_table"], cpu.rope_table(16, hp.rope_dim, hp.rope_base))
+    assert all(c.dtype == np.float16 for c in ex.caches.values()) and ex.kv_cache_bytes * 2 == rf.kv_cache_bytes
+    assert np.array_equal(ex._static["rope_table"], cpu.rope_table(16, hp.rope_dim, hp.rope_base))
     assert ex._tail_at > 0 and "h4" in ex._tail_rows and rf._tail_at == -1
-    ids = torch.tensor([1, 403, 407, 261, 378, 292])
-    last = ex.forward(ids, 0, last_only=True).clone()
+    ids = np.array([1, 403, 407, 261, 378, 292], dtype=np.int64)
+    last = ex.forward(ids, 0, last_only=True).copy()
     ex.reset()
     full = ex.forward(ids, 0)
-    assert last.shape == (1, hp.n_vocab) and (last[0] - full[-1]).abs().max() < 1e-4
+    assert isinstance(last, np.ndarray) and last.shape == (1, hp.n_vocab)
+    assert np.abs(last[0] - full[-1]).max() < 1e-4

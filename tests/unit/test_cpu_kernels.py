@@ -82,7 +82,7 @@ def _check_matmul(ggml_type: str, n: int, k: int, t: int, simd: bool, seed: int 
     qt = QuantTensor(ggml_type, (n, k), data, "w")
     prev = cpu._qkernels.set_simd(simd)
     try:
-        got = cpu.KERNELS["matmul"](torch.from_numpy(x), qt).numpy().astype(np.float64)
+        got = cpu.KERNELS["matmul"](x, qt).astype(np.float64)
     finally:
         cpu._qkernels.set_simd(prev)
     assert got.shape == (t, n)
@@ -132,7 +132,7 @@ def test_matmul_is_exact_integer_arithmetic_on_quantized_activations(ggml_type):
         assert np.array_equal(bsums, qs.reshape(t, -1, 16, 16).sum(-1).astype(np.int16))
         emul = (qs * d).reshape(t, k)
         assert np.abs(emul - x).max() <= np.abs(x).max() / 254 * 1.001
-    got = cpu.matmul(torch.from_numpy(x), QuantTensor(ggml_type, (n, k), data)).numpy()
+    got = cpu.matmul(x, QuantTensor(ggml_type, (n, k), data))
     ref = emul.astype(np.float64) @ w.T
     assert np.abs(got - ref).max() <= 1e-5 * (np.abs(emul) @ np.abs(w).T).max()
 
@@ -145,12 +145,12 @@ def test_embedding_gather_rows_exact(ggml_type):
     n, k = 41, 3 * block
     data = _weight(ggml_type, n, k, 7)
     table = QuantTensor(ggml_type, (n, k), data, "token_embd.weight")
-    ids = torch.tensor([40, 0, 17, 17, 3])
+    ids = np.array([40, 0, 17, 17, 3], dtype=np.int64)
     rows = cpu.KERNELS["embedding_gather"](ids, table)
-    want = quants.dequantize(data[ids.numpy()], QT[ggml_type]).astype(np.float32)
-    assert rows.dtype == torch.float32 and np.array_equal(rows.numpy(), want)
+    want = quants.dequantize(data[ids], QT[ggml_type]).astype(np.float32)
+    assert isinstance(rows, np.ndarray) and rows.dtype == np.float32 and np.array_equal(rows, want)
     scaled = cpu.KERNELS["embedding_gather"](ids, table, scale=25.298221281347036)
-    assert np.array_equal(scaled.numpy(), want * np.float32(25.298221281347036))
+    assert np.array_equal(scaled, want * np.float32(25.298221281347036))
     with pytest.raises(ValueError, match="outside"):
         cpu.dequantize_rows(table, [n])
 
@@ -170,7 +170,7 @@ def test_gemma3_real_q4_k_and_q6_k_rows(gemma3_path):
         qt = QuantTensor(t.ggml_type, (13, k), rows, name)  # 13 rows: odd N
         w = quants.dequantize(rows, QT[t.ggml_type]).astype(np.float64)
         x = rng.standard_normal((2, k)).astype(np.float32)
-        got = cpu.matmul(torch.from_numpy(x), qt).numpy()
+        got = cpu.matmul(x, qt)
         tol = _act_error_bound(t.ggml_type, x) @ np.abs(w).T + 1e-5 * (np.abs(x) @ np.abs(w).T)
         assert (np.abs(got - x @ w.T) <= tol).all(), name
         assert np.array_equal(cpu.dequantize_rows(qt, [12, 0]), w[[12, 0]].astype(np.float32))
@@ -181,27 +181,28 @@ def test_float32_weights_use_ggml_f32_arithmetic():
     """A contiguous float32 weight (F32 tensors, zero-copy views) runs ggml's F32 arithmetic
     (ggml_vec_dot_f32: 4 x 8 lanes, the rest of K added in float; a prompt of 2+ rows with K % 8 == 0
     and N % 4 == 0: llamafile's tinyBLAS): equal to F.linear within float32 rounding, the same bits on the
-    portable and AVX2 paths; a non-contiguous weight runs F.linear itself."""
-    g = torch.Generator().manual_seed(5)
+    portable and AVX2 paths; a non-contiguous weight is made contiguous first (the same bits)."""
+    g = np.random.default_rng(5)
     for t, n, k in ((1, 5, 75), (3, 8, 64), (3, 7, 64)):
-        x, w = torch.randn(t, k, generator=g), torch.randn(n, k, generator=g)
+        x, w = g.standard_normal((t, k), dtype=np.float32), g.standard_normal((n, k), dtype=np.float32)
         got = _both_paths_mm(lambda x=x, w=w: cpu.matmul(x, w))
-        assert all(torch.equal(a, got[0]) for a in got)
-        ref = torch.nn.functional.linear(x, w)
-        assert (got[0] - ref).abs().max() <= 1e-5 * (x.abs() @ w.abs().T).max()
-    wt = torch.randn(64, 5, generator=g).T
-    assert torch.equal(cpu.matmul(x[:, :64], wt), torch.nn.functional.linear(x[:, :64], wt))
+        assert all(np.array_equal(a, got[0]) for a in got)
+        ref = x.astype(np.float64) @ w.T.astype(np.float64)
+        assert np.abs(got[0] - ref).max() <= 1e-5 * (np.abs(x) @ np.abs(w).T).max()
+    wt = g.standard_normal((64, 5), dtype=np.float32).T
+    assert not wt.flags.c_contiguous
+    assert np.array_equal(cpu.matmul(x[:, :64], wt), cpu.matmul(x[:, :64], np.ascontiguousarray(wt)))
 
 
 def test_kernel_table_has_the_reference_names():
-    """Same KERNELS names as the reference table; the kernels whose arithmetic ggml does differently are
-    replaced (matmul, embedding_gather, and the ggml-faithful ones of ops.c), the rest are the reference's."""
+    """Same KERNELS names as the reference table, every one this table's own (numpy; the ggml-faithful
+    ones on the C extension), none the torch reference's."""
     from pipeplan.runtime.kernels import reference
 
     assert set(cpu.KERNELS) == set(reference.KERNELS)
-    assert {n for n in cpu.KERNELS if cpu.KERNELS[n] is not reference.KERNELS[n]} == {
-        "matmul", "embedding_gather", "rms_norm", "head_rms_norm", "rope", "kv_cache_write", "attention", "gelu_mul",
-        "silu_mul"}
+    assert all(cpu.KERNELS[n] is not reference.KERNELS[n] and cpu.KERNELS[n].__module__ == cpu.__name__
+               for n in cpu.KERNELS)
+    assert cpu.ARRAYS == "numpy"
 
 
 def test_quant_tensor_rejects_wrong_sizes():
@@ -212,7 +213,7 @@ def test_quant_tensor_rejects_wrong_sizes():
     with pytest.raises(DequantError, match="block size"):
         QuantTensor("Q4_K", (4, 64), data)
     with pytest.raises(cpu.CpuKernelError, match="K differs"):
-        cpu.matmul(torch.randn(1, 32), QuantTensor("Q8_0", (4, 64), data))
+        cpu.matmul(np.zeros((1, 32), np.float32), QuantTensor("Q8_0", (4, 64), data))
 
 
 # ----------------------------------------------------------------------------------- loading
@@ -236,7 +237,7 @@ def _mapping_of(addr: int) -> str:
 
 
 def test_loader_keeps_matrices_quantized_and_f32_zero_copy(q8_model):
-    """12.2: matrices stay QuantTensor views of the mapped GGUF (no float32 copy), F32 tensors are torch views
+    """12.2: matrices stay QuantTensor views of the mapped GGUF (no float32 copy), F32 tensors are numpy views
     of the same map (their memory is the file's), norms stay 1-D float32."""
     from pipeplan.frontend.gguf_facts import read_model_facts
 
@@ -248,9 +249,9 @@ def test_loader_keeps_matrices_quantized_and_f32_zero_copy(q8_model):
     assert isinstance(q, QuantTensor) and q.ggml_type == "Q8_0" and q.shape == (64, 64)
     assert _mapping_of(q.data.ctypes.data) == str(q8_model)
     norm = w["blk.0.attn_norm.weight"]
-    assert isinstance(norm, torch.Tensor) and norm.dtype == torch.float32 and tuple(norm.shape) == (64,)
-    assert _mapping_of(norm.data_ptr()) == str(q8_model)  # zero-copy: the tensor's memory is the file map
-    assert not any(isinstance(v, torch.Tensor) and v.dim() >= 2 for v in w.values())
+    assert isinstance(norm, np.ndarray) and norm.dtype == np.float32 and tuple(norm.shape) == (64,)
+    assert _mapping_of(norm.ctypes.data) == str(q8_model)  # zero-copy: the array's memory is the file map
+    assert not any(isinstance(v, np.ndarray) and v.ndim >= 2 for v in w.values())
 
 
 def test_stage_runs_quantized_weights_like_the_reference(q8_model):
@@ -266,9 +267,9 @@ def test_stage_runs_quantized_weights_like_the_reference(q8_model):
     prog = build_stage_program(hp, 0, hp.n_layer, True, True, 32)
     ex_cpu = StageExecutor(hp, prog, cpu.load_stage_weights(facts.files, slices), 32, cpu)
     ex_ref = StageExecutor(hp, prog, load_stage_weights(facts.files, slices), 32)
-    ids = torch.tensor([1, 5, 9, 2])
-    a, b = ex_cpu.forward(ids, 0), ex_ref.forward(ids, 0)
-    assert float((a - b).abs().max()) <= 0.02 * float(b.abs().max())
+    ids = np.array([1, 5, 9, 2], dtype=np.int64)
+    a, b = ex_cpu.forward(ids, 0), ex_ref.forward(torch.from_numpy(ids), 0).numpy()
+    assert isinstance(a, np.ndarray) and float(np.abs(a - b).max()) <= 0.02 * float(np.abs(b).max())
     assert greedy_generate([ex_cpu], [1, 5, 9], 8) == greedy_generate([ex_ref], [1, 5, 9], 8)
 
 
@@ -320,15 +321,15 @@ def test_unsupported_type_is_a_bind_fault_naming_tensor_and_type(tmp_path, qtype
 
 def test_every_virtual_target_dtype_runs_on_cpu():
     """Every dtype the virtual targets declare (lowering/targets/virtual_queue.py DTYPES) is in CPU_TYPES and
-    a matrix of it runs through the CPU table's matmul (F32 via torch, the rest on their GGUF bytes)."""
+    a matrix of it runs through the CPU table's matmul (F32 by ggml's F32 arithmetic, the rest on their GGUF bytes)."""
     from pipeplan.lowering.targets import virtual_queue, virtual_slot
 
     for dtype in sorted(set(virtual_queue.DTYPES) | set(virtual_slot.DTYPES)):
         name = dtype.upper()
         assert name in cpu.CPU_TYPES, dtype
         if name == "F32":
-            w = torch.randn(3, 256)
-            assert torch.allclose(cpu.matmul(torch.ones(1, 256), w), w.sum(1)[None], atol=1e-4)
+            w = np.random.default_rng(3).standard_normal((3, 256), dtype=np.float32)
+            assert np.allclose(cpu.matmul(np.ones((1, 256), np.float32), w), w.sum(1)[None], atol=1e-4)
             continue
         _check_matmul(name, 3, 256, 2, simd=SIMD[0])
 
@@ -340,13 +341,13 @@ def test_f32_mapping_is_private_copy_on_write(q8_model):
     facts = read_model_facts(q8_model)
     before = q8_model.read_bytes()
     w = cpu.load_stage_weights(facts.files, [slice_of(facts.tensor("output_norm.weight"))])
-    w["output_norm.weight"].add_(1.0)
+    np.add(w["output_norm.weight"], 1.0, out=w["output_norm.weight"])
     assert q8_model.read_bytes() == before
 
 
 def test_threads_split_rows_with_identical_results():
     """A thread count > 1 splits the output rows; each row is the same dot product, so the result is
-    bit-identical to one thread (the matmul follows torch.get_num_threads())."""
+    bit-identical to one thread (the matmul follows cpu.get_num_threads())."""
     q = cpu._qkernels
     data = _weight("Q4_K", 512, 2048, 11)
     x = np.random.default_rng(12).standard_normal((3, 2048)).astype(np.float32)
@@ -354,12 +355,12 @@ def test_threads_split_rows_with_identical_results():
     q.mul_mat(data, int(QT.Q4_K), 512, 2048, x, one, 1)
     q.mul_mat(data, int(QT.Q4_K), 512, 2048, x, two, 2)
     assert np.array_equal(one, two)
-    n = torch.get_num_threads()
-    torch.set_num_threads(2)
+    n = cpu.get_num_threads()
+    cpu.set_num_threads(2)
     try:
-        got = cpu.matmul(torch.from_numpy(x), QuantTensor("Q4_K", (512, 2048), data)).numpy()
+        got = cpu.matmul(x, QuantTensor("Q4_K", (512, 2048), data))
     finally:
-        torch.set_num_threads(n)
+        cpu.set_num_threads(n)
     assert np.array_equal(got, one)
 
 
@@ -414,15 +415,15 @@ def test_prefill_rows_equal_decode_rows_bit_for_bit(ggml_type):
     block = 256 if ggml_type in K_QUANTS else 32
     n, k, t = 19, 3 * block, 7
     qt = QuantTensor(ggml_type, (n, k), _weight(ggml_type, n, k, 21))
-    x = torch.from_numpy((np.random.default_rng(22).standard_normal((t, k)) * 2).astype(np.float32))
+    x = (np.random.default_rng(22).standard_normal((t, k)) * 2).astype(np.float32)
     for simd in SIMD:
         prev = cpu._qkernels.set_simd(simd)
         try:
             full = cpu.matmul(x, qt)
-            rows = torch.cat([cpu.matmul(x[i:i + 1], qt) for i in range(t)])
+            rows = np.concatenate([cpu.matmul(x[i:i + 1], qt) for i in range(t)])
         finally:
             cpu._qkernels.set_simd(prev)
-        assert torch.equal(full, rows), (ggml_type, simd)
+        assert np.array_equal(full, rows), (ggml_type, simd)
 
 
 def _mm(qt: QuantTensor, x: np.ndarray, ub: int) -> np.ndarray:
