@@ -489,3 +489,23 @@ def test_repack_and_vec_dot_rows_differ_only_by_float_order():
     scale = np.abs(x) @ np.abs(_dequant("Q4_K", qt.data, k)).T
     for a, b in ((gemm, gemv), (gemm, vd), (gemv, vd)):
         assert np.abs(a - b).max() <= 1e-5 * scale.max() and not np.array_equal(a, b)
+
+
+@pytest.mark.parametrize("ggml_type", ("Q4_0", "Q5_0", "Q8_0"))
+def test_decode_weight_row_groups_keep_single_row_bits(ggml_type):
+    """12.3: a one-row (decode) matmul takes the weight rows several at a time on the AVX2 path (their
+    accumulator chains interleave); every output equals the single-row product of its weight row to the bit,
+    for N not a multiple of the group (37 rows)."""
+    n, k = 37, 5 * 32
+    data = _weight(ggml_type, n, k, 31)
+    x = (np.random.default_rng(32).standard_normal((1, k)) * 2).astype(np.float32)
+    qt = QuantTensor(ggml_type, (n, k), data)
+    for simd in SIMD:
+        prev = cpu._qkernels.set_simd(simd)
+        try:
+            full = cpu.matmul(x, qt)
+            rows = np.concatenate([cpu.matmul(x, QuantTensor(ggml_type, (1, k), data[r:r + 1])) for r in range(n)],
+                                  axis=1)
+        finally:
+            cpu._qkernels.set_simd(prev)
+        assert np.array_equal(full, rows), (ggml_type, simd)
