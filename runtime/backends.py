@@ -277,6 +277,17 @@ def _heartbeat(control: Any, slot: int, worker: StageWorker, done: threading.Eve
         done.wait(BEAT_S)
 
 
+def _preload_kernels(kernels: str | None) -> None:
+    """Import the stage's kernel table before the first heartbeat: a table the stage host does not preload
+    (the torch reference or Triton: torch's import holds the GIL for seconds) then loads within the
+    start-up grace instead of silencing a stage that has beaten. An import error is left to the worker,
+    which reports it as a fault."""
+    import importlib
+
+    with contextlib.suppress(Exception):
+        importlib.import_module(kernels or "pipeplan.runtime.kernels.reference")
+
+
 def _stage_process_main(provision: ProvisionStage, slot: int, transport: Any, events: Any, control: Any,
                         fault_injection: FaultInjection | None, options: WorkerOptions, env: Mapping[str, str]
                         ) -> None:
@@ -285,14 +296,15 @@ def _stage_process_main(provision: ProvisionStage, slot: int, transport: Any, ev
 
     SIGINT is ignored (the orchestrator stops its stages: a terminal's Ctrl-C reaches the whole process
     group). A thread stamps the control block's heartbeat ``slot`` (and the frames served so far) every
-    BEAT_S s, from the start: while loading and while a long step runs too. Exit status 0 after a
-    clean end, 1 after a (reported) fault. The serve loop also ends when the orchestrator goes away (its end
+    BEAT_S s, from the start (once the kernel table is imported): while loading and while a long step runs
+    too. Exit status 0 after a clean end, 1 after a (reported) fault. The serve loop also ends when the orchestrator goes away (its end
     of the event pipe closes), so an orphan never lingers."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     for k in [k for k in os.environ if k not in env]:
         del os.environ[k]
     os.environ.update(env)
     emit = _Emitter(events)
+    _preload_kernels(options.kernels)
     worker = StageWorker(provision, emit, fault_injection=fault_injection, kernels=options.kernels,
                          cache_dir=options.cache_dir, num_threads=options.num_threads,
                          program=options.program_for(provision.stage))
