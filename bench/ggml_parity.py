@@ -113,6 +113,7 @@ def compare(model: str, ids: list[int], n_decode: int, n_ctx: int, llama_python:
         greedy = json.loads(res.stdout.strip().splitlines()[-1])
         ref = dict(np.load(npz))
     torch.set_num_threads(1)
+    cpu.set_num_threads(1)
     facts = read_model_facts(model)
     hp = HParams.from_facts(facts)
     w = cpu.load_stage_weights(list(facts.files), stage_slices(facts, 0, hp.n_layer, True, True))
@@ -126,7 +127,7 @@ def compare(model: str, ids: list[int], n_decode: int, n_ctx: int, llama_python:
     steps, pos = [], 0
     for s, toks in enumerate([ids] + [[t] for t in greedy[:n_decode]]):
         env = dict(ex._static)
-        env[STAGE_INPUT], env[START_POS] = torch.tensor(toks), pos
+        env[STAGE_INPUT], env[START_POS] = np.asarray(toks, dtype=np.int64), pos  # the cpu executor's numpy
         cpu.begin_step(pos, len(toks))
         with torch.inference_mode():
             for i, (fn, ins, outs, kw) in enumerate(ex._calls):
@@ -145,12 +146,12 @@ def compare(model: str, ids: list[int], n_decode: int, n_ctx: int, llama_python:
             a, b_ = env.get(ours), ref.get(f"{s}:{theirs}")
             if a is None or b_ is None:
                 continue
-            a = a.reshape(-1, b_.shape[-1]).numpy()[-b_.shape[0]:]  # llama.cpp's last layer keeps the output rows
+            a = np.asarray(a).reshape(-1, b_.shape[-1])[-b_.shape[0]:]  # llama.cpp's last layer keeps the output rows
             compared += a.shape == b_.shape
             if a.shape == b_.shape and not np.array_equal(a, b_):
                 first = {"buffer": ours, "llama_cpp": theirs, "max_abs_diff": float(np.abs(a - b_).max())}
                 break
-        logits = env["output"].numpy()[-1]
+        logits = np.asarray(env["output"])[-1]
         steps.append({"step": s, "rows": len(toks), "first_difference": first, "buffers_compared": compared,
                       "logits_max_abs_diff": float(np.abs(logits - ref[f"{s}:logits"][0]).max()),
                       "argmax": int(logits.argmax()), "llama_cpp_argmax": greedy[s]})

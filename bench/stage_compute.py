@@ -26,6 +26,7 @@ import sys
 import time
 from pathlib import Path
 
+import numpy as np
 import torch
 
 REPO = Path(__file__).resolve().parent.parent
@@ -66,23 +67,25 @@ def main(argv: list[str] | None = None) -> int:
     weights = loader(facts.files, stage_slices(facts, 0, hp.n_layer, True, True))
     max_seq = max(args.prefill, 8 + args.decode) + 1
     ex = StageExecutor(hp, build_stage_program(hp, 0, hp.n_layer, True, True, max_seq), weights, max_seq, table,
-                       fuse=args.fuse)
+                       fuse=args.fuse, num_threads=args.threads)
     load_s = time.perf_counter() - t0
-    prompt = torch.tensor([1, 403, 407, 261, 378])
+    # the cpu table's executor takes numpy (it never imports torch), the reference's torch tensors
+    as_ids = (lambda v: np.asarray(v, dtype=np.int64)) if args.target == "cpu" else torch.as_tensor
+    prompt = as_ids([1, 403, 407, 261, 378])
 
     def decode_run() -> tuple[float, float]:
         ex.reset()
         logits = ex.forward(prompt, 0, last_only=True)
-        tok = torch.argmax(logits[-1]).reshape(1)
-        pos = prompt.numel()
+        tok = as_ids([int(logits[-1].argmax())])
+        pos = len(prompt)
         start, cpu = time.perf_counter(), time.thread_time()
         for _ in range(args.decode):
             logits = ex.forward(tok, pos)
-            tok = torch.argmax(logits[-1]).reshape(1)
+            tok = as_ids([int(logits[-1].argmax())])
             pos += 1
         return args.decode / (time.perf_counter() - start), args.decode / (time.thread_time() - cpu)
 
-    ids = torch.randint(3, hp.n_vocab, (args.prefill,))
+    ids = as_ids(torch.randint(3, hp.n_vocab, (args.prefill,)).tolist())
 
     def prefill_run() -> float:
         ex.reset()

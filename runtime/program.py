@@ -360,6 +360,13 @@ class StageExecutor:
         self._free: list[tuple[str, ...]] = [() for _ in run_program]
         for n, j in last_read.items():
             self._free[j] += (n,)
+        # the loop's steps, resolved once: (kernel or None for last_row, inputs, the one output or None,
+        # outputs, attrs or None, buffers dropped after it)
+        self._steps: list[tuple[Any, tuple[str, ...], str | None, tuple[str, ...], dict[str, Any] | None,
+                                tuple[str, ...]]] = [
+            (None if c.kernel == "last_row" else table[c.kernel], tuple(c.inputs),
+             c.outputs[0] if len(c.outputs) == 1 else None, tuple(c.outputs), dict(c.attrs) or None, self._free[j])
+            for j, c in enumerate(run_program)]
         self.n_past = 0
 
     @property
@@ -446,27 +453,21 @@ class StageExecutor:
         return out
 
     def _run(self, env: dict[str, Any], split_at: int, tail_at: int, last_only: bool) -> None:
-        """The calls in order on ``env`` (``forward``'s loop): ``last_row`` before call ``split_at``,
-        buffers dropped after their last read, the output-rows tail after call ``tail_at``."""
-        free = self._free
+        """The calls in order on ``env`` (``forward``'s loop): ``last_row`` at its place (before call
+        ``split_at`` of the calls without it), buffers dropped after their last read, the output-rows tail
+        after call ``tail_at`` (which precedes ``last_row``)."""
         with self._arrays.no_grad():
-            calls = self._calls
-            for i, (fn, ins, outs, kw) in enumerate(calls):
-                j = i
-                if i >= split_at:
-                    j = i + 1
-                    if i == split_at:
-                        f, src, dst = self._last_row
-                        env[dst] = f(env[src]) if last_only else env[src]
-                        for n in free[i]:
-                            del env[n]
-                r = fn(*[env[n] for n in ins], **kw)
-                if len(outs) == 1:
-                    env[outs[0]] = r
-                elif outs:
-                    for n, v in zip(outs, r, strict=True):
-                        env[n] = v
-                for n in free[j]:
+            for i, (fn, ins, out, outs, kw, free) in enumerate(self._steps):
+                if fn is None:  # last_row
+                    env[out] = self._last_row[0](env[ins[0]]) if last_only else env[ins[0]]  # type: ignore[index]
+                else:
+                    r = fn(*[env[n] for n in ins], **kw) if kw else fn(*[env[n] for n in ins])
+                    if out is not None:
+                        env[out] = r
+                    elif outs:
+                        for n, v in zip(outs, r, strict=True):
+                            env[n] = v
+                for n in free:
                     del env[n]
                 if i == tail_at:  # the rest of the last block computes the output row only
                     for n in self._tail_rows:

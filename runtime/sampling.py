@@ -88,7 +88,10 @@ class Sampler:
 
         Shapes: ``logits`` ``[n_vocab]`` -> (int64 ``[m]``, float32 ``[m]``), ``1 <= m <= n_vocab``.
         """
-        vals = _as_numpy(logits).astype(np.float32, copy=False).reshape(-1)
+        arr = _as_numpy(logits)
+        if arr is None:
+            raise SamplingError("logits must be a float array (numpy or torch)", where="logits")
+        vals = arr.astype(np.float32, copy=False).reshape(-1)
         ids = np.argsort(-vals, kind="stable")
         if self.top_k > 0:
             ids = ids[: self.top_k]
