@@ -15,11 +15,12 @@ Nothing here reads process-global state: the caller's ``Context`` is the only re
 
 from __future__ import annotations
 
+from pipeplan.dialects.diagnostics import IRVerifyError, located, parse_located
 from pipeplan.universe import DIALECTS, PASSES, PIPEPLAN_UNIVERSE
 from xdsl.context import Context
 from xdsl.dialects.builtin import Builtin, ModuleOp
-from xdsl.parser import Parser
 from xdsl.passes import ModulePass, PassPipeline
+from xdsl.utils.exceptions import VerifyException
 
 
 def register_pipeplan(ctx: Context, *, builtin: bool = True) -> Context:
@@ -59,9 +60,19 @@ def build_pipeline(spec: str) -> PassPipeline:
 
 
 def parse_module(ctx: Context, text: str, name: str = "<input>") -> ModuleOp:
-    """Parse ``text`` (custom or generic syntax) into a verified ``builtin.module``."""
-    module = Parser(ctx, text, name).parse_module()
-    module.verify()
+    """Parse ``text`` (custom or generic syntax) into a verified ``builtin.module`` whose ops carry their
+    ``name:line:col`` locations.
+
+    Raises:
+        ParseError: text that does not parse.
+        IRVerifyError: a verifier rejects the IR (also an xDSL ``VerifyException``); ``.op`` is the
+            offending op, ``.location`` its ``(file, line, col)``, ``.invariant`` the contract ID.
+    """
+    module = parse_located(ctx, text, name)
+    try:
+        module.verify()
+    except VerifyException as e:
+        raise located(e, None) from None
     return module
 
 
@@ -71,5 +82,5 @@ def run_pipeline(ctx: Context, module: ModuleOp, spec: str) -> ModuleOp:
     return module
 
 
-__all__ = ["DIALECTS", "PASSES", "register_pipeplan", "available_passes", "build_pipeline",
+__all__ = ["DIALECTS", "IRVerifyError", "PASSES", "register_pipeplan", "available_passes", "build_pipeline",
            "parse_module", "run_pipeline"]

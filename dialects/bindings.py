@@ -22,6 +22,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from pipeplan.dialects.carriers import string_elements, strings
+from pipeplan.dialects.diagnostics import PipeplanOp
 from pipeplan.plan_types import NodePool
 from xdsl.dialects.builtin import (
     I64,
@@ -43,7 +44,7 @@ from xdsl.utils.exceptions import PassFailedException, VerifyException
 
 # --------------------------------------------------------------------------- TargetBinding
 @irdl_op_definition
-class TargetBindingOp(IRDLOperation):
+class TargetBindingOp(PipeplanOp):
     """TargetBinding: the identity of the target a plan is legalized for (AB-G-1).
 
     Properties: ``target`` (plugin name), ``architecture``, ``runtime``, ``capabilities`` (the
@@ -124,7 +125,7 @@ class DeviceInstance:
 
 
 @irdl_op_definition
-class DeploymentBindingOp(IRDLOperation):
+class DeploymentBindingOp(PipeplanOp):
     """DeploymentBinding: device instances, topology, capacity and reservations (AB-G-1).
 
     Properties: ``devices`` (array of dictionaries ``{id, memory_bytes, reserved_bytes, flops_per_s,
@@ -256,7 +257,7 @@ FALLBACK_RULES = ("allow", "forbid")
 
 
 @irdl_op_definition
-class EvidencePolicyOp(IRDLOperation):
+class EvidencePolicyOp(PipeplanOp):
     """EvidencePolicy: which evidence may price a plan, and how (AB-G-1, AB-C-3).
 
     Properties: ``providers`` (ordered: ``roofline`` or ``measured:<json file>``; the first is the

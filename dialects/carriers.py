@@ -15,6 +15,7 @@ from collections.abc import Iterable
 from functools import lru_cache
 from typing import Any, SupportsInt
 
+from pipeplan.dialects.diagnostics import PipeplanOp
 from xdsl.dialects.builtin import ArrayAttr, DenseArrayBase, FloatAttr, IntegerAttr, StringAttr, f64, i64
 from xdsl.ir import Attribute, Block, Operation, Region
 from xdsl.irdl import IRDLOperation, ParsePropInAttrDict
@@ -107,7 +108,7 @@ def check_strs(a: ArrayAttr, what: str) -> None:
 
 
 # --------------------------------------------------------------------------- ops
-class PropsInAttrDict(IRDLOperation):
+class PropsInAttrDict(PipeplanOp):
     """Base of leaf ops whose properties print (and parse) inside the attribute dictionary:
     ``cplan.device {id = "d0", ...}``, ``vmachine.recv {...}``, ``tmachine.launch {...}``."""
 

@@ -40,6 +40,7 @@ from pipeplan.dialects.carriers import (
     string,
     strings,
 )
+from pipeplan.dialects.diagnostics import PipeplanOp
 from pipeplan.errors import PipeplanError
 from xdsl.dialects.builtin import (
     ArrayAttr,
@@ -251,7 +252,7 @@ def _ops(region: Region) -> list:
 
 # --------------------------------------------------------------------------- ops
 @irdl_op_definition
-class PlanOp(IRDLOperation):
+class PlanOp(PipeplanOp):
     """One concrete plan bound to target, deployment and evidence identities.
 
     Properties: ``binder`` (one of BINDERS), ``target``/``deployment``/``evidence`` (identities of
@@ -450,7 +451,7 @@ class SyncOp(PropsInAttrDict):
 
 
 @irdl_op_definition
-class QueueScheduleOp(IRDLOperation):
+class QueueScheduleOp(PipeplanOp):
     """Queue schedule extension: ``cplan.queue`` ops only, one per (device, engine).
 
     ```mlir
@@ -501,7 +502,7 @@ class QueueOp(PropsInAttrDict):
 
 
 @irdl_op_definition
-class SlotDataflowOp(IRDLOperation):
+class SlotDataflowOp(PipeplanOp):
     """Slot dataflow extension: ``cplan.slot`` and ``cplan.fire`` ops, no queues.
 
     ```mlir

@@ -40,6 +40,7 @@ from functools import lru_cache
 from gguf.constants import GGML_QUANT_SIZES
 from pipeplan.dialects.bindings import DeploymentBindingOp, EvidencePolicyOp, TargetBindingOp
 from pipeplan.dialects.carriers import i64_attr, int_array, int_tuple, string, string_elements, strings
+from pipeplan.dialects.diagnostics import PipeplanOp
 from xdsl.dialects.builtin import (
     I64,
     ArrayAttr,
@@ -56,7 +57,6 @@ from xdsl.dialects.builtin import (
 )
 from xdsl.ir import Attribute, Dialect, Operation, Region
 from xdsl.irdl import (
-    IRDLOperation,
     ParsePropInAttrDict,
     irdl_op_definition,
     opt_prop_def,
@@ -143,7 +143,7 @@ def _pow2(n: int) -> bool:
 
 # --------------------------------------------------------------------------- ops
 @irdl_op_definition
-class BufferOp(IRDLOperation):
+class BufferOp(PipeplanOp):
     """A declared buffer of the portable plan.
 
     Properties: ``dtype`` (key of DTYPE_SIZES), ``shape`` (numpy order), ``bytes`` (exact, must
@@ -205,7 +205,7 @@ class BufferOp(IRDLOperation):
 
 
 @irdl_op_definition
-class TaskOp(IRDLOperation):
+class TaskOp(PipeplanOp):
     """One portable task: the exact work of one runtime kernel call or one edge transfer.
 
     Properties:
@@ -324,7 +324,7 @@ class TaskOp(IRDLOperation):
 
 
 @irdl_op_definition
-class PlanOp(IRDLOperation):
+class PlanOp(PipeplanOp):
     """The portable plan of one run: buffers and tasks in program order.
 
     Properties: ``sym_name`` (run id), ``stage_count``, ``prompt_len`` (tokens of the prefill step),
@@ -444,7 +444,7 @@ def _block(ops: Sequence[Operation]):
 
 # --------------------------------------------------------------------------- analysis ops
 @irdl_op_definition
-class CandidateOp(IRDLOperation):
+class CandidateOp(PipeplanOp):
     """One legal implementation candidate of a portable task (AB-I-1).
 
     Properties: ``task`` (the originating ``pplan.task``), ``impl`` (implementation id),
@@ -486,7 +486,7 @@ class CandidateOp(IRDLOperation):
 
 
 @irdl_op_definition
-class CandidatesOp(IRDLOperation):
+class CandidatesOp(PipeplanOp):
     """Analysis: the legal implementation candidates of a portable plan on one target.
 
     Lives next to ``pplan.plan`` (never inside it). Properties: ``plan`` (the plan symbol),
@@ -520,7 +520,7 @@ class CandidatesOp(IRDLOperation):
 
 
 @irdl_op_definition
-class CostOp(IRDLOperation):
+class CostOp(PipeplanOp):
     """One resolved estimate of the CostedTaskView (AB-C-1, AB-C-3).
 
     Properties: ``candidate`` (a ``pplan.candidate``), ``task``, ``duration_s`` (f64 seconds),
@@ -570,7 +570,7 @@ class CostOp(IRDLOperation):
 
 
 @irdl_op_definition
-class CostedViewOp(IRDLOperation):
+class CostedViewOp(PipeplanOp):
     """Analysis: the CostedTaskView of a plan's candidates under one evidence policy (AB-C-1).
 
     Lives next to ``pplan.plan``; it is not a new semantic representation and is excluded from the

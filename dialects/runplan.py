@@ -34,6 +34,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from pipeplan.dialects.carriers import i64_of, int_array, int_tuple, str_tuple, strings
+from pipeplan.dialects.diagnostics import PipeplanOp, located
 from pipeplan.errors import RunPlanRejection
 from pipeplan.plan_types import (
     DTYPE_WIDTHS,
@@ -68,7 +69,6 @@ from xdsl.dialects.builtin import (
 )
 from xdsl.ir import Attribute, Block, Dialect, Operation
 from xdsl.irdl import (
-    IRDLOperation,
     irdl_op_definition,
     lazy_traits_def,
     opt_prop_def,
@@ -416,7 +416,7 @@ def _endpoint_str(v: int) -> str:
 
 # --------------------------------------------------------------------------- ops
 @irdl_op_definition
-class TensorOp(IRDLOperation):
+class TensorOp(PipeplanOp):
     """One tensor of the model's GGUF tensor index (plan_types.TensorInfo).
 
     Properties: ``tensor_name`` (GGUF name), ``ggml_type`` (ggml type name, e.g. ``F32``,
@@ -491,7 +491,7 @@ class TensorOp(IRDLOperation):
 
 
 @irdl_op_definition
-class StageOp(IRDLOperation):
+class StageOp(PipeplanOp):
     """One pipeline stage (plan_types.StagePlan): ``index`` in ``0..N-1``, the ``node_id`` it runs
     on, and the half-open GGUF block range ``[layer_start, layer_end)``.
 
@@ -560,7 +560,7 @@ class StageOp(IRDLOperation):
 
 
 @irdl_op_definition
-class EdgeOp(IRDLOperation):
+class EdgeOp(PipeplanOp):
     """One edge of the run (plan_types.EdgePlan): ``edge_id``, ``kind`` (token_in | activation |
     token_out), ``producer`` and ``consumer`` (stage index, or ``-1`` printed ``orchestrator``), and
     its ``object_spec`` / ``ring_spec`` dictionaries.
@@ -668,7 +668,7 @@ class EdgeOp(IRDLOperation):
 
 
 @irdl_op_definition
-class ProvisionStageOp(IRDLOperation):
+class ProvisionStageOp(PipeplanOp):
     """The ProvisionStage message of one stage (seed 000 "Provisioning Projection", seed 001).
 
     Properties: ``stage``, ``stage_count``, ``node_id``, ``layer_start``/``layer_end`` (own half-open
@@ -887,7 +887,7 @@ def read_weights(d: Attribute | None, where: str) -> WeightSource:
 
 
 @irdl_op_definition
-class PlanOp(IRDLOperation):
+class PlanOp(PipeplanOp):
     """One RunPlan (seed 000): a symbol named by the run id, the ``nodes`` of the candidate pool
     (in pool order: each a node spec dictionary ``{id, memory_bytes[, bandwidth_bytes_per_s,
     flops_per_s, link_bandwidth_bytes_per_s]}`` — bytes, bytes/s, FLOP/s — or, in plans written
@@ -1014,7 +1014,10 @@ class PlanOp(IRDLOperation):
         return [op for op in self.body.block.ops if isinstance(op, ProvisionStageOp)]
 
     def verify_(self) -> None:
-        check_plan(self)
+        try:
+            check_plan(self)
+        except VerifyException as e:
+            raise located(e, subject_op(self, str(e))) from None
 
     def print(self, printer: Printer) -> None:
         printer.print_string(" ")
@@ -1387,6 +1390,38 @@ def check_provisions(have: Sequence[ProvisionStage], want: Sequence[ProvisionSta
             if (pe.object_spec, pe.ring_spec) != (we.object_spec, we.ring_spec):
                 raise _fail("RP-OS-4", "specs are copied consistently into stage provisions",
                             f"{where} {direction}bound edge '{pe.edge_id}' specs differ from the edge's")
+
+
+_SUBJECTS = (
+    (re.compile(r"provisions? (?:of|names) stage (-?\d+)"), "provision"),
+    (re.compile(r"(?:^|: )(?:stage|stages) (-?\d+)"), "stage"),
+    (re.compile(r"edges? (?:id )?'([^']*)'"), "edge"),
+    (re.compile(r"tensor '([^']*)'"), "tensor"),
+)
+
+
+def subject_op(plan: PlanOp, message: str) -> Operation:
+    """The op a whole-plan verifier message is about: the provision, stage, edge or tensor its detail
+    names first (``provision of stage 1``, ``stage 1 ...``, ``edge 'act.0'``, ``tensor 'x'``), else
+    ``plan``. Used to point diagnostics at the offending op."""
+    detail = message.split("]", 1)[-1]
+    detail = detail.split(": ", 1)[1] if ": " in detail else detail
+    found: list[tuple[int, str, str]] = []
+    for rx, kind in _SUBJECTS:
+        m = rx.search(detail)
+        if m:
+            found.append((m.start(), kind, m.group(1)))
+    for _, kind, key in sorted(found):
+        for op in plan.body.block.ops:
+            if kind == "provision" and isinstance(op, ProvisionStageOp) and str(op.stage.value.data) == key:
+                return op
+            if kind == "stage" and isinstance(op, StageOp) and str(op.index.value.data) == key:
+                return op
+            if kind == "edge" and isinstance(op, EdgeOp) and op.edge_id.data == key:
+                return op
+            if kind == "tensor" and isinstance(op, TensorOp) and op.tensor_name.data == key:
+                return op
+    return plan
 
 
 def check_plan(plan: PlanOp, *, provisions: bool = True) -> RunPlanSpec:

@@ -30,6 +30,7 @@ AB-D-1).
 from __future__ import annotations
 
 from pipeplan.dialects.carriers import PropsInAttrDict, check_strs
+from pipeplan.dialects.diagnostics import PipeplanOp
 from xdsl.dialects.builtin import (
     ArrayAttr,
     DenseArrayBase,
@@ -40,7 +41,6 @@ from xdsl.dialects.builtin import (
 )
 from xdsl.ir import Dialect
 from xdsl.irdl import (
-    IRDLOperation,
     ParsePropInAttrDict,
     irdl_op_definition,
     prop_def,
@@ -55,7 +55,7 @@ REVISION = "pipeplan-tmachine/1"
 
 
 @irdl_op_definition
-class ProgramOp(IRDLOperation):
+class ProgramOp(PipeplanOp):
     """A Triton machine program: the lowering of one concrete plan.
 
     ```mlir
@@ -93,7 +93,7 @@ class ProgramOp(IRDLOperation):
 
 
 @irdl_op_definition
-class StreamOp(IRDLOperation):
+class StreamOp(PipeplanOp):
     """One queue (CUDA stream or copy engine) of a device; its instructions run in order.
 
     ```mlir

@@ -45,11 +45,11 @@ from pipeplan.dialects.carriers import (
     scalar_attr,
     str_tuple,
 )
+from pipeplan.dialects.diagnostics import PipeplanOp
 from pipeplan.errors import PipeplanError
 from xdsl.dialects.builtin import ArrayAttr, DictionaryAttr, FloatAttr, IntegerAttr, StringAttr, f64
 from xdsl.ir import Attribute, Dialect, Operation, Region
 from xdsl.irdl import (
-    IRDLOperation,
     ParsePropInAttrDict,
     irdl_op_definition,
     opt_prop_def,
@@ -151,7 +151,7 @@ def _body() -> Region:
 
 # --------------------------------------------------------------------------- ops
 @irdl_op_definition
-class ProgramOp(IRDLOperation):
+class ProgramOp(PipeplanOp):
     """A replayable virtual program lowered from one concrete plan.
 
     Properties: ``target`` (plugin revision), ``deployment``, ``concrete`` (concrete digest it was
@@ -306,7 +306,7 @@ class EdgeOp(PropsInAttrDict):
 
 
 @irdl_op_definition
-class StageOp(IRDLOperation):
+class StageOp(PipeplanOp):
     """The program of one pipeline stage on ``device`` owning blocks ``[layer_start, layer_end)``.
 
     ```mlir
@@ -338,7 +338,7 @@ class StageOp(IRDLOperation):
 
 
 @irdl_op_definition
-class StepOp(IRDLOperation):
+class StepOp(PipeplanOp):
     """The instructions of one step (``prefill``, ``decode``) of a stage; ``rows`` is the most rows
     (tokens) its buffers hold.
 
@@ -365,7 +365,7 @@ class StepOp(IRDLOperation):
 
 
 @irdl_op_definition
-class QueueOp(IRDLOperation):
+class QueueOp(PipeplanOp):
     """An in-order queue (an engine of the stage's device): its instructions run in order.
 
     ```mlir

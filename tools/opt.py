@@ -4,7 +4,10 @@ Same flags as ``xdsl-opt`` (``-p``, ``--verify-diagnostics``, ``--print-op-gener
 ``--split-input-file`` ...). ``pipeplan-opt --help`` ends with the catalog of pipeplan's passes
 (:func:`pass_catalog`: derived from the pass classes, plus :data:`PASS_NOTES`).
 
-Diagnostics are one line on stderr, never a traceback: exit status 1 for a pass pipeline that names an
+A verifier or pass failure about one op is ``file.mlir:LINE:COL: error: [<ID>] <invariant>: <detail>``
+followed by that op's first printed line (truncated), never a print of the whole module
+(:mod:`pipeplan.dialects.diagnostics`: ops carry their source locations from the parser). Other
+diagnostics are one line on stderr, never a traceback: exit status 1 for a pass pipeline that names an
 unknown pass (with the closest names) or option, gives an option a value of the wrong type or an unquoted
 path, an input that is missing, a directory, not UTF-8 text or nested too deeply to parse, an ``-o`` that
 is not a regular file or cannot be written, and every verifier/pass/parse failure; exit status 2 for a bad
@@ -27,14 +30,20 @@ from collections.abc import Callable, Sequence
 from types import UnionType
 from typing import IO, Any, NoReturn, Union, get_args, get_origin, get_type_hints
 
+from pipeplan.dialects.diagnostics import IRVerifyError, OpPassError, parse_located
 from pipeplan.errors import PipeplanError
 from pipeplan.frontend.paths import check_input_file
 from pipeplan.lowering.atomic import OutputPathError, check_output_file, write_file_atomic
+from xdsl.dialects.builtin import ModuleOp
 from xdsl.passes import ModulePass
 from xdsl.utils.arg_spec import parse_pipeline
 from xdsl.utils.exceptions import ArgSpecParseError, DiagnosticException, ParseError
 from xdsl.utils.hints import isa, type_repr
 from xdsl.xdsl_opt_main import xDSLOptMain
+
+_NOTE_LIMIT = 2000
+"""Longest note of an xDSL diagnostic that ``pipeplan-opt`` prints (xDSL attaches a print of the whole
+module to verifier failures of non-pipeplan ops; those are dropped)."""
 
 
 class OptError(PipeplanError):
@@ -298,6 +307,14 @@ class PipeplanOptMain(xDSLOptMain):
                            where=self.args.input_file)
         return io.BytesIO(data), ext
 
+    def parse_chunk(self, chunk: IO[bytes], file_extension: str, start_offset: int = 0) -> ModuleOp | None:
+        """MLIR input is parsed by :class:`~pipeplan.dialects.diagnostics.LocatingParser`, so every op
+        carries its ``file:line:col`` for diagnostics; other frontends as in xDSL."""
+        if (self.args.frontend or file_extension) != "mlir":
+            return super().parse_chunk(chunk, file_extension, start_offset)
+        return parse_located(self.ctx, chunk.read(), self.get_input_name(), line_offset=start_offset,
+                             allow_implicit_module=not self.args.no_implicit_module)
+
     def prepare_output(self) -> IO[str]:
         if self.args.output_file is None:
             return sys.stdout
@@ -326,10 +343,14 @@ def main(argv: Sequence[str] | None = None) -> None:
     except (OptError, OutputPathError) as e:
         print(e.one_line(), file=sys.stderr)
         sys.exit(1)
+    except (IRVerifyError, OpPassError) as e:
+        print(e.diagnostic(), file=sys.stderr)
+        sys.exit(1)
     except (DiagnosticException, ParseError, PipeplanError) as e:
         print(f"error: {e}", file=sys.stderr)
         for note in getattr(e, "__notes__", ()):
-            print(note, file=sys.stderr)
+            if len(note) <= _NOTE_LIMIT:  # never a print of the whole module
+                print(note, file=sys.stderr)
         sys.exit(1)
     except RecursionError:
         name = (tool.args.input_file or "stdin") if tool is not None else "the input"

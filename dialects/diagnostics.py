@@ -1,0 +1,197 @@
+"""Verifier diagnostics that point at the offending op (issue 13 item 3).
+
+* :class:`IRVerifyError` -- a verifier failure carrying the op it concerns, its source location and the
+  contract ID of its ``[RP-..]``/``[AB-..]`` message; a :class:`~pipeplan.errors.PipeplanError` (code
+  ``invalid_ir``) and an xDSL ``VerifyException``.
+* :class:`PipeplanOp` -- base of every pipeplan op: its ``emit_error`` raises an :class:`IRVerifyError`
+  naming the op instead of attaching a print of the whole module to the exception (xDSL's default).
+* :class:`LocatingParser` -- xDSL's ``Parser`` that records each op's ``file:line:col`` as its
+  ``FileLineColLoc`` location (xDSL keeps only explicit ``loc(...)``; MLIR records them the same way).
+* :func:`op_text` -- an op's first printed line, truncated.
+
+A diagnostic is ``file.mlir:LINE:COL: error: [AB-S-3] ...`` followed by the op's one-line text
+(:meth:`IRVerifyError.diagnostic`), never a dump of the module.
+"""
+
+from __future__ import annotations
+
+import io
+import re
+from typing import NoReturn
+
+from pipeplan.errors import PipeplanError
+from xdsl.context import Context
+from xdsl.dialects.builtin import FileLineColLoc, IntAttr, StringAttr, UnknownLoc
+from xdsl.ir import Operation
+from xdsl.irdl import IRDLOperation
+from xdsl.parser import Parser
+from xdsl.printer import Printer
+from xdsl.utils.exceptions import PassFailedException, VerifyException
+
+OP_TEXT_LIMIT = 160
+"""Characters of an op's text shown in a diagnostic (longer text ends with ``...``)."""
+
+_CONTRACT_RE = re.compile(r"\[((?:RP|AB|WL)-[A-Z]{1,2}-\d+)\]")
+
+
+def contract_id(message: str) -> str:
+    """The first ``[RP-..]``/``[AB-..]`` contract ID in ``message`` ('' when there is none)."""
+    m = _CONTRACT_RE.search(message)
+    return m.group(1) if m else ""
+
+
+def op_location(op: Operation | None) -> tuple[str, int, int] | None:
+    """``(file, line, column)`` of ``op`` (1-based) when it was parsed by :class:`LocatingParser` or
+    carries an explicit ``loc("file":line:col)``; None otherwise."""
+    loc = getattr(op, "location", None)
+    if isinstance(loc, FileLineColLoc):
+        return loc.filename.data, loc.line.data, loc.column.data
+    return None
+
+
+class _Enough(Exception):
+    """Raised by :class:`_Head` to stop the printer once the first line is complete."""
+
+
+class _Head(io.StringIO):
+    """A stream that stops the printer at the first newline or after ``limit`` characters."""
+
+    def __init__(self, limit: int):
+        super().__init__()
+        self.limit = limit
+
+    def write(self, s: str) -> int:
+        n = super().write(s)
+        if "\n" in s or self.tell() > self.limit:
+            raise _Enough
+        return n
+
+
+def op_text(op: Operation, limit: int = OP_TEXT_LIMIT) -> str:
+    """The first line of ``op`` as printed (custom form), at most ``limit`` characters (``...`` marks a
+    cut). Printing stops at the first line, so a region op costs no more than its header."""
+    buf = _Head(limit)
+    try:
+        Printer(stream=buf).print_op(op)
+    except _Enough:
+        pass
+    text = buf.getvalue().split("\n", 1)[0].rstrip()
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+class IRVerifyError(PipeplanError, VerifyException):
+    """A verifier failure that names the op it concerns (the first op of a region verifier's finding).
+
+    Attributes: ``op`` (the offending op, None when unknown), ``invariant`` (the contract ID of the
+    message, '' when it has none), ``location`` (``(file, line, col)`` or None). ``code`` is
+    ``invalid_ir``. ``str(e)`` is the message alone; :meth:`diagnostic` the two-line form.
+    """
+
+    code = "invalid_ir"
+
+    def __init__(self, message: str, *, op: Operation | None = None, code: str | None = None):
+        super().__init__(message, code=code)
+        self.op = op
+        self.invariant = contract_id(message)
+
+    @property
+    def location(self) -> tuple[str, int, int] | None:
+        return op_location(self.op)
+
+    def diagnostic(self, severity: str = "error") -> str:
+        """``file:line:col: error: <message>`` and, when the op is known, its one-line text indented
+        (no location: ``error: <message>``)."""
+        return format_diagnostic(self.message, self.op, severity)
+
+
+def format_diagnostic(message: str, op: Operation | None, severity: str = "error") -> str:
+    """The diagnostic of ``message`` about ``op`` (see :meth:`IRVerifyError.diagnostic`)."""
+    first = message.split("\n")[0]
+    rest = message.split("\n")[1:]
+    loc = op_location(op)
+    head = f"{loc[0]}:{loc[1]}:{loc[2]}: {severity}: {first}" if loc else f"{severity}: {first}"
+    lines = [head, *rest]
+    if op is not None:
+        lines.append(f"  {op_text(op)}")
+    return "\n".join(lines)
+
+
+class OpPassError(PipeplanError, PassFailedException):
+    """A pass failure about one op (e.g. ``cplan-verify``'s first violation): a PassFailedException
+    that carries the op, printed like :class:`IRVerifyError` (code ``pass_failed``)."""
+
+    code = "pass_failed"
+
+    def __init__(self, message: str, *, op: Operation | None = None, code: str | None = None):
+        super().__init__(message, code=code)
+        self.op = op
+        self.invariant = contract_id(message)
+
+    @property
+    def location(self) -> tuple[str, int, int] | None:
+        return op_location(self.op)
+
+    def diagnostic(self, severity: str = "error") -> str:
+        return format_diagnostic(self.message, self.op, severity)
+
+
+def located(err: Exception, op: Operation | None) -> IRVerifyError:
+    """``err`` as an :class:`IRVerifyError` about ``op`` (an IRVerifyError that already names an op is
+    returned unchanged)."""
+    if isinstance(err, IRVerifyError):
+        if err.op is None:
+            err.op = op
+        return err
+    return IRVerifyError(str(err).split("\n")[0] or type(err).__name__, op=op)
+
+
+class PipeplanOp(IRDLOperation):
+    """Base of the pipeplan ops: a verifier failure raises :class:`IRVerifyError` naming this op (or the
+    op a region verifier named), instead of xDSL's print of the whole module attached to the error."""
+
+    def emit_error(self, message: str, underlying_error: Exception) -> NoReturn:
+        if isinstance(underlying_error, VerifyException):
+            raise located(underlying_error, self) from None
+        raise underlying_error
+
+
+class LocatingParser(Parser):
+    """xDSL's parser that sets the location of every op it parses without an explicit ``loc(...)`` to
+    ``FileLineColLoc(name, line, col)`` of the op's first token. ``line_offset`` is added to the line
+    (``--split-input-file`` chunks). Line numbers are counted incrementally (ops are parsed in text
+    order), so the cost is linear in the input."""
+
+    def __init__(self, ctx: Context, input: str | bytes, name: str = "<unknown>", line_offset: int = 0):
+        super().__init__(ctx, input, name)
+        self._loc_name = StringAttr(name)
+        self._loc_pos = 0
+        self._loc_line = 1 + line_offset
+        self._loc_text = self.lexer.input.content
+        self._loc_nl: str | bytes = "\n" if isinstance(self._loc_text, str) else b"\n"
+
+    def _location_at(self, pos: int) -> FileLineColLoc:
+        text, nl = self._loc_text, self._loc_nl
+        if pos >= self._loc_pos:
+            self._loc_line += text.count(nl, self._loc_pos, pos)  # type: ignore[arg-type]
+        else:  # not expected (ops are parsed in order); recount
+            self._loc_line -= text.count(nl, pos, self._loc_pos)  # type: ignore[arg-type]
+        self._loc_pos = pos
+        col = pos - (text.rfind(nl, 0, pos) + 1) + 1  # type: ignore[arg-type]
+        return FileLineColLoc(self._loc_name, IntAttr(self._loc_line), IntAttr(col))
+
+    def parse_operation(self) -> Operation:
+        loc = self._location_at(self._current_token.span.start)
+        op = super().parse_operation()
+        if isinstance(op.location, UnknownLoc):
+            op.location = loc
+        return op
+
+
+def parse_located(ctx: Context, text: str | bytes, name: str = "<input>", *, line_offset: int = 0,
+                  allow_implicit_module: bool = True):
+    """Parse ``text`` into a ``builtin.module`` (not verified) whose ops carry their source locations."""
+    return LocatingParser(ctx, text, name, line_offset).parse_module(allow_implicit_module)
+
+
+__all__ = ["IRVerifyError", "LocatingParser", "OP_TEXT_LIMIT", "OpPassError", "PipeplanOp", "contract_id",
+           "format_diagnostic", "located", "op_location", "op_text", "parse_located"]
