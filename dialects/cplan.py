@@ -17,9 +17,12 @@ and exactly one typed target extension, as the last op of the plan body:
 * ``cplan.slot_dataflow`` holding ``cplan.slot`` and ``cplan.fire`` ops (slots and firing rules, no
   queues).
 
-The op verifiers check what one op (or one extension) can check alone; the seven whole-plan
-construction invariants (AB-S-1..7) are checked by the ``cplan-verify`` pass
-(:mod:`pipeplan.transforms.cplan_verify`). :class:`ConcretePlan` is the plain value form of a plan;
+The op verifiers check what one op (or one extension) can check alone; ``cplan.plan``'s verifier then
+checks the seven whole-plan construction invariants (AB-S-1..7,
+:mod:`pipeplan.dialects.cplan_invariants`) on parse and reports the first violation at the op it
+concerns (``[AB-S-n] <invariant> (<code>): ...``). The ``cplan-verify`` pass
+(:mod:`pipeplan.transforms.cplan_verify`) lists every violation and adds the commit gate, which needs
+the portable source. :class:`ConcretePlan` is the plain value form of a plan;
 :func:`plan_to_ir` and :func:`plan_from_ir` convert both ways without loss, so that the commit gate
 can compare a rebuilt plan with the IR it gates.
 
@@ -28,8 +31,6 @@ plan is a flat table and every reference is checked by ``cplan-verify``.
 """
 
 from __future__ import annotations
-
-from dataclasses import dataclass
 
 from pipeplan.dialects.carriers import (
     PropsInAttrDict,
@@ -40,8 +41,28 @@ from pipeplan.dialects.carriers import (
     string,
     strings,
 )
-from pipeplan.dialects.diagnostics import PipeplanOp
-from pipeplan.errors import PipeplanError
+from pipeplan.dialects.cplan_invariants import check_invariants
+from pipeplan.dialects.cplan_types import (  # noqa: F401  (re-exported: the dialect's value types)
+    BINDERS,
+    COST_STATUSES,
+    LIFETIMES,
+    PERSISTENT_LIFETIMES,
+    RISK_POLICIES,
+    Alloc,
+    Command,
+    ConcretePlan,
+    CplanError,
+    Device,
+    Fire,
+    Link,
+    Queue,
+    QueueSchedule,
+    Slot,
+    SlotDataflow,
+    Sync,
+    risk_allows,
+)
+from pipeplan.dialects.diagnostics import IRVerifyError, PipeplanOp
 from xdsl.dialects.builtin import (
     ArrayAttr,
     DictionaryAttr,
@@ -50,7 +71,7 @@ from xdsl.dialects.builtin import (
     StringAttr,
     f64,
 )
-from xdsl.ir import Attribute, Block, Dialect, Region
+from xdsl.ir import Attribute, Block, Dialect, Operation, Region
 from xdsl.irdl import (
     IRDLOperation,
     ParsePropInAttrDict,
@@ -62,168 +83,6 @@ from xdsl.irdl import (
 )
 from xdsl.traits import HasParent, NoTerminator
 from xdsl.utils.exceptions import VerifyException
-
-LIFETIMES = ("weight", "kv", "transient", "edge")
-"""Buffer lifetime classes; all but ``transient`` are persistent (live for the whole plan)."""
-
-PERSISTENT_LIFETIMES = ("weight", "kv", "edge")
-
-COST_STATUSES = ("direct", "fallback", "out_of_domain", "missing")
-"""Cost status of a command: the CostedTaskView's ``direct | fallback | out_of_domain`` (see
-``pplan.cost``), or ``missing`` when no estimate priced the selected implementation."""
-
-RISK_POLICIES = ("strict", "accept-fallback", "accept-out-of-domain", "accept-missing")
-"""Explicit risk policies (AB-S-7), each accepting the statuses of the previous one and one more:
-``strict`` only ``direct`` costs, then ``fallback``, then ``out_of_domain``, then ``missing``."""
-
-
-def risk_allows(risk: str, status: str) -> bool:
-    """Whether risk policy ``risk`` covers a cost of ``status`` (False for unknown names)."""
-    if risk not in RISK_POLICIES or status not in COST_STATUSES:
-        return False
-    return COST_STATUSES.index(status) <= RISK_POLICIES.index(risk)
-
-BINDERS = ("reference-queue", "reference-slot", "list-schedule")
-
-
-class CplanError(PipeplanError):
-    """A concrete plan that cannot be built or does not hold an invariant.
-
-    ``code`` is one of ``capacity_exceeded``, ``invalid_problem``, ``missing_binding``,
-    ``unsupported_binder``, ``invariant_violation`` (with ``invariant`` set to ``AB-S-n``),
-    ``commit_gate_mismatch``, ``relation_violation``.
-    """
-
-    code = "cplan"
-
-    def __init__(self, message: str, *, code: str | None = None, where: str | None = None,
-                 invariant: str | None = None):
-        super().__init__(message, code=code, where=where)
-        self.invariant = invariant
-
-
-# --------------------------------------------------------------------------- value types
-@dataclass(frozen=True)
-class Device:
-    """A deployment device: ``capacities`` maps memory space -> bytes, ``engines`` engine -> slots."""
-
-    id: str
-    capacities: tuple[tuple[str, int], ...]
-    engines: tuple[tuple[str, int], ...]
-
-
-@dataclass(frozen=True)
-class Link:
-    """A link from device ``src`` to ``dst`` carrying at most ``capacity`` bytes per transfer."""
-
-    id: str
-    src: str
-    dst: str
-    capacity: int
-
-
-@dataclass(frozen=True)
-class Alloc:
-    """One buffer allocation: bytes ``[offset, offset + size)`` of ``space`` on ``device``."""
-
-    id: str
-    source: str
-    device: str
-    space: str
-    offset: int
-    size: int
-    alignment: int
-    lifetime: str
-
-
-@dataclass(frozen=True)
-class Command:
-    """One concrete command, 1:1 with portable task ``task``. ``duration`` is seconds (None when
-    the cost is missing); ``link`` names the link a transfer command uses ("" otherwise)."""
-
-    id: str
-    task: str
-    op: str
-    implementation: str
-    device: str
-    engine: str
-    deps: tuple[str, ...]
-    reads: tuple[str, ...]
-    writes: tuple[str, ...]
-    lineage: str
-    provider: str
-    status: str
-    duration: float | None
-    link: str = ""
-
-
-@dataclass(frozen=True)
-class Sync:
-    """A signal/wait edge: command ``signal`` completes before command ``wait`` starts."""
-
-    signal: str
-    wait: str
-
-
-@dataclass(frozen=True)
-class Queue:
-    """One hardware queue (an engine of a device) and the order it runs its commands in."""
-
-    device: str
-    engine: str
-    order: tuple[str, ...]
-
-
-@dataclass(frozen=True)
-class QueueSchedule:
-    """The queue schedule extension: one :class:`Queue` per used (device, engine)."""
-
-    queues: tuple[Queue, ...]
-
-
-@dataclass(frozen=True)
-class Slot:
-    """A dataflow slot (an issue slot of an engine) and the commands bound to it."""
-
-    id: str
-    device: str
-    engine: str
-    commands: tuple[str, ...]
-
-
-@dataclass(frozen=True)
-class Fire:
-    """Firing rule: ``command`` fires on ``slot`` once every command in ``after`` completed."""
-
-    command: str
-    slot: str
-    after: tuple[str, ...]
-
-
-@dataclass(frozen=True)
-class SlotDataflow:
-    """The slot dataflow extension: slots and one firing rule per command (no queues)."""
-
-    slots: tuple[Slot, ...]
-    fires: tuple[Fire, ...]
-
-
-@dataclass(frozen=True)
-class ConcretePlan:
-    """The value form of one ``cplan.plan`` (see the module docstring)."""
-
-    binder: str
-    target: str
-    deployment: str
-    evidence: str
-    risk: str
-    source: str
-    devices: tuple[Device, ...]
-    links: tuple[Link, ...]
-    allocs: tuple[Alloc, ...]
-    commands: tuple[Command, ...]
-    syncs: tuple[Sync, ...]
-    extension: QueueSchedule | SlotDataflow
 
 
 # --------------------------------------------------------------------------- attribute helpers
@@ -304,6 +163,10 @@ class PlanOp(PipeplanOp):
         for o in ops:
             if not isinstance(o, DeviceOp | LinkOp | AllocOp | CommandOp | SyncOp | QueueScheduleOp | SlotDataflowOp):
                 raise VerifyException(f"unexpected op '{o.name}' in a cplan.plan body")
+        violations = check_invariants(plan_from_ir(self))
+        if violations:
+            v = violations[0]
+            raise IRVerifyError(v.diagnostic_text(), op=subject_op(self, v.subject))
 
 
 @irdl_op_definition
@@ -594,6 +457,24 @@ Cplan = Dialect(
     [PlanOp, DeviceOp, LinkOp, AllocOp, CommandOp, SyncOp, QueueScheduleOp, QueueOp, SlotDataflowOp, SlotOp, FireOp],
     [],
 )
+
+
+def subject_op(plan: PlanOp, subject: tuple[str, int | str]) -> Operation:
+    """The op of ``plan`` a :class:`~pipeplan.dialects.cplan_invariants.Violation` subject names
+    (``("command", i)``, ``("alloc", id)``, ``("sync", i)``, ``("queue", i)``, ``("slot", i)``); ``plan``
+    itself when it names none."""
+    kind, key = subject
+    ops = _ops(plan.body)
+    if kind == "alloc":
+        return next((o for o in ops if isinstance(o, AllocOp) and o.id.data == key), plan)
+    if kind in ("queue", "slot"):
+        ext = next((o for o in ops if isinstance(o, QueueScheduleOp | SlotDataflowOp)), None)
+        cls = QueueOp if kind == "queue" else SlotOp
+        pool: list[Operation] = [o for o in _ops(ext.body) if isinstance(o, cls)] if ext is not None else []
+    else:
+        cls_of = {"command": CommandOp, "sync": SyncOp}.get(kind)
+        pool = [o for o in ops if cls_of is not None and isinstance(o, cls_of)]
+    return pool[key] if isinstance(key, int) and 0 <= key < len(pool) else plan
 
 
 # --------------------------------------------------------------------------- value <-> IR

@@ -27,6 +27,7 @@ import heapq
 from dataclasses import dataclass
 
 from pipeplan.dialects.cplan import RISK_POLICIES, CplanError, Device, Link, risk_allows
+from pipeplan.dialects.graph import ancestor_sets, cycle_members, stable_topo_order  # noqa: F401  (re-exported)
 
 
 @dataclass(frozen=True)
@@ -128,49 +129,8 @@ def predecessors(tasks: tuple[TaskNode, ...]) -> list[list[int]]:
     return preds
 
 
-def stable_topo_order(n: int, preds: list[list[int]]) -> list[int] | None:
-    """Kahn's algorithm with the smallest ready index first; None when the graph has a cycle."""
-    indeg = [len(p) for p in preds]
-    succ: list[list[int]] = [[] for _ in range(n)]
-    for v, ps in enumerate(preds):
-        for p in ps:
-            succ[p].append(v)
-    ready = [v for v in range(n) if indeg[v] == 0]
-    heapq.heapify(ready)
-    out: list[int] = []
-    while ready:
-        v = heapq.heappop(ready)
-        out.append(v)
-        for s in succ[v]:
-            indeg[s] -= 1
-            if indeg[s] == 0:
-                heapq.heappush(ready, s)
-    return out if len(out) == n else None
 
 
-def cycle_members(n: int, preds: list[list[int]]) -> list[int]:
-    """Indices that lie on a dependency cycle, ascending (nodes that Kahn's algorithm cannot
-    order, minus those that only lead into or out of a cycle)."""
-    done = set(stable_topo_order(n, preds) or [])
-    rest = [v for v in range(n) if v not in done]
-    # peel, from the back, nodes none of whose remaining successors is left
-    succ: dict[int, list[int]] = {v: [] for v in rest}
-    for v in rest:
-        for p in preds[v]:
-            if p in succ:
-                succ[p].append(v)
-    outdeg = {v: len(succ[v]) for v in rest}
-    stack = [v for v in rest if outdeg[v] == 0]
-    removed: set[int] = set()
-    while stack:
-        v = stack.pop()
-        removed.add(v)
-        for p in preds[v]:
-            if p in outdeg and p not in removed:
-                outdeg[p] -= 1
-                if outdeg[p] == 0:
-                    stack.append(p)
-    return [v for v in rest if v not in removed]
 
 
 def effective_durations(problem: Problem) -> list[float]:
@@ -258,17 +218,6 @@ def list_schedule(problem: Problem) -> Schedule:
     return Schedule(tuple(start), tuple(finish), tuple((q, tuple(qorder[q])) for q in qkeys), tuple(order))
 
 
-def ancestor_sets(n: int, preds: list[list[int]], topo: list[int]) -> list[int]:
-    """Happens-before closure: bit ``j`` of ``result[i]`` is set iff node ``j`` must complete before
-    node ``i`` starts in every execution that respects the edges ``preds`` (``topo`` must be a
-    topological order of them). O(E) big-int ORs of n bits."""
-    anc = [0] * n
-    for v in topo:
-        a = 0
-        for p in preds[v]:
-            a |= anc[p] | (1 << p)
-        anc[v] = a
-    return anc
 
 
 def decode_problem(*, blocks: int, stages: int, hidden: int, heads: int, kv_heads: int, ffn: int, vocab: int,

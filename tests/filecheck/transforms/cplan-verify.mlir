@@ -1,6 +1,9 @@
 // RUN: pipeplan-opt %s -p cplan-verify --split-input-file --verify-diagnostics | filecheck %s
+// RUN: pipeplan-opt %s -p cplan-verify --split-input-file --verify-diagnostics --disable-verify | filecheck %s --check-prefix=PASS
 // One plan per construction invariant of seeds/003 (AB-S-1..7), each hand-broken in exactly that way;
-// the first is the sound plan, which cplan-verify leaves unchanged.
+// the first is the sound plan, which cplan-verify leaves unchanged. cplan.plan's verifier rejects each
+// broken plan on parse ([AB-S-n] <invariant> (<code>): ...); with --disable-verify the plans reach the
+// cplan-verify pass, which reports the same violation in its own form (AB-S-n <code>: ...).
 // the sound plan passes
 cplan.plan attributes {binder = "reference-queue", target = "vq@1", deployment = "dep", evidence = "roofline@r1", risk = "strict", source = "s"} {
   cplan.device {id = "d0", capacity = {device = 4096 : i64}, engines = {compute = 1 : i64, copy = 1 : i64}}
@@ -17,6 +20,8 @@ cplan.plan attributes {binder = "reference-queue", target = "vq@1", deployment =
 }
 // CHECK-NOT: AB-S
 // CHECK: cplan.queue_schedule
+// PASS-NOT: AB-S
+// PASS: cplan.queue_schedule
 
 // -----
 
@@ -34,7 +39,8 @@ cplan.plan attributes {binder = "reference-queue", target = "vq@1", deployment =
     cplan.queue {device = "d0", engine = "copy", order = ["cmd.t1"]}
   }
 }
-// CHECK: AB-S-1 unknown_dependency: command 'cmd.t0' (stage 0 block 0 attn_norm) depends on unknown command 'cmd.ghost'
+// CHECK: [AB-S-1] {{.*}} (unknown_dependency): command 'cmd.t0' (stage 0 block 0 attn_norm) depends on unknown command 'cmd.ghost'
+// PASS: AB-S-1 unknown_dependency: command 'cmd.t0' (stage 0 block 0 attn_norm) depends on unknown command 'cmd.ghost'
 
 // -----
 
@@ -51,7 +57,8 @@ cplan.plan attributes {binder = "reference-queue", target = "vq@1", deployment =
     cplan.queue {device = "d0", engine = "copy", order = ["cmd.t1"]}
   }
 }
-// CHECK: AB-S-2 unenforced_dependency: dependency 'cmd.t0' (stage 0 block 0 attn_norm) -> 'cmd.t1' (stage 0 block 0 attn_q) is not enforced by queue order or signal/wait (missing wait)
+// CHECK: [AB-S-2] {{.*}} (unenforced_dependency): dependency 'cmd.t0' (stage 0 block 0 attn_norm) -> 'cmd.t1' (stage 0 block 0 attn_q) is not enforced by queue order or signal/wait (missing wait)
+// PASS: AB-S-2 unenforced_dependency: dependency 'cmd.t0' (stage 0 block 0 attn_norm) -> 'cmd.t1' (stage 0 block 0 attn_q) is not enforced by queue order or signal/wait (missing wait)
 
 // -----
 
@@ -69,7 +76,8 @@ cplan.plan attributes {binder = "reference-queue", target = "vq@1", deployment =
     cplan.queue {device = "d0", engine = "copy", order = ["cmd.t1"]}
   }
 }
-// CHECK: AB-S-3 no_implementation: command 'cmd.t0' (stage 0 block 0 attn_norm) has no legal implementation ('generic')
+// CHECK: [AB-S-3] {{.*}} (no_implementation): command 'cmd.t0' (stage 0 block 0 attn_norm) has no legal implementation ('generic')
+// PASS: AB-S-3 no_implementation: command 'cmd.t0' (stage 0 block 0 attn_norm) has no legal implementation ('generic')
 
 // -----
 
@@ -87,7 +95,8 @@ cplan.plan attributes {binder = "reference-queue", target = "vq@1", deployment =
     cplan.queue {device = "d0", engine = "copy", order = ["cmd.t1"]}
   }
 }
-// CHECK: AB-S-4 lifetime_gap: transient buffer 'alloc.a' (source 'a') is read by 'cmd.t1' (stage 0 block 0 attn_q) before any producer is guaranteed to have written it (producers: none)
+// CHECK: [AB-S-4] {{.*}} (lifetime_gap): transient buffer 'alloc.a' (source 'a') is read by 'cmd.t1' (stage 0 block 0 attn_q) before any producer is guaranteed to have written it (producers: none)
+// PASS: AB-S-4 lifetime_gap: transient buffer 'alloc.a' (source 'a') is read by 'cmd.t1' (stage 0 block 0 attn_q) before any producer is guaranteed to have written it (producers: none)
 
 // -----
 
@@ -105,7 +114,8 @@ cplan.plan attributes {binder = "reference-queue", target = "vq@1", deployment =
     cplan.queue {device = "d0", engine = "copy", order = ["cmd.t1"]}
   }
 }
-// CHECK: AB-S-5 unsafe_reuse: d0/device: allocations 'alloc.a' [192, 256) and 'alloc.b' [192, 256) overlap; they may be live at once: 'cmd.t1' (stage 0 block 0 attn_q) accesses both
+// CHECK: [AB-S-5] {{.*}} (unsafe_reuse): d0/device: allocations 'alloc.a' [192, 256) and 'alloc.b' [192, 256) overlap; they may be live at once: 'cmd.t1' (stage 0 block 0 attn_q) accesses both
+// PASS: AB-S-5 unsafe_reuse: d0/device: allocations 'alloc.a' [192, 256) and 'alloc.b' [192, 256) overlap; they may be live at once: 'cmd.t1' (stage 0 block 0 attn_q) accesses both
 
 // -----
 
@@ -123,7 +133,8 @@ cplan.plan attributes {binder = "reference-queue", target = "vq@1", deployment =
     cplan.queue {device = "d0", engine = "copy", order = ["cmd.t1"]}
   }
 }
-// CHECK: AB-S-6 capacity_exceeded: device 'd0' memory space 'device': peak 256 bytes exceeds capacity 200; largest: alloc.w (128 B), alloc.a (64 B), alloc.b (64 B)
+// CHECK: [AB-S-6] {{.*}} (capacity_exceeded): device 'd0' memory space 'device': peak 256 bytes exceeds capacity 200; largest: alloc.w (128 B), alloc.a (64 B), alloc.b (64 B)
+// PASS: AB-S-6 capacity_exceeded: device 'd0' memory space 'device': peak 256 bytes exceeds capacity 200; largest: alloc.w (128 B), alloc.a (64 B), alloc.b (64 B)
 
 // -----
 
@@ -141,4 +152,5 @@ cplan.plan attributes {binder = "reference-queue", target = "vq@1", deployment =
     cplan.queue {device = "d0", engine = "copy", order = ["cmd.t1"]}
   }
 }
-// CHECK: AB-S-7 cost_not_covered: command 'cmd.t0' (stage 0 block 0 attn_norm) uses a fallback cost (provider 'roofline') that risk policy 'strict' does not cover
+// CHECK: [AB-S-7] {{.*}} (cost_not_covered): command 'cmd.t0' (stage 0 block 0 attn_norm) uses a fallback cost (provider 'roofline') that risk policy 'strict' does not cover
+// PASS: AB-S-7 cost_not_covered: command 'cmd.t0' (stage 0 block 0 attn_norm) uses a fallback cost (provider 'roofline') that risk policy 'strict' does not cover

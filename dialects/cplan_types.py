@@ -1,0 +1,171 @@
+"""Value types of ConcretePlanIR (the ``cplan`` dialect, :mod:`pipeplan.dialects.cplan`): the plain form
+of one ``cplan.plan`` that binders build and verifiers check, and the dialect's vocabularies
+(lifetimes, cost statuses, risk policies, binders)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from pipeplan.errors import PipeplanError
+
+LIFETIMES = ("weight", "kv", "transient", "edge")
+"""Buffer lifetime classes; all but ``transient`` are persistent (live for the whole plan)."""
+
+PERSISTENT_LIFETIMES = ("weight", "kv", "edge")
+
+COST_STATUSES = ("direct", "fallback", "out_of_domain", "missing")
+"""Cost status of a command: the CostedTaskView's ``direct | fallback | out_of_domain`` (see
+``pplan.cost``), or ``missing`` when no estimate priced the selected implementation."""
+
+RISK_POLICIES = ("strict", "accept-fallback", "accept-out-of-domain", "accept-missing")
+"""Explicit risk policies (AB-S-7), each accepting the statuses of the previous one and one more:
+``strict`` only ``direct`` costs, then ``fallback``, then ``out_of_domain``, then ``missing``."""
+
+
+def risk_allows(risk: str, status: str) -> bool:
+    """Whether risk policy ``risk`` covers a cost of ``status`` (False for unknown names)."""
+    if risk not in RISK_POLICIES or status not in COST_STATUSES:
+        return False
+    return COST_STATUSES.index(status) <= RISK_POLICIES.index(risk)
+
+BINDERS = ("reference-queue", "reference-slot", "list-schedule")
+
+
+class CplanError(PipeplanError):
+    """A concrete plan that cannot be built or does not hold an invariant.
+
+    ``code`` is one of ``capacity_exceeded``, ``invalid_problem``, ``missing_binding``,
+    ``unsupported_binder``, ``invariant_violation`` (with ``invariant`` set to ``AB-S-n``),
+    ``commit_gate_mismatch``, ``relation_violation``.
+    """
+
+    code = "cplan"
+
+    def __init__(self, message: str, *, code: str | None = None, where: str | None = None,
+                 invariant: str | None = None):
+        super().__init__(message, code=code, where=where)
+        self.invariant = invariant
+
+
+# --------------------------------------------------------------------------- value types
+@dataclass(frozen=True)
+class Device:
+    """A deployment device: ``capacities`` maps memory space -> bytes, ``engines`` engine -> slots."""
+
+    id: str
+    capacities: tuple[tuple[str, int], ...]
+    engines: tuple[tuple[str, int], ...]
+
+
+@dataclass(frozen=True)
+class Link:
+    """A link from device ``src`` to ``dst`` carrying at most ``capacity`` bytes per transfer."""
+
+    id: str
+    src: str
+    dst: str
+    capacity: int
+
+
+@dataclass(frozen=True)
+class Alloc:
+    """One buffer allocation: bytes ``[offset, offset + size)`` of ``space`` on ``device``."""
+
+    id: str
+    source: str
+    device: str
+    space: str
+    offset: int
+    size: int
+    alignment: int
+    lifetime: str
+
+
+@dataclass(frozen=True)
+class Command:
+    """One concrete command, 1:1 with portable task ``task``. ``duration`` is seconds (None when
+    the cost is missing); ``link`` names the link a transfer command uses ("" otherwise)."""
+
+    id: str
+    task: str
+    op: str
+    implementation: str
+    device: str
+    engine: str
+    deps: tuple[str, ...]
+    reads: tuple[str, ...]
+    writes: tuple[str, ...]
+    lineage: str
+    provider: str
+    status: str
+    duration: float | None
+    link: str = ""
+
+
+@dataclass(frozen=True)
+class Sync:
+    """A signal/wait edge: command ``signal`` completes before command ``wait`` starts."""
+
+    signal: str
+    wait: str
+
+
+@dataclass(frozen=True)
+class Queue:
+    """One hardware queue (an engine of a device) and the order it runs its commands in."""
+
+    device: str
+    engine: str
+    order: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class QueueSchedule:
+    """The queue schedule extension: one :class:`Queue` per used (device, engine)."""
+
+    queues: tuple[Queue, ...]
+
+
+@dataclass(frozen=True)
+class Slot:
+    """A dataflow slot (an issue slot of an engine) and the commands bound to it."""
+
+    id: str
+    device: str
+    engine: str
+    commands: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Fire:
+    """Firing rule: ``command`` fires on ``slot`` once every command in ``after`` completed."""
+
+    command: str
+    slot: str
+    after: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class SlotDataflow:
+    """The slot dataflow extension: slots and one firing rule per command (no queues)."""
+
+    slots: tuple[Slot, ...]
+    fires: tuple[Fire, ...]
+
+
+@dataclass(frozen=True)
+class ConcretePlan:
+    """The value form of one ``cplan.plan`` (see the module docstring)."""
+
+    binder: str
+    target: str
+    deployment: str
+    evidence: str
+    risk: str
+    source: str
+    devices: tuple[Device, ...]
+    links: tuple[Link, ...]
+    allocs: tuple[Alloc, ...]
+    commands: tuple[Command, ...]
+    syncs: tuple[Sync, ...]
+    extension: QueueSchedule | SlotDataflow
