@@ -23,9 +23,10 @@ Every instruction carries ``id`` (unique in the program) and ``cmd``, the concre
 (signal/wait: ``signal`` and ``wait`` commands). Lineage beyond the command id lives in the
 detachable ``lineage.json`` of the replay package, not here.
 
-Whole-program checks (kernel ABI and arity, buffers declared on the stage's device, dataflow:
-nothing read before it is written in a step, signal/wait pairing and deadlock freedom) are
-:func:`verify_machine`; its errors carry the full lineage path when a lineage map is given
+Whole-program checks (buffers declared on the stage's device, dataflow: nothing read before it is
+written in a step, signal/wait pairing and deadlock freedom) are :func:`check_program`, which
+``vmachine.program``'s verifier runs on parse (``[AB-M-1] ...`` at the offending instruction);
+:func:`verify_machine` runs every verifier and its errors carry the full lineage path when a lineage map is given
 (AB-D-1). :func:`linearize` gives the deterministic execution order of one stage step that the
 replay runs (queue order plus signal/wait; ties: queue order in the step) — timing annotations
 never influence it (AB-T-3).
@@ -45,7 +46,7 @@ from pipeplan.dialects.carriers import (
     scalar_attr,
     str_tuple,
 )
-from pipeplan.dialects.diagnostics import PipeplanOp
+from pipeplan.dialects.diagnostics import IRVerifyError, PipeplanOp
 from pipeplan.errors import PipeplanError
 from xdsl.dialects.builtin import ArrayAttr, DictionaryAttr, FloatAttr, IntegerAttr, StringAttr, f64
 from xdsl.ir import Attribute, Dialect, Operation, Region
@@ -116,9 +117,10 @@ class MachineVerifyError(PipeplanError):
 
     code = "machine_verify"
 
-    def __init__(self, message: str, *, path: str = "", where: str | None = None):
+    def __init__(self, message: str, *, path: str = "", where: str | None = None, op: Operation | None = None):
         super().__init__(message + (f" [lineage: {path}]" if path else ""), where=where)
         self.path = path
+        self.op = op
 
 
 # --------------------------------------------------------------------------- helpers
@@ -199,8 +201,12 @@ class ProgramOp(PipeplanOp):
             if isinstance(o, INSTRUCTIONS):
                 i = o.id.data  # type: ignore[attr-defined]
                 if i in ids:
-                    raise VerifyException(f"duplicate instruction id '{i}'")
+                    raise IRVerifyError(f"duplicate instruction id '{i}'", op=o)
                 ids.add(i)
+        try:
+            check_program(self)
+        except MachineVerifyError as e:
+            raise IRVerifyError(f"{MACHINE_INVARIANT}: {e.message}", op=e.op or self) from None
 
 
 @irdl_op_definition
@@ -600,43 +606,61 @@ def linearize(step: StepOp, lineage: Mapping[str, str] | None = None) -> list[Op
             raise MachineVerifyError(
                 f"step '{step.name_.data}': queues deadlock: instruction '{o.id.data}' waits for token "  # type: ignore[attr-defined]
                 f"'{o.token.data}' that no runnable instruction signals",  # type: ignore[attr-defined]
-                path=(lineage or {}).get(o.id.data, ""), where=o.id.data)  # type: ignore[attr-defined]
+                path=(lineage or {}).get(o.id.data, ""), where=o.id.data, op=o)  # type: ignore[attr-defined]
     return out
 
 
-def verify_machine(program: ProgramOp, lineage: Mapping[str, str] | None = None) -> None:
-    """Machine verification of a whole program (module docstring). ``lineage`` maps instruction id ->
-    lineage path, included in every error (AB-D-1).
+MACHINE_INVARIANT = "[AB-M-1] a machine program must respect its dataflow and kernel ABI"
+"""Prefix of the on-parse message of a :func:`check_program` failure (contract ID and invariant)."""
 
-    Checks: op verifiers; every buffer an instruction names is declared, on the stage's device and
+
+def verify_machine(program: ProgramOp, lineage: Mapping[str, str] | None = None) -> None:
+    """Machine verification of a whole program: the op verifiers, which include :func:`check_program`
+    (``vmachine.program``'s verifier runs it on parse). ``lineage`` maps instruction id -> lineage path,
+    included in the error of a failing instruction (AB-D-1).
+
+    Raises MachineVerifyError (``op``: the offending op)."""
+    lineage = lineage or {}
+    try:
+        program.verify()
+    except VerifyException as err:
+        op = getattr(err, "op", None)
+        iid = op.id.data if isinstance(op, INSTRUCTIONS) else None
+        raise MachineVerifyError(f"vmachine verifier: {str(err).splitlines()[0]}",
+                                 path=lineage.get(iid, "") if iid else "", where=iid, op=op) from None
+
+
+def check_program(program: ProgramOp, lineage: Mapping[str, str] | None = None) -> None:
+    """The whole-program checks of machine verification (module docstring); the program's ops passed
+    their own verifiers. ``lineage`` maps instruction id -> lineage path, included in every error (AB-D-1).
+
+    Checks: every buffer an instruction names is declared, on the stage's device and
     bound by that stage (or an edge); every edge named exists and is produced/consumed by the stage
     that sends/receives it; per stage step, in :func:`linearize` order, nothing is read before it
     is written (persistent buffers and ``start_pos`` are defined); every wait token has exactly one
     signal; a wait on another stage's signal names an earlier stage.
 
-    Raises MachineVerifyError.
+    Raises MachineVerifyError (``op``: the offending instruction).
     """
     lineage = lineage or {}
-    try:
-        program.verify()
-    except VerifyException as err:
-        raise MachineVerifyError(f"vmachine verifier: {err}") from None
     bufs = {o.id.data: o for o in program.body.block.ops if isinstance(o, BufferOp)}
     edges = {o.id.data: o for o in program.body.block.ops if isinstance(o, EdgeOp)}
     sig_stage: dict[str, list[int]] = {}
+    sig_ops: dict[str, list[SignalOp]] = {}
     for st in program.body.block.ops:
         if isinstance(st, StageOp):
             for o in st.walk():
                 if isinstance(o, SignalOp):
                     sig_stage.setdefault(o.token.data, []).append(st.index.value.data)
+                    sig_ops.setdefault(o.token.data, []).append(o)
     for tok, ss in sig_stage.items():
         if len(ss) != 1:
-            raise MachineVerifyError(f"token '{tok}' is signalled {len(ss)} times")
+            raise MachineVerifyError(f"token '{tok}' is signalled {len(ss)} times", op=sig_ops[tok][-1])
 
     def fail(o: Operation, what: str) -> MachineVerifyError:
         i = o.id.data  # type: ignore[attr-defined]
         return MachineVerifyError(f"instruction '{i}' (command '{instruction_cmd(o)}'): {what}",
-                                  path=lineage.get(i, ""), where=i)
+                                  path=lineage.get(i, ""), where=i, op=o)
 
     for st in program.body.block.ops:
         if not isinstance(st, StageOp):
@@ -706,6 +730,6 @@ def verify_machine(program: ProgramOp, lineage: Mapping[str, str] | None = None)
 __all__ = [
     "ABI_FIELDS", "ENGINE_REVISION", "INSTRUCTIONS", "KERNEL_ABI", "START_POS", "AbiOp", "BufferOp", "EdgeOp",
     "KernelOp", "KernelSig", "MachineVerifyError", "ProgramOp", "QueueOp", "RecvOp", "SampleOp", "SendOp", "SignalOp",
-    "StageOp", "StepOp", "Vmachine", "WaitOp", "abi_of", "abi_op", "attr_value", "build", "instruction_cmd",
+    "StageOp", "StepOp", "Vmachine", "WaitOp", "abi_of", "abi_op", "attr_value", "build", "check_program", "instruction_cmd",
     "linearize", "strs", "to_attr", "verify_machine",
 ]
