@@ -469,11 +469,11 @@ def subject_op(plan: PlanOp, subject: tuple[str, int | str]) -> Operation:
         return next((o for o in ops if isinstance(o, AllocOp) and o.id.data == key), plan)
     if kind in ("queue", "slot"):
         ext = next((o for o in ops if isinstance(o, QueueScheduleOp | SlotDataflowOp)), None)
-        cls = QueueOp if kind == "queue" else SlotOp
+        cls: type[Operation] = QueueOp if kind == "queue" else SlotOp
         pool: list[Operation] = [o for o in _ops(ext.body) if isinstance(o, cls)] if ext is not None else []
     else:
-        cls_of = {"command": CommandOp, "sync": SyncOp}.get(kind)
-        pool = [o for o in ops if cls_of is not None and isinstance(o, cls_of)]
+        cls = CommandOp if kind == "command" else SyncOp
+        pool = [o for o in ops if kind in ("command", "sync") and isinstance(o, cls)]
     return pool[key] if isinstance(key, int) and 0 <= key < len(pool) else plan
 
 

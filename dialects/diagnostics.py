@@ -90,7 +90,7 @@ class IRVerifyError(PipeplanError, VerifyException):
     code = "invalid_ir"
 
     def __init__(self, message: str, *, op: Operation | None = None, code: str | None = None):
-        super().__init__(message, code=code)
+        PipeplanError.__init__(self, message, code=code)
         self.op = op
         self.invariant = contract_id(message)
 
@@ -123,7 +123,7 @@ class OpPassError(PipeplanError, PassFailedException):
     code = "pass_failed"
 
     def __init__(self, message: str, *, op: Operation | None = None, code: str | None = None):
-        super().__init__(message, code=code)
+        PipeplanError.__init__(self, message, code=code)
         self.op = op
         self.invariant = contract_id(message)
 

@@ -30,7 +30,8 @@ AB-D-1).
 from __future__ import annotations
 
 from pipeplan.dialects.carriers import PropsInAttrDict, check_strs
-from pipeplan.dialects.diagnostics import PipeplanOp
+from pipeplan.dialects.diagnostics import IRVerifyError, PipeplanOp
+from pipeplan.dialects.graph import cycle_members, stable_topo_order
 from xdsl.dialects.builtin import (
     ArrayAttr,
     DenseArrayBase,
@@ -39,7 +40,7 @@ from xdsl.dialects.builtin import (
     IntegerAttr,
     StringAttr,
 )
-from xdsl.ir import Dialect
+from xdsl.ir import Dialect, Operation
 from xdsl.irdl import (
     ParsePropInAttrDict,
     irdl_op_definition,
@@ -90,6 +91,7 @@ class ProgramOp(PipeplanOp):
                 if key in seen:
                     raise VerifyException(f"stream {key} appears twice")
                 seen.add(key)
+        check_streams(self)
 
 
 @irdl_op_definition
@@ -147,15 +149,15 @@ class LaunchOp(PropsInAttrDict):
         name = self.id.data
         grid = self.grid.get_values()
         if len(grid) != 3 or any(not isinstance(g, int) or g < 1 for g in grid):
-            raise VerifyException(f"launch '{name}': grid must be 3 positive integers, got {list(grid)}")
+            raise VerifyException(f"{ABI_INVARIANT}: launch '{name}': grid must be 3 positive integers, got {list(grid)}")
         if ":" not in self.kernel.data:
-            raise VerifyException(f"launch '{name}': kernel '{self.kernel.data}' is not 'module:function'")
+            raise VerifyException(f"{ABI_INVARIANT}: launch '{name}': kernel '{self.kernel.data}' is not 'module:function'")
         for k, v in self.meta.data.items():
             if not isinstance(v, IntegerAttr):
-                raise VerifyException(f"launch '{name}': meta-parameter '{k}' must be an integer, got {v}")
+                raise VerifyException(f"{ABI_INVARIANT}: launch '{name}': meta-parameter '{k}' must be an integer, got {v}")
         for k, v in self.scalars.data.items():
             if not isinstance(v, IntegerAttr | FloatAttr) and not (isinstance(v, StringAttr) and v.data.startswith("$")):
-                raise VerifyException(f"launch '{name}': scalar '{k}' must be a number or a '$runtime' name, got {v}")
+                raise VerifyException(f"{ABI_INVARIANT}: launch '{name}': scalar '{k}' must be a number or a '$runtime' name, got {v}")
         check_strs(self.args, f"launch '{name}': args")
         check_strs(self.waits, f"launch '{name}': waits")
 
@@ -207,6 +209,63 @@ class CopyOp(PropsInAttrDict):
             raise VerifyException(f"copy '{self.id.data}': bytes must be >= 0")
 
 
+INSTRUCTIONS = (LaunchOp, ViewOp, CopyOp)
+
+ABI_INVARIANT = "[AB-M-1] a machine program must respect its launch ABI and stream order"
+"""Prefix of the on-parse messages of the tmachine verifiers (contract ID and invariant)."""
+
+
+def check_streams(program: ProgramOp) -> None:
+    """Whole-program checks of a ``tmachine.program`` whose ops passed their own verifiers: instruction
+    ids unique; every instruction's buffer arguments are non-empty alloc ids; every ``waits`` entry
+    names a command lowered by an instruction of another stream; stream order plus waits is acyclic
+    (no deadlock). Raises IRVerifyError at the offending instruction."""
+    streams = [list(b.ops) for s in _streams(program) for b in s.body.blocks]
+    by_cmd: dict[str, tuple[int, int]] = {}
+    ids: set[str] = set()
+    for si, ops in enumerate(streams):
+        for k, o in enumerate(ops):
+            if not isinstance(o, INSTRUCTIONS):
+                continue
+            if o.id.data in ids:
+                raise IRVerifyError(f"{ABI_INVARIANT}: duplicate instruction id '{o.id.data}'", op=o)
+            ids.add(o.id.data)
+            by_cmd.setdefault(o.cmd.data, (si, k))
+            names = [o.src.data, o.dst.data] if isinstance(o, CopyOp) else [a.data for a in o.args.data
+                                                                             if isinstance(a, StringAttr)]
+            if any(not n for n in names):
+                raise IRVerifyError(f"{ABI_INVARIANT}: instruction '{o.id.data}' has an empty buffer argument", op=o)
+    preds: list[list[int]] = []
+    node: dict[tuple[int, int], int] = {}
+    flat: list[Operation] = []
+    for si, ops in enumerate(streams):
+        for k, o in enumerate(ops):
+            node[(si, k)] = len(flat)
+            flat.append(o)
+    for si, ops in enumerate(streams):
+        for k, o in enumerate(ops):
+            ps = [node[(si, k - 1)]] if k else []
+            for w in (x.data for x in o.waits.data if isinstance(x, StringAttr)) if isinstance(o, INSTRUCTIONS) else ():
+                src = by_cmd.get(w)
+                if src is None:
+                    raise IRVerifyError(f"{ABI_INVARIANT}: instruction '{o.id.data}' waits for command '{w}' that no "
+                                        f"instruction of the program lowers", op=o)
+                if src[0] == si:
+                    raise IRVerifyError(f"{ABI_INVARIANT}: instruction '{o.id.data}' waits for command '{w}' of its "
+                                        f"own stream (stream order already orders them)", op=o)
+                ps.append(node[src])
+            preds.append(ps)
+    if stable_topo_order(len(flat), preds) is None:
+        o = flat[cycle_members(len(flat), preds)[0]]
+        raise IRVerifyError(f"{ABI_INVARIANT}: stream order and waits deadlock at instruction "
+                            f"'{getattr(o, 'id', StringAttr('?')).data}'", op=o)
+
+
+def _streams(program: ProgramOp) -> list[StreamOp]:
+    return [o for b in program.body.blocks for o in b.ops if isinstance(o, StreamOp)]
+
+
 Tmachine = Dialect("tmachine", [ProgramOp, StreamOp, LaunchOp, ViewOp, CopyOp], [])
 
-__all__ = ["CopyOp", "LaunchOp", "ProgramOp", "REVISION", "StreamOp", "Tmachine", "ViewOp"]
+__all__ = ["ABI_INVARIANT", "CopyOp", "INSTRUCTIONS", "LaunchOp", "ProgramOp", "REVISION", "StreamOp", "Tmachine",
+           "ViewOp", "check_streams"]
