@@ -11,12 +11,21 @@ inputs may share one instance; the printed IR is the same as with fresh instance
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from functools import lru_cache
-from typing import Any, SupportsInt
+from typing import Any, ClassVar, SupportsInt
 
 from pipeplan.dialects.diagnostics import PipeplanOp
-from xdsl.dialects.builtin import ArrayAttr, DenseArrayBase, FloatAttr, IntegerAttr, StringAttr, f64, i64
+from xdsl.dialects.builtin import (
+    ArrayAttr,
+    DenseArrayBase,
+    DictionaryAttr,
+    FloatAttr,
+    IntegerAttr,
+    StringAttr,
+    f64,
+    i64,
+)
 from xdsl.ir import Attribute, Block, Operation, Region
 from xdsl.irdl import IRDLOperation, ParsePropInAttrDict
 from xdsl.utils.exceptions import VerifyException
@@ -114,6 +123,21 @@ class PropsInAttrDict(PipeplanOp):
 
     irdl_options = (ParsePropInAttrDict(),)
     assembly_format = "attr-dict"
+
+    KEYWORD_DICTS: ClassVar[tuple[str, ...]] = ()
+    """Dictionary-valued properties that are keyword sets (kernel attributes, meta-parameters): their keys
+    are stored sorted, as upstream MLIR prints them, so the custom text survives an ``mlir-opt`` round
+    trip. Other dictionaries keep their order (``cplan.device`` capacities are read back as tuples)."""
+
+    @classmethod
+    def _declared_order(cls, props: Mapping[str, Attribute | None] | None) -> dict[str, Attribute | None] | None:
+        out = super()._declared_order(props)
+        if out:
+            for k in cls.KEYWORD_DICTS:
+                v = out.get(k)
+                if isinstance(v, DictionaryAttr) and list(v.data) != sorted(v.data):
+                    out[k] = DictionaryAttr(dict(sorted(v.data.items())))
+        return out
 
 
 def build_op(cls: type[IRDLOperation], props: dict[str, Attribute], body: list[Operation] | None = None

@@ -17,12 +17,13 @@ from __future__ import annotations
 
 import io
 import re
-from typing import NoReturn
+from collections.abc import Mapping, Sequence
+from typing import NoReturn, Self, cast
 
 from pipeplan.errors import PipeplanError
 from xdsl.context import Context
-from xdsl.dialects.builtin import FileLineColLoc, IntAttr, StringAttr, UnknownLoc
-from xdsl.ir import Operation
+from xdsl.dialects.builtin import FileLineColLoc, IntAttr, LocationAttr, StringAttr, UnknownLoc
+from xdsl.ir import Attribute, Block, Operation, Region, SSAValue
 from xdsl.irdl import IRDLOperation
 from xdsl.parser import Parser
 from xdsl.printer import Printer
@@ -147,7 +148,41 @@ def located(err: Exception, op: Operation | None) -> IRVerifyError:
 
 class PipeplanOp(IRDLOperation):
     """Base of the pipeplan ops: a verifier failure raises :class:`IRVerifyError` naming this op (or the
-    op a region verifier named), instead of xDSL's print of the whole module attached to the error."""
+    op a region verifier named), instead of xDSL's print of the whole module attached to the error.
+
+    Properties are stored in the op definition's declaration order whatever order the text (or a
+    builder) gave them in, so a custom print is the same after upstream MLIR, which sorts property
+    dictionaries, printed the op (``mlir-opt --mlir-print-op-generic`` round trip)."""
+
+    @classmethod
+    def _declared_order(cls, props: Mapping[str, Attribute | None] | None) -> dict[str, Attribute | None] | None:
+        if not props:
+            return None if props is None else dict(props)
+        order = cls.get_irdl_definition().properties
+        out = {k: props[k] for k in order if k in props}
+        out.update((k, v) for k, v in props.items() if k not in out)
+        return out
+
+    @classmethod
+    def create(cls, *, operands: Sequence[SSAValue] = (), result_types: Sequence[Attribute] = (),
+               properties: Mapping[str, Attribute] = {}, attributes: Mapping[str, Attribute] = {},
+               location: LocationAttr | None = None, successors: Sequence[Block] = (),
+               regions: Sequence[Region] = ()) -> Self:
+        return super().create(operands=operands, result_types=result_types,
+                              properties=cast(dict[str, Attribute], cls._declared_order(properties)),
+                              attributes=attributes, location=location, successors=successors, regions=regions)
+
+    @classmethod
+    def build(cls, *, operands: Sequence[SSAValue | Operation | Sequence[SSAValue | Operation] | None] | None = None,
+              result_types: Sequence[Attribute | Sequence[Attribute] | None] | None = None,
+              attributes: Mapping[str, Attribute | None] | None = None,
+              properties: Mapping[str, Attribute | None] | None = None,
+              successors: Sequence[Block | Sequence[Block] | None] | None = None,
+              regions: Sequence[Region | Sequence[Operation] | Sequence[Block]
+                                | Sequence[Region | Sequence[Operation] | Sequence[Block]] | None] | None = None,
+              ) -> Self:
+        return super().build(operands=operands, result_types=result_types, attributes=attributes,
+                             properties=cls._declared_order(properties), successors=successors, regions=regions)
 
     def emit_error(self, message: str, underlying_error: Exception) -> NoReturn:
         if isinstance(underlying_error, VerifyException):

@@ -29,6 +29,8 @@ AB-D-1).
 
 from __future__ import annotations
 
+from typing import ClassVar
+
 from pipeplan.dialects.carriers import PropsInAttrDict, check_strs
 from pipeplan.dialects.diagnostics import IRVerifyError, PipeplanOp
 from pipeplan.dialects.graph import cycle_members, stable_topo_order
@@ -133,6 +135,7 @@ class LaunchOp(PropsInAttrDict):
     """
 
     name = "tmachine.launch"
+    KEYWORD_DICTS: ClassVar[tuple[str, ...]] = ("meta", "scalars")
     id = prop_def(StringAttr)
     cmd = prop_def(StringAttr)
     kernel = prop_def(StringAttr)

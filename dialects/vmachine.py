@@ -36,7 +36,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 from pipeplan.dialects.carriers import (
     PropsInAttrDict,
@@ -407,6 +407,7 @@ class KernelOp(PropsInAttrDict):
     """
 
     name = "vmachine.kernel"
+    KEYWORD_DICTS: ClassVar[tuple[str, ...]] = ("attrs",)
     id = prop_def(StringAttr)
     cmd = prop_def(StringAttr)
     kernel = prop_def(StringAttr)

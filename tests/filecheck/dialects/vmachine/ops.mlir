@@ -22,7 +22,7 @@ builtin.module {
         }
         vmachine.queue attributes {engine = "queue.compute"} {
           vmachine.wait {id = "i2", token = "sync.0", signal = "c0", wait = "c1"}
-          vmachine.kernel {id = "i3", cmd = "c1", kernel = "rope", ins = ["b.x", "b.t", "start_pos"], outs = ["b.y"], attrs = {n_heads = 8 : i64, head_dim = 8 : i64, rope_dim = 8 : i64}, block = 0 : i64}
+          vmachine.kernel {id = "i3", cmd = "c1", kernel = "rope", ins = ["b.x", "b.t", "start_pos"], outs = ["b.y"], attrs = {head_dim = 8 : i64, n_heads = 8 : i64, rope_dim = 8 : i64}, block = 0 : i64}
           vmachine.sample {id = "i4", cmd = "c2", src = "b.y", dst = "b.tok"}
           vmachine.send {id = "i5", cmd = "c3", edge = "e1", src = "b.tok"}
         }
@@ -46,6 +46,6 @@ builtin.module {
 // CHECK-NEXT:         vmachine.recv {id = "i0", cmd = "c0", edge = "e0", dst = "b.in"}
 // CHECK-NEXT:         vmachine.signal {id = "i1", token = "sync.0", signal = "c0", wait = "c1"}
 // CHECK:              vmachine.wait {id = "i2", token = "sync.0", signal = "c0", wait = "c1"}
-// CHECK-NEXT:         vmachine.kernel {id = "i3", cmd = "c1", kernel = "rope", ins = ["b.x", "b.t", "start_pos"], outs = ["b.y"], attrs = {n_heads = 8 : i64, head_dim = 8 : i64, rope_dim = 8 : i64}, block = 0 : i64}
+// CHECK-NEXT:         vmachine.kernel {id = "i3", cmd = "c1", kernel = "rope", ins = ["b.x", "b.t", "start_pos"], outs = ["b.y"], attrs = {head_dim = 8 : i64, n_heads = 8 : i64, rope_dim = 8 : i64}, block = 0 : i64}
 // CHECK-NEXT:         vmachine.sample {id = "i4", cmd = "c2", src = "b.y", dst = "b.tok"}
 // CHECK-NEXT:         vmachine.send {id = "i5", cmd = "c3", edge = "e1", src = "b.tok"}
