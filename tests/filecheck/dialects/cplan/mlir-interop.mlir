@@ -1,0 +1,14 @@
+// REQUIRES: mlir-opt
+// RUN: pipeplan-opt %S/ops.mlir > %t.custom
+// RUN: pipeplan-opt %S/ops.mlir --print-op-generic | mlir-opt-19 --allow-unregistered-dialect --mlir-print-op-generic > %t.mlir
+// RUN: pipeplan-opt %t.mlir > %t.back
+// RUN: diff %t.custom %t.back
+// RUN: filecheck %s --input-file=%t.mlir --check-prefix=MLIR
+
+// Interop with upstream mlir-opt: every cplan op of ops.mlir, in generic form, goes through mlir-opt-19 as an
+// unregistered op and parses back to the same custom text (diff). MLIR sorts property dictionaries; the
+// cplan ops store properties in declaration order, so the custom text does not change.
+
+// MLIR:      "cplan.plan"() <{binder = "reference-queue", deployment = "dep", evidence = "roofline@r1", risk = "strict", source = "sha256:00", target = "virtual-queue@1"}>
+// MLIR:      "cplan.command"() <{deps = [], device = "d0", duration = 2.500000e-06 : f64, engine = "queue.compute", id = "cmd.t0"
+// MLIR:      "cplan.slot_dataflow"()

@@ -1,0 +1,14 @@
+// REQUIRES: mlir-opt
+// RUN: pipeplan-opt %S/ops.mlir > %t.custom
+// RUN: pipeplan-opt %S/ops.mlir --print-op-generic | mlir-opt-19 --allow-unregistered-dialect --mlir-print-op-generic > %t.mlir
+// RUN: pipeplan-opt %t.mlir > %t.back
+// RUN: diff %t.custom %t.back
+// RUN: filecheck %s --input-file=%t.mlir --check-prefix=MLIR
+
+// Interop with upstream mlir-opt: every pplan op of ops.mlir, in generic form, goes through mlir-opt-19 as an
+// unregistered op and parses back to the same custom text (diff). MLIR sorts property dictionaries; the
+// pplan ops store properties in declaration order, so the custom text does not change.
+
+// MLIR:      "pplan.plan"() <{decode_pos = 1 : i64, model = "m", prompt_len = 1 : i64, source = "runplan @run0", stage_count = 1 : i64, sym_name = "run0"}>
+// MLIR:      "pplan.task"() <{alignment = 64 : i64, block = 0 : i64
+// MLIR:      "pplan.costed_view"() <{deployment_fingerprint = "d"

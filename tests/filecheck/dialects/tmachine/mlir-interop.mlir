@@ -1,0 +1,13 @@
+// REQUIRES: mlir-opt
+// RUN: pipeplan-opt %S/ops.mlir > %t.custom
+// RUN: pipeplan-opt %S/ops.mlir --print-op-generic | mlir-opt-19 --allow-unregistered-dialect --mlir-print-op-generic > %t.mlir
+// RUN: pipeplan-opt %t.mlir > %t.back
+// RUN: diff %t.custom %t.back
+// RUN: filecheck %s --input-file=%t.mlir --check-prefix=MLIR
+
+// Interop with upstream mlir-opt: every tmachine op of ops.mlir, in generic form, goes through mlir-opt-19 as an
+// unregistered op and parses back to the same custom text (diff). MLIR sorts property dictionaries; the
+// tmachine ops store properties in declaration order, so the custom text does not change.
+
+// MLIR:      "tmachine.program"() <{concrete = "sha256:00", revision = "pipeplan-tmachine/1", target = "cuda-triton@1"}>
+// MLIR:      "tmachine.launch"() <{args = ["b0", "w", "b1"], autotune = true, cmd = "c1", grid = array<i64: 4, 1, 1>
