@@ -17,7 +17,7 @@ from typing import NoReturn
 from pipeplan import __version__
 from pipeplan.errors import PipeplanError, StageFault
 
-COMMANDS = ("plan", "run", "serve", "compile", "replay", "compare", "clean")
+COMMANDS = ("plan", "run", "serve", "compile", "replay", "compare", "calibrate", "clean")
 
 
 class ArgumentParser(argparse.ArgumentParser):

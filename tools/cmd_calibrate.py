@@ -1,0 +1,120 @@
+"""``pipeplan calibrate``: measure this machine's task costs for a model's plan and cache them as evidence.
+
+Usage::
+
+    pipeplan calibrate MODEL.gguf [--stages S] [--nodes POOL.toml] [--target reference] [--threads T]
+                       [--prompt-len 8] [--max-seq-len L] [--tokens 8] [--repeats 1]
+                       [--cache-dir DIR] [--force] [--json]
+
+Plans the model as ``pipeplan plan`` does (``--stages`` local nodes with this machine's peaks, or
+``--nodes``), compiles it, replays it on calibration prompts and charges every command of the measured
+timeline (:func:`pipeplan.lowering.calibrate.measure_runtime`): one entry per EstimateRequest key
+(``op|dtypes|shape``) of the plan, kernels and hops. The table (``pipeplan-kernel-timings/1``) goes to
+``<cache>/calibration/<key>.json`` (key: machine fingerprint + model sha256), merged with the keys
+already there (``--force``: replaced), written atomically. Prints a table and the path (``--json``:
+the document). ``pipeplan compile``, ``run``, ``replay`` and ``plan`` then use it by default.
+Errors: one ``error[<code>]: ...`` line, exit 2 (``unsupported_target`` for a kernel target other
+than the direct replay's ``reference``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+
+HELP = "measure this machine's task costs for a model's plan and cache them (evidence for compile/run)"
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    """Register the ``calibrate`` options (module docstring)."""
+    p.add_argument("model", metavar="MODEL.gguf", help="local GGUF file (or the first gguf-split shard)")
+    p.add_argument("--stages", type=int, default=1, help="pipeline stages of the measured plan (default 1)")
+    p.add_argument("--nodes", metavar="POOL.toml", help="node pool TOML (default: --stages local nodes)")
+    p.add_argument("--target", default="reference",
+                   help="kernel target timed: reference (the direct replay's kernels; default)")
+    p.add_argument("--threads", type=int, default=1, help="torch threads of the replay (default 1)")
+    p.add_argument("--prompt-len", type=int, default=8, help="rows of the prefill step (default %(default)s, as compile)")
+    p.add_argument("--max-seq-len", type=int, metavar="L",
+                   help="positions per sequence (default: as pipeplan plan, min(context length, 2048))")
+    p.add_argument("--tokens", type=int, default=8, help="decode tokens per calibration replay (default %(default)s)")
+    p.add_argument("--repeats", type=int, default=1, help="replays per calibration prompt (default %(default)s)")
+    p.add_argument("--cache-dir", metavar="DIR", help="cache directory (default $PIPEPLAN_CACHE or ~/.cache/pipeplan)")
+    p.add_argument("--force", action="store_true", help="replace the cached table instead of merging into it")
+    p.add_argument("--json", action="store_true", help="print the written document as JSON")
+
+
+def main(args: argparse.Namespace) -> int:
+    """Calibrate (module docstring). Raises typed PipeplanErrors (exit 2 via the CLI)."""
+    from pipeplan.errors import GGUFError, RunPlanRejection
+    from pipeplan.frontend.paths import check_input_file
+    from pipeplan.lowering.calibrate import (
+        TARGETS,
+        CalibrationError,
+        calibration_key,
+        calibration_path,
+        machine_fingerprint,
+        measure_runtime,
+        model_fingerprint,
+        write_calibration,
+    )
+    from pipeplan.runtime.limits import check_thread_count
+    from pipeplan.tools.cmd_plan import DEFAULT_MAX_SEQ_LEN_CAP
+    from pipeplan.tools.generation import check_cache_dir
+
+    check_input_file(args.model, "GGUF file", GGUFError)
+    if args.target not in TARGETS:
+        raise CalibrationError(f"--target {args.target}: calibrate times the kernels of the direct replay, the runtime "
+                               f"path that records measured timelines: {', '.join(TARGETS)}",
+                               code="unsupported_target", where="target")
+    check_thread_count(args.threads, "--threads")
+    for name in ("prompt_len", "tokens", "repeats"):
+        if getattr(args, name) < 1:
+            raise CalibrationError(f"--{name.replace('_', '-')} must be >= 1, got {getattr(args, name)}",
+                                   code="invalid_request", where=name)
+    if args.cache_dir is not None:
+        check_cache_dir(args.cache_dir)
+    from pipeplan.runtime.weights_source import cache_root
+
+    cache_root(args.cache_dir)
+    from pipeplan.frontend.gguf_facts import read_model_facts
+    from pipeplan.frontend.planner import plan_run
+    from pipeplan.frontend.pool import load_pool_toml
+    from pipeplan.plan_types import RuntimeConfig
+    from pipeplan.runtime.replay import local_pool_with_peaks
+
+    t0 = time.perf_counter()
+    facts = read_model_facts(args.model)
+    if not 1 <= args.stages <= facts.block_count:
+        raise RunPlanRejection(f"--stages {args.stages}: the model has {facts.block_count} blocks, so 1 to "
+                               f"{facts.block_count} stages", code="invalid_stage_count", where="stages")
+    max_seq_len = args.max_seq_len if args.max_seq_len is not None else min(facts.context_length,
+                                                                            DEFAULT_MAX_SEQ_LEN_CAP)
+    need = args.prompt_len + args.tokens + 1
+    if max_seq_len < need:
+        raise CalibrationError(f"--max-seq-len {max_seq_len} is shorter than the calibration replay's prompt-len + "
+                               f"tokens + 1 = {need}", code="invalid_request", where="max_seq_len")
+    pool = load_pool_toml(args.nodes) if args.nodes else local_pool_with_peaks(args.stages)[0]
+    module = plan_run(facts, RuntimeConfig(max_seq_len=max_seq_len), pool, args.stages)
+    machine = machine_fingerprint(args.target, args.threads)
+    model = model_fingerprint(facts.files)
+    path = calibration_path(args.cache_dir, calibration_key(machine, model))
+    table = measure_runtime(module, args.model, pool=args.nodes, prompt_len=args.prompt_len, tokens=args.tokens,
+                            repeats=args.repeats, threads=args.threads)
+    table["method"].update({"stages": args.stages, "max_seq_len": max_seq_len})
+    doc = write_calibration(path, table, machine, model, force=args.force)
+    elapsed = time.perf_counter() - t0
+    if args.json:
+        print(json.dumps({"path": str(path), "seconds": elapsed, "measured_keys": len(table["entries"]), **doc},
+                         indent=1))
+        return 0
+    fresh = {e["key"] for e in table["entries"]}
+    print(f"{'key':56s} {'seconds':>11s} {'samples':>8s}")
+    for e in doc["entries"]:
+        mark = "" if e["key"] in fresh else "  (earlier run)"
+        print(f"{e['key']:56s} {e['seconds']:11.3e} {e.get('samples', 0):8d}{mark}")
+    print(f"calibrated {len(fresh)} keys of {facts.name} ({args.stages} stage{'s' if args.stages > 1 else ''}, "
+          f"target {args.target}, {args.threads} thread{'s' if args.threads > 1 else ''}) in {elapsed:.1f} s -> {path}",
+          file=sys.stderr)
+    return 0
