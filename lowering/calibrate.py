@@ -41,6 +41,8 @@ from pipeplan.errors import PipeplanError
 from pipeplan.lowering.evidence import TABLE_FORMAT, EvidenceError, MeasuredTable, request_key
 
 CALIBRATION_FORMAT = "pipeplan-calibration/1"
+MODEL_SHA_MEMO = "model-sha256.memo"
+"""File beside the tables remembering model sha256s (:func:`model_fingerprint`); not a ``*.json`` table."""
 TARGETS = ("reference",)
 """Kernel targets :func:`measure_runtime` can time: the kernel table of the direct replay (the runtime
 path that records measured timelines)."""
@@ -78,11 +80,36 @@ def machine_fingerprint(target: str, threads: int) -> dict[str, Any]:
             "pipeplan": __version__}
 
 
-def model_fingerprint(files: Sequence[str | os.PathLike[str]]) -> dict[str, Any]:
-    """The model side: sha256 of each GGUF file (shards in order) and their names."""
+def model_fingerprint(files: Sequence[str | os.PathLike[str]], memo: Path | None = None) -> dict[str, Any]:
+    """The model side: sha256 of each GGUF file (shards in order) and their names. ``memo``: a JSON file
+    remembering the sha256 of ``path|size|mtime_ns|inode`` so that a large model is hashed once (best effort)."""
     from pipeplan.frontend.gguf_facts import sha256_file
 
-    return {"sha256": [sha256_file(f) for f in files], "files": [Path(f).name for f in files]}
+    known: dict[str, str] = {}
+    if memo is not None:
+        try:
+            got = json.loads(memo.read_text(encoding="utf-8"))
+            known = {str(k): str(v) for k, v in got.items()} if isinstance(got, dict) else {}
+        except (OSError, ValueError):
+            known = {}
+    shas, changed = [], False
+    for f in files:
+        st = os.stat(f)
+        ident = f"{Path(f).resolve()}|{st.st_size}|{st.st_mtime_ns}|{st.st_ino}"
+        sha = known.get(ident)
+        if sha is None:
+            sha = known[ident] = sha256_file(f)
+            changed = True
+        shas.append(sha)
+    if memo is not None and changed:
+        try:
+            from pipeplan.lowering.atomic import write_file_atomic
+
+            memo.parent.mkdir(parents=True, exist_ok=True)
+            write_file_atomic(memo, json.dumps(known, indent=0, sort_keys=True) + "\n", "model sha memo")
+        except (OSError, PipeplanError):
+            pass
+    return {"sha256": shas, "files": [Path(f).name for f in files]}
 
 
 def calibration_key(machine: Mapping[str, Any], model: Mapping[str, Any]) -> str:
@@ -278,7 +305,10 @@ def select_evidence(explicit: Sequence[str] | None, model_files: Sequence[str | 
     model_name = Path(model_files[0])
     machine = machine_fingerprint(target, threads)
     try:
-        model = model_fingerprint(model_files)
+        folder = calibration_path(cache_dir, "x").parent
+        if not folder.is_dir() or not any(folder.glob("*.json")):
+            return _roofline(model_name, "no calibration for this machine+model")
+        model = model_fingerprint(model_files, folder / MODEL_SHA_MEMO)
         path = calibration_path(cache_dir, calibration_key(machine, model))
     except (OSError, PipeplanError) as e:
         return _roofline(model_name, f"no usable calibration cache: {e}")
@@ -308,3 +338,19 @@ def plan_model_files(plan_module) -> list[str] | None:
         return None
     files = list(spec.facts.files or ())
     return [str(f) for f in files] or None
+
+
+def plan_evidence(explicit: Sequence[str] | None, plan, *, target: str = "reference", threads: int = 1,
+                  cache_dir: str | os.PathLike[str] | None = None) -> EvidenceChoice:
+    """:func:`select_evidence` for a RunPlan (module, IR text or path; its ``model.files``). A plan that
+    cannot be read is left to the compiler's diagnostic: roofline is chosen here and no error raised."""
+    if explicit:
+        return select_evidence(explicit, None)
+    try:
+        from pipeplan.lowering.replay_package import _parse_plan
+
+        module = _parse_plan(plan)
+    except PipeplanError:
+        return EvidenceChoice(("roofline",), "roofline", None, "evidence: roofline (the plan could not be read)")
+    files = plan_model_files(module)
+    return select_evidence(None, files, target=target, threads=threads, cache_dir=cache_dir)

@@ -371,7 +371,10 @@ def compile_for_run(plan_module, pool_text: str, *, cache_dir: str | Path | None
 
     t0 = time.perf_counter()
     plan_text = print_module(plan_module)
+    tables = [hashlib.sha256(Path(e[len("measured:"):]).read_bytes()).hexdigest() if e.startswith("measured:")
+              and Path(e[len("measured:"):]).is_file() else "" for e in evidence]  # a re-measured table recompiles
     key = hashlib.sha256("\0".join([PACKAGE_FORMAT, ENGINE_REVISION, plan_text, pool_text, target, ",".join(evidence),
+                                     *tables,
                                      str(prompt_len), binder, "decode_tokens=1"]).encode()).hexdigest()[:24]
     root = cache_root(cache_dir)
     final = root / "packages" / key

@@ -50,6 +50,7 @@ def main(args: argparse.Namespace) -> int:
     from pipeplan.errors import GGUFError, RunPlanRejection
     from pipeplan.frontend.paths import check_input_file
     from pipeplan.lowering.calibrate import (
+        MODEL_SHA_MEMO,
         TARGETS,
         CalibrationError,
         calibration_key,
@@ -98,7 +99,8 @@ def main(args: argparse.Namespace) -> int:
     pool = load_pool_toml(args.nodes) if args.nodes else local_pool_with_peaks(args.stages)[0]
     module = plan_run(facts, RuntimeConfig(max_seq_len=max_seq_len), pool, args.stages)
     machine = machine_fingerprint(args.target, args.threads)
-    model = model_fingerprint(facts.files)
+    path = calibration_path(args.cache_dir, "x")
+    model = model_fingerprint(facts.files, path.with_name(MODEL_SHA_MEMO))
     path = calibration_path(args.cache_dir, calibration_key(machine, model))
     table = measure_runtime(module, args.model, pool=args.nodes, prompt_len=args.prompt_len, tokens=args.tokens,
                             repeats=args.repeats, threads=args.threads)

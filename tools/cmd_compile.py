@@ -10,7 +10,10 @@ Runs :func:`pipeplan.lowering.replay_package.compile_plan_to_package` (the whole
 RunPlan to the vmachine program, the predicted timeline and the manifest). The DeploymentBinding comes
 from ``--nodes``, else from the node specs the plan carries (``pipeplan plan`` records them); a plan
 naming its nodes by id only without ``--nodes`` is ``error[missing_binding]``. ``--evidence`` may be
-repeated: providers in policy order (default ``roofline``). ``-o`` must be a new or empty directory or
+repeated: providers in policy order; without it the cached calibration of this machine + the plan's
+model (``pipeplan calibrate MODEL``, :func:`pipeplan.lowering.calibrate.select_evidence`, under
+``--cache-dir``) when there is one, else ``roofline``; one ``evidence: ...`` line on stderr says which
+(and why roofline). ``-o`` must be a new or empty directory or
 an existing package whose manifest verifies (its listed files are replaced, nothing else in it is
 touched); anything else is ``error[bad_output_path]`` and nothing is touched. ``--trace`` writes the
 predicted Chrome trace (Perfetto / chrome://tracing), ``--timeline`` the predicted TimelineBundle JSON
@@ -24,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 
 HELP = "compile a RunPlan into a replay package (vmachine program, lineage, predicted timeline, manifest)"
 
@@ -38,7 +42,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="node pool the plan was made for (DeploymentBinding; default: the plan's node specs)")
     parser.add_argument("--target", default="virtual-queue", help="target plugin (default %(default)s)")
     parser.add_argument("--evidence", action="append", metavar="PROVIDER",
-                        help="evidence provider, in policy order: roofline | measured:TABLE.json (default roofline)")
+                        help="evidence provider, in policy order: roofline | measured:TABLE.json "
+                             "(default: this machine's calibration of the model, else roofline)")
+    parser.add_argument("--cache-dir", metavar="DIR",
+                        help="where `pipeplan calibrate` cached its evidence (default $PIPEPLAN_CACHE or ~/.cache/pipeplan)")
     parser.add_argument("--prompt-len", type=int, default=8, help="rows of the prefill step (default %(default)s)")
     parser.add_argument("--binder", default="list-schedule", help="list-schedule | reference-queue (default %(default)s)")
     parser.add_argument("--decode-tokens", type=int, default=16, help="decode tokens simulated (default %(default)s)")
@@ -52,15 +59,18 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def main(args: argparse.Namespace) -> int:
     """Compile; print the package path and digests. Raises typed PipeplanErrors (exit 2 via the CLI)."""
+    from pipeplan.lowering.calibrate import plan_evidence
     from pipeplan.lowering.replay_package import PackageError, compile_plan_to_package
 
     if not 1 <= args.decode_tokens <= MAX_DECODE_TOKENS:
         raise PackageError(f"--decode-tokens must be in [1, {MAX_DECODE_TOKENS}], got {args.decode_tokens}",
                            code="invalid_request", where="decode_tokens")
-    out = compile_plan_to_package(args.plan, args.target, args.evidence, args.output, pool=args.nodes,
+    choice = plan_evidence(args.evidence, args.plan, cache_dir=args.cache_dir)
+    out = compile_plan_to_package(args.plan, args.target, choice.providers, args.output, pool=args.nodes,
                                   prompt_len=args.prompt_len, binder=args.binder, decode_tokens=args.decode_tokens,
                                   trace=args.trace, timeline=args.timeline)
     manifest = json.loads((out / "manifest.json").read_text())
+    print(choice.message, file=sys.stderr)
     print(f"package {out}")
     for k, v in sorted(manifest["digests"].items()):
         print(f"  {k:9s} {v}")

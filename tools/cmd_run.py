@@ -14,8 +14,11 @@ Flow (DESIGN.md §1: the runtime runs what the compiler produced):
    ``--stages`` local nodes stating this machine's peaks (``$PIPEPLAN_LOCAL_PEAKS`` or the cached probe of
    :func:`pipeplan.frontend.pool.local_peaks`, via :func:`~pipeplan.runtime.replay.local_pool_with_peaks`: the
    explicit DeploymentBinding of a local run);
-2. compile the plan in-process into a replay package for the ``virtual-queue`` target with roofline
-   evidence (:func:`~pipeplan.runtime.replay.compile_for_run`), cached under
+2. compile the plan in-process into a replay package for the ``virtual-queue`` target
+   (:func:`~pipeplan.runtime.replay.compile_for_run`) with the cached calibration of this machine + model for
+   ``--target``/``--threads`` when there is one (``pipeplan calibrate``), else roofline evidence
+   (:func:`pipeplan.lowering.calibrate.select_evidence`; with ``--timeline``/``--trace`` one ``evidence: ...``
+   line on stderr says which, and the measured bundle's ``meta.evidence`` and ``--json``'s ``evidence`` too), cached under
    ``<cache>/packages/<sha256 of plan, pool, options>`` so a repeated run does not recompile; the prefill
    step is compiled for ``--prefill-rows`` rows (default 64, at most ``max_seq_len - 1``; longer prompts
    are sent in chunks);
@@ -117,6 +120,7 @@ def main(args: argparse.Namespace) -> int:
     from pipeplan.frontend.gguf_facts import read_model_facts
     from pipeplan.frontend.planner import plan_run
     from pipeplan.frontend.pool import load_pool_toml
+    from pipeplan.lowering.calibrate import select_evidence
     from pipeplan.plan_types import RuntimeConfig
     from pipeplan.runtime.events import WeightsReady
     from pipeplan.runtime.replay import compile_for_run, local_pool_with_peaks
@@ -141,8 +145,11 @@ def main(args: argparse.Namespace) -> int:
     provisions = project_provisions(module)
     check_fault_stage(fi, len(provisions))
     t_plan = time.perf_counter() - t0
-    compiled = compile_for_run(module, pool_text, cache_dir=args.cache_dir,
+    choice = select_evidence(None, facts.files, target=args.target, threads=args.threads or 1, cache_dir=args.cache_dir)
+    compiled = compile_for_run(module, pool_text, cache_dir=args.cache_dir, evidence=choice.providers,
                                prompt_len=max(1, min(args.prefill_rows, args.max_seq_len - 1)))
+    if args.timeline or args.trace:  # the predicted side of `pipeplan compare`: say what priced it
+        print(choice.message, file=sys.stderr)
 
     bar = None
     if sys.stderr.isatty() and not args.json and args.backend != "direct":
@@ -159,11 +166,14 @@ def main(args: argparse.Namespace) -> int:
             bar.close()
 
     try:
-        result, _, _ = generate_text(args, model=args.model, backend=backend, provisions=provisions,
+        result, timeline, _ = generate_text(args, model=args.model, backend=backend, provisions=provisions,
                                      programs=compiled.programs, package=compiled.package, fi=fi, on_event=on_event,
                                      on_start=close_bar)
     finally:
         close_bar()
+    if timeline is not None and args.timeline:  # the measured bundle names the evidence the package was priced with
+        timeline.meta["evidence"] = choice.to_json()
+        timeline.write(args.timeline, "--timeline")
     if args.json:
         doc = {"model": str(args.model), "stages": len(provisions), "backend": args.backend, "target": args.target,
                "prompt": args.prompt, "prompt_ids": result.prompt_ids, "token_ids": result.token_ids,
@@ -172,6 +182,7 @@ def main(args: argparse.Namespace) -> int:
             doc.update(result.to_json())
         doc["package"] = {"path": str(compiled.package), "cached": compiled.cached, "plan_s": t_plan,
                           "compile_s": compiled.compile_s, "load_s": compiled.load_s}
+        doc["evidence"] = choice.to_json()
         print(json.dumps(doc, indent=1))
     else:
         pkg = "package cached" if compiled.cached else f"compiled in {compiled.compile_s:.2f} s"
