@@ -136,9 +136,10 @@ def charge_commands(events: Iterable[Any]) -> list[tuple[str, float]]:
     """``(command, seconds)`` charged to every command of a single-threaded measured timeline
     (``events``: TimelineEvents). Each command is charged from the end of the previous one to its own end,
     except that the gap between a stage's ``recv`` and its first kernel (the stage program's entry) goes
-    to the ``recv``. The run's first command is not charged. The charges of an instance sum to its wall time."""
+    to the ``recv``; the run's first command (no predecessor) is charged its own span. The charges of an
+    instance sum to its wall time."""
     evs = sorted(events, key=lambda e: (e.start_s, e.end_s))
-    out: list[tuple[str, float]] = []
+    out: list[tuple[str, float]] = [(evs[0].command, evs[0].end_s - evs[0].start_s)] if evs else []
     for i in range(1, len(evs)):
         e, prev = evs[i], evs[i - 1]
         nxt = evs[i + 1] if i + 1 < len(evs) else None
@@ -319,10 +320,12 @@ def select_evidence(explicit: Sequence[str] | None, model_files: Sequence[str | 
     except EvidenceError as e:
         return _roofline(model_name, f"calibration {path} is unusable: {e.message}")
     doc = read_table(path) or {}
-    cal = doc.get("calibration") if isinstance(doc.get("calibration"), dict) else {}
+    got = doc.get("calibration")
+    cal: dict[str, Any] = got if isinstance(got, dict) else {}
     if cal.get("machine") != machine:
         return _roofline(model_name, f"calibration {path} was made for another machine ({cal.get('machine')})")
-    if list((cal.get("model") or {}).get("sha256", [])) != list(model["sha256"]):
+    got_model = cal.get("model")
+    if not isinstance(got_model, dict) or got_model.get("sha256") != list(model["sha256"]):
         return _roofline(model_name, f"calibration {path} was made for another model")
     return EvidenceChoice((f"measured:{path}", "roofline"), "calibrated", path, f"evidence: calibrated ({path})",
                           {"keys": len(table.entries)})
