@@ -3,7 +3,8 @@
 Two modes (``--mode``), both writing the ``pipeplan-kernel-timings/1`` table of
 :mod:`pipeplan.lowering.evidence` keyed by ``op|dtypes|work shape``:
 
-* ``runtime`` (default): what a task costs **in the runtime as it really executes**. A calibration
+* ``runtime`` (default; the measuring code is :mod:`pipeplan.lowering.calibrate`, which ``pipeplan
+  calibrate MODEL`` runs on the model's own plan and caches): what a task costs **in the runtime as it really executes**. A calibration
   package (stories260K planned on ``--stages`` local nodes, default 2, so that every kind of command
   occurs: token-in hop, activation hop, kernels, sampling, token-out hop) is compiled and replayed with
   :func:`pipeplan.runtime.replay.replay_package` (the StageExecutor decode loop, single thread) on
@@ -45,6 +46,7 @@ from pathlib import Path
 
 import torch
 from pipeplan.dialects.pplan import PlanOp, ints, str_list
+from pipeplan.lowering import calibrate as _calibrate
 from pipeplan.lowering.evidence import TABLE_FORMAT, request_key
 from pipeplan.runtime.kernels import reference as K
 from pipeplan.runtime.program import LlamaHParams
@@ -135,98 +137,39 @@ def measure_plan(plan: PlanOp, hp: LlamaHParams, max_seq_len: int, *, repeats: i
             "entries": sorted(entries.values(), key=lambda e: e["key"])}
 
 
-CALIBRATION_PROMPTS = ("One day a little bird flew over the big green tree",
-                       "Tom had a red ball and he liked to play with it",
-                       "There was a girl who loved to sing songs in the park")
-"""Calibration prompts (each tokenizes to more than 8 tokens; the first ``prompt_len`` are used so the
-prefill runs one full chunk of the compiled shape). Disjoint from ``bench/accuracy.py``'s prompts."""
+CALIBRATION_PROMPTS = _calibrate.CALIBRATION_PROMPTS
+"""Calibration prompts (the first ``prompt_len`` ids are used so the prefill runs one full chunk of the
+compiled shape). Disjoint from ``bench/accuracy.py``'s prompts."""
 
-
-def _trimmed_mean(xs: list[float], cut: float = 0.1) -> float:
-    s = sorted(xs)
-    k = int(len(s) * cut)
-    core = s[k:len(s) - k] or s
-    return sum(core) / len(core)
-
-
-def charge_commands(events) -> list[tuple[str, float]]:
-    """``(command, seconds)`` charged to every command of a single-threaded measured timeline, by the
-    rule of the module docstring (``events``: TimelineEvents; the run's first command, which has no
-    predecessor, is not charged). The charges of an instance sum to its wall time."""
-    evs = sorted(events, key=lambda e: (e.start_s, e.end_s))
-    out: list[tuple[str, float]] = []
-    for i in range(1, len(evs)):
-        e, prev = evs[i], evs[i - 1]
-        nxt = evs[i + 1] if i + 1 < len(evs) else None
-        if e.op == "recv" and nxt is not None and nxt.stage == e.stage and nxt.op not in ("send", "recv", "argmax"):
-            out.append((e.command, nxt.start_s - prev.end_s))  # the hop up to the stage program's first kernel
-        elif prev.op == "recv" and prev.stage == e.stage and e.op not in ("send", "recv", "argmax"):
-            out.append((e.command, e.end_s - e.start_s))  # its entry gap went to the recv
-        else:
-            out.append((e.command, e.end_s - prev.end_s))
-    return out
+charge_commands = _calibrate.charge_commands
+"""The charge rule (:func:`pipeplan.lowering.calibrate.charge_commands`; the run's first command is not charged)."""
 
 
 def measure_runtime(model: str | Path, *, stages: int = 2, tokens: int = 24, repeats: int = 3, prompt_len: int = 8,
                     max_seq_len: int = 64, prompts=CALIBRATION_PROMPTS, work: Path | None = None) -> dict:
-    """The measured table (:data:`TABLE_FORMAT`) of every task key of a ``stages``-stage stories260K
-    calibration package, charged from replays of it (``runtime`` mode of the module docstring).
+    """The measured table (:data:`TABLE_FORMAT`) of every task key of a ``stages``-stage calibration
+    package of ``model`` on local nodes, charged from replays of it (``runtime`` mode of the module
+    docstring; :func:`pipeplan.lowering.calibrate.measure_runtime`, which ``pipeplan calibrate`` runs).
+    The prefill token-in recv (the run's first command) is not charged, so it stays absent.
 
     ``tokens`` decode tokens per replay, ``repeats`` replays per prompt after one warm-up replay.
-    Raises the compiler's / replay's typed errors; ValueError when a prompt is shorter than ``prompt_len``.
+    Raises the compiler's / replay's typed errors.
     """
     from pipeplan.frontend.gguf_facts import read_model_facts
-    from pipeplan.frontend.planner import plan_run, plan_run_spec
-    from pipeplan.frontend.pool import load_pool_toml
-    from pipeplan.lowering.replay_package import compile_plan_to_package, print_module
+    from pipeplan.frontend.planner import plan_run
     from pipeplan.plan_types import RuntimeConfig
-    from pipeplan.runtime.replay import local_pool_with_peaks, replay_package
-    from pipeplan.runtime.tokenizer import SPMTokenizer
-    from pipeplan.transforms.convert_runplan_to_pplan import build_portable_plan
+    from pipeplan.runtime.replay import local_pool_with_peaks
 
-    torch.set_num_threads(1)
     work = Path(work) if work is not None else Path(tempfile.mkdtemp(prefix="pipeplan-measure-"))
     facts = read_model_facts(str(model))
-    _, pool_text = local_pool_with_peaks(stages)
+    pool, pool_text = local_pool_with_peaks(stages)
     pool_path = work / "pool.toml"
     pool_path.write_text(pool_text)
-    pool = load_pool_toml(pool_path)
-    cfg = RuntimeConfig(max_seq_len=max_seq_len)
-    plan_path = work / "plan.mlir"
-    plan_path.write_text(print_module(plan_run(facts, cfg, pool, stages)))
-    pkg = compile_plan_to_package(plan_path, "virtual-queue", ["roofline"], work / "pkg", pool=pool_path,
-                                  prompt_len=prompt_len, decode_tokens=1)
-    tasks = {t.sym_name.data: t for t in build_portable_plan(plan_run_spec(facts, cfg, pool, stages),
-                                                             prompt_len=prompt_len).tasks()}
-    tok = SPMTokenizer.from_gguf(model)
-    samples: dict[str, list[float]] = {}
-    replay_package(pkg, model, tok.encode(prompts[0])[:prompt_len], 4)  # warm-up (imports, allocator, caches)
-    for prompt in prompts:
-        ids = tok.encode(prompt)
-        if len(ids) < prompt_len:
-            raise ValueError(f"calibration prompt {prompt!r} has {len(ids)} tokens, fewer than prompt_len {prompt_len}")
-        for _ in range(repeats):
-            r = replay_package(pkg, model, ids[:prompt_len], tokens + 1)
-            for cmd, secs in charge_commands(r.timeline.events):
-                t = tasks.get(cmd.removeprefix("cmd."))
-                if t is None:
-                    raise ValueError(f"measured command {cmd} names no task of the calibration plan")
-                samples.setdefault(request_key(t.op.data, str_list(t.dtypes), ints(t.shape)), []).append(secs)
-    entries = []
-    for key, xs in samples.items():
-        t = next(t for t in tasks.values() if request_key(t.op.data, str_list(t.dtypes), ints(t.shape)) == key)
-        q = statistics.quantiles(xs, n=4) if len(xs) > 1 else [xs[0]] * 3
-        mean = _trimmed_mean(xs)
-        entries.append({"key": key, "op": t.op.data, "seconds": mean, "median_s": statistics.median(xs),
-                        "flops": t.flops.value.data, "bytes": t.bytes_read.value.data + t.bytes_written.value.data,
-                        "samples": len(xs), "rel_spread": (q[2] - q[0]) / mean if mean > 0 else 0.0})
-    return {"format": TABLE_FORMAT, "created_unix": time.time(),
-            "machine": {"platform": platform.platform(), "python": sys.version.split()[0], "torch": torch.__version__,
-                        "threads": 1, "kernels": "pipeplan.runtime.kernels.reference"},
-            "method": {"mode": "runtime", "stages": stages, "decode_tokens": tokens, "repeats": repeats,
-                       "prompt_len": prompt_len, "max_seq_len": max_seq_len, "prompts": list(prompts),
-                       "statistic": "10%-trimmed mean of the charged seconds"},
-            "entries": sorted(entries, key=lambda e: e["key"])}
+    module = plan_run(facts, RuntimeConfig(max_seq_len=max_seq_len), pool, stages)
+    table = _calibrate.measure_runtime(module, model, pool=pool_path, prompt_len=prompt_len, tokens=tokens,
+                                       repeats=repeats, threads=1, prompts=prompts, work=work, charge_first=False)
+    table["method"].update({"stages": stages, "max_seq_len": max_seq_len})
+    return table
 
 
 def main(argv: list[str] | None = None) -> int:

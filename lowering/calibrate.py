@@ -132,14 +132,14 @@ def _trimmed_mean(xs: list[float], cut: float = 0.1) -> float:
     return sum(core) / len(core)
 
 
-def charge_commands(events: Iterable[Any]) -> list[tuple[str, float]]:
+def charge_commands(events: Iterable[Any], *, charge_first: bool = False) -> list[tuple[str, float]]:
     """``(command, seconds)`` charged to every command of a single-threaded measured timeline
     (``events``: TimelineEvents). Each command is charged from the end of the previous one to its own end,
     except that the gap between a stage's ``recv`` and its first kernel (the stage program's entry) goes
-    to the ``recv``; the run's first command (no predecessor) is charged its own span. The charges of an
-    instance sum to its wall time."""
+    to the ``recv``. The run's first command (no predecessor) is charged its own span with ``charge_first``,
+    else not at all. The charges of an instance after the first sum to its wall time."""
     evs = sorted(events, key=lambda e: (e.start_s, e.end_s))
-    out: list[tuple[str, float]] = [(evs[0].command, evs[0].end_s - evs[0].start_s)] if evs else []
+    out: list[tuple[str, float]] = [(evs[0].command, evs[0].end_s - evs[0].start_s)] if evs and charge_first else []
     for i in range(1, len(evs)):
         e, prev = evs[i], evs[i - 1]
         nxt = evs[i + 1] if i + 1 < len(evs) else None
@@ -175,11 +175,13 @@ def _prompt_ids(tok, prompt: str, n: int) -> list[int]:
 
 def measure_runtime(plan_module, model: str | Path, *, pool: str | Path | None = None, prompt_len: int = 8,
                     tokens: int = 8, repeats: int = 1, threads: int = 1, prompts: Sequence[str] = CALIBRATION_PROMPTS,
-                    work: Path | None = None) -> dict[str, Any]:
+                    work: Path | None = None, charge_first: bool = True) -> dict[str, Any]:
     """The measured table (:data:`TABLE_FORMAT`) of the RunPlan ``plan_module`` (module docstring).
 
     ``pool``: node-pool TOML (None: the plan's node specs). ``tokens`` decode tokens per replay,
-    ``repeats`` replays per prompt after one warm-up replay, ``threads`` torch threads.
+    ``repeats`` replays per prompt after one warm-up replay, ``threads`` torch threads. ``charge_first``
+    (:func:`charge_commands`): the prefill's token-in ``recv``, each replay's first command, is priced too,
+    so every request key of the plan has an entry. The package is compiled into ``work/pkg``.
     Raises the compiler's / replay's typed errors; CalibrationError(invalid_request) for bad counts or a
     measured command that names no task of the plan.
     """
@@ -208,7 +210,7 @@ def measure_runtime(plan_module, model: str | Path, *, pool: str | Path | None =
         ids = _prompt_ids(tok, prompt, prompt_len)
         for _ in range(repeats):
             r = replay_package(pkg, model, ids, tokens + 1, num_threads=threads)
-            for cmd, secs in charge_commands(r.timeline.events):
+            for cmd, secs in charge_commands(r.timeline.events, charge_first=charge_first):
                 t = tasks.get(cmd.removeprefix("cmd."))
                 if t is None:
                     raise CalibrationError(f"measured command {cmd} names no task of the plan", code="invalid_request")
