@@ -38,7 +38,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--prompt-len", type=int, default=8, help="rows of the prefill step (default %(default)s, as compile)")
     p.add_argument("--max-seq-len", type=int, metavar="L",
                    help="positions per sequence (default: as pipeplan plan, min(context length, 2048))")
-    p.add_argument("--tokens", type=int, default=8, help="decode tokens per calibration replay (default %(default)s)")
+    p.add_argument("--tokens", type=int, default=16, help="decode tokens per calibration replay (default %(default)s)")
     p.add_argument("--repeats", type=int, default=1, help="replays per calibration prompt (default %(default)s)")
     p.add_argument("--cache-dir", metavar="DIR", help="cache directory (default $PIPEPLAN_CACHE or ~/.cache/pipeplan)")
     p.add_argument("--force", action="store_true", help="replace the cached table instead of merging into it")
