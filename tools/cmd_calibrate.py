@@ -3,7 +3,7 @@
 Usage::
 
     pipeplan calibrate MODEL.gguf [--stages S] [--nodes POOL.toml] [--target reference] [--threads T]
-                       [--prompt-len 8] [--max-seq-len L] [--tokens 8] [--repeats 1]
+                       [--prompt-len 8] [--max-seq-len L] [--tokens 16] [--repeats 1]
                        [--cache-dir DIR] [--force] [--json]
 
 Plans the model as ``pipeplan plan`` does (``--stages`` local nodes with this machine's peaks, or
