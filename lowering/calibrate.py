@@ -266,7 +266,13 @@ def write_calibration(path: Path, table: Mapping[str, Any], machine: Mapping[str
     doc = merge_tables(old, table)
     doc["calibration"] = {"format": CALIBRATION_FORMAT, "key": path.stem, "machine": dict(machine),
                           "model": dict(model)}
-    path.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        from pipeplan.lowering.atomic import OutputPathError
+
+        raise OutputPathError(f"calibration: cannot create {path.parent}: {e.strerror or e}", code="write_failed",
+                              where=str(path.parent)) from None
     write_file_atomic(path, json.dumps(doc, indent=1) + "\n", "calibration", code="write_failed")
     return doc
 

@@ -18,7 +18,7 @@ Flow (DESIGN.md §1: the runtime runs what the compiler produced):
    (:func:`~pipeplan.runtime.replay.compile_for_run`) with the cached calibration of this machine + model for
    ``--target``/``--threads`` when there is one (``pipeplan calibrate``), else roofline evidence
    (:func:`pipeplan.lowering.calibrate.select_evidence`; with ``--timeline``/``--trace`` one ``evidence: ...``
-   line on stderr says which, and the measured bundle's ``meta.evidence`` and ``--json``'s ``evidence`` too), cached under
+   line on stderr says which, and the measured bundle's ``meta.evidence`` and ``--json``'s ``package.evidence`` too), cached under
    ``<cache>/packages/<sha256 of plan, pool, options>`` so a repeated run does not recompile; the prefill
    step is compiled for ``--prefill-rows`` rows (default 64, at most ``max_seq_len - 1``; longer prompts
    are sent in chunks);
@@ -148,8 +148,6 @@ def main(args: argparse.Namespace) -> int:
     choice = select_evidence(None, facts.files, target=args.target, threads=args.threads or 1, cache_dir=args.cache_dir)
     compiled = compile_for_run(module, pool_text, cache_dir=args.cache_dir, evidence=choice.providers,
                                prompt_len=max(1, min(args.prefill_rows, args.max_seq_len - 1)))
-    if args.timeline or args.trace:  # the predicted side of `pipeplan compare`: say what priced it
-        print(choice.message, file=sys.stderr)
 
     bar = None
     if sys.stderr.isatty() and not args.json and args.backend != "direct":
@@ -174,6 +172,8 @@ def main(args: argparse.Namespace) -> int:
     if timeline is not None and args.timeline:  # the measured bundle names the evidence the package was priced with
         timeline.meta["evidence"] = choice.to_json()
         timeline.write(args.timeline, "--timeline")
+    if args.timeline or args.trace:  # the predicted side of `pipeplan compare`: say what priced it
+        print(choice.message, file=sys.stderr)
     if args.json:
         doc = {"model": str(args.model), "stages": len(provisions), "backend": args.backend, "target": args.target,
                "prompt": args.prompt, "prompt_ids": result.prompt_ids, "token_ids": result.token_ids,
@@ -181,8 +181,7 @@ def main(args: argparse.Namespace) -> int:
         if hasattr(result, "to_json"):
             doc.update(result.to_json())
         doc["package"] = {"path": str(compiled.package), "cached": compiled.cached, "plan_s": t_plan,
-                          "compile_s": compiled.compile_s, "load_s": compiled.load_s}
-        doc["evidence"] = choice.to_json()
+                          "compile_s": compiled.compile_s, "load_s": compiled.load_s, "evidence": choice.to_json()}
         print(json.dumps(doc, indent=1))
     else:
         pkg = "package cached" if compiled.cached else f"compiled in {compiled.compile_s:.2f} s"

@@ -169,6 +169,16 @@ def test_calibrate_rejections(stories_path, tmp_path, capsys, argv, code):
     assert not list(cache.glob("calibration/*.json"))
 
 
+def test_calibrate_cache_that_is_a_file(stories_path, tmp_path, capsys):
+    """A cache directory that is a file is error[cache_unusable] before any measuring; the file stays."""
+    f = tmp_path / "cache"
+    f.write_text("mine")
+    assert cli.main(["calibrate", str(stories_path), "--cache-dir", str(f)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("error[")
+    assert f.read_text() == "mine"
+
+
 def test_calibrate_missing_model(tmp_path, capsys):
     """A missing model is a typed error naming it."""
     assert cli.main(["calibrate", str(tmp_path / "nope.gguf"), "--cache-dir", str(tmp_path / "c")]) == 2
@@ -179,3 +189,20 @@ def test_facts_name_the_same_files(stories_path):
     """The fingerprint hashes the files the plan names (ModelFacts.files)."""
     facts = read_model_facts(str(stories_path))
     assert model_fingerprint(facts.files)["sha256"] == [sha256_file(stories_path)]
+
+
+def test_run_timeline_says_and_records_the_evidence(calibrated, stories_path, tmp_path, capsys):
+    """AB-T-4: `pipeplan run --backend direct --timeline` compiles with the calibration, says so on stderr
+    and records it in the measured bundle's meta and in --json."""
+    cache, path, _, _ = calibrated
+    tl = tmp_path / "m.json"
+    assert cli.main(["run", str(stories_path), "--prompt", "Hi", "--max-tokens", "2", "--backend", "direct",
+                     "--max-seq-len", "32", "--prefill-rows", "8", "--cache-dir", str(cache), "--timeline", str(tl),
+                     "--json"]) == 0
+    cap = capsys.readouterr()
+    assert f"evidence: calibrated ({path})" in cap.err
+    doc = json.loads(cap.out)
+    ev = doc["package"]["evidence"]
+    assert ev["kind"] == "calibrated" and ev["path"] == str(path)
+    meta = json.loads(tl.read_text())["meta"]
+    assert meta["evidence"]["providers"] == [f"measured:{path}", "roofline"]
