@@ -4,7 +4,8 @@ The README flow, per stage count S (default 1 and 3), stories260K: ``pipeplan ca
 (into a private cache, timed), ``pipeplan plan``, ``pipeplan compile`` with no ``--evidence`` (so it picks
 the calibration: :func:`pipeplan.lowering.calibrate.select_evidence`), the direct replay of the package on
 prompts the calibration did not use, and ``pipeplan compare``: per decode token ``|predicted - measured| /
-measured`` of the inter-token latency. The same package compiled with roofline evidence is the baseline.
+measured`` of the inter-token latency, and the error of the median step (``|predicted - median measured| /
+median measured``, which per-token noise of a shared machine moves less). The same package compiled with roofline evidence is the baseline.
 Prints a table and writes ``bench/results/calibrated_accuracy.json``.
 
 Target (issue 14): median error <= 10 % with calibrated evidence.
@@ -61,7 +62,7 @@ def main(argv: list[str] | None = None) -> int:
     cache = work / "cache"
     rows = []
     print(f"{'stages':>6s} {'calibrate s':>11s} {'evidence':>10s} {'predicted us':>12s} {'measured us':>11s} "
-          f"{'median err':>10s} {'p90 err':>8s}")
+          f"{'median err':>10s} {'p90 err':>8s} {'step err':>8s}")
     for n in [int(x) for x in a.stages.split(",")]:
         t0 = time.perf_counter()
         _cli(["calibrate", a.model, "--stages", str(n), "--max-seq-len", str(a.max_seq_len), "--cache-dir", str(cache)])
@@ -90,14 +91,17 @@ def main(argv: list[str] | None = None) -> int:
             row = {"stages": n, "evidence": kind, "evidence_line": line, "calibrate_s": cal_s, "tokens": len(errs),
                    "predicted_us": statistics.median(pt) * 1e6, "measured_median_us": statistics.median(mt) * 1e6,
                    "median_error": statistics.median(errs), "p90_error": s[min(len(s) - 1, int(0.9 * len(s)))]}
+            row["step_error"] = abs(row["predicted_us"] - row["measured_median_us"]) / row["measured_median_us"]
             rows.append(row)
             print(f"{n:6d} {cal_s:11.1f} {kind:>10s} {row['predicted_us']:12.1f} {row['measured_median_us']:11.1f} "
-                  f"{row['median_error']:10.1%} {row['p90_error']:8.1%}")
+                  f"{row['median_error']:10.1%} {row['p90_error']:8.1%} {row['step_error']:8.1%}")
     cal = [r for r in rows if r["evidence"] == "calibrated"]
     met = all(r["median_error"] <= 0.10 for r in cal)
-    print(f"calibrated evidence: median error <= 10% for every stage count: {'met' if met else 'NOT met'}")
+    step_met = all(r["step_error"] <= 0.10 for r in cal)
+    print(f"calibrated evidence, every stage count: median per-token error <= 10% {'met' if met else 'NOT met'}; "
+          f"median step error <= 10% {'met' if step_met else 'NOT met'} (load average {os.getloadavg()[0]:.1f})")
     Path(a.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(a.out).write_text(json.dumps({"rows": rows, "target": {"median": 0.10}, "met": met,
+    Path(a.out).write_text(json.dumps({"rows": rows, "target": {"median": 0.10}, "met": met, "step_met": step_met,
                                        "load_average": os.getloadavg(), "model": a.model}, indent=1) + "\n")
     return 0
 
