@@ -125,7 +125,9 @@ class Sampler:
         ids, vals = self.candidates(a)
         # float64, relative to the best logit: (v - max) / T is <= 0, so no overflow for any T > 0, and
         # 0 / T = 0 keeps the best token (a float32 T would round a tiny temperature to 0 and give NaN)
-        w = np.exp((vals.astype(np.float64) - float(vals[0])) / self.temperature)
+        # 0 / T = 0 keeps the best token; a tiny T sends the others to -inf (weight 0): not an error
+        with np.errstate(over="ignore"):
+            w = np.exp((vals.astype(np.float64) - float(vals[0])) / self.temperature)
         cum = np.cumsum(w)
         pick = int(np.searchsorted(cum, self.generator.random() * cum[-1], side="right"))
         return int(ids[min(pick, ids.size - 1)])
