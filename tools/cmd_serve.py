@@ -38,6 +38,8 @@ HELP = "serve a GGUF model over an OpenAI-compatible HTTP API (/v1/completions, 
 
 DEFAULT_PORT = 8080
 DEFAULT_QUEUE = 8
+MAX_QUEUE = 4096
+"""Largest ``--queue``: every waiting request holds its prompt and an open connection."""
 DEFAULT_MAX_SEQ_LEN = 2048
 """``--max-seq-len`` when not given: this, or the model's context length when that is shorter."""
 BACKENDS = ("local", "inproc", "ray")
@@ -69,7 +71,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--threads", type=int, default=None, metavar="N",
                    help="torch threads per stage, 1 .. 4 x cores (default: 1 for local, torch's own for inproc)")
     p.add_argument("--queue", type=int, default=DEFAULT_QUEUE, metavar="N",
-                   help=f"most requests waiting while one runs; more get HTTP 429 (default {DEFAULT_QUEUE})")
+                   help=f"most requests waiting while one runs, 0 .. {MAX_QUEUE}; more get HTTP 429 (default {DEFAULT_QUEUE})")
     p.add_argument("--alias", default=None, metavar="NAME",
                    help="model id of /v1/models and the requests' `model` (default: the GGUF file name)")
     p.add_argument("--cache-dir", default=None,
@@ -89,8 +91,9 @@ def _check_options(args: argparse.Namespace):
 
     if not 0 <= args.port <= 65535:
         raise RunPlanRejection(f"--port must be in [0, 65535], got {args.port}", code="invalid_request", where="port")
-    if args.queue < 0:
-        raise RunPlanRejection(f"--queue must be >= 0, got {args.queue}", code="invalid_request", where="queue")
+    if not 0 <= args.queue <= MAX_QUEUE:
+        raise RunPlanRejection(f"--queue must be in [0, {MAX_QUEUE}], got {args.queue}", code="invalid_request",
+                               where="queue")
     if args.prefill_rows < 1:
         raise RunPlanRejection(f"--prefill-rows must be >= 1, got {args.prefill_rows}", code="invalid_request",
                                where="prefill_rows")

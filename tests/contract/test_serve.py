@@ -422,6 +422,15 @@ def test_startup_errors_are_one_line_exit_2(tmp_path, capsys):
     assert err.startswith(f"error[bind_failed]: cannot listen on 127.0.0.1:{port}:") and err.count("\n") == 1
 
 
+@pytest.mark.parametrize("queue", ["-1", "4097", "99999999999999999999"])
+def test_queue_out_of_range_is_one_line_exit_2(tmp_path, capsys, queue):
+    """Issue 14 item 2 (QA case 9): --queue outside [0, 4096] is error[invalid_request] naming --queue, exit 2,
+    before the model is read or a port bound."""
+    assert cli_main(["serve", str(STORIES), "--queue", queue, "--port", "0", "--cache-dir", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"error[invalid_request]: --queue must be in [0, 4096], got {queue}") and err.count("\n") == 1
+
+
 @pytest.mark.parametrize(("sig", "status", "group"), [(signal.SIGTERM, 143, False), (signal.SIGINT, 130, True)],
                          ids=["sigterm", "sigint-to-group"])
 def test_signal_stops_every_stage(cache, tmp_path, sig, status, group):
