@@ -19,6 +19,10 @@ Request fields: ``model`` (optional; another id is a 400 ``model_not_found``), `
 ``best_of`` > 1, ``stop`` strings, ``logprobs``, ``echo``, ``suffix``, non-zero penalties, ``logit_bias`` and
 ``tools`` are a 400 ``unsupported_parameter``; other fields are ignored.
 
+Bodies above ``max_body_bytes`` are a 413 (``request_too_large``) before they are read whole; rendering
+(time-limited: ``chat_template_timeout_s``) and tokenizing a prompt run on a daemon thread, so the event
+loop (``/health``, other requests, a SIGTERM's stop) is never blocked by them.
+
 Responses follow OpenAI's ``text_completion`` / ``chat.completion`` objects with ``usage`` and
 ``finish_reason`` (``stop`` at an end-of-generation token, ``length`` at ``max_tokens``). ``stream: true``
 sends server-sent events (``data: {chunk}`` ... ``data: [DONE]``); the chunks' text concatenates to the
@@ -35,6 +39,7 @@ import asyncio
 import json
 import math
 import secrets
+import threading
 import time
 import uuid
 from collections.abc import AsyncIterator, Callable
@@ -43,7 +48,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from pipeplan.errors import PipeplanError, StageFault
-from pipeplan.serve.chat import ChatTemplate, ChatTemplateError
+from pipeplan.serve.chat import DEFAULT_RENDER_TIMEOUT_S, ChatTemplate, ChatTemplateError
 from pipeplan.serve.scheduler import (
     FINISH_CANCELLED,
     GenerationRequest,
@@ -60,6 +65,8 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
+DEFAULT_MAX_BODY_BYTES = 4 * 1024 * 1024
+"""Largest request body (``pipeplan serve --max-body-bytes``); a larger one is a 413."""
 DEFAULT_COMPLETION_MAX_TOKENS = 16
 """``max_tokens`` of ``/v1/completions`` when the request gives none (OpenAI's default)."""
 
@@ -73,13 +80,16 @@ false, an empty list/object/string). Another value is a 400 ``unsupported_parame
 @dataclass
 class ServedModel:
     """What the server serves: the model id (``/v1/models``), its tokenizer, chat template (None: the GGUF
-    has none) and context (``max_seq_len`` positions, prompt + generated)."""
+    has none) and context (``max_seq_len`` positions, prompt + generated); the most bytes of a request body
+    and the most seconds of one chat template render."""
 
     model_id: str
     tokenizer: Any
     chat_template: ChatTemplate | None
     max_seq_len: int
     created: int = 0
+    max_body_bytes: int = DEFAULT_MAX_BODY_BYTES
+    chat_template_timeout_s: float = DEFAULT_RENDER_TIMEOUT_S
 
 
 def _cut_short() -> Unavailable:
@@ -169,8 +179,56 @@ def _sampling(doc: dict) -> SamplingParams:
     return SamplingParams(temperature, top_k, top_p, seed)
 
 
-async def _json_object(request: Request) -> dict:
-    raw = await request.body()
+def _too_large(limit: int) -> ServeError:
+    return ServeError(f"the request body is larger than {limit} bytes (--max-body-bytes)", code="request_too_large",
+                      status=413)
+
+
+async def _read_body(request: Request, limit: int) -> bytes:
+    """The request body; ServeError(request_too_large, 413) as soon as it is known to exceed ``limit`` bytes
+    (its Content-Length, or the bytes received so far)."""
+    declared = request.headers.get("content-length", "")
+    if declared.isdigit() and int(declared) > limit:
+        raise _too_large(limit)
+    chunks, size = [], 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > limit:
+            raise _too_large(limit)
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+async def _off_loop(fn: Callable[..., Any], *args: Any) -> Any:
+    """``fn(*args)`` on a daemon thread (not the default executor, which an exiting loop would wait for);
+    its result or exception, awaited without blocking the event loop."""
+    loop = asyncio.get_running_loop()
+    fut: asyncio.Future[Any] = loop.create_future()
+
+    def settle(ok: bool, value: Any) -> None:
+        if fut.done():
+            return
+        if ok:
+            fut.set_result(value)
+        else:
+            fut.set_exception(value)
+
+    def work() -> None:
+        try:
+            out, ok = fn(*args), True
+        except Exception as e:
+            out, ok = e, False
+        try:
+            loop.call_soon_threadsafe(settle, ok, out)
+        except RuntimeError:  # the loop has closed: nobody waits for this any more
+            pass
+
+    threading.Thread(target=work, name="pipeplan-serve-prompt", daemon=True).start()
+    return await fut
+
+
+async def _json_object(request: Request, limit: int) -> dict:
+    raw = await _read_body(request, limit)
     try:
         doc = json.loads(raw)
     except UnicodeDecodeError as e:
@@ -264,7 +322,8 @@ def make_app(model: ServedModel, scheduler: Scheduler, *, on_shutdown: Callable[
             raise ServeError(f"the model {model.model_id} has no chat template (GGUF key tokenizer.chat_template); "
                              f"use /v1/completions with a prompt", code="chat_template_missing", where="messages")
         try:
-            text = model.chat_template.render(out, add_generation_prompt=True)
+            text = model.chat_template.render(out, add_generation_prompt=True,
+                                              timeout_s=model.chat_template_timeout_s)
         except ChatTemplateError as e:
             raise ServeError(e.message, code=e.code, where=e.where) from None
         bos = model.chat_template.bos_token
@@ -290,7 +349,7 @@ def make_app(model: ServedModel, scheduler: Scheduler, *, on_shutdown: Callable[
 
     async def handle(request: Request, chat: bool) -> Response:
         try:
-            doc = await _json_object(request)
+            doc = await _json_object(request, model.max_body_bytes)
             check_model(doc)
             _check_unsupported(doc)
             sampling = _sampling(doc)
@@ -300,7 +359,7 @@ def make_app(model: ServedModel, scheduler: Scheduler, *, on_shutdown: Callable[
                 raise _bad("stream_options", "must be an object")
             include_usage = stream and _get_bool(opts or {}, "include_usage")
             with_ids = _get_bool(doc, "return_token_ids")
-            prompt_ids = chat_prompt(doc) if chat else completion_prompt(doc)
+            prompt_ids = await _off_loop(chat_prompt if chat else completion_prompt, doc)
             if chat:
                 max_tokens = max_tokens_for(doc, len(prompt_ids), None, "max_completion_tokens", "max_tokens")
             else:

@@ -5,12 +5,17 @@ do: a sandboxed environment with ``trim_blocks`` and ``lstrip_blocks``, the ``lo
 a ``tojson`` filter, the globals ``raise_exception(message)`` and ``strftime_now(format)``, and the
 variables ``messages`` (a list of ``{"role", "content"}``), ``add_generation_prompt``, ``bos_token`` and
 ``eos_token`` (the vocabulary's BOS/EOS pieces, ``""`` when absent).
+
+A render has a time limit: the template's ``range`` is the sandbox's (at most ``MAX_RANGE`` items) and every
+loop over it checks the deadline, so nested loops end with ``chat_template_rejected`` instead of running on.
 """
 
 from __future__ import annotations
 
 import datetime
 import json
+import threading
+import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -35,6 +40,43 @@ def _tojson(value: Any, indent: int | None = None, separators: tuple[str, str] |
     return json.dumps(value, indent=indent, separators=separators, sort_keys=sort_keys, ensure_ascii=ensure_ascii)
 
 
+DEFAULT_RENDER_TIMEOUT_S = 5.0
+"""Most seconds one render may take (``pipeplan serve --chat-template-timeout``)."""
+
+_deadline = threading.local()
+"""``at``: the monotonic deadline of the render running on this thread (absent: none)."""
+
+
+class _RenderTimeout(Exception):
+    pass
+
+
+class _DeadlineRange:
+    """The sandbox's ``range`` (``jinja2.sandbox.safe_range``: OverflowError past ``MAX_RANGE`` items) whose
+    iteration raises _RenderTimeout once the thread's render deadline has passed."""
+
+    def __init__(self, *args: int):
+        from jinja2.sandbox import safe_range
+
+        self._range = safe_range(*args)
+
+    def __len__(self) -> int:
+        return len(self._range)
+
+    def __getitem__(self, i: Any) -> Any:
+        return self._range[i]
+
+    def __contains__(self, v: object) -> bool:
+        return v in self._range
+
+    def __iter__(self) -> Any:
+        at = getattr(_deadline, "at", None)
+        for n, v in enumerate(self._range):
+            if at is not None and n % 64 == 0 and time.monotonic() > at:
+                raise _RenderTimeout
+            yield v
+
+
 def _strftime_now(fmt: str) -> str:
     return datetime.datetime.now().strftime(fmt)
 
@@ -57,6 +99,7 @@ class ChatTemplate:
         env.filters["tojson"] = _tojson
         env.globals["raise_exception"] = _raise_exception
         env.globals["strftime_now"] = _strftime_now
+        env.globals["range"] = _DeadlineRange
         try:
             self._template = env.from_string(source)
         except TemplateError as e:
@@ -79,20 +122,30 @@ class ChatTemplate:
 
         return cls(source, bos_token=piece(tokenizer.bos_id), eos_token=piece(tokenizer.eos_id))
 
-    def render(self, messages: Sequence[Mapping[str, Any]], *, add_generation_prompt: bool = True) -> str:
-        """The prompt text for ``messages`` (each a mapping with at least ``role`` and ``content``).
+    def render(self, messages: Sequence[Mapping[str, Any]], *, add_generation_prompt: bool = True,
+               timeout_s: float | None = DEFAULT_RENDER_TIMEOUT_S) -> str:
+        """The prompt text for ``messages`` (each a mapping with at least ``role`` and ``content``), rendered
+        within ``timeout_s`` seconds (None: no limit).
 
         Raises ChatTemplateError(chat_template_rejected) with the template's own message (e.g. roles that
-        do not alternate) or the Jinja error it hit on these messages."""
+        do not alternate), the Jinja error it hit on these messages, a range beyond the sandbox's
+        ``MAX_RANGE``, or a render that exceeded ``timeout_s``."""
         from jinja2 import TemplateError
 
+        _deadline.at = None if timeout_s is None else time.monotonic() + timeout_s
         try:
             return self._template.render(messages=[dict(m) for m in messages],
                                          add_generation_prompt=add_generation_prompt,
                                          bos_token=self.bos_token, eos_token=self.eos_token)
+        except _RenderTimeout:
+            raise ChatTemplateError(f"the chat template rejected the messages: rendering exceeded {timeout_s:g} s "
+                                    f"(--chat-template-timeout)", code="chat_template_rejected",
+                                    where="messages") from None
         except TemplateError as e:
             raise ChatTemplateError(f"the chat template rejected the messages: {e}", code="chat_template_rejected",
                                     where="messages") from None
-        except (TypeError, ValueError, KeyError, IndexError, AttributeError) as e:
+        except (TypeError, ValueError, KeyError, IndexError, AttributeError, OverflowError, RecursionError) as e:
             raise ChatTemplateError(f"the chat template failed on the messages: {type(e).__name__}: {e}",
                                     code="chat_template_rejected", where="messages") from None
+        finally:
+            _deadline.at = None

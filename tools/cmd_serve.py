@@ -5,6 +5,7 @@ Usage::
     pipeplan serve MODEL.gguf [--stages N] [--nodes POOL.toml] [--host 127.0.0.1] [--port 8080]
                    [--backend local|inproc|ray] [--ray-address ADDR] [--target cpu|reference|cuda]
                    [--max-seq-len L] [--prefill-rows R] [--threads N] [--queue N] [--alias NAME]
+                   [--max-body-bytes B] [--chat-template-timeout S]
                    [--cache-dir DIR] [--log-level warning]
 
 Flow: HOST:PORT is bound first (:func:`pipeplan.serve.server.bind_socket`), then the model is planned,
@@ -40,6 +41,10 @@ DEFAULT_PORT = 8080
 DEFAULT_QUEUE = 8
 MAX_QUEUE = 4096
 """Largest ``--queue``: every waiting request holds its prompt and an open connection."""
+MAX_BODY_BYTES = 2**30
+"""Largest ``--max-body-bytes``."""
+MAX_TEMPLATE_TIMEOUT_S = 3600.0
+"""Largest ``--chat-template-timeout``."""
 DEFAULT_MAX_SEQ_LEN = 2048
 """``--max-seq-len`` when not given: this, or the model's context length when that is shorter."""
 BACKENDS = ("local", "inproc", "ray")
@@ -72,6 +77,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="torch threads per stage, 1 .. 4 x cores (default: 1 for local, torch's own for inproc)")
     p.add_argument("--queue", type=int, default=DEFAULT_QUEUE, metavar="N",
                    help=f"most requests waiting while one runs, 0 .. {MAX_QUEUE}; more get HTTP 429 (default {DEFAULT_QUEUE})")
+    p.add_argument("--max-body-bytes", type=int, default=None, metavar="B",
+                   help="largest request body in bytes, 1 .. 2**30; larger ones get HTTP 413 (default 4 MiB)")
+    p.add_argument("--chat-template-timeout", type=float, default=None, metavar="S",
+                   help="most seconds a chat template may take to render, (0, 3600]; longer is HTTP 400 "
+                        "chat_template_rejected (default 5)")
     p.add_argument("--alias", default=None, metavar="NAME",
                    help="model id of /v1/models and the requests' `model` (default: the GGUF file name)")
     p.add_argument("--cache-dir", default=None,
@@ -94,6 +104,13 @@ def _check_options(args: argparse.Namespace):
     if not 0 <= args.queue <= MAX_QUEUE:
         raise RunPlanRejection(f"--queue must be in [0, {MAX_QUEUE}], got {args.queue}", code="invalid_request",
                                where="queue")
+    if args.max_body_bytes is not None and not 1 <= args.max_body_bytes <= MAX_BODY_BYTES:
+        raise RunPlanRejection(f"--max-body-bytes must be in [1, {MAX_BODY_BYTES}], got {args.max_body_bytes}",
+                               code="invalid_request", where="max_body_bytes")
+    t = args.chat_template_timeout
+    if t is not None and not 0 < t <= MAX_TEMPLATE_TIMEOUT_S:  # NaN fails too
+        raise RunPlanRejection(f"--chat-template-timeout must be in (0, {MAX_TEMPLATE_TIMEOUT_S:g}] seconds, got {t}",
+                               code="invalid_request", where="chat_template_timeout")
     if args.prefill_rows < 1:
         raise RunPlanRejection(f"--prefill-rows must be >= 1, got {args.prefill_rows}", code="invalid_request",
                                where="prefill_rows")
@@ -175,6 +192,10 @@ def prepared_server(args: argparse.Namespace) -> Iterator[PreparedServer]:
             pipeline.start()
             model_id = args.alias if args.alias is not None else os.path.basename(args.model)
             served = ServedModel(model_id, tokenizer, template, pipeline.max_seq_len)
+            if args.max_body_bytes is not None:
+                served.max_body_bytes = args.max_body_bytes
+            if args.chat_template_timeout is not None:
+                served.chat_template_timeout_s = args.chat_template_timeout
             scheduler = Scheduler(pipeline, tokenizer, queue_size=args.queue)
             server = Server(make_app(served, scheduler), on_exit=scheduler.begin_shutdown, log_level=args.log_level)
             n = len(provisions)

@@ -383,6 +383,102 @@ def test_chat_template_renders_like_hugging_face():
     assert e.value.code == "chat_template_rejected" and "no" in e.value.message
 
 
+def test_chat_template_render_is_time_limited():
+    """Issue 14 item 2 (QA cases 3, 3b): a template whose loops run past the render's time limit, or that asks
+    for a range beyond the sandbox's MAX_RANGE, is a typed ChatTemplateError(chat_template_rejected)."""
+    from pipeplan.serve.chat import ChatTemplate, ChatTemplateError
+
+    with pytest.raises(ChatTemplateError) as e:
+        ChatTemplate(SLOW_TEMPLATE).render([{"role": "user", "content": "x"}], timeout_s=0.1)
+    assert e.value.code == "chat_template_rejected" and "rendering exceeded 0.1 s" in e.value.message
+    with pytest.raises(ChatTemplateError) as e:
+        ChatTemplate(OVERFLOW_TEMPLATE).render([])
+    assert e.value.code == "chat_template_rejected" and "OverflowError" in e.value.message
+    t = ChatTemplate("{{ range(3)|list }}{{ range(4)|length }}{% for i in range(2) %}{{ loop.length }}{% endfor %}")
+    assert t.render([]) == "[0, 1, 2]422"
+
+
+SLOW_TEMPLATE = "{% for i in range(99999) %}{% for j in range(99999) %}{% endfor %}{% endfor %}"
+OVERFLOW_TEMPLATE = "{% for i in range(100000000) %}{{ i }}{% endfor %}"
+GUARD_BODY_BYTES = 4096
+GUARD_RENDER_S = 1.5
+
+
+@pytest.fixture(scope="module")
+def guard_server(cache, tmp_path_factory):
+    """A stories260K copy whose chat template (written with the gguf package) loops for hours, or asks for
+    a range past MAX_RANGE when the first message is "overflow"; a 1.5 s render limit and a 4 KiB body limit."""
+    from gguf import GGUFValueType
+
+    from tests.ggufgen import write_variant
+
+    template = f"{{% if messages[0]['content'] == 'overflow' %}}{OVERFLOW_TEMPLATE}{{% else %}}{SLOW_TEMPLATE}{{% endif %}}"
+    path = write_variant(STORIES, tmp_path_factory.mktemp("guard") / "stories-guard.gguf",
+                         kv_overrides={"tokenizer.chat_template": (template, GGUFValueType.STRING)})
+    s = InProcessServer([str(path), "--backend", "inproc", "--port", "0", "--max-seq-len", "256", "--cache-dir",
+                         str(cache), "--chat-template-timeout", str(GUARD_RENDER_S), "--max-body-bytes", str(GUARD_BODY_BYTES)])
+    yield s
+    s.stop()
+
+
+def test_slow_chat_template_is_400_and_server_stays_responsive(guard_server):
+    """Issue 14 item 2 (QA cases 3, 3b): a chat template that renders past --chat-template-timeout is a 400
+    chat_template_rejected naming the limit, and /health answers within half that while it renders (off the
+    event loop); one
+    that asks for a range past MAX_RANGE is a 400 chat_template_rejected, not a 500."""
+    url, result = guard_server.url, {}
+
+    def chat() -> None:
+        result["r"] = _post(url, "/v1/chat/completions", {"messages": [{"role": "user", "content": "hi"}]}, timeout=30)
+
+    t = threading.Thread(target=chat)
+    t.start()
+    healths = []
+    while t.is_alive():
+        healths.append(httpx.get(url + "/health", timeout=GUARD_RENDER_S / 2).status_code)
+    t.join()
+    assert healths and set(healths) == {200}
+    r = result["r"]
+    assert r.status_code == 400 and r.json()["error"]["code"] == "chat_template_rejected", r.text
+    assert f"rendering exceeded {GUARD_RENDER_S:g} s" in r.json()["error"]["message"]
+    r = _post(url, "/v1/chat/completions", {"messages": [{"role": "user", "content": "overflow"}]}, timeout=30)
+    assert r.status_code == 400 and r.json()["error"]["code"] == "chat_template_rejected", r.text
+    assert "MAX_RANGE" in r.json()["error"]["message"]
+
+
+def test_body_over_the_limit_is_413(guard_server):
+    """Issue 14 item 2 (QA case 4): a body above --max-body-bytes is a 413 JSON error (request_too_large), by its
+    Content-Length or, chunked, by the bytes received; a body at the limit is read (here a 400 for its prompt)."""
+    body = json.dumps({"prompt": "a" * GUARD_BODY_BYTES}).encode()
+    r = _post(guard_server.url, "/v1/completions", body)
+    assert r.status_code == 413 and r.json()["error"]["code"] == "request_too_large", r.text
+    assert f"larger than {GUARD_BODY_BYTES} bytes" in r.json()["error"]["message"]
+    r = httpx.post(guard_server.url + "/v1/completions", content=iter([body[:3000], body[3000:]]), timeout=30)
+    assert "content-length" not in r.request.headers
+    assert r.status_code == 413 and r.json()["error"]["code"] == "request_too_large", r.text
+    at_limit = json.dumps({"prompt": "a " * ((GUARD_BODY_BYTES - 40) // 2), "max_tokens": 1}).encode()
+    assert len(at_limit) <= GUARD_BODY_BYTES
+    r = _post(guard_server.url, "/v1/completions", at_limit)
+    assert r.status_code == 400 and r.json()["error"]["code"] == "context_length_exceeded", r.text
+
+
+def test_prompt_is_tokenized_off_the_event_loop(guard_server, monkeypatch):
+    """Issue 14 item 2 (QA case 4): a request's prompt is tokenized on a daemon thread, not on the event loop's,
+    so a long prompt does not hold up /health or other requests."""
+    tok = guard_server.scheduler.tokenizer
+    threads, encode = [], tok.encode
+
+    def recording_encode(*a, **k):
+        threads.append(threading.current_thread())
+        return encode(*a, **k)
+
+    monkeypatch.setattr(tok, "encode", recording_encode)
+    r = _post(guard_server.url, "/v1/completions", {"prompt": PROMPT, "max_tokens": 2})
+    assert r.status_code == 200, r.text
+    assert threads and all(th.name == "pipeplan-serve-prompt" and th.daemon for th in threads)
+    assert guard_server.thread not in threads
+
+
 # --------------------------------------------------------------------------- faults and start-up
 def test_stage_fault_is_500_and_server_unhealthy(cache):
     """Issue 14 item 2 / WL-L-4: a stage fault mid-generation is a 500 JSON error with the stage_fault code;
@@ -422,13 +518,21 @@ def test_startup_errors_are_one_line_exit_2(tmp_path, capsys):
     assert err.startswith(f"error[bind_failed]: cannot listen on 127.0.0.1:{port}:") and err.count("\n") == 1
 
 
-@pytest.mark.parametrize("queue", ["-1", "4097", "99999999999999999999"])
-def test_queue_out_of_range_is_one_line_exit_2(tmp_path, capsys, queue):
-    """Issue 14 item 2 (QA case 9): --queue outside [0, 4096] is error[invalid_request] naming --queue, exit 2,
-    before the model is read or a port bound."""
-    assert cli_main(["serve", str(STORIES), "--queue", queue, "--port", "0", "--cache-dir", str(tmp_path)]) == 2
+@pytest.mark.parametrize(("option", "value", "message"), [
+    ("--queue", "-1", "--queue must be in [0, 4096], got -1"),
+    ("--queue", "4097", "--queue must be in [0, 4096], got 4097"),
+    ("--queue", "99999999999999999999", "--queue must be in [0, 4096], got 99999999999999999999"),
+    ("--max-body-bytes", "0", "--max-body-bytes must be in [1, 1073741824], got 0"),
+    ("--chat-template-timeout", "0", "--chat-template-timeout must be in (0, 3600] seconds, got 0.0"),
+    ("--chat-template-timeout", "nan", "--chat-template-timeout must be in (0, 3600] seconds, got nan"),
+], ids=["queue-negative", "queue-4097", "queue-huge", "body-0", "template-timeout-0", "template-timeout-nan"])
+def test_serve_limit_out_of_range_is_one_line_exit_2(tmp_path, capsys, option, value, message):
+    """Issue 14 item 2 (QA cases 9, 3, 4): --queue outside [0, 4096], --max-body-bytes outside [1, 2**30] and
+    --chat-template-timeout outside (0, 3600] are error[invalid_request] naming the option, exit 2, before the
+    model is read or a port bound."""
+    assert cli_main(["serve", str(STORIES), option, value, "--port", "0", "--cache-dir", str(tmp_path)]) == 2
     err = capsys.readouterr().err
-    assert err.startswith(f"error[invalid_request]: --queue must be in [0, 4096], got {queue}") and err.count("\n") == 1
+    assert err.startswith(f"error[invalid_request]: {message}") and err.count("\n") == 1
 
 
 @pytest.mark.parametrize(("sig", "status", "group"), [(signal.SIGTERM, 143, False), (signal.SIGINT, 130, True)],
