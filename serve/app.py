@@ -322,9 +322,11 @@ def make_app(model: ServedModel, scheduler: Scheduler, *, on_shutdown: Callable[
             raise ServeError(f"the model {model.model_id} has no chat template (GGUF key tokenizer.chat_template); "
                              f"use /v1/completions with a prompt", code="chat_template_missing", where="messages")
         try:
-            text = model.chat_template.render(out, add_generation_prompt=True,
-                                              timeout_s=model.chat_template_timeout_s)
+            text = model.chat_template.render(out, add_generation_prompt=True, timeout_s=model.chat_template_timeout_s,
+                                              should_stop=lambda: scheduler.closing)
         except ChatTemplateError as e:
+            if scheduler.closing:  # SIGTERM while a slow template renders: stop now, not after its time limit
+                raise Unavailable("the server is shutting down") from None
             raise ServeError(e.message, code=e.code, where=e.where) from None
         bos = model.chat_template.bos_token
         return tok.encode(text, add_bos=not (bos and text.startswith(bos)), special=True)

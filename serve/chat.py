@@ -16,7 +16,7 @@ import datetime
 import json
 import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from pipeplan.errors import PipeplanError
@@ -44,7 +44,8 @@ DEFAULT_RENDER_TIMEOUT_S = 5.0
 """Most seconds one render may take (``pipeplan serve --chat-template-timeout``)."""
 
 _deadline = threading.local()
-"""``at``: the monotonic deadline of the render running on this thread (absent: none)."""
+"""``at``: the monotonic deadline of the render running on this thread (None: none); ``stop``: a callable
+that ends it early when it returns true (None: none)."""
 
 
 class _RenderTimeout(Exception):
@@ -53,7 +54,7 @@ class _RenderTimeout(Exception):
 
 class _DeadlineRange:
     """The sandbox's ``range`` (``jinja2.sandbox.safe_range``: OverflowError past ``MAX_RANGE`` items) whose
-    iteration raises _RenderTimeout once the thread's render deadline has passed."""
+    iteration raises _RenderTimeout once the thread's render deadline has passed or its ``stop`` returns true."""
 
     def __init__(self, *args: int):
         from jinja2.sandbox import safe_range
@@ -70,9 +71,9 @@ class _DeadlineRange:
         return v in self._range
 
     def __iter__(self) -> Any:
-        at = getattr(_deadline, "at", None)
+        at, stop = getattr(_deadline, "at", None), getattr(_deadline, "stop", None)
         for n, v in enumerate(self._range):
-            if at is not None and n % 64 == 0 and time.monotonic() > at:
+            if n % 64 == 0 and ((at is not None and time.monotonic() > at) or (stop is not None and stop())):
                 raise _RenderTimeout
             yield v
 
@@ -123,9 +124,11 @@ class ChatTemplate:
         return cls(source, bos_token=piece(tokenizer.bos_id), eos_token=piece(tokenizer.eos_id))
 
     def render(self, messages: Sequence[Mapping[str, Any]], *, add_generation_prompt: bool = True,
-               timeout_s: float | None = DEFAULT_RENDER_TIMEOUT_S) -> str:
+               timeout_s: float | None = DEFAULT_RENDER_TIMEOUT_S,
+               should_stop: Callable[[], bool] | None = None) -> str:
         """The prompt text for ``messages`` (each a mapping with at least ``role`` and ``content``), rendered
-        within ``timeout_s`` seconds (None: no limit).
+        within ``timeout_s`` seconds (None: no limit) and while ``should_stop()`` is false (a server that
+        stops: the render ends as a timeout does).
 
         Raises ChatTemplateError(chat_template_rejected) with the template's own message (e.g. roles that
         do not alternate), the Jinja error it hit on these messages, a range beyond the sandbox's
@@ -133,13 +136,15 @@ class ChatTemplate:
         from jinja2 import TemplateError
 
         _deadline.at = None if timeout_s is None else time.monotonic() + timeout_s
+        _deadline.stop = should_stop
         try:
             return self._template.render(messages=[dict(m) for m in messages],
                                          add_generation_prompt=add_generation_prompt,
                                          bos_token=self.bos_token, eos_token=self.eos_token)
         except _RenderTimeout:
-            raise ChatTemplateError(f"the chat template rejected the messages: rendering exceeded {timeout_s:g} s "
-                                    f"(--chat-template-timeout)", code="chat_template_rejected",
+            why = "rendering was stopped" if should_stop is not None and should_stop() else \
+                f"rendering exceeded {timeout_s:g} s (--chat-template-timeout)"
+            raise ChatTemplateError(f"the chat template rejected the messages: {why}", code="chat_template_rejected",
                                     where="messages") from None
         except TemplateError as e:
             raise ChatTemplateError(f"the chat template rejected the messages: {e}", code="chat_template_rejected",
@@ -148,4 +153,4 @@ class ChatTemplate:
             raise ChatTemplateError(f"the chat template failed on the messages: {type(e).__name__}: {e}",
                                     code="chat_template_rejected", where="messages") from None
         finally:
-            _deadline.at = None
+            _deadline.at = _deadline.stop = None

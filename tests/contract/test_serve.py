@@ -384,8 +384,9 @@ def test_chat_template_renders_like_hugging_face():
 
 
 def test_chat_template_render_is_time_limited():
-    """Issue 14 item 2 (QA cases 3, 3b): a template whose loops run past the render's time limit, or that asks
-    for a range beyond the sandbox's MAX_RANGE, is a typed ChatTemplateError(chat_template_rejected)."""
+    """Issue 14 item 2 (QA cases 3, 3b): a template whose loops run past the render's time limit or while
+    should_stop() is true (a server stopping), or that asks for a range beyond the sandbox's MAX_RANGE, is a
+    typed ChatTemplateError(chat_template_rejected)."""
     from pipeplan.serve.chat import ChatTemplate, ChatTemplateError
 
     with pytest.raises(ChatTemplateError) as e:
@@ -394,6 +395,10 @@ def test_chat_template_render_is_time_limited():
     with pytest.raises(ChatTemplateError) as e:
         ChatTemplate(OVERFLOW_TEMPLATE).render([])
     assert e.value.code == "chat_template_rejected" and "OverflowError" in e.value.message
+    polls = iter(range(10**6))
+    with pytest.raises(ChatTemplateError) as e:  # a server that stops: the render ends without its time limit
+        ChatTemplate(SLOW_TEMPLATE).render([], timeout_s=None, should_stop=lambda: next(polls) >= 3)
+    assert e.value.code == "chat_template_rejected" and "rendering was stopped" in e.value.message
     t = ChatTemplate("{{ range(3)|list }}{{ range(4)|length }}{% for i in range(2) %}{{ loop.length }}{% endfor %}")
     assert t.render([]) == "[0, 1, 2]422"
 
