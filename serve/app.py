@@ -247,6 +247,16 @@ def make_app(model: ServedModel, scheduler: Scheduler, *, on_shutdown: Callable[
     tok = model.tokenizer
     created = model.created or int(time.time())
     stop_ids = frozenset(getattr(tok, "eog_ids", ())) | ({tok.eos_id} if tok.eos_id is not None else frozenset())
+    # every token covers at most this many bytes of the text, so a text of more than max_seq_len times it
+    # cannot fit the context: it is rejected without tokenizing it
+    max_piece_bytes = max((len(p.encode("utf-8", "surrogatepass")) for p in tok.tokens), default=1)
+
+    def check_text_fits(text: str, where: str) -> None:
+        n = len(text.encode("utf-8", "surrogatepass"))
+        if n > model.max_seq_len * max_piece_bytes:
+            raise ServeError(f"the prompt is {n} bytes, at least {-(-n // max_piece_bytes)} tokens: longer than the "
+                             f"context of {model.max_seq_len} positions (--max-seq-len)",
+                             code="context_length_exceeded", where=where)
 
     def check_model(doc: dict) -> None:
         name = doc.get("model")
@@ -278,7 +288,8 @@ def make_app(model: ServedModel, scheduler: Scheduler, *, on_shutdown: Callable[
         if isinstance(p, list) and len(p) == 1 and isinstance(p[0], str):
             p = p[0]
         if isinstance(p, str):
-            ids = tok.encode(check_prompt(p, "prompt"), add_bos=True)
+            check_text_fits(check_prompt(p, "prompt"), "prompt")
+            ids = tok.encode(p, add_bos=True)
         elif isinstance(p, list) and p and all(isinstance(i, int) and not isinstance(i, bool) for i in p):
             bad = [i for i in p if not 0 <= i < tok.n_vocab]
             if bad:
@@ -328,6 +339,7 @@ def make_app(model: ServedModel, scheduler: Scheduler, *, on_shutdown: Callable[
             if scheduler.closing:  # SIGTERM while a slow template renders: stop now, not after its time limit
                 raise Unavailable("the server is shutting down") from None
             raise ServeError(e.message, code=e.code, where=e.where) from None
+        check_text_fits(text, "messages")
         bos = model.chat_template.bos_token
         return tok.encode(text, add_bos=not (bos and text.startswith(bos)), special=True)
 

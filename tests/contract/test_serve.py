@@ -469,7 +469,8 @@ def test_body_over_the_limit_is_413(guard_server):
 
 def test_prompt_is_tokenized_off_the_event_loop(guard_server, monkeypatch):
     """Issue 14 item 2 (QA case 4): a request's prompt is tokenized on a daemon thread, not on the event loop's,
-    so a long prompt does not hold up /health or other requests."""
+    so a long prompt does not hold up /health or other requests; a text longer in bytes than the context times
+    the longest vocabulary piece is context_length_exceeded without being tokenized."""
     tok = guard_server.scheduler.tokenizer
     threads, encode = [], tok.encode
 
@@ -482,6 +483,13 @@ def test_prompt_is_tokenized_off_the_event_loop(guard_server, monkeypatch):
     assert r.status_code == 200, r.text
     assert threads and all(th.name == "pipeplan-serve-prompt" and th.daemon for th in threads)
     assert guard_server.thread not in threads
+    threads.clear()
+    max_piece = max(len(p.encode("utf-8", "surrogatepass")) for p in tok.tokens)
+    long = "a" * (256 * max_piece + 1)  # more bytes than 256 positions of the longest piece can hold
+    assert len(long) < GUARD_BODY_BYTES - 100
+    r = _post(guard_server.url, "/v1/completions", {"prompt": long, "max_tokens": 1})
+    assert r.status_code == 400 and r.json()["error"]["code"] == "context_length_exceeded", r.text
+    assert threads == []  # rejected by its length, never tokenized
 
 
 # --------------------------------------------------------------------------- faults and start-up
