@@ -5,7 +5,10 @@ Every writer of a user-named output (``pipeplan compile -o`` package files, ``--
 
 * before any work, :func:`check_output_file`: the parent is an existing directory, and the target is
   absent or a regular file — a directory, FIFO, device node (``/dev/null``), socket or symbolic link is
-  refused (``error[bad_output_path]``), so it is never replaced;
+  refused (``error[bad_output_path]``), so it is never replaced; a target that is one of the command's
+  inputs (same device and inode as a path given to :func:`note_inputs`) is ``error[output_is_input]``;
+  an existing target the user may not write (``os.access`` W_OK false, or no write bit at all, e.g.
+  mode 444 even for root) is ``error[write_failed]``;
 * the bytes go to a temporary file beside the target (``.<name>.<random>.tmp``, same file system), are
   flushed and fsynced, then ``os.replace`` puts the file in place: a reader sees the old file or the
   whole new one, never a prefix;
@@ -25,7 +28,31 @@ from pathlib import Path
 from pipeplan.errors import PipeplanError
 from pipeplan.frontend.paths import file_kind
 
-__all__ = ["OutputPathError", "check_output_file", "current_umask", "write_file_atomic"]
+__all__ = ["OutputPathError", "check_output_file", "clear_inputs", "current_umask", "note_inputs",
+           "write_file_atomic"]
+
+_INPUTS: dict[tuple[int, int], str] = {}
+"""(st_dev, st_ino) -> path of each input file of the running command (:func:`note_inputs`)."""
+
+
+def note_inputs(*paths: str | os.PathLike[str] | None) -> None:
+    """Record the command's input files: an output later checked by :func:`check_output_file` that is
+    the same file (device and inode, so also through a hard or symbolic link) is refused. Paths that are
+    ``None`` or not existing files are skipped."""
+    for path in paths:
+        if path is None:
+            continue
+        try:
+            st = os.stat(path)
+        except (OSError, ValueError):
+            continue
+        if stat.S_ISREG(st.st_mode):
+            _INPUTS[(st.st_dev, st.st_ino)] = str(path)
+
+
+def clear_inputs() -> None:
+    """Forget the inputs recorded by :func:`note_inputs` (at the start of each command)."""
+    _INPUTS.clear()
 
 
 class OutputPathError(PipeplanError):
@@ -68,6 +95,15 @@ def check_output_file(path: str | os.PathLike[str], option: str, *, code: str | 
         kind = file_kind(st.st_mode)
         raise OutputPathError(f"{option} {p}: is a {kind}, not a regular file (refusing to replace it)",
                               code=code, where=str(p))
+    if st is not None:
+        same = _INPUTS.get((st.st_dev, st.st_ino))
+        if same is not None:
+            raise OutputPathError(f"{option} {p}: is the command's input {same} (refusing to replace it)",
+                                  code="output_is_input", where=str(p))
+        if not os.access(p, os.W_OK) or not st.st_mode & 0o222:
+            raise OutputPathError(f"{option} {p}: cannot write: permission denied (mode "
+                                  f"{stat.S_IMODE(st.st_mode):o}; refusing to replace a read-only file)",
+                                  code="write_failed", where=str(p))
     if not parent.is_dir():
         up = parent
         while not up.exists() and up != up.parent:

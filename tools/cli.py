@@ -19,6 +19,23 @@ from pipeplan.errors import PipeplanError, StageFault
 
 COMMANDS = ("plan", "run", "serve", "compile", "replay", "compare", "calibrate", "clean")
 
+OUTPUT_OPTIONS = frozenset({"output", "trace", "timeline", "cache_dir", "prompt", "shm_dir"})
+"""Namespace fields that are not input files (outputs, directories, text)."""
+
+
+def note_command_inputs(args: argparse.Namespace) -> None:
+    """Record every file the command reads (positional files, ``--nodes``, ``--model``, ``--model-facts``,
+    ``--evidence measured:TABLE.json``, ...) so that no output replaces one (``error[output_is_input]``)."""
+    from pipeplan.lowering.atomic import clear_inputs, note_inputs
+
+    clear_inputs()
+    for key, value in vars(args).items():
+        if key.startswith("_") or key in OUTPUT_OPTIONS:
+            continue
+        for v in value if isinstance(value, list) else [value]:
+            if isinstance(v, str):
+                note_inputs(v.removeprefix("measured:"))
+
 
 class ArgumentParser(argparse.ArgumentParser):
     """argparse with one-line errors: a malformed command line (``--stages abc``, ``--backend bogus``, a
@@ -56,6 +73,7 @@ def main(argv: list[str] | None = None) -> int:
     if extra:  # named with the command's own --help (plain parse_args would blame `pipeplan`)
         getattr(args, "_parser", parser).error(f"unrecognized arguments: {' '.join(extra)}")
     try:
+        note_command_inputs(args)
         return int(args._main(args) or 0)
     except StageFault as e:
         print(e.one_line(), file=sys.stderr)

@@ -33,7 +33,13 @@ from typing import IO, Any, NoReturn, Union, get_args, get_origin, get_type_hint
 from pipeplan.dialects.diagnostics import IRVerifyError, OpPassError, parse_located
 from pipeplan.errors import PipeplanError
 from pipeplan.frontend.paths import check_input_file
-from pipeplan.lowering.atomic import OutputPathError, check_output_file, write_file_atomic
+from pipeplan.lowering.atomic import (
+    OutputPathError,
+    check_output_file,
+    clear_inputs,
+    note_inputs,
+    write_file_atomic,
+)
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.passes import ModulePass
 from xdsl.utils.arg_spec import parse_pipeline
@@ -318,6 +324,8 @@ class PipeplanOptMain(xDSLOptMain):
     def prepare_output(self) -> IO[str]:
         if self.args.output_file is None:
             return sys.stdout
+        clear_inputs()
+        note_inputs(self.args.input_file)  # -o naming the input file is error[output_is_input]
         check_output_file(self.args.output_file, "-o")  # before any pass runs
         self._buffer = _Buffer()
         return self._buffer

@@ -531,3 +531,56 @@ def test_installed_command_never_replaces_dev_null(tmp_path):
     assert p.returncode == 2 and p.stderr.startswith("error[bad_output_path]: --trace /dev/null: is a character device")
     after = os.stat("/dev/null")
     assert stat.S_ISCHR(after.st_mode) and after.st_rdev == before.st_rdev
+
+
+# --------------------------------------------------------------------------- outputs that are inputs (QA 1/1b/1c)
+@pytest.fixture()
+def own_model(tmp_path):
+    """A private copy of the stories model (tests never write next to the shared one)."""
+    m = tmp_path / "victim.gguf"
+    shutil.copyfile(STORIES, m)
+    return m
+
+
+def test_plan_output_that_is_the_model_is_refused(capsys, own_model):
+    """QA 1: ``plan M -o M`` (even through a symlink) is error[output_is_input]; the model is unchanged."""
+    before = own_model.read_bytes()
+    rc, out, err = _cli(capsys, ["plan", str(own_model), "--stages", "1", "-o", str(own_model)])
+    _one_error(rc, out, err, "output_is_input")
+    link = own_model.with_name("alias.gguf")
+    os.link(own_model, link)
+    rc, out, err = _cli(capsys, ["plan", str(link), "--stages", "1", "-o", str(own_model)])
+    _one_error(rc, out, err, "output_is_input")
+    assert own_model.read_bytes() == before
+
+
+def test_read_only_output_is_not_replaced(capsys, own_model, tmp_path):
+    """QA 1: an existing output with no write bit (mode 444, refused even for root) is error[write_failed]."""
+    target = tmp_path / "p.mlir"
+    target.write_text("keep\n")
+    target.chmod(0o444)
+    rc, out, err = _cli(capsys, ["plan", str(own_model), "--stages", "1", "-o", str(target)])
+    _one_error(rc, out, err, "write_failed")
+    assert target.read_text() == "keep\n" and "mode 444" in err
+
+
+def test_run_trace_that_is_the_model_is_refused(capsys, own_model):
+    """QA 1b: ``run M --backend direct --trace M`` is refused before any work."""
+    before = own_model.stat().st_size
+    rc, out, err = _cli(capsys, ["run", str(own_model), "--prompt", "Once", "--max-tokens", "2", "--backend",
+                                 "direct", "--trace", str(own_model)])
+    _one_error(rc, out, err, "output_is_input")
+    assert own_model.stat().st_size == before
+
+
+def test_compile_trace_that_is_the_plan_is_refused(capsys, plan_files, tmp_path):
+    """QA 1c: ``compile P -o pkg --trace P`` keeps the plan; pipeplan-opt ``P -o P`` likewise."""
+    plan = tmp_path / "pcopy.mlir"
+    shutil.copyfile(plan_files / "plan.mlir", plan)
+    before = plan.read_text()
+    rc, out, err = _cli(capsys, ["compile", str(plan), "-o", str(tmp_path / "pk3"), "--trace", str(plan)])
+    _one_error(rc, out, err, "output_is_input")
+    r = subprocess.run([sys.executable, "-m", "pipeplan.tools.opt", str(plan), "-o", str(plan)],
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 1 and r.stderr.startswith("error[output_is_input]: "), r.stderr
+    assert plan.read_text() == before
