@@ -28,7 +28,7 @@ from pathlib import Path
 from pipeplan.errors import PipeplanError
 from pipeplan.frontend.paths import file_kind
 
-__all__ = ["OutputPathError", "check_output_file", "clear_inputs", "current_umask", "note_inputs",
+__all__ = ["GuardedStdout", "OutputPathError", "check_output_file", "clear_inputs", "current_umask", "note_inputs",
            "write_file_atomic"]
 
 _INPUTS: dict[tuple[int, int], str] = {}
@@ -152,3 +152,50 @@ def write_file_atomic(path: str | os.PathLike[str], data: str | bytes, option: s
                 pass
     return p
 
+
+
+class GuardedStdout:
+    """Stands in for ``sys.stdout`` while a command runs: a ``write``/``flush`` that fails with an OS
+    error (``ENOSPC`` on ``/dev/full``, ``EIO``, ``EBADF``) or a stdout that is closed (``sys.stdout is
+    None``, as with ``>&-``) raises ``OutputPathError(write_failed, where="stdout")`` instead of an
+    ``OSError``/``AttributeError`` traceback. ``BrokenPipeError`` (a reader such as ``head`` went away)
+    passes through unchanged. Other attributes are those of the wrapped stream."""
+
+    def __init__(self, stream):
+        self._stream = stream
+
+    def _failed(self, e: OSError | None) -> OutputPathError:
+        why = "is closed" if e is None else f"cannot write: {e.strerror or e}"
+        return OutputPathError(f"stdout: {why}", code="write_failed", where="stdout")
+
+    def write(self, text: str) -> int:
+        if self._stream is None:
+            raise self._failed(None)
+        try:
+            return self._stream.write(text)
+        except BrokenPipeError:
+            raise
+        except OSError as e:
+            raise self._failed(e) from None
+        except ValueError as e:  # I/O operation on closed file
+            raise OutputPathError(f"stdout: cannot write: {e}", code="write_failed", where="stdout") from None
+
+    def flush(self) -> None:
+        if self._stream is None:
+            return
+        try:
+            self._stream.flush()
+        except BrokenPipeError:
+            raise
+        except OSError as e:
+            raise self._failed(e) from None
+        except ValueError:
+            pass
+
+    def isatty(self) -> bool:
+        return self._stream is not None and self._stream.isatty()
+
+    def __getattr__(self, name: str):
+        if self._stream is None:
+            raise AttributeError(name)
+        return getattr(self._stream, name)

@@ -67,7 +67,48 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Run the CLI. Exit status: 0 ok, 2 rejected/invalid input, 3 stage fault."""
+    """Run the CLI. Exit status: 0 ok, 2 rejected/invalid input (also stdout that cannot be written:
+    ``error[write_failed]: stdout: ...``), 3 stage fault. ``--help``/``--version``/a malformed command
+    line raise SystemExit as argparse does."""
+    from pipeplan.lowering.atomic import GuardedStdout
+
+    real = sys.stdout
+    sys.stdout = GuardedStdout(real)  # type: ignore[assignment]
+    exiting = False
+    try:
+        try:
+            rc = _run(argv)
+        except SystemExit:
+            exiting = True
+            sys.stdout.flush()
+            raise
+        sys.stdout.flush()
+        return rc
+    except PipeplanError as e:  # stdout failed (a command's own PipeplanErrors are caught in _run)
+        real = _quiet_stdout(real)
+        print(e.one_line(), file=sys.stderr)
+        if exiting:
+            raise SystemExit(2) from None
+        return 2
+    except BrokenPipeError:  # stdout closed early (e.g. piped into `head`): not an error of ours
+        real = _quiet_stdout(real)
+        return 0
+    finally:
+        if isinstance(sys.stdout, GuardedStdout):
+            sys.stdout = real
+
+
+def _quiet_stdout(real):
+    """Replace a stdout that failed by ``os.devnull``, so the interpreter's final flush stays quiet."""
+    if real is None or real is sys.__stdout__:
+        try:
+            return open(os.devnull, "w")  # noqa: SIM115
+        except OSError:
+            return real
+    return real
+
+
+def _run(argv: list[str] | None) -> int:
     parser = build_parser()
     args, extra = parser.parse_known_args(argv)
     if extra:  # named with the command's own --help (plain parse_args would blame `pipeplan`)
@@ -79,17 +120,13 @@ def main(argv: list[str] | None = None) -> int:
         print(e.one_line(), file=sys.stderr)
         return 3
     except PipeplanError as e:
+        if e.code == "write_failed" and e.where == "stdout":
+            raise
         print(e.one_line(), file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print("error[interrupted]: interrupted", file=sys.stderr)
         return 130
-    except BrokenPipeError:  # stdout closed early (e.g. piped into `head`): not an error of ours
-        try:
-            sys.stdout = open(os.devnull, "w")  # noqa: SIM115  (keeps the interpreter's final flush quiet)
-        except OSError:
-            pass
-        return 0
 
 
 def entry() -> None:

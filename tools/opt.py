@@ -34,6 +34,7 @@ from pipeplan.dialects.diagnostics import IRVerifyError, OpPassError, parse_loca
 from pipeplan.errors import PipeplanError
 from pipeplan.frontend.paths import check_input_file
 from pipeplan.lowering.atomic import (
+    GuardedStdout,
     OutputPathError,
     check_output_file,
     clear_inputs,
@@ -345,10 +346,17 @@ def main(argv: Sequence[str] | None = None) -> None:
     rely on it).
     """
     tool: PipeplanOptMain | None = None
+    real = sys.stdout
+    sys.stdout = GuardedStdout(real)  # type: ignore[assignment]  # stdout that fails: error[write_failed]: stdout
     try:
-        tool = PipeplanOptMain(description="pipeplan optimizer driver", args=argv)
-        tool.run()
+        try:
+            tool = PipeplanOptMain(description="pipeplan optimizer driver", args=argv)
+            tool.run()
+        finally:
+            sys.stdout.flush()
     except (OptError, OutputPathError) as e:
+        if e.where == "stdout" and (real is None or real is sys.__stdout__):
+            real = open(os.devnull, "w")  # noqa: SIM115  (keeps the interpreter's final flush quiet)
         print(e.one_line(), file=sys.stderr)
         sys.exit(1)
     except (IRVerifyError, OpPassError) as e:
@@ -370,10 +378,13 @@ def main(argv: Sequence[str] | None = None) -> None:
         sys.exit(130)
     except BrokenPipeError:  # stdout closed early (piped into `head`)
         try:
-            sys.stdout = open(os.devnull, "w")  # noqa: SIM115
+            real = open(os.devnull, "w")  # noqa: SIM115
         except OSError:
             pass
         sys.exit(0)
+    finally:
+        if isinstance(sys.stdout, GuardedStdout):
+            sys.stdout = real
 
 
 if __name__ == "__main__":

@@ -72,3 +72,56 @@ def test_help_still_prints_usage(capsys):
         cli_main(["plan", "--help"])
     out = capsys.readouterr().out
     assert e.value.code == 0 and out.startswith("usage: pipeplan plan") and "--stages N" in out
+
+
+# --------------------------------------------------------------------------- stdout that cannot be written (QA 2/2b/10)
+class _FullStdout:
+    """A stdout like ``/dev/full``: every write fails with ENOSPC."""
+
+    encoding = "utf-8"
+
+    def write(self, text):
+        import errno
+
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    def flush(self):
+        pass
+
+    def isatty(self):
+        return False
+
+
+@pytest.fixture()
+def own_stories(tmp_path):
+    import shutil
+
+    from tests.conftest import STORIES
+
+    shutil.copyfile(STORIES, tmp_path / "s.gguf")
+    return tmp_path / "s.gguf"
+
+
+@pytest.mark.parametrize("closed", [False, True], ids=["enospc", "closed"])
+def test_stdout_that_fails_is_one_write_failed_line(capsys, monkeypatch, own_stories, closed):
+    """QA 2/2b: ``plan M > /dev/full`` and ``run M ... >&-`` are one ``error[write_failed]: stdout: ...``
+    line, exit 2, never an OSError/AttributeError traceback."""
+    for argv in (["plan", str(own_stories), "--stages", "1"],
+                 ["run", str(own_stories), "--prompt", "Once", "--max-tokens", "2", "--backend", "direct"]):
+        capsys.readouterr()
+        monkeypatch.setattr("sys.stdout", None if closed else _FullStdout())
+        rc = cli_main(argv)
+        err = capsys.readouterr().err
+        assert rc == 2 and err.startswith("error[write_failed]: stdout: ") and err.count("\n") == 1, (argv, err)
+
+
+@pytest.mark.parametrize("argv", [["--version"], ["--help"]])
+def test_version_and_help_onto_a_full_stdout(capsys, monkeypatch, argv):
+    """QA 10: ``--version``/``--help`` > /dev/full exits 2 with the error line (not a silent 0)."""
+    monkeypatch.setattr("sys.stdout", _FullStdout())
+    try:
+        rc = cli_main(argv)
+    except SystemExit as e:  # argparse's exit after a buffered write
+        rc = e.code
+    err = capsys.readouterr().err
+    assert rc == 2 and err.startswith("error[write_failed]: stdout: "), err

@@ -249,3 +249,17 @@ def test_installed_script_prints_one_line(tmp_path):
     r = subprocess.run([script, "-p", "runplan-verfy"], input="builtin.module {}\n", capture_output=True,
                        text=True, timeout=120)
     assert "did you mean 'runplan-verify'" in _one_line_error(r.returncode, r.stderr, "unknown_pass")
+
+
+def test_stdout_onto_dev_full_is_one_error_line(tmp_path):
+    """QA 2: ``pipeplan-opt PLAN > /dev/full`` is one ``error[write_failed]: stdout: ...`` line (exit 1,
+    as every pipeplan-opt diagnostic), not an OSError traceback."""
+    if not os.path.exists("/dev/full"):
+        pytest.skip("no /dev/full")
+    plan = tmp_path / "plan.mlir"
+    plan.write_text('builtin.module {\n}\n')
+    with open("/dev/full", "w") as full:
+        r = subprocess.run([sys.executable, "-m", "pipeplan.tools.opt", str(plan)], stdout=full,
+                           stderr=subprocess.PIPE, text=True, timeout=60)
+    assert r.returncode == 1 and r.stderr.startswith("error[write_failed]: stdout: "), r.stderr
+    assert r.stderr.count("\n") == 1 and "Traceback" not in r.stderr
