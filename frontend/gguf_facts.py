@@ -20,10 +20,11 @@ and the key or tensor and what was expected; follows llama.cpp ``gguf.cpp``/``ll
 * ``inconsistent_tensor_index``: overlapping data ranges, data outside the file while the index is
   not dense, misaligned offsets, bad dims, duplicate tensors, tensor shapes that contradict the
   architecture's hyperparameters (e.g. llama's ``blk.3.attn_k.weight`` must be ``[hidden, kv_heads*head_dim]``).
-* ``missing_key``: a required key absent, of the wrong type or not positive.
+* ``missing_key``: a required key absent or of the wrong type.
 * ``unsupported_architecture``: ``general.architecture`` has no stage-program builder
   (:mod:`pipeplan.runtime.archs`: llama, gemma3, qwen2, qwen3).
-* ``invalid_hparams``: hyperparameters the architecture cannot use (heads that do not divide the
+* ``invalid_hparams``: a hyperparameter that is zero, negative, NaN, infinite or out of range (above
+  int32, ``block_count`` above the tensor count), or hyperparameters the architecture cannot use (heads that do not divide the
   hidden size without ``attention.key_length``, kv heads that do not divide heads, rope dims above
   the head dim).
 * ``missing_tensor`` / ``unexpected_tensor``: a tensor the stage program reads is absent (named with
@@ -357,8 +358,13 @@ def _check_ranges(shard: _Shard) -> None:
             )
 
 
+MAX_HPARAM = 2**31 - 1
+"""Largest integer hyperparameter accepted (llama.cpp ``llama_hparams`` holds them as ``int32``/``uint32``)."""
+
+
 class _Meta:
-    """Typed access to one shard's metadata, raising MissingKeyError that names file and key."""
+    """Typed access to one shard's metadata, raising MissingKeyError (absent, wrong type) or
+    InvalidHParamsError (zero, negative, NaN, infinite or above :data:`MAX_HPARAM`) naming file, key, value."""
 
     def __init__(self, shard: _Shard):
         self.shard = shard
@@ -389,9 +395,10 @@ class _Meta:
         if len(field.types) != 1 or field.types[0] not in _INT_TYPES:
             raise self._bad(key, field, "an integer")
         value = int(field.contents())
-        if value <= 0:
-            raise MissingKeyError(f"{self.shard.path}: metadata key {key!r} = {value}, expected a positive integer",
-                                  where=f"{self.shard.path}:{key}")
+        if not 0 < value <= MAX_HPARAM:
+            raise InvalidHParamsError(f"{self.shard.path}: metadata key {key!r} = {value}, expected a positive "
+                                      f"integer <= {MAX_HPARAM} (int32, as llama.cpp's hparams)",
+                                      where=f"{self.shard.path}:{key}")
         return value
 
     def pos_float(self, key: str) -> float:
@@ -400,8 +407,8 @@ class _Meta:
             raise self._bad(key, field, "a number")
         value = float(field.contents())
         if not value > 0 or value == float("inf"):
-            raise MissingKeyError(f"{self.shard.path}: metadata key {key!r} = {value}, expected a positive number",
-                                  where=f"{self.shard.path}:{key}")
+            raise InvalidHParamsError(f"{self.shard.path}: metadata key {key!r} = {value:.6g}, expected a "
+                                      f"positive finite number", where=f"{self.shard.path}:{key}")
         return value
 
     def array_len(self, key: str) -> int | None:
@@ -534,6 +541,10 @@ def _facts(shards: list[_Shard]) -> ModelFacts:
         raise ARCH_GGUF_ERRORS[e.code](f"{head.path}: general.architecture = {arch!r}: {e.message}",
                                        where=f"{head.path}:general.architecture") from None
     block_count = meta.pos_int(key("block_count"))
+    n_tensors = sum(len(s.index) for s in shards)
+    if block_count > n_tensors:  # each block has tensors: caught before any per-block list is built
+        raise InvalidHParamsError(f"{head.path}: metadata key {key('block_count')!r} = {block_count} is out of "
+                                  f"range: the file has {n_tensors} tensors", where=f"{head.path}:{key('block_count')}")
     hidden = meta.pos_int(key("embedding_length"))
     heads = meta.pos_int(key("attention.head_count"))
     kv_heads = meta.pos_int(key("attention.head_count_kv")) if meta.has(key("attention.head_count_kv")) else heads

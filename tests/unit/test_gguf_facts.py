@@ -321,13 +321,33 @@ def test_embedding_shape_vs_vocab(stories_path, tmp_path):
     [
         (None, "missing"),
         (("64", VT.STRING), "STRING"),
-        (0, "positive"),
     ],
 )
 def test_missing_key(stories_path, tmp_path, override, needle):
-    """missing_key: llama.embedding_length absent, a string, or zero."""
+    """missing_key: llama.embedding_length absent or a string (a zero is invalid_hparams, below)."""
     p = write_variant(stories_path, tmp_path / "nokey.gguf", kv_overrides={"llama.embedding_length": override})
     _rejects(p, MissingKeyError, "missing_key", "llama.embedding_length", needle)
+
+
+@pytest.mark.parametrize(
+    ("name", "value", "needle"),
+    [
+        ("llama.embedding_length", 0, "= 0"),
+        ("llama.attention.head_count", 0, "= 0"),
+        ("llama.attention.head_count_kv", 0, "= 0"),
+        ("llama.context_length", 0, "= 0"),
+        ("llama.block_count", 0, "= 0"),
+        ("llama.block_count", (0xFFFFFFFF, VT.UINT32), "= 4294967295"),
+        ("llama.block_count", 1000, "= 1000 is out of range"),
+        ("llama.attention.layer_norm_rms_epsilon", (float("nan"), VT.FLOAT32), "= nan"),
+        ("llama.attention.layer_norm_rms_epsilon", (-1e-5, VT.FLOAT32), "= -1e-05"),
+    ],
+)
+def test_hparam_out_of_range(stories_path, tmp_path, name, value, needle):
+    """QA 6b/6c: a present hyperparameter that is zero, NaN, negative or out of range is invalid_hparams
+    naming the key and its value (not missing_key, not a MemoryError wrapped as not_gguf)."""
+    p = write_variant(stories_path, tmp_path / "hp.gguf", kv_overrides={name: value})
+    _rejects(p, InvalidHParamsError, "invalid_hparams", name, needle)
 
 
 def test_missing_architecture(stories_path, tmp_path):
