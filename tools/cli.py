@@ -115,6 +115,10 @@ def _run(argv: list[str] | None) -> int:
         getattr(args, "_parser", parser).error(f"unrecognized arguments: {' '.join(extra)}")
     try:
         note_command_inputs(args)
+        if os.environ.get("PIPEPLAN_CPU_KERNELS") is not None:  # a typo is an error, not the default kernels
+            from pipeplan.runtime.kernels.cpu import check_kernel_env
+
+            check_kernel_env()
         return int(args._main(args) or 0)
     except StageFault as e:
         print(e.one_line(), file=sys.stderr)

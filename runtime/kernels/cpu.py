@@ -73,6 +73,20 @@ else:
     if os.environ.get("PIPEPLAN_CPU_KERNELS", "").strip().lower() == "portable":
         _qkernels.set_simd(False)
 
+KERNEL_CHOICES = ("auto", "portable")
+"""Values of ``$PIPEPLAN_CPU_KERNELS`` (unset or empty = ``auto``: AVX2/FMA/F16C when the CPU has them)."""
+
+
+def check_kernel_env(environ=None) -> str:
+    """The ``$PIPEPLAN_CPU_KERNELS`` choice (``auto`` when unset or empty). Raises CpuKernelError
+    (code ``invalid_env``) naming the variable and :data:`KERNEL_CHOICES` for any other value."""
+    raw = (os.environ if environ is None else environ).get("PIPEPLAN_CPU_KERNELS", "")
+    value = raw.strip().lower() or "auto"
+    if value not in KERNEL_CHOICES:
+        raise CpuKernelError(f"PIPEPLAN_CPU_KERNELS={raw!r} is not one of {', '.join(KERNEL_CHOICES)} "
+                             f"(or unset)", code="invalid_env", where="PIPEPLAN_CPU_KERNELS")
+    return value
+
 ARRAYS = "numpy"
 """The executor's buffers for this table are numpy arrays (no torch)."""
 

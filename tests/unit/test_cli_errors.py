@@ -125,3 +125,17 @@ def test_version_and_help_onto_a_full_stdout(capsys, monkeypatch, argv):
         rc = e.code
     err = capsys.readouterr().err
     assert rc == 2 and err.startswith("error[write_failed]: stdout: "), err
+
+
+def test_bogus_cpu_kernels_variable_is_one_error_line(capsys, monkeypatch, own_stories):
+    """QA 8: ``PIPEPLAN_CPU_KERNELS=bogus pipeplan run ...`` is one ``error[invalid_env]`` line naming the
+    variable and its allowed values, before any work; ``portable`` and ``auto`` are accepted."""
+    from pipeplan.runtime.kernels.cpu import check_kernel_env
+
+    monkeypatch.setenv("PIPEPLAN_CPU_KERNELS", "bogus")
+    rc = cli_main(["run", str(own_stories), "--prompt", "Once", "--max-tokens", "2", "--backend", "direct"])
+    cap = capsys.readouterr()
+    assert rc == 2 and cap.out == "" and cap.err.count("\n") == 1, cap
+    assert cap.err.startswith("error[invalid_env]: PIPEPLAN_CPU_KERNELS='bogus'") and "portable" in cap.err
+    assert check_kernel_env({"PIPEPLAN_CPU_KERNELS": " Portable "}) == "portable"
+    assert check_kernel_env({}) == "auto"
