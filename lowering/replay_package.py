@@ -106,9 +106,13 @@ def _parse_plan(plan_module) -> Any:
     if is_path:
         check_input_file(plan_module, "plan", PackageError)  # a FIFO/device/directory: refused before open()
     try:
-        text = Path(plan_module).read_text() if is_path else str(plan_module)
-    except (OSError, UnicodeDecodeError) as e:
-        why = e.strerror if isinstance(e, OSError) and e.strerror else str(e)
+        text = Path(plan_module).read_text(encoding="utf-8") if is_path else str(plan_module)
+    except UnicodeDecodeError as e:  # a GGUF or other binary file given as the plan
+        raise PackageError(f"{plan_module}: not UTF-8 text (byte 0x{e.object[e.start]:02x} at offset {e.start}); "
+                           f"a plan is RunPlan MLIR text (pipeplan plan output)", code="input_not_text",
+                           where=str(plan_module)) from None
+    except OSError as e:
+        why = e.strerror or str(e)
         raise PackageError(f"{plan_module}: cannot read the plan: {why}", code="file_not_found",
                            where=str(plan_module)) from None
     try:
@@ -130,7 +134,7 @@ def compile_plan(plan_module, target: str = "virtual-queue", evidence: Sequence[
     (``pipeplan plan`` records its pool's specs, peaks included), which are the plan's own explicit binding.
 
     Raises PackageError(missing_binding) without a pool when the plan names its nodes by id only (AB-G-4:
-    never a default); PackageError(file_not_found / bad_plan) for an unreadable or unparsable plan;
+    never a default); PackageError(file_not_found / input_not_text / bad_plan) for an unreadable, binary or unparsable plan;
     PackageError carrying the failing pass's code and one-line message otherwise.
     """
     from pipeplan.api import register_pipeplan

@@ -584,3 +584,10 @@ def test_compile_trace_that_is_the_plan_is_refused(capsys, plan_files, tmp_path)
                        capture_output=True, text=True, timeout=60)
     assert r.returncode == 1 and r.stderr.startswith("error[output_is_input]: "), r.stderr
     assert plan.read_text() == before
+
+
+def test_compile_of_a_binary_file_is_input_not_text(capsys, own_model, tmp_path):
+    """QA 6: ``compile M.gguf -o pkg`` (a GGUF given as the plan) is error[input_not_text], as pipeplan-opt."""
+    rc, out, err = _cli(capsys, ["compile", str(own_model), "-o", str(tmp_path / "p2")])
+    _one_error(rc, out, err, "input_not_text")
+    assert "offset" in err and not (tmp_path / "p2").exists()
