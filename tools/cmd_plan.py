@@ -136,7 +136,7 @@ def render_plan(args: argparse.Namespace) -> str:
 def _write_atomic(path: str, text: str) -> None:
     from pipeplan.lowering.atomic import write_file_atomic
 
-    write_file_atomic(path, text, "-o", code="io")  # temp file beside it, renamed when complete; never a non-file
+    write_file_atomic(path, text, "-o")  # temp file beside it, renamed when complete; never a non-file
 
 
 def main(args: argparse.Namespace) -> int:

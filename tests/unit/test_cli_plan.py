@@ -72,9 +72,9 @@ def test_plan_output_file(capsys, tmp_path):
 
 
 def test_plan_output_unwritable(capsys, tmp_path):
-    """An -o path in a missing directory is a typed one-line error (code io), nothing on stdout."""
+    """An -o path in a missing directory is a typed one-line error (code bad_output_path), nothing on stdout."""
     rc, out, err = _run(capsys, [str(STORIES), "-o", str(tmp_path / "no" / "dir" / "plan.mlir")])
-    assert rc == 2 and out == "" and err.startswith("error[io]: ") and len(err.splitlines()) == 1
+    assert rc == 2 and out == "" and err.startswith("error[bad_output_path]: ") and len(err.splitlines()) == 1
 
 
 def test_plan_needs_exactly_one_model(capsys, tmp_path):

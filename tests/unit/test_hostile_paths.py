@@ -317,9 +317,10 @@ def test_enospc_leaves_no_partial_file(small_tmpfs, tmp_path, monkeypatch):
 
 
 def test_erofs_is_one_error_line(readonly_tmpfs, capsys):
-    """Item 4: `pipeplan plan -o` onto a read-only file system is one error line (code io, as before), no file."""
+    """Item 4, QA 6d: `pipeplan plan -o` onto a read-only file system is one error[write_failed] line (as
+    the README and every other output), no file."""
     rc, out, err = _cli(capsys, ["plan", str(STORIES), "-o", str(readonly_tmpfs / "plan.mlir")])
-    _one_error(rc, out, err, "io")
+    _one_error(rc, out, err, "write_failed")
     assert "Read-only file system" in err and list(readonly_tmpfs.iterdir()) == []
 
 
@@ -514,7 +515,7 @@ def test_outputs_refuse_a_device_node_in_every_command(capsys, tmp_path, plan_fi
                        (["compile", str(plan_files / "plan.mlir"), "-o", str(tmp_path / "p2"), "--timeline", str(dev)],
                         "bad_output_path"),
                        (["compare", str(pkg), pred, "--trace", str(dev)], "bad_output_path"),
-                       (["plan", str(STORIES), "-o", str(dev)], "io")):
+                       (["plan", str(STORIES), "-o", str(dev)], "bad_output_path")):
         rc, out, err = _cli(capsys, argv)
         _one_error(rc, out, err, code)
     assert stat.S_ISCHR(os.lstat(dev).st_mode) and not (tmp_path / "p2").exists()
@@ -591,3 +592,13 @@ def test_compile_of_a_binary_file_is_input_not_text(capsys, own_model, tmp_path)
     rc, out, err = _cli(capsys, ["compile", str(own_model), "-o", str(tmp_path / "p2")])
     _one_error(rc, out, err, "input_not_text")
     assert "offset" in err and not (tmp_path / "p2").exists()
+
+
+def test_plan_onto_proc_file_names_the_real_reason(capsys, own_model):
+    """QA 6d: ``plan -o /proc/version`` is error[write_failed] saying the file is read-only (not "No such
+    file or directory")."""
+    if not os.path.isfile("/proc/version"):
+        pytest.skip("no /proc/version")
+    rc, out, err = _cli(capsys, ["plan", str(own_model), "--stages", "1", "-o", "/proc/version"])
+    _one_error(rc, out, err, "write_failed")
+    assert "No such file" not in err and "read-only" in err
