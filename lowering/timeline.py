@@ -77,6 +77,16 @@ def _event_name(e: TimelineEvent | SyncEvent) -> str:
     return f"{e.step}#{e.iteration} command {e.command}"
 
 
+def _check_ordered(b: TimelineBundle, what: str) -> None:
+    """Raise TimelineError(bad_event_time) naming the first event with a negative ``start_s`` or an
+    ``end_s`` before its ``start_s`` (times are seconds from the run's start)."""
+    for e in b.events:
+        if e.start_s < 0 or e.end_s < e.start_s:
+            why = "starts before the run (negative time)" if e.start_s < 0 else "ends before it starts"
+            raise TimelineError(f"{what}: event {_event_name(e)} has start_s = {e.start_s!r}, end_s = {e.end_s!r}: "
+                                f"{why}", code="bad_event_time", where=e.command)
+
+
 def _check_finite(b: TimelineBundle, what: str) -> None:
     """Raise TimelineError(non_finite) naming the first event (step#iteration and command) whose time is
     not finite, or the projection/meta field holding a non-finite number."""
@@ -381,11 +391,14 @@ def compare(predicted: TimelineBundle, measured: TimelineBundle) -> Comparison:
     errors ``(predicted - measured) / measured`` (median over instances; commands measured at 0 s are
     skipped) and per-token decode latency errors ``|p - m| / m`` (pairs in iteration order).
 
-    Raises TimelineError(non_finite) when either side has an event time that is NaN or infinite (no level
-    is reported for times that are not times).
+    Raises TimelineError(non_finite) when either side has an event time that is NaN or infinite, and
+    TimelineError(bad_event_time) for a negative time or an event ending before it starts (no level is
+    reported for times that are not times).
     """
     _check_finite(predicted, "predicted timeline")
     _check_finite(measured, "measured timeline")
+    _check_ordered(predicted, "predicted timeline")
+    _check_ordered(measured, "measured timeline")
     n_common = 0
     for a, b in zip(predicted.schedule, measured.schedule):
         if a != b:

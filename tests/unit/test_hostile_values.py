@@ -355,6 +355,21 @@ def test_compare_rejects_non_finite_times(capsys, tmp_path, value):
         compare(_bundle(), _bundle(end_s=math.nan))
 
 
+@pytest.mark.parametrize("start, end, needle", [(0.0, -5.0, "starts"), (2e-3, 1e-3, "ends before it starts"),
+                                                (-1.0, 1e-3, "negative time")])
+def test_compare_rejects_events_out_of_order(capsys, tmp_path, start, end, needle):
+    """AB-D-2, QA 5: `pipeplan compare` with a measured event ending before it starts (``end_s`` = -5) or
+    starting at a negative time is error[bad_event_time] naming the event, not a correspondence level."""
+    good = tmp_path / "good.json"
+    _bundle().write(good)
+    bad = tmp_path / "bad.json"
+    bad.write_text(good.read_text().replace('"end_s": 0.001', f'"end_s": {end}')
+                   .replace('"start_s": 0.0', f'"start_s": {start}'))
+    rc, out, err = _cli(capsys, ["compare", str(good), str(bad), "--trace", str(tmp_path / "c.json")])
+    _one_error(rc, out, err, "bad_event_time")
+    assert "cmd.decode.s0.b0.matmul.attn_q" in err and needle in err and not (tmp_path / "c.json").exists()
+
+
 # --------------------------------------------------------------------------- caches
 def test_cache_that_is_a_file(capsys, tmp_path, monkeypatch):
     """Item 11: PIPEPLAN_CACHE naming a file (or a path below one) is one error[cache_unusable] line before any work."""
