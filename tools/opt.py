@@ -44,7 +44,7 @@ from pipeplan.lowering.atomic import (
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.passes import ModulePass
 from xdsl.utils.arg_spec import parse_pipeline
-from xdsl.utils.exceptions import ArgSpecParseError, DiagnosticException, ParseError
+from xdsl.utils.exceptions import ArgSpecParseError, DiagnosticException, ParseError, PassFailedException
 from xdsl.utils.hints import isa, type_repr
 from xdsl.xdsl_opt_main import xDSLOptMain
 
@@ -337,6 +337,22 @@ class PipeplanOptMain(xDSLOptMain):
             write_file_atomic(self.args.output_file, self._buffer.getvalue(), "-o")
 
 
+_NESTED_CODE = re.compile(r"error\[([A-Za-z0-9_]+)\]: ")
+
+
+def coded_line(e: Exception) -> str:
+    """One ``error[<code>]: <message>`` line for a failed pass or a typed error: the code of a nested
+    ``error[<code>]: `` in the message (``convert-runplan-to-pplan: pool: error[invalid_pool]: ...`` becomes
+    ``error[invalid_pool]: convert-runplan-to-pplan: pool: ...``), else the PipeplanError's code, else
+    ``pass_failed``."""
+    text = " ".join((e.message if isinstance(e, PipeplanError) else str(e)).split())
+    m = _NESTED_CODE.search(text)
+    if m is not None:
+        return f"error[{m.group(1)}]: {text[:m.start()]}{text[m.end():]}"
+    code = e.code if isinstance(e, PipeplanError) else "pass_failed"
+    return f"error[{code}]: {text}"
+
+
 def main(argv: Sequence[str] | None = None) -> None:
     """Entry point of ``pipeplan-opt`` (``argv`` defaults to ``sys.argv[1:]``).
 
@@ -362,7 +378,13 @@ def main(argv: Sequence[str] | None = None) -> None:
     except (IRVerifyError, OpPassError) as e:
         print(e.diagnostic(), file=sys.stderr)
         sys.exit(1)
-    except (DiagnosticException, ParseError, PipeplanError) as e:
+    except (PassFailedException, PipeplanError) as e:
+        print(coded_line(e), file=sys.stderr)
+        for note in getattr(e, "__notes__", ()):
+            if len(note) <= _NOTE_LIMIT:
+                print(note, file=sys.stderr)
+        sys.exit(1)
+    except (DiagnosticException, ParseError) as e:
         print(f"error: {e}", file=sys.stderr)
         for note in getattr(e, "__notes__", ()):
             if len(note) <= _NOTE_LIMIT:  # never a print of the whole module

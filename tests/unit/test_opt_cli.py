@@ -263,3 +263,19 @@ def test_stdout_onto_dev_full_is_one_error_line(tmp_path):
                            stderr=subprocess.PIPE, text=True, timeout=60)
     assert r.returncode == 1 and r.stderr.startswith("error[write_failed]: stdout: "), r.stderr
     assert r.stderr.count("\n") == 1 and "Traceback" not in r.stderr
+
+
+@pytest.mark.parametrize(("spec", "code", "part"), [
+    ("convert-runplan-to-pplan{pool=POOL},pplan-legalize{target=nope}", "pass_failed", "unknown target 'nope'"),
+    ("cplan-verify", "pass_failed", "cplan-verify: the module holds no cplan.plan"),
+    ("convert-cplan-to-vmachine", "no_concrete_plan", "convert-cplan-to-vmachine: expected exactly one"),
+    ('convert-runplan-to-pplan{pool="/nonexistent/pool.toml"}', "invalid_pool", "convert-runplan-to-pplan: pool: "),
+])
+def test_pass_failures_are_one_coded_line(capsys, runplan, spec, code, part):
+    """QA 7: a pass that fails (bad target, wrong input dialect, missing option, a pool that cannot be
+    read) is one ``error[<code>]: ...`` line, the nested code lifted to the front (never ``error: ...
+    error[x]: ...``), exit status 1."""
+    plan, pool = runplan
+    rc, out, err = _opt(capsys, [plan, "-p", spec.replace("POOL", f'"{pool}"')])
+    line = _one_line_error(rc, err, code)
+    assert part in line and line.count("error[") == 1, line
