@@ -80,15 +80,10 @@ def op_text(op: Operation, limit: int = OP_TEXT_LIMIT) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
-class IRVerifyError(PipeplanError, VerifyException):
-    """A verifier failure that names the op it concerns (the first op of a region verifier's finding).
-
-    Attributes: ``op`` (the offending op, None when unknown), ``invariant`` (the contract ID of the
-    message, '' when it has none), ``location`` (``(file, line, col)`` or None). ``code`` is
-    ``invalid_ir``. ``str(e)`` is the message alone; :meth:`diagnostic` the two-line form.
-    """
-
-    code = "invalid_ir"
+class OpError(PipeplanError):
+    """An error about one op. Attributes: ``op`` (the offending op, None when unknown), ``invariant``
+    (the contract ID of the message, '' when it has none), ``location`` (``(file, line, col)`` or None).
+    ``str(e)`` is the message alone; :meth:`diagnostic` the two-line form."""
 
     def __init__(self, message: str, *, op: Operation | None = None, code: str | None = None):
         PipeplanError.__init__(self, message, code=code)
@@ -105,6 +100,13 @@ class IRVerifyError(PipeplanError, VerifyException):
         return format_diagnostic(self.message, self.op, severity)
 
 
+class IRVerifyError(OpError, VerifyException):
+    """A verifier failure that names the op it concerns (the first op of a region verifier's finding);
+    code ``invalid_ir``."""
+
+    code = "invalid_ir"
+
+
 def format_diagnostic(message: str, op: Operation | None, severity: str = "error") -> str:
     """The diagnostic of ``message`` about ``op`` (see :meth:`IRVerifyError.diagnostic`)."""
     first = message.split("\n")[0]
@@ -117,23 +119,11 @@ def format_diagnostic(message: str, op: Operation | None, severity: str = "error
     return "\n".join(lines)
 
 
-class OpPassError(PipeplanError, PassFailedException):
+class OpPassError(OpError, PassFailedException):
     """A pass failure about one op (e.g. ``cplan-verify``'s first violation): a PassFailedException
     that carries the op, printed like :class:`IRVerifyError` (code ``pass_failed``)."""
 
     code = "pass_failed"
-
-    def __init__(self, message: str, *, op: Operation | None = None, code: str | None = None):
-        PipeplanError.__init__(self, message, code=code)
-        self.op = op
-        self.invariant = contract_id(message)
-
-    @property
-    def location(self) -> tuple[str, int, int] | None:
-        return op_location(self.op)
-
-    def diagnostic(self, severity: str = "error") -> str:
-        return format_diagnostic(self.message, self.op, severity)
 
 
 def located(err: Exception, op: Operation | None) -> IRVerifyError:
