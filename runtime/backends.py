@@ -61,12 +61,14 @@ class WorkerOptions:
     kernels: dotted kernel module name (None: torch reference); cache_dir: weight cache;
     num_threads: torch threads per stage (None: leave torch's default); programs: stage index ->
     the compiled :class:`~pipeplan.runtime.stage.StageProgram` that stage binds (None, or a stage
-    missing from it: the worker builds its own program)."""
+    missing from it: the worker builds its own program); parallel: KV-cache slots per stage (concurrent
+    sequences: :class:`~pipeplan.runtime.stage.StageWorker`'s ``parallel``)."""
 
     kernels: str | None = None
     cache_dir: str | None = None
     num_threads: int | None = None
     programs: Mapping[int, StageProgram] | None = None
+    parallel: int = 1
 
     def program_for(self, stage: int) -> StageProgram | None:
         """The compiled program of ``stage``, or None."""
@@ -178,7 +180,7 @@ class InprocBackend(Backend):
         for p in provisions:
             w = StageWorker(p, self._events.put, fault_injection=fault_injection, kernels=options.kernels,
                             cache_dir=options.cache_dir, num_threads=options.num_threads,
-                            program=options.program_for(p.stage))
+                            program=options.program_for(p.stage), parallel=options.parallel)
             self.workers.append(w)
 
             def body(w=w, stage=p.stage):
@@ -307,7 +309,7 @@ def _stage_process_main(provision: ProvisionStage, slot: int, transport: Any, ev
     _preload_kernels(options.kernels)
     worker = StageWorker(provision, emit, fault_injection=fault_injection, kernels=options.kernels,
                          cache_dir=options.cache_dir, num_threads=options.num_threads,
-                         program=options.program_for(provision.stage))
+                         program=options.program_for(provision.stage), parallel=options.parallel)
     done = threading.Event()
     beat = threading.Thread(target=_heartbeat, args=(control, slot, worker, done), name="pipeplan-heartbeat",
                             daemon=True)

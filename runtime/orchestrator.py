@@ -22,12 +22,24 @@ instead of building its own. A prompt longer than the compiled prefill step's ro
 of at most that many rows (positions advance chunk by chunk; the token sampled after the last chunk
 is the first generated one, the last stage's samples after earlier chunks are discarded: with a
 non-greedy sampler they still consume draws of its generator).
+
+Concurrent sequences (issue 14 item 1): ``Pipeline(..., parallel=N)`` starts every stage with N KV-cache
+slots (and N samplers on the last stage). :meth:`Pipeline.submit` admits a :class:`GenRequest` into a free
+slot (FIFO, not before its ``delay_s``); one loop thread drives every admitted sequence: each has at most
+one DATA frame in flight (its next step needs its sampled token), so with ``N >= S`` sequences every stage
+works on a different one, and a new request's prefill chunks interleave with the running decodes. The
+loop sends without blocking and drains the return edge while a send waits, so the ring never deadlocks
+whatever its ``ring_slots`` (fewer than N slots only adds back-pressure). Greedy ids of every sequence are
+those of a single-sequence run: each slot is its own cache and the kernels compute each frame alone.
+:meth:`Pipeline.generate_concurrent` runs a batch of requests and returns one :class:`GenResult` each.
 """
 
 from __future__ import annotations
 
+import collections
 import math
 import os
+import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -39,6 +51,9 @@ from pipeplan.runtime.backends import Backend, WorkerOptions, default_num_thread
 from pipeplan.runtime.events import Event, EventLog, StageFaulted, StageReady, event_to_dict
 from pipeplan.runtime.stage import POLL_S, FaultInjection, StageProgram
 from pipeplan.runtime.transport import DATA, ORCHESTRATOR_NODE, RESET, SHUTDOWN, Frame, SamplerParams
+
+CONCURRENT_BACKENDS = ("inproc", "local")
+"""Backends whose transports carry ``Frame.slot`` (``parallel > 1``)."""
 
 DEATH_GRACE_S = 0.3
 """After noticing a dead stage, how long to wait for its StageFaulted event before calling it a crash."""
@@ -113,26 +128,35 @@ class Pipeline:
             stage threads share this process's cores, to :func:`~pipeplan.runtime.backends.default_num_threads`:
             the usable cores split among the stages, 1 for small models).
         liveness_s: heartbeat limit (see :func:`liveness_limit`).
-    Raises: RunRequestError (no provisions, bad ``liveness_s``); from :meth:`start`: StageFault;
-        BackendError for an unknown backend name.
+        parallel: most sequences in flight at once (KV-cache slots per stage; see the module docstring).
+    Raises: RunRequestError (no provisions, bad ``liveness_s``, ``parallel`` not an int >= 1 or above 1 on a
+        backend that does not carry frame slots: ray); from :meth:`start`: StageFault; BackendError for an
+        unknown backend name.
     """
 
     def __init__(self, provisions: Sequence[ProvisionStage], *, backend: str | Backend = "local",
                  fault_injection: FaultInjection | None = None, on_event: Callable[[Event], None] | None = None,
                  kernels: str | None = None, cache_dir: str | os.PathLike | None = None,
                  num_threads: int | None = None, programs: Mapping[int, StageProgram] | None = None,
-                 liveness_s: float | None = None):
+                 liveness_s: float | None = None, parallel: int = 1):
         if not provisions:
             raise RunRequestError("no stage provisions given", where="provisions")
+        if isinstance(parallel, bool) or not isinstance(parallel, int) or parallel < 1:
+            raise RunRequestError(f"parallel must be an integer >= 1, got {parallel!r}", where="parallel")
+        self.parallel = parallel
         self.provisions = sorted(provisions, key=lambda p: p.stage)
         self.liveness_s = liveness_limit(liveness_s)
         self.backend = make_backend(backend) if isinstance(backend, str) else backend
+        if parallel > 1 and self.backend.name not in CONCURRENT_BACKENDS:
+            raise RunRequestError(f"parallel={parallel} needs a backend that carries KV-cache slots "
+                                  f"({', '.join(CONCURRENT_BACKENDS)}); {self.backend.name!r} runs one sequence "
+                                  f"at a time", where="parallel")
         if num_threads is None and self.backend.name == "local":
             num_threads = 1
         elif num_threads is None and self.backend.name == "inproc":
             num_threads = default_num_threads(self.provisions)
         self.options = WorkerOptions(kernels, None if cache_dir is None else str(cache_dir), num_threads,
-                                     None if programs is None else dict(programs))
+                                     None if programs is None else dict(programs), parallel)
         rows = [p.prefill_rows for p in (programs or {}).values() if p.prefill_rows > 0]
         self.prefill_rows = min(rows) if rows else 0
         """Most prompt rows per frame (0: the whole prompt in one frame)."""
@@ -144,6 +168,14 @@ class Pipeline:
         self._started = False
         self._closed = False
         self._tx = self._rx = None
+        # concurrent sequences: submitted handles (any thread), the loop thread and its state
+        self._lock = threading.Lock()
+        self._pending: collections.deque[GenHandle] = collections.deque()
+        self._wake = threading.Event()
+        self._loop: threading.Thread | None = None
+        self._stopping = False
+        self._failure: BaseException | None = None
+        self._active_handles: list[GenHandle] = []
 
     # ------------------------------------------------------------------ lifecycle
     def __enter__(self) -> Pipeline:
@@ -210,6 +242,13 @@ class Pipeline:
         release the edges. Idempotent; safe after a fault."""
         if self._closed:
             return
+        loop = self._loop
+        if loop is not None and loop is not threading.current_thread():
+            self._stopping = True
+            self._wake.set()
+            loop.join(timeout=None if not force else 5.0)
+        if self._closed:
+            return
         self._closed = True
         try:
             if not force and self._started and self._tx is not None and self.log.first_fault() is None:
@@ -257,12 +296,20 @@ class Pipeline:
         pipeline stays running for the next sequence. An exception from ``on_token`` or ``should_stop``
         stops the whole pipeline, like any other failure.
 
+        With ``parallel > 1`` the call is one sequence of the loop thread (:meth:`submit`; thread-safe), and
+        the timings also hold ``queue_s`` (submitted -> admitted).
+
         Returns ``(ids, timings)``; see :class:`RunResult` for the timing keys.
         Raises:
             RunRequestError: empty prompt, ``max_tokens < 1``, or ``len(prompt) + max_tokens - 1`` above
                 the plan's ``max_seq_len``.
             StageFault: a stage faulted or died (everything is stopped first).
         """
+        if self.parallel > 1:  # the loop thread drives every sequence: this call is one of them
+            h = self.submit(GenRequest(prompt_ids, max_tokens, temperature, top_k, top_p, seed, eos_id),
+                            on_token=on_token, should_stop=should_stop)
+            r = h.result()
+            return r.ids, r.timings
         if not self._started or self._closed:
             raise RunRequestError("the pipeline is not running", where="pipeline")
         n = len(prompt_ids)
@@ -307,6 +354,278 @@ class Pipeline:
                    "decode_tok_s": steps / decode if decode > 0 and steps else 0.0,
                    "n_prompt": n, "n_generated": len(out)}
         return out, timings
+
+
+    # ------------------------------------------------------------------ concurrent sequences
+    def _validate(self, req: GenRequest) -> None:
+        n = len(req.prompt_ids)
+        if n < 1 or req.max_tokens < 1:
+            raise RunRequestError(f"need a non-empty prompt and max_tokens >= 1 (got {n} ids, {req.max_tokens})")
+        if n + req.max_tokens - 1 > self.max_seq_len:
+            raise RunRequestError(f"prompt of {n} tokens + {req.max_tokens} generated exceeds the plan's "
+                                  f"max_seq_len {self.max_seq_len}", where="max_tokens")
+        if not (math.isfinite(req.delay_s) and req.delay_s >= 0):
+            raise RunRequestError(f"delay_s must be a finite number >= 0, got {req.delay_s!r}", where="delay_s")
+
+    def submit(self, req: GenRequest, *, on_token: Callable[[int], None] | None = None,
+               should_stop: Callable[[], bool] | None = None, t0: float | None = None) -> GenHandle:
+        """Queue ``req`` for the loop thread (thread-safe; starts the loop on first use). It is admitted into a
+        free KV-cache slot in submission order, no earlier than ``delay_s`` after ``t0`` (default: now,
+        ``time.perf_counter()``). ``on_token(id)`` is called from the loop thread with each generated id (EOS
+        excluded); ``should_stop()`` after each, True ends the sequence there (like :meth:`GenHandle.cancel`).
+        An exception from either stops the pipeline (as :meth:`generate_ids`).
+
+        Returns the :class:`GenHandle`. Raises RunRequestError (bad request, or the pipeline not running /
+        stopped after a failure: then the failure is the cause)."""
+        self._validate(req)
+        now = time.perf_counter()
+        h = GenHandle(req, (now if t0 is None else t0) + req.delay_s, now, on_token, should_stop)
+        with self._lock:
+            if not self._started or self._closed or self._stopping or self._failure is not None:
+                raise RunRequestError("the pipeline is not running", where="pipeline") from self._failure
+            self._pending.append(h)
+            if self._loop is None:
+                self._loop = threading.Thread(target=self._loop_main, name="pipeplan-sequences", daemon=True)
+                self._loop.start()
+        self._wake.set()
+        return h
+
+    def generate_concurrent(self, requests: Sequence[GenRequest]) -> list[GenResult]:
+        """Run ``requests`` concurrently (at most ``parallel`` at a time, each admitted no earlier than its
+        ``delay_s`` after this call starts) and return their results in request order.
+
+        Raises RunRequestError (a bad request: nothing is run), StageFault (a stage failed: the pipeline is
+        stopped)."""
+        for r in requests:
+            self._validate(r)
+        t0 = time.perf_counter()
+        handles = [self.submit(r, t0=t0) for r in requests]
+        return [h.result() for h in handles]
+
+    def _loop_main(self) -> None:
+        """The loop thread: drives every admitted sequence until :meth:`close` (or a failure)."""
+        try:
+            self._drive()
+        except BaseException as e:  # a fault or a callback failure: stop everything, fail every handle
+            with self._lock:
+                self._failure = e
+                failed = list(self._pending)
+                self._pending.clear()
+            try:
+                self.close(force=True)
+            finally:
+                for h in failed + list(self._active_handles):
+                    h._fail(e)
+                self._active_handles = []
+
+    def _drive(self) -> None:
+        assert self._tx is not None and self._rx is not None
+        tx, rx = self._tx, self._rx
+        free = list(range(self.parallel - 1, -1, -1))  # pop() hands out slot 0 first
+        active: dict[int, GenHandle] = {}
+        outbox: collections.deque[Frame] = collections.deque()
+        in_flight = 0  # frames sent and not yet returned (DATA and RESET)
+        next_check = time.monotonic() + POLL_S
+        seq = self._seq
+        while True:
+            now = time.perf_counter()
+            if self._stopping:  # close(): cancel the running sequences, wait for their frames
+                for h in active.values():
+                    h.cancelled = True
+                with self._lock:
+                    dropped = list(self._pending)
+                    self._pending.clear()
+                for h in dropped:
+                    h._fail(RunRequestError("the pipeline was closed before this request ran", where="pipeline"))
+                if in_flight == 0 and not outbox:
+                    for h in active.values():
+                        h._finish()
+                    return
+            # admit: FIFO, into free slots, once due
+            wait = POLL_S
+            while free and not self._stopping:
+                with self._lock:
+                    h = self._pending[0] if self._pending else None
+                    if h is not None and h.cancelled:
+                        self._pending.popleft()
+                    elif h is not None and h.admit_at <= now:
+                        self._pending.popleft()
+                    elif h is not None:
+                        wait = min(wait, h.admit_at - now)
+                        h = None
+                if h is None:
+                    break
+                if h.cancelled:
+                    h._finish()
+                    continue
+                seq += 1
+                self._seq = seq
+                h._admit(seq, free.pop(), now)
+                active[h.slot] = h
+                r = h.req
+                sp = SamplerParams(float(r.temperature), int(r.top_k), float(r.top_p),
+                                   -1 if r.seed is None else int(r.seed))
+                outbox.append(Frame(RESET, seq, 0, None, sp, h.slot))
+                outbox.append(h._next_chunk(self.prefill_rows))
+            self._active_handles = list(active.values())
+            # send what is ready without blocking
+            while outbox and tx.send(outbox[0], timeout=0):
+                outbox.popleft()
+                in_flight += 1
+            # receive: at once while a send waits, else until the next admission or POLL_S
+            if outbox:
+                timeout = 0.0005
+            elif in_flight:
+                timeout = POLL_S
+            else:
+                timeout = max(0.0, wait)
+            if in_flight:
+                f = rx.recv(timeout=timeout)
+            else:
+                f = None
+                if timeout > 0:
+                    self._wake.wait(timeout)
+                    self._wake.clear()
+            if f is not None:
+                in_flight -= 1
+                if f.op == SHUTDOWN:
+                    raise StageFault("runtime", self.provisions[-1].stage, "pipeline shut down while generating")
+                if f.op == DATA:
+                    h = active.get(f.slot)
+                    if h is None or h.seq_id != f.seq_id:
+                        raise StageFault("runtime", self.provisions[-1].stage,
+                                         f"token for sequence {f.seq_id} in slot {f.slot}, which runs "
+                                         f"{None if h is None else h.seq_id}")
+                    assert f.array is not None
+                    nxt = h._on_step(int(f.array[0]), f.position, time.perf_counter(), self.prefill_rows)
+                    if nxt is not None:
+                        outbox.append(nxt)
+                    else:
+                        del active[h.slot]
+                        free.append(h.slot)
+                        h._finish()
+                        self._active_handles = list(active.values())
+            if time.monotonic() >= next_check:
+                self._check()
+                next_check = time.monotonic() + POLL_S
+
+
+@dataclass(frozen=True)
+class GenRequest:
+    """One sequence for :meth:`Pipeline.generate_concurrent` / :meth:`Pipeline.submit`: prompt ids (BOS
+    first), ``max_tokens``, sampling (temperature 0: greedy), the EOS id that ends it early (excluded from
+    the ids), and ``delay_s``: admitted no earlier than this many seconds after the call starts."""
+
+    prompt_ids: Sequence[int]
+    max_tokens: int
+    temperature: float = 0.0
+    top_k: int = 0
+    top_p: float = 1.0
+    seed: int | None = None
+    eos_id: int | None = None
+    delay_s: float = 0.0
+
+
+@dataclass
+class GenResult:
+    """Outcome of one :class:`GenRequest`: generated ``ids``, ``token_times`` (``time.perf_counter()`` when
+    each id arrived) and ``timings`` (:class:`RunResult`'s keys plus ``queue_s``: submitted -> admitted)."""
+
+    ids: list[int]
+    token_times: list[float]
+    timings: dict[str, float]
+
+
+class GenHandle:
+    """A submitted sequence (:meth:`Pipeline.submit`): :meth:`result` waits for it, :meth:`cancel` ends it
+    after its current step (its slot is then free for the next queued request). Thread-safe."""
+
+    def __init__(self, req: GenRequest, admit_at: float, submitted: float,
+                 on_token: Callable[[int], None] | None, should_stop: Callable[[], bool] | None):
+        self.req = req
+        self.admit_at = admit_at
+        self.submitted = submitted
+        self.on_token = on_token
+        self.should_stop = should_stop
+        self.cancelled = False
+        self.seq_id = 0
+        self.slot = -1
+        self.ids: list[int] = []
+        self.token_times: list[float] = []
+        self._k = 0  # prompt rows sent so far
+        self._t_admit = self._t_first = 0.0
+        self._done = threading.Event()
+        self._error: BaseException | None = None
+
+    def cancel(self) -> None:
+        """End the sequence after its current step (dropped if not admitted yet). Safe from any thread."""
+        self.cancelled = True
+
+    @property
+    def done(self) -> bool:
+        """Whether the sequence ended (finished, cancelled or failed)."""
+        return self._done.is_set()
+
+    def result(self, timeout: float | None = None) -> GenResult:
+        """Wait for the end; the :class:`GenResult` (ids so far for a cancelled one).
+
+        Raises the failure that stopped the pipeline (StageFault, ...), or TimeoutError after ``timeout`` s."""
+        if not self._done.wait(timeout):
+            raise TimeoutError(f"sequence {self.seq_id} still running after {timeout} s")
+        if self._error is not None:
+            raise self._error
+        n = len(self.req.prompt_ids)
+        first = self._t_first or self._t_admit
+        last = self.token_times[-1] if self.token_times else first
+        prefill, decode = first - self._t_admit, last - first
+        steps = max(len(self.ids) - 1, 0)
+        timings = {"queue_s": self._t_admit - self.submitted if self._t_admit else 0.0,
+                   "prefill_s": prefill, "decode_s": decode,
+                   "prefill_tok_s": n / prefill if prefill > 0 else 0.0,
+                   "decode_tok_s": steps / decode if decode > 0 and steps else 0.0,
+                   "n_prompt": n, "n_generated": len(self.ids)}
+        return GenResult(list(self.ids), list(self.token_times), timings)
+
+    # loop thread only
+    def _admit(self, seq_id: int, slot: int, now: float) -> None:
+        self.seq_id, self.slot, self._t_admit = seq_id, slot, now
+
+    def _next_chunk(self, rows: int) -> Frame:
+        ids = self.req.prompt_ids
+        n = len(ids)
+        chunk = rows or n
+        k = self._k
+        self._k = min(n, k + chunk)
+        return Frame(DATA, self.seq_id, k, np.asarray(ids[k:k + chunk], dtype=np.int32), None, self.slot)
+
+    def _on_step(self, tok: int, pos: int, now: float, rows: int) -> Frame | None:
+        """A token came back: the next frame of this sequence, or None when it ends."""
+        if self.cancelled:
+            return None
+        if self._k < len(self.req.prompt_ids):  # more prompt chunks: this sample is discarded
+            return self._next_chunk(rows)
+        if not self._t_first:
+            self._t_first = now
+        r = self.req
+        if r.eos_id is not None and tok == r.eos_id:
+            return None
+        self.ids.append(tok)
+        self.token_times.append(now)
+        if self.on_token is not None:
+            self.on_token(tok)
+        if len(self.ids) >= r.max_tokens:
+            return None
+        if self.should_stop is not None and self.should_stop():
+            return None
+        return Frame(DATA, self.seq_id, pos, np.array([tok], dtype=np.int32), None, self.slot)
+
+    def _finish(self) -> None:
+        self._done.set()
+
+    def _fail(self, e: BaseException) -> None:
+        if not self._done.is_set():
+            self._error = e
+            self._done.set()
 
 
 def generate_many(model_path: str | os.PathLike, provisions: Sequence[ProvisionStage], prompts: Sequence[str], *,

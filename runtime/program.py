@@ -254,7 +254,11 @@ class StageExecutor:
             measured ~1550 vs ~1750 decode tok/s; it should pay off when matmuls dominate).
         num_threads: if set, the table's ``set_num_threads(num_threads)`` (else torch's; process-wide).
         allocate: ``shape -> array`` used for the KV cache (default: the table's ``allocate``, else float32
-            zeros; a hook for fault injection).
+            zeros; a hook for fault injection). Called slot by slot, each slot's caches in the order the
+            program first reads them.
+        slots: KV-cache slots (concurrent sequences, issue 14 item 1): each slot has its own
+            ``blk.N.cache_k/v`` pair per block and its own ``n_past``; :meth:`forward` and :meth:`reset`
+            take the slot (default 0).
 
     Raises:
         BindError: unknown kernel; a weight the program reads is missing or has the wrong shape
@@ -265,8 +269,11 @@ class StageExecutor:
     def __init__(self, hp: LlamaHParams, program: Sequence[KernelCall], weights: Mapping[str, Any],
                  max_seq_len: int, kernels: ModuleType | Mapping[str, Callable] | None = None, *,
                  fuse: bool = False, num_threads: int | None = None,
-                 allocate: Callable[[tuple[int, ...]], Any] | None = None):
+                 allocate: Callable[[tuple[int, ...]], Any] | None = None, slots: int = 1):
         self.hp = hp
+        if int(slots) < 1:
+            raise AllocationError(f"KV-cache slots must be >= 1, got {slots}", where="parallel")
+        self.slots = int(slots)
         self.max_seq_len = int(max_seq_len)
         self.program = list(program)
         if kernels is None:
@@ -307,19 +314,22 @@ class StageExecutor:
         make_rope_table = getattr(module, "rope_table", None) or _reference_table().rope_table
         cache_shape = (self.max_seq_len, hp.n_head_kv, hp.head_dim)
         v_shape = (self.max_seq_len, hp.n_head_kv, hp.head_dim_v)
+        cache_names = list(dict.fromkeys(n for c in self.program for n in c.inputs if is_cache(n) and n not in static))
+        slot_caches: list[dict[str, Any]] = []
         try:
-            for c in self.program:
-                for n in c.inputs:
-                    if is_cache(n) and n not in static:
-                        static[n] = alloc(v_shape if n.endswith(".cache_v") else cache_shape)
+            for _ in range(self.slots):
+                slot_caches.append({n: alloc(v_shape if n.endswith(".cache_v") else cache_shape) for n in cache_names})
+            static.update(slot_caches[0])
             for name, base in ((ROPE_TABLE, hp.rope_base), (ROPE_TABLE_SWA, hp.rope_base_swa)):
                 if any(name in c.inputs for c in self.program):
                     static[name] = make_rope_table(self.max_seq_len, hp.rope_dim, base)
         except (RuntimeError, MemoryError) as e:
             raise AllocationError(
-                f"cannot allocate KV cache {cache_shape} x {sum(map(is_cache, static))} for max_seq_len "
+                f"cannot allocate KV cache {cache_shape} x {len(cache_names)} x {self.slots} slot(s) for max_seq_len "
                 f"{self.max_seq_len}: {e}".splitlines()[0], where="kv_cache") from e
         self.caches = {n: v for n, v in static.items() if is_cache(n)}
+        """Slot 0's KV caches by name (``slot_caches[s]`` for slot ``s``)."""
+        self.slot_caches = slot_caches
         run_program = self.program
         if fuse:
             run_program, fused = fuse_matmuls(self.program, static)
@@ -335,6 +345,8 @@ class StageExecutor:
         if STAGE_OUTPUT not in defined:
             raise BindError("program never writes the stage output", where=STAGE_OUTPUT)
         self._static = static
+        # per-slot environments resolved once: the shared buffers with that slot's caches
+        self._slot_static = [static] + [{**static, **slot_caches[k]} for k in range(1, self.slots)]
         self._calls = [(table[c.kernel], c.inputs, c.outputs, dict(c.attrs)) for c in run_program
                        if c.kernel != "last_row"]
         # where a non-finite stage output is traced back to: embedding, each block's output, the head
@@ -367,20 +379,37 @@ class StageExecutor:
             (None if c.kernel == "last_row" else table[c.kernel], tuple(c.inputs),
              c.outputs[0] if len(c.outputs) == 1 else None, tuple(c.outputs), dict(c.attrs) or None, self._free[j])
             for j, c in enumerate(run_program)]
-        self.n_past = 0
+        self.n_pasts = [0] * self.slots
+        """Cached positions per slot: ``[0, n_pasts[s])`` of slot ``s`` are written."""
+
+    @property
+    def n_past(self) -> int:
+        """Cached positions of slot 0."""
+        return self.n_pasts[0]
+
+    @n_past.setter
+    def n_past(self, value: int) -> None:
+        self.n_pasts[0] = int(value)
 
     @property
     def kv_cache_bytes(self) -> int:
-        """Bytes held by the KV cache."""
-        return sum(int(t.nbytes) for t in self.caches.values())
+        """Bytes held by the KV cache (all slots)."""
+        return sum(int(t.nbytes) for d in self.slot_caches for t in d.values())
 
-    def reset(self) -> None:
-        """Forget every cached position (zeroes the KV cache; the next call must start at 0)."""
-        for t in self.caches.values():
-            t.fill(0) if isinstance(t, np.ndarray) else t.zero_()
-        self.n_past = 0
+    def reset(self, slot: int | None = None) -> None:
+        """Forget every cached position of ``slot`` (None: of every slot): zeroes its KV cache; its next
+        call must start at 0. Raises ExecutionError for a slot outside ``[0, slots)``."""
+        for s in (range(self.slots) if slot is None else (self._slot(slot),)):
+            for t in self.slot_caches[s].values():
+                t.fill(0) if isinstance(t, np.ndarray) else t.zero_()
+            self.n_pasts[s] = 0
 
-    def _check_input(self, x: Any, start_pos: int) -> Any:
+    def _slot(self, slot: int) -> int:
+        if not (isinstance(slot, int) and 0 <= slot < self.slots):
+            raise ExecutionError(f"KV-cache slot {slot!r} outside [0, {self.slots})", where="slot")
+        return slot
+
+    def _check_input(self, x: Any, start_pos: int, n_past: int) -> Any:
         arrays = self._arrays
         if self.first:
             x, bad = arrays.ids(x)
@@ -405,12 +434,12 @@ class StageExecutor:
         if start_pos + t > self.max_seq_len:
             raise ExecutionError(
                 f"positions [{start_pos}, {start_pos + t}) exceed max_seq_len {self.max_seq_len}", where=START_POS)
-        if start_pos > self.n_past:
+        if start_pos > n_past:
             raise ExecutionError(
-                f"start_pos {start_pos} skips positions: only [0, {self.n_past}) are cached", where=START_POS)
+                f"start_pos {start_pos} skips positions: only [0, {n_past}) are cached", where=START_POS)
         return x
 
-    def forward(self, x: Any, start_pos: int, last_only: bool = False) -> Any:
+    def forward(self, x: Any, start_pos: int, last_only: bool = False, slot: int = 0) -> Any:
         """Run the program on ``T`` tokens at positions ``[start_pos, start_pos + T)``.
 
         Args:
@@ -419,6 +448,7 @@ class StageExecutor:
             start_pos: position of ``x[0]``; must be ``<=`` the number of cached positions (a
                 smaller value overwrites the cache from there, e.g. to re-run a prompt).
             last_only: on the last stage, compute logits for the last position only.
+            slot: the KV-cache slot (sequence) this call reads and writes.
 
         Returns:
             float32 activations ``[T, n_embd]`` (non-last stage) or logits ``[T, n_vocab]``
@@ -427,12 +457,15 @@ class StageExecutor:
 
         Raises:
             ExecutionError: wrong input dtype/shape, token id outside the vocabulary,
-                ``start_pos + T > max_seq_len``, or a gap after the cached positions.
+                ``start_pos + T > max_seq_len``, a gap after the slot's cached positions, a slot outside
+                ``[0, slots)``.
             NonFiniteError: the output holds Inf/NaN (checked once per call; on failure the block
                 outputs are scanned to name the first block whose output holds one).
         """
-        x = self._check_input(x, start_pos)
-        env = dict(self._static)
+        if slot:
+            self._slot(slot)
+        x = self._check_input(x, start_pos, self.n_pasts[slot])
+        env = dict(self._slot_static[slot])
         env[STAGE_INPUT] = x
         env[START_POS] = start_pos
         split_at = self._last_row_at if self._last_row_at is not None else len(self._calls)
@@ -449,7 +482,7 @@ class StageExecutor:
             # a sum is finite iff every element is (0.03 ms instead of 0.6 ms for 262144 logits)
             if not self._arrays.all_finite(out):
                 self._non_finite(env, start_pos, x.shape[0])
-        self.n_past = start_pos + x.shape[0]
+        self.n_pasts[slot] = start_pos + x.shape[0]
         return out
 
     def _run(self, env: dict[str, Any], split_at: int, tail_at: int, last_only: bool) -> None:

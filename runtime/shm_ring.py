@@ -68,7 +68,7 @@ from pipeplan.runtime.transport import (
 )
 
 HEADER = struct.Struct("<iiiiqqq4qddqq")
-"""op, dtype code, ndim, pad, seq_id, position, nbytes, shape[4], temperature, top_p, top_k, seed."""
+"""op, dtype code, ndim, slot, seq_id, position, nbytes, shape[4], temperature, top_p, top_k, seed."""
 HEADER_BYTES = 128
 SEQ_OFFSET = HEADER_BYTES - 8
 """Byte offset, within a slot header, of the slot's int64 publication word (object number, 1-based)."""
@@ -331,11 +331,11 @@ class ShmRing:
         if arr is not None:
             arr = np.ascontiguousarray(arr)
             shape = tuple(arr.shape) + (0,) * (4 - arr.ndim)
-            HEADER.pack_into(mem, off, frame.op, _DTYPE_CODES[arr.dtype], arr.ndim, 0, frame.seq_id,
+            HEADER.pack_into(mem, off, frame.op, _DTYPE_CODES[arr.dtype], arr.ndim, frame.slot, frame.seq_id,
                              frame.position, arr.nbytes, *shape, sp.temperature, sp.top_p, sp.top_k, sp.seed)
             payload[slot][: arr.nbytes] = arr.reshape(-1).view(np.uint8)
         else:
-            HEADER.pack_into(mem, off, frame.op, 0, 0, 0, frame.seq_id, frame.position, 0, 0, 0, 0, 0,
+            HEADER.pack_into(mem, off, frame.op, 0, 0, frame.slot, frame.seq_id, frame.position, 0, 0, 0, 0, 0,
                              sp.temperature, sp.top_p, sp.top_k, sp.seed)
 
     def read(self, slot: int) -> Frame:
@@ -343,15 +343,15 @@ class ShmRing:
         off = slot * self.stride
         mem, payload = self._mem, self._payload
         assert mem is not None and payload is not None, "ring is closed"
-        (op, code, ndim, _pad, seq_id, position, nbytes, s0, s1, s2, s3, temp, top_p, top_k,
+        (op, code, ndim, kv_slot, seq_id, position, nbytes, s0, s1, s2, s3, temp, top_p, top_k,
          seed) = HEADER.unpack_from(mem, off)
         if op == DATA:
             dt = _CODE_DTYPES[code]
             shape = (s0, s1, s2, s3)[:ndim]
             arr = payload[slot][:nbytes].view(dt).reshape(shape).copy()
-            return Frame(DATA, seq_id, position, arr)
+            return Frame(DATA, seq_id, position, arr, None, kv_slot)
         sampler = SamplerParams(temp, top_k, top_p, seed) if op == RESET else None
-        return Frame(op, seq_id, position, None, sampler)
+        return Frame(op, seq_id, position, None, sampler, kv_slot)
 
     def close(self) -> None:
         """Unmap the segment in this process (idempotent)."""

@@ -22,7 +22,7 @@ it through ``emit``:
 Any failure emits one :class:`StageFaulted` (carrying ``StageFault(kind, stage, detail)``) and the
 stage never emits ``StageReady`` (WL-F-1..6). :meth:`StageWorker.serve` then loops on the inbound
 edge: DATA frames run the executor (the last stage samples a token id and sends it on token-out),
-RESET starts a new sequence (clears the KV cache, new sampler), SHUTDOWN ends the loop (both are
+RESET starts a new sequence in the frame's KV-cache slot (clears that slot's cache, new sampler), SHUTDOWN ends the loop (both are
 forwarded downstream). A failure while serving is a ``runtime`` fault.
 
 Kernels: the torch reference table by default, or any module with a ``KERNELS`` table (e.g.
@@ -189,14 +189,19 @@ class StageWorker:
         program: the compiled stage program to bind (:class:`StageProgram`, ``{step: calls}``, or one
             ``Sequence[KernelCall]``); None: build it with ``build_stage_program``. It must cover
             exactly the provision's blocks (else a ``bind`` fault naming the blocks).
+        parallel: KV-cache slots (concurrent sequences): each slot has its own caches and ``n_past``, and
+            on the last stage its own sampler. A frame names its slot (``Frame.slot``); a RESET resets only
+            that slot. A slot outside ``[0, parallel)`` is a ``runtime`` fault.
     """
 
     def __init__(self, provision: ProvisionStage, emit: Callable[[Event], None], *,
                  fault_injection: FaultInjection | None = None, kernels: str | ModuleType | None = None,
                  cache_dir: str | os.PathLike | None = None, num_threads: int | None = None,
                  on_request: Callable[[str], None] | None = None,
-                 program: StageProgram | Mapping[str, Sequence[Any]] | Sequence[Any] | None = None):
+                 program: StageProgram | Mapping[str, Sequence[Any]] | Sequence[Any] | None = None,
+                 parallel: int = 1):
         self.p = provision
+        self.parallel = max(1, int(parallel))
         self.program = None if program is None else StageProgram.of(program)
         self.emit = emit
         self.fi = fault_injection if (fault_injection and fault_injection.stage == provision.stage) else None
@@ -213,13 +218,13 @@ class StageWorker:
         self.mapped_bytes = 0
         self.tensor_bytes = 0
         self.bound: StageProgram | None = None
-        self._n_past = 0
+        self._n_past = [0] * self.parallel
         self.faulted = False
         self.ready = False
         self.served = 0
         self._rx: RecvEndpoint | None = None
         self._tx: SendEndpoint | None = None
-        self._sampler: Sampler | None = None
+        self._samplers: list[Sampler | None] = [None] * self.parallel
 
     # ------------------------------------------------------------------ lifecycle
     def _inject(self, kind: str) -> bool:
@@ -370,12 +375,12 @@ class StageWorker:
 
             def hook(shape):
                 return torch.zeros(shape, dtype=torch.float32)
-        shared: dict[str, Any] = {}
-        names: list[str] = []
+        shared: dict[tuple[int, str], Any] = {}
+        names: list[tuple[int, str]] = []
 
         def allocate(shape):
-            """KV-cache tensors by cache name, shared by the step executors (an executor allocates its
-            caches in the order its program first reads them: ``names``)."""
+            """KV-cache tensors by (slot, cache name), shared by the step executors (an executor allocates
+            its caches slot by slot, in the order its program first reads them: ``names``)."""
             if self._inject("allocation"):  # the allocator fails like an out-of-memory device would
                 raise RuntimeError(f"injected allocation failure for KV cache {shape}")
             name = names.pop(0)
@@ -393,9 +398,11 @@ class StageWorker:
                 tensors = {k: v for k, v in weights.items() if k != withheld}
             self.executors = {}
             for name, calls in prog.steps.items():
-                names[:] = list(dict.fromkeys(x for c in calls for x in c.inputs if is_cache(x)))
+                order = list(dict.fromkeys(x for c in calls for x in c.inputs if is_cache(x)))
+                names[:] = [(k, x) for k in range(self.parallel) for x in order]
                 self.executors[name] = StageExecutor(hp, list(calls), tensors, p.max_seq_len, table,
-                                                     num_threads=self.num_threads, allocate=allocate)
+                                                     num_threads=self.num_threads, allocate=allocate,
+                                                     slots=self.parallel)
             self.bound = prog
             self.executor = next(iter(self.executors.values()))
         except AllocationError as e:
@@ -406,7 +413,7 @@ class StageWorker:
             raise StageFault(e.kind, p.stage, e.message) from None
         except PipeplanError as e:
             raise StageFault("bind", p.stage, e.one_line()) from None
-        self._n_past = 0
+        self._n_past = [0] * self.parallel
 
     def connect(self, transport: Transport) -> StageReady:
         """Step 8-9: open the inbound edge on this node and the outbound edge to its consumer node, then
@@ -449,26 +456,31 @@ class StageWorker:
                 x = x.long()
             if self._device is not None and x.device != self._device:
                 x = x.to(self._device)
+        slot = frame.slot
+        if not 0 <= slot < self.parallel:
+            raise RuntimeError(f"frame of sequence {frame.seq_id} names KV-cache slot {slot}; this stage has "
+                               f"{self.parallel} (parallel)")
         rows = int(x.shape[0])
         step = bound.step_for(rows)
         limit = int(bound.rows.get(step, 0) or 0)
         if limit and rows > limit:
             raise RuntimeError(f"a frame of {rows} rows exceeds the compiled '{step}' step's {limit} rows")
         ex = self.executors[step]
-        ex.n_past = self._n_past  # the steps share the KV cache: positions [0, n_past) are written
-        out = ex.forward(x, frame.position, last_only=p.has_head)
-        self._n_past = ex.n_past
+        ex.n_pasts[slot] = self._n_past[slot]  # the steps share the KV cache: [0, n_past) are written
+        out = ex.forward(x, frame.position, last_only=p.has_head, slot=slot)
+        self._n_past[slot] = ex.n_pasts[slot]
         self.served += 1
         if not self._numpy and out.device.type != "cpu":  # edges carry host memory
             out = out.cpu()
         if p.has_head:
-            if self._sampler is None:
+            sampler = self._samplers[slot]
+            if sampler is None:
                 from pipeplan.runtime.sampling import Sampler
 
-                self._sampler = Sampler()
-            tok = self._sampler.sample(out[-1])
-            return Frame(DATA, frame.seq_id, frame.position + rows, np.array([tok], dtype=np.int32))
-        return Frame(DATA, frame.seq_id, frame.position, out if self._numpy else out.numpy())
+                sampler = self._samplers[slot] = Sampler()
+            tok = sampler.sample(out[-1])
+            return Frame(DATA, frame.seq_id, frame.position + rows, np.array([tok], dtype=np.int32), None, slot)
+        return Frame(DATA, frame.seq_id, frame.position, out if self._numpy else out.numpy(), None, slot)
 
     def serve(self, stop: threading.Event | Any | None = None, alive: Callable[[], bool] | None = None) -> int:
         """Serve frames until SHUTDOWN (forwarded downstream) or ``stop`` is set / ``alive()`` is False.
@@ -490,14 +502,18 @@ class StageWorker:
                     tx.announce()  # wake the consumer now: its wake-up overlaps this step's computation
                     out = self._step(frame)
                 elif frame.op == RESET:
+                    slot = frame.slot
+                    if not 0 <= slot < self.parallel:
+                        raise RuntimeError(f"RESET of sequence {frame.seq_id} names KV-cache slot {slot}; this "
+                                           f"stage has {self.parallel} (parallel)")
                     for ex in self.executors.values():  # shared caches: zeroing twice is harmless
-                        ex.reset()
-                    self._n_past = 0
+                        ex.reset(slot)
+                    self._n_past[slot] = 0
                     if self.p.has_head:
                         from pipeplan.runtime.sampling import Sampler
 
                         sp = frame.sampler
-                        self._sampler = Sampler() if sp is None else Sampler(
+                        self._samplers[slot] = Sampler() if sp is None else Sampler(
                             sp.temperature, sp.top_k, sp.top_p, None if sp.seed < 0 else sp.seed)
                     out = frame
                 elif frame.op == SHUTDOWN:

@@ -8,7 +8,7 @@ an object larger than ``ObjectSpec.max_extent`` (or not of the spec's dtype) is 
 :class:`ObjectTooLargeError` / :class:`ObjectSpecError`, never a resize.
 
 Objects are :class:`Frame` values: ``DATA`` (a numpy array at a sequence position), ``RESET``
-(start a new sequence: stages clear their KV cache; carries the sampler parameters for the last
+(start a new sequence in ``Frame.slot``: stages clear that slot's KV cache; carries the sampler parameters for the last
 stage) and ``SHUTDOWN`` (end the stage loop).
 
 Implementations: :class:`InprocTransport` (threads, bounded ``queue.Queue`` per edge; for tests)
@@ -78,6 +78,7 @@ class Frame(NamedTuple):
         position: position of the first row (DATA), i.e. the stage's ``start_pos``.
         array: DATA payload: int32 token ids [T] or activations [T, n_embd]; None otherwise.
         sampler: RESET payload: sampling parameters for the new sequence.
+        slot: the KV-cache slot of the sequence in every stage (``[0, parallel)``); a RESET resets only it.
     """
 
     op: int
@@ -85,6 +86,7 @@ class Frame(NamedTuple):
     position: int = 0
     array: np.ndarray | None = None
     sampler: SamplerParams | None = None
+    slot: int = 0
 
 
 def check_object(edge_id: str, spec: ObjectSpec, ring: RingSpec, array: np.ndarray) -> None:
@@ -240,7 +242,7 @@ class QueueSend(SendEndpoint):
         if frame.op == DATA:
             assert frame.array is not None
             check_object(self.edge_id, self.object_spec, self.ring_spec, frame.array)
-            frame = Frame(DATA, frame.seq_id, frame.position, np.array(frame.array, copy=True))
+            frame = Frame(DATA, frame.seq_id, frame.position, np.array(frame.array, copy=True), None, frame.slot)
         try:
             self._q.put(frame, timeout=timeout)
         except queue.Full:
