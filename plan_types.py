@@ -12,7 +12,7 @@ orchestrator as an edge endpoint.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 ORCHESTRATOR = -1
 """Edge endpoint index meaning "the orchestrator" (seed 000, Edge Assignment)."""
@@ -167,6 +167,8 @@ class RuntimeConfig:
         kv_dtype: dtype of the KV cache.
         ring_slots: slots per edge ring (RingSpec.slots).
         alignment: byte alignment of edge objects (power of two).
+        parallel: sequences in flight at once (KV-cache slots per stage; the planner's memory fit counts
+            the KV cache ``parallel`` times). Left out of ``repr`` so plans made for 1 keep their run ids.
     """
 
     max_seq_len: int = 256
@@ -175,6 +177,7 @@ class RuntimeConfig:
     kv_dtype: str = "f32"
     ring_slots: int = 2
     alignment: int = 64
+    parallel: int = field(default=1, repr=False)
 
 
 # --------------------------------------------------------------------------- the plan

@@ -247,6 +247,7 @@ CONFIG_SCHEMA = _Schema(
     "runtime config", "RP-OS-5",
     {"max_seq_len": INT, "activation_dtype": STR, "token_dtype": STR, "kv_dtype": STR, "ring_slots": INT,
      "alignment": INT},
+    {"parallel": INT},
 )
 WEIGHTS_SCHEMA = _Schema("weight source", "RP-AR-6", {"uris": STRS, "sha256": STRS, "sizes": INTS})
 OBJECT_SCHEMA = _Schema(
@@ -901,7 +902,8 @@ class PlanOp(PipeplanOp):
     key_length / value_length (``<arch>.attention.key_length``/``value_length``, left out when the
     model states none) and arch_params (a dictionary of the architecture's own ``<arch>.*`` scalars,
     e.g. ``{attention.sliding_window = 512}``; left out when empty).
-    ``config`` keys: max_seq_len, activation_dtype, token_dtype, kv_dtype, ring_slots, alignment.
+    ``config`` keys: max_seq_len, activation_dtype, token_dtype, kv_dtype, ring_slots, alignment, and
+    optionally parallel (sequences in flight; 1 when left out).
     ``weights`` keys: uris, sha256, sizes.
 
     Verifier (whole plan, after the nested ops): see :func:`check_plan`.
@@ -1157,6 +1159,8 @@ def _check_config(c: Mapping[str, Any]) -> None:
             raise _fail("RP-OS-5", inv, f"{k} '{c[k]}' has no known width ({', '.join(DTYPE_WIDTHS)})")
     if c["ring_slots"] < 1:
         raise _fail("RP-OS-5", inv, f"ring_slots is {c['ring_slots']}")
+    if c.get("parallel", 1) < 1:
+        raise _fail("RP-OS-5", inv, f"parallel is {c['parallel']} (sequences in flight must be >= 1)")
     if not _is_pow2(c["alignment"]):
         raise _fail("RP-OS-5", inv, f"alignment {c['alignment']} is not a positive power of two")
 
@@ -1252,7 +1256,8 @@ def check_spec(spec: RunPlanSpec, node_ids: Sequence[str]) -> None:
 
 def _check_config_values(c: RuntimeConfig) -> None:
     _check_config({"max_seq_len": c.max_seq_len, "activation_dtype": c.activation_dtype, "token_dtype": c.token_dtype,
-                   "kv_dtype": c.kv_dtype, "ring_slots": c.ring_slots, "alignment": c.alignment})
+                   "kv_dtype": c.kv_dtype, "ring_slots": c.ring_slots, "alignment": c.alignment,
+                   "parallel": c.parallel})
 
 
 def _check_edges(edges: Sequence[EdgePlan], n: int) -> None:

@@ -61,7 +61,7 @@ def build_plan_op(spec: RunPlanSpec, nodes: NodePool | Sequence[NodeSpec | str])
         "value_length": f.value_length or None, "arch_params": arch_params_attr(f.arch_params)})
     config = CONFIG_SCHEMA.build({
         "max_seq_len": c.max_seq_len, "activation_dtype": c.activation_dtype, "token_dtype": c.token_dtype,
-        "kv_dtype": c.kv_dtype, "ring_slots": c.ring_slots, "alignment": c.alignment})
+        "kv_dtype": c.kv_dtype, "ring_slots": c.ring_slots, "alignment": c.alignment, "parallel": c.parallel})
     ops: list[Operation] = [TensorOp.from_info(t) for t in f.tensors]
     ops += [StageOp.from_plan(s) for s in spec.stages]
     ops += [EdgeOp.from_plan(e) for e in spec.edges]

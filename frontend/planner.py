@@ -19,7 +19,7 @@ Decisions (documented choices the contract leaves open)
 * **Stage count**: an integer ``1 <= stage_count <= block_count`` (every stage gets >= 1 block;
   empty ranges are not allowed), else ``invalid_stage_count`` ("5 blocks cannot fill 6 stages").
 * **max_seq_len > context_length** is a bad *runtime config* for this model:
-  ``invalid_runtime_config`` (as are ``max_seq_len < 1``, ``ring_slots < 1``, an unknown
+  ``invalid_runtime_config`` (as are ``max_seq_len < 1``, ``ring_slots < 1``, ``parallel < 1``, an unknown
   ``kv_dtype`` and a bad ``run_id``). Object-spec defects are ``invalid_object_spec``: an
   activation dtype with no known width, a token dtype other than ``i32``, an alignment that is not
   a power of two in ``[1, 2**20]`` or is smaller than the object's dtype width, and an extent or
@@ -33,9 +33,11 @@ Decisions (documented choices the contract leaves open)
 * **Memory model** (bytes, per stage, checked against its node's ``memory_bytes``): the stage's
   tensor bytes (its blocks; ``token_embd`` on stage 0; ``output_norm``/``output`` — or the tied
   ``token_embd`` — on the last stage, as :meth:`ModelFacts.tensors_for_stage`) + KV cache
-  (``kv_bytes_per_block(max_seq_len, width(kv_dtype))`` per block) + its inbound and outbound edge
-  rings (``slots * slot_bytes`` each). Any stage that cannot fit: ``insufficient_memory`` naming the
-  node and the bytes needed vs available.
+  (``kv_bytes_per_block(max_seq_len, width(kv_dtype))`` per block and per sequence slot: ``parallel``
+  slots) + its inbound and outbound edge rings (``slots * slot_bytes`` each). Any stage that cannot fit:
+  ``insufficient_memory`` naming the node and the bytes needed vs available; when the pool would hold
+  the model for 1 sequence but not for ``parallel``, the rejection names ``parallel`` and the KV bytes
+  (``where="parallel"``).
 * **Partition**: contiguous non-empty block ranges minimizing the bottleneck stage time
   ``(tensor bytes + KV bytes) / memory bandwidth`` (a decode step reads all of them), subject to
   every stage's memory. Bandwidths are used when some placed node gives one (nodes without one
@@ -207,6 +209,8 @@ def _check_runtime_config(facts: ModelFacts, config: RuntimeConfig) -> None:
                             f"{facts.context_length}", "max_seq_len")
     if not _is_int(config.ring_slots) or config.ring_slots < 1:
         raise _reject(code, f"ring_slots must be an integer >= 1, got {config.ring_slots!r}", "ring_slots")
+    if not _is_int(config.parallel) or config.parallel < 1:
+        raise _reject(code, f"parallel must be an integer >= 1, got {config.parallel!r}", "parallel")
     if config.kv_dtype not in DTYPE_WIDTHS or config.kv_dtype == "i32":
         raise _reject(code, f"kv_dtype {config.kv_dtype!r} is not a float dtype with a known width "
                             f"(known: f32, f16, bf16)", "kv_dtype")
@@ -443,8 +447,9 @@ def _weight_source(facts: ModelFacts) -> WeightSource:
 
 def _default_run_id(facts: ModelFacts, config: RuntimeConfig, stages: Sequence[StagePlan]) -> str:
     h = hashlib.sha256()
+    extra = () if config.parallel == 1 else (("parallel", config.parallel),)  # plans for 1 keep their ids
     h.update(repr((facts.architecture, facts.name, facts.sha256, facts.files, facts.block_bytes, config,
-                   tuple(stages))).encode())
+                   tuple(stages)) + extra).encode())
     return "run-" + h.hexdigest()[:16]
 
 
@@ -454,7 +459,7 @@ def plan_run_spec(model_facts: ModelFacts, runtime_config: RuntimeConfig, node_p
 
     Args:
         model_facts: header facts of the model (GGUF or TOML); ``block_count`` blocks.
-        runtime_config: max_seq_len (positions), dtypes, ring slots, alignment (bytes).
+        runtime_config: max_seq_len (positions), dtypes, ring slots, alignment (bytes), parallel (sequences).
         node_pool: the candidate nodes (ids, memory in bytes, optional bandwidths in bytes/s).
         stage_count: number of pipeline stages, ``1 <= stage_count <= block_count``.
         placement: node id per stage (stage order), or None for the first ``stage_count`` pool nodes.
@@ -478,7 +483,8 @@ def plan_run_spec(model_facts: ModelFacts, runtime_config: RuntimeConfig, node_p
     S = len(nodes)
     edges = plan_edges(facts, config, S)
 
-    kv_block = facts.kv_bytes_per_block(config.max_seq_len, DTYPE_WIDTHS[config.kv_dtype])
+    kv_one = facts.kv_bytes_per_block(config.max_seq_len, DTYPE_WIDTHS[config.kv_dtype])
+    kv_block = kv_one * config.parallel
     block_cost = np.asarray(facts.block_bytes, dtype=np.int64) + kv_block
     extra = _extra_weight_bytes(facts, S)
     ring = [e.ring_spec.slots * e.ring_spec.slot_bytes for e in edges]  # edge i feeds stage i
@@ -492,6 +498,15 @@ def plan_run_spec(model_facts: ModelFacts, runtime_config: RuntimeConfig, node_p
         bw = np.ones(S, dtype=np.float64)
     bounds = None if (caps < 0).any() else _partition(block_cost, caps, np.asarray(extra, dtype=np.float64), bw)
     if bounds is None:
+        if config.parallel > 1:
+            one = np.asarray(facts.block_bytes, dtype=np.int64) + kv_one
+            if not (caps < 0).any() and _partition(one, caps, np.asarray(extra, dtype=np.float64), bw) is not None:
+                inner = _memory_diagnosis(nodes, block_cost, fixed, kv_block, config.max_seq_len)
+                raise _reject("insufficient_memory",
+                              f"parallel {config.parallel}: the pool holds the model for 1 sequence but not for "
+                              f"{config.parallel}: the KV cache needs {kv_one} bytes per block per sequence, "
+                              f"{kv_one * facts.block_count * config.parallel} bytes in all for {config.parallel} "
+                              f"sequences ({inner.message})", "parallel")
         raise _memory_diagnosis(nodes, block_cost, fixed, kv_block, config.max_seq_len)
     stages = tuple(StagePlan(index=s, node_id=nodes[s].id, layer_start=bounds[s], layer_end=bounds[s + 1])
                    for s in range(S))
