@@ -309,7 +309,7 @@ class Pipeline:
             h = self.submit(GenRequest(prompt_ids, max_tokens, temperature, top_k, top_p, seed, eos_id),
                             on_token=on_token, should_stop=should_stop)
             r = h.result()
-            return r.ids, r.timings
+            return r.ids, {"load_s": self.load_s, **r.timings}
         if not self._started or self._closed:
             raise RunRequestError("the pipeline is not running", where="pipeline")
         n = len(prompt_ids)
@@ -634,16 +634,22 @@ def generate_many(model_path: str | os.PathLike, provisions: Sequence[ProvisionS
                   fault_injection: FaultInjection | None = None, on_event: Callable[[Event], None] | None = None,
                   kernels: str | None = None, cache_dir: str | os.PathLike | None = None,
                   num_threads: int | None = None, programs: Mapping[int, StageProgram] | None = None,
-                  on_token: Callable[[int, str], None] | None = None) -> list[RunResult]:
-    """Run several prompts, one after another, through ONE started pipeline (see :func:`generate`).
+                  on_token: Callable[[int, str], None] | None = None, parallel: int = 1) -> list[RunResult]:
+    """Run several prompts through ONE started pipeline (see :func:`generate`): one after another, or with
+    ``parallel > 1`` up to that many at once (:meth:`Pipeline.generate_concurrent`; results in prompt order).
 
     Every result carries the same run events; ``timings["load_s"]`` is the one start cost. ``on_token``
-    streams every sequence's tokens in turn (see :func:`generate`)."""
+    streams every sequence's tokens in turn (see :func:`generate`); it needs sequences one after another
+    (RunRequestError with ``parallel > 1`` and several prompts)."""
     from pipeplan.runtime.sampling import Sampler
     from pipeplan.runtime.token_stream import PieceDecoder
     from pipeplan.runtime.tokenizer import SPMTokenizer
 
     Sampler(temperature, top_k, top_p, seed)  # SamplingError before any stage starts
+    concurrent = parallel > 1 and len(prompts) > 1
+    if concurrent and on_token is not None:
+        raise RunRequestError("on_token streams one sequence at a time: several prompts with parallel > 1 cannot "
+                              "be streamed", where="on_token")
     tok = SPMTokenizer.from_gguf(model_path)
     encoded = [tok.encode(p, add_bos=True) for p in prompts]
     limit = min((p.max_seq_len for p in provisions), default=0)
@@ -653,8 +659,14 @@ def generate_many(model_path: str | os.PathLike, provisions: Sequence[ProvisionS
                                   f"max_seq_len {limit} (max_tokens must be >= 1)", where="max_tokens")
     results: list[RunResult] = []
     with Pipeline(provisions, backend=backend, fault_injection=fault_injection, on_event=on_event,
-                  kernels=kernels, cache_dir=cache_dir, num_threads=num_threads, programs=programs) as pipe:
-        for ids in encoded:
+                  kernels=kernels, cache_dir=cache_dir, num_threads=num_threads, programs=programs,
+                  parallel=parallel) as pipe:
+        if concurrent:
+            done = pipe.generate_concurrent([GenRequest(ids, max_tokens, temperature, top_k, top_p, seed, tok.eos_id)
+                                             for ids in encoded])
+            for ids, g in zip(encoded, done, strict=True):
+                results.append(RunResult(g.ids, list(ids), tok.decode(g.ids), [], {"load_s": pipe.load_s, **g.timings}))
+        for ids in encoded if not concurrent else ():
             out, timings = pipe.generate_ids(ids, max_tokens, temperature=temperature, top_k=top_k, top_p=top_p,
                                              seed=seed, eos_id=tok.eos_id,
                                              on_token=None if on_token is None else PieceDecoder(tok, on_token))
@@ -670,7 +682,7 @@ def generate(model_path: str | os.PathLike, provisions: Sequence[ProvisionStage]
              fault_injection: FaultInjection | None = None, on_event: Callable[[Event], None] | None = None,
              kernels: str | None = None, cache_dir: str | os.PathLike | None = None,
              num_threads: int | None = None, programs: Mapping[int, StageProgram] | None = None,
-             on_token: Callable[[int, str], None] | None = None) -> RunResult:
+             on_token: Callable[[int, str], None] | None = None, parallel: int = 1) -> RunResult:
     """Generate a continuation of ``prompt`` through the pipeline the provisions describe.
 
     Args:
@@ -686,6 +698,7 @@ def generate(model_path: str | os.PathLike, provisions: Sequence[ProvisionStage]
         on_token: called as ``on_token(token_id, text_piece)`` with each generated token as soon as the
             last stage returns it (EOS excluded): ``text_piece`` is the text it completes, decoded across
             multi-byte UTF-8 splits (:class:`~pipeplan.runtime.token_stream.PieceDecoder`).
+        parallel: KV-cache slots the stages hold (:class:`Pipeline`); the one sequence uses one.
     Returns: :class:`RunResult`.
     Raises: StageFault (a stage failed; everything stopped), RunRequestError, TokenizerError,
         SamplingError (bad sampling parameters are checked before any stage starts).
@@ -693,4 +706,4 @@ def generate(model_path: str | os.PathLike, provisions: Sequence[ProvisionStage]
     return generate_many(model_path, provisions, [prompt], max_tokens=max_tokens, temperature=temperature,
                          top_k=top_k, top_p=top_p, seed=seed, backend=backend, fault_injection=fault_injection,
                          on_event=on_event, kernels=kernels, cache_dir=cache_dir, num_threads=num_threads,
-                         programs=programs, on_token=on_token)[0]
+                         programs=programs, on_token=on_token, parallel=parallel)[0]

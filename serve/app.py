@@ -8,7 +8,8 @@ Routes:
   (:mod:`pipeplan.serve.chat`), then tokenized with special pieces (BOS added unless the text starts with it);
   a GGUF without a template is a 400 (``chat_template_missing``);
 * ``GET /v1/models`` (and ``/v1/models/{id}``): the one model, named after the GGUF file or ``--alias``;
-* ``GET /health``: 200 ``{"status": "ok", "running", "queued", "queue_size"}``, 503 after a stage fault
+* ``GET /health``: 200 ``{"status": "ok", "running", "slots", "queued", "queue_size"}`` (``slots``: requests run
+  at once, ``--parallel``), 503 after a stage fault
   (``"status": "error"`` with the fault) or while shutting down.
 
 Request fields: ``model`` (optional; another id is a 400 ``model_not_found``), ``max_tokens`` (chat also

@@ -4,16 +4,17 @@ A :class:`GenerationRequest` is one sequence: its prompt ids, ``max_tokens``, it
 :class:`SamplingParams` and stop ids, and an async stream of :class:`TokenEvent` (token id and the text
 it completes) that ends with a finish reason or an error. The :class:`Scheduler` owns the
 :class:`~pipeplan.runtime.orchestrator.Pipeline`: an asyncio task takes requests from a bounded FIFO
-queue, one at a time, and runs each in the one worker thread that calls
-:meth:`~pipeplan.runtime.orchestrator.Pipeline.generate_ids` (the pipeline is only ever driven from that
-thread); tokens cross back to the event loop with ``call_soon_threadsafe``. Cancelling a request
+queue and runs up to ``parallel`` of them at once (the pipeline's ``parallel``: its KV-cache slots), each in a
+worker thread that calls :meth:`~pipeplan.runtime.orchestrator.Pipeline.generate_ids` (with ``parallel`` 1 the
+pipeline is only ever driven from that one thread; above 1 the calls are sequences of the pipeline's loop
+thread, which is thread-safe); tokens cross back to the event loop with ``call_soon_threadsafe``. Cancelling a request
 (client gone, shutdown) ends its sequence after the current token through ``generate_ids``'
-``should_stop`` hook, and the next queued request runs. A request that fails inside the pipeline (a stage
+``should_stop`` hook, which frees its slot: the next queued request runs. A request that fails inside the pipeline (a stage
 fault, or any other failure: the pipeline is then stopped) marks the scheduler faulted: that request and every later one fail
 and :meth:`Scheduler.health` reports the fault.
 
-Capacity: one running request plus at most ``queue_size`` waiting ones; beyond that :meth:`Scheduler.submit`
-raises :class:`QueueFull` (HTTP 429).
+Capacity: ``parallel`` running requests plus at most ``queue_size`` waiting ones; beyond that
+:meth:`Scheduler.submit` raises :class:`QueueFull` (HTTP 429).
 """
 
 from __future__ import annotations
@@ -158,14 +159,14 @@ class GenerationRequest:
 
 
 class Scheduler:
-    """Runs requests one at a time, in arrival order, through ``pipeline`` (a started
-    :class:`~pipeplan.runtime.orchestrator.Pipeline`).
+    """Runs up to ``pipeline.parallel`` requests at once, admitted in arrival order, through ``pipeline`` (a
+    started :class:`~pipeplan.runtime.orchestrator.Pipeline`).
 
     Args:
-        pipeline: the started pipeline; the scheduler drives it from its one worker thread and closes it in
+        pipeline: the started pipeline; the scheduler drives it from its worker threads and closes it in
             :meth:`aclose`.
         tokenizer: the model's :class:`~pipeplan.runtime.tokenizer.SPMTokenizer` (EOS id, text pieces).
-        queue_size: most requests waiting while one runs (>= 0).
+        queue_size: most requests waiting while ``parallel`` run (>= 0).
         history: how many finished requests :attr:`finished` keeps.
     Raises: ValueError for ``queue_size < 0``.
     """
@@ -176,17 +177,26 @@ class Scheduler:
         self.pipeline = pipeline
         self.tokenizer = tokenizer
         self.queue_size = queue_size
-        self.running: GenerationRequest | None = None
+        self.parallel = max(1, int(getattr(pipeline, "parallel", 1)))
+        """Requests running at once (the pipeline's KV-cache slots)."""
+        self.running_set: list[GenerationRequest] = []
+        """The running requests, oldest first."""
         self.fault: PipeplanError | None = None
         self.closing = False
         self.finished: collections.deque[GenerationRequest] = collections.deque(maxlen=history)
         """The most recently ended requests, oldest first."""
-        self._worker = ThreadPoolExecutor(1, thread_name_prefix="pipeplan-pipeline")
+        self._worker = ThreadPoolExecutor(self.parallel, thread_name_prefix="pipeplan-pipeline")
         self._loop: asyncio.AbstractEventLoop | None = None
         self._waiting: collections.deque[GenerationRequest] = collections.deque()
         self._wake: asyncio.Event | None = None
         self._task: asyncio.Task[None] | None = None
         self._closed = False
+
+    @property
+    def running(self) -> GenerationRequest | None:
+        """The oldest running request, or None."""
+        r = self.running_set
+        return r[0] if r else None
 
     # ------------------------------------------------------------------ lifecycle (event loop)
     async def start(self) -> None:
@@ -196,13 +206,12 @@ class Scheduler:
         self._task = self._loop.create_task(self._run(), name="pipeplan-scheduler")
 
     def begin_shutdown(self) -> None:
-        """Stop taking requests, cancel the running one (it ends after its current token) and fail the waiting
+        """Stop taking requests, cancel the running ones (each ends after its current token) and fail the waiting
         ones with :class:`Unavailable`. Idempotent; safe from a signal handler and from any thread."""
         if self.closing:
             return
         self.closing = True
-        running = self.running
-        if running is not None:
+        for running in list(self.running_set):
             running.cancel()
         if self._loop is not None:
             try:
@@ -217,7 +226,7 @@ class Scheduler:
         self._wake.set()
 
     async def aclose(self) -> None:
-        """Shut down (:meth:`begin_shutdown`), wait for the running request to end, then close the pipeline
+        """Shut down (:meth:`begin_shutdown`), wait for the running requests to end, then close the pipeline
         (every stage stopped, its shared memory released) in the worker thread. Idempotent."""
         if self._closed:
             return
@@ -234,7 +243,7 @@ class Scheduler:
     # ------------------------------------------------------------------ requests
     def submit(self, req: GenerationRequest) -> None:
         """Queue ``req`` (on the event loop's thread). Raises Unavailable (shutting down, or the pipeline is
-        down after a stage fault) or QueueFull (``queue_size`` requests already waiting)."""
+        down after a stage fault) or QueueFull (``queue_size`` requests already waiting, beyond free slots)."""
         assert self._wake is not None and self._loop is not None, "Scheduler.start() was not awaited"
         if self.closing:
             raise Unavailable("the server is shutting down")
@@ -242,9 +251,10 @@ class Scheduler:
             raise Unavailable(f"the pipeline is stopped after a stage fault: {self.fault.one_line()}",
                               code="pipeline_down")
         waiting = self.queued
-        if waiting >= self.queue_size + (self.running is None):
-            raise QueueFull(f"{waiting} request(s) waiting and one running: the queue holds {self.queue_size} "
-                            f"(--queue); retry later", where="queue")
+        free = self.parallel - len(self.running_set)
+        if waiting >= self.queue_size + free:
+            raise QueueFull(f"{waiting} request(s) waiting and {len(self.running_set)} running: the queue holds "
+                            f"{self.queue_size} (--queue); retry later", where="queue")
         req._loop = self._loop
         self._waiting.append(req)
         self._wake.set()
@@ -255,10 +265,11 @@ class Scheduler:
         return sum(not r.cancelled for r in self._waiting)
 
     def health(self) -> dict[str, Any]:
-        """``status`` (``ok``, ``error`` after a stage fault, ``shutting_down``), ``running`` (0/1),
-        ``queued``, ``queue_size``, and ``error`` ({message, code}) after a fault."""
+        """``status`` (``ok``, ``error`` after a stage fault, ``shutting_down``), ``running`` (requests
+        running), ``slots`` (most running at once: ``parallel``), ``queued``, ``queue_size``, and ``error``
+        ({message, code}) after a fault."""
         status = "error" if self.fault is not None else "shutting_down" if self.closing else "ok"
-        doc: dict[str, Any] = {"status": status, "running": int(self.running is not None),
+        doc: dict[str, Any] = {"status": status, "running": len(self.running_set), "slots": self.parallel,
                                "queued": self.queued,
                                "queue_size": self.queue_size}
         if self.fault is not None:
@@ -271,9 +282,10 @@ class Scheduler:
 
     async def _run(self) -> None:
         assert self._wake is not None and self._loop is not None
+        tasks: set[asyncio.Task[None]] = set()
         while True:
-            while not self._waiting:
-                if self.closing:
+            while not self._waiting or len(self.running_set) >= self.parallel:
+                if self.closing and not self._waiting and not self.running_set:
                     return
                 self._wake.clear()
                 await self._wake.wait()
@@ -288,11 +300,18 @@ class Scheduler:
                 self._end(req, error=Unavailable(f"the pipeline is stopped after a stage fault: "
                                                  f"{self.fault.one_line()}", code="pipeline_down"))
                 continue
-            self.running = req
-            try:
-                await self._loop.run_in_executor(self._worker, self._generate, req)
-            finally:
-                self.running = None
+            self.running_set.append(req)
+            task = self._loop.create_task(self._run_one(req), name=f"pipeplan-request-{req.id}")
+            tasks.add(task)
+            task.add_done_callback(tasks.discard)
+
+    async def _run_one(self, req: GenerationRequest) -> None:
+        assert self._wake is not None and self._loop is not None
+        try:
+            await self._loop.run_in_executor(self._worker, self._generate, req)
+        finally:
+            self.running_set.remove(req)
+            self._wake.set()
 
     # ------------------------------------------------------------------ the worker thread
     def _generate(self, req: GenerationRequest) -> None:

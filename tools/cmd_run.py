@@ -2,7 +2,7 @@
 
 Usage::
 
-    pipeplan run MODEL.gguf --prompt TEXT [--stages N] [--nodes POOL.toml] [--max-tokens K]
+    pipeplan run MODEL.gguf --prompt TEXT [--prompt TEXT ...] [--parallel N] [--stages N] [--nodes POOL.toml] [--max-tokens K]
                  [--temperature T] [--top-k K] [--top-p P] [--seed S] [--threads N]
                  [--backend local|inproc|ray|direct] [--ray-address ADDR] [--target cpu|reference|cuda]
                  [--prefill-rows R] [--max-seq-len L] [--cache-dir DIR] [--timeline measured.json]
@@ -41,6 +41,14 @@ text streamed token by token, then one summary line on stderr (prompt tokens and
 tokens and decode tok/s, load time, stages and backend, package compile time or cache hit); with
 ``--json`` the token ids, prompt ids, ordered stage events, per-phase timings and the package (path,
 cached, compile seconds) instead.
+Several prompts (``--prompt`` repeated) run through one started pipeline, up to ``--parallel N`` at once
+(default 1: one after another; the plan sizes the KV cache and edge rings for N sequences, and a pool that
+holds the model for one sequence but not for N is ``error[insufficient_memory]`` naming ``parallel``): no
+streaming; each prompt and its text are printed in prompt order (a blank line between), then one summary
+line per prompt and one ``pipeplan: <n> sequences, <tokens> generated tokens in <s> s, <tok/s> tok/s
+aggregate`` line on stderr; ``--json`` gives ``{"results": [...]}``, one document per prompt. With one prompt
+the output is the same whatever ``--parallel``.
+
 Exit status: 0 ok; 2 a typed error (bad input, rejected plan, compile diagnostic); 3 a stage fault,
 printed as ``error[stage_fault:<kind>]: stage <i>: <detail>`` (mapped by ``tools/cli.py``).
 Hidden flag ``--inject-fault STAGE:KIND`` (or ``$PIPEPLAN_INJECT_FAULT``) makes that stage fail at the
@@ -63,7 +71,9 @@ from pipeplan.tools.generation import (
     check_generation_options,
     check_prompt,
     generate_text,
+    generate_texts,
     make_backend,
+    split_prompts,
     summary_line,
 )
 
@@ -86,7 +96,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help=f"positions per sequence the plan sizes (default {DEFAULT_MAX_SEQ_LEN})")
     p.add_argument("--prefill-rows", type=int, default=DEFAULT_PREFILL_ROWS,
                    help=f"rows of the compiled prefill step (default {DEFAULT_PREFILL_ROWS}, capped at max-seq-len - 1)")
-    add_generation_arguments(p)
+    p.add_argument("--parallel", type=int, default=1, metavar="N",
+                   help="sequences running at once for several --prompt (KV-cache slots per stage; default 1)")
+    add_generation_arguments(p, several_prompts=True)
 
 
 def _check_counts(args: argparse.Namespace) -> None:
@@ -110,7 +122,8 @@ def main(args: argparse.Namespace) -> int:
     from pipeplan.frontend.paths import check_input_file
 
     check_input_file(args.model, "GGUF file", GGUFError)  # a FIFO/device/directory: at once, before torch loads
-    check_prompt(args.prompt)
+    for text in split_prompts(args):
+        check_prompt(text)
     if args.backend == "local":  # the stage host's imports (torch) run while this process plans and compiles
         from pipeplan.runtime.stage_host import prestart_stage_host
 
@@ -121,13 +134,19 @@ def main(args: argparse.Namespace) -> int:
     from pipeplan.frontend.planner import plan_run
     from pipeplan.frontend.pool import load_pool_toml
     from pipeplan.lowering.calibrate import select_evidence
-    from pipeplan.plan_types import RuntimeConfig
     from pipeplan.runtime.events import WeightsReady
     from pipeplan.runtime.replay import compile_for_run, local_pool_with_peaks
     from pipeplan.runtime.weights_source import cache_root
 
     fi = check_generation_options(args)
     _check_counts(args)
+    from pipeplan.tools.cmd_serve import check_parallel, runtime_config
+    from pipeplan.tools.generation import OptionError
+
+    check_parallel(args.parallel)
+    if args.backend == "direct" and (args.parallel != 1 or len(args.prompts) > 1):
+        raise OptionError("the direct replay runs one prompt: --parallel and several --prompt need --backend "
+                          "local|inproc", where="backend")
     cache_root(args.cache_dir)  # $PIPEPLAN_CACHE that is a file: error[cache_unusable] before any work
     backend = make_backend(args)  # bad backend options fail before any work
     t0 = time.perf_counter()
@@ -141,7 +160,7 @@ def main(args: argparse.Namespace) -> int:
             pool_text = f.read()
     else:
         pool, pool_text = local_pool_with_peaks(args.stages)
-    module = plan_run(facts, RuntimeConfig(max_seq_len=args.max_seq_len), pool, args.stages)
+    module = plan_run(facts, runtime_config(args.max_seq_len, args.parallel), pool, args.stages)
     provisions = project_provisions(module)
     check_fault_stage(fi, len(provisions))
     t_plan = time.perf_counter() - t0
@@ -163,6 +182,9 @@ def main(args: argparse.Namespace) -> int:
         if bar is not None:
             bar.close()
 
+    if len(args.prompts) > 1:
+        close_bar()
+        return _several(args, backend, provisions, compiled, fi, on_event, t_plan, choice)
     try:
         result, timeline, _ = generate_text(args, model=args.model, backend=backend, provisions=provisions,
                                      programs=compiled.programs, package=compiled.package, fi=fi, on_event=on_event,
@@ -186,4 +208,34 @@ def main(args: argparse.Namespace) -> int:
     else:
         pkg = "package cached" if compiled.cached else f"compiled in {compiled.compile_s:.2f} s"
         print(summary_line(result.timings, len(provisions), args.backend, pkg), file=sys.stderr)
+    return 0
+
+
+def _several(args: argparse.Namespace, backend, provisions, compiled, fi, on_event, t_plan: float, choice) -> int:
+    """Several ``--prompt``: run them (up to ``--parallel`` at once) and print them in order (module docstring)."""
+    t0 = time.perf_counter()
+    results = generate_texts(args, model=args.model, backend=backend, provisions=provisions,
+                             programs=compiled.programs, fi=fi, on_event=on_event)
+    wall = time.perf_counter() - t0
+    if args.json:
+        docs = [{"prompt": p, "prompt_ids": r.prompt_ids, "token_ids": r.token_ids, "text": r.text,
+                 "timings": r.timings} for p, r in zip(args.prompts, results, strict=True)]
+        print(json.dumps({"model": str(args.model), "stages": len(provisions), "backend": args.backend,
+                          "target": args.target, "parallel": args.parallel, "results": docs,
+                          "package": {"path": str(compiled.package), "cached": compiled.cached, "plan_s": t_plan,
+                                      "compile_s": compiled.compile_s, "load_s": compiled.load_s,
+                                      "evidence": choice.to_json()}}, indent=1))
+        return 0
+    from pipeplan.tools.generation import TokenPrinter
+
+    for i, (p, r) in enumerate(zip(args.prompts, results, strict=True)):
+        if i:
+            print(flush=True)
+        TokenPrinter(p).finish(r.text)
+    for r in results:
+        print(summary_line(r.timings, len(provisions), args.backend), file=sys.stderr)
+    n = sum(len(r.token_ids) for r in results)
+    wall -= results[0].timings.get("load_s", 0.0) if results else 0.0  # the stages' start is in the summaries
+    print(f"pipeplan: {len(results)} sequences, {n} generated tokens in {wall:.2f} s, "
+          f"{n / wall if wall > 0 else 0.0:.1f} tok/s aggregate (--parallel {args.parallel})", file=sys.stderr)
     return 0

@@ -4,16 +4,17 @@ Usage::
 
     pipeplan serve MODEL.gguf [--stages N] [--nodes POOL.toml] [--host 127.0.0.1] [--port 8080]
                    [--backend local|inproc|ray] [--ray-address ADDR] [--target cpu|reference|cuda]
-                   [--max-seq-len L] [--prefill-rows R] [--threads N] [--queue N] [--alias NAME]
+                   [--max-seq-len L] [--prefill-rows R] [--threads N] [--parallel N] [--queue N] [--alias NAME]
                    [--max-body-bytes B] [--chat-template-timeout S]
                    [--cache-dir DIR] [--log-level warning]
 
 Flow: HOST:PORT is bound first (:func:`pipeplan.serve.server.bind_socket`), then the model is planned,
 compiled and provisioned exactly as ``pipeplan run`` does (``read_model_facts`` -> ``plan_run`` ->
 ``compile_for_run`` -> ``project_provisions``), one :class:`~pipeplan.runtime.orchestrator.Pipeline` is
-started, and uvicorn serves :func:`pipeplan.serve.app.make_app` until SIGTERM/SIGINT. Requests run one at a
-time in arrival order (:class:`~pipeplan.serve.scheduler.Scheduler`); ``--queue`` bounds the waiting ones
-(default 8; a full queue is HTTP 429). Once ready it prints ``pipeplan: serving <model> on http://HOST:PORT
+started, and uvicorn serves :func:`pipeplan.serve.app.make_app` until SIGTERM/SIGINT. Up to ``--parallel``
+requests (default 1) run at once, admitted in arrival order (:class:`~pipeplan.serve.scheduler.Scheduler`;
+the plan sizes the KV cache and the edge rings for them); ``--queue`` bounds the waiting ones (default 8; a
+full queue is HTTP 429). Once ready it prints ``pipeplan: serving <model> on http://HOST:PORT
 (...)`` on stderr.
 
 Exit status: 2 for a typed start-up error (bad model path, rejected plan, address in use: one
@@ -39,6 +40,8 @@ HELP = "serve a GGUF model over an OpenAI-compatible HTTP API (/v1/completions, 
 
 DEFAULT_PORT = 8080
 DEFAULT_QUEUE = 8
+MAX_PARALLEL = 256
+"""Largest ``--parallel`` (``pipeplan run`` and ``serve``): every slot holds a KV cache in every stage."""
 MAX_QUEUE = 4096
 """Largest ``--queue``: every waiting request holds its prompt and an open connection."""
 MAX_BODY_BYTES = 2**30
@@ -75,6 +78,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="rows of the compiled prefill step (default 64, capped at max-seq-len - 1)")
     p.add_argument("--threads", type=int, default=None, metavar="N",
                    help="torch threads per stage, 1 .. 4 x cores (default: 1 for local, torch's own for inproc)")
+    p.add_argument("--parallel", type=int, default=1, metavar="N",
+                   help=f"requests running at once (KV-cache slots per stage), 1 .. {MAX_PARALLEL} (default 1)")
     p.add_argument("--queue", type=int, default=DEFAULT_QUEUE, metavar="N",
                    help=f"most requests waiting while one runs, 0 .. {MAX_QUEUE}; more get HTTP 429 (default {DEFAULT_QUEUE})")
     p.add_argument("--max-body-bytes", type=int, default=None, metavar="B",
@@ -101,6 +106,7 @@ def _check_options(args: argparse.Namespace):
 
     if not 0 <= args.port <= 65535:
         raise RunPlanRejection(f"--port must be in [0, 65535], got {args.port}", code="invalid_request", where="port")
+    check_parallel(args.parallel)
     if not 0 <= args.queue <= MAX_QUEUE:
         raise RunPlanRejection(f"--queue must be in [0, {MAX_QUEUE}], got {args.queue}", code="invalid_request",
                                where="queue")
@@ -122,6 +128,24 @@ def _check_options(args: argparse.Namespace):
         raise OptionError("--ray-address needs --backend ray", where="backend")
     check_cache_dir(args.cache_dir)
     return FaultInjection.parse(args.inject_fault) if args.inject_fault else FaultInjection.from_env()
+
+
+def check_parallel(n: int) -> None:
+    """``--parallel`` must be in ``[1, MAX_PARALLEL]``: else RunPlanRejection(invalid_runtime_config)."""
+    from pipeplan.errors import RunPlanRejection
+
+    if not 1 <= n <= MAX_PARALLEL:
+        raise RunPlanRejection(f"--parallel must be in [1, {MAX_PARALLEL}], got {n}", code="invalid_runtime_config",
+                               where="parallel")
+
+
+def runtime_config(max_seq_len: int, parallel: int):
+    """The RuntimeConfig of ``run``/``serve``: ``max_seq_len``, ``parallel`` sequences, and ring slots for them
+    (at least the default 2, at least ``parallel``: each sequence has one frame in flight)."""
+    from pipeplan.plan_types import RuntimeConfig
+
+    return RuntimeConfig(max_seq_len=max_seq_len, ring_slots=max(RuntimeConfig().ring_slots, parallel),
+                         parallel=parallel)
 
 
 @exits_on_interrupt  # SIGINT / SIGTERM: graceful stop, then one error[interrupted] line, 130 / 143
@@ -187,7 +211,8 @@ def prepared_server(args: argparse.Namespace) -> Iterator[PreparedServer]:
             print(f"pipeplan: warning: {e.message}; /v1/chat/completions is unavailable", file=sys.stderr)
             template = None
         pipeline = Pipeline(provisions, backend=backend, fault_injection=fi, kernels=TARGET_KERNELS[args.target],
-                            cache_dir=args.cache_dir, num_threads=args.threads, programs=compiled.programs)
+                            cache_dir=args.cache_dir, num_threads=args.threads, programs=compiled.programs,
+                            parallel=args.parallel)
         try:
             pipeline.start()
             model_id = args.alias if args.alias is not None else os.path.basename(args.model)
@@ -200,7 +225,8 @@ def prepared_server(args: argparse.Namespace) -> Iterator[PreparedServer]:
             server = Server(make_app(served, scheduler), on_exit=scheduler.begin_shutdown, log_level=args.log_level)
             n = len(provisions)
             pkg = "package cached" if compiled.cached else f"compiled in {compiled.compile_s:.2f} s"
-            summary = (f"{n} stage{'s' if n != 1 else ''}, {args.backend}, context {pipeline.max_seq_len}, "
+            slots = f", {args.parallel} slots" if args.parallel != 1 else ""
+            summary = (f"{n} stage{'s' if n != 1 else ''}, {args.backend}{slots}, context {pipeline.max_seq_len}, "
                        f"load {pipeline.load_s:.2f} s, {pkg}")
             yield PreparedServer(server, sock, scheduler, pipeline, model_id, bound_url(sock), summary)
         finally:
@@ -216,7 +242,6 @@ def _plan_and_compile(args: argparse.Namespace):
     from pipeplan.frontend.gguf_facts import read_model_facts
     from pipeplan.frontend.planner import plan_run
     from pipeplan.frontend.pool import load_pool_toml
-    from pipeplan.plan_types import RuntimeConfig
     from pipeplan.runtime.replay import compile_for_run, local_pool_with_peaks
 
     facts = read_model_facts(args.model)
@@ -230,7 +255,7 @@ def _plan_and_compile(args: argparse.Namespace):
             pool_text = f.read()
     else:
         pool, pool_text = local_pool_with_peaks(args.stages)
-    module = plan_run(facts, RuntimeConfig(max_seq_len=max_seq_len), pool, args.stages)
+    module = plan_run(facts, runtime_config(max_seq_len, args.parallel), pool, args.stages)
     provisions = project_provisions(module)
     compiled = compile_for_run(module, pool_text, cache_dir=args.cache_dir,
                                prompt_len=max(1, min(args.prefill_rows, max_seq_len - 1)))

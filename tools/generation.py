@@ -49,9 +49,15 @@ class PromptError(PipeplanError):
     code = "invalid_prompt"
 
 
-def add_generation_arguments(p: argparse.ArgumentParser) -> None:
-    """Register the options ``run`` and ``replay`` share (module docstring) on ``p``."""
-    p.add_argument("--prompt", required=True, help="prompt text, UTF-8 (BOS is prepended)")
+def add_generation_arguments(p: argparse.ArgumentParser, several_prompts: bool = False) -> None:
+    """Register the options ``run`` and ``replay`` share (module docstring) on ``p``; ``several_prompts``: the
+    ``--prompt`` option may repeat (a list; :func:`split_prompts` normalizes it)."""
+    if several_prompts:
+        p.add_argument("--prompt", required=True, action="append",
+                       help="prompt text, UTF-8 (BOS is prepended); repeat it for several sequences (with --parallel "
+                            "N up to N run at once)")
+    else:
+        p.add_argument("--prompt", required=True, help="prompt text, UTF-8 (BOS is prepended)")
     p.add_argument("--max-tokens", type=int, default=DEFAULT_MAX_TOKENS,
                    help=f"most tokens to generate (default {DEFAULT_MAX_TOKENS}; stops early at EOS)")
     p.add_argument("--temperature", type=float, default=0.0, help="0 = greedy (default)")
@@ -77,6 +83,14 @@ def add_generation_arguments(p: argparse.ArgumentParser) -> None:
                    help="weight and package cache (default $PIPEPLAN_CACHE or ~/.cache/pipeplan)")
     p.add_argument("--json", action="store_true", help="print ids, timings (and more) as one JSON document")
     p.add_argument("--inject-fault", metavar="STAGE:KIND", default=None, help=argparse.SUPPRESS)
+
+
+def split_prompts(args: argparse.Namespace) -> list[str]:
+    """The ``--prompt`` values (repeatable where :func:`add_generation_arguments` allowed it): sets
+    ``args.prompts`` to the list and ``args.prompt`` to the first, and returns the list."""
+    given = args.prompt if isinstance(args.prompt, list) else [args.prompt]
+    args.prompts, args.prompt = list(given), given[0]
+    return args.prompts
 
 
 def check_prompt(text: str, option: str = "--prompt") -> str:
@@ -257,6 +271,18 @@ def summary_line(timings: Mapping[str, float], stages: int, backend: str, extra:
     return line + (f" | {extra}" if extra else "")
 
 
+def generate_texts(args: argparse.Namespace, *, model: str, backend, provisions, programs, fi, on_event=None) -> list[Any]:
+    """Generate a continuation of every prompt of ``args.prompts`` through one pipeline, up to ``args.parallel``
+    at once (:func:`pipeplan.runtime.orchestrator.generate_many`); no streaming. Returns the RunResults in
+    prompt order. Raises the typed errors of generation."""
+    from pipeplan.runtime.orchestrator import generate_many
+
+    return generate_many(model, provisions, args.prompts, max_tokens=args.max_tokens, temperature=args.temperature,
+                         top_k=args.top_k, top_p=args.top_p, seed=args.seed, backend=backend, fault_injection=fi,
+                         on_event=on_event, cache_dir=args.cache_dir, kernels=TARGET_KERNELS[args.target],
+                         programs=programs, num_threads=args.threads, parallel=getattr(args, "parallel", 1))
+
+
 def generate_text(args: argparse.Namespace, *, model: str, backend, provisions, programs, package, fi, on_event=None,
                   on_start=None) -> tuple[Any, Any, TokenPrinter | None]:
     """Generate with the options of ``args`` on ``provisions``/``programs`` through ``backend`` (the stage
@@ -285,7 +311,7 @@ def generate_text(args: argparse.Namespace, *, model: str, backend, provisions, 
                               temperature=args.temperature, top_k=args.top_k, top_p=args.top_p, seed=args.seed,
                               backend=backend, fault_injection=fi, on_event=on_event, cache_dir=args.cache_dir,
                               kernels=TARGET_KERNELS[args.target], programs=programs, num_threads=args.threads,
-                              on_token=printer)
+                              on_token=printer, parallel=getattr(args, "parallel", 1))
             timeline = None
     except BaseException:
         if printer is not None:

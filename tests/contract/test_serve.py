@@ -196,7 +196,7 @@ def test_models_and_health(server1):
     r = httpx.get(server1.url + "/v1/models/other")
     assert r.status_code == 404 and r.json()["error"]["code"] == "model_not_found"
     h = httpx.get(server1.url + "/health")
-    assert h.status_code == 200 and h.json() == {"status": "ok", "running": 0, "queued": 0, "queue_size": 1}
+    assert h.status_code == 200 and h.json() == {"status": "ok", "running": 0, "slots": 1, "queued": 0, "queue_size": 1}
     r = httpx.get(server1.url + "/v2/nothing")
     assert r.status_code == 404 and r.json()["error"]["code"] == "not_found"
 
