@@ -129,6 +129,8 @@ class Pipeline:
             the usable cores split among the stages, 1 for small models).
         liveness_s: heartbeat limit (see :func:`liveness_limit`).
         parallel: most sequences in flight at once (KV-cache slots per stage; see the module docstring).
+        prefill_rows: most prompt rows per frame (at most the compiled prefill step's rows; default those,
+            0 without compiled programs: the whole prompt in one frame).
     Raises: RunRequestError (no provisions, bad ``liveness_s``, ``parallel`` not an int >= 1 or above 1 on a
         backend that does not carry frame slots: ray); from :meth:`start`: StageFault; BackendError for an
         unknown backend name.
@@ -138,7 +140,7 @@ class Pipeline:
                  fault_injection: FaultInjection | None = None, on_event: Callable[[Event], None] | None = None,
                  kernels: str | None = None, cache_dir: str | os.PathLike | None = None,
                  num_threads: int | None = None, programs: Mapping[int, StageProgram] | None = None,
-                 liveness_s: float | None = None, parallel: int = 1):
+                 liveness_s: float | None = None, parallel: int = 1, prefill_rows: int | None = None):
         if not provisions:
             raise RunRequestError("no stage provisions given", where="provisions")
         if isinstance(parallel, bool) or not isinstance(parallel, int) or parallel < 1:
@@ -158,6 +160,11 @@ class Pipeline:
         self.options = WorkerOptions(kernels, None if cache_dir is None else str(cache_dir), num_threads,
                                      None if programs is None else dict(programs), parallel)
         rows = [p.prefill_rows for p in (programs or {}).values() if p.prefill_rows > 0]
+        if prefill_rows is not None:
+            if isinstance(prefill_rows, bool) or not isinstance(prefill_rows, int) or prefill_rows < 1:
+                raise RunRequestError(f"prefill_rows must be an integer >= 1, got {prefill_rows!r}",
+                                      where="prefill_rows")
+            rows.append(prefill_rows)
         self.prefill_rows = min(rows) if rows else 0
         """Most prompt rows per frame (0: the whole prompt in one frame)."""
         self.fault_injection = fault_injection
