@@ -303,8 +303,8 @@ class Pipeline:
         pipeline stays running for the next sequence. An exception from ``on_token`` or ``should_stop``
         stops the whole pipeline, like any other failure.
 
-        With ``parallel > 1`` the call is one sequence of the loop thread (:meth:`submit`; thread-safe), and
-        the timings also hold ``queue_s`` (submitted -> admitted).
+        With ``parallel > 1`` (or once :meth:`submit` started the loop thread) the call is one sequence of the
+        loop thread (:meth:`submit`; thread-safe), and the timings also hold ``queue_s`` (submitted -> admitted).
 
         Returns ``(ids, timings)``; see :class:`RunResult` for the timing keys.
         Raises:
@@ -312,7 +312,7 @@ class Pipeline:
                 the plan's ``max_seq_len``.
             StageFault: a stage faulted or died (everything is stopped first).
         """
-        if self.parallel > 1:  # the loop thread drives every sequence: this call is one of them
+        if self.parallel > 1 or self._loop is not None:  # the loop thread drives every sequence: this is one
             h = self.submit(GenRequest(prompt_ids, max_tokens, temperature, top_k, top_p, seed, eos_id),
                             on_token=on_token, should_stop=should_stop)
             r = h.result()
