@@ -69,15 +69,15 @@ def _concurrent_equals_single(pipe: Pipeline, prompts: list[list[int]], max_toke
                               eos_id: int | None) -> list[list[int]]:
     single = [pipe.generate_concurrent([GenRequest(p, n, eos_id=eos_id)])[0].ids
               for p, n in zip(prompts, max_tokens, strict=True)]
-    reqs = [GenRequest(p, n, eos_id=eos_id, delay_s=0.004 * i)
+    reqs = [GenRequest(p, n, eos_id=eos_id, delay_s=0.002 * i)
             for i, (p, n) in enumerate(zip(prompts, max_tokens, strict=True))]
     got = pipe.generate_concurrent(reqs)
     assert [g.ids for g in got] == single
     assert all(len(ids) == n for ids, n in zip(single, max_tokens, strict=True))
     assert all(len(g.token_times) == len(g.ids) and g.token_times == sorted(g.token_times) for g in got)
-    # they did run at the same time: every request's first token came before the last one's last token
+    # they did run at the same time: every request had its first token before any request had its last one
     firsts, lasts = [g.token_times[0] for g in got], [g.token_times[-1] for g in got]
-    assert max(firsts) < max(lasts) and min(lasts) > min(firsts)
+    assert max(firsts) < min(lasts)
     return single
 
 
