@@ -46,8 +46,8 @@ from typing import Any, ClassVar
 
 from pipeplan.dialects import cplan, pplan, vmachine
 from pipeplan.dialects import triton_machine as tmachine
-from pipeplan.dialects.cplan_invariants import check_invariants
 from pipeplan.dialects.bindings import TargetBindingOp
+from pipeplan.dialects.cplan_invariants import check_invariants
 from pipeplan.dialects.cplan_types import PERSISTENT_LIFETIMES, QueueSchedule
 from pipeplan.dialects.graph import ancestor_sets, stable_topo_order
 from xdsl.dialects.builtin import ArrayAttr, DictionaryAttr, FloatAttr, ModuleOp, StringAttr
