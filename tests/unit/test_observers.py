@@ -4,6 +4,7 @@ PassPipeline hook. AB-D-1 (findings keep the lineage path), AB-D-2 (trace conser
 
 from __future__ import annotations
 
+import ast
 from pathlib import Path
 
 import pytest
@@ -43,7 +44,7 @@ from xdsl.dialects.builtin import (
     i64,
 )
 
-from tests.conftest import STORIES
+from tests.conftest import REPO, STORIES
 
 _NODE = ('[[nodes]]\nid = "n0"\nmemory_bytes = 1073741824\nbandwidth_bytes_per_s = 1.0e11\nflops_per_s = 1.0e12\n'
          'link_bandwidth_bytes_per_s = 1.0e9\n')
@@ -303,3 +304,12 @@ def test_registry_rejects_unknown_boundary_and_duplicates():
         reg.register(_Bad())
     with pytest.raises(ValueError, match="already registered"):
         reg.register(CapabilityCoverage())
+
+
+def test_observers_read_the_ir_only():
+    """The observers import only pipeplan.dialects and xdsl (never the runtime or the lowerings)."""
+    tree = ast.parse((REPO / "transforms" / "observers.py").read_text())
+    names = {n.module or "" for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)}
+    names |= {a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
+    ours = {m for m in names if m.startswith("pipeplan")}
+    assert ours and all(m.startswith("pipeplan.dialects") for m in ours), ours
