@@ -10,12 +10,25 @@ Example::
     module = parse_module(ctx, plan_text)
     run_pipeline(ctx, module, "runplan-project-provisioning")
 
+Observers (:mod:`pipeplan.transforms.observers`): subclass :class:`Observer` (``name``, ``boundary``,
+``observe(module) -> Observation``), ``register`` it in a registry from :func:`default_registry`, and wrap a
+``PassPipeline``'s callback with :func:`observing_callback` to run them after each boundary pass.
+
 Nothing here reads process-global state: the caller's ``Context`` is the only registry touched.
 """
 
 from __future__ import annotations
 
 from pipeplan.dialects.diagnostics import IRVerifyError, located, parse_located
+from pipeplan.transforms.observers import (
+    BOUNDARIES,
+    PASS_BOUNDARIES,
+    Observation,
+    Observer,
+    ObserverRegistry,
+    default_registry,
+    observing_callback,
+)
 from pipeplan.universe import DIALECTS, PASSES, PIPEPLAN_UNIVERSE
 from xdsl.context import Context
 from xdsl.dialects.builtin import Builtin, ModuleOp
@@ -83,4 +96,5 @@ def run_pipeline(ctx: Context, module: ModuleOp, spec: str) -> ModuleOp:
 
 
 __all__ = ["DIALECTS", "IRVerifyError", "PASSES", "register_pipeplan", "available_passes", "build_pipeline",
-           "parse_module", "run_pipeline"]
+           "parse_module", "run_pipeline", "BOUNDARIES", "PASS_BOUNDARIES", "Observation", "Observer",
+           "ObserverRegistry", "default_registry", "observing_callback"]

@@ -15,6 +15,12 @@ command-line flag (``error[invalid_argument]: ...``, as ``pipeplan``). Input pat
 :func:`pipeplan.frontend.paths.check_input_file`; ``-o OUT`` is checked before any pass runs and written by
 :func:`pipeplan.lowering.atomic.write_file_atomic` (a temporary file beside OUT, renamed over it only when
 complete; never over anything but a regular file).
+
+``--observe`` (``--observe=json``) runs the observers of :mod:`pipeplan.transforms.observers` after each
+pass that ends a boundary and prints each observation as one line on stderr (JSON lines with ``=json``);
+stdout is unchanged and a failing observation is a finding, not an error. ``--observe-strict`` (implies
+``--observe``) makes any failing observation ``error[observation_failed]`` and exit status 1 once the output
+is written.
 """
 
 from __future__ import annotations
@@ -23,12 +29,13 @@ import argparse
 import dataclasses
 import difflib
 import io
+import json
 import os
 import re
 import sys
 from collections.abc import Callable, Sequence
 from types import UnionType
-from typing import IO, Any, NoReturn, Union, get_args, get_origin, get_type_hints
+from typing import IO, TYPE_CHECKING, Any, NoReturn, Union, get_args, get_origin, get_type_hints
 
 from pipeplan.dialects.diagnostics import IRVerifyError, OpPassError, parse_located
 from pipeplan.errors import PipeplanError
@@ -47,6 +54,9 @@ from xdsl.utils.arg_spec import parse_pipeline
 from xdsl.utils.exceptions import ArgSpecParseError, DiagnosticException, ParseError, PassFailedException
 from xdsl.utils.hints import isa, type_repr
 from xdsl.xdsl_opt_main import xDSLOptMain
+
+if TYPE_CHECKING:
+    from pipeplan.transforms.observers import Observation
 
 _NOTE_LIMIT = 2000
 """Longest note of an xDSL diagnostic that ``pipeplan-opt`` prints (xDSL attaches a print of the whole
@@ -270,6 +280,7 @@ class PipeplanOptMain(xDSLOptMain):
     checks of the module docstring."""
 
     _buffer: _Buffer | None = None
+    _observations: list[Observation]
 
     def register_all_dialects(self) -> None:
         super().register_all_dialects()
@@ -291,6 +302,17 @@ class PipeplanOptMain(xDSLOptMain):
                 action.help = (f"comma-separated pass pipeline: the pipeplan passes listed below and "
                                f"{len(self.available_passes) - len(_pipeplan_passes())} xDSL passes "
                                f"(xdsl-opt --help)")
+        # "--observe=json" is its own option string (argparse matches it whole before splitting at "="), so
+        # "--observe file.mlir" never takes the input file as the option's value.
+        arg_parser.add_argument("--observe", dest="observe", action="store_const", const="text", default=None,
+                                help="after each pass that ends a boundary (legalization, construction, timing, "
+                                     "machine verification), print each observer's observation as one line on "
+                                     "stderr; stdout is unchanged")
+        arg_parser.add_argument("--observe=json", dest="observe", action="store_const", const="json",
+                                help="as --observe, one JSON object per line")
+        arg_parser.add_argument("--observe-strict", action="store_true",
+                                help="like --observe, and exit status 1 (error[observation_failed]) when an "
+                                     "observation fails")
         arg_parser.formatter_class = argparse.RawDescriptionHelpFormatter
         arg_parser.error = _arg_error  # type: ignore[method-assign]
         plain_help = arg_parser.format_help
@@ -302,6 +324,21 @@ class PipeplanOptMain(xDSLOptMain):
             super().setup_pipeline()
         except ValueError as e:  # anything check_pipeline did not foresee, still one line
             raise OptError(f"-p: {e}", code="invalid_pipeline", where=self.args.passes) from None
+        self._observations = []
+        mode = self.args.observe or ("text" if self.args.observe_strict else None)
+        if mode is not None:  # imported only when observing: plain runs do not load every dialect up front
+            from pipeplan.transforms.observers import default_registry, observing_callback
+
+            self.pipeline = dataclasses.replace(self.pipeline, callback=observing_callback(
+                default_registry(), self._emit_observation(mode), self.pipeline.callback))
+
+    def _emit_observation(self, mode: str) -> Callable[[Observation], None]:
+        def emit(obs: Observation) -> None:
+            self._observations.append(obs)
+            print(json.dumps(obs.to_json(), sort_keys=True) if mode == "json" else obs.line(), file=sys.stderr)
+            sys.stderr.flush()
+
+        return emit
 
     def get_input_stream(self) -> tuple[IO[bytes], str]:
         data = read_input(self.args.input_file)
@@ -335,6 +372,11 @@ class PipeplanOptMain(xDSLOptMain):
         super().run()
         if self._buffer is not None:
             write_file_atomic(self.args.output_file, self._buffer.getvalue(), "-o")
+        failed = [o for o in getattr(self, "_observations", []) if not o.ok]
+        if failed and self.args.observe_strict:
+            first = failed[0]
+            raise OptError(f"--observe-strict: {len(failed)} observation{'s' if len(failed) != 1 else ''} failed "
+                           f"(first: {first.name} after {first.after or 'the pipeline'})", code="observation_failed")
 
 
 _NESTED_CODE = re.compile(r"error\[([A-Za-z0-9_]+)\]: ")
