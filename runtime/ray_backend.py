@@ -507,7 +507,11 @@ class _OutChannel:
         self._ready = threading.Event()
 
     def publish(self, chan: Any, credits: _Credits) -> None:
-        self.chan, self.credits = chan, credits
+        """Publish ``chan`` before its first write: the driver gets a copy taken now, since a Ray buffered
+        channel pickles its write position and its reader must start at buffer 0."""
+        import copy
+
+        self.chan, self.credits = copy.copy(chan), credits
         self._ready.set()
 
     def wait(self, timeout: float) -> Any:

@@ -138,6 +138,36 @@ def test_exact_tokens_on_planned_nodes(cluster, provisions, expected_cases):
     assert not any(n in repr(p) for n in names for p in provisions)
 
 
+def _endpoint_kinds(self_):
+    return sorted(type(e).__name__ for e in self_.transport.endpoints.values())
+
+
+def test_channel_transport_in_use_and_ids_match_inproc(cluster, provisions, expected_cases, monkeypatch):
+    """Issue 14 item 3, RP-OS-1, WL-R-4: by default the Ray backend carries frames over Ray shared-memory channels
+    (the driver's token edges and every stage actor's edges are channel endpoints, none an actor-call push/pull),
+    keeps at most RingSpec.slots frames in flight on the token-in edge, and a 3-stage split over n0, n1, n2 gives
+    the same greedy ids as the inproc backend."""
+    from pipeplan.runtime.backends import InprocBackend
+
+    monkeypatch.delenv("PIPEPLAN_RAY_TRANSPORT", raising=False)
+    case = expected_cases[0]
+    n = 8
+    with Pipeline(provisions, backend=InprocBackend()) as pipe:
+        want, _ = pipe.generate_ids(case["prompt_ids"], n)
+    backend = RayBackend()
+    with Pipeline(provisions, backend=backend) as pipe:
+        assert backend.ray_transport == "channel" and backend.transport.mode == "channel"
+        got, _ = pipe.generate_ids(case["prompt_ids"], n)
+        kinds = {s: ray.get(a.__ray_call__.remote(_endpoint_kinds)) for s, a in backend.actors.items()}
+        driver = sorted(type(e).__name__ for e in backend.transport.endpoints.values())
+        tx = backend.transport.endpoints[(provisions[0].node_id, provisions[0].inbound.edge_id, "send")]
+        assert 0 <= tx.in_flight <= provisions[0].inbound.ring_spec.slots
+    assert got == want == case["greedy_ids"][:n]
+    assert driver == ["_ChannelPull", "_ChannelSend"]
+    assert all(k == ["_ChannelRecv", "_ChannelSend"] for k in kinds.values()), kinds
+    assert _live_actors() == [] and backend.live_actor_names() == []
+
+
 # --------------------------------------------------------------------------- faults
 def test_injected_weight_failure_is_typed_fault_without_leftovers(cluster, provisions):
     """WL-F-1, WL-F-6, WL-L-4: an injected download failure on the stage-1 actor ends the start in a
@@ -208,15 +238,29 @@ def test_unknown_node_rejected_before_any_actor(cluster, facts):
 
 
 # --------------------------------------------------------------------------- edges
+def _on(ray_node_id):
+    """Hard affinity to one Ray node (the test consumers sit on the edge's consumer node)."""
+    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+    return NodeAffinitySchedulingStrategy(node_id=ray_node_id, soft=False)
+
+
 @ray.remote(num_cpus=0, max_concurrency=8)
 class _HeldSink:
-    """A consumer that accepts push calls but completes push ``n`` only once ``n + 1`` have been released
-    (holds its slots; releases in producer order, like the stage inbox takes frames)."""
+    """A consumer that takes frames only when released. Actor transport: it accepts push calls but completes
+    push ``n`` only once ``n + 1`` have been released (holds its slots; releases in producer order, like the
+    stage inbox takes frames). Channel transport: it reads ``n`` frames from the channel on ``release(n)``."""
 
-    def __init__(self):
+    def __init__(self, slots):
+        from pipeplan.runtime.ray_backend import _ChannelInbox
+
         self.cond = threading.Condition()
         self.released = 0
         self.got = 0
+        self.chan_inbox = _ChannelInbox(slots)
+
+    def accept_channel(self, edge_id, chan, ack_reader, ack_node):
+        return self.chan_inbox.accept(chan, ack_reader, ack_node)
 
     def push(self, edge_id, n, frame):
         with self.cond:
@@ -229,24 +273,29 @@ class _HeldSink:
         with self.cond:
             self.released += n
             self.cond.notify_all()
+        if self.chan_inbox.attached:
+            for _ in range(n):
+                if self.chan_inbox.get(5.0) is not None:
+                    self.got += 1
 
     def count(self):
         return self.got
 
 
-def test_back_pressure_at_most_slots_in_flight(cluster):
-    """RP-OS-1 (RingSpec enforced by the transport), issue 8 item 2: a producer resolving its consumer by (node_id, edge_id) through the
-    RayTransport registry keeps at most RingSpec.slots objects in flight: with a consumer that takes
-    nothing, send #slots+1 times out; one taken object frees exactly one slot. An object larger than
-    max_extent is ObjectTooLargeError, never sent."""
+@pytest.mark.parametrize("mode", ["channel", "actor"])
+def test_back_pressure_at_most_slots_in_flight(cluster, mode):
+    """RP-OS-1 (RingSpec enforced by the transport), issue 8 item 2, issue 14 item 3: a producer resolving its consumer by
+    (node_id, edge_id) through the RayTransport registry keeps at most RingSpec.slots objects in flight, over
+    shared-memory channels and over actor calls: with a consumer that takes nothing, send #slots+1 times out;
+    one taken object frees exactly one slot. An object larger than max_extent is ObjectTooLargeError, never sent."""
     slots = 2
     spec = ObjectSpec("activation", "f32", 4, (4, 8), "row_major", 64, 4 * 8 * 4)
     route = EdgeRoute("act.x", "activation", "n0", "n1", spec, RingSpec(slots, 128))
-    scope = RunScope(ray.get_runtime_context().namespace, f"pipeplan/test/{os.getpid()}")
+    scope = RunScope(ray.get_runtime_context().namespace, f"pipeplan/test-{mode}/{os.getpid()}")
     name = f"{scope.prefix}/sink"
-    sink = _HeldSink.options(name=name).remote()
+    sink = _HeldSink.options(name=name, scheduling_strategy=_on(cluster["n1"])).remote(slots)
+    tr = RayTransport({"act.x": route}, scope, {("n1", "act.x"): name}, mode=mode)
     try:
-        tr = RayTransport({"act.x": route}, scope, {("n1", "act.x"): name})
         with pytest.raises(EndpointError):
             tr.open_send("n2", "act.x")  # the edge's consumer is n1, not n2
         with pytest.raises(EndpointError):
@@ -263,8 +312,10 @@ def test_back_pressure_at_most_slots_in_flight(cluster):
         assert tx.send(frame, timeout=0.2) is False
         with pytest.raises(ObjectTooLargeError):
             tx.send(Frame(DATA, 1, 0, np.ones((5, 8), np.float32)), timeout=1.0)
+        ray.get(sink.release.remote(2))
         assert ray.get(sink.count.remote()) == 3 and tx.sent == 3
     finally:
+        tr.close()
         ray.kill(sink)
 
 
@@ -272,18 +323,23 @@ def test_back_pressure_at_most_slots_in_flight(cluster):
 class _InboxConsumer:
     """A consumer with the backend's own inbox (what a stage actor receives into), draining it slowly."""
 
-    def __init__(self):
-        from pipeplan.runtime.ray_backend import _Inbox
+    def __init__(self, slots):
+        from pipeplan.runtime.ray_backend import _ChannelInbox, _Inbox
 
         self.inbox, self.stop = _Inbox(), threading.Event()
+        self.chan_inbox = _ChannelInbox(slots)
 
     def push(self, edge_id, n, frame):
         return self.inbox.put(n, frame, self.stop)
 
-    def drain(self, count):
+    def accept_channel(self, edge_id, chan, ack_reader, ack_node):
+        return self.chan_inbox.accept(chan, ack_reader, ack_node)
+
+    def drain(self, count, channel):
+        box = self.chan_inbox if channel else self.inbox
         out = []
         while len(out) < count:
-            f = self.inbox.get(5.0)
+            f = box.get(5.0)
             if f is None:
                 break
             out.append(f.position)
@@ -291,25 +347,28 @@ class _InboxConsumer:
         return out
 
 
-def test_edge_keeps_producer_order(cluster):
-    """Issue 8 item 2 (edges keep order): frames on one edge reach the consumer in the order the producer sent them, even
-    though the consumer actor runs several push calls at once (a RESET overtaking a DATA frame would corrupt
-    a sequence)."""
+@pytest.mark.parametrize("mode", ["channel", "actor"])
+def test_edge_keeps_producer_order(cluster, mode):
+    """Issue 8 item 2 (edges keep order): frames on one edge reach the consumer in the order the producer sent them, over
+    shared-memory channels and over actor calls, even though the consumer actor runs several push calls at once (a
+    RESET overtaking a DATA frame would corrupt a sequence)."""
     slots, count = 4, 120
     spec = ObjectSpec("activation", "f32", 4, (4, 8), "row_major", 64, 4 * 8 * 4)
     route = EdgeRoute("act.o", "activation", "n0", "n2", spec, RingSpec(slots, 128))
-    scope = RunScope(ray.get_runtime_context().namespace, f"pipeplan/test-order/{os.getpid()}")
+    scope = RunScope(ray.get_runtime_context().namespace, f"pipeplan/test-order-{mode}/{os.getpid()}")
     name = f"{scope.prefix}/consumer"
-    consumer = _InboxConsumer.options(name=name).remote()
+    consumer = _InboxConsumer.options(name=name, scheduling_strategy=_on(cluster["n2"])).remote(slots)
+    tr = RayTransport({"act.o": route}, scope, {("n2", "act.o"): name}, mode=mode)
     try:
-        tx = RayTransport({"act.o": route}, scope, {("n2", "act.o"): name}).open_send("n2", "act.o")
-        got = consumer.drain.remote(count)
+        tx = tr.open_send("n2", "act.o")
+        got = consumer.drain.remote(count, mode == "channel")
         x = np.zeros((1, 8), np.float32)
         for i in range(count):
             assert tx.send(Frame(DATA, 1, i, x), timeout=10.0)
             assert tx.in_flight <= slots
         assert ray.get(got, timeout=60) == list(range(count))
     finally:
+        tr.close()
         ray.kill(consumer)
 
 
