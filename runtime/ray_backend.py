@@ -24,14 +24,28 @@ Ray scheduler, so placement never waits on CPU accounting).
 the actor that holds that edge's buffer; the handle is then looked up by name
 (``ray.get_actor``). No actor address or handle is ever in a ProvisionStage (RP-PP-5/6).
 
-- An edge consumed by a stage: the producer pushes each :class:`~pipeplan.runtime.transport.Frame` as
-  a Ray object with an actor call (``push``, numbered: the inbox admits frames in producer order, since
-  a threaded actor may start concurrent calls out of order) to the consumer's inbox. The call returns only when the
-  consumer has *taken* the frame, and the producer keeps at most ``RingSpec.slots`` calls
-  outstanding, so at most ``slots`` objects are in flight on the edge (credit-based back-pressure; a
-  full edge makes ``send`` return False after ``timeout``, like a full ring).
-- An edge consumed by the orchestrator (token-out): Ray cannot call into the driver, so the
-  producer stage keeps a bounded outbox of ``slots`` frames and the orchestrator pulls from it.
+Frames cross an edge by one of two transports (:data:`TRANSPORTS`; ``RayBackend(ray_transport=...)`` or
+``$PIPEPLAN_RAY_TRANSPORT``):
+
+- ``channel`` (default; issue 14 item 3): Ray's shared-memory channels
+  (``ray.experimental.channel.BufferedSharedMemoryChannel``, what Ray Compiled Graphs move data with;
+  ``RingSpec.slots`` buffers of ``slot_bytes`` + :data:`CHANNEL_OVERHEAD_BYTES`). The whole Frame is written
+  per hop: control frames (RESET, SHUTDOWN) go down the same channel as DATA. A channel is built by its
+  writer (Ray's rule): a stage builds its outbound channel when it connects and hands it to the consumer
+  actor the registry names (``accept_channel``); the driver builds the token-in channel at its first send;
+  the token-out channel, read by the driver, is fetched once from the producer actor (``out_channel``), with
+  a proxy actor on the driver's Ray node standing for the driver as reader (as Compiled Graphs do).
+  Back-pressure is credit-based: the consumer writes its taken count into an ack channel per frame taken,
+  and the producer writes only while ``sent - acked < slots`` (a full edge makes ``send`` return False after
+  ``timeout``, like a full ring). The credits make the bound exact across Ray nodes too, where a channel
+  holds more frames than its buffers (Ray's push to the reader's node). A consumer waiting in a channel
+  read polls inside Ray (about 40% of a core), unlike a waiting actor call.
+- ``actor`` (kept to compare against, ``bench/ray_hops.py``): the producer pushes each Frame as a Ray object
+  with an actor call (``push``, numbered: the inbox admits frames in producer order, since a threaded actor
+  may start concurrent calls out of order) to the consumer's inbox. The call returns only when the consumer
+  has *taken* the frame, and the producer keeps at most ``RingSpec.slots`` calls outstanding (credit-based
+  back-pressure). For the token-out edge, the producer stage keeps a bounded outbox of ``slots`` frames and
+  the orchestrator pulls from it (Ray cannot call into the driver).
 
 Objects are checked against the edge's ObjectSpec on send (:func:`~pipeplan.runtime.transport.check_object`):
 an object larger than ``max_extent`` is an ``ObjectTooLargeError``, never a resize.

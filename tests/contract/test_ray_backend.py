@@ -146,9 +146,16 @@ def test_channel_transport_in_use_and_ids_match_inproc(cluster, provisions, expe
     """Issue 14 item 3, RP-OS-1, WL-R-4: by default the Ray backend carries frames over Ray shared-memory channels
     (the driver's token edges and every stage actor's edges are channel endpoints, none an actor-call push/pull),
     keeps at most RingSpec.slots frames in flight on the token-in edge, and a 3-stage split over n0, n1, n2 gives
-    the same greedy ids as the inproc backend."""
-    from pipeplan.runtime.backends import InprocBackend
+    the same greedy ids as the inproc backend. An unknown transport name is BackendError (bad_backend)."""
+    from pipeplan.runtime.backends import BackendError, InprocBackend
 
+    with pytest.raises(BackendError) as ei:
+        RayBackend(ray_transport="compiled-graph")
+    assert ei.value.code == "bad_backend" and "compiled-graph" in ei.value.message
+    monkeypatch.setenv("PIPEPLAN_RAY_TRANSPORT", "shm")
+    with pytest.raises(BackendError) as ei:
+        RayBackend()
+    assert ei.value.code == "bad_backend" and "PIPEPLAN_RAY_TRANSPORT" in ei.value.message
     monkeypatch.delenv("PIPEPLAN_RAY_TRANSPORT", raising=False)
     case = expected_cases[0]
     n = 8
