@@ -24,14 +24,28 @@ Ray scheduler, so placement never waits on CPU accounting).
 the actor that holds that edge's buffer; the handle is then looked up by name
 (``ray.get_actor``). No actor address or handle is ever in a ProvisionStage (RP-PP-5/6).
 
-- An edge consumed by a stage: the producer pushes each :class:`~pipeplan.runtime.transport.Frame` as
-  a Ray object with an actor call (``push``, numbered: the inbox admits frames in producer order, since
-  a threaded actor may start concurrent calls out of order) to the consumer's inbox. The call returns only when the
-  consumer has *taken* the frame, and the producer keeps at most ``RingSpec.slots`` calls
-  outstanding, so at most ``slots`` objects are in flight on the edge (credit-based back-pressure; a
-  full edge makes ``send`` return False after ``timeout``, like a full ring).
-- An edge consumed by the orchestrator (token-out): Ray cannot call into the driver, so the
-  producer stage keeps a bounded outbox of ``slots`` frames and the orchestrator pulls from it.
+Frames cross an edge by one of two transports (:data:`TRANSPORTS`; ``RayBackend(ray_transport=...)`` or
+``$PIPEPLAN_RAY_TRANSPORT``):
+
+- ``channel`` (default; issue 14 item 3): Ray's shared-memory channels
+  (``ray.experimental.channel.BufferedSharedMemoryChannel``, what Ray Compiled Graphs move data with;
+  ``RingSpec.slots`` buffers of ``slot_bytes`` + :data:`CHANNEL_OVERHEAD_BYTES`). The whole Frame is written
+  per hop: control frames (RESET, SHUTDOWN) go down the same channel as DATA. A channel is built by its
+  writer (Ray's rule): a stage builds its outbound channel when it connects and hands it to the consumer
+  actor the registry names (``accept_channel``); the driver builds the token-in channel at its first send;
+  the token-out channel, read by the driver, is fetched once from the producer actor (``out_channel``), with
+  a proxy actor on the driver's Ray node standing for the driver as reader (as Compiled Graphs do).
+  Back-pressure is credit-based: the consumer writes its taken count into an ack channel per frame taken,
+  and the producer writes only while ``sent - acked < slots`` (a full edge makes ``send`` return False after
+  ``timeout``, like a full ring). The credits make the bound exact across Ray nodes too, where a channel
+  holds more frames than its buffers (Ray's push to the reader's node). A consumer waiting in a channel
+  read polls inside Ray (about 40% of a core), unlike a waiting actor call.
+- ``actor`` (kept to compare against, ``bench/ray_hops.py``): the producer pushes each Frame as a Ray object
+  with an actor call (``push``, numbered: the inbox admits frames in producer order, since a threaded actor
+  may start concurrent calls out of order) to the consumer's inbox. The call returns only when the consumer
+  has *taken* the frame, and the producer keeps at most ``RingSpec.slots`` calls outstanding (credit-based
+  back-pressure). For the token-out edge, the producer stage keeps a bounded outbox of ``slots`` frames and
+  the orchestrator pulls from it (Ray cannot call into the driver).
 
 Objects are checked against the edge's ObjectSpec on send (:func:`~pipeplan.runtime.transport.check_object`):
 an object larger than ``max_extent`` is an ``ObjectTooLargeError``, never a resize.
@@ -85,7 +99,7 @@ from pipeplan.runtime.transport import (
 
 try:  # ray is an optional dependency: only this backend needs it
     import ray
-    from ray.exceptions import GetTimeoutError, RayActorError
+    from ray.exceptions import GetTimeoutError, RayActorError, RayChannelError, RayChannelTimeoutError
     from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 except ImportError:  # pragma: no cover - exercised only without ray
     ray = None  # type: ignore[assignment]
@@ -100,6 +114,17 @@ RESOLVE_TIMEOUT_S = 30.0
 """Seconds an endpoint keeps retrying ``ray.get_actor`` for a peer that is still being created."""
 KILL_WAIT_S = 10.0
 """Seconds :meth:`RayBackend.stop` waits for Ray to report every killed actor dead."""
+TRANSPORTS = ("channel", "actor")
+"""How frames cross an edge: ``channel`` (Ray shared-memory channels, the default) or ``actor`` (one actor
+call per frame, kept to compare against)."""
+TRANSPORT_ENV = "PIPEPLAN_RAY_TRANSPORT"
+"""Environment variable choosing the transport of a :class:`RayBackend` built without one (``channel``)."""
+CHANNEL_OVERHEAD_BYTES = 4096
+"""Bytes a channel buffer holds beyond the edge's ``slot_bytes`` (the pickled Frame around the array)."""
+ACK_BYTES = 1000
+"""Buffer bytes of an ack channel (Ray's minimum channel buffer)."""
+ACK_WRITE_S = 1.0
+"""Seconds a consumer waits to write an ack (it never has to: the credit count keeps a buffer free)."""
 
 
 class RayUnavailableError(BackendError):
@@ -244,7 +269,7 @@ class _InboxRecv(RecvEndpoint):
     def recv(self, timeout: float | None = None) -> Frame | None:
         f = self._inbox.get(timeout)
         if f is not None and f.op == DATA and f.array is not None and not f.array.flags.writeable:
-            f = Frame(f.op, f.seq_id, f.position, np.array(f.array, copy=True), f.sampler)  # Ray objects are read-only
+            f = f._replace(array=np.array(f.array, copy=True))  # Ray objects are read-only
         return f
 
 
@@ -350,6 +375,311 @@ class _PullRecv(RecvEndpoint):
         return f
 
 
+# --------------------------------------------------------------------------- shared-memory channels
+def _ray_channel_types() -> tuple[Any, Any]:
+    from ray.experimental.channel.shared_memory_channel import BufferedSharedMemoryChannel, SharedMemoryType
+
+    return BufferedSharedMemoryChannel, SharedMemoryType
+
+
+def _new_channel(writer: Any, reader: Any, reader_node: str, buffers: int, nbytes: int) -> Any:
+    """A Ray shared-memory channel written by ``writer`` (an actor handle; None: the driver) and read by
+    ``reader`` on Ray node ``reader_node``, with ``buffers`` buffers of ``nbytes`` bytes. Must be built in
+    the writer's process (Ray's rule)."""
+    buffered, shm_type = _ray_channel_types()
+    return buffered(writer, [(reader, reader_node)], max(1, buffers),
+                    shm_type(buffer_size_bytes=max(ACK_BYTES, int(nbytes))))
+
+
+def _self_actor() -> Any:
+    """This process's actor handle; None on the driver."""
+    try:
+        return ray.get_runtime_context().current_actor
+    except RuntimeError:
+        return None
+
+
+def _node_id_of_self(_actor: Any = None) -> str:
+    return ray.get_runtime_context().get_node_id()
+
+
+def _node_of(handle: Any) -> str:
+    """Hex id of the Ray node the actor ``handle`` runs on (one ``__ray_call__``)."""
+    return str(ray.get(handle.__ray_call__.remote(_node_id_of_self), timeout=RESOLVE_TIMEOUT_S))
+
+
+def _left(deadline: float | None) -> float | None:
+    return None if deadline is None else max(0.0, deadline - time.monotonic())
+
+
+def _first_line(e: BaseException) -> str:
+    return str(e).splitlines()[0] if str(e) else type(e).__name__
+
+
+def _owned(frame: Frame) -> Frame:
+    """``frame`` with its own copy of the DATA array. A value read from a channel maps the channel's buffer
+    (read-only), and Ray frees that buffer for the next write only once the read value is dropped, so the
+    copy is what releases the slot (every other field of the Frame is kept as is)."""
+    if frame.array is not None:
+        return frame._replace(array=np.array(frame.array, copy=True))
+    return frame
+
+
+class _Credits:
+    """Producer-side credit count of one channel edge: ``sent - acked < slots`` before each write.
+
+    ``acked`` is the consumer's count of taken frames, read from the edge's ack channel (one int per taken
+    frame, written by the consumer). A Ray channel whose reader is on another Ray node holds more than its
+    buffer count (Ray's writer buffer, the push to the reader's node and the reader's buffer), so the
+    RingSpec bound comes from these credits, not from the channel's buffers."""
+
+    def __init__(self, slots: int):
+        self.slots = max(1, slots)
+        self.sent = 0
+        self.acked = 0
+        self.ack: Any = None
+        self._ack_ready = threading.Event()
+
+    def set_ack(self, ack: Any) -> None:
+        self.ack = ack
+        self._ack_ready.set()
+
+    def _read_ack(self, timeout: float | None) -> bool:
+        if self.ack is None and not self._ack_ready.wait(timeout):
+            return False
+        try:
+            self.acked = max(self.acked, int(self.ack.read(timeout=timeout)))
+        except RayChannelTimeoutError:
+            return False
+        return True
+
+    def wait_free(self, deadline: float | None) -> bool:
+        """Wait (until ``deadline``, monotonic s; None: forever) for a free slot; False on timeout."""
+        while self.sent - self.acked >= self.slots:
+            if not self._read_ack(_left(deadline)):
+                return False
+        return True
+
+    def drain(self) -> None:
+        """Read every ack already written (never blocks)."""
+        while self.sent > self.acked and self._read_ack(0.0):
+            pass
+
+
+class _ChannelInbox:
+    """Consumer side of one channel edge: the data channel (attached when the producer hands it over) and
+    the ack channel this side writes one cumulative taken-count into per frame taken."""
+
+    def __init__(self, slots: int):
+        self.slots = max(1, slots)
+        self.taken = 0
+        self._chan: Any = None
+        self._ack: Any = None
+        self._ready = threading.Event()
+
+    @property
+    def attached(self) -> bool:
+        return self._ready.is_set()
+
+    def attach(self, chan: Any, ack: Any) -> None:
+        self._chan, self._ack = chan, ack
+        self._ready.set()
+
+    def accept(self, chan: Any, ack_reader: Any, ack_node: str) -> Any:
+        """Attach the producer's ``chan`` and build the ack channel (written here, read by ``ack_reader`` on
+        ``ack_node``); returns the ack channel for the producer. Actor side."""
+        ack = _new_channel(_self_actor(), ack_reader, ack_node, self.slots + 1, ACK_BYTES)
+        self.attach(chan, ack)
+        return ack
+
+    def get(self, timeout: float | None) -> Frame | None:
+        """Take the next frame (None after ``timeout`` s). Raises RayChannelError when the channel broke."""
+        if not self._ready.wait(timeout):
+            return None
+        try:
+            frame = _owned(self._chan.read(timeout=timeout))
+        except RayChannelTimeoutError:
+            return None
+        self.taken += 1
+        # never blocks: at most `slots` acks are unread (the producer reads one before each write past
+        # `slots` in flight) and the ack channel has slots + 1 buffers; it fails only when the producer's
+        # end is gone, and the frame is still this consumer's
+        try:
+            self._ack.write(self.taken, timeout=ACK_WRITE_S)
+        except RayChannelError:
+            pass
+        return frame
+
+
+class _OutChannel:
+    """Producer side, in the producer's actor, of an orchestrator-consumed channel edge: the data channel
+    (published when the stage connects) for the driver to fetch, and the credits its ack channel feeds."""
+
+    def __init__(self):
+        self.chan: Any = None
+        self.credits: _Credits | None = None
+        self._ready = threading.Event()
+
+    def publish(self, chan: Any, credits: _Credits) -> None:
+        """Publish ``chan`` before its first write: the driver gets a copy taken now, since a Ray buffered
+        channel pickles its write position and its reader must start at buffer 0."""
+        import copy
+
+        self.chan, self.credits = copy.copy(chan), credits
+        self._ready.set()
+
+    def wait(self, timeout: float) -> Any:
+        return self.chan if self._ready.wait(timeout) else None
+
+
+class _ChannelSend(SendEndpoint):
+    """Producer side of a channel edge: each Frame is written whole into a Ray shared-memory channel
+    (``RingSpec.slots`` buffers of ``slot_bytes`` + :data:`CHANNEL_OVERHEAD_BYTES`), at most ``slots``
+    frames not yet taken by the consumer (:class:`_Credits`). In a stage actor the channel is built when
+    the stage connects; on the driver at the first send. A broken channel or dead consumer makes ``send``
+    return False (the backend attributes the fault to the dead stage)."""
+
+    def __init__(self, route: EdgeRoute, transport: RayTransport, consumer_node_id: str):
+        self.edge_id, self.object_spec, self.ring_spec = route.edge_id, route.object_spec, route.ring_spec
+        self.slots = max(1, route.ring_spec.slots)
+        self._tr = transport
+        self._consumer = consumer_node_id
+        self._peer = None if consumer_node_id == ORCHESTRATOR_NODE else transport._peer(consumer_node_id, route.edge_id)
+        self._credits = _Credits(self.slots)
+        self._chan: Any = None
+        self.dead: str | None = None
+
+    @property
+    def sent(self) -> int:
+        return self._credits.sent
+
+    def connect(self) -> None:
+        """Build the channel and hand it to the consumer (blocks up to :data:`RESOLVE_TIMEOUT_S`).
+        Raises EndpointError when the consumer cannot be reached."""
+        if self._chan is not None:
+            return
+        size = self.ring_spec.slot_bytes + CHANNEL_OVERHEAD_BYTES
+        me = _self_actor()
+        try:
+            if self._consumer == ORCHESTRATOR_NODE:
+                holder = self._tr._local.get(self.edge_id)
+                if not isinstance(holder, _OutChannel):
+                    raise EndpointError(f"edge {self.edge_id!r} to the orchestrator is sent from the actor that holds "
+                                        f"it, not from this process", where=self.edge_id)
+                proxy = self._tr._proxy_handle()
+                chan = _new_channel(me, proxy, _node_of(proxy), self.slots, size)
+                holder.publish(chan, self._credits)  # the driver fetches it and hands back the ack channel
+            else:
+                assert self._peer is not None
+                consumer = self._peer.get()
+                chan = _new_channel(me, consumer, _node_of(consumer), self.slots, size)
+                ack_reader = me if me is not None else self._tr._proxy_handle()
+                ack = ray.get(consumer.accept_channel.remote(self.edge_id, chan, ack_reader,
+                                                             _node_id_of_self()), timeout=RESOLVE_TIMEOUT_S)
+                self._credits.set_ack(ack)
+        except (RayActorError, GetTimeoutError, RayChannelError) as e:
+            raise EndpointError(f"cannot connect channel edge {self.edge_id!r} to node {self._consumer!r}: "
+                                f"{type(e).__name__}: {_first_line(e)}", where=self.edge_id) from None
+        self._chan = chan
+
+    def _broken(self, e: BaseException) -> None:
+        self.dead = _first_line(e)
+        if self._peer is not None:
+            self._peer.dead = self.dead
+
+    def send(self, frame: Frame, timeout: float | None = None) -> bool:
+        if frame.op == DATA:
+            assert frame.array is not None
+            check_object(self.edge_id, self.object_spec, self.ring_spec, frame.array)
+        if self.dead is not None or (self._peer is not None and self._peer.dead is not None):
+            if timeout:
+                time.sleep(min(timeout, 0.05))
+            return False
+        deadline = None if timeout is None else time.monotonic() + timeout
+        try:
+            self.connect()
+            if not self._credits.wait_free(deadline):
+                return False
+            self._chan.write(frame, timeout=_left(deadline))
+        except RayChannelTimeoutError:
+            return False
+        except (RayActorError, RayChannelError) as e:
+            self._broken(e)
+            return False
+        self._credits.sent += 1
+        return True
+
+    @property
+    def in_flight(self) -> int:
+        """Frames sent and not yet known to be taken by the consumer (<= ``slots``)."""
+        self._credits.drain()
+        return self._credits.sent - self._credits.acked
+
+    def close(self) -> None:
+        if self._chan is not None and _self_actor() is None:
+            try:
+                self._chan.close()
+            except Exception:  # noqa: BLE001 - best effort: the actors holding the other ends are gone
+                pass
+
+
+class _ChannelRecv(RecvEndpoint):
+    """Consumer side of a channel edge in a stage actor (:class:`_ChannelInbox`)."""
+
+    def __init__(self, edge_id: str, inbox: _ChannelInbox):
+        self.edge_id, self._inbox = edge_id, inbox
+
+    @property
+    def received(self) -> int:
+        return self._inbox.taken
+
+    def recv(self, timeout: float | None = None) -> Frame | None:
+        try:
+            return self._inbox.get(timeout)
+        except RayChannelError:  # the producer's end is gone: the backend reports the dead stage
+            time.sleep(min(timeout or 0.0, 0.05))
+            return None
+
+
+class _ChannelPull(RecvEndpoint):
+    """Driver side of an orchestrator-consumed channel edge: fetches the producer actor's channel once
+    (``out_channel``), hands it the ack channel (``accept_ack``), then reads frames from shared memory."""
+
+    def __init__(self, route: EdgeRoute, peer: _Peer):
+        self.edge_id, self._peer = route.edge_id, peer
+        self._inbox = _ChannelInbox(route.ring_spec.slots)
+
+    @property
+    def received(self) -> int:
+        return self._inbox.taken
+
+    def _attach(self, wait: float) -> bool:
+        producer = self._peer.get()
+        chan = ray.get(producer.out_channel.remote(self.edge_id, wait), timeout=wait + RESOLVE_TIMEOUT_S)
+        if chan is None:
+            return False
+        ack = _new_channel(None, producer, _node_of(producer), self._inbox.slots + 1, ACK_BYTES)
+        ray.get(producer.accept_ack.remote(self.edge_id, ack), timeout=RESOLVE_TIMEOUT_S)
+        self._inbox.attach(chan, ack)
+        return True
+
+    def recv(self, timeout: float | None = None) -> Frame | None:
+        if self._peer.dead is not None:
+            time.sleep(min(timeout or 0.0, 0.05))
+            return None
+        try:
+            if not self._inbox.attached and not self._attach(1.0 if timeout is None else max(0.0, timeout)):
+                return None
+            return self._inbox.get(timeout)
+        except (RayActorError, RayChannelError) as e:
+            if isinstance(e, RayChannelTimeoutError):
+                return None
+            self._peer.dead = _first_line(e)
+            return None
+        except GetTimeoutError:
+            return None
+
+
 @dataclass(frozen=True)
 class RunScope:
     """The identity of one started run on Ray: the namespace its actors live in and the name prefix
@@ -376,21 +706,47 @@ class RayTransport(Transport):
     :meth:`attach`. Raises EndpointError for an unknown ``(node_id, edge_id)``.
     """
 
-    def __init__(self, routes: Mapping[str, EdgeRoute], scope: RunScope, holders: Mapping[tuple[str, str], str]):
+    def __init__(self, routes: Mapping[str, EdgeRoute], scope: RunScope, holders: Mapping[tuple[str, str], str],
+                 *, mode: str = "channel", proxy: str | None = None):
+        if mode not in TRANSPORTS:
+            raise BackendError(f"unknown Ray transport {mode!r} (expected one of {', '.join(TRANSPORTS)})",
+                               where="ray_transport")
         self.routes = dict(routes)
         self.scope = scope
         self.holders = dict(holders)
+        self.mode = mode
+        self.proxy = proxy
         self._local: dict[str, Any] = {}
         self._peers: dict[str, _Peer] = {}
+        self._own_proxy: Any = None
         self.endpoints: dict[tuple[str, str, str], SendEndpoint | RecvEndpoint] = {}
         """Endpoints opened through this copy: ``(node_id, edge_id, "send"|"recv") -> endpoint`` (their
         ``sent``/``received``/``in_flight`` counters are for tests and benchmarks)."""
 
     def __getstate__(self):
-        return {"routes": self.routes, "scope": self.scope, "holders": self.holders}
+        return {"routes": self.routes, "scope": self.scope, "holders": self.holders, "mode": self.mode,
+                "proxy": self.proxy}
 
     def __setstate__(self, state):
-        self.__init__(state["routes"], state["scope"], state["holders"])
+        self.__init__(state["routes"], state["scope"], state["holders"], mode=state["mode"], proxy=state["proxy"])
+
+    def _proxy_handle(self) -> Any:
+        """The actor on the driver's Ray node that stands for the driver as a channel reader (Ray builds a
+        remote reader's buffer through an actor call on the reader's node): the run's named proxy, or, for
+        a transport built without one (driver side only), one started here and killed by :meth:`close`."""
+        if self.proxy is not None:
+            return self._peer_named(self.proxy).get()
+        if self._own_proxy is None:
+            if _self_actor() is not None:
+                raise EndpointError("this run has no driver proxy actor for channels read by the driver",
+                                    where="proxy")
+            self._own_proxy = start_driver_proxy(None, None)
+        return self._own_proxy
+
+    def _peer_named(self, name: str) -> _Peer:
+        if name not in self._peers:
+            self._peers[name] = _Peer(name, self.scope.namespace)
+        return self._peers[name]
 
     def attach(self, edge_id: str, buffer: Any) -> None:
         """Attach this process's buffer (an inbox or an outbox queue) of ``edge_id`` (actor side)."""
@@ -401,12 +757,16 @@ class RayTransport(Transport):
         if name is None:
             raise EndpointError(f"no actor holds edge {edge_id!r} for node {node_id!r} in run {self.scope.prefix}",
                                 where=edge_id)
-        if name not in self._peers:
-            self._peers[name] = _Peer(name, self.scope.namespace)
-        return self._peers[name]
+        return self._peer_named(name)
 
     def open_send(self, consumer_node_id: str, edge_id: str) -> SendEndpoint:
         r = self._route(consumer_node_id, edge_id)
+        if self.mode == "channel":
+            ch = _ChannelSend(r, self, consumer_node_id)
+            if _self_actor() is not None:  # a stage connects its edge now; the driver at its first send
+                ch.connect()
+            self.endpoints[(consumer_node_id, edge_id, "send")] = ch
+            return ch
         if consumer_node_id == ORCHESTRATOR_NODE:
             q = self._local.get(edge_id)
             if q is None:
@@ -419,9 +779,20 @@ class RayTransport(Transport):
         return ep
 
     def open_recv(self, node_id: str, edge_id: str) -> RecvEndpoint:
-        self._route(node_id, edge_id)
+        r = self._route(node_id, edge_id)
+        if self.mode == "channel":
+            if node_id == ORCHESTRATOR_NODE:
+                ep: RecvEndpoint = _ChannelPull(r, self._peer(node_id, edge_id))
+            else:
+                inbox = self._local.get(edge_id)
+                if not isinstance(inbox, _ChannelInbox):
+                    raise EndpointError(f"edge {edge_id!r} is received on node {node_id!r} by its stage actor, "
+                                        f"not by this process", where=edge_id)
+                ep = _ChannelRecv(edge_id, inbox)
+            self.endpoints[(node_id, edge_id, "recv")] = ep
+            return ep
         if node_id == ORCHESTRATOR_NODE:
-            ep: RecvEndpoint = _PullRecv(edge_id, self._peer(node_id, edge_id))
+            ep = _PullRecv(edge_id, self._peer(node_id, edge_id))
         else:
             inbox = self._local.get(edge_id)
             if not isinstance(inbox, _Inbox):
@@ -432,7 +803,16 @@ class RayTransport(Transport):
         return ep
 
     def close(self) -> None:
-        """Nothing to release on the driver: the actors own the buffers."""
+        """Close the channels this process wrote (driver side) and kill a proxy started by
+        :meth:`_proxy_handle`; the actors own every other buffer."""
+        for ep in list(self.endpoints.values()):
+            ep.close()
+        if self._own_proxy is not None:
+            try:
+                ray.kill(self._own_proxy, no_restart=True)
+            except Exception:  # noqa: BLE001 - already gone
+                pass
+            self._own_proxy = None
 
 
 def build_registry(provisions: Sequence[ProvisionStage], scope: RunScope) -> dict[tuple[str, str], str]:
@@ -446,6 +826,27 @@ def build_registry(provisions: Sequence[ProvisionStage], scope: RunScope) -> dic
         if p.outbound.peer_node_id == ORCHESTRATOR_NODE:
             reg[(ORCHESTRATOR_NODE, p.outbound.edge_id)] = name
     return reg
+
+
+class _DriverProxy:
+    """Stands for the driver as a channel reader on the driver's Ray node (as Ray Compiled Graphs'
+    ``DAGDriverProxyActor``): writers on other nodes build the driver's reader buffer through it."""
+
+    def node(self) -> str:
+        return ray.get_runtime_context().get_node_id()
+
+
+def start_driver_proxy(name: str | None, namespace: str | None) -> Any:
+    """Start a :class:`_DriverProxy` actor pinned (hard affinity, 0 CPUs) to this driver's Ray node and wait
+    until it runs; ``name``: its actor name (None: unnamed). Returns its handle."""
+    here = ray.get_runtime_context().get_node_id()
+    opts: dict[str, Any] = {"num_cpus": 0, "max_restarts": 0,
+                            "scheduling_strategy": NodeAffinitySchedulingStrategy(node_id=here, soft=False)}
+    if name is not None:
+        opts.update(name=name, namespace=namespace)
+    handle = ray.remote(_DriverProxy).options(**opts).remote()
+    ray.get(handle.node.remote(), timeout=RESOLVE_TIMEOUT_S)  # type: ignore[attr-defined]
+    return handle
 
 
 # --------------------------------------------------------------------------- the stage actor
@@ -468,9 +869,12 @@ class StageActor:
         self._stop = threading.Event()
         self._inbox = _Inbox()
         self._outbox: queue.Queue = queue.Queue(maxsize=max(1, provision.outbound.ring_spec.slots))
-        transport.attach(provision.inbound.edge_id, self._inbox)
+        self._chan_inbox = _ChannelInbox(provision.inbound.ring_spec.slots)
+        self._out_chan = _OutChannel()
+        channel = transport.mode == "channel"
+        transport.attach(provision.inbound.edge_id, self._chan_inbox if channel else self._inbox)
         if provision.outbound.peer_node_id == ORCHESTRATOR_NODE:
-            transport.attach(provision.outbound.edge_id, self._outbox)
+            transport.attach(provision.outbound.edge_id, self._out_chan if channel else self._outbox)
         self.transport = transport
         num_threads = options.num_threads if options.num_threads is not None else 1
         self.worker = StageWorker(provision, self._emit, fault_injection=fault_injection, kernels=options.kernels,
@@ -525,6 +929,32 @@ class StageActor:
                                 where=edge_id)
         return self._inbox.put(n, frame, self._stop)
 
+    def accept_channel(self, edge_id: str, chan: Any, ack_reader: Any, ack_node: str) -> Any:
+        """Attach the producer's data channel of the inbound edge; returns the ack channel this actor
+        writes one taken-count into per frame taken (read by ``ack_reader`` on Ray node ``ack_node``)."""
+        if edge_id != self.p.inbound.edge_id:
+            raise EndpointError(f"stage {self.p.stage} on {self.p.node_id} does not consume edge {edge_id!r}",
+                                where=edge_id)
+        return self._chan_inbox.accept(chan, ack_reader, ack_node)
+
+    def _check_out(self, edge_id: str) -> None:
+        if edge_id != self.p.outbound.edge_id or self.p.outbound.peer_node_id != ORCHESTRATOR_NODE:
+            raise EndpointError(f"stage {self.p.stage} holds no outbound channel for edge {edge_id!r}", where=edge_id)
+
+    def out_channel(self, edge_id: str, wait_s: float) -> Any:
+        """The data channel of the orchestrator-consumed outbound edge once the stage has connected it
+        (None after ``wait_s`` s)."""
+        self._check_out(edge_id)
+        return self._out_chan.wait(wait_s)
+
+    def accept_ack(self, edge_id: str, ack: Any) -> bool:
+        """Attach the driver's ack channel of the orchestrator-consumed outbound edge."""
+        self._check_out(edge_id)
+        if self._out_chan.credits is None:
+            raise EndpointError(f"edge {edge_id!r} is not connected yet", where=edge_id)
+        self._out_chan.credits.set_ack(ack)
+        return True
+
     def pull(self, edge_id: str, wait_s: float) -> Frame | None:
         """Take the next frame of the orchestrator-consumed outbound edge (None after ``wait_s`` s)."""
         if edge_id != self.p.outbound.edge_id or self.p.outbound.peer_node_id != ORCHESTRATOR_NODE:
@@ -546,6 +976,8 @@ class RayBackend(Backend):
         init_kwargs: extra ``ray.init`` keyword arguments for a connection/instance this backend
             starts (e.g. ``_temp_dir``, ``object_store_memory``, ``include_dashboard``).
         max_concurrency: threads per stage actor (must exceed the inbound ring's ``slots`` + 3).
+        ray_transport: ``"channel"`` (Ray shared-memory channels) or ``"actor"`` (an actor call per frame);
+            None: ``$PIPEPLAN_RAY_TRANSPORT``, else ``"channel"``. Unknown: BackendError (``bad_backend``).
     Raises (from :meth:`start`): RayUnavailableError (no ray / cannot connect), RunPlanRejection
         (``unknown_node``/``ambiguous_node``, before any actor is created).
     """
@@ -554,13 +986,23 @@ class RayBackend(Backend):
     transport: RayTransport
 
     def __init__(self, address: str | None = None, *, namespace: str | None = None,
-                 init_kwargs: Mapping[str, Any] | None = None, max_concurrency: int | None = None):
+                 init_kwargs: Mapping[str, Any] | None = None, max_concurrency: int | None = None,
+                 ray_transport: str | None = None):
+        import os
+
+        mode = ray_transport if ray_transport is not None else (os.environ.get(TRANSPORT_ENV) or "channel")
+        if mode not in TRANSPORTS:
+            raise BackendError(f"unknown Ray transport {mode!r} (from {'ray_transport' if ray_transport else TRANSPORT_ENV}; "
+                               f"expected one of {', '.join(TRANSPORTS)})", where=TRANSPORT_ENV)
+        self.ray_transport = mode
         self.address = address
         self.namespace = namespace
         self.init_kwargs = dict(init_kwargs or {})
         self.max_concurrency = max_concurrency
         self.actors: dict[int, Any] = {}
         self.names: dict[int, str] = {}
+        self.proxy: Any = None
+        self.proxy_name: str | None = None
         self.placement: dict[str, str] = {}
         self.transport = None  # type: ignore[assignment]
         self._provisions: dict[int, ProvisionStage] = {}
@@ -617,7 +1059,10 @@ class RayBackend(Backend):
         ns = ray.get_runtime_context().namespace
         run_id = provisions[0].run_id if provisions else "run"
         scope = RunScope(ns, f"pipeplan/{run_id}/{uuid.uuid4().hex[:12]}")
-        self.transport = RayTransport(routes, scope, build_registry(provisions, scope))
+        channel = self.ray_transport == "channel"
+        self.proxy_name = f"{scope.prefix}/driver" if channel else None
+        self.transport = RayTransport(routes, scope, build_registry(provisions, scope), mode=self.ray_transport,
+                                      proxy=self.proxy_name)
         slots = max([p.inbound.ring_spec.slots for p in provisions] + [1])
         conc = self.max_concurrency or slots + 6
         if conc < slots + 4:
@@ -625,6 +1070,8 @@ class RayBackend(Backend):
                                f"(need >= {slots + 4})", where="max_concurrency")
         remote_cls = ray.remote(StageActor)
         try:
+            if channel:  # the driver's stand-in reader, before any stage connects its token-out channel
+                self.proxy = start_driver_proxy(self.proxy_name, ns)
             for p in provisions:
                 name = scope.actor_name(p.stage, p.node_id)
                 strategy = NodeAffinitySchedulingStrategy(node_id=self.placement[p.node_id], soft=False)
@@ -715,7 +1162,7 @@ class RayBackend(Backend):
     def live_actor_names(self) -> list[str]:
         """Names of this run's actors Ray still answers for (empty after :meth:`stop`)."""
         out = []
-        for name in self.names.values():
+        for name in [*self.names.values(), *([self.proxy_name] if self.proxy_name else [])]:
             try:
                 ray.get_actor(name, namespace=self.transport.scope.namespace)
                 out.append(name)
@@ -740,11 +1187,13 @@ class RayBackend(Backend):
                     ray.wait(joins, num_returns=len(joins), timeout=grace_s + 1.0)
                 except Exception:  # noqa: BLE001 - best effort: the kill below is what guarantees cleanup
                     pass
-            for a in self.actors.values():
+            for a in [*self.actors.values(), *([self.proxy] if self.proxy is not None else [])]:
                 try:
                     ray.kill(a, no_restart=True)
                 except Exception:  # noqa: BLE001 - already gone
                     pass
+            if self.transport is not None:
+                self.transport.close()
             self._wait_dead(KILL_WAIT_S)
         finally:
             if self._owns_ray and ray is not None and ray.is_initialized():

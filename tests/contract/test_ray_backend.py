@@ -102,22 +102,32 @@ def _live_actors() -> list[dict]:
 
 
 # --------------------------------------------------------------------------- the happy path
-def test_exact_tokens_on_planned_nodes(cluster, provisions, expected_cases):
-    """WL-R-4, WL-L-1, RP-PP-4, RP-PP-5, RP-PP-6: stories260K over 3 Ray actors on a 3-node cluster gives
-    exactly the EXPECTED.md greedy tokens; each stage actor ran on the Ray node carrying its plan node id
-    (from ray.get_runtime_context() inside the actor); WeightsReady < StageReady per stage; edges were
-    resolved by (node_id, edge_id) through the run's registry; close leaves no actor alive."""
+def test_exact_tokens_on_planned_nodes(cluster, provisions, expected_cases, monkeypatch):
+    """WL-R-4, WL-L-1, RP-PP-4, RP-PP-5, RP-PP-6, RP-OS-1: stories260K over 3 Ray actors on a 3-node cluster gives
+    exactly the EXPECTED.md greedy tokens, the same ids as the inproc backend; each stage actor ran on the Ray node
+    carrying its plan node id (from ray.get_runtime_context() inside the actor); WeightsReady < StageReady per stage;
+    edges were resolved by (node_id, edge_id) through the run's registry and carried over Ray shared-memory channels
+    by default (issue 14 item 3: every endpoint of the driver and of each stage actor is a channel endpoint, none an
+    actor-call push/pull), with at most RingSpec.slots frames in flight; close leaves no actor alive."""
+    from pipeplan.runtime.backends import InprocBackend
+
     assert [p.node_id for p in provisions] == list(NODES)
+    monkeypatch.delenv("PIPEPLAN_RAY_TRANSPORT", raising=False)
+    with Pipeline(provisions, backend=InprocBackend()) as pipe:
+        inproc = {c["prompt"]: pipe.generate_ids(c["prompt_ids"], len(c["greedy_ids"]))[0] for c in expected_cases}
     backend = RayBackend()
     with Pipeline(provisions, backend=backend) as pipe:
         where = {s: ray.get(a.where.remote()) for s, a in backend.actors.items()}
         for p in provisions:
             assert where[p.stage]["ray_node_id"] == cluster[p.node_id], f"stage {p.stage} not on {p.node_id}"
         assert len({w["pid"] for w in where.values()}) == 3
+        assert backend.ray_transport == "channel" and backend.transport.mode == "channel"
         for case in expected_cases:
             out, timings = pipe.generate_ids(case["prompt_ids"], len(case["greedy_ids"]))
-            assert out == case["greedy_ids"], case["prompt"]
+            assert out == case["greedy_ids"] == inproc[case["prompt"]], case["prompt"]
             assert timings["decode_tok_s"] > 0
+        kinds = {s: ray.get(a.__ray_call__.remote(_endpoint_kinds)) for s, a in backend.actors.items()}
+        assert all(k == ["_ChannelRecv", "_ChannelSend"] for k in kinds.values()), kinds
         # the driver's endpoints were resolved through the registry by (node_id, edge_id)
         first, last = provisions[0], provisions[-1]
         tx = backend.transport.endpoints[(first.node_id, first.inbound.edge_id, "send")]
@@ -125,6 +135,8 @@ def test_exact_tokens_on_planned_nodes(cluster, provisions, expected_cases):
         n_tokens, n_cases = sum(len(c["greedy_ids"]) for c in expected_cases), len(expected_cases)
         # per sequence: RESET + prompt + one frame per decoded token in; RESET + one token per step out
         assert tx.sent == n_cases + n_tokens and rx.received == n_cases + n_tokens
+        assert (type(tx).__name__, type(rx).__name__) == ("_ChannelSend", "_ChannelPull")
+        assert 0 <= tx.in_flight <= first.inbound.ring_spec.slots
         events = pipe.events
     for p in provisions:
         mine = [e for e in events if e.stage == p.stage]
@@ -136,6 +148,28 @@ def test_exact_tokens_on_planned_nodes(cluster, provisions, expected_cases):
     # provisions never carry an actor name or address (RP-PP-6): the registry is built from node/edge ids
     names = set(build_registry(provisions, backend.transport.scope).values())
     assert not any(n in repr(p) for n in names for p in provisions)
+
+
+def _endpoint_kinds(self_):
+    return sorted(type(e).__name__ for e in self_.transport.endpoints.values())
+
+
+def test_unknown_ray_transport_is_bad_backend(monkeypatch):
+    """Issue 14 item 3: the Ray transport is ``channel`` (default) or ``actor``; any other name, from the argument
+    or from $PIPEPLAN_RAY_TRANSPORT, is BackendError (bad_backend) naming it, before Ray is touched."""
+    from pipeplan.runtime.backends import BackendError
+
+    with pytest.raises(BackendError) as ei:
+        RayBackend(ray_transport="compiled-graph")
+    assert ei.value.code == "bad_backend" and "compiled-graph" in ei.value.message
+    monkeypatch.setenv("PIPEPLAN_RAY_TRANSPORT", "shm")
+    with pytest.raises(BackendError) as ei:
+        RayBackend()
+    assert ei.value.code == "bad_backend" and "PIPEPLAN_RAY_TRANSPORT" in ei.value.message
+    monkeypatch.setenv("PIPEPLAN_RAY_TRANSPORT", "actor")
+    assert RayBackend().ray_transport == "actor"
+    monkeypatch.delenv("PIPEPLAN_RAY_TRANSPORT")
+    assert RayBackend().ray_transport == "channel"
 
 
 # --------------------------------------------------------------------------- faults
@@ -208,15 +242,29 @@ def test_unknown_node_rejected_before_any_actor(cluster, facts):
 
 
 # --------------------------------------------------------------------------- edges
+def _on(ray_node_id):
+    """Hard affinity to one Ray node (the test consumers sit on the edge's consumer node)."""
+    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+    return NodeAffinitySchedulingStrategy(node_id=ray_node_id, soft=False)
+
+
 @ray.remote(num_cpus=0, max_concurrency=8)
 class _HeldSink:
-    """A consumer that accepts push calls but completes push ``n`` only once ``n + 1`` have been released
-    (holds its slots; releases in producer order, like the stage inbox takes frames)."""
+    """A consumer that takes frames only when released. Actor transport: it accepts push calls but completes
+    push ``n`` only once ``n + 1`` have been released (holds its slots; releases in producer order, like the
+    stage inbox takes frames). Channel transport: it reads ``n`` frames from the channel on ``release(n)``."""
 
-    def __init__(self):
+    def __init__(self, slots):
+        from pipeplan.runtime.ray_backend import _ChannelInbox
+
         self.cond = threading.Condition()
         self.released = 0
         self.got = 0
+        self.chan_inbox = _ChannelInbox(slots)
+
+    def accept_channel(self, edge_id, chan, ack_reader, ack_node):
+        return self.chan_inbox.accept(chan, ack_reader, ack_node)
 
     def push(self, edge_id, n, frame):
         with self.cond:
@@ -229,24 +277,29 @@ class _HeldSink:
         with self.cond:
             self.released += n
             self.cond.notify_all()
+        if self.chan_inbox.attached:
+            for _ in range(n):
+                if self.chan_inbox.get(5.0) is not None:
+                    self.got += 1
 
     def count(self):
         return self.got
 
 
-def test_back_pressure_at_most_slots_in_flight(cluster):
-    """RP-OS-1 (RingSpec enforced by the transport), issue 8 item 2: a producer resolving its consumer by (node_id, edge_id) through the
-    RayTransport registry keeps at most RingSpec.slots objects in flight: with a consumer that takes
-    nothing, send #slots+1 times out; one taken object frees exactly one slot. An object larger than
-    max_extent is ObjectTooLargeError, never sent."""
+@pytest.mark.parametrize("mode", ["channel", "actor"])
+def test_back_pressure_at_most_slots_in_flight(cluster, mode):
+    """RP-OS-1 (RingSpec enforced by the transport), issue 8 item 2, issue 14 item 3: a producer resolving its consumer by
+    (node_id, edge_id) through the RayTransport registry keeps at most RingSpec.slots objects in flight, over
+    shared-memory channels and over actor calls: with a consumer that takes nothing, send #slots+1 times out;
+    one taken object frees exactly one slot. An object larger than max_extent is ObjectTooLargeError, never sent."""
     slots = 2
     spec = ObjectSpec("activation", "f32", 4, (4, 8), "row_major", 64, 4 * 8 * 4)
     route = EdgeRoute("act.x", "activation", "n0", "n1", spec, RingSpec(slots, 128))
-    scope = RunScope(ray.get_runtime_context().namespace, f"pipeplan/test/{os.getpid()}")
+    scope = RunScope(ray.get_runtime_context().namespace, f"pipeplan/test-{mode}/{os.getpid()}")
     name = f"{scope.prefix}/sink"
-    sink = _HeldSink.options(name=name).remote()
+    sink = _HeldSink.options(name=name, scheduling_strategy=_on(cluster["n1"])).remote(slots)
+    tr = RayTransport({"act.x": route}, scope, {("n1", "act.x"): name}, mode=mode)
     try:
-        tr = RayTransport({"act.x": route}, scope, {("n1", "act.x"): name})
         with pytest.raises(EndpointError):
             tr.open_send("n2", "act.x")  # the edge's consumer is n1, not n2
         with pytest.raises(EndpointError):
@@ -263,8 +316,10 @@ def test_back_pressure_at_most_slots_in_flight(cluster):
         assert tx.send(frame, timeout=0.2) is False
         with pytest.raises(ObjectTooLargeError):
             tx.send(Frame(DATA, 1, 0, np.ones((5, 8), np.float32)), timeout=1.0)
+        ray.get(sink.release.remote(2))
         assert ray.get(sink.count.remote()) == 3 and tx.sent == 3
     finally:
+        tr.close()
         ray.kill(sink)
 
 
@@ -272,18 +327,23 @@ def test_back_pressure_at_most_slots_in_flight(cluster):
 class _InboxConsumer:
     """A consumer with the backend's own inbox (what a stage actor receives into), draining it slowly."""
 
-    def __init__(self):
-        from pipeplan.runtime.ray_backend import _Inbox
+    def __init__(self, slots):
+        from pipeplan.runtime.ray_backend import _ChannelInbox, _Inbox
 
         self.inbox, self.stop = _Inbox(), threading.Event()
+        self.chan_inbox = _ChannelInbox(slots)
 
     def push(self, edge_id, n, frame):
         return self.inbox.put(n, frame, self.stop)
 
-    def drain(self, count):
+    def accept_channel(self, edge_id, chan, ack_reader, ack_node):
+        return self.chan_inbox.accept(chan, ack_reader, ack_node)
+
+    def drain(self, count, channel):
+        box = self.chan_inbox if channel else self.inbox
         out = []
         while len(out) < count:
-            f = self.inbox.get(5.0)
+            f = box.get(30.0)
             if f is None:
                 break
             out.append(f.position)
@@ -291,25 +351,28 @@ class _InboxConsumer:
         return out
 
 
-def test_edge_keeps_producer_order(cluster):
-    """Issue 8 item 2 (edges keep order): frames on one edge reach the consumer in the order the producer sent them, even
-    though the consumer actor runs several push calls at once (a RESET overtaking a DATA frame would corrupt
-    a sequence)."""
+@pytest.mark.parametrize("mode", ["channel", "actor"])
+def test_edge_keeps_producer_order(cluster, mode):
+    """Issue 8 item 2 (edges keep order): frames on one edge reach the consumer in the order the producer sent them, over
+    shared-memory channels and over actor calls, even though the consumer actor runs several push calls at once (a
+    RESET overtaking a DATA frame would corrupt a sequence)."""
     slots, count = 4, 120
     spec = ObjectSpec("activation", "f32", 4, (4, 8), "row_major", 64, 4 * 8 * 4)
     route = EdgeRoute("act.o", "activation", "n0", "n2", spec, RingSpec(slots, 128))
-    scope = RunScope(ray.get_runtime_context().namespace, f"pipeplan/test-order/{os.getpid()}")
+    scope = RunScope(ray.get_runtime_context().namespace, f"pipeplan/test-order-{mode}/{os.getpid()}")
     name = f"{scope.prefix}/consumer"
-    consumer = _InboxConsumer.options(name=name).remote()
+    consumer = _InboxConsumer.options(name=name, scheduling_strategy=_on(cluster["n2"])).remote(slots)
+    tr = RayTransport({"act.o": route}, scope, {("n2", "act.o"): name}, mode=mode)
     try:
-        tx = RayTransport({"act.o": route}, scope, {("n2", "act.o"): name}).open_send("n2", "act.o")
-        got = consumer.drain.remote(count)
+        tx = tr.open_send("n2", "act.o")
+        got = consumer.drain.remote(count, mode == "channel")
         x = np.zeros((1, 8), np.float32)
         for i in range(count):
             assert tx.send(Frame(DATA, 1, i, x), timeout=10.0)
             assert tx.in_flight <= slots
         assert ray.get(got, timeout=60) == list(range(count))
     finally:
+        tr.close()
         ray.kill(consumer)
 
 

@@ -1,0 +1,273 @@
+"""Ray hops over shared-memory channels next to actor calls (issue 14 item 3): per-hop latency and decode tok/s.
+
+Usage: ``python bench/ray_hops.py [--models stories260K,gemma3] [--stages 3] [--hops 400] [--tokens 64]
+[--repeat 3] [--transports channel,actor]``.
+
+It starts a ``ray.cluster_utils.Cluster`` on this machine with ``--stages`` Ray nodes (1 CPU, 200 MB object
+store each) carrying the pool ids ``n0..n{k-1}`` (custom resources ``pipeplan_node:<id>``), the driver
+connected to ``n0``, with ``RAY_AUTH_MODE=disabled`` and a private temp dir. Both transports of
+:class:`pipeplan.runtime.ray_backend.RayBackend` run on the same cluster: ``channel`` (Ray shared-memory
+channels, the default) and ``actor`` (one actor call per frame, the transport before issue 14;
+``PIPEPLAN_RAY_TRANSPORT=actor``).
+
+- **hop**: one frame, one hop. The driver sends a DATA Frame of one activation row ([1, n_embd] f32 of the
+  model) through the transport's own endpoints (``RayTransport.open_send`` / ``open_recv``) to an echo actor,
+  which receives it and sends it back on a second edge; median of round trip / 2 over ``--hops`` frames
+  after a warm-up, for an echo actor on the driver's Ray node (``same node``) and on another (``cross node``).
+- **decode**: the model over ``--stages`` stage actors on ``n0..n{k-1}`` (greedy, one thread per stage),
+  a warm-up sequence, then ``--repeat`` timed sequences of ``--tokens`` tokens (median decode tok/s).
+
+Prints a table and writes ``bench/results/ray_hops.json``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import queue
+import shutil
+import statistics
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+import numpy as np
+
+HERE = Path(__file__).resolve().parent
+REPO = HERE.parent
+sys.path.insert(0, str(HERE))
+from decode import MODEL, PROMPT  # noqa: E402
+
+MB = 1024 * 1024
+TRANSPORTS = ("channel", "actor")
+
+
+def gemma3_model() -> Path:
+    """The Gemma 3 270M Q4_K_M GGUF the tests use (assembled once by its package)."""
+    sys.path.insert(0, str(REPO))
+    from tests.conftest import gemma3_file
+
+    return gemma3_file()
+
+
+def start_cluster(nodes: list[str], tmp: str):
+    """A local Ray cluster whose node i carries pool id ``nodes[i]`` (the head is ``nodes[0]``)."""
+    from ray.cluster_utils import Cluster
+
+    common = {"num_cpus": 1, "object_store_memory": 200 * MB}
+    c = Cluster(initialize_head=True, head_node_args=dict(common, temp_dir=tmp, include_dashboard=False,
+                                                          resources={f"pipeplan_node:{nodes[0]}": 1}))
+    ids = {nodes[0]: c.head_node.node_id}
+    for n in nodes[1:]:
+        ids[n] = c.add_node(**common, resources={f"pipeplan_node:{n}": 1}).node_id
+    c.wait_for_nodes()
+    return c, ids
+
+
+class Echo:
+    """An actor holding edge ``in`` (consumer) and edge ``out`` (producer, to the driver) of a RayTransport
+    in either mode; a thread sends every frame received on ``in`` back on ``out``."""
+
+    def __init__(self, transport, node_id: str):
+        from pipeplan.runtime.ray_backend import _ChannelInbox, _Inbox, _OutChannel
+
+        self.tr, self.node_id = transport, node_id
+        slots = transport.routes["in"].ring_spec.slots
+        self._inbox, self._chan_inbox, self._out_chan = _Inbox(), _ChannelInbox(slots), _OutChannel()
+        self._outbox: queue.Queue = queue.Queue(maxsize=slots)
+        self._stop = threading.Event()
+        channel = transport.mode == "channel"
+        transport.attach("in", self._chan_inbox if channel else self._inbox)
+        transport.attach("out", self._out_chan if channel else self._outbox)
+        threading.Thread(target=self._loop, daemon=True).start()
+
+    def _loop(self) -> None:
+        rx = self.tr.open_recv(self.node_id, "in")
+        tx = self.tr.open_send("orchestrator", "out")
+        while not self._stop.is_set():
+            f = rx.recv(timeout=0.05)
+            if f is not None:
+                while not tx.send(f, timeout=0.05) and not self._stop.is_set():
+                    pass
+
+    def stop(self) -> None:
+        self._stop.set()
+
+    # the stage actor's edge methods (StageActor's, for edges "in" / "out")
+    def push(self, edge_id, n, frame):
+        return self._inbox.put(n, frame, self._stop)
+
+    def pull(self, edge_id, wait_s):
+        try:
+            return self._outbox.get(timeout=wait_s)
+        except queue.Empty:
+            return None
+
+    def accept_channel(self, edge_id, chan, ack_reader, ack_node):
+        return self._chan_inbox.accept(chan, ack_reader, ack_node)
+
+    def out_channel(self, edge_id, wait_s):
+        return self._out_chan.wait(wait_s)
+
+    def accept_ack(self, edge_id, ack):
+        assert self._out_chan.credits is not None
+        self._out_chan.credits.set_ack(ack)
+        return True
+
+
+def bench_hop(mode: str, ray_node: str, node_id: str, n_embd: int, n: int) -> dict:
+    """Median one-way hop (round trip / 2) of a [1, n_embd] f32 DATA Frame through ``mode``'s endpoints."""
+    import ray
+    from pipeplan.plan_types import ObjectSpec, RingSpec
+    from pipeplan.runtime.ray_backend import RayTransport, RunScope, start_driver_proxy
+    from pipeplan.runtime.transport import DATA, EdgeRoute, Frame
+    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+    spec = ObjectSpec("activation", "f32", 4, (256, n_embd), "row_major", 64, 256 * n_embd * 4)
+    rs = RingSpec(2, spec.max_extent)
+    routes = {"in": EdgeRoute("in", "activation", "orchestrator", node_id, spec, rs),
+              "out": EdgeRoute("out", "activation", node_id, "orchestrator", spec, rs)}
+    scope = RunScope(ray.get_runtime_context().namespace, f"pipeplan/bench-hop/{os.getpid()}/{mode}/{node_id}")
+    name = f"{scope.prefix}/echo"
+    proxy_name = f"{scope.prefix}/driver" if mode == "channel" else None
+    proxy = start_driver_proxy(proxy_name, scope.namespace) if proxy_name else None
+    tr = RayTransport(routes, scope, {(node_id, "in"): name, ("orchestrator", "out"): name}, mode=mode,
+                      proxy=proxy_name)
+    echo = ray.remote(Echo).options(name=name, num_cpus=0, max_concurrency=8, scheduling_strategy=
+                                    NodeAffinitySchedulingStrategy(ray_node, soft=False)).remote(tr, node_id)
+    try:
+        tx, rx = tr.open_send(node_id, "in"), tr.open_recv("orchestrator", "out")
+        x = np.random.default_rng(0).standard_normal((1, n_embd)).astype(np.float32)
+
+        def once(i: int) -> float:
+            t0 = time.perf_counter()
+            assert tx.send(Frame(DATA, 0, i, x), timeout=30.0)
+            f = None
+            while f is None:
+                f = rx.recv(timeout=30.0)
+            assert f.position == i
+            return (time.perf_counter() - t0) / 2
+
+        for i in range(100):
+            once(i)
+        hops = sorted(once(100 + i) for i in range(n))
+    finally:
+        ray.get(echo.stop.remote())
+        tr.close()
+        ray.kill(echo)
+        if proxy is not None:
+            ray.kill(proxy)
+    return {"median_us": statistics.median(hops) * 1e6, "p90_us": hops[int(0.9 * len(hops))] * 1e6,
+            "min_us": hops[0] * 1e6, "n": n, "payload_bytes": int(x.nbytes)}
+
+
+def _provisions(model: Path, nodes: list[str], max_seq_len: int = 256):
+    from pipeplan.dialects.runplan_build import project_provisions
+    from pipeplan.frontend.gguf_facts import read_model_facts
+    from pipeplan.frontend.planner import plan_run
+    from pipeplan.plan_types import NodePool, NodeSpec, RuntimeConfig
+
+    facts = read_model_facts(model)
+    pool = NodePool(tuple(NodeSpec(n, 4 << 30) for n in nodes))
+    return project_provisions(plan_run(facts, RuntimeConfig(max_seq_len=max_seq_len), pool, len(nodes), nodes))
+
+
+def bench_decode(mode: str, model: Path, nodes: list[str], prompt_ids: list[int], tokens: int, repeat: int) -> dict:
+    """Decode tok/s of ``model`` over one stage actor per node with the ``mode`` transport (median of ``repeat``)."""
+    from pipeplan.runtime.orchestrator import Pipeline
+    from pipeplan.runtime.ray_backend import RayBackend
+
+    ps = _provisions(model, nodes)
+    with Pipeline(ps, backend=RayBackend(ray_transport=mode), num_threads=1) as pipe:
+        warm, _ = pipe.generate_ids(prompt_ids, 8)
+        runs = [pipe.generate_ids(prompt_ids, tokens) for _ in range(repeat)]
+        load_s = pipe.load_s
+    return {"load_s": load_s, "decode_tok_s": statistics.median(r[1]["decode_tok_s"] for r in runs),
+            "prefill_tok_s": statistics.median(r[1]["prefill_tok_s"] for r in runs),
+            "ids": runs[0][0], "n_prompt": len(prompt_ids), "n_decode": tokens}
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--models", default="stories260K,gemma3")
+    ap.add_argument("--stages", type=int, default=3)
+    ap.add_argument("--hops", type=int, default=400)
+    ap.add_argument("--tokens", type=int, default=64)
+    ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--transports", default=",".join(TRANSPORTS))
+    ap.add_argument("--out", type=Path, default=HERE / "results" / "ray_hops.json")
+    args = ap.parse_args(argv)
+
+    import ray
+    from pipeplan.frontend.gguf_facts import read_model_facts
+    from pipeplan.runtime.tokenizer import SPMTokenizer
+
+    modes = [m for m in args.transports.split(",") if m]
+    models = {"stories260K": MODEL, "gemma3": None}
+    nodes = [f"n{i}" for i in range(args.stages)]
+    saved = {k: os.environ.get(k) for k in ("RAY_AUTH_MODE", "RAY_TMPDIR")}
+    tmp = tempfile.mkdtemp(prefix="pp-ray-", dir="/tmp")  # short: Ray's unix socket paths must fit 107 bytes
+    os.makedirs(os.path.join(tmp, "ray"))
+    os.environ["RAY_AUTH_MODE"] = "disabled"
+    os.environ["RAY_TMPDIR"] = tmp
+    cluster = None
+    hops: list[dict] = []
+    decode: list[dict] = []
+    try:
+        cluster, ids = start_cluster(nodes, tmp)
+        ray.init(address=cluster.address, log_to_driver=False)
+        for name in [m for m in args.models.split(",") if m]:
+            model = models[name] or gemma3_model()
+            n_embd = read_model_facts(model).embedding_length
+            prompt_ids = SPMTokenizer.from_gguf(model).encode(PROMPT)
+            for where, node in (("same node", nodes[0]), ("cross node", nodes[-1])):
+                for mode in modes:
+                    h = bench_hop(mode, ids[node], node, n_embd, args.hops)
+                    hops.append({"model": name, "transport": mode, "where": where, "to_node": node, **h})
+            for mode in modes:
+                d = bench_decode(mode, model, nodes, prompt_ids, args.tokens, args.repeat)
+                decode.append({"model": name, "transport": mode, "stages": args.stages, **d})
+    finally:
+        if ray.is_initialized():
+            ray.shutdown()
+        if cluster is not None:
+            cluster.shutdown()
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+        shutil.rmtree(tmp, ignore_errors=True)
+
+    print("| model | hop | payload B | " + " | ".join(f"{m} median us (p90)" for m in modes) + " |")
+    print("|---|---|---|" + "---|" * len(modes))
+    for name in dict.fromkeys(h["model"] for h in hops):
+        for where in ("same node", "cross node"):
+            row = {h["transport"]: h for h in hops if h["model"] == name and h["where"] == where}
+            pay = next(iter(row.values()))["payload_bytes"]
+            print(f"| {name} | {where} | {pay} | " + " | ".join(
+                f"{row[m]['median_us']:.0f} ({row[m]['p90_us']:.0f})" for m in modes) + " |")
+    print()
+    print("| model | stages | " + " | ".join(f"{m} decode tok/s" for m in modes) + " | same ids |")
+    print("|---|---|" + "---|" * len(modes) + "---|")
+    for name in dict.fromkeys(d["model"] for d in decode):
+        row = {d["transport"]: d for d in decode if d["model"] == name}
+        same = len({tuple(r["ids"]) for r in row.values()}) == 1
+        print(f"| {name} | {args.stages} | " + " | ".join(f"{row[m]['decode_tok_s']:.1f}" for m in modes)
+              + f" | {same} |")
+    doc = {"command": "python bench/ray_hops.py " + " ".join(argv if argv is not None else sys.argv[1:]),
+           "machine": {"python": sys.version.split()[0], "platform": platform.platform(), "cpus": os.cpu_count()},
+           "cluster": {"nodes": nodes, "cpus_per_node": 1, "object_store_mb_per_node": 200},
+           "hops": hops, "decode": decode}
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(doc, indent=1) + "\n")
+    print(f"wrote {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
