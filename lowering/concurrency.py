@@ -1,0 +1,438 @@
+"""Predicted throughput and latency of N concurrent sequences through S pipeline stages.
+
+Seeds/003 "Timing and simulation projection" (AB-T-2): the same commands and costs the single-sequence
+simulation runs (:mod:`pipeplan.lowering.simulate`), reduced to one *frame cost* per stage and step and one
+*hop* per edge, then cycled by N sequences (the interleaving of vLLM / SGLang pipeline parallelism and
+llama.cpp's async pipeline: stage i works on sequence k while stage i+1 works on k-1).
+
+**Costs** (:class:`StageCosts`, seconds): ``decode_s[i]`` / ``prefill_s[i]`` — stage i's work for one
+frame of the step (every command of the step on stage i but its ``send``/``recv``); ``decode_hop_s[i]`` /
+``prefill_hop_s[i]`` — the hop *into* stage i: the ``send`` of the producing stage plus the ``recv`` of
+stage i (for i = 0: the last stage's token-out ``send`` and stage 0's token-in ``recv``, the loop through
+the orchestrator). A prefill frame holds ``prefill_rows`` prompt rows (the plan's prefill step) and costs
+the prefill step whatever the rows of the last chunk.
+
+**Model.** Sequence k (arriving at ``arrivals[k]``, default 0) runs ``ceil(prompt_tokens / prefill_rows)``
+prefill frames then ``decode_tokens - 1`` decode frames; the last prefill frame yields its first token and
+each decode frame one more (as ``pipeplan run``). One frame per sequence is in flight: frame j+1 enters the
+hop into stage 0 when frame j leaves the last stage. A frame reaches stage i ``hop[i]`` after it left stage
+i-1 (hops are pure delays: rings and wake-ups, no stage busy); each stage serves one frame at a time,
+first come first served (ties: sequence index). A token is out when its frame leaves the last stage.
+
+**Figures** (:func:`throughput_summary`, the same for simulated and measured token times):
+
+* ``aggregate_tok_s`` — steady-state decode rate over the middle half of every sequence, which leaves out
+  the admission and drain transients: with ``m1 = D // 4`` and ``m2 = D - 1 - D // 4`` per sequence of D
+  tokens (``0`` and ``D - 1`` when D < 3), ``sum_k (m2 - m1) / (max_k t_k[m2] - min_k t_k[m1])``. Each
+  counted token's frame starts after ``min_k t_k[m1]``, so the figure never exceeds ``1 / max(decode_s)``.
+  Meant for N requests started together with the same ``max_tokens``.
+* ``per_token_p50_s`` / ``per_token_p99_s`` — percentiles (numpy's linear interpolation) of the gaps
+  between consecutive tokens of a sequence, over every sequence.
+* ``request_latency_s`` — mean over sequences of last token time minus arrival; ``ttft_s`` the mean first
+  token time minus arrival; ``makespan_s`` the last token time; ``overall_tok_s`` every token / makespan.
+
+Closed forms (tests): N = 1: a decode token takes ``sum(decode_s) + sum(decode_hop_s)``; steady state
+``aggregate = min(N / cycle, 1 / max(decode_s))`` with ``cycle`` that sum (Little's law on the closed
+cycle, bounded by the bottleneck stage).
+"""
+
+from __future__ import annotations
+
+import functools
+import heapq
+import json
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from pipeplan.errors import PipeplanError
+
+THROUGHPUT_FORMAT = "pipeplan-throughput/1"
+"""``format`` of a throughput measurement document (:func:`read_throughput`)."""
+
+HOP_OPS = ("send", "recv")
+
+
+class ConcurrencyError(PipeplanError):
+    """A request the concurrency model cannot answer: ``invalid_request`` (counts < 1, costs not finite or
+    negative, mismatched stage counts), ``bad_throughput`` (a measurement document that is not one),
+    ``unknown_step`` (a model without a decode step)."""
+
+    code = "concurrency"
+
+
+@dataclass(frozen=True)
+class StageCosts:
+    """Per-stage frame costs and hops (seconds; module docstring). All tuples have one entry per stage."""
+
+    decode_s: tuple[float, ...]
+    decode_hop_s: tuple[float, ...]
+    prefill_s: tuple[float, ...]
+    prefill_hop_s: tuple[float, ...]
+    prefill_rows: int = 8
+    evidence: str = ""
+
+    @property
+    def stages(self) -> int:
+        """Number of stages S."""
+        return len(self.decode_s)
+
+    def check(self) -> None:
+        """Raise ConcurrencyError(invalid_request) for no stage, unequal lengths, a negative or non-finite
+        cost, or ``prefill_rows`` < 1."""
+        s = len(self.decode_s)
+        fields = {"decode_s": self.decode_s, "decode_hop_s": self.decode_hop_s, "prefill_s": self.prefill_s,
+                  "prefill_hop_s": self.prefill_hop_s}
+        if s < 1:
+            raise ConcurrencyError("stage costs: no stage", code="invalid_request", where="decode_s")
+        for name, xs in fields.items():
+            if len(xs) != s:
+                raise ConcurrencyError(f"stage costs: {name} has {len(xs)} entries for {s} stages",
+                                       code="invalid_request", where=name)
+            for i, x in enumerate(xs):
+                if not isinstance(x, int | float) or not math.isfinite(x) or x < 0:
+                    raise ConcurrencyError(f"stage costs: {name}[{i}] = {x!r} is not a finite number of seconds >= 0",
+                                           code="invalid_request", where=name)
+        if self.prefill_rows < 1:
+            raise ConcurrencyError(f"stage costs: prefill_rows must be >= 1, got {self.prefill_rows}",
+                                   code="invalid_request", where="prefill_rows")
+
+    @classmethod
+    def uniform(cls, stages: int, step_s: float, hop_s: float = 0.0, *, prefill_s: float | None = None,
+                prefill_rows: int = 8) -> StageCosts:
+        """``stages`` equal stages (tests and what-if figures)."""
+        p = step_s if prefill_s is None else prefill_s
+        return cls((step_s,) * stages, (hop_s,) * stages, (p,) * stages, (hop_s,) * stages, prefill_rows)
+
+
+@dataclass(frozen=True)
+class ConcurrentPrediction:
+    """Predicted figures for ``n_sequences`` (module docstring); ``stage_utilisation[i]`` is stage i's
+    busy time over the makespan; ``token_times[k]`` the seconds at which sequence k's tokens came out."""
+
+    n_sequences: int
+    stages: int
+    prompt_tokens: int
+    decode_tokens: int
+    aggregate_tok_s: float
+    per_token_p50_s: float
+    per_token_p99_s: float
+    request_latency_s: float
+    ttft_s: float
+    makespan_s: float
+    overall_tok_s: float
+    stage_utilisation: tuple[float, ...]
+    bottleneck_s: float
+    cycle_s: float
+    evidence: str = ""
+    token_times: tuple[tuple[float, ...], ...] = field(default=(), repr=False)
+
+    def to_json(self) -> dict[str, Any]:
+        """The figures as a JSON object (``token_times`` left out)."""
+        d = asdict(self)
+        d.pop("token_times")
+        d["stage_utilisation"] = list(self.stage_utilisation)
+        return d
+
+
+def _percentile(xs: Sequence[float], q: float) -> float:
+    import numpy as np
+
+    return float(np.percentile(np.asarray(xs, dtype=np.float64), q)) if len(xs) else 0.0
+
+
+def throughput_summary(token_times: Sequence[Sequence[float]], arrivals: Sequence[float] | None = None
+                       ) -> dict[str, float]:
+    """``aggregate_tok_s, per_token_p50_s, per_token_p99_s, request_latency_s, ttft_s, makespan_s,
+    overall_tok_s`` of per-sequence token times (seconds from a common origin; module docstring).
+
+    Raises ConcurrencyError(invalid_request) when there is no sequence, a sequence has no token, or its
+    times are not finite and non-decreasing.
+    """
+    if not token_times:
+        raise ConcurrencyError("no sequence", code="invalid_request", where="token_times")
+    arr = list(arrivals) if arrivals is not None else [0.0] * len(token_times)
+    if len(arr) != len(token_times):
+        raise ConcurrencyError(f"{len(arr)} arrival times for {len(token_times)} sequences", code="invalid_request",
+                               where="arrivals")
+    gaps: list[float] = []
+    for k, ts in enumerate(token_times):
+        if not ts:
+            raise ConcurrencyError(f"sequence {k} has no token", code="invalid_request", where="token_times")
+        for j, t in enumerate(ts):
+            if not math.isfinite(t) or (j and t < ts[j - 1]) or t < arr[k]:
+                raise ConcurrencyError(f"sequence {k}: token time {j} = {t!r} is not finite, or before the one "
+                                       f"before it or the arrival", code="invalid_request", where="token_times")
+        gaps += [b - a for a, b in zip(ts, ts[1:])]
+        d = len(ts)
+    ref = token_times[0]
+    d = len(ref)
+    m1, m2 = (d // 4, d - 1 - d // 4) if d >= 3 else (0, d - 1)
+    lo, hi = ref[m1], ref[m2]
+    counted = sum(1 for ts in token_times for t in ts[1:] if lo < t <= hi)
+    agg = counted / (hi - lo) if hi > lo else 0.0
+    last = max(ts[-1] for ts in token_times)
+    n_tok = sum(len(ts) for ts in token_times)
+    return {"aggregate_tok_s": agg, "per_token_p50_s": _percentile(gaps, 50), "per_token_p99_s": _percentile(gaps, 99),
+            "request_latency_s": sum(ts[-1] - a for ts, a in zip(token_times, arr)) / len(token_times),
+            "ttft_s": sum(ts[0] - a for ts, a in zip(token_times, arr)) / len(token_times),
+            "makespan_s": last, "overall_tok_s": n_tok / last if last > 0 else 0.0}
+
+
+def simulate_sequences(costs: StageCosts, n_sequences: int, prompt_tokens: int, decode_tokens: int, *,
+                       arrivals: Sequence[float] | None = None) -> tuple[list[list[float]], list[float]]:
+    """Event simulation of the model (module docstring): ``(token_times per sequence, busy seconds per
+    stage)``. Raises ConcurrencyError(invalid_request) for counts < 1 or bad costs/arrivals."""
+    costs.check()
+    for name, v in (("n_sequences", n_sequences), ("prompt_tokens", prompt_tokens), ("decode_tokens", decode_tokens)):
+        if not isinstance(v, int) or v < 1:
+            raise ConcurrencyError(f"{name} must be an integer >= 1, got {v!r}", code="invalid_request", where=name)
+    arr = [0.0] * n_sequences if arrivals is None else [float(a) for a in arrivals]
+    if len(arr) != n_sequences or any(not math.isfinite(a) or a < 0 for a in arr):
+        raise ConcurrencyError(f"arrivals must be {n_sequences} finite times >= 0", code="invalid_request",
+                               where="arrivals")
+    s_count = costs.stages
+    chunks = -(-prompt_tokens // costs.prefill_rows)
+    frames = chunks + decode_tokens - 1
+    busy = [0.0] * s_count
+    waiting: list[list[tuple[float, int, int]]] = [[] for _ in range(s_count)]  # (arrival, seq, frame) heap
+    active = [False] * s_count
+    tokens: list[list[float]] = [[] for _ in range(n_sequences)]
+    # events: (time, kind, seq, stage, frame); kind 0 = a stage finishes a frame, 1 = a frame reaches a stage
+    ev: list[tuple[float, int, int, int, int]] = []
+
+    def cost(stage: int, frame: int) -> float:
+        return costs.prefill_s[stage] if frame < chunks else costs.decode_s[stage]
+
+    def hop(stage: int, frame: int) -> float:
+        return costs.prefill_hop_s[stage] if frame < chunks else costs.decode_hop_s[stage]
+
+    def start(stage: int, t: float) -> None:
+        arrival, k, j = heapq.heappop(waiting[stage])
+        active[stage] = True
+        d = cost(stage, j)
+        busy[stage] += d
+        heapq.heappush(ev, (max(t, arrival) + d, 0, k, stage, j))
+
+    for k, a in enumerate(arr):
+        heapq.heappush(ev, (a + hop(0, 0), 1, k, 0, 0))
+    while ev:
+        t, kind, k, stage, j = heapq.heappop(ev)
+        if kind == 1:
+            heapq.heappush(waiting[stage], (t, k, j))
+            if not active[stage]:
+                start(stage, t)
+            continue
+        active[stage] = False
+        if stage + 1 < s_count:
+            heapq.heappush(ev, (t + hop(stage + 1, j), 1, k, stage + 1, j))
+        else:
+            if j >= chunks - 1:
+                tokens[k].append(t)
+            if j + 1 < frames:
+                heapq.heappush(ev, (t + hop(0, j + 1), 1, k, 0, j + 1))
+        if waiting[stage]:
+            start(stage, t)
+    return tokens, busy
+
+
+def predict_concurrent(source: Any, n_sequences: int, prompt_tokens: int, decode_tokens: int, *,
+                       evidence: str | None = None, prefill_rows: int | None = None,
+                       arrivals: Sequence[float] | None = None) -> ConcurrentPrediction:
+    """Predicted figures of ``n_sequences`` concurrent requests of ``prompt_tokens`` prompt tokens and
+    ``decode_tokens`` generated tokens each (module docstring).
+
+    ``source``: :class:`StageCosts`, an :class:`~pipeplan.lowering.simulate.ExecModel`, a
+    :class:`~pipeplan.dialects.cplan.ConcretePlan`, or a package directory (its ``predicted.timeline.json``:
+    the plan's resolved costs). ``evidence`` names the evidence the costs came from (default: the
+    package manifest's evidence identity, or the costs' own). ``prefill_rows``: rows of a prefill frame
+    (default: the package's prefill step, else 8 as ``pipeplan compile``).
+    Raises ConcurrencyError, SimulationError, PackageError / TimelineError for an unreadable package.
+    """
+    costs = stage_costs(source, prefill_rows=prefill_rows)
+    if evidence is not None:
+        costs = StageCosts(costs.decode_s, costs.decode_hop_s, costs.prefill_s, costs.prefill_hop_s,
+                           costs.prefill_rows, evidence)
+    tokens, busy = simulate_sequences(costs, n_sequences, prompt_tokens, decode_tokens, arrivals=arrivals)
+    summ = throughput_summary(tokens, arrivals)
+    mk = summ["makespan_s"]
+    return ConcurrentPrediction(
+        n_sequences, costs.stages, prompt_tokens, decode_tokens, summ["aggregate_tok_s"], summ["per_token_p50_s"],
+        summ["per_token_p99_s"], summ["request_latency_s"], summ["ttft_s"], mk, summ["overall_tok_s"],
+        tuple(b / mk if mk > 0 else 0.0 for b in busy), max(costs.decode_s),
+        sum(costs.decode_s) + sum(costs.decode_hop_s), costs.evidence, tuple(tuple(ts) for ts in tokens))
+
+
+def steady_state_tok_s(costs: StageCosts, n_sequences: int) -> float:
+    """The closed form ``min(N / cycle, 1 / max(decode_s))`` of the decode rate (module docstring);
+    ``inf`` for a zero-cost pipeline."""
+    cycle = sum(costs.decode_s) + sum(costs.decode_hop_s)
+    bott = max(costs.decode_s)
+    a = n_sequences / cycle if cycle > 0 else math.inf
+    return min(a, 1.0 / bott if bott > 0 else math.inf)
+
+
+# --------------------------------------------------------------------------- costs from a plan
+def _costs_from_durations(rows: Sequence[tuple[str, int, str, float, bool]], prefill_rows: int,
+                          evidence: str) -> StageCosts:
+    """StageCosts from ``(step, stage, op, seconds, loop_source)`` rows of one instance per step; a
+    ``send`` goes to the hop into the next stage, the last stage's (the loop source) to stage 0's."""
+    stages = 1 + max((r[1] for r in rows), default=-1)
+    if stages < 1:
+        raise ConcurrencyError("the plan has no command", code="invalid_request")
+    work = {s: [0.0] * stages for s in ("prefill", "decode")}
+    hops = {s: [0.0] * stages for s in ("prefill", "decode")}
+    seen = set()
+    for step, stage, op, secs, _ in rows:
+        if step not in work:
+            continue
+        seen.add(step)
+        if op == "recv":
+            hops[step][stage] += secs
+        elif op == "send":
+            hops[step][(stage + 1) % stages] += secs
+        else:
+            work[step][stage] += secs
+    if "decode" not in seen:
+        raise ConcurrencyError("the plan has no decode step", code="unknown_step", where="decode")
+    if "prefill" not in seen:
+        work["prefill"], hops["prefill"] = list(work["decode"]), list(hops["decode"])
+    return StageCosts(tuple(work["decode"]), tuple(hops["decode"]), tuple(work["prefill"]), tuple(hops["prefill"]),
+                      prefill_rows, evidence)
+
+
+def costs_from_model(model: Any, *, prefill_rows: int = 8, evidence: str = "") -> StageCosts:
+    """StageCosts of an :class:`~pipeplan.lowering.simulate.ExecModel` (its commands' durations: the
+    plan's resolved costs, 0 s for a missing cost)."""
+    rows = [(c.step, c.stage, c.op, c.duration, c.index in model.loop_sources) for c in model.commands]
+    return _costs_from_durations(rows, prefill_rows, evidence)
+
+
+def costs_from_bundle(doc: Mapping[str, Any], *, prefill_rows: int = 8, evidence: str = "") -> StageCosts:
+    """StageCosts of a predicted TimelineBundle document (its first instance of each step)."""
+    rows = [(e["step"], int(e["stage"]), e["op"], float(e["end_s"]) - float(e["start_s"]), False)
+            for e in doc.get("events", []) if int(e.get("iteration", 0)) == 0]
+    return _costs_from_durations(rows, prefill_rows, evidence)
+
+
+@functools.lru_cache(maxsize=16)
+def _prefill_rows_of(program: str, _mtime_ns: int) -> int:
+    from pipeplan.runtime.replay import load_package, stage_programs
+
+    progs = stage_programs(load_package(Path(program).parent, verify=False).program)
+    first = progs[min(progs)]
+    return first["prefill"].rows if "prefill" in first else 1
+
+
+def _package_prefill_rows(pkg: Path) -> int:
+    """Rows of the package's prefill step (its ``program.mlir``, parsed once per file version)."""
+    prog = (pkg / "program.mlir").resolve()
+    return _prefill_rows_of(str(prog), prog.stat().st_mtime_ns)
+
+
+def stage_costs(source: Any, *, prefill_rows: int | None = None) -> StageCosts:
+    """StageCosts of ``source`` (see :func:`predict_concurrent`). Raises ConcurrencyError(invalid_request)
+    for anything else; TimelineError / PackageError for an unreadable package."""
+    from pipeplan.dialects.cplan import ConcretePlan
+    from pipeplan.lowering.simulate import ExecModel, build_model
+
+    if isinstance(source, StageCosts):
+        if prefill_rows is not None:
+            source = StageCosts(source.decode_s, source.decode_hop_s, source.prefill_s, source.prefill_hop_s,
+                                prefill_rows, source.evidence)
+        source.check()
+        return source
+    if isinstance(source, ConcretePlan):
+        source = build_model(source)
+    if isinstance(source, ExecModel):
+        return costs_from_model(source, prefill_rows=prefill_rows or 8)
+    if isinstance(source, str | Path) and Path(source).is_dir():
+        from pipeplan.lowering.timeline import TimelineBundle
+
+        pkg = Path(source)
+        bundle = TimelineBundle.read(pkg / "predicted.timeline.json")
+        try:
+            manifest = json.loads((pkg / "manifest.json").read_text(encoding="utf-8"))
+            ident = str(manifest.get("evidence", {}).get("identity", ""))
+        except (OSError, ValueError):
+            ident = ""
+        rows = prefill_rows or _package_prefill_rows(pkg)
+        return costs_from_bundle(bundle.to_json(), prefill_rows=rows, evidence=ident)
+    raise ConcurrencyError(f"cannot take stage costs from {type(source).__name__} {str(source)[:80]!r}: give "
+                           f"StageCosts, an ExecModel, a ConcretePlan or a package directory", code="invalid_request")
+
+
+# --------------------------------------------------------------------------- measurements
+@dataclass(frozen=True)
+class ThroughputMeasurement:
+    """One measured row (``pipeplan-throughput/1``): ``n_sequences``, ``stages``, ``aggregate_tok_s``,
+    ``p50_s``, ``p99_s`` (per-token latency), optional ``prompt_tokens``, ``decode_tokens``,
+    ``request_latency_s``, ``backend``."""
+
+    n_sequences: int
+    stages: int
+    aggregate_tok_s: float
+    p50_s: float
+    p99_s: float
+    prompt_tokens: int | None = None
+    decode_tokens: int | None = None
+    request_latency_s: float | None = None
+    backend: str = ""
+
+
+def read_throughput(path: str | Path) -> list[ThroughputMeasurement]:
+    """The measured rows of a throughput document: ``{"format": "pipeplan-throughput/1", "rows": [row, ...]}``,
+    a bare list of rows, or one row object (fields: :class:`ThroughputMeasurement`).
+
+    Raises ConcurrencyError(bad_throughput) naming the file and the row/field that is missing or wrong;
+    ConcurrencyError(file_not_found | bad_input_path | unreadable) for a path that is not a readable file.
+    """
+    from pipeplan.frontend.paths import check_input_file
+
+    check_input_file(str(path), "throughput measurement", ConcurrencyError)
+    try:
+        doc = json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError) as e:
+        raise ConcurrencyError(f"{path}: not a JSON document ({e})", code="bad_throughput", where=str(path)) from None
+    if isinstance(doc, dict) and "rows" in doc:
+        if doc.get("format", THROUGHPUT_FORMAT) != THROUGHPUT_FORMAT:
+            raise ConcurrencyError(f"{path}: format {doc.get('format')!r} is not {THROUGHPUT_FORMAT}",
+                                   code="bad_throughput", where=str(path))
+        rows = doc["rows"]
+    elif isinstance(doc, dict):
+        rows = [doc]
+    else:
+        rows = doc
+    if not isinstance(rows, list) or not rows:
+        raise ConcurrencyError(f"{path}: no measured row", code="bad_throughput", where=str(path))
+    out = []
+    for i, r in enumerate(rows):
+        if not isinstance(r, dict):
+            raise ConcurrencyError(f"{path}: row {i} is not an object", code="bad_throughput", where=str(path))
+        vals: dict[str, Any] = {}
+        for name, kind in (("n_sequences", int), ("stages", int), ("aggregate_tok_s", float), ("p50_s", float),
+                           ("p99_s", float), ("prompt_tokens", int), ("decode_tokens", int),
+                           ("request_latency_s", float)):
+            v = r.get(name)
+            if v is None and name in ("prompt_tokens", "decode_tokens", "request_latency_s"):
+                continue
+            num = v if isinstance(v, int | float) and not isinstance(v, bool) else None
+            ok = num is not None and math.isfinite(num) and num >= 0
+            if ok and kind is int:
+                ok = float(num).is_integer() and num >= 1  # type: ignore[arg-type, operator]
+            if not ok or num is None:
+                raise ConcurrencyError(f"{path}: row {i}: {name} = {v!r} is not a finite "
+                                       f"{'integer >= 1' if kind is int else 'number >= 0'}",
+                                       code="bad_throughput", where=name)
+            vals[name] = kind(num)
+        out.append(ThroughputMeasurement(**vals, backend=str(r.get("backend", ""))))
+    return out
+
+
+__all__ = [
+    "THROUGHPUT_FORMAT", "ConcurrencyError", "ConcurrentPrediction", "StageCosts", "ThroughputMeasurement",
+    "costs_from_bundle", "costs_from_model", "predict_concurrent", "read_throughput", "simulate_sequences",
+    "stage_costs", "steady_state_tok_s", "throughput_summary",
+]
