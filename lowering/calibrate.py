@@ -43,9 +43,12 @@ from pipeplan.lowering.evidence import TABLE_FORMAT, EvidenceError, MeasuredTabl
 CALIBRATION_FORMAT = "pipeplan-calibration/1"
 MODEL_SHA_MEMO = "model-sha256.memo"
 """File beside the tables remembering model sha256s (:func:`model_fingerprint`); not a ``*.json`` table."""
-TARGETS = ("reference",)
-"""Kernel targets :func:`measure_runtime` can time: the kernel table of the direct replay (the runtime
-path that records measured timelines)."""
+TARGETS = ("cpu", "reference")
+"""Kernel targets ``pipeplan calibrate`` can time: ``cpu`` (:func:`measure_cpu`: the numpy + C kernel table
+the stage executors of ``pipeplan run`` use, and the shared-memory ring hops of the local backend) and
+``reference`` (:func:`measure_runtime`: the torch kernels of the direct replay)."""
+HOP_ROUND_TRIPS = 200
+"""Round trips per frame size of :func:`measure_hops` (after 20 warm-up ones)."""
 
 CALIBRATION_PROMPTS = ("One day a little bird flew over the big green tree",
                        "Tom had a red ball and he liked to play with it",
@@ -335,8 +338,9 @@ def select_evidence(explicit: Sequence[str] | None, model_files: Sequence[str | 
     got_model = cal.get("model")
     if not isinstance(got_model, dict) or got_model.get("sha256") != list(model["sha256"]):
         return _roofline(model_name, f"calibration {path} was made for another model")
-    return EvidenceChoice((f"measured:{path}", "roofline"), "calibrated", path, f"evidence: calibrated ({path})",
-                          {"keys": len(table.entries)})
+    return EvidenceChoice((f"measured:{path}", "roofline"), "calibrated", path,
+                          f"evidence: calibrated ({path}) for the {target} kernels",
+                          {"keys": len(table.entries), "target": target})
 
 
 def plan_model_files(plan_module) -> list[str] | None:
@@ -351,10 +355,12 @@ def plan_model_files(plan_module) -> list[str] | None:
     return [str(f) for f in files] or None
 
 
-def plan_evidence(explicit: Sequence[str] | None, plan, *, target: str = "reference", threads: int = 1,
-                  cache_dir: str | os.PathLike[str] | None = None) -> EvidenceChoice:
-    """:func:`select_evidence` for a RunPlan (module, IR text or path; its ``model.files``). A plan that
-    cannot be read is left to the compiler's diagnostic: roofline is chosen here and no error raised."""
+def plan_evidence(explicit: Sequence[str] | None, plan, *, target: str | Sequence[str] = ("cpu", "reference"),
+                  threads: int = 1, cache_dir: str | os.PathLike[str] | None = None) -> EvidenceChoice:
+    """:func:`select_evidence` for a RunPlan (module, IR text or path; its ``model.files``): the first of the
+    kernel ``target``\ s with a usable calibration (default: ``cpu``, else ``reference``), else the first
+    target's roofline line. A plan that cannot be read is left to the compiler's diagnostic: roofline is
+    chosen here and no error raised."""
     if explicit:
         return select_evidence(explicit, None)
     try:
@@ -364,4 +370,280 @@ def plan_evidence(explicit: Sequence[str] | None, plan, *, target: str = "refere
     except PipeplanError:
         return EvidenceChoice(("roofline",), "roofline", None, "evidence: roofline (the plan could not be read)")
     files = plan_model_files(module)
-    return select_evidence(None, files, target=target, threads=threads, cache_dir=cache_dir)
+    targets = (target,) if isinstance(target, str) else tuple(target)
+    choices = []
+    for t in targets:
+        choice = select_evidence(None, files, target=t, threads=threads, cache_dir=cache_dir)
+        if choice.kind == "calibrated":
+            return choice
+        choices.append(choice)
+    return choices[0]
+
+
+# --------------------------------------------------------------------------- target cpu
+def measure_hops(frame_bytes: Sequence[int], *, round_trips: int = HOP_ROUND_TRIPS) -> list[dict[str, Any]]:
+    """The local backend's transport hop per frame size: a spawned process echoes float32 frames of
+    ``ceil(bytes / 4)`` values through two shared-memory rings (:func:`pipeplan.runtime.shm_ring.echo_loop`,
+    as ``bench/decode.py``). Per size: ``hop_s`` (median round trip / 2: copy in, wake-up, copy out),
+    ``send_s`` (median time of the producer's ``send`` call) and ``round_trips``.
+
+    Raises CalibrationError(invalid_request) for no size, a size < 1 or round_trips < 1;
+    CalibrationError(transport) when the echo process does not answer (5 s per frame).
+    """
+    import multiprocessing as mp
+
+    import numpy as np
+    from pipeplan.plan_types import ObjectSpec, RingSpec
+    from pipeplan.runtime.shm_ring import ShmTransport, echo_loop
+    from pipeplan.runtime.transport import DATA, SHUTDOWN, EdgeRoute, Frame
+
+    sizes = sorted({int(b) for b in frame_bytes})
+    if not sizes or sizes[0] < 1 or round_trips < 1:
+        raise CalibrationError(f"hop measurement needs frame sizes >= 1 and round trips >= 1 (got {sizes[:4]}, "
+                               f"{round_trips})", code="invalid_request")
+    most = -(-sizes[-1] // 4)
+    spec = ObjectSpec("activation", "f32", 4, (1, most), "row_major", 64, most * 4)
+    rs = RingSpec(2, spec.max_extent)
+    routes = {"a": EdgeRoute("a", "activation", "orchestrator", "n1", spec, rs),
+              "b": EdgeRoute("b", "activation", "n1", "orchestrator", spec, rs)}
+    ctx = mp.get_context("spawn")
+    t = ShmTransport.create(routes, ctx)
+    proc = ctx.Process(target=echo_loop, args=(t, "n1", "a", "orchestrator", "b"), daemon=True)
+    proc.start()
+    out = []
+    try:
+        tx, rx = t.open_send("n1", "a"), t.open_recv("orchestrator", "b")
+        clock = time.perf_counter
+        for nbytes in sizes:
+            x = np.random.default_rng(nbytes).standard_normal((1, -(-nbytes // 4))).astype(np.float32)
+            hops, sends = [], []
+            for i in range(20 + round_trips):
+                t0 = clock()
+                tx.send(Frame(DATA, 0, i, x))
+                t1 = clock()
+                if rx.recv(timeout=5.0) is None:
+                    raise CalibrationError(f"hop measurement: the echo process did not answer a {nbytes}-byte frame "
+                                           f"within 5 s", code="transport")
+                if i >= 20:
+                    hops.append((clock() - t0) / 2)
+                    sends.append(t1 - t0)
+            out.append({"bytes": nbytes, "hop_s": statistics.median(hops), "send_s": statistics.median(sends),
+                        "round_trips": round_trips})
+        tx.send(Frame(SHUTDOWN))
+        rx.recv(timeout=5.0)
+        proc.join(5)
+    finally:
+        if proc.is_alive():
+            proc.kill()
+            proc.join(5)
+        t.unlink()
+    return out
+
+
+def hop_seconds(hops: Sequence[Mapping[str, Any]], nbytes: int) -> tuple[float, float]:
+    """``(hop_s, send_s)`` of a frame of ``nbytes`` from :func:`measure_hops` rows: the row of that size, else
+    linear interpolation between the two nearest sizes (the nearest one outside the measured range)."""
+    rows = sorted(hops, key=lambda r: r["bytes"])
+    lo = max((r for r in rows if r["bytes"] <= nbytes), key=lambda r: r["bytes"], default=rows[0])
+    hi = min((r for r in rows if r["bytes"] >= nbytes), key=lambda r: r["bytes"], default=rows[-1])
+    if hi["bytes"] == lo["bytes"]:
+        return float(lo["hop_s"]), float(lo["send_s"])
+    f = (nbytes - lo["bytes"]) / (hi["bytes"] - lo["bytes"])
+    return (float(lo["hop_s"] + f * (hi["hop_s"] - lo["hop_s"])),
+            float(lo["send_s"] + f * (hi["send_s"] - lo["send_s"])))
+
+
+class _TimedKernels:
+    """A kernel module for :class:`~pipeplan.runtime.program.StageExecutor` whose ``KERNELS`` log every call
+    as ``(kernel, t0, t1)`` in ``log``; every other attribute (hooks, ``ARRAYS``) is the wrapped module's."""
+
+    def __init__(self, module: Any):
+        import types
+
+        self.log: list[tuple[str, float, float]] = []
+        proxy = types.ModuleType(f"{module.__name__}.timed")
+        proxy.__dict__.update({k: v for k, v in vars(module).items() if not k.startswith("__")})
+        proxy.KERNELS = {k: self._wrap(k, f) for k, f in module.KERNELS.items()}  # type: ignore[attr-defined]
+        self.module = proxy
+
+    def _wrap(self, name: str, fn: Any) -> Any:
+        log, clock = self.log, time.perf_counter
+
+        def timed(*a: Any, **kw: Any) -> Any:
+            t0 = clock()
+            r = fn(*a, **kw)
+            log.append((name, t0, clock()))
+            return r
+
+        return timed
+
+
+def measure_cpu(plan_module, model: str | Path, *, pool: str | Path | None = None, prompt_len: int = 8,
+                tokens: int = 8, repeats: int = 1, threads: int = 1, prompts: Sequence[str] = CALIBRATION_PROMPTS,
+                work: Path | None = None, round_trips: int = HOP_ROUND_TRIPS) -> dict[str, Any]:
+    """The measured table (:data:`TABLE_FORMAT`) of the RunPlan ``plan_module`` on the ``cpu`` target.
+
+    The package is compiled into ``work/pkg``; each stage's compiled step programs are bound to
+    :mod:`pipeplan.runtime.kernels.cpu` (weights in their GGUF types, the executor ``pipeplan run``'s stage
+    workers use, ``threads`` threads) and run stage after stage on the calibration prompts (one warm-up
+    run, then ``repeats`` per prompt, ``prompt_len``-row prefill chunks, ``tokens`` decode steps). A stage
+    step's wall time is charged to its kernels: each from the end of the one before (the first from the
+    step's start) to its end, the last also the step's tail, so the charges sum to the step; ``argmax``
+    is the sample. ``send``/``recv`` are priced from :func:`measure_hops` on the plan's frame sizes: an
+    inter-stage ``send`` its producer's call (at most the hop), the ``recv`` the rest of the hop; the token loop (stage 0's
+    ``recv``, the last stage's ``send``) is a ring hop through the orchestrator on each side, so each of
+    them is a whole hop. The table's ``transport`` lists the hop rows.
+
+    Raises the compiler's / loader's typed errors; CalibrationError(invalid_request) for bad counts,
+    CalibrationError(measure_mismatch) when the executor's kernel calls are not the step's instructions.
+    """
+    import numpy as np
+    from pipeplan.dialects.pplan import ints, str_list
+    from pipeplan.dialects.runplan_build import runplan_spec_from_module
+    from pipeplan.dialects.vmachine import SampleOp, StageOp, abi_of
+    from pipeplan.frontend.gguf_facts import read_model_facts
+    from pipeplan.lowering.replay_package import compile_plan_to_package
+    from pipeplan.runtime.kernels import cpu
+    from pipeplan.runtime.loader import stage_slices
+    from pipeplan.runtime.program import StageExecutor, is_cache
+    from pipeplan.runtime.replay import load_package, stage_programs
+    from pipeplan.runtime.tokenizer import SPMTokenizer
+    from pipeplan.transforms.convert_cplan_to_vmachine import hparams_of
+    from pipeplan.transforms.convert_runplan_to_pplan import build_portable_plan
+
+    if tokens < 1 or repeats < 1 or prompt_len < 1 or not prompts or round_trips < 1:
+        raise CalibrationError(f"calibration needs tokens, repeats, prompt_len and round trips >= 1 and a prompt "
+                               f"(got {tokens}, {repeats}, {prompt_len}, {round_trips})", code="invalid_request")
+    work = Path(work) if work is not None else Path(tempfile.mkdtemp(prefix="pipeplan-calibrate-"))
+    pkg_dir = compile_plan_to_package(plan_module, "virtual-queue", ["roofline"], work / "pkg", pool=pool,
+                                      prompt_len=prompt_len, decode_tokens=1)
+    tasks = {t.sym_name.data: t for t in build_portable_plan(runplan_spec_from_module(plan_module),
+                                                             prompt_len=prompt_len).tasks()}
+
+    def key_of(t: Any) -> str:
+        return request_key(t.op.data, str_list(t.dtypes), ints(t.shape))
+
+    pkg = load_package(pkg_dir, verify=False)
+    abi = abi_of(pkg.program)
+    hp = hparams_of(abi)
+    facts = read_model_facts(str(model))
+    programs = stage_programs(pkg.program, pkg.lineage)
+    n = len(programs)
+    L = int(abi["max_seq_len"])
+    timed = _TimedKernels(cpu)
+    klog = timed.log
+    stages = []
+    for s in sorted(programs):
+        steps = programs[s]
+        so = next(o for o in pkg.program.body.block.ops if isinstance(o, StageOp) and o.index.value.data == s)
+        first = any(c.kernel == "embedding_gather" for sp in steps.values() for c in sp.calls)
+        last = any(c.kernel == "last_row" for sp in steps.values() for c in sp.calls)
+        weights = cpu.load_stage_weights(list(facts.files),
+                                         stage_slices(facts, so.layer_start.value.data, so.layer_end.value.data,
+                                                      first, last))
+        shared: dict[str, Any] = {}
+        exs = {}
+        for name, sp in steps.items():
+            fresh = iter(list(dict.fromkeys(x for c in sp.calls for x in c.inputs if is_cache(x))))
+
+            def allocate(shape: tuple[int, ...], fresh: Any = fresh, shared: dict[str, Any] = shared) -> Any:
+                x = next(fresh)
+                if x not in shared:
+                    shared[x] = cpu.allocate(shape)
+                return shared[x]
+
+            exs[name] = StageExecutor(hp, list(sp.calls), weights, L, timed.module, num_threads=threads,
+                                      allocate=allocate)
+        stages.append((steps, exs, last))
+    cmd_task = {}  # instruction id -> task of its command
+    for steps in programs.values():
+        for sp in steps.values():
+            for o in sp.order:
+                if hasattr(o, "cmd"):
+                    cmd_task[o.id.data] = tasks[o.cmd.data.removeprefix("cmd.")]
+    samples: dict[str, list[float]] = {}
+    clock = time.perf_counter
+    argmax = cpu.KERNELS["argmax"]
+
+    def run_instance(step: str, ids: list[int], pos: int, keep: bool) -> int:
+        x: Any = np.asarray(ids, dtype=np.int64)
+        token = -1
+        for s, (steps, exs, last) in enumerate(stages):
+            sp, ex = steps[step], exs[step]
+            k0 = len(klog)
+            ex.n_past = pos
+            t0 = clock()
+            x = ex.forward(x, pos, last_only=last)
+            t1 = clock()
+            got = klog[k0:]
+            if [g[0] for g in got] != [k.kernel.data for k in sp.kernels]:
+                raise CalibrationError(f"stage {s} step {step}: the executor called {len(got)} kernels for "
+                                       f"{len(sp.kernels)} instructions", code="measure_mismatch")
+            if keep:
+                prev = t0
+                for j, (k, (_, _, end)) in enumerate(zip(sp.kernels, got)):
+                    tail = t1 - end if j == len(got) - 1 else 0.0
+                    samples.setdefault(key_of(cmd_task[k.id.data]), []).append(end - prev + tail)
+                    prev = end
+            if last:
+                t2 = clock()
+                token = int(argmax(np.asarray(x)[-1:])[0])
+                if keep:
+                    for o in sp.order:
+                        if isinstance(o, SampleOp):
+                            samples.setdefault(key_of(cmd_task[o.id.data]), []).append(clock() - t2)
+            elif step == "prefill" or s + 1 < n:
+                x = np.array(x, copy=True)  # the next stage's copy of the frame (a ring's copy out)
+        return token
+
+    tok = SPMTokenizer.from_gguf(model)
+    rows = programs[0]["prefill"].rows if "prefill" in programs[0] else 1
+    steps0 = programs[0]
+    for r, prompt in enumerate((prompts[0], *[p for p in prompts for _ in range(repeats)])):
+        keep = r > 0
+        ids = _prompt_ids(tok, prompt, prompt_len)
+        pos, t = 0, -1
+        for k in range(0, len(ids), rows):
+            chunk = ids[k:k + rows]
+            t = run_instance("prefill" if "prefill" in steps0 else "decode", chunk, pos, keep)
+            pos += len(chunk)
+        for _ in range(tokens):
+            t = run_instance("decode", [t], pos, keep)
+            pos += 1
+    # transfers: the ring hops of the plan's frame sizes
+    transfer = {key_of(t): t for t in tasks.values() if t.op.data in ("send", "recv")}
+    hops = measure_hops(sorted({int(t.bytes_read.value.data + t.bytes_written.value.data) // 2 or 1
+                                for t in transfer.values()}), round_trips=round_trips)
+    last_stage = n - 1
+    hop_entries = {}
+    for name, t in tasks.items():
+        if t.op.data not in ("send", "recv"):
+            continue
+        stage = int(name.split(".")[1][1:])
+        nbytes = int(t.bytes_read.value.data + t.bytes_written.value.data) // 2 or 1
+        hop_s, send_s = hop_seconds(hops, nbytes)
+        loop = (t.op.data == "recv" and stage == 0) or (t.op.data == "send" and stage == last_stage)
+        send_part = min(send_s, hop_s)
+        secs = hop_s if loop else (send_part if t.op.data == "send" else hop_s - send_part)
+        hop_entries[key_of(t)] = (t, secs)
+    by_key = {key_of(t): t for t in tasks.values()}
+    entries = []
+    for key, xs in samples.items():
+        t = by_key[key]
+        q = statistics.quantiles(xs, n=4) if len(xs) > 1 else [xs[0]] * 3
+        mean = _trimmed_mean(xs)
+        entries.append({"key": key, "op": t.op.data, "seconds": mean, "median_s": statistics.median(xs),
+                        "flops": t.flops.value.data, "bytes": t.bytes_read.value.data + t.bytes_written.value.data,
+                        "samples": len(xs), "rel_spread": (q[2] - q[0]) / mean if mean > 0 else 0.0})
+    for key, (t, secs) in hop_entries.items():
+        entries.append({"key": key, "op": t.op.data, "seconds": secs, "median_s": secs, "flops": 0,
+                        "bytes": t.bytes_read.value.data + t.bytes_written.value.data, "samples": round_trips,
+                        "rel_spread": 0.05})
+    return {"format": TABLE_FORMAT, "created_unix": time.time(),
+            "machine": {"platform": platform.platform(), "python": sys.version.split()[0], "threads": threads,
+                        "kernels": "pipeplan.runtime.kernels.cpu"},
+            "method": {"mode": "cpu", "decode_tokens": tokens, "repeats": repeats, "prompt_len": prompt_len,
+                       "prompts": list(prompts), "statistic": "10%-trimmed mean of the charged seconds; hops: "
+                       "median round trip / 2 of the local shared-memory rings"},
+            "transport": {"kind": "shm_ring", "hops": hops},
+            "entries": sorted(entries, key=lambda e: e["key"])}

@@ -2,19 +2,22 @@
 
 Usage::
 
-    pipeplan calibrate MODEL.gguf [--stages S] [--nodes POOL.toml] [--target reference] [--threads T]
-                       [--prompt-len 8] [--max-seq-len L] [--tokens 16] [--repeats 1]
+    pipeplan calibrate MODEL.gguf [--stages S] [--nodes POOL.toml] [--target cpu|reference] [--threads T]
+                       [--prompt-len 8] [--max-seq-len L] [--tokens 16] [--repeats 1] [--round-trips 200]
                        [--cache-dir DIR] [--force] [--json]
 
 Plans the model as ``pipeplan plan`` does (``--stages`` local nodes with this machine's peaks, or
-``--nodes``), compiles it, replays it on calibration prompts and charges every command of the measured
-timeline (:func:`pipeplan.lowering.calibrate.measure_runtime`): one entry per EstimateRequest key
-(``op|dtypes|shape``) of the plan, kernels and hops. The table (``pipeplan-kernel-timings/1``) goes to
+``--nodes``), compiles it and times it on calibration prompts: ``--target cpu`` (default) binds the
+compiled stage programs to the CPU kernels ``pipeplan run`` uses and times every kernel, and the local
+shared-memory ring hop per frame size (:func:`pipeplan.lowering.calibrate.measure_cpu`); ``--target
+reference`` replays the package with the torch kernels and charges every command of the measured
+timeline (:func:`pipeplan.lowering.calibrate.measure_runtime`). Either way: one entry per EstimateRequest
+key (``op|dtypes|shape``) of the plan, kernels and hops. The table (``pipeplan-kernel-timings/1``) goes to
 ``<cache>/calibration/<key>.json`` (key: machine fingerprint + model sha256), merged with the keys
 already there (``--force``: replaced), written atomically. Prints a table and the path (``--json``:
 the document). ``pipeplan compile``, ``run``, ``replay`` and ``plan`` then use it by default.
 Errors: one ``error[<code>]: ...`` line, exit 2 (``unsupported_target`` for a kernel target other
-than the direct replay's ``reference``).
+than ``cpu`` and ``reference``).
 """
 
 from __future__ import annotations
@@ -32,14 +35,17 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("model", metavar="MODEL.gguf", help="local GGUF file (or the first gguf-split shard)")
     p.add_argument("--stages", type=int, default=1, help="pipeline stages of the measured plan (default 1)")
     p.add_argument("--nodes", metavar="POOL.toml", help="node pool TOML (default: --stages local nodes)")
-    p.add_argument("--target", default="reference",
-                   help="kernel target timed: reference (the direct replay's kernels; default)")
+    p.add_argument("--target", default="cpu",
+                   help="kernel target timed: cpu (default: the C kernels of `pipeplan run`, and the ring hops) | "
+                        "reference (the torch kernels of the direct replay)")
     p.add_argument("--threads", type=int, default=1, help="torch threads of the replay (default 1)")
     p.add_argument("--prompt-len", type=int, default=8, help="rows of the prefill step (default %(default)s, as compile)")
     p.add_argument("--max-seq-len", type=int, metavar="L",
                    help="positions per sequence (default: as pipeplan plan, min(context length, 2048))")
     p.add_argument("--tokens", type=int, default=16, help="decode tokens per calibration replay (default %(default)s)")
     p.add_argument("--repeats", type=int, default=1, help="replays per calibration prompt (default %(default)s)")
+    p.add_argument("--round-trips", type=int, default=200,
+                   help="ring round trips per frame size timed with --target cpu (default %(default)s)")
     p.add_argument("--cache-dir", metavar="DIR", help="cache directory (default $PIPEPLAN_CACHE or ~/.cache/pipeplan)")
     p.add_argument("--force", action="store_true", help="replace the cached table instead of merging into it")
     p.add_argument("--json", action="store_true", help="print the written document as JSON")
@@ -56,6 +62,7 @@ def main(args: argparse.Namespace) -> int:
         calibration_key,
         calibration_path,
         machine_fingerprint,
+        measure_cpu,
         measure_runtime,
         model_fingerprint,
         write_calibration,
@@ -66,11 +73,10 @@ def main(args: argparse.Namespace) -> int:
 
     check_input_file(args.model, "GGUF file", GGUFError)
     if args.target not in TARGETS:
-        raise CalibrationError(f"--target {args.target}: calibrate times the kernels of the direct replay, the runtime "
-                               f"path that records measured timelines: {', '.join(TARGETS)}",
+        raise CalibrationError(f"--target {args.target}: calibrate times the kernel targets {', '.join(TARGETS)}",
                                code="unsupported_target", where="target")
     check_thread_count(args.threads, "--threads")
-    for name in ("prompt_len", "tokens", "repeats"):
+    for name in ("prompt_len", "tokens", "repeats", "round_trips"):
         if getattr(args, name) < 1:
             raise CalibrationError(f"--{name.replace('_', '-')} must be >= 1, got {getattr(args, name)}",
                                    code="invalid_request", where=name)
@@ -102,8 +108,12 @@ def main(args: argparse.Namespace) -> int:
     path = calibration_path(args.cache_dir, "x")
     model = model_fingerprint(facts.files, path.with_name(MODEL_SHA_MEMO))
     path = calibration_path(args.cache_dir, calibration_key(machine, model))
-    table = measure_runtime(module, args.model, pool=args.nodes, prompt_len=args.prompt_len, tokens=args.tokens,
-                            repeats=args.repeats, threads=args.threads)
+    if args.target == "cpu":
+        table = measure_cpu(module, args.model, pool=args.nodes, prompt_len=args.prompt_len, tokens=args.tokens,
+                            repeats=args.repeats, threads=args.threads, round_trips=args.round_trips)
+    else:
+        table = measure_runtime(module, args.model, pool=args.nodes, prompt_len=args.prompt_len, tokens=args.tokens,
+                                repeats=args.repeats, threads=args.threads)
     table["method"].update({"stages": args.stages, "max_seq_len": max_seq_len})
     doc = write_calibration(path, table, machine, model, force=args.force)
     elapsed = time.perf_counter() - t0
@@ -116,6 +126,9 @@ def main(args: argparse.Namespace) -> int:
     for e in doc["entries"]:
         mark = "" if e["key"] in fresh else "  (earlier run)"
         print(f"{e['key']:56s} {e['seconds']:11.3e} {e.get('samples', 0):8d}{mark}")
+    for h in table.get("transport", {}).get("hops", []):
+        print(f"ring hop {h['bytes']:>8d} B: {h['hop_s'] * 1e6:8.1f} us (send call {h['send_s'] * 1e6:.1f} us, "
+              f"{h['round_trips']} round trips)")
     print(f"calibrated {len(fresh)} keys of {facts.name} ({args.stages} stage{'s' if args.stages > 1 else ''}, "
           f"target {args.target}, {args.threads} thread{'s' if args.threads > 1 else ''}) in {elapsed:.1f} s -> {path}",
           file=sys.stderr)

@@ -8,7 +8,15 @@ PREDICTED is a bundle file or a package directory (its ``predicted.timeline.json
 bundle from ``pipeplan replay --timeline``. Prints the correspondence level reached (none | command |
 instruction | order), the per-token decode latency errors (median, p90) and the worst commands;
 ``--trace`` writes a Chrome trace (Perfetto / chrome://tracing) with the predicted and measured processes
-side by side, atomically. A timeline whose times are not finite numbers (``NaN``, ``Infinity``) is
+side by side, atomically.
+
+MEASURED may instead be a throughput measurement (``pipeplan-throughput/1``: ``{"format", "rows": [{"n_sequences",
+"stages", "aggregate_tok_s", "p50_s", "p99_s", "prompt_tokens"?, "decode_tokens"?}]}``, as
+``bench/throughput.py`` writes; :func:`pipeplan.lowering.concurrency.read_throughput`); PREDICTED is then the
+package: each row is predicted for its N (:func:`~pipeplan.lowering.concurrency.predict_concurrent`, prompt
+tokens default the package's prefill rows, decode tokens 64) and printed next to the measurement with the
+relative error of aggregate tok/s, p50 and p99. A row for another stage count than the package's is
+``error[stage_mismatch]``. A timeline whose times are not finite numbers (``NaN``, ``Infinity``) is
 ``error[non_finite]`` naming the event: no correspondence level is reported for it.
 """
 
@@ -24,7 +32,8 @@ HELP = "compare a predicted and a measured timeline: correspondence level, per-c
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Register the ``compare`` options (module docstring)."""
     parser.add_argument("predicted", metavar="PREDICTED", help="predicted bundle or package directory")
-    parser.add_argument("measured", metavar="MEASURED", help="measured bundle (pipeplan replay --timeline)")
+    parser.add_argument("measured", metavar="MEASURED",
+                        help="measured bundle (pipeplan replay --timeline) or throughput measurement JSON")
     parser.add_argument("--trace", metavar="trace.json",
                         help="write the side-by-side Chrome trace here (opens in Perfetto / chrome://tracing)")
     parser.add_argument("--json", action="store_true", help="print the comparison as JSON")
@@ -43,6 +52,8 @@ def main(args: argparse.Namespace) -> int:
     if args.trace:
         check_output_file(args.trace, "--trace")
     p = Path(args.predicted)
+    if _is_throughput(args.measured):
+        return _compare_throughput(p, args)
     pred = TimelineBundle.read(p / "predicted.timeline.json" if p.is_dir() else p)
     meas = TimelineBundle.read(args.measured)
     c = compare(pred, meas)
@@ -62,4 +73,66 @@ def main(args: argparse.Namespace) -> int:
         print("worst commands (median relative error of predicted duration):")
         for cmd, e in worst:
             print(f"  {e:+8.1%}  {cmd}")
+    return 0
+
+
+DEFAULT_DECODE_TOKENS = 64
+"""Generated tokens per request predicted for a throughput row without ``decode_tokens``."""
+
+
+def _is_throughput(path: str) -> bool:
+    """Whether ``path`` holds a throughput measurement (its ``format``, or rows with ``n_sequences``)."""
+    from pipeplan.lowering.concurrency import THROUGHPUT_FORMAT
+
+    try:
+        with open(path, encoding="utf-8") as f:
+            doc = json.loads(f.read(1 << 22))
+    except (OSError, UnicodeDecodeError, ValueError):
+        return False
+    if isinstance(doc, dict) and (doc.get("format") == THROUGHPUT_FORMAT or "n_sequences" in doc):
+        return True
+    return isinstance(doc, list) and bool(doc) and isinstance(doc[0], dict) and "n_sequences" in doc[0]
+
+
+def _compare_throughput(pkg: Path, args: argparse.Namespace) -> int:
+    """Predicted vs measured throughput rows (module docstring). Raises ConcurrencyError (exit 2)."""
+    from pipeplan.lowering.concurrency import ConcurrencyError, predict_concurrent, read_throughput, stage_costs
+
+    rows = read_throughput(args.measured)
+    if not pkg.is_dir():
+        raise ConcurrencyError(f"{pkg}: a throughput measurement is compared with a package directory (its costs)",
+                               code="bad_package", where=str(pkg))
+    costs = stage_costs(pkg)
+    out = []
+    for i, m in enumerate(rows):
+        if m.stages != costs.stages:
+            raise ConcurrencyError(f"{args.measured}: row {i} was measured on {m.stages} stages, the package has "
+                                   f"{costs.stages}", code="stage_mismatch", where="stages")
+        pr = predict_concurrent(pkg, m.n_sequences, m.prompt_tokens or costs.prefill_rows,
+                                m.decode_tokens or DEFAULT_DECODE_TOKENS)
+
+        def err(a: float, b: float) -> float | None:
+            return abs(a - b) / b if b > 0 else None
+
+        out.append({"n_sequences": m.n_sequences, "stages": m.stages, "backend": m.backend,
+                    "predicted": {"aggregate_tok_s": pr.aggregate_tok_s, "p50_s": pr.per_token_p50_s,
+                                  "p99_s": pr.per_token_p99_s},
+                    "measured": {"aggregate_tok_s": m.aggregate_tok_s, "p50_s": m.p50_s, "p99_s": m.p99_s},
+                    "error": {"aggregate_tok_s": err(pr.aggregate_tok_s, m.aggregate_tok_s),
+                              "p50_s": err(pr.per_token_p50_s, m.p50_s), "p99_s": err(pr.per_token_p99_s, m.p99_s)}})
+    if args.json:
+        print(json.dumps({"evidence": costs.evidence, "rows": out}, sort_keys=True))
+        return 0
+    print(f"throughput: predicted (evidence {costs.evidence}) vs measured ({args.measured})")
+    print(f"  {'N':>3s} {'stages':>6s} {'pred tok/s':>10s} {'meas tok/s':>10s} {'error':>7s} {'pred p50 ms':>11s} "
+          f"{'meas p50 ms':>11s} {'error':>7s} {'pred p99 ms':>11s} {'meas p99 ms':>11s} {'error':>7s}")
+
+    def pct(x: float | None) -> str:
+        return "   n/a" if x is None else f"{x:7.1%}"
+
+    for r in out:
+        a, b, e = r["predicted"], r["measured"], r["error"]
+        print(f"  {r['n_sequences']:3d} {r['stages']:6d} {a['aggregate_tok_s']:10.1f} {b['aggregate_tok_s']:10.1f} "
+              f"{pct(e['aggregate_tok_s'])} {a['p50_s'] * 1e3:11.3f} {b['p50_s'] * 1e3:11.3f} {pct(e['p50_s'])} "
+              f"{a['p99_s'] * 1e3:11.3f} {b['p99_s'] * 1e3:11.3f} {pct(e['p99_s'])}")
     return 0

@@ -4,7 +4,8 @@ Usage::
 
     pipeplan compile PLAN.mlir [--nodes POOL.toml] [--target virtual-queue] [--evidence roofline]
                      [--evidence measured:TABLE.json ...] [--prompt-len 8] [--binder list-schedule]
-                     [--decode-tokens 16] -o PKG [--trace trace.json] [--timeline predicted.json]
+                     [--decode-tokens 16] [--kernels cpu|reference] [--parallel N [--prompt-tokens P]]
+                     -o PKG [--trace trace.json] [--timeline predicted.json]
 
 Runs :func:`pipeplan.lowering.replay_package.compile_plan_to_package` (the whole chain from the
 RunPlan to the vmachine program, the predicted timeline and the manifest). The DeploymentBinding comes
@@ -12,8 +13,12 @@ from ``--nodes``, else from the node specs the plan carries (``pipeplan plan`` r
 naming its nodes by id only without ``--nodes`` is ``error[missing_binding]``. ``--evidence`` may be
 repeated: providers in policy order; without it the cached calibration of this machine + the plan's
 model (``pipeplan calibrate MODEL``, :func:`pipeplan.lowering.calibrate.select_evidence`, under
-``--cache-dir``) when there is one, else ``roofline``; one ``evidence: ...`` line on stderr says which
-(and why roofline). ``-o`` must be a new or empty directory or
+``--cache-dir``) when there is one — for ``--kernels`` (default: the ``cpu`` calibration, else the
+``reference`` one) —, else ``roofline``; one ``evidence: ...`` line on stderr says which (and why roofline).
+``--parallel N`` also prints the predicted aggregate decode tok/s, p50/p99 per-token latency and request
+latency of 1..N concurrent requests of ``--prompt-tokens`` prompt tokens (default ``--prompt-len``) and
+``--decode-tokens`` tokens (:func:`pipeplan.lowering.concurrency.predict_concurrent` on the package's
+costs), naming the evidence. ``-o`` must be a new or empty directory or
 an existing package whose manifest verifies (its listed files are replaced, nothing else in it is
 touched); anything else is ``error[bad_output_path]`` and nothing is touched. ``--trace`` writes the
 predicted Chrome trace (Perfetto / chrome://tracing), ``--timeline`` the predicted TimelineBundle JSON
@@ -33,6 +38,8 @@ HELP = "compile a RunPlan into a replay package (vmachine program, lineage, pred
 
 MAX_DECODE_TOKENS = 4096
 """Most ``--decode-tokens`` simulated (the simulation's time and the timeline's size grow with it)."""
+MAX_PARALLEL = 256
+"""Most ``--parallel`` sequences predicted."""
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -49,6 +56,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--prompt-len", type=int, default=8, help="rows of the prefill step (default %(default)s)")
     parser.add_argument("--binder", default="list-schedule", help="list-schedule | reference-queue (default %(default)s)")
     parser.add_argument("--decode-tokens", type=int, default=16, help="decode tokens simulated (default %(default)s)")
+    parser.add_argument("--kernels", choices=("cpu", "reference"),
+                        help="whose calibration to use (default: cpu's, else reference's)")
+    parser.add_argument("--parallel", type=int, metavar="N",
+                        help="also print the predicted throughput and latency of 1..N concurrent sequences")
+    parser.add_argument("--prompt-tokens", type=int, metavar="P",
+                        help="prompt tokens per request of the --parallel prediction (default --prompt-len)")
     parser.add_argument("-o", "--output", required=True, metavar="PKG",
                         help="package directory: new, empty, or an existing package (its files are replaced)")
     parser.add_argument("--trace", metavar="trace.json",
@@ -65,7 +78,14 @@ def main(args: argparse.Namespace) -> int:
     if not 1 <= args.decode_tokens <= MAX_DECODE_TOKENS:
         raise PackageError(f"--decode-tokens must be in [1, {MAX_DECODE_TOKENS}], got {args.decode_tokens}",
                            code="invalid_request", where="decode_tokens")
-    choice = plan_evidence(args.evidence, args.plan, cache_dir=args.cache_dir)
+    if args.parallel is not None and not 1 <= args.parallel <= MAX_PARALLEL:
+        raise PackageError(f"--parallel must be in [1, {MAX_PARALLEL}], got {args.parallel}", code="invalid_request",
+                           where="parallel")
+    if args.prompt_tokens is not None and not 1 <= args.prompt_tokens <= MAX_DECODE_TOKENS:
+        raise PackageError(f"--prompt-tokens must be in [1, {MAX_DECODE_TOKENS}], got {args.prompt_tokens}",
+                           code="invalid_request", where="prompt_tokens")
+    targets = (args.kernels,) if args.kernels else ("cpu", "reference")
+    choice = plan_evidence(args.evidence, args.plan, target=targets, cache_dir=args.cache_dir)
     out = compile_plan_to_package(args.plan, args.target, choice.providers, args.output, pool=args.nodes,
                                   prompt_len=args.prompt_len, binder=args.binder, decode_tokens=args.decode_tokens,
                                   trace=args.trace, timeline=args.timeline)
@@ -74,4 +94,21 @@ def main(args: argparse.Namespace) -> int:
     print(f"package {out}")
     for k, v in sorted(manifest["digests"].items()):
         print(f"  {k:9s} {v}")
+    if args.parallel is not None:
+        print_concurrent(out, args.parallel, args.prompt_tokens or args.prompt_len, args.decode_tokens,
+                         choice.message.removeprefix("evidence: "))
     return 0
+
+
+def print_concurrent(pkg, parallel: int, prompt_tokens: int, decode_tokens: int, evidence: str) -> None:
+    """The ``--parallel`` table: one row per N in 1..``parallel`` (module docstring)."""
+    from pipeplan.lowering.concurrency import predict_concurrent
+
+    print(f"predicted for concurrent sequences ({prompt_tokens} prompt + {decode_tokens} generated tokens each; "
+          f"evidence: {evidence}):")
+    print(f"  {'N':>3s} {'aggregate tok/s':>15s} {'p50 ms/token':>12s} {'p99 ms/token':>12s} {'request s':>10s} "
+          f"{'stage busy':>10s}")
+    for n in range(1, parallel + 1):
+        p = predict_concurrent(pkg, n, prompt_tokens, decode_tokens)
+        print(f"  {n:3d} {p.aggregate_tok_s:15.1f} {p.per_token_p50_s * 1e3:12.3f} {p.per_token_p99_s * 1e3:12.3f} "
+              f"{p.request_latency_s:10.4f} {max(p.stage_utilisation):10.0%}")

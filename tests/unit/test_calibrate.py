@@ -31,11 +31,12 @@ pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 @pytest.fixture(scope="module")
 def calibrated(stories_path, tmp_path_factory):
-    """``(cache dir, calibration path, written document, plan path)`` after one `pipeplan calibrate`."""
+    """``(cache dir, calibration path, written document, plan path)`` after one `pipeplan calibrate
+    --target reference`."""
     root = tmp_path_factory.mktemp("calib")
     cache = root / "cache"
     rc = cli.main(["calibrate", str(stories_path), "--stages", "2", "--tokens", "2", "--max-seq-len", "32",
-                   "--cache-dir", str(cache)])
+                   "--target", "reference", "--cache-dir", str(cache)])
     assert rc == 0
     files = list((cache / "calibration").glob("*.json"))
     assert len(files) == 1
@@ -154,7 +155,8 @@ def test_write_calibration_is_atomic_and_merges(tmp_path, monkeypatch, stories_p
 
 
 @pytest.mark.parametrize("argv,code", [
-    (["--target", "cpu"], "unsupported_target"),
+    (["--target", "cuda"], "unsupported_target"),
+    (["--round-trips", "0"], "invalid_request"),
     (["--tokens", "0"], "invalid_request"),
     (["--stages", "99"], "invalid_stage_count"),
     (["--max-seq-len", "4"], "invalid_request"),
