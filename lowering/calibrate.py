@@ -358,7 +358,7 @@ def plan_model_files(plan_module) -> list[str] | None:
 def plan_evidence(explicit: Sequence[str] | None, plan, *, target: str | Sequence[str] = ("cpu", "reference"),
                   threads: int = 1, cache_dir: str | os.PathLike[str] | None = None) -> EvidenceChoice:
     """:func:`select_evidence` for a RunPlan (module, IR text or path; its ``model.files``): the first of the
-    kernel ``target``\ s with a usable calibration (default: ``cpu``, else ``reference``), else the first
+    kernel targets ``target`` with a usable calibration (default: ``cpu``, else ``reference``), else the first
     target's roofline line. A plan that cannot be read is left to the compiler's diagnostic: roofline is
     chosen here and no error raised."""
     if explicit:

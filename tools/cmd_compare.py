@@ -108,7 +108,7 @@ def _compare_throughput(pkg: Path, args: argparse.Namespace) -> int:
         if m.stages != costs.stages:
             raise ConcurrencyError(f"{args.measured}: row {i} was measured on {m.stages} stages, the package has "
                                    f"{costs.stages}", code="stage_mismatch", where="stages")
-        pr = predict_concurrent(pkg, m.n_sequences, m.prompt_tokens or costs.prefill_rows,
+        pr = predict_concurrent(costs, m.n_sequences, m.prompt_tokens or costs.prefill_rows,
                                 m.decode_tokens or DEFAULT_DECODE_TOKENS)
 
         def err(a: float, b: float) -> float | None:

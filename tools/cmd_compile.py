@@ -102,13 +102,15 @@ def main(args: argparse.Namespace) -> int:
 
 def print_concurrent(pkg, parallel: int, prompt_tokens: int, decode_tokens: int, evidence: str) -> None:
     """The ``--parallel`` table: one row per N in 1..``parallel`` (module docstring)."""
-    from pipeplan.lowering.concurrency import predict_concurrent
+    from pipeplan.lowering.concurrency import predict_concurrent, stage_costs
+
+    costs = stage_costs(pkg)
 
     print(f"predicted for concurrent sequences ({prompt_tokens} prompt + {decode_tokens} generated tokens each; "
           f"evidence: {evidence}):")
     print(f"  {'N':>3s} {'aggregate tok/s':>15s} {'p50 ms/token':>12s} {'p99 ms/token':>12s} {'request s':>10s} "
           f"{'stage busy':>10s}")
     for n in range(1, parallel + 1):
-        p = predict_concurrent(pkg, n, prompt_tokens, decode_tokens)
+        p = predict_concurrent(costs, n, prompt_tokens, decode_tokens)
         print(f"  {n:3d} {p.aggregate_tok_s:15.1f} {p.per_token_p50_s * 1e3:12.3f} {p.per_token_p99_s * 1e3:12.3f} "
               f"{p.request_latency_s:10.4f} {max(p.stage_utilisation):10.0%}")

@@ -1,0 +1,145 @@
+"""`pipeplan calibrate --target cpu` (the default), the transport hop it caches, and the concurrent prediction
+of `compile --parallel` / `compare` with a throughput measurement (issue 14 item 4).
+
+One cpu calibration of stories260K (2 stages, 2 decode tokens, 20 ring round trips) per module, in a private
+cache.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from pipeplan.lowering.calibrate import (
+    calibration_key,
+    calibration_path,
+    hop_seconds,
+    machine_fingerprint,
+    plan_request_keys,
+    select_evidence,
+)
+from pipeplan.tools import cli
+
+
+@pytest.fixture(scope="module")
+def cpu_calibrated(stories_path, tmp_path_factory):
+    """``(cache dir, calibration path, written document, plan path)`` after one `pipeplan calibrate` (cpu)."""
+    root = tmp_path_factory.mktemp("calib-cpu")
+    cache = root / "cache"
+    assert cli.main(["calibrate", str(stories_path), "--stages", "2", "--tokens", "2", "--max-seq-len", "32",
+                     "--round-trips", "20", "--cache-dir", str(cache)]) == 0
+    files = list((cache / "calibration").glob("*.json"))
+    assert len(files) == 1
+    plan = root / "plan.mlir"
+    assert cli.main(["plan", str(stories_path), "--stages", "2", "--max-seq-len", "32", "-o", str(plan)]) == 0
+    return cache, files[0], json.loads(files[0].read_text()), plan
+
+
+def test_cpu_calibration_prices_every_key_with_the_cpu_kernels_and_the_ring(cpu_calibrated):
+    """AB-C-2: the default target is cpu: the table, cached under the cpu machine fingerprint, prices every
+    request key of the plan; the hops come from the ring measurement of the plan's frame sizes (an
+    inter-stage send + recv = one hop; the token-in recv a whole hop)."""
+    cache, path, doc, plan = cpu_calibrated
+    from pipeplan.lowering.replay_package import _parse_plan
+
+    machine = machine_fingerprint("cpu", 1)
+    assert doc["calibration"]["machine"] == machine
+    assert path == calibration_path(cache, calibration_key(machine, doc["calibration"]["model"]))
+    assert doc["machine"]["kernels"] == "pipeplan.runtime.kernels.cpu"
+    table = {e["key"]: e["seconds"] for e in doc["entries"]}
+    assert set(table) == set(plan_request_keys(_parse_plan(plan), prompt_len=8))
+    assert all(v > 0 for k, v in table.items() if not k.startswith("recv|f32"))
+    hops = doc["transport"]["hops"]
+    assert doc["transport"]["kind"] == "shm_ring" and {h["bytes"] for h in hops} >= {4, 256}
+    assert all(h["hop_s"] > 0 and h["round_trips"] == 20 for h in hops)
+    hop, _ = hop_seconds(hops, 256)
+    assert table["send|f32,f32|1x64"] + table["recv|f32,f32|1x64"] == pytest.approx(hop, rel=1e-9)
+    assert table["recv|i32,i32|1"] == pytest.approx(hop_seconds(hops, 4)[0], rel=1e-9)
+
+
+def test_hop_seconds_interpolates_between_sizes():
+    """The hop of an unmeasured size: linear between the nearest two, the nearest outside the range."""
+    rows = [{"bytes": 100, "hop_s": 1e-5, "send_s": 1e-6}, {"bytes": 300, "hop_s": 3e-5, "send_s": 3e-6}]
+    assert hop_seconds(rows, 200) == pytest.approx((2e-5, 2e-6))
+    assert hop_seconds(rows, 50) == (1e-5, 1e-6) and hop_seconds(rows, 1000) == (3e-5, 3e-6)
+
+
+@pytest.fixture(scope="module")
+def cpu_pkg(cpu_calibrated, tmp_path_factory):
+    """``(package, stdout, stderr)`` of one `compile --parallel 3 --decode-tokens 24` against the calibration."""
+    import contextlib
+    import io
+
+    cache, _, _, plan = cpu_calibrated
+    pkg = tmp_path_factory.mktemp("cpu-pkg") / "pkg"
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        rc = cli.main(["compile", str(plan), "-o", str(pkg), "--cache-dir", str(cache), "--parallel", "3",
+                       "--decode-tokens", "24"])
+    assert rc == 0
+    return pkg, out.getvalue(), err.getvalue()
+
+
+def test_compile_prefers_the_cpu_calibration_and_predicts_n_sequences(cpu_calibrated, cpu_pkg):
+    """AB-C-2, AB-T-2: compile without --evidence uses the cpu calibration and says so; --parallel 3 prints
+    the predicted aggregate tok/s and p50/p99 of N = 1..3 naming that evidence; N = 2 on 2 stages is
+    faster than N = 1."""
+    _, path, _, _ = cpu_calibrated
+    _, out, err = cpu_pkg
+    assert f"evidence: calibrated ({path}) for the cpu kernels" in err
+    lines = out.splitlines()
+    head = next(i for i, x in enumerate(lines) if x.startswith("predicted for concurrent sequences"))
+    assert str(path) in lines[head]
+    rows = [x.split() for x in lines[head + 2:head + 5]]
+    assert [r[0] for r in rows] == ["1", "2", "3"]
+    assert float(rows[1][1]) > 1.3 * float(rows[0][1])
+
+
+def test_reference_kernels_without_their_calibration_is_roofline(cpu_calibrated, stories_path):
+    """AB-G-1: `--kernels reference` (and run's --target reference) finds no reference calibration here:
+    roofline with the reason; `run`'s default --target cpu finds this one."""
+    from pipeplan.lowering.calibrate import plan_evidence
+
+    cache, path, _, plan = cpu_calibrated
+    assert plan_evidence(None, plan, target=("reference",), cache_dir=cache).kind == "roofline"
+    choice = select_evidence(None, [str(stories_path)], target="cpu", cache_dir=cache)
+    assert choice.kind == "calibrated" and choice.path == path
+    assert select_evidence(None, [str(stories_path)], target="reference", cache_dir=cache).kind == "roofline"
+
+
+@pytest.mark.parametrize("argv, code", [(["--parallel", "0"], "invalid_request"),
+                                        (["--parallel", "2", "--prompt-tokens", "0"], "invalid_request")])
+def test_compile_parallel_rejections(cpu_calibrated, tmp_path, capsys, argv, code):
+    """Bad --parallel / --prompt-tokens are one error line, exit 2, and no package."""
+    cache, _, _, plan = cpu_calibrated
+    assert cli.main(["compile", str(plan), "-o", str(tmp_path / "p"), "--cache-dir", str(cache), *argv]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith(f"error[{code}]: ")
+    assert not (tmp_path / "p").exists()
+
+
+def test_compare_a_throughput_measurement(cpu_pkg, tmp_path, capsys):
+    """AB-T-2: `compare PKG throughput.json` predicts each row's N and prints predicted, measured and the
+    relative error; --json carries the same numbers; another stage count is error[stage_mismatch]."""
+    from pipeplan.lowering.concurrency import predict_concurrent
+
+    pkg = cpu_pkg[0]
+    want = predict_concurrent(pkg, 2, 8, 32)
+    meas = {"format": "pipeplan-throughput/1", "rows": [
+        {"n_sequences": 2, "stages": 2, "aggregate_tok_s": want.aggregate_tok_s * 0.8, "p50_s": want.per_token_p50_s,
+         "p99_s": want.per_token_p99_s * 2, "prompt_tokens": 8, "decode_tokens": 32}]}
+    f = tmp_path / "tp.json"
+    f.write_text(json.dumps(meas))
+    capsys.readouterr()
+    assert cli.main(["compare", str(pkg), str(f), "--json"]) == 0
+    (row,) = json.loads(capsys.readouterr().out)["rows"]
+    assert row["predicted"]["aggregate_tok_s"] == pytest.approx(want.aggregate_tok_s)
+    assert row["error"]["aggregate_tok_s"] == pytest.approx(0.25)
+    assert row["error"]["p50_s"] == pytest.approx(0.0, abs=1e-12) and row["error"]["p99_s"] == pytest.approx(0.5)
+    assert cli.main(["compare", str(pkg), str(f)]) == 0
+    assert " 25.0%" in capsys.readouterr().out
+    meas["rows"][0]["stages"] = 3
+    f.write_text(json.dumps(meas))
+    assert cli.main(["compare", str(pkg), str(f)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("error[stage_mismatch]: ")
