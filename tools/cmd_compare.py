@@ -96,7 +96,12 @@ def _is_throughput(path: str) -> bool:
 
 def _compare_throughput(pkg: Path, args: argparse.Namespace) -> int:
     """Predicted vs measured throughput rows (module docstring). Raises ConcurrencyError (exit 2)."""
-    from pipeplan.lowering.concurrency import ConcurrencyError, predict_concurrent, read_throughput, stage_costs
+    from pipeplan.lowering.concurrency import (
+        ConcurrencyError,
+        predict_concurrent,
+        read_throughput,
+        stage_costs,
+    )
 
     rows = read_throughput(args.measured)
     if not pkg.is_dir():
