@@ -1,6 +1,7 @@
 """Prediction with the default evidence: predicted vs measured decode step after ``pipeplan calibrate``.
 
-The README flow, per stage count S (default 1 and 3), stories260K: ``pipeplan calibrate MODEL --stages S``
+The README flow, per stage count S (default 1 and 3), stories260K: ``pipeplan calibrate MODEL --stages S
+--target reference`` (the kernels of the direct replay measured here)
 (into a private cache, timed), ``pipeplan plan``, ``pipeplan compile`` with no ``--evidence`` (so it picks
 the calibration: :func:`pipeplan.lowering.calibrate.select_evidence`), the direct replay of the package on
 prompts the calibration did not use, and ``pipeplan compare``: per decode token ``|predicted - measured| /
@@ -65,7 +66,8 @@ def main(argv: list[str] | None = None) -> int:
           f"{'median err':>10s} {'p90 err':>8s} {'step err':>8s}")
     for n in [int(x) for x in a.stages.split(",")]:
         t0 = time.perf_counter()
-        _cli(["calibrate", a.model, "--stages", str(n), "--max-seq-len", str(a.max_seq_len), "--cache-dir", str(cache)])
+        _cli(["calibrate", a.model, "--stages", str(n), "--max-seq-len", str(a.max_seq_len), "--target", "reference",
+              "--cache-dir", str(cache)])
         cal_s = time.perf_counter() - t0
         plan = work / f"plan{n}.mlir"
         _cli(["plan", a.model, "--stages", str(n), "--max-seq-len", str(a.max_seq_len), "-o", str(plan)])
@@ -73,7 +75,7 @@ def main(argv: list[str] | None = None) -> int:
         for kind, extra in (("calibrated", []), ("roofline", ["--evidence", "roofline"])):
             pkg = work / f"pkg{n}-{kind}"
             line = _cli(["compile", str(plan), "-o", str(pkg), "--cache-dir", str(cache), "--decode-tokens",
-                         str(a.tokens), *extra]).strip().splitlines()[-1]
+                         str(a.tokens), "--kernels", "reference", *extra]).strip().splitlines()[-1]
             if kind == "calibrated" and not line.startswith("evidence: calibrated"):
                 raise SystemExit(f"compile did not pick the calibration: {line}")
             pkgs[kind] = (pkg, line)
