@@ -592,7 +592,7 @@ def measure_cpu(plan_module, model: str | Path, *, pool: str | Path | None = Non
                     for o in sp.order:
                         if isinstance(o, SampleOp):
                             samples.setdefault(key_of(cmd_task[o.id.data]), []).append(clock() - t2)
-            elif step == "prefill" or s + 1 < n:
+            else:
                 x = np.array(x, copy=True)  # the next stage's copy of the frame (a ring's copy out)
         return token
 

@@ -52,9 +52,6 @@ from pipeplan.errors import PipeplanError
 THROUGHPUT_FORMAT = "pipeplan-throughput/1"
 """``format`` of a throughput measurement document (:func:`read_throughput`)."""
 
-HOP_OPS = ("send", "recv")
-
-
 class ConcurrencyError(PipeplanError):
     """A request the concurrency model cannot answer: ``invalid_request`` (counts < 1, costs not finite or
     negative, mismatched stage counts), ``bad_throughput`` (a measurement document that is not one),
@@ -275,17 +272,17 @@ def steady_state_tok_s(costs: StageCosts, n_sequences: int) -> float:
 
 
 # --------------------------------------------------------------------------- costs from a plan
-def _costs_from_durations(rows: Sequence[tuple[str, int, str, float, bool]], prefill_rows: int,
+def _costs_from_durations(rows: Sequence[tuple[str, int, str, float]], prefill_rows: int,
                           evidence: str) -> StageCosts:
-    """StageCosts from ``(step, stage, op, seconds, loop_source)`` rows of one instance per step; a
-    ``send`` goes to the hop into the next stage, the last stage's (the loop source) to stage 0's."""
+    """StageCosts from ``(step, stage, op, seconds)`` rows of one instance per step; a ``send`` goes to
+    the hop into the next stage, the last stage's (the token-out) to stage 0's."""
     stages = 1 + max((r[1] for r in rows), default=-1)
     if stages < 1:
         raise ConcurrencyError("the plan has no command", code="invalid_request")
     work = {s: [0.0] * stages for s in ("prefill", "decode")}
     hops = {s: [0.0] * stages for s in ("prefill", "decode")}
     seen = set()
-    for step, stage, op, secs, _ in rows:
+    for step, stage, op, secs in rows:
         if step not in work:
             continue
         seen.add(step)
@@ -306,13 +303,13 @@ def _costs_from_durations(rows: Sequence[tuple[str, int, str, float, bool]], pre
 def costs_from_model(model: Any, *, prefill_rows: int = 8, evidence: str = "") -> StageCosts:
     """StageCosts of an :class:`~pipeplan.lowering.simulate.ExecModel` (its commands' durations: the
     plan's resolved costs, 0 s for a missing cost)."""
-    rows = [(c.step, c.stage, c.op, c.duration, c.index in model.loop_sources) for c in model.commands]
+    rows = [(c.step, c.stage, c.op, c.duration) for c in model.commands]
     return _costs_from_durations(rows, prefill_rows, evidence)
 
 
 def costs_from_bundle(doc: Mapping[str, Any], *, prefill_rows: int = 8, evidence: str = "") -> StageCosts:
     """StageCosts of a predicted TimelineBundle document (its first instance of each step)."""
-    rows = [(e["step"], int(e["stage"]), e["op"], float(e["end_s"]) - float(e["start_s"]), False)
+    rows = [(e["step"], int(e["stage"]), e["op"], float(e["end_s"]) - float(e["start_s"]))
             for e in doc.get("events", []) if int(e.get("iteration", 0)) == 0]
     return _costs_from_durations(rows, prefill_rows, evidence)
 
