@@ -81,13 +81,17 @@ DEFAULT_DECODE_TOKENS = 64
 
 
 def _is_throughput(path: str) -> bool:
-    """Whether ``path`` holds a throughput measurement (its ``format``, or rows with ``n_sequences``)."""
+    """Whether ``path`` holds a throughput measurement (its ``format``, or rows with ``n_sequences``). A path
+    that is not a readable regular file (a FIFO is never opened) is not one: the timeline reader names it."""
+    from pipeplan.errors import PipeplanError
+    from pipeplan.frontend.paths import check_input_file
     from pipeplan.lowering.concurrency import THROUGHPUT_FORMAT
 
     try:
+        check_input_file(path, "measured timeline")
         with open(path, encoding="utf-8") as f:
             doc = json.loads(f.read(1 << 22))
-    except (OSError, UnicodeDecodeError, ValueError):
+    except (OSError, UnicodeDecodeError, ValueError, PipeplanError):
         return False
     if isinstance(doc, dict) and (doc.get("format") == THROUGHPUT_FORMAT or "n_sequences" in doc):
         return True
