@@ -93,7 +93,7 @@ class InconsistentShardsError(GGUFError):
 
 
 class UnsupportedArchitectureError(GGUFError):
-    """``general.architecture`` names no stage-program builder (``pipeplan.runtime.archs``)."""
+    """``general.architecture`` names no stage-program builder (``pipeplan.models.archs``)."""
 
     code = "unsupported_architecture"
 

@@ -33,7 +33,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def main(args: argparse.Namespace) -> int:
     """Compare and print. Raises TimelineError, OutputPathError (``--trace`` in a missing directory, checked
     first) (exit 2 via the CLI)."""
-    from pipeplan.lowering.timeline import (
+    from pipeplan.analysis.timeline import (
         TimelineBundle,
         check_output_file,
         compare,

@@ -11,7 +11,7 @@ import subprocess
 import sys
 
 import pytest
-from pipeplan.lowering import atomic
+from pipeplan.files import atomic
 from pipeplan.tools import opt
 from pipeplan.universe import PIPEPLAN_UNIVERSE
 

@@ -300,7 +300,7 @@ def instance_graph(model: ExecModel, schedule: Sequence[str]) -> InstanceGraph:
 def _topo(g: InstanceGraph, use_link: bool = True) -> list[int] | None:
     """Stable topological order of the instance graph (data, queue order and, with ``use_link``,
     link order), or None when it is cyclic."""
-    from pipeplan.lowering.schedule import stable_topo_order
+    from pipeplan.analysis.schedule import stable_topo_order
 
     preds = [sorted(set(g.data_preds[v]) | set(g.order_preds[v]) | (set(g.link_preds[v]) if use_link else set()))
              for v in range(len(g.nodes))]
