@@ -17,23 +17,25 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from pipeplan.dialects.runplan import (
-    CONFIG_SCHEMA,
-    INVARIANT_CODES,
-    MODEL_SCHEMA,
     EdgeOp,
     PlanOp,
     ProvisionStageOp,
     StageOp,
     TensorOp,
-    arch_params_attr,
     check_plan,
-    derive_provisions,
-    node_entry_attr,
     plan_ops,
     rejection_from,
     verify_runplan,
+)
+from pipeplan.dialects.runplan_attrs import (
+    CONFIG_SCHEMA,
+    INVARIANT_CODES,
+    MODEL_SCHEMA,
+    arch_params_attr,
+    node_entry_attr,
     weights_attr,
 )
+from pipeplan.dialects.runplan_checks import derive_provisions
 from pipeplan.errors import RunPlanRejection
 from pipeplan.plan_types import NodePool, NodeSpec, ProvisionStage, RunPlanSpec
 from xdsl.dialects.builtin import ArrayAttr, ModuleOp, StringAttr

@@ -1,7 +1,7 @@
 """``runplan-project-provisioning``: derive one ``runplan.provision_stage`` per stage.
 
 Source: seed 000 "Provisioning Projection" (RP-PP-1..6) and "Object/Ring Spec Consistency"
-(RP-OS-4). The projection is :func:`pipeplan.dialects.runplan.derive_provisions`: deterministic,
+(RP-OS-4). The projection is :func:`pipeplan.dialects.runplan_checks.derive_provisions`: deterministic,
 own layer range and own tensor byte ranges only, exactly one inbound and one outbound edge
 provision naming peer node ids (never actor addresses), specs copied from the edges.
 
