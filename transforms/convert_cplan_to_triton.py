@@ -61,6 +61,7 @@ from pipeplan.dialects.cplan import CommandOp, PlanOp, QueueOp, QueueScheduleOp,
 from pipeplan.dialects.pplan import BufferOp, TaskOp, fingerprint, ints, str_list
 from pipeplan.dialects.pplan import PlanOp as PPlanOp
 from pipeplan.dialects.triton_machine import REVISION, CopyOp, LaunchOp, ProgramOp, StreamOp, ViewOp
+from pipeplan.dialects.vmachine import AbiOp
 from pipeplan.errors import PipeplanError
 from pipeplan.models.stage_program import ProgramError, build_stage_program
 from pipeplan.targets.triton_formats import (
@@ -386,7 +387,6 @@ class ConvertCplanToTritonPass(ModulePass):
     model: str = ""
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
-        from pipeplan.dialects.vmachine import AbiOp
         from pipeplan.transforms.convert_cplan_to_vmachine import abi_for_module
 
         plans = [o for o in op.ops if isinstance(o, PlanOp)]

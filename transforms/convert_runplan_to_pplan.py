@@ -53,6 +53,8 @@ from dataclasses import dataclass
 
 from pipeplan.dialects.bindings import DeploymentBinding
 from pipeplan.dialects.pplan import BufferOp, PlanOp, TaskOp, dtype_nbytes, gc_paused
+from pipeplan.dialects.runplan_build import plan_node_pool, runplan_spec_from_module
+from pipeplan.errors import PipeplanError
 from pipeplan.models.stage_program import (
     ROPE_TABLE,
     ROPE_TABLE_SWA,
@@ -414,9 +416,6 @@ class ConvertRunplanToPplanPass(ModulePass):
             self._apply(op)
 
     def _apply(self, op: ModuleOp) -> None:
-        from pipeplan.dialects.runplan_build import runplan_spec_from_module
-        from pipeplan.errors import PipeplanError
-
         if not any(o.name.startswith("runplan.") for o in op.ops):
             raise PassFailedException("convert-runplan-to-pplan: the module holds no runplan.plan")
         try:
@@ -435,8 +434,6 @@ class ConvertRunplanToPplanPass(ModulePass):
             except PipeplanError as e:
                 raise PassFailedException(f"convert-runplan-to-pplan: pool: {e.one_line()}") from None
         else:
-            from pipeplan.dialects.runplan_build import plan_node_pool
-
             try:
                 pool = plan_node_pool(op)
             except PipeplanError as e:

@@ -31,6 +31,7 @@ from dataclasses import dataclass
 
 from pipeplan.analysis.simulate import Projection, build_model, project
 from pipeplan.dialects.cplan import CommandOp, ConcretePlan, PlanOp, plan_from_ir
+from pipeplan.dialects.pplan import CandidateOp, CandidatesOp, CostedViewOp, CostOp, fingerprint
 from pipeplan.errors import PipeplanError
 from xdsl.context import Context
 from xdsl.dialects.builtin import (
@@ -63,16 +64,12 @@ def find_cplan(module: ModuleOp) -> PlanOp:
 def concrete_digest(plan: PlanOp) -> str:
     """``sha256:<hex>`` of the canonical print of ``plan``'s properties (discardable annotations such
     as timing are excluded, see :func:`pipeplan.dialects.pplan.canonical_text`)."""
-    from pipeplan.dialects.pplan import fingerprint
-
     return "sha256:" + fingerprint(plan)
 
 
 def confidences_from_module(module: ModuleOp, plan: ConcretePlan) -> dict[str, float]:
     """Command id -> confidence of its cost in the module's ``pplan.costed_view`` (empty when the
     portable source was not kept). Matches by task and selected implementation."""
-    from pipeplan.dialects.pplan import CandidateOp, CandidatesOp, CostedViewOp, CostOp
-
     impl: dict[str, str] = {}
     for o in module.ops:
         if isinstance(o, CandidatesOp):
@@ -93,8 +90,6 @@ def publication_digests(module: ModuleOp, plan_op: PlanOp) -> dict[str, str]:
     """The digests a TimelineBundle is published with (AB-T-4): ``concrete`` (:func:`concrete_digest`),
     ``portable`` (the plan's source), ``evidence`` and ``policy`` (the CostedTaskView's fingerprints
     when the module holds it, else sha256 of the plan's evidence identity, marked ``identity:``)."""
-    from pipeplan.dialects.pplan import CostedViewOp
-
     out = {"concrete": concrete_digest(plan_op), "portable": plan_op.source.data, "target": plan_op.target.data,
            "deployment": plan_op.deployment.data}
     views = [o for o in module.ops if isinstance(o, CostedViewOp)]
