@@ -219,7 +219,7 @@ def build_package_files(module, spec, *, target: str, decode_tokens: int = 16, p
                         ) -> dict[str, str]:
     """The package's file contents (name -> text) from a compiled module (:func:`compile_plan`).
 
-    Raises MachineVerifyError (lineage path) or PipeplanError from lowering/simulation.
+    Raises MachineVerifyError (lineage path) or PipeplanError from the lowering or the simulation.
     """
     from xdsl.dialects.builtin import ModuleOp
 

@@ -172,7 +172,7 @@ def build_portable_plan(spec: RunPlanSpec, *, prompt_len: int, decode_pos: int |
     Raises:
         PassFailedException: prompt_len < 1, decode_pos < prompt_len, decode_pos >= max_seq_len,
             or model facts the runtime program rejects (message names the stage).
-    Source: the task list of each stage is ``runtime.stage_program.build_stage_program`` (same kernels, same
+    Source: the task list of each stage is ``models.stage_program.build_stage_program`` (same kernels, same
     order); formulas in the module docstring.
     """
     facts, cfg = spec.facts, spec.config

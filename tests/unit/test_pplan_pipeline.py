@@ -437,7 +437,7 @@ def test_conversion_rejects_bad_step_options(ctx, spec2):
 
 def test_convert_pass_imports_without_torch():
     """Tooling (no contract bullet): ``convert-runplan-to-pplan`` builds its tasks from the torch-free
-    ``runtime.stage_program`` (``runtime.program`` re-exports it; the executor is torch-free too since the
+    ``models.stage_program`` (``runtime.program`` re-exports it; the executor is torch-free too since the
     CPU target runs on numpy), so importing the pass does not import torch (``pipeplan-opt -p
     convert-runplan-to-pplan`` stays fast)."""
     import subprocess
