@@ -70,8 +70,11 @@ def unit_of(module: str) -> str:
     return parts[1] if len(parts) > 1 else "pipeplan"
 
 
-def imports(module: str, source: str, is_package: bool = False) -> Iterator[tuple[str, int, bool]]:
-    """(imported pipeplan module, line, inside a function) for every import of ``source`` (module docstring)."""
+def imports(module: str, source: str, is_package: bool = False,
+            units: frozenset[str] = frozenset(RANK)) -> Iterator[tuple[str, int, bool]]:
+    """(imported pipeplan module, line, inside a function) for every import of ``source`` (the spellings of
+    the module docstring); ``from pipeplan import x`` imports unit ``x`` when it is one of ``units``, else
+    the root package (``__version__``)."""
     tree = ast.parse(source)
     base = module.split(".") if is_package else module.split(".")[:-1]
 
@@ -87,8 +90,9 @@ def imports(module: str, source: str, is_package: bool = False) -> Iterator[tupl
                     target = ".".join(up + ([child.module] if child.module else []))
                 else:
                     target = child.module or ""
-                if target == "pipeplan":  # from pipeplan import x: x may be a package or a name
-                    yield from ((f"pipeplan.{a.name}", child.lineno, local) for a in child.names)
+                if target == "pipeplan":
+                    yield from ((f"pipeplan.{a.name}" if a.name in units else "pipeplan", child.lineno, local)
+                                for a in child.names)
                 elif target.startswith("pipeplan."):
                     yield target, child.lineno, local
             elif isinstance(child, ast.Constant) and isinstance(child.value, str) \
@@ -102,12 +106,10 @@ def imports(module: str, source: str, is_package: bool = False) -> Iterator[tupl
 def package_edges(modules: Mapping[str, str]) -> Iterator[tuple[str, str, str, int, str]]:
     """(importing unit, imported unit, importing module, line, imported module) across units."""
     packages = {m.rsplit(".", 1)[0] for m in modules if "." in m} | {"pipeplan"}
-    known = set(RANK) | {unit_of(m) for m in modules}
+    units = frozenset(RANK) | {unit_of(m) for m in modules}
     for module, source in modules.items():
-        for target, line, _local in imports(module, source, is_package=module in packages):
+        for target, line, _local in imports(module, source, is_package=module in packages, units=units):
             dst = unit_of(target)
-            if target.startswith("pipeplan.") and dst not in known:
-                dst = "pipeplan"  # from pipeplan import __version__
             if dst != unit_of(module):
                 yield unit_of(module), dst, module, line, target
 
@@ -192,6 +194,9 @@ def test_packages_form_a_dag_in_layer_order(edges):
         "pipeplan.frontend.x:1 imports pipeplan.targets: targets (layer 4) is not below frontend (layer 4)"]
     unplaced = {"pipeplan.lowering.x": "from pipeplan.dialects import cplan\n"}
     assert layer_violations(edges_of(unplaced)) == ["pipeplan.lowering.x:1: lowering or dialects is in no layer of LAYERS"]
+    stale = {"pipeplan.tools.x": "def f():\n    from pipeplan.lowering.atomic import write_file_atomic\n",
+             "pipeplan.tools.y": "from pipeplan import __version__, runtime\n"}
+    assert layer_violations(edges_of(stale)) == ["pipeplan.tools.x:2: tools or lowering is in no layer of LAYERS"]
     cycle = {"pipeplan.runtime.a": "from pipeplan.compiler.b import c\n",
              "pipeplan.compiler.b": "def c():\n    from pipeplan.runtime.a import d\n"}
     found = package_cycle(edges_of(cycle))
