@@ -93,7 +93,7 @@ class InconsistentShardsError(GGUFError):
 
 
 class UnsupportedArchitectureError(GGUFError):
-    """``general.architecture`` names no stage-program builder (``pipeplan.runtime.archs``)."""
+    """``general.architecture`` names no stage-program builder (``pipeplan.models.archs``)."""
 
     code = "unsupported_architecture"
 
@@ -136,7 +136,7 @@ class RunPlanRejection(PipeplanError):
     edge_endpoint_mismatch, inconsistent_model_facts, insufficient_memory, invalid_object_spec,
     invalid_pool, invalid_runtime_config; from the runplan IR verifiers also
     invalid_layer_assignment (RP-LA-1/2/4), inconsistent_provision (RP-PP-*) and malformed_runplan
-    (IR that is not a RunPlan at all). See ``pipeplan.dialects.runplan.INVARIANT_CODES``.
+    (IR that is not a RunPlan at all). See ``pipeplan.dialects.runplan_attrs.INVARIANT_CODES``.
     """
 
     code = "rejected"

@@ -56,7 +56,7 @@ class ModelFacts:
     is the tensor index in file order; ``block_bytes[i]`` totals the tensor bytes of block ``i``.
     ``key_length`` / ``value_length``: ``<arch>.attention.key_length`` / ``value_length`` (0 = not
     stated: ``embedding_length // head_count``). ``arch_params``: the further ``<arch>.*`` scalars the
-    architecture's module reads (``pipeplan.runtime.archs``), as sorted ``(key, value)`` pairs.
+    architecture's module reads (``pipeplan.models.archs``), as sorted ``(key, value)`` pairs.
     """
 
     architecture: str

@@ -67,11 +67,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--evidence", default=str(HERE / "results" / "kernel_timings.json"),
                     help="measured table written by bench/measure_kernels.py")
     a = ap.parse_args(argv)
+    from pipeplan.analysis.timeline import TimelineBundle, compare
+    from pipeplan.compiler.replay_package import compile_plan_to_package, print_module
     from pipeplan.frontend.gguf_facts import read_model_facts
     from pipeplan.frontend.planner import plan_run
     from pipeplan.frontend.pool import load_pool_toml
-    from pipeplan.lowering.replay_package import compile_plan_to_package, print_module
-    from pipeplan.lowering.timeline import TimelineBundle, compare
     from pipeplan.plan_types import RuntimeConfig
     from pipeplan.runtime.replay import replay_package
 

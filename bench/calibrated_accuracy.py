@@ -3,7 +3,7 @@
 The README flow, per stage count S (default 1 and 3), stories260K: ``pipeplan calibrate MODEL --stages S
 --target reference`` (the kernels of the direct replay measured here)
 (into a private cache, timed), ``pipeplan plan``, ``pipeplan compile`` with no ``--evidence`` (so it picks
-the calibration: :func:`pipeplan.lowering.calibrate.select_evidence`), the direct replay of the package on
+the calibration: :func:`pipeplan.tools.calibrate.select_evidence`), the direct replay of the package on
 prompts the calibration did not use, and ``pipeplan compare``: per decode token ``|predicted - measured| /
 measured`` of the inter-token latency, and the error of the median step (``|predicted - median measured| /
 median measured``, which per-token noise of a shared machine moves less). The same package compiled with roofline evidence is the baseline.
@@ -56,7 +56,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--max-seq-len", type=int, default=64)
     ap.add_argument("--out", default=str(HERE / "results" / "calibrated_accuracy.json"))
     a = ap.parse_args(argv)
-    from pipeplan.lowering.timeline import TimelineBundle, compare
+    from pipeplan.analysis.timeline import TimelineBundle, compare
     from pipeplan.runtime.replay import replay_package
 
     work = Path(tempfile.mkdtemp(prefix="pipeplan-calibrated-accuracy-"))

@@ -1,9 +1,9 @@
 """Measure what pipeplan's tasks cost on this machine -> a measured evidence table (JSON).
 
 Two modes (``--mode``), both writing the ``pipeplan-kernel-timings/1`` table of
-:mod:`pipeplan.lowering.evidence` keyed by ``op|dtypes|work shape``:
+:mod:`pipeplan.analysis.evidence` keyed by ``op|dtypes|work shape``:
 
-* ``runtime`` (default; the measuring code is :mod:`pipeplan.lowering.calibrate`, which ``pipeplan
+* ``runtime`` (default; the measuring code is :mod:`pipeplan.tools.calibrate`, which ``pipeplan
   calibrate MODEL`` runs on the model's own plan and caches): what a task costs **in the runtime as it really executes**. A calibration
   package (stories260K planned on ``--stages`` local nodes, default 2, so that every kind of command
   occurs: token-in hop, activation hop, kernels, sampling, token-out hop) is compiled and replayed with
@@ -45,11 +45,11 @@ import time
 from pathlib import Path
 
 import torch
+from pipeplan.analysis.evidence import TABLE_FORMAT, request_key
 from pipeplan.dialects.pplan import PlanOp, ints, str_list
-from pipeplan.lowering import calibrate as _calibrate
-from pipeplan.lowering.evidence import TABLE_FORMAT, request_key
 from pipeplan.runtime.kernels import reference as K
 from pipeplan.runtime.program import LlamaHParams
+from pipeplan.tools import calibrate as _calibrate
 
 MEASURABLE = {"f32", "i32"}
 
@@ -142,14 +142,14 @@ CALIBRATION_PROMPTS = _calibrate.CALIBRATION_PROMPTS
 compiled shape). Disjoint from ``bench/accuracy.py``'s prompts."""
 
 charge_commands = _calibrate.charge_commands
-"""The charge rule (:func:`pipeplan.lowering.calibrate.charge_commands`; the run's first command is not charged)."""
+"""The charge rule (:func:`pipeplan.tools.calibrate.charge_commands`; the run's first command is not charged)."""
 
 
 def measure_runtime(model: str | Path, *, stages: int = 2, tokens: int = 24, repeats: int = 3, prompt_len: int = 8,
                     max_seq_len: int = 64, prompts=CALIBRATION_PROMPTS, work: Path | None = None) -> dict:
     """The measured table (:data:`TABLE_FORMAT`) of every task key of a ``stages``-stage calibration
     package of ``model`` on local nodes, charged from replays of it (``runtime`` mode of the module
-    docstring; :func:`pipeplan.lowering.calibrate.measure_runtime`, which ``pipeplan calibrate`` runs).
+    docstring; :func:`pipeplan.tools.calibrate.measure_runtime`, which ``pipeplan calibrate`` runs).
     The prefill token-in recv (the run's first command) is not charged, so it stays absent.
 
     ``tokens`` decode tokens per replay, ``repeats`` replays per prompt after one warm-up replay.

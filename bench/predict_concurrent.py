@@ -2,7 +2,7 @@
 
 Per stage count S: ``pipeplan calibrate MODEL --stages S`` (target cpu, into a private cache unless
 ``--cache-dir``), ``pipeplan plan``, ``pipeplan compile`` without ``--evidence`` (so it picks the
-calibration and says so), then :func:`pipeplan.lowering.concurrency.predict_concurrent` on the package for
+calibration and says so), then :func:`pipeplan.analysis.concurrency.predict_concurrent` on the package for
 each N. ``--measure`` adds the one-sequence figure measured by ``pipeplan run --backend local --json``
 (decode tok/s, the only concurrency ``run`` has) next to the N = 1 prediction. Prints a table and writes
 ``bench/results/predict_concurrent[-<model>].json``.
@@ -55,7 +55,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--measure", action="store_true", help="also measure 1 sequence with pipeplan run (local)")
     ap.add_argument("--out")
     a = ap.parse_args(argv)
-    from pipeplan.lowering.concurrency import predict_concurrent, stage_costs
+    from pipeplan.analysis.concurrency import predict_concurrent, stage_costs
 
     work = Path(tempfile.mkdtemp(prefix="pipeplan-predict-concurrent-"))
     cache = Path(a.cache_dir) if a.cache_dir else work / "cache"

@@ -16,7 +16,7 @@ Figures per (S, N):
 * ``x_base``: ``agg_tok_s`` over the 1-stage, 1-request figure (issue 14's target: >= 0.8 x min(S, cores) for
   N >= S on a model whose step is >= 5 ms);
 * ``predicted``: the simulator's aggregate tok/s for the same N, S and package when
-  ``predict_concurrent`` exists in ``pipeplan.lowering.simulate`` or ``pipeplan.lowering.concurrency``
+  ``predict_concurrent`` exists in ``pipeplan.analysis.simulate`` or ``pipeplan.analysis.concurrency``
   (else ``n/a``).
 
 Usage::
@@ -49,7 +49,7 @@ CPU = "pipeplan.runtime.kernels.cpu"
 
 def _predictor():
     """``predict_concurrent`` where the simulator has it, else None."""
-    for name in ("pipeplan.lowering.simulate", "pipeplan.lowering.concurrency"):
+    for name in ("pipeplan.analysis.simulate", "pipeplan.analysis.concurrency"):
         try:
             mod = importlib.import_module(name)
         except ImportError:

@@ -1,7 +1,7 @@
 """The binding gate's three explicit inputs (seed 003, "Binding gate"; AB-G-1, AB-G-4).
 
 * **TargetBinding** — architecture, runtime, capability set, library and ABI identity of a target
-  (produced by a target plugin, :mod:`pipeplan.lowering.targets`).
+  (produced by a target plugin, :mod:`pipeplan.targets`).
 * **DeploymentBinding** — device instances (capacity and peaks), topology, the stage -> device
   assignment the RunPlan fixed, and reservations (bytes already claimed per device: weights + KV).
   Built from the node pool (:meth:`DeploymentBinding.from_pool`).

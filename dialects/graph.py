@@ -1,6 +1,6 @@
 """Graph helpers over index graphs (``preds[i]`` = predecessors of node ``i``): deterministic topological
 order, cycle members, happens-before closure. Shared by the cplan verifiers (AB-S-1/2/4/5), the
-list scheduler (:mod:`pipeplan.lowering.schedule`) and the simulator."""
+list scheduler (:mod:`pipeplan.analysis.schedule`) and the simulator."""
 
 from __future__ import annotations
 

@@ -24,47 +24,85 @@ contract IDs are those of ``shared/CONTRACTS.md``. :data:`INVARIANT_CODES` maps 
 Local invariants (one op) are checked by each op's ``verify_``; cross-op invariants (stage
 indices, contiguity, coverage, edge topology, node ids, model facts vs layout, provisions vs plan)
 by ``runplan.plan``'s ``verify_``, which xDSL runs after the nested ops.
+
+This module holds the ops and the plan-level entry points (:func:`check_plan`, :func:`verify_runplan`,
+:func:`rejection_from`); the attribute schemas, conversions, syntax helpers and runtime config are
+:mod:`pipeplan.dialects.runplan_attrs`, the whole-plan checks and the provisioning projection
+:mod:`pipeplan.dialects.runplan_checks`.
 """
 
 from __future__ import annotations
 
-import math
 import re
-from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from pipeplan.dialects.carriers import i64_of, int_array, int_tuple, str_tuple, strings
+from pipeplan.dialects.carriers import i64_of, strings
 from pipeplan.dialects.diagnostics import PipeplanOp, located
+from pipeplan.dialects.runplan_attrs import (
+    _ID_RE,
+    CONFIG_SCHEMA,
+    EDGE_PROVISION_SCHEMA,
+    INVARIANT_CODES,
+    MALFORMED_CODE,
+    MODEL_SCHEMA,
+    NODE_SCHEMA,
+    OBJECT_SCHEMA,
+    RING_SCHEMA,
+    WEIGHTS_SCHEMA,
+    _check_config,
+    _endpoint_str,
+    _fail,
+    _int_of,
+    _ints,
+    _parse_dict,
+    _parse_extra_attrs,
+    _parse_int_list,
+    _parse_kw_dict,
+    _parse_range,
+    _print_dict,
+    _print_extra_attrs,
+    _print_range,
+    arch_params_of,
+    edge_provision_attr,
+    object_spec_attr,
+    read_edge_provision,
+    read_node_entry,
+    read_object_spec,
+    read_ring_spec,
+    read_weights,
+    ring_spec_attr,
+    weights_attr,
+)
+from pipeplan.dialects.runplan_checks import (
+    check_edge_specs,
+    check_provisions,
+    check_spec,
+    check_tensor,
+    derive_provisions,
+)
 from pipeplan.errors import RunPlanRejection
 from pipeplan.plan_types import (
-    DTYPE_WIDTHS,
     EDGE_KINDS,
     ORCHESTRATOR,
     EdgePlan,
-    EdgeProvision,
     ModelFacts,
     NodePool,
     NodeSpec,
-    ObjectSpec,
     ProvisionStage,
-    RingSpec,
     RunPlanSpec,
     RuntimeConfig,
     StagePlan,
     TensorInfo,
     TensorSlice,
-    WeightSource,
 )
 from xdsl.dialects.builtin import (
     ArrayAttr,
     DenseArrayBase,
     DictionaryAttr,
-    FloatAttr,
     IntegerAttr,
     ModuleOp,
     StringAttr,
     UnitAttr,
-    f64,
     i64,
 )
 from xdsl.ir import Attribute, Block, Dialect, Operation
@@ -80,339 +118,6 @@ from xdsl.parser import Parser
 from xdsl.printer import Printer
 from xdsl.traits import HasParent, IsolatedFromAbove, NoTerminator, SymbolOpInterface
 from xdsl.utils.exceptions import VerifyException
-
-ORCHESTRATOR_NODE = "orchestrator"
-"""Peer node id of the orchestrator in edge provisions (plan_types.EdgeProvision)."""
-
-TOKEN_EDGE_KINDS = ("token_in", "token_out")
-OBJECT_KINDS = ("token", "activation")
-LAYOUTS = ("row_major",)
-
-# --------------------------------------------------------------------------- contract IDs -> codes
-INVARIANT_CODES: dict[str, str] = {
-    "RP-LA-1": "invalid_layer_assignment",
-    "RP-LA-2": "invalid_layer_assignment",
-    "RP-LA-3": "inconsistent_model_facts",
-    "RP-LA-4": "invalid_layer_assignment",
-    "RP-LA-5": "missing_stage",
-    "RP-EA-1": "edge_endpoint_mismatch",
-    "RP-EA-2": "edge_endpoint_mismatch",
-    "RP-EA-3": "edge_endpoint_mismatch",
-    "RP-EA-4": "edge_endpoint_mismatch",
-    "RP-EA-5": "edge_endpoint_mismatch",
-    "RP-PP-1": "inconsistent_provision",
-    "RP-PP-2": "inconsistent_provision",
-    "RP-PP-3": "inconsistent_provision",
-    "RP-PP-4": "inconsistent_provision",
-    "RP-PP-5": "inconsistent_provision",
-    "RP-PP-6": "inconsistent_provision",
-    "RP-OS-1": "invalid_object_spec",
-    "RP-OS-2": "invalid_object_spec",
-    "RP-OS-3": "invalid_object_spec",
-    "RP-OS-4": "invalid_object_spec",
-    "RP-OS-5": "invalid_object_spec",
-    "RP-AR-1": "unknown_node",
-    "RP-AR-2": "duplicate_stage",
-    "RP-AR-3": "missing_stage",
-    "RP-AR-4": "invalid_stage_count",
-    "RP-AR-5": "edge_endpoint_mismatch",
-    "RP-AR-6": "inconsistent_model_facts",
-    "RP-AR-7": "malformed_runplan",
-}
-"""Contract ID (shared/CONTRACTS.md) of each verifier message -> RunPlanRejection code."""
-
-MALFORMED_CODE = "malformed_runplan"
-"""Code of a rejection whose message names no contract ID (IR that is not a RunPlan at all:
-wrong property types, ops outside a ``runplan.plan``)."""
-
-_ID_RE = re.compile(r"\[(RP-[A-Z]{2}-\d+)\]")
-
-
-def _fail(cid: str, invariant: str, detail: str) -> VerifyException:
-    assert cid in INVARIANT_CODES, cid
-    return VerifyException(f"[{cid}] {invariant}: {detail}")
-
-
-# --------------------------------------------------------------------------- attribute helpers
-def _ints(vs: Iterable[int]) -> DenseArrayBase:
-    return int_array(int(v) for v in vs)
-
-
-def _int_of(a: Attribute) -> int:
-    assert isinstance(a, IntegerAttr)
-    return a.value.data
-
-
-# Schema kinds of dictionary entries.
-INT, FLOAT, STR, STRS, INTS, DICT = "i64", "f64", "string", "array of strings", "array<i64>", "dictionary"
-
-
-def _check_kind(v: Attribute, kind: str) -> bool:
-    if kind == INT:
-        return isinstance(v, IntegerAttr) and v.type == i64
-    if kind == FLOAT:
-        return isinstance(v, FloatAttr) and v.type == f64
-    if kind == STR:
-        return isinstance(v, StringAttr)
-    if kind == STRS:
-        return isinstance(v, ArrayAttr) and all(isinstance(x, StringAttr) for x in v.data)
-    if kind == INTS:
-        return isinstance(v, DenseArrayBase) and v.elt_type == i64
-    if kind == DICT:
-        return isinstance(v, DictionaryAttr)
-    raise AssertionError(kind)
-
-
-def _value(v: Attribute, kind: str) -> Any:
-    if kind == INT:
-        return _int_of(v)
-    if kind == FLOAT:
-        assert isinstance(v, FloatAttr)
-        return float(v.value.data)
-    if kind == STR:
-        assert isinstance(v, StringAttr)
-        return v.data
-    if kind == STRS:
-        assert isinstance(v, ArrayAttr)
-        return str_tuple(v)
-    if kind == INTS:
-        assert isinstance(v, DenseArrayBase)
-        return int_tuple(v)
-    return v
-
-
-def _to_attr(v: Any, kind: str) -> Attribute:
-    if kind == INT:
-        return i64_of(v)
-    if kind == FLOAT:
-        return FloatAttr(float(v), f64)
-    if kind == STR:
-        return StringAttr(v)
-    if kind == STRS:
-        return strings(v)
-    if kind == INTS:
-        return _ints(v)
-    assert isinstance(v, DictionaryAttr)
-    return v
-
-
-class _Schema:
-    """Fixed key set of a DictionaryAttr property: required keys, optional keys, their kinds."""
-
-    def __init__(self, what: str, cid: str, required: Mapping[str, str], optional: Mapping[str, str] = {}):
-        self.what, self.cid, self.required, self.optional = what, cid, dict(required), dict(optional)
-        self.order = list(self.required) + list(self.optional)
-
-    def read(self, d: Attribute | None, where: str) -> dict[str, Any]:
-        """Python values of ``d``'s entries; raises VerifyException naming the first bad key."""
-        inv = f"{self.what} must hold exactly {', '.join(self.required)}"
-        if not isinstance(d, DictionaryAttr):
-            raise _fail(self.cid, inv, f"{where} has no {self.what} dictionary")
-        data = d.data
-        for k in data:
-            if k not in self.required and k not in self.optional:
-                raise _fail(self.cid, inv, f"{where} has unexpected key '{k}'")
-        out: dict[str, Any] = {}
-        for k in self.required:
-            if k not in data:
-                raise _fail(self.cid, inv, f"{where} lacks key '{k}'")
-        for k in self.order:
-            if k in data:
-                kind = self.required.get(k) or self.optional[k]
-                if not _check_kind(data[k], kind):
-                    raise _fail(self.cid, inv, f"{where}: '{k}' must be {kind}, got {data[k]}")
-                out[k] = _value(data[k], kind)
-        return out
-
-    def build(self, values: Mapping[str, Any]) -> DictionaryAttr:
-        """DictionaryAttr of ``values`` (None values of optional keys are left out)."""
-        out: dict[str, Attribute] = {}
-        for k in self.order:
-            v = values.get(k)
-            if v is None and k in self.optional:
-                continue
-            out[k] = _to_attr(v, self.required.get(k) or self.optional[k])
-        return DictionaryAttr(out)
-
-
-MODEL_SCHEMA = _Schema(
-    "model facts", "RP-AR-6",
-    {"architecture": STR, "name": STR, "block_count": INT, "embedding_length": INT, "head_count": INT,
-     "head_count_kv": INT, "feed_forward_length": INT, "vocab_size": INT, "context_length": INT,
-     "rope_dimension_count": INT, "rope_freq_base": FLOAT, "rms_norm_eps": FLOAT, "alignment": INT,
-     "block_bytes": INTS, "files": STRS},
-    {"sha256": STR, "key_length": INT, "value_length": INT, "arch_params": DICT},
-)
-CONFIG_SCHEMA = _Schema(
-    "runtime config", "RP-OS-5",
-    {"max_seq_len": INT, "activation_dtype": STR, "token_dtype": STR, "kv_dtype": STR, "ring_slots": INT,
-     "alignment": INT},
-    {"parallel": INT},
-)
-WEIGHTS_SCHEMA = _Schema("weight source", "RP-AR-6", {"uris": STRS, "sha256": STRS, "sizes": INTS})
-OBJECT_SCHEMA = _Schema(
-    "object spec", "RP-OS-1",
-    {"kind": STR, "dtype": STR, "dtype_width": INT, "shape": INTS, "layout": STR, "alignment": INT,
-     "max_extent": INT},
-)
-RING_SCHEMA = _Schema("ring spec", "RP-OS-1", {"slots": INT, "slot_bytes": INT})
-NODE_SCHEMA = _Schema(
-    "node spec", "RP-AR-1", {"id": STR, "memory_bytes": INT},
-    {"bandwidth_bytes_per_s": FLOAT, "flops_per_s": FLOAT, "link_bandwidth_bytes_per_s": FLOAT},
-)
-"""One entry of ``runplan.plan``'s ``nodes``: a pool node's id, capacity (bytes) and optional peaks
-(bytes/s, FLOP/s) — the :class:`~pipeplan.plan_types.NodeSpec` fields."""
-EDGE_PROVISION_SCHEMA = _Schema(
-    "edge provision", "RP-PP-6",
-    {"edge_id": STR, "kind": STR, "peer_node_id": STR, "object_spec": DICT, "ring_spec": DICT},
-)
-
-
-def _is_pow2(v: int) -> bool:
-    return v > 0 and v & (v - 1) == 0
-
-
-# --------------------------------------------------------------------------- dataclass <-> dict
-def object_spec_attr(s: ObjectSpec) -> DictionaryAttr:
-    """The ``object_spec`` dictionary of an ObjectSpec."""
-    return OBJECT_SCHEMA.build(
-        {"kind": s.kind, "dtype": s.dtype, "dtype_width": s.dtype_width, "shape": s.shape, "layout": s.layout,
-         "alignment": s.alignment, "max_extent": s.max_extent})
-
-
-def ring_spec_attr(s: RingSpec) -> DictionaryAttr:
-    """The ``ring_spec`` dictionary of a RingSpec."""
-    return RING_SCHEMA.build({"slots": s.slots, "slot_bytes": s.slot_bytes})
-
-
-def read_object_spec(d: Attribute | None, where: str) -> ObjectSpec:
-    """ObjectSpec of an ``object_spec`` dictionary. Raises VerifyException [RP-OS-1] when malformed."""
-    return ObjectSpec(**OBJECT_SCHEMA.read(d, where))
-
-
-def read_ring_spec(d: Attribute | None, where: str) -> RingSpec:
-    """RingSpec of a ``ring_spec`` dictionary. Raises VerifyException [RP-OS-1] when malformed."""
-    return RingSpec(**RING_SCHEMA.read(d, where))
-
-
-def edge_provision_attr(p: EdgeProvision) -> DictionaryAttr:
-    """The ``inbound``/``outbound`` dictionary of an EdgeProvision (direction is the property name)."""
-    return EDGE_PROVISION_SCHEMA.build(
-        {"edge_id": p.edge_id, "kind": p.kind, "peer_node_id": p.peer_node_id,
-         "object_spec": object_spec_attr(p.object_spec), "ring_spec": ring_spec_attr(p.ring_spec)})
-
-
-def read_edge_provision(d: Attribute | None, direction: str, where: str) -> EdgeProvision:
-    """EdgeProvision of an ``inbound``/``outbound`` dictionary; raises VerifyException when malformed."""
-    v = EDGE_PROVISION_SCHEMA.read(d, where)
-    w = f"{where} {direction}bound edge '{v['edge_id']}'"
-    return EdgeProvision(v["edge_id"], v["kind"], direction, v["peer_node_id"],
-                         read_object_spec(v["object_spec"], w), read_ring_spec(v["ring_spec"], w))
-
-
-def node_entry_attr(n: NodeSpec | str) -> Attribute:
-    """The ``nodes`` entry of a pool node: a NODE_SCHEMA dictionary for a NodeSpec (peaks that are
-    None are left out), a bare string for a plain node id (plans written before node specs)."""
-    if isinstance(n, str):
-        return StringAttr(n)
-    return NODE_SCHEMA.build({"id": n.id, "memory_bytes": n.memory_bytes,
-                              "bandwidth_bytes_per_s": n.bandwidth_bytes_per_s, "flops_per_s": n.flops_per_s,
-                              "link_bandwidth_bytes_per_s": n.link_bandwidth_bytes_per_s})
-
-
-def read_node_entry(a: Attribute, where: str) -> tuple[str, NodeSpec | None]:
-    """``(node id, NodeSpec or None)`` of one ``nodes`` entry: a string is an id without a spec; a
-    dictionary must follow NODE_SCHEMA with a non-empty id, ``memory_bytes`` > 0 and finite peaks
-    > 0. Raises VerifyException [RP-AR-1] naming ``where`` and the key."""
-    if isinstance(a, StringAttr):
-        return a.data, None
-    inv = "every pool node is a node id or a node spec {id, memory_bytes[, peaks]}"
-    if not isinstance(a, DictionaryAttr):
-        raise _fail("RP-AR-1", inv, f"{where} is {a}, neither a string nor a dictionary")
-    v = NODE_SCHEMA.read(a, where)
-    if not v["id"]:
-        raise _fail("RP-AR-1", inv, f"{where} has an empty 'id'")
-    if v["memory_bytes"] <= 0:
-        raise _fail("RP-AR-1", inv, f"{where} ('{v['id']}'): 'memory_bytes' must be > 0, got {v['memory_bytes']}")
-    for k in NODE_SCHEMA.optional:
-        if k in v and not (math.isfinite(v[k]) and v[k] > 0):
-            raise _fail("RP-AR-1", inv, f"{where} ('{v['id']}'): '{k}' must be a finite number > 0, got {v[k]}")
-    return v["id"], NodeSpec(**v)
-
-
-# --------------------------------------------------------------------------- printing helpers
-def _print_value(printer: Printer, v: Attribute) -> None:
-    if isinstance(v, IntegerAttr) and v.type == i64:
-        printer.print_string(str(v.value.data))
-    elif isinstance(v, FloatAttr) and v.type == f64:
-        printer.print_float(float(v.value.data), f64)
-    elif isinstance(v, DictionaryAttr):
-        _print_dict(printer, v, None)
-    else:
-        printer.print_attribute(v)
-
-
-def _print_dict(printer: Printer, d: DictionaryAttr, schema: _Schema | None) -> None:
-    """``{k = v, ...}`` in schema order (so MLIR's key sorting never changes the text), with i64
-    and f64 values printed bare (they parse back to i64 / f64)."""
-    keys = list(d.data)
-    order = schema.order if schema is not None else _DICT_ORDER.get(frozenset(keys), sorted(keys))
-    keys = [k for k in order if k in d.data] + sorted(k for k in keys if k not in order)
-    printer.print_string("{")
-    for n, k in enumerate(keys):
-        if n:
-            printer.print_string(", ")
-        printer.print_identifier_or_string_literal(k)
-        printer.print_string(" = ")
-        _print_value(printer, d.data[k])
-    printer.print_string("}")
-
-
-_DICT_ORDER = {frozenset(s.order): s.order for s in (OBJECT_SCHEMA, RING_SCHEMA, EDGE_PROVISION_SCHEMA)}
-
-
-def _parse_dict(parser: Parser) -> DictionaryAttr:
-    return DictionaryAttr(parser.parse_optional_attr_dict())
-
-
-def _parse_kw_dict(parser: Parser, keyword: str) -> DictionaryAttr:
-    parser.parse_keyword(keyword)
-    pos = parser.pos
-    d = parser.parse_optional_attr_dict()
-    if not d and parser.pos == pos:
-        parser.raise_error(f"expected a '{{...}}' dictionary after '{keyword}'")
-    return DictionaryAttr(d)
-
-
-def _print_range(printer: Printer, start: int, end: int) -> None:
-    printer.print_string(f"[{start}, {end})")
-
-
-def _parse_range(parser: Parser) -> tuple[int, int]:
-    parser.parse_punctuation("[")
-    start = parser.parse_integer()
-    parser.parse_punctuation(",")
-    end = parser.parse_integer()
-    parser.parse_punctuation(")")
-    return start, end
-
-
-def _parse_int_list(parser: Parser) -> list[int]:
-    return parser.parse_comma_separated_list(Parser.Delimiter.SQUARE, parser.parse_integer)
-
-
-def _print_extra_attrs(printer: Printer, op: Operation) -> None:
-    if op.attributes:
-        printer.print_op_attributes(op.attributes, print_keyword=True)
-
-
-def _parse_extra_attrs(parser: Parser) -> dict[str, Attribute]:
-    a = parser.parse_optional_attr_dict_with_keyword()
-    return dict(a.data) if a is not None else {}
-
-
-def _endpoint_str(v: int) -> str:
-    return "orchestrator" if v == ORCHESTRATOR else f"stage {v}"
 
 
 # --------------------------------------------------------------------------- ops
@@ -848,45 +553,6 @@ class ProvisionStageOp(PipeplanOp):
         return ProvisionStageOp.create(properties=props, attributes=_parse_extra_attrs(parser))
 
 
-def arch_params_attr(params: Iterable[tuple[str, int | float | str]]) -> DictionaryAttr | None:
-    """The ``arch_params`` dictionary of ``ModelFacts.arch_params`` (None when empty): ints as i64,
-    floats as f64, strings as strings."""
-    items = {k: (i64_of(v) if isinstance(v, int) else FloatAttr(v, f64) if isinstance(v, float) else StringAttr(v))
-             for k, v in params}
-    return DictionaryAttr(items) if items else None
-
-
-def arch_params_of(d: Attribute | None, where: str) -> tuple[tuple[str, int | float | str], ...]:
-    """``ModelFacts.arch_params`` of an ``arch_params`` dictionary (sorted pairs; () for None).
-    Raises VerifyException [RP-AR-6] for a value that is not an i64, f64 or string."""
-    if d is None:
-        return ()
-    assert isinstance(d, DictionaryAttr)
-    out: list[tuple[str, int | float | str]] = []
-    for k, v in d.data.items():
-        if isinstance(v, IntegerAttr) and v.type == i64:
-            out.append((k, _int_of(v)))
-        elif isinstance(v, FloatAttr) and v.type == f64:
-            out.append((k, float(v.value.data)))
-        elif isinstance(v, StringAttr):
-            out.append((k, v.data))
-        else:
-            raise _fail("RP-AR-6", "model facts must be consistent with the requested stage layout",
-                        f"{where}: arch_params '{k}' must be an i64, f64 or string, got {v}")
-    return tuple(sorted(out))
-
-
-def weights_attr(w: WeightSource) -> DictionaryAttr:
-    """The ``weights`` dictionary of a WeightSource."""
-    return WEIGHTS_SCHEMA.build({"uris": w.uris, "sha256": w.sha256, "sizes": w.sizes})
-
-
-def read_weights(d: Attribute | None, where: str) -> WeightSource:
-    """WeightSource of a ``weights`` dictionary; raises VerifyException [RP-AR-6] when malformed."""
-    v = WEIGHTS_SCHEMA.read(d, where)
-    return WeightSource(v["uris"], v["sha256"], v["sizes"])
-
-
 @irdl_op_definition
 class PlanOp(PipeplanOp):
     """One RunPlan (seed 000): a symbol named by the run id, the ``nodes`` of the candidate pool
@@ -1066,335 +732,6 @@ class PlanOp(PipeplanOp):
         if not region.blocks:
             region.add_block(Block())
         return PlanOp.create(properties=props, attributes=attrs, regions=[region])
-
-
-# --------------------------------------------------------------------------- checks
-def check_tensor(t: TensorInfo) -> None:
-    """[RP-AR-6] one tensor of the index: non-negative shard/offset, positive dims, ``block`` agrees
-    with a ``blk.N.`` name, ``n_bytes`` equals gguf's size for the ggml type and shape."""
-    w = f"tensor '{t.name}'"
-    inv = "model facts must be consistent with the tensor index"
-    if not t.name:
-        raise _fail("RP-AR-6", inv, "a tensor has an empty name")
-    if t.shard < 0 or t.offset < 0 or t.n_bytes < 0:
-        raise _fail("RP-AR-6", inv, f"{w} has a negative shard, offset or size")
-    if not t.shape or any(d <= 0 for d in t.shape):
-        raise _fail("RP-AR-6", inv, f"{w} has shape {list(t.shape)}; dimensions must be positive")
-    m = re.match(r"blk\.(\d+)\.", t.name)
-    expect_block = int(m.group(1)) if m else None
-    if t.block != expect_block:
-        raise _fail("RP-AR-6", inv, f"{w} has block {-1 if t.block is None else t.block} "
-                    f"but its name says {-1 if expect_block is None else expect_block}")
-    import gguf
-
-    try:
-        qtype = gguf.GGMLQuantizationType[t.ggml_type]
-    except KeyError:
-        raise _fail("RP-AR-6", inv, f"{w} has unknown ggml type '{t.ggml_type}'") from None
-    block_size, type_size = gguf.GGML_QUANT_SIZES[qtype]
-    n = math.prod(t.shape)
-    if t.shape[0] % block_size or t.n_bytes != n // block_size * type_size:
-        raise _fail("RP-AR-6", inv, f"{w} has {t.n_bytes} bytes but {t.ggml_type} {list(t.shape)} "
-                    f"takes {n // block_size * type_size}")
-
-
-def check_edge_specs(e: EdgePlan, facts: Mapping[str, Any] | None, config: Mapping[str, Any] | None) -> None:
-    """Object/Ring Spec Consistency of one edge (see :class:`EdgeOp`); ``facts``/``config`` are the
-    plan's dictionaries (checks needing them are skipped when they are None)."""
-    w = f"edge '{e.edge_id}'"
-    o, r = e.object_spec, e.ring_spec
-    want_kind = "token" if e.kind in TOKEN_EDGE_KINDS else "activation"
-    if o.kind != want_kind:
-        raise _fail("RP-OS-3", "token edges use token object specs, activation edges activation object specs",
-                    f"{w} ({e.kind}) has a '{o.kind}' object spec")
-    inv5 = "object specs must have a valid extent, alignment, dtype width, shape and layout"
-    if o.dtype not in DTYPE_WIDTHS:
-        raise _fail("RP-OS-5", inv5, f"{w} has unknown dtype '{o.dtype}'")
-    if o.dtype_width != DTYPE_WIDTHS[o.dtype]:
-        raise _fail("RP-OS-5", inv5, f"{w} has dtype_width {o.dtype_width} but {o.dtype} is {DTYPE_WIDTHS[o.dtype]} bytes")
-    if o.layout not in LAYOUTS:
-        raise _fail("RP-OS-5", inv5, f"{w} has unsupported layout '{o.layout}'")
-    if not _is_pow2(o.alignment):
-        raise _fail("RP-OS-5", inv5, f"{w} has alignment {o.alignment}, which is not a positive power of two")
-    if not o.shape or any(d <= 0 for d in o.shape):
-        raise _fail("RP-OS-5", inv5, f"{w} has unsupported shape {list(o.shape)}")
-    if facts is not None and config is not None and o.kind == "activation":
-        act_w = DTYPE_WIDTHS.get(config["activation_dtype"], 0)
-        want = config["max_seq_len"] * facts["embedding_length"] * act_w
-        if o.dtype != config["activation_dtype"] or o.max_extent != want:
-            raise _fail("RP-OS-2", "activation max_extent must be max_seq_len * hidden_dim * dtype_width_bytes",
-                        f"{w} has {o.dtype} max_extent {o.max_extent} but {config['max_seq_len']} * "
-                        f"{facts['embedding_length']} * {act_w} ({config['activation_dtype']}) = {want}")
-    if o.max_extent != math.prod(o.shape) * o.dtype_width:
-        raise _fail("RP-OS-5", inv5, f"{w} has max_extent {o.max_extent} but shape {list(o.shape)} of {o.dtype} "
-                    f"takes {math.prod(o.shape) * o.dtype_width} bytes")
-    if facts is not None and config is not None:
-        if o.kind == "token":
-            want_shape: tuple[int, ...] = (config["max_seq_len"],)
-            if o.dtype != config["token_dtype"]:
-                raise _fail("RP-OS-5", inv5, f"{w} has token dtype {o.dtype} but the config's is {config['token_dtype']}")
-        else:
-            want_shape = (config["max_seq_len"], facts["embedding_length"])
-        if tuple(o.shape) != want_shape:
-            raise _fail("RP-OS-5", inv5, f"{w} has unsupported shape {list(o.shape)}; a {o.kind} object is "
-                        f"{list(want_shape)}")
-        if o.alignment != config["alignment"]:
-            raise _fail("RP-OS-5", inv5, f"{w} has alignment {o.alignment} but the config's is {config['alignment']}")
-    inv_ring = "ring specs must hold at least one slot of at least max_extent bytes, aligned"
-    if r.slots < 1 or (config is not None and r.slots != config["ring_slots"]):
-        raise _fail("RP-OS-5", inv_ring, f"{w} has {r.slots} ring slots"
-                    + ("" if config is None else f" but the config asks for {config['ring_slots']}"))
-    if r.slot_bytes < o.max_extent:
-        raise _fail("RP-OS-5", inv_ring, f"{w} has slot_bytes {r.slot_bytes} < max_extent {o.max_extent}")
-    if r.slot_bytes % o.alignment:
-        raise _fail("RP-OS-5", inv_ring, f"{w} has slot_bytes {r.slot_bytes}, not a multiple of alignment {o.alignment}")
-
-
-def _check_config(c: Mapping[str, Any]) -> None:
-    inv = "the runtime config must give valid object sizes"
-    if c["max_seq_len"] <= 0:
-        raise _fail("RP-OS-5", inv, f"max_seq_len is {c['max_seq_len']}")
-    for k in ("activation_dtype", "token_dtype", "kv_dtype"):
-        if c[k] not in DTYPE_WIDTHS:
-            raise _fail("RP-OS-5", inv, f"{k} '{c[k]}' has no known width ({', '.join(DTYPE_WIDTHS)})")
-    if c["ring_slots"] < 1:
-        raise _fail("RP-OS-5", inv, f"ring_slots is {c['ring_slots']}")
-    if c.get("parallel", 1) < 1:
-        raise _fail("RP-OS-5", inv, f"parallel is {c['parallel']} (sequences in flight must be >= 1)")
-    if not _is_pow2(c["alignment"]):
-        raise _fail("RP-OS-5", inv, f"alignment {c['alignment']} is not a positive power of two")
-
-
-def _check_facts(f: ModelFacts, weights: WeightSource) -> None:
-    inv = "model facts must be consistent with the requested stage layout"
-    for k in ("block_count", "embedding_length", "head_count", "head_count_kv", "vocab_size"):
-        if getattr(f, k) <= 0:
-            raise _fail("RP-AR-6", inv, f"{k} is {getattr(f, k)}")
-    if f.head_count % f.head_count_kv:
-        raise _fail("RP-AR-6", inv, f"head_count {f.head_count} is not a multiple of head_count_kv {f.head_count_kv}")
-    if f.block_bytes and len(f.block_bytes) != f.block_count:
-        raise _fail("RP-AR-6", inv, f"block_bytes has {len(f.block_bytes)} entries but block_count is {f.block_count}")
-    for n, u in (("sha256", weights.sha256), ("sizes", weights.sizes)):
-        if u and len(u) != len(weights.uris):
-            raise _fail("RP-AR-6", inv, f"the weight source has {len(weights.uris)} uris but {len(u)} {n}")
-    if not f.tensors:
-        return
-    sums = [0] * f.block_count
-    names: set[str] = set()
-    for t in f.tensors:
-        if t.name in names:
-            raise _fail("RP-AR-6", inv, f"tensor '{t.name}' appears twice in the tensor index")
-        names.add(t.name)
-        if t.block is not None:
-            if t.block >= f.block_count:
-                raise _fail("RP-AR-6", inv, f"tensor '{t.name}' is in block {t.block} but block_count is {f.block_count}")
-            sums[t.block] += t.n_bytes
-        if weights.uris and t.shard >= len(weights.uris):
-            raise _fail("RP-AR-6", inv, f"tensor '{t.name}' is in shard {t.shard} but the weight source has "
-                        f"{len(weights.uris)} uris")
-    for b, total in enumerate(sums):
-        if total == 0:
-            raise _fail("RP-AR-6", inv, f"block {b} has no tensors but block_count is {f.block_count}")
-    if tuple(sums) != tuple(f.block_bytes):
-        b = next((i for i in range(f.block_count) if i >= len(f.block_bytes) or f.block_bytes[i] != sums[i]), 0)
-        have = f.block_bytes[b] if b < len(f.block_bytes) else "nothing"
-        raise _fail("RP-AR-6", inv, f"block_bytes[{b}] is {have} but the tensors of block {b} total {sums[b]} bytes")
-
-
-def check_spec(spec: RunPlanSpec, node_ids: Sequence[str]) -> None:
-    """Every whole-plan invariant of seed 000 over a RunPlanSpec whose ops passed their local checks.
-
-    Order (the first failure is reported): runtime config [RP-OS-5]; model facts [RP-AR-6];
-    duplicate stage index [RP-AR-2]; missing stage index [RP-AR-3]; stage count [RP-AR-4] (at least 1,
-    at most block_count); node ids [RP-AR-1]; layer ranges in stage order: start at 0 [RP-LA-3],
-    contiguous [RP-LA-1], no overlap [RP-LA-2], end at block_count [RP-LA-3]; edge ids unique
-    [RP-EA-1]; endpoints are stages or the orchestrator [RP-EA-2]; exactly one token-in
-    orchestrator -> 0 [RP-EA-3]; one activation edge i -> i+1 per boundary [RP-EA-4]; exactly one
-    token-out N-1 -> orchestrator [RP-EA-5]. Raises VerifyException.
-    """
-    _check_config_values(spec.config)
-    _check_facts(spec.facts, spec.weights)
-    f = spec.facts
-    counts: dict[int, int] = {}
-    for s in spec.stages:
-        counts[s.index] = counts.get(s.index, 0) + 1
-    for idx, n in sorted(counts.items()):
-        if n > 1:
-            raise _fail("RP-AR-2", "each stage index is assigned exactly once", f"stage {idx} is assigned {n} times")
-    n_st = len(spec.stages)
-    missing = [i for i in range(n_st) if i not in counts]
-    if missing:
-        extra = sorted(i for i in counts if i >= n_st)
-        raise _fail("RP-AR-3", "stage indices must be exactly 0..stage_count-1",
-                    f"stage {missing[0]} is missing" + (f" (stage {extra[0]} is out of range)" if extra else ""))
-    if n_st == 0:
-        raise _fail("RP-AR-4", "the stage count must be between 1 and block_count", "the plan has no stages")
-    if n_st > f.block_count:
-        raise _fail("RP-AR-4", "the stage count must be between 1 and block_count",
-                    f"{n_st} stages for {f.block_count} blocks")
-    pool = set(node_ids)
-    stages = sorted(spec.stages, key=lambda s: s.index)
-    for s in stages:
-        if s.node_id not in pool:
-            raise _fail("RP-AR-1", "every stage must run on a node of the pool",
-                        f"stage {s.index} is assigned to unknown node '{s.node_id}'")
-    if stages[0].layer_start != 0:
-        raise _fail("RP-LA-3", "the union of stage ranges must cover the block range [0, block_count)",
-                    f"stage 0 starts at block {stages[0].layer_start}")
-    for prev, s in zip(stages, stages[1:]):
-        if s.layer_start > prev.layer_end:
-            raise _fail("RP-LA-1", "stage ranges must be contiguous",
-                        f"stage {s.index} starts at block {s.layer_start} but stage {prev.index} ends at block {prev.layer_end}")
-        if s.layer_start < prev.layer_end:
-            raise _fail("RP-LA-2", "stage ranges must not overlap",
-                        f"stage {s.index} starts at block {s.layer_start} but stage {prev.index} ends at block {prev.layer_end}")
-    if stages[-1].layer_end != f.block_count:
-        raise _fail("RP-LA-3", "the union of stage ranges must cover the block range [0, block_count)",
-                    f"stage {stages[-1].index} ends at block {stages[-1].layer_end} but the model has {f.block_count} blocks")
-    _check_edges(spec.edges, n_st)
-
-
-def _check_config_values(c: RuntimeConfig) -> None:
-    _check_config({"max_seq_len": c.max_seq_len, "activation_dtype": c.activation_dtype, "token_dtype": c.token_dtype,
-                   "kv_dtype": c.kv_dtype, "ring_slots": c.ring_slots, "alignment": c.alignment,
-                   "parallel": c.parallel})
-
-
-def _check_edges(edges: Sequence[EdgePlan], n: int) -> None:
-    seen: set[str] = set()
-    for e in edges:
-        if e.edge_id in seen:
-            raise _fail("RP-EA-1", "every edge id must be unique within the run", f"edge id '{e.edge_id}' is used twice")
-        seen.add(e.edge_id)
-        for role, v in (("producer", e.producer), ("consumer", e.consumer)):
-            if v != ORCHESTRATOR and not 0 <= v < n:
-                raise _fail("RP-EA-2", "every edge has exactly one producer and one consumer",
-                            f"edge '{e.edge_id}' has {role} stage {v} but the plan has {n} stages")
-    by_kind: dict[str, list[EdgePlan]] = {k: [] for k in EDGE_KINDS}
-    for e in edges:
-        by_kind[e.kind].append(e)
-    tin, acts, tout = by_kind["token_in"], by_kind["activation"], by_kind["token_out"]
-    if len(tin) != 1:
-        raise _fail("RP-EA-3", "the token-in edge is orchestrator -> stage 0",
-                    f"the plan has {len(tin)} token-in edges, expected exactly one")
-    e = tin[0]
-    if (e.producer, e.consumer) != (ORCHESTRATOR, 0):
-        raise _fail("RP-EA-3", "the token-in edge is orchestrator -> stage 0",
-                    f"edge '{e.edge_id}' is {_endpoint_str(e.producer)} -> {_endpoint_str(e.consumer)}")
-    have: dict[int, EdgePlan] = {}
-    for e in acts:
-        if e.producer == ORCHESTRATOR or e.consumer != e.producer + 1:
-            raise _fail("RP-EA-4", "activation edge i is stage i -> stage i+1",
-                        f"edge '{e.edge_id}' is {_endpoint_str(e.producer)} -> {_endpoint_str(e.consumer)}")
-        if e.producer in have:
-            raise _fail("RP-EA-4", "activation edge i is stage i -> stage i+1",
-                        f"edges '{have[e.producer].edge_id}' and '{e.edge_id}' both connect stage {e.producer} -> "
-                        f"stage {e.producer + 1}")
-        have[e.producer] = e
-    for i in range(n - 1):
-        if i not in have:
-            raise _fail("RP-EA-4", "activation edge i is stage i -> stage i+1",
-                        f"no activation edge connects stage {i} -> stage {i + 1}")
-    if len(tout) != 1:
-        raise _fail("RP-EA-5", "the token-out edge is stage N-1 -> orchestrator",
-                    f"the plan has {len(tout)} token-out edges, expected exactly one")
-    e = tout[0]
-    if (e.producer, e.consumer) != (n - 1, ORCHESTRATOR):
-        raise _fail("RP-EA-5", "the token-out edge is stage N-1 -> orchestrator",
-                    f"edge '{e.edge_id}' is {_endpoint_str(e.producer)} -> {_endpoint_str(e.consumer)} "
-                    f"but the last stage is {n - 1}")
-
-
-# --------------------------------------------------------------------------- provisions
-def derive_provisions(spec: RunPlanSpec) -> list[ProvisionStage]:
-    """One ProvisionStage per stage, in stage-index order (seed 000 "Provisioning Projection").
-
-    Deterministic: a pure function of ``spec``. Stage ``i`` gets its own range ``[start, end)``, the
-    tensors of :meth:`ModelFacts.tensors_for_stage` (token_embd on stage 0; output_norm/output on the
-    last stage, plus a tied token_embd when output.weight is absent) as byte ranges, the inbound
-    edge (consumer ``i``) with its producer's node id (``"orchestrator"`` for token-in) and the
-    outbound edge (producer ``i``) with its consumer's node id (``"orchestrator"`` for token-out),
-    both with the edge's ObjectSpec/RingSpec copied. Requires a spec that passed :func:`check_spec`.
-    Cost: O(stages x tensors).
-    """
-    stages = sorted(spec.stages, key=lambda s: s.index)
-    n = len(stages)
-    node = {s.index: s.node_id for s in stages}
-    inbound = {e.consumer: e for e in spec.edges}
-    outbound = {e.producer: e for e in spec.edges}
-
-    def peer(i: int) -> str:
-        return ORCHESTRATOR_NODE if i == ORCHESTRATOR else node[i]
-
-    out = []
-    for s in stages:
-        first, last = s.index == 0, s.index == n - 1
-        ein, eout = inbound[s.index], outbound[s.index]
-        tensors = tuple(TensorSlice(t.name, t.ggml_type, t.shape, t.shard, t.offset, t.n_bytes)
-                        for t in spec.facts.tensors_for_stage(s.layer_start, s.layer_end, first, last))
-        out.append(ProvisionStage(
-            run_id=spec.run_id, stage=s.index, stage_count=n, node_id=s.node_id, layer_start=s.layer_start,
-            layer_end=s.layer_end, block_count=spec.facts.block_count, has_embedding=first, has_head=last,
-            max_seq_len=spec.config.max_seq_len, weights=spec.weights, tensors=tensors,
-            inbound=EdgeProvision(ein.edge_id, ein.kind, "in", peer(ein.producer), ein.object_spec, ein.ring_spec),
-            outbound=EdgeProvision(eout.edge_id, eout.kind, "out", peer(eout.consumer), eout.object_spec,
-                                   eout.ring_spec)))
-    return out
-
-
-def check_provisions(have: Sequence[ProvisionStage], want: Sequence[ProvisionStage], node_ids: Sequence[str]) -> None:
-    """Provisions present in a plan against the derivation (seed 000 Provisioning Projection).
-
-    [RP-PP-1] exactly one provision per stage, and every non-range field equals the derivation;
-    [RP-PP-2] own layer range and own tensors only; [RP-PP-3] the inbound/outbound edges are the
-    stage's; [RP-PP-5]/[RP-PP-6] peers are node ids of the pool or "orchestrator" (never addresses);
-    [RP-PP-4] the outbound peer is the consumer's node id; [RP-OS-4] specs equal the edge's.
-    """
-    by_stage: dict[int, ProvisionStage] = {}
-    for p in have:
-        if p.stage in by_stage:
-            raise _fail("RP-PP-1", "exactly one provision per stage", f"stage {p.stage} has two provisions")
-        by_stage[p.stage] = p
-    for p in have:
-        if not 0 <= p.stage < len(want):
-            raise _fail("RP-PP-1", "exactly one provision per stage",
-                        f"a provision names stage {p.stage} but the plan has {len(want)} stages")
-    for w in want:
-        if w.stage not in by_stage:
-            raise _fail("RP-PP-1", "exactly one provision per stage", f"stage {w.stage} has no provision")
-    pool = set(node_ids) | {ORCHESTRATOR_NODE}
-    for w in want:
-        p = by_stage[w.stage]
-        where = f"provision of stage {w.stage}"
-        if (p.layer_start, p.layer_end) != (w.layer_start, w.layer_end):
-            raise _fail("RP-PP-2", "a stage receives only its own layer range",
-                        f"{where} has [{p.layer_start}, {p.layer_end}) but the stage owns [{w.layer_start}, {w.layer_end})")
-        if p.tensors != w.tensors:
-            bad = sorted({t.name for t in p.tensors} ^ {t.name for t in w.tensors})
-            detail = f"tensor '{bad[0]}' differs" if bad else "tensor byte ranges differ from the tensor index"
-            raise _fail("RP-PP-2", "a stage receives only its own tensors", f"{where}: {detail}")
-        for field in ("stage_count", "node_id", "block_count", "has_embedding", "has_head", "max_seq_len", "weights"):
-            if getattr(p, field) != getattr(w, field):
-                raise _fail("RP-PP-1", "provisions are the deterministic projection of the plan",
-                            f"{where} has {field} {getattr(p, field)!r} but the plan gives {getattr(w, field)!r}")
-        for direction, pe, we in (("in", p.inbound, w.inbound), ("out", p.outbound, w.outbound)):
-            if (pe.edge_id, pe.kind) != (we.edge_id, we.kind):
-                raise _fail("RP-PP-3", "a stage receives exactly its one inbound and one outbound edge",
-                            f"{where} {direction}bound edge is '{pe.edge_id}' ({pe.kind}) but the plan's is "
-                            f"'{we.edge_id}' ({we.kind})")
-            if pe.peer_node_id not in pool:
-                cid = "RP-PP-5" if direction == "in" else "RP-PP-6"
-                raise _fail(cid, "edge provisions name peer node ids, never actor addresses",
-                            f"{where} {direction}bound edge '{pe.edge_id}' names peer '{pe.peer_node_id}', which is "
-                            "not a node id of the pool")
-            if pe.peer_node_id != we.peer_node_id:
-                cid, who = ("RP-PP-4", "consumer") if direction == "out" else ("RP-PP-5", "producer")
-                raise _fail(cid, f"the {direction}bound provision names the {who} node_id",
-                            f"{where} {direction}bound edge '{pe.edge_id}' names '{pe.peer_node_id}' but the {who} "
-                            f"is '{we.peer_node_id}'")
-            if (pe.object_spec, pe.ring_spec) != (we.object_spec, we.ring_spec):
-                raise _fail("RP-OS-4", "specs are copied consistently into stage provisions",
-                            f"{where} {direction}bound edge '{pe.edge_id}' specs differ from the edge's")
 
 
 _SUBJECTS = (

@@ -6,7 +6,8 @@
   build_runplan_module(s, ids)) == s`` (ModelFacts.tensors and block_bytes included).
 * :func:`plan_node_pool` -- the NodePool the plan carries (None when it names nodes by id only).
 * :func:`provisions_from_module` -- the ProvisionStage values of the ``runplan.provision_stage`` ops.
-* :func:`project_provisions` -- apply ``runplan-project-provisioning`` to a clone, then read.
+* :func:`derive_provision_ops` -- the ``runplan.provision_stage`` ops ``runplan-project-provisioning`` inserts.
+* :func:`project_provisions` -- those ops' ProvisionStage values, built detached (the module is unchanged).
 
 Cost is linear in tensors + stages + edges (80 blocks x 8 stages: a few tens of ms).
 """
@@ -16,22 +17,25 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from pipeplan.dialects.runplan import (
-    CONFIG_SCHEMA,
-    INVARIANT_CODES,
-    MODEL_SCHEMA,
     EdgeOp,
     PlanOp,
     ProvisionStageOp,
     StageOp,
     TensorOp,
-    arch_params_attr,
-    derive_provisions,
-    node_entry_attr,
+    check_plan,
     plan_ops,
     rejection_from,
     verify_runplan,
+)
+from pipeplan.dialects.runplan_attrs import (
+    CONFIG_SCHEMA,
+    INVARIANT_CODES,
+    MODEL_SCHEMA,
+    arch_params_attr,
+    node_entry_attr,
     weights_attr,
 )
+from pipeplan.dialects.runplan_checks import derive_provisions
 from pipeplan.errors import RunPlanRejection
 from pipeplan.plan_types import NodePool, NodeSpec, ProvisionStage, RunPlanSpec
 from xdsl.dialects.builtin import ArrayAttr, ModuleOp, StringAttr
@@ -39,8 +43,8 @@ from xdsl.ir import Block, Operation, Region
 from xdsl.utils.exceptions import VerifyException
 
 __all__ = ["INVARIANT_CODES", "build_runplan_module", "build_plan_op", "runplan_spec_from_module",
-           "provisions_from_module", "project_provisions", "derive_provisions", "verify_runplan", "plan_node_ids",
-           "plan_node_pool"]
+           "provisions_from_module", "derive_provision_ops", "project_provisions", "derive_provisions",
+           "verify_runplan", "plan_node_ids", "plan_node_pool"]
 
 
 def build_plan_op(spec: RunPlanSpec, nodes: NodePool | Sequence[NodeSpec | str]) -> PlanOp:
@@ -125,13 +129,27 @@ def provisions_from_module(module: ModuleOp | PlanOp) -> list[ProvisionStage]:
     return sorted(out, key=lambda p: p.stage)
 
 
+def derive_provision_ops(plan: PlanOp) -> list[ProvisionStageOp]:
+    """The derived (detached) ``runplan.provision_stage`` ops of ``plan``, in stage order.
+
+    The plan, ignoring any provision ops it already holds, is verified first (every tensor, stage
+    and edge op's own checks, then the whole-plan checks). Raises RunPlanRejection (code from the
+    broken invariant) when it does not verify. Cost: O(ops + stages x tensors)."""
+    try:
+        for op in plan.body.block.ops:
+            if isinstance(op, TensorOp | StageOp | EdgeOp):
+                op.verify_()
+        spec = check_plan(plan, provisions=False)
+    except VerifyException as e:
+        raise rejection_from(e, plan.sym_name.data) from None
+    return [ProvisionStageOp.from_provision(p) for p in derive_provisions(spec)]
+
+
 def project_provisions(module: ModuleOp | PlanOp) -> list[ProvisionStage]:
     """The ProvisionStage values ``runplan-project-provisioning`` derives for the module's plan,
     read back from the very ``runplan.provision_stage`` ops the pass would insert (built detached,
     so ``module`` is not changed and no clone is made). Raises RunPlanRejection when the plan does
     not verify."""
-    from pipeplan.transforms.project_provisioning import derive_provision_ops
-
     plan = _single_plan(module)
     ops = derive_provision_ops(plan)
     try:

@@ -105,7 +105,7 @@ ABI_FIELDS = ("n_embd", "n_head", "n_head_kv", "n_ff", "n_vocab", "n_ctx", "rope
 ABI_OPTIONAL: dict[str, str] = {"arch": "str", "n_embd_head_k": "int", "n_embd_head_v": "int", "rope_mode": "str",
                                 "rope_base_swa": "float", "n_swa": "int", "swa_pattern": "int",
                                 "attn_scale": "float", "embd_scale": "float"}
-"""ABI fields beyond llama's (``runtime.stage_program.HParams``: architecture, key/value head dims, rope
+"""ABI fields beyond llama's (``models.stage_program.HParams``: architecture, key/value head dims, rope
 mode, local rope base, sliding window and pattern, attention and embedding scales), present only when
 they differ from llama's defaults; kind of each."""
 
@@ -211,7 +211,7 @@ class ProgramOp(PipeplanOp):
 
 @irdl_op_definition
 class AbiOp(PropsInAttrDict):
-    """The model kernel ABI: the model's hyper-parameters (``runtime.stage_program.HParams``) and the
+    """The model kernel ABI: the model's hyper-parameters (``models.stage_program.HParams``) and the
     positions the KV cache holds. All sizes must be positive. Inside a ``vmachine.program`` it states
     the ABI the program was lowered for; at module level, next to a ``cplan.plan``, it is the explicit
     ABI input of ``convert-cplan-to-vmachine``. The optional fields (:data:`ABI_OPTIONAL`: ``arch``,

@@ -57,8 +57,8 @@ from typing import Any
 
 import gguf
 from pipeplan.errors import ModelFactsError
+from pipeplan.files.paths import InputPathError, check_input_file
 from pipeplan.frontend.gguf_facts import llama_tensor_shapes
-from pipeplan.frontend.paths import InputPathError, check_input_file
 from pipeplan.plan_types import ModelFacts, TensorInfo
 
 __all__ = ["load_facts_toml", "loads_facts_toml", "dump_facts_toml", "synthesize_llama_tensors", "tensor_nbytes"]

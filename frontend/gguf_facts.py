@@ -22,7 +22,7 @@ and the key or tensor and what was expected; follows llama.cpp ``gguf.cpp``/``ll
   architecture's hyperparameters (e.g. llama's ``blk.3.attn_k.weight`` must be ``[hidden, kv_heads*head_dim]``).
 * ``missing_key``: a required key absent or of the wrong type.
 * ``unsupported_architecture``: ``general.architecture`` has no stage-program builder
-  (:mod:`pipeplan.runtime.archs`: llama, gemma3, qwen2, qwen3).
+  (:mod:`pipeplan.models.archs`: llama, gemma3, qwen2, qwen3).
 * ``invalid_hparams``: a hyperparameter that is zero, negative, NaN, infinite or out of range (above
   int32, ``block_count`` above the tensor count), or hyperparameters the architecture cannot use (heads that do not divide the
   hidden size without ``attention.key_length``, kv heads that do not divide heads, rope dims above
@@ -63,10 +63,10 @@ from pipeplan.errors import (
     UnknownTensorTypeError,
     VocabOnlyError,
 )
-from pipeplan.frontend.paths import check_input_file
+from pipeplan.files.paths import check_input_file
+from pipeplan.models.archs import Arch, check_model, get_arch
+from pipeplan.models.stage_program import ProgramError
 from pipeplan.plan_types import ModelFacts, TensorInfo
-from pipeplan.runtime.archs import Arch, check_model, get_arch
-from pipeplan.runtime.stage_program import ProgramError
 
 __all__ = ["read_model_facts", "sha256_file", "shard_paths", "llama_tensor_shapes", "SHARD_NAME_RE"]
 
@@ -637,7 +637,7 @@ def _facts(shards: list[_Shard]) -> ModelFacts:
 
 def _check_arch(facts: ModelFacts, spec: Arch, shards: list[_Shard], arch: str) -> None:
     """Tensor shapes against the architecture's hyper-parameters (``inconsistent_tensor_index``), then
-    :func:`pipeplan.runtime.archs.check_model` (``invalid_hparams``, ``missing_tensor``,
+    :func:`pipeplan.models.archs.check_model` (``invalid_hparams``, ``missing_tensor``,
     ``unexpected_tensor``), as GGUFErrors naming the file."""
     path = shards[0].path
     try:

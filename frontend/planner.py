@@ -63,6 +63,8 @@ from collections.abc import Sequence
 import numpy as np
 from pipeplan.errors import RunPlanRejection
 from pipeplan.frontend.pool import ORCHESTRATOR_NAME, validate_pool
+from pipeplan.models.archs import check_model
+from pipeplan.models.stage_program import ProgramError
 from pipeplan.plan_types import (
     DTYPE_WIDTHS,
     ORCHESTRATOR,
@@ -118,7 +120,7 @@ def check_model_facts(facts: ModelFacts) -> None:
             the field or tensor.
         RunPlanRejection(code="unsupported_architecture" | "invalid_hparams" | "missing_tensor" |
             "unexpected_tensor"): the model cannot run as its architecture's stage program
-            (:func:`pipeplan.runtime.archs.check_model`: no builder for ``architecture``, unusable
+            (:func:`pipeplan.models.archs.check_model`: no builder for ``architecture``, unusable
             hyperparameters, a tensor the program reads is absent (block and tensor named), a tensor
             it would ignore is present).
     Source: seed 000 RP-AR-6 ("model facts inconsistent with requested stage layout reject").
@@ -188,8 +190,6 @@ def check_model_facts(facts: ModelFacts) -> None:
     if facts.tensor("output_norm.weight") is None:
         raise _reject(code, f"{name}: tensor 'output_norm.weight' is missing (the last stage needs it)",
                       "output_norm.weight")
-    from pipeplan.runtime.archs import check_model
-    from pipeplan.runtime.stage_program import ProgramError
 
     try:
         check_model(facts)

@@ -41,7 +41,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from pipeplan.errors import RunPlanRejection
-from pipeplan.frontend.paths import InputPathError, check_input_file
+from pipeplan.files.cache import default_cache_dir
+from pipeplan.files.paths import InputPathError, check_input_file
 from pipeplan.plan_types import NodePool, NodeSpec
 
 ORCHESTRATOR_NAME = "orchestrator"
@@ -304,8 +305,6 @@ def local_peaks(cache_dir: str | os.PathLike[str] | None = None) -> LocalPeaks:
     if env:
         return _peaks_from_env(env)
     if cache_dir is None:
-        from pipeplan.runtime.weights_source import default_cache_dir
-
         cache_dir = default_cache_dir()
     path = Path(cache_dir) / "local_peaks.json"
     cached = _read_peaks_cache(path)

@@ -1,5 +1,5 @@
 """Range checks of user-given runtime counts, before they reach torch or the OS
-(``torch.set_num_threads(100000)`` crashes the process)."""
+(``torch.set_num_threads(100000)`` crashes the process), and of prompt text (``run``, ``replay``, ``serve``)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import os
 
 from pipeplan.errors import PipeplanError
 
-__all__ = ["LimitError", "check_thread_count", "max_threads"]
+__all__ = ["LimitError", "PromptError", "check_prompt", "check_thread_count", "max_threads"]
 
 
 class LimitError(PipeplanError):
@@ -28,3 +28,23 @@ def check_thread_count(n: object, what: str = "--threads") -> int:
         raise LimitError(f"{what} must be an integer in [1, {hi}] (4 x the {os.cpu_count() or 1} cores), got {n!r}",
                          where=what.lstrip("-").replace("-", "_"))
     return n
+
+
+class PromptError(PipeplanError):
+    """A prompt that is not text (code ``invalid_prompt``): bytes that are not UTF-8 on the command line."""
+
+    code = "invalid_prompt"
+
+
+def check_prompt(text: str, option: str = "--prompt") -> str:
+    """``text`` when it is valid Unicode text. Command-line bytes that are not UTF-8 reach Python as lone
+    surrogates (PEP 383); they are PromptError(invalid_prompt) naming the first bad byte and its offset."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as e:
+        offset = len(text[:e.start].encode("utf-8"))
+        c = ord(text[e.start])
+        what = f"byte 0x{c - 0xDC00:02x}" if 0xDC80 <= c <= 0xDCFF else f"lone surrogate U+{c:04X}"
+        raise PromptError(f"{option} is not valid UTF-8 text: {what} at byte offset {offset} (pass the prompt as "
+                          f"UTF-8)", where=option.lstrip("-")) from None
+    return text

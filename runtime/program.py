@@ -33,8 +33,7 @@ from types import ModuleType
 from typing import Any
 
 import numpy as np
-from pipeplan.runtime.dequant import QuantTensor
-from pipeplan.runtime.stage_program import (  # noqa: F401  (re-exported: torch-free half)
+from pipeplan.models.stage_program import (  # noqa: F401  (re-exported: torch-free half)
     ROPE_TABLE,
     ROPE_TABLE_SWA,
     STAGE_INPUT,
@@ -57,6 +56,7 @@ from pipeplan.runtime.stage_program import (  # noqa: F401  (re-exported: torch-
     is_cache,
     is_weight,
 )
+from pipeplan.runtime.dequant import QuantTensor
 
 
 class NonFiniteError(ExecutionError):

@@ -31,7 +31,19 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from pipeplan.analysis.timeline import SyncEvent, TimelineBundle, TimelineEvent
+from pipeplan.api import parse_module, register_pipeplan
+from pipeplan.compiler.replay_package import (
+    PACKAGE_FORMAT,
+    PackageError,
+    compile_plan_to_package,
+    print_module,
+    sha256_hex,
+    verify_package,
+)
+from pipeplan.dialects.runplan_build import project_provisions
 from pipeplan.dialects.vmachine import (
+    ENGINE_REVISION,
     BufferOp,
     EdgeOp,
     KernelOp,
@@ -50,7 +62,12 @@ from pipeplan.dialects.vmachine import (
     strs,
 )
 from pipeplan.errors import PipeplanError
-from pipeplan.runtime.stage_program import KernelCall
+from pipeplan.frontend.gguf_facts import read_model_facts
+from pipeplan.frontend.planner import plan_run
+from pipeplan.frontend.pool import local_peaks, local_pool, physical_memory_bytes, pool_toml
+from pipeplan.models.stage_program import KernelCall
+from pipeplan.plan_types import NodePool, NodeSpec, RuntimeConfig
+from pipeplan.transforms.convert_cplan_to_vmachine import abi_from_facts, hparams_of
 
 if TYPE_CHECKING:
     import torch
@@ -99,8 +116,6 @@ def load_package(pkg_dir: str | Path, *, verify: bool = True) -> Package:
     Raises PackageError (bad digests, unreadable), ReplayError(unsupported_program) when the module
     holds no single vmachine.program.
     """
-    from pipeplan.api import parse_module, register_pipeplan
-    from pipeplan.lowering.replay_package import PackageError, verify_package
     from xdsl.context import Context
 
     d = Path(pkg_dir)
@@ -203,16 +218,12 @@ def stages_cache_path(pkg_dir: str | Path) -> Path:
 
 
 def _package_identity(d: Path, manifest: Mapping[str, Any]) -> dict[str, str]:
-    from pipeplan.lowering.replay_package import sha256_hex
-
     lp = d / "lineage.json"
     return {"machine": str(manifest.get("digests", {}).get("machine", "")),
             "lineage": sha256_hex(lp.read_bytes()) if lp.exists() else ""}
 
 
 def _stages_doc(programs: Mapping[int, StageProgram], identity: Mapping[str, str]) -> dict[str, Any]:
-    from pipeplan.lowering.replay_package import sha256_hex
-
     body = {str(s): {"source": p.source, "rows": dict(p.rows),
                      "steps": {k: [[c.kernel, list(c.inputs), list(c.outputs), dict(c.attrs), c.block] for c in calls]
                                for k, calls in p.steps.items()}}
@@ -222,7 +233,6 @@ def _stages_doc(programs: Mapping[int, StageProgram], identity: Mapping[str, str
 
 
 def _stages_from_doc(doc: Mapping[str, Any], identity: Mapping[str, str]) -> dict[int, StageProgram] | None:
-    from pipeplan.lowering.replay_package import sha256_hex
     from pipeplan.runtime.stage import StageProgram
 
     if doc.get("format") != STAGES_CACHE_FORMAT or any(doc.get(k) != v for k, v in identity.items()):
@@ -246,8 +256,6 @@ def load_compiled_stages_fast(pkg_dir: str | Path) -> dict[int, StageProgram]:
     parse). Raises PackageError / ReplayError like :func:`load_package`."""
     import os
     import tempfile
-
-    from pipeplan.lowering.replay_package import verify_package
 
     d = Path(pkg_dir)
     identity = _package_identity(d, verify_package(d))
@@ -285,12 +293,6 @@ def package_provisions(pkg: Package, model_path: str | Path) -> list:
     Raises: ReplayError ``model_mismatch`` (the GGUF is not the package's model) or ``package_mismatch``
     (the planner assigns other layer ranges than the package's), RunPlanRejection from the planner.
     """
-    from pipeplan.dialects.runplan_build import project_provisions
-    from pipeplan.frontend.gguf_facts import read_model_facts
-    from pipeplan.frontend.planner import plan_run
-    from pipeplan.frontend.pool import physical_memory_bytes
-    from pipeplan.plan_types import NodePool, NodeSpec, RuntimeConfig
-
     abi = abi_of(pkg.program)
     facts = read_model_facts(str(model_path))
     _check_model(abi, facts)
@@ -317,8 +319,6 @@ def local_pool_with_peaks(n: int, memory_bytes: int | None = None):
     without ``--nodes`` (AB-G-4: the binding is a written input, never a hidden default inside the passes).
     The peaks only feed the roofline costs of the predicted timeline and the list scheduler's priorities;
     the tokens do not depend on them. Raises RunPlanRejection(invalid_pool) like ``local_pool``."""
-    from pipeplan.frontend.pool import local_peaks, local_pool, pool_toml
-
     pool = local_pool(n, memory_bytes, peaks=local_peaks())
     return pool, pool_toml(pool)
 
@@ -343,13 +343,13 @@ def compile_for_run(plan_module, pool_text: str, *, cache_dir: str | Path | None
     The package lives in ``<cache_dir>/packages/<key>`` where ``key`` is the sha256 of everything the
     package is a pure function of: the printed plan, the pool TOML text, target, evidence, prompt_len,
     binder and the package/engine revisions. A cached package is used only when
-    :func:`~pipeplan.lowering.replay_package.verify_package` accepts it (else it is rebuilt). A new one
+    :func:`~pipeplan.compiler.replay_package.verify_package` accepts it (else it is rebuilt). A new one
     is compiled into a private sibling directory and renamed into place (concurrent runs are safe).
 
     Args:
         plan_module: the RunPlan module (``plan_run``). pool_text: the text of the node-pool TOML the
             plan was made for (the DeploymentBinding input). cache_dir: default ``$PIPEPLAN_CACHE`` / ``~/.cache/pipeplan``.
-        target / evidence / prompt_len / binder: as :func:`~pipeplan.lowering.replay_package.compile_plan`.
+        target / evidence / prompt_len / binder: as :func:`~pipeplan.compiler.replay_package.compile_plan`.
     Returns: :class:`CompiledRun`.
     Raises: PackageError (the compiler's diagnostic, e.g. ``missing_binding``), ReplayError,
     CacheError(cache_unusable) when the cache directory is a file or cannot be written (read-only, no
@@ -360,13 +360,6 @@ def compile_for_run(plan_module, pool_text: str, *, cache_dir: str | Path | None
     import shutil
     import tempfile
 
-    from pipeplan.dialects.vmachine import ENGINE_REVISION
-    from pipeplan.lowering.replay_package import (
-        PACKAGE_FORMAT,
-        PackageError,
-        compile_plan_to_package,
-        print_module,
-    )
     from pipeplan.runtime.weights_source import CacheError, cache_root, cache_source, cache_write_error
 
     t0 = time.perf_counter()
@@ -450,8 +443,6 @@ class _Timer:
 
 
 def _check_model(abi: Mapping[str, Any], facts) -> None:
-    from pipeplan.transforms.convert_cplan_to_vmachine import abi_from_facts
-
     try:
         got = abi_from_facts(facts, abi["max_seq_len"])
     except PipeplanError as e:
@@ -488,13 +479,10 @@ def replay_package(pkg_dir: str | Path, model_path: str | Path, prompt: str | Se
     t_start = time.perf_counter()
     if num_threads is not None:
         check_thread_count(num_threads, "num_threads")
-    from pipeplan.frontend.gguf_facts import read_model_facts
-    from pipeplan.lowering.timeline import SyncEvent, TimelineBundle, TimelineEvent
     from pipeplan.runtime.kernels import reference
     from pipeplan.runtime.loader import load_stage_weights, stage_slices
     from pipeplan.runtime.program import StageExecutor, is_cache
     from pipeplan.runtime.tokenizer import SPMTokenizer
-    from pipeplan.transforms.convert_cplan_to_vmachine import hparams_of
 
     pkg = load_package(pkg_dir, verify=verify)
     prog = program if program is not None else pkg.program

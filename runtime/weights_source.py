@@ -36,12 +36,10 @@ from collections.abc import Callable
 from pathlib import Path
 
 from pipeplan.errors import PipeplanError, StageFault
+from pipeplan.files.cache import CACHE_ENV, default_cache_dir
 from pipeplan.plan_types import WeightSource
 
 CHUNK = 1 << 20
-
-
-CACHE_ENV = "PIPEPLAN_CACHE"
 
 
 class CacheError(PipeplanError):
@@ -49,12 +47,6 @@ class CacheError(PipeplanError):
     cannot be created or written (read-only, permission denied, no space left)."""
 
     code = "cache_unusable"
-
-
-def default_cache_dir() -> Path:
-    """``$PIPEPLAN_CACHE`` if set, else ``~/.cache/pipeplan`` (not created here)."""
-    env = os.environ.get(CACHE_ENV)
-    return Path(env) if env else Path.home() / ".cache" / "pipeplan"
 
 
 def cache_source(cache_dir: str | os.PathLike | None) -> str:

@@ -49,6 +49,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from pipeplan.errors import PipeplanError, StageFault
+from pipeplan.runtime.limits import check_prompt
 from pipeplan.serve.chat import DEFAULT_RENDER_TIMEOUT_S, ChatTemplate, ChatTemplateError
 from pipeplan.serve.scheduler import (
     FINISH_CANCELLED,
@@ -59,7 +60,6 @@ from pipeplan.serve.scheduler import (
     TokenEvent,
     Unavailable,
 )
-from pipeplan.tools.generation import check_prompt
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.requests import Request

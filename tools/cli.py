@@ -26,7 +26,7 @@ OUTPUT_OPTIONS = frozenset({"output", "trace", "timeline", "cache_dir", "prompt"
 def note_command_inputs(args: argparse.Namespace) -> None:
     """Record every file the command reads (positional files, ``--nodes``, ``--model``, ``--model-facts``,
     ``--evidence measured:TABLE.json``, ...) so that no output replaces one (``error[output_is_input]``)."""
-    from pipeplan.lowering.atomic import clear_inputs, note_inputs
+    from pipeplan.files.atomic import clear_inputs, note_inputs
 
     clear_inputs()
     for key, value in vars(args).items():
@@ -70,7 +70,7 @@ def main(argv: list[str] | None = None) -> int:
     """Run the CLI. Exit status: 0 ok, 2 rejected/invalid input (also stdout that cannot be written:
     ``error[write_failed]: stdout: ...``), 3 stage fault. ``--help``/``--version``/a malformed command
     line raise SystemExit as argparse does."""
-    from pipeplan.lowering.atomic import GuardedStdout
+    from pipeplan.files.atomic import GuardedStdout
 
     real = sys.stdout
     sys.stdout = GuardedStdout(real)  # type: ignore[assignment]

@@ -9,9 +9,9 @@ Usage::
 Plans the model as ``pipeplan plan`` does (``--stages`` local nodes with this machine's peaks, or
 ``--nodes``), compiles it and times it on calibration prompts: ``--target cpu`` (default) binds the
 compiled stage programs to the CPU kernels ``pipeplan run`` uses and times every kernel, and the local
-shared-memory ring hop per frame size (:func:`pipeplan.lowering.calibrate.measure_cpu`); ``--target
+shared-memory ring hop per frame size (:func:`pipeplan.tools.calibrate.measure_cpu`); ``--target
 reference`` replays the package with the torch kernels and charges every command of the measured
-timeline (:func:`pipeplan.lowering.calibrate.measure_runtime`). Either way: one entry per EstimateRequest
+timeline (:func:`pipeplan.tools.calibrate.measure_runtime`). Either way: one entry per EstimateRequest
 key (``op|dtypes|shape``) of the plan, kernels and hops. The table (``pipeplan-kernel-timings/1``) goes to
 ``<cache>/calibration/<key>.json`` (key: machine fingerprint + model sha256), merged with the keys
 already there (``--force``: replaced), written atomically. Prints a table and the path (``--json``:
@@ -54,8 +54,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 def main(args: argparse.Namespace) -> int:
     """Calibrate (module docstring). Raises typed PipeplanErrors (exit 2 via the CLI)."""
     from pipeplan.errors import GGUFError, RunPlanRejection
-    from pipeplan.frontend.paths import check_input_file
-    from pipeplan.lowering.calibrate import (
+    from pipeplan.files.paths import check_input_file
+    from pipeplan.runtime.limits import check_thread_count
+    from pipeplan.tools.calibrate import (
         MODEL_SHA_MEMO,
         TARGETS,
         CalibrationError,
@@ -67,7 +68,6 @@ def main(args: argparse.Namespace) -> int:
         model_fingerprint,
         write_calibration,
     )
-    from pipeplan.runtime.limits import check_thread_count
     from pipeplan.tools.cmd_plan import DEFAULT_MAX_SEQ_LEN_CAP
     from pipeplan.tools.generation import check_cache_dir
 

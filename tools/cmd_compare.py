@@ -12,8 +12,8 @@ side by side, atomically.
 
 MEASURED may instead be a throughput measurement (``pipeplan-throughput/1``: ``{"format", "rows": [{"n_sequences",
 "stages", "aggregate_tok_s", "p50_s", "p99_s", "prompt_tokens"?, "decode_tokens"?}]}``, as
-``bench/throughput.py`` writes; :func:`pipeplan.lowering.concurrency.read_throughput`); PREDICTED is then the
-package: each row is predicted for its N (:func:`~pipeplan.lowering.concurrency.predict_concurrent`, prompt
+``bench/throughput.py`` writes; :func:`pipeplan.analysis.concurrency.read_throughput`); PREDICTED is then the
+package: each row is predicted for its N (:func:`~pipeplan.analysis.concurrency.predict_concurrent`, prompt
 tokens default the package's prefill rows, decode tokens 64) and printed next to the measurement with the
 relative error of aggregate tok/s, p50 and p99. A row for another stage count than the package's is
 ``error[stage_mismatch]``. A timeline whose times are not finite numbers (``NaN``, ``Infinity``) is
@@ -42,7 +42,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def main(args: argparse.Namespace) -> int:
     """Compare and print. Raises TimelineError, OutputPathError (``--trace`` in a missing directory, checked
     first) (exit 2 via the CLI)."""
-    from pipeplan.lowering.timeline import (
+    from pipeplan.analysis.timeline import (
         TimelineBundle,
         check_output_file,
         compare,
@@ -83,9 +83,9 @@ DEFAULT_DECODE_TOKENS = 64
 def _is_throughput(path: str) -> bool:
     """Whether ``path`` holds a throughput measurement (its ``format``, or rows with ``n_sequences``). A path
     that is not a readable regular file (a FIFO is never opened) is not one: the timeline reader names it."""
+    from pipeplan.analysis.concurrency import THROUGHPUT_FORMAT
     from pipeplan.errors import PipeplanError
     from pipeplan.frontend.paths import check_input_file
-    from pipeplan.lowering.concurrency import THROUGHPUT_FORMAT
 
     try:
         check_input_file(path, "measured timeline")
@@ -100,7 +100,7 @@ def _is_throughput(path: str) -> bool:
 
 def _compare_throughput(pkg: Path, args: argparse.Namespace) -> int:
     """Predicted vs measured throughput rows (module docstring). Raises ConcurrencyError (exit 2)."""
-    from pipeplan.lowering.concurrency import (
+    from pipeplan.analysis.concurrency import (
         ConcurrencyError,
         predict_concurrent,
         read_throughput,

@@ -7,17 +7,17 @@ Usage::
                      [--decode-tokens 16] [--kernels cpu|reference] [--parallel N [--prompt-tokens P]]
                      -o PKG [--trace trace.json] [--timeline predicted.json]
 
-Runs :func:`pipeplan.lowering.replay_package.compile_plan_to_package` (the whole chain from the
+Runs :func:`pipeplan.compiler.replay_package.compile_plan_to_package` (the whole chain from the
 RunPlan to the vmachine program, the predicted timeline and the manifest). The DeploymentBinding comes
 from ``--nodes``, else from the node specs the plan carries (``pipeplan plan`` records them); a plan
 naming its nodes by id only without ``--nodes`` is ``error[missing_binding]``. ``--evidence`` may be
 repeated: providers in policy order; without it the cached calibration of this machine + the plan's
-model (``pipeplan calibrate MODEL``, :func:`pipeplan.lowering.calibrate.select_evidence`, under
+model (``pipeplan calibrate MODEL``, :func:`pipeplan.tools.calibrate.select_evidence`, under
 ``--cache-dir``) when there is one — for ``--kernels`` (default: the ``cpu`` calibration, else the
 ``reference`` one) —, else ``roofline``; one ``evidence: ...`` line on stderr says which (and why roofline).
 ``--parallel N`` also prints the predicted aggregate decode tok/s, p50/p99 per-token latency and request
 latency of 1..N concurrent requests of ``--prompt-tokens`` prompt tokens (default ``--prompt-len``) and
-``--decode-tokens`` tokens (:func:`pipeplan.lowering.concurrency.predict_concurrent` on the package's
+``--decode-tokens`` tokens (:func:`pipeplan.analysis.concurrency.predict_concurrent` on the package's
 costs), naming the evidence. ``-o`` must be a new or empty directory or
 an existing package whose manifest verifies (its listed files are replaced, nothing else in it is
 touched); anything else is ``error[bad_output_path]`` and nothing is touched. ``--trace`` writes the
@@ -72,8 +72,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def main(args: argparse.Namespace) -> int:
     """Compile; print the package path and digests. Raises typed PipeplanErrors (exit 2 via the CLI)."""
-    from pipeplan.lowering.calibrate import plan_evidence
-    from pipeplan.lowering.replay_package import PackageError, compile_plan_to_package
+    from pipeplan.compiler.replay_package import PackageError, compile_plan_to_package
+    from pipeplan.tools.calibrate import plan_evidence
 
     if not 1 <= args.decode_tokens <= MAX_DECODE_TOKENS:
         raise PackageError(f"--decode-tokens must be in [1, {MAX_DECODE_TOKENS}], got {args.decode_tokens}",
@@ -102,7 +102,7 @@ def main(args: argparse.Namespace) -> int:
 
 def print_concurrent(pkg, parallel: int, prompt_tokens: int, decode_tokens: int, evidence: str) -> None:
     """The ``--parallel`` table: one row per N in 1..``parallel`` (module docstring)."""
-    from pipeplan.lowering.concurrency import predict_concurrent, stage_costs
+    from pipeplan.analysis.concurrency import predict_concurrent, stage_costs
 
     costs = stage_costs(pkg)
 

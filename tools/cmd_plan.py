@@ -134,7 +134,7 @@ def render_plan(args: argparse.Namespace) -> str:
 
 
 def _write_atomic(path: str, text: str) -> None:
-    from pipeplan.lowering.atomic import write_file_atomic
+    from pipeplan.files.atomic import write_file_atomic
 
     write_file_atomic(path, text, "-o")  # temp file beside it, renamed when complete; never a non-file
 

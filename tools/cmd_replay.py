@@ -53,8 +53,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def main(args: argparse.Namespace) -> int:
     """Replay and print the result. Raises typed PipeplanErrors (exit 2 via the CLI, 3 for StageFault)."""
     from pipeplan.errors import GGUFError
-    from pipeplan.frontend.paths import check_input_file
-    from pipeplan.tools.generation import check_prompt
+    from pipeplan.files.paths import check_input_file
+    from pipeplan.runtime.limits import check_prompt
 
     check_input_file(args.model, "GGUF file", GGUFError)  # a FIFO/device/directory: at once, before torch loads
     check_prompt(args.prompt)

@@ -17,7 +17,7 @@ Flow (DESIGN.md §1: the runtime runs what the compiler produced):
 2. compile the plan in-process into a replay package for the ``virtual-queue`` target
    (:func:`~pipeplan.runtime.replay.compile_for_run`) with the cached calibration of this machine + model for
    ``--target``/``--threads`` when there is one (``pipeplan calibrate``), else roofline evidence
-   (:func:`pipeplan.lowering.calibrate.select_evidence`; with ``--timeline``/``--trace`` one ``evidence: ...``
+   (:func:`pipeplan.tools.calibrate.select_evidence`; with ``--timeline``/``--trace`` one ``evidence: ...``
    line on stderr says which, and the measured bundle's ``meta.evidence`` and ``--json``'s ``package.evidence`` too), cached under
    ``<cache>/packages/<sha256 of plan, pool, options>`` so a repeated run does not recompile; the prefill
    step is compiled for ``--prefill-rows`` rows (default 64, at most ``max_seq_len - 1``; longer prompts
@@ -119,7 +119,7 @@ def _check_counts(args: argparse.Namespace) -> None:
 def main(args: argparse.Namespace) -> int:
     """Run the command; typed errors propagate to ``tools/cli.py`` (exit 2, or 3 for StageFault)."""
     from pipeplan.errors import GGUFError
-    from pipeplan.frontend.paths import check_input_file
+    from pipeplan.files.paths import check_input_file
 
     check_input_file(args.model, "GGUF file", GGUFError)  # a FIFO/device/directory: at once, before torch loads
     for text in split_prompts(args):
@@ -133,10 +133,10 @@ def main(args: argparse.Namespace) -> int:
     from pipeplan.frontend.gguf_facts import read_model_facts
     from pipeplan.frontend.planner import plan_run
     from pipeplan.frontend.pool import load_pool_toml
-    from pipeplan.lowering.calibrate import select_evidence
     from pipeplan.runtime.events import WeightsReady
     from pipeplan.runtime.replay import compile_for_run, local_pool_with_peaks
     from pipeplan.runtime.weights_source import cache_root
+    from pipeplan.tools.calibrate import select_evidence
 
     fi = check_generation_options(args)
     _check_counts(args)

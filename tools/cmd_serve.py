@@ -178,7 +178,7 @@ def prepared_server(args: argparse.Namespace) -> Iterator[PreparedServer]:
 
     Raises the typed start-up errors (GGUFError, RunPlanRejection, ServeBindError, StageFault, ...)."""
     from pipeplan.errors import GGUFError
-    from pipeplan.frontend.paths import check_input_file
+    from pipeplan.files.paths import check_input_file
     from pipeplan.runtime.weights_source import cache_root
     from pipeplan.serve.server import bind_socket, bound_url
     from pipeplan.tools.generation import check_fault_stage, make_backend

@@ -25,6 +25,7 @@ from collections.abc import Mapping
 from typing import Any, TextIO
 
 from pipeplan.errors import PipeplanError
+from pipeplan.runtime.limits import check_prompt
 
 TARGET_KERNELS = {"cpu": "pipeplan.runtime.kernels.cpu", "reference": None, "cuda": "pipeplan.runtime.kernels.triton"}
 """``--target`` -> the kernel module the stages run: cpu (weights kept in their GGUF types, C kernels),
@@ -41,12 +42,6 @@ class OptionError(PipeplanError):
     sampling or a fault injection with a backend that cannot honour them."""
 
     code = "bad_option"
-
-
-class PromptError(PipeplanError):
-    """A prompt that is not text (code ``invalid_prompt``): bytes that are not UTF-8 on the command line."""
-
-    code = "invalid_prompt"
 
 
 def add_generation_arguments(p: argparse.ArgumentParser, several_prompts: bool = False) -> None:
@@ -93,20 +88,6 @@ def split_prompts(args: argparse.Namespace) -> list[str]:
     return args.prompts
 
 
-def check_prompt(text: str, option: str = "--prompt") -> str:
-    """``text`` when it is valid Unicode text. Command-line bytes that are not UTF-8 reach Python as lone
-    surrogates (PEP 383); they are PromptError(invalid_prompt) naming the first bad byte and its offset."""
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError as e:
-        offset = len(text[:e.start].encode("utf-8"))
-        c = ord(text[e.start])
-        what = f"byte 0x{c - 0xDC00:02x}" if 0xDC80 <= c <= 0xDCFF else f"lone surrogate U+{c:04X}"
-        raise PromptError(f"{option} is not valid UTF-8 text: {what} at byte offset {offset} (pass the prompt as "
-                          f"UTF-8)", where=option.lstrip("-")) from None
-    return text
-
-
 def check_generation_options(args: argparse.Namespace):
     """Check the shared options before any work; returns the FaultInjection to apply (or None).
 
@@ -129,7 +110,7 @@ def check_generation_options(args: argparse.Namespace):
     if args.threads is not None:
         check_thread_count(args.threads)
 
-    from pipeplan.lowering.atomic import check_output_file
+    from pipeplan.files.atomic import check_output_file
     from pipeplan.runtime.sampling import Sampler  # torch
     from pipeplan.runtime.stage import FaultInjection
 
@@ -199,7 +180,7 @@ def _write(stream: TextIO, text: str, flush: bool = False) -> None:
     """Write (and flush) ``text``; a character the stream's encoding lacks becomes a replacement. Raises
     OutputPathError(write_failed) on an OS error other than a closed pipe (e.g. stdout on a full disk);
     BrokenPipeError propagates (the CLI treats a reader that went away as the end)."""
-    from pipeplan.lowering.atomic import OutputPathError
+    from pipeplan.files.atomic import OutputPathError
 
     try:
         try:

@@ -12,8 +12,8 @@ unknown pass (with the closest names) or option, gives an option a value of the 
 path, an input that is missing, a directory, not UTF-8 text or nested too deeply to parse, an ``-o`` that
 is not a regular file or cannot be written, and every verifier/pass/parse failure; exit status 2 for a bad
 command-line flag (``error[invalid_argument]: ...``, as ``pipeplan``). Input paths are checked by
-:func:`pipeplan.frontend.paths.check_input_file`; ``-o OUT`` is checked before any pass runs and written by
-:func:`pipeplan.lowering.atomic.write_file_atomic` (a temporary file beside OUT, renamed over it only when
+:func:`pipeplan.files.paths.check_input_file`; ``-o OUT`` is checked before any pass runs and written by
+:func:`pipeplan.files.atomic.write_file_atomic` (a temporary file beside OUT, renamed over it only when
 complete; never over anything but a regular file).
 
 ``--observe`` (``--observe=json``) runs the observers of :mod:`pipeplan.transforms.observers` after each
@@ -39,8 +39,7 @@ from typing import IO, TYPE_CHECKING, Any, NoReturn, Union, get_args, get_origin
 
 from pipeplan.dialects.diagnostics import IRVerifyError, OpPassError, parse_located
 from pipeplan.errors import PipeplanError
-from pipeplan.frontend.paths import check_input_file
-from pipeplan.lowering.atomic import (
+from pipeplan.files.atomic import (
     GuardedStdout,
     OutputPathError,
     check_output_file,
@@ -48,6 +47,7 @@ from pipeplan.lowering.atomic import (
     note_inputs,
     write_file_atomic,
 )
+from pipeplan.files.paths import check_input_file
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.passes import ModulePass
 from xdsl.utils.arg_spec import parse_pipeline
@@ -242,7 +242,7 @@ def read_input(path: str | None) -> bytes:
     """The bytes of the input file (stdin when None), checked to be UTF-8 text.
 
     Raises: OptError ``file_not_found`` / ``bad_input_path`` (a directory, FIFO, device) / ``unreadable``
-    (:func:`pipeplan.frontend.paths.check_input_file`, before any open), ``input_not_text`` (with the offset
+    (:func:`pipeplan.files.paths.check_input_file`, before any open), ``input_not_text`` (with the offset
     of the first invalid byte)."""
     name = path if path is not None else "<stdin>"
     if path is None:

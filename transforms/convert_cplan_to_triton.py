@@ -42,7 +42,7 @@ stage program's call (like ``"$start_pos"``, the step's position).
 
 Legality: the plan must target ``cuda-triton`` and use the queue extension; every command's
 implementation must be one the Triton kernels provide, and its dtypes and row length ones they read:
-:func:`pipeplan.runtime.kernels.triton_formats.unsupported`, the same check the ``cuda-triton``
+:func:`pipeplan.targets.triton_formats.unsupported`, the same check the ``cuda-triton``
 legality makes (activations f32; matmul weights and embedding tables F32, F16, BF16, Q8_0, Q4_0, Q4_1,
 Q5_0, Q5_1, Q4_K, Q5_K, Q6_K, block formats with a row length that is a multiple of their block).
 Anything else fails the pass with the lineage path ``model op -> stage/block -> task -> candidate ->
@@ -61,8 +61,10 @@ from pipeplan.dialects.cplan import CommandOp, PlanOp, QueueOp, QueueScheduleOp,
 from pipeplan.dialects.pplan import BufferOp, TaskOp, fingerprint, ints, str_list
 from pipeplan.dialects.pplan import PlanOp as PPlanOp
 from pipeplan.dialects.triton_machine import REVISION, CopyOp, LaunchOp, ProgramOp, StreamOp, ViewOp
+from pipeplan.dialects.vmachine import AbiOp
 from pipeplan.errors import PipeplanError
-from pipeplan.runtime.kernels.triton_formats import (
+from pipeplan.models.stage_program import ProgramError, build_stage_program
+from pipeplan.targets.triton_formats import (
     GEMV_KQ,
     KERNEL_OPS,
     ROPE_MODES,
@@ -134,7 +136,7 @@ class KernelAttrs:
 
     @classmethod
     def from_programs(cls, bufs: Mapping[str, BufferOp], programs: Mapping[int, Sequence[Any]]) -> KernelAttrs:
-        """From each stage's ordered ``KernelCall`` list (:mod:`pipeplan.runtime.stage_program`)."""
+        """From each stage's ordered ``KernelCall`` list (:mod:`pipeplan.models.stage_program`)."""
         return cls(bufs, {(st, c.kernel, c.outputs[0]): c.attrs for st, prog in programs.items() for c in prog
                           if c.outputs})
 
@@ -147,7 +149,6 @@ class KernelAttrs:
             PassFailedException: a stage whose program cannot be built for the ABI."""
         if abi is None:
             return cls(bufs, None)
-        from pipeplan.runtime.stage_program import ProgramError, build_stage_program
         from pipeplan.transforms.convert_cplan_to_vmachine import hparams_of
 
         hp = hparams_of(abi)
@@ -386,7 +387,6 @@ class ConvertCplanToTritonPass(ModulePass):
     model: str = ""
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
-        from pipeplan.dialects.vmachine import AbiOp
         from pipeplan.transforms.convert_cplan_to_vmachine import abi_for_module
 
         plans = [o for o in op.ops if isinstance(o, PlanOp)]

@@ -32,6 +32,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from pipeplan.analysis.simulate import parse_step
 from pipeplan.dialects.carriers import build_op, i64_of, scalar_attr, string, strings
 from pipeplan.dialects.cplan import Command, ConcretePlan, PlanOp, QueueSchedule, plan_from_ir
 from pipeplan.dialects.vmachine import (
@@ -57,7 +58,7 @@ from pipeplan.dialects.vmachine import (
     verify_machine,
 )
 from pipeplan.errors import PipeplanError
-from pipeplan.lowering.simulate import parse_step
+from pipeplan.models.stage_program import HParams, ProgramError, build_stage_program
 from xdsl.context import Context
 from xdsl.dialects.builtin import DictionaryAttr, ModuleOp
 from xdsl.ir import Attribute, Operation
@@ -84,15 +85,11 @@ def abi_from_facts(facts, max_seq_len: int) -> dict[str, Any]:
 
     Raises BindError (pipeplan.runtime.program) when the architecture's invariants do not hold or the
     architecture has no builder."""
-    from pipeplan.runtime.stage_program import HParams
-
     return HParams.from_facts(facts).to_abi(max_seq_len)
 
 
 def hparams_of(abi: Mapping[str, Any]):
     """``HParams`` of an ABI dict (``HParams.from_abi``)."""
-    from pipeplan.runtime.stage_program import HParams
-
     return HParams.from_abi(abi)
 
 
@@ -122,8 +119,6 @@ def lower_plan(plan: ConcretePlan, abi: Mapping[str, Any], *, concrete: str = ""
     Raises MachineVerifyError (with the lineage path) or PipeplanError(code ``unsupported_plan``)
     for a plan this target cannot lower (unknown step, a stage spread over devices, unknown buffer).
     """
-    from pipeplan.runtime.stage_program import ProgramError, build_stage_program
-
     timings = timings or {}
     cmds = {c.id: c for c in plan.commands}
     where: dict[str, tuple[str, int]] = {}

@@ -3,7 +3,7 @@
 Seeds/003 "Joint scheduling and memory planning" and "Implemented reference-binder passes".
 The pass is a thin adapter: :func:`problem_from_module` reads the ``pplan.plan``, its selected
 ``pplan.candidates``, the ``pplan.costed_view`` and the three bindings into a
-:class:`~pipeplan.lowering.schedule.Problem`; :func:`bind` (the pure normalizer, also used by the
+:class:`~pipeplan.analysis.schedule.Problem`; :func:`bind` (the pure normalizer, also used by the
 commit gate ``cplan-verify``) turns it into a :class:`~pipeplan.dialects.cplan.ConcretePlan`;
 :func:`~pipeplan.dialects.cplan.plan_to_ir` prints it as one ``cplan.plan`` op.
 
@@ -18,9 +18,9 @@ Binders (option ``binder``):
   signal/wait edges that enforce every cross-queue dependency, or slots with one firing rule per
   command (all its dependencies) and a token sync for every dependency between slots (AB-R-7).
 * ``list-schedule``: the production binder: critical-path list scheduling over the CostedTaskView
-  (:func:`~pipeplan.lowering.schedule.list_schedule`) joint with interval memory planning that
+  (:func:`~pipeplan.analysis.schedule.list_schedule`) joint with interval memory planning that
   reuses transient buffers whose lifetimes cannot overlap in any legal execution
-  (:func:`~pipeplan.lowering.memplan.plan_memory`); weights, KV cache and edge objects are
+  (:func:`~pipeplan.analysis.memplan.plan_memory`); weights, KV cache and edge objects are
   persistent. Emits the queue schedule extension.
 
 Every binder rejects, with a :class:`~pipeplan.dialects.cplan.CplanError` (``PassFailedException``
@@ -32,6 +32,28 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from pipeplan.analysis.memplan import (
+    MemoryPlan,
+    PlanBuffer,
+    SpaceReport,
+    first_use_groups,
+    groups_by_space,
+    linear_offsets,
+    plan_memory,
+)
+from pipeplan.analysis.schedule import (
+    BufferNode,
+    Problem,
+    Schedule,
+    TaskNode,
+    ancestor_sets,
+    cycle_members,
+    effective_durations,
+    list_schedule,
+    predecessors,
+    stable_topo_order,
+)
+from pipeplan.dialects.bindings import DeploymentBinding, EvidencePolicy, TargetBinding, require_binding
 from pipeplan.dialects.cplan import (
     Alloc,
     Command,
@@ -47,25 +69,15 @@ from pipeplan.dialects.cplan import (
     Sync,
     plan_to_ir,
 )
-from pipeplan.lowering.memplan import (
-    MemoryPlan,
-    PlanBuffer,
-    SpaceReport,
-    first_use_groups,
-    groups_by_space,
-    linear_offsets,
-    plan_memory,
-)
-from pipeplan.lowering.schedule import (
-    BufferNode,
-    Problem,
-    Schedule,
-    ancestor_sets,
-    cycle_members,
-    effective_durations,
-    list_schedule,
-    predecessors,
-    stable_topo_order,
+from pipeplan.dialects.pplan import (
+    MEMSPACES,
+    CandidateOp,
+    CandidatesOp,
+    CostedViewOp,
+    CostOp,
+    find_plan,
+    portable_digest,
+    ref_names,
 )
 from xdsl.context import Context
 from xdsl.dialects.builtin import ModuleOp
@@ -365,18 +377,6 @@ def problem_from_module(module: ModuleOp, risk: str = "policy") -> Problem:
     Raises PassFailedException ("missing binding: ..."), CplanError(missing_binding) when a task has
     no selected candidate or a stage has no device.
     """
-    from pipeplan.dialects.bindings import DeploymentBinding, EvidencePolicy, TargetBinding, require_binding
-    from pipeplan.dialects.pplan import (
-        CandidateOp,
-        CandidatesOp,
-        CostedViewOp,
-        CostOp,
-        find_plan,
-        portable_digest,
-        ref_names,
-    )
-    from pipeplan.lowering.schedule import TaskNode
-
     need = "convert-pplan-to-cplan"
     tb = TargetBinding.from_op(require_binding(module, "TargetBinding", need))  # type: ignore[arg-type]
     db = DeploymentBinding.from_op(require_binding(module, "DeploymentBinding", need))  # type: ignore[arg-type]
@@ -457,7 +457,6 @@ def problem_from_module(module: ModuleOp, risk: str = "policy") -> Problem:
             dev = writer.get(name) or reader.get(name) or db.stage_devices[0]
         buffers.append(BufferNode(name, dev, b.memspace.data, b.bytes.value.data, b.alignment.value.data,
                                   b.lifetime.data, f"{b.origin.data} on stage {st}"))
-    from pipeplan.dialects.pplan import MEMSPACES
 
     devices = tuple(Device(d.id, tuple((s, d.memory_bytes) for s in MEMSPACES),
                            tuple((e, 1) for e in engines[d.id])) for d in db.devices)

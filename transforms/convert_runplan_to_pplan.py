@@ -6,7 +6,7 @@ the module's ``runplan.*`` ops with one ``pplan.plan`` (plus a ``pplan.deploymen
 from the ``pool`` option's node-pool TOML file, else from the node specs the RunPlan carries).
 
 Task granularity is the runtime's by construction: each stage's tasks are the
-:class:`~pipeplan.runtime.stage_program.KernelCall` list of ``build_stage_program``, the builder of the
+:class:`~pipeplan.models.stage_program.KernelCall` list of ``build_stage_program``, the builder of the
 model's architecture (llama: 16 calls per block: attn_norm, q/k/v matmuls, two ropes, kv_cache_write,
 attention, attn_output matmul, residual add, ffn_norm, gate/up matmuls, silu_mul, down matmul, residual
 add; gemma3, qwen2, qwen3 add QK norms, post norms, biases, GELU; embedding on the first stage;
@@ -53,6 +53,16 @@ from dataclasses import dataclass
 
 from pipeplan.dialects.bindings import DeploymentBinding
 from pipeplan.dialects.pplan import BufferOp, PlanOp, TaskOp, dtype_nbytes, gc_paused
+from pipeplan.dialects.runplan_build import plan_node_pool, runplan_spec_from_module
+from pipeplan.errors import PipeplanError
+from pipeplan.models.stage_program import (
+    ROPE_TABLE,
+    ROPE_TABLE_SWA,
+    HParams,
+    ProgramError,
+    build_stage_program,
+    is_weight,
+)
 from pipeplan.plan_types import DTYPE_WIDTHS, ORCHESTRATOR, NodePool, RunPlanSpec
 from xdsl.context import Context
 from xdsl.dialects.builtin import ModuleOp
@@ -162,18 +172,9 @@ def build_portable_plan(spec: RunPlanSpec, *, prompt_len: int, decode_pos: int |
     Raises:
         PassFailedException: prompt_len < 1, decode_pos < prompt_len, decode_pos >= max_seq_len,
             or model facts the runtime program rejects (message names the stage).
-    Source: the task list of each stage is ``runtime.stage_program.build_stage_program`` (same kernels, same
+    Source: the task list of each stage is ``models.stage_program.build_stage_program`` (same kernels, same
     order); formulas in the module docstring.
     """
-    from pipeplan.runtime.stage_program import (
-        ROPE_TABLE,
-        ROPE_TABLE_SWA,
-        HParams,
-        ProgramError,
-        build_stage_program,
-        is_weight,
-    )
-
     facts, cfg = spec.facts, spec.config
     L = cfg.max_seq_len
     pos = prompt_len if decode_pos is None else decode_pos
@@ -415,9 +416,6 @@ class ConvertRunplanToPplanPass(ModulePass):
             self._apply(op)
 
     def _apply(self, op: ModuleOp) -> None:
-        from pipeplan.dialects.runplan_build import runplan_spec_from_module
-        from pipeplan.errors import PipeplanError
-
         if not any(o.name.startswith("runplan.") for o in op.ops):
             raise PassFailedException("convert-runplan-to-pplan: the module holds no runplan.plan")
         try:
@@ -436,8 +434,6 @@ class ConvertRunplanToPplanPass(ModulePass):
             except PipeplanError as e:
                 raise PassFailedException(f"convert-runplan-to-pplan: pool: {e.one_line()}") from None
         else:
-            from pipeplan.dialects.runplan_build import plan_node_pool
-
             try:
                 pool = plan_node_pool(op)
             except PipeplanError as e:

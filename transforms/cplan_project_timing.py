@@ -3,7 +3,7 @@
 Seeds/003 "Timing and simulation projection" (AB-T-1, AB-T-3): predicted start/end of every command
 from the plan's costs (the CostedTaskView it was bound with), contention on shared queues and links,
 the critical path, and an uncertainty interval from the evidence's confidence. The model is
-:func:`pipeplan.lowering.simulate.project` over one ``prefill`` and one ``decode`` instance.
+:func:`pipeplan.analysis.simulate.project` over one ``prefill`` and one ``decode`` instance.
 
 The results are **discardable attributes** (annotations), never properties: the concrete digest
 (:func:`concrete_digest`, over properties only) does not change, and :func:`strip_timing` removes
@@ -18,7 +18,7 @@ them leaving the same replayable dependency/queue program::
 
 Confidence per command: the ``pplan.cost`` of its task and implementation in a ``pplan.costed_view``
 of the module (present when the plan was bound with ``keep_source=true``); otherwise the status
-defaults of :data:`pipeplan.lowering.simulate.STATUS_CONFIDENCE`.
+defaults of :data:`pipeplan.analysis.simulate.STATUS_CONFIDENCE`.
 
 Errors (PassFailedException): no ``cplan.plan`` in the module, a command whose task id lacks a
 step, queue order and signal/wait edges that deadlock.
@@ -29,9 +29,10 @@ from __future__ import annotations
 import hashlib
 from dataclasses import dataclass
 
+from pipeplan.analysis.simulate import Projection, build_model, project
 from pipeplan.dialects.cplan import CommandOp, ConcretePlan, PlanOp, plan_from_ir
+from pipeplan.dialects.pplan import CandidateOp, CandidatesOp, CostedViewOp, CostOp, fingerprint
 from pipeplan.errors import PipeplanError
-from pipeplan.lowering.simulate import Projection, build_model, project
 from xdsl.context import Context
 from xdsl.dialects.builtin import (
     ArrayAttr,
@@ -63,16 +64,12 @@ def find_cplan(module: ModuleOp) -> PlanOp:
 def concrete_digest(plan: PlanOp) -> str:
     """``sha256:<hex>`` of the canonical print of ``plan``'s properties (discardable annotations such
     as timing are excluded, see :func:`pipeplan.dialects.pplan.canonical_text`)."""
-    from pipeplan.dialects.pplan import fingerprint
-
     return "sha256:" + fingerprint(plan)
 
 
 def confidences_from_module(module: ModuleOp, plan: ConcretePlan) -> dict[str, float]:
     """Command id -> confidence of its cost in the module's ``pplan.costed_view`` (empty when the
     portable source was not kept). Matches by task and selected implementation."""
-    from pipeplan.dialects.pplan import CandidateOp, CandidatesOp, CostedViewOp, CostOp
-
     impl: dict[str, str] = {}
     for o in module.ops:
         if isinstance(o, CandidatesOp):
@@ -93,8 +90,6 @@ def publication_digests(module: ModuleOp, plan_op: PlanOp) -> dict[str, str]:
     """The digests a TimelineBundle is published with (AB-T-4): ``concrete`` (:func:`concrete_digest`),
     ``portable`` (the plan's source), ``evidence`` and ``policy`` (the CostedTaskView's fingerprints
     when the module holds it, else sha256 of the plan's evidence identity, marked ``identity:``)."""
-    from pipeplan.dialects.pplan import CostedViewOp
-
     out = {"concrete": concrete_digest(plan_op), "portable": plan_op.source.data, "target": plan_op.target.data,
            "deployment": plan_op.deployment.data}
     views = [o for o in module.ops if isinstance(o, CostedViewOp)]

@@ -41,6 +41,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, fields
 
+from pipeplan.analysis.schedule import Problem
 from pipeplan.dialects.cplan import ConcretePlan, CplanError, PlanOp, plan_from_ir, subject_op
 from pipeplan.dialects.cplan_invariants import (  # noqa: F401  (re-exported: the checks live with the dialect)
     GENERIC_IMPLS,
@@ -57,7 +58,6 @@ from pipeplan.dialects.cplan_invariants import (  # noqa: F401  (re-exported: th
     execution_graph,
 )
 from pipeplan.dialects.diagnostics import OpPassError
-from pipeplan.lowering.schedule import Problem
 from xdsl.context import Context
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.passes import ModulePass

@@ -31,7 +31,7 @@ from pipeplan.dialects.pplan import (
     portable_digest,
     str_list,
 )
-from pipeplan.lowering.targets import (
+from pipeplan.targets import (
     Candidate,
     TargetPlugin,
     TaskRequirements,

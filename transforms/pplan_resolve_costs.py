@@ -2,7 +2,7 @@
 
 Builds one normalized estimate request per ``pplan.candidate`` (task work + the device of the
 task's stage from the DeploymentBinding) and resolves it under the EvidencePolicy
-(:func:`pipeplan.lowering.evidence.resolve`). The result is a ``pplan.costed_view`` op next to the
+(:func:`pipeplan.analysis.evidence.resolve`). The result is a ``pplan.costed_view`` op next to the
 plan holding one ``pplan.cost`` per candidate (duration, provider, confidence, status) and the
 provenance fingerprints of the target, deployment, policy and evidence (AB-G-3). The plan is
 untouched: the same plan priced with roofline and with measured evidence keeps its digest.
@@ -19,6 +19,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from pipeplan.analysis.evidence import (
+    EstimateRequest,
+    EvidenceError,
+    evidence_fingerprint,
+    providers_for,
+    resolve,
+)
 from pipeplan.dialects.bindings import (
     DeploymentBinding,
     DeploymentBindingOp,
@@ -28,13 +35,6 @@ from pipeplan.dialects.bindings import (
     require_binding,
 )
 from pipeplan.dialects.pplan import CandidateOp, CostedViewOp, CostOp, fingerprint, gc_paused, ints, str_list
-from pipeplan.lowering.evidence import (
-    EstimateRequest,
-    EvidenceError,
-    evidence_fingerprint,
-    providers_for,
-    resolve,
-)
 from pipeplan.transforms.pplan_legalize import plan_of
 from pipeplan.transforms.pplan_select_implementations import candidates_of
 from xdsl.context import Context

@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from pipeplan.dialects.pplan import CandidateOp, CandidatesOp, gc_paused, str_list
-from pipeplan.lowering.targets import Candidate, CapabilityRule, UnknownTargetError, get_target
+from pipeplan.targets import Candidate, CapabilityRule, UnknownTargetError, get_target
 from pipeplan.transforms.pplan_legalize import plan_of, task_requirements
 from xdsl.context import Context
 from xdsl.dialects.builtin import ArrayAttr, IntegerAttr, ModuleOp, StringAttr, i64

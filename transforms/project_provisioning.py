@@ -1,7 +1,7 @@
 """``runplan-project-provisioning``: derive one ``runplan.provision_stage`` per stage.
 
 Source: seed 000 "Provisioning Projection" (RP-PP-1..6) and "Object/Ring Spec Consistency"
-(RP-OS-4). The projection is :func:`pipeplan.dialects.runplan.derive_provisions`: deterministic,
+(RP-OS-4). The projection is :func:`pipeplan.dialects.runplan_checks.derive_provisions`: deterministic,
 own layer range and own tensor byte ranges only, exactly one inbound and one outbound edge
 provision naming peer node ids (never actor addresses), specs copied from the edges.
 
@@ -13,37 +13,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from pipeplan.dialects.runplan import (
-    EdgeOp,
-    PlanOp,
-    ProvisionStageOp,
-    StageOp,
-    TensorOp,
-    check_plan,
-    derive_provisions,
-    rejection_from,
-)
+from pipeplan.dialects.runplan import PlanOp
+from pipeplan.dialects.runplan_build import derive_provision_ops
 from pipeplan.errors import RunPlanRejection
 from xdsl.context import Context
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.passes import ModulePass
-from xdsl.utils.exceptions import PassFailedException, VerifyException
-
-
-def derive_provision_ops(plan: PlanOp) -> list[ProvisionStageOp]:
-    """The derived (detached) ``runplan.provision_stage`` ops of ``plan``, in stage order.
-
-    The plan, ignoring any provision ops it already holds, is verified first (every tensor, stage
-    and edge op's own checks, then the whole-plan checks). Raises RunPlanRejection (code from the
-    broken invariant) when it does not verify. Cost: O(ops + stages x tensors)."""
-    try:
-        for op in plan.body.block.ops:
-            if isinstance(op, TensorOp | StageOp | EdgeOp):
-                op.verify_()
-        spec = check_plan(plan, provisions=False)
-    except VerifyException as e:
-        raise rejection_from(e, plan.sym_name.data) from None
-    return [ProvisionStageOp.from_provision(p) for p in derive_provisions(spec)]
+from xdsl.utils.exceptions import PassFailedException
 
 
 def project_plan(plan: PlanOp) -> None:

@@ -16,7 +16,7 @@ Q8_0 ...   :class:`GGMLWeight` over uint8 ``[N, K / block * block_bytes]``: the 
            super-block, ``K % 256 == 0``); layouts and arithmetic in :mod:`pipeplan.runtime.kernels.triton.gemv`
 =========  ==================================================================================
 
-The formats are :data:`pipeplan.runtime.kernels.triton_formats.WEIGHT_FORMATS` (the table the kernels,
+The formats are :data:`pipeplan.targets.triton_formats.WEIGHT_FORMATS` (the table the kernels,
 the ``cuda-triton`` legality and its lowering share). 1-D tensors (norm weights, biases) are always
 float32 (llama.cpp keeps them F32; they are tiny). Other matrix types (Q2_K, Q3_K, IQ*, ...) are
 rejected at load with :class:`~pipeplan.runtime.kernels.triton._common.TritonKernelError`
@@ -39,8 +39,8 @@ import torch
 from pipeplan.plan_types import TensorSlice
 from pipeplan.runtime.dequant import dequantize, expected_nbytes
 from pipeplan.runtime.kernels.triton._common import TritonKernelError
-from pipeplan.runtime.kernels.triton_formats import RAW_TYPES, WEIGHT_FORMATS
 from pipeplan.runtime.loader import StageWeights, check_slice_bytes, map_tensors
+from pipeplan.targets.triton_formats import RAW_TYPES, WEIGHT_FORMATS
 from torch.utils._pytree import tree_map
 
 BLOCK_BYTES = {f.ggml_type: (f.block, f.block_bytes) for f in WEIGHT_FORMATS.values() if f.quantized}

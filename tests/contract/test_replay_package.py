@@ -8,6 +8,15 @@ import json
 from pathlib import Path
 
 import pytest
+from pipeplan.analysis.timeline import TimelineBundle, compare
+from pipeplan.compiler.replay_package import (
+    PackageError,
+    compile_plan,
+    compile_plan_to_package,
+    print_module,
+    sha256_hex,
+    verify_package,
+)
 from pipeplan.dialects.cplan import plan_from_ir
 from pipeplan.dialects.vmachine import (
     MachineVerifyError,
@@ -18,15 +27,6 @@ from pipeplan.dialects.vmachine import (
     WaitOp,
     instruction_cmd,
 )
-from pipeplan.lowering.replay_package import (
-    PackageError,
-    compile_plan,
-    compile_plan_to_package,
-    print_module,
-    sha256_hex,
-    verify_package,
-)
-from pipeplan.lowering.timeline import TimelineBundle, compare
 from pipeplan.runtime.replay import ReplayError, load_package, replay_package
 from pipeplan.transforms.convert_cplan_to_vmachine import abi_from_facts, lower_plan
 from pipeplan.transforms.cplan_project_timing import concrete_digest, find_cplan, strip_timing

@@ -21,8 +21,8 @@ from pipeplan.errors import GGUFError, RunPlanRejection
 from pipeplan.frontend.gguf_facts import read_model_facts
 from pipeplan.frontend.planner import plan_run
 from pipeplan.frontend.pool import local_pool
+from pipeplan.models.archs import check_model, get_arch, known_architectures
 from pipeplan.plan_types import RuntimeConfig
-from pipeplan.runtime.archs import check_model, get_arch, known_architectures
 from pipeplan.runtime.kernels import reference as R
 from pipeplan.runtime.loader import load_stage_weights, stage_slices
 from pipeplan.runtime.program import (
@@ -145,7 +145,7 @@ def test_abi_carries_the_architecture(gemma3_path, stories_path):
     none of them; the dialect and HParams agree on the optional field names."""
     from pipeplan.dialects.carriers import build_op, string
     from pipeplan.dialects.vmachine import ABI_OPTIONAL, ProgramOp, abi_of, abi_op
-    from pipeplan.runtime.stage_program import ABI_EXTRA
+    from pipeplan.models.stage_program import ABI_EXTRA
 
     assert set(ABI_OPTIONAL) == set(ABI_EXTRA)
     for path, extra in ((gemma3_path, {"arch", "n_embd_head_k", "n_embd_head_v", "rope_mode", "rope_base_swa",
@@ -344,7 +344,7 @@ def test_run_with_inf_weight_is_a_runtime_stage_fault(capsys, gen, tmp_path, mon
 # --------------------------------------------------------------------------- virtual targets (issue 11 item 8)
 def test_virtual_targets_accept_every_cpu_runtime_dtype():
     """AB-L-1: the virtual targets' legality accepts exactly the dtypes the CPU runtime executes."""
-    from pipeplan.lowering.targets import CPU_RUNTIME_DTYPES, get_target
+    from pipeplan.targets import CPU_RUNTIME_DTYPES, get_target
 
     assert set(CPU_RUNTIME_DTYPES) == {"f32", "f16", "bf16", "q8_0", "q4_0", "q4_1", "q5_0", "q5_1", "q4_k", "q5_k",
                                        "q6_k"}

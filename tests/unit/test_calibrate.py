@@ -12,9 +12,11 @@ import shutil
 from pathlib import Path
 
 import pytest
+from pipeplan.analysis.evidence import TABLE_FORMAT
 from pipeplan.errors import PipeplanError
 from pipeplan.frontend.gguf_facts import read_model_facts, sha256_file
-from pipeplan.lowering.calibrate import (
+from pipeplan.tools import cli
+from pipeplan.tools.calibrate import (
     calibration_key,
     calibration_path,
     machine_fingerprint,
@@ -23,8 +25,6 @@ from pipeplan.lowering.calibrate import (
     select_evidence,
     write_calibration,
 )
-from pipeplan.lowering.evidence import TABLE_FORMAT
-from pipeplan.tools import cli
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
@@ -49,7 +49,7 @@ def test_calibrate_writes_every_request_key_of_the_plan(calibrated, stories_path
     """AB-C-2: the table prices exactly the plan's EstimateRequest keys (kernels and hops), under the
     machine + model fingerprint key."""
     cache, path, doc, plan = calibrated
-    from pipeplan.lowering.replay_package import _parse_plan
+    from pipeplan.compiler.replay_package import _parse_plan
 
     want = set(plan_request_keys(_parse_plan(plan), prompt_len=8))
     got = {e["key"] for e in doc["entries"]}

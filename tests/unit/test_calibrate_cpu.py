@@ -10,7 +10,8 @@ from __future__ import annotations
 import json
 
 import pytest
-from pipeplan.lowering.calibrate import (
+from pipeplan.tools import cli
+from pipeplan.tools.calibrate import (
     calibration_key,
     calibration_path,
     hop_seconds,
@@ -18,7 +19,6 @@ from pipeplan.lowering.calibrate import (
     plan_request_keys,
     select_evidence,
 )
-from pipeplan.tools import cli
 
 
 @pytest.fixture(scope="module")
@@ -40,7 +40,7 @@ def test_cpu_calibration_prices_every_key_with_the_cpu_kernels_and_the_ring(cpu_
     request key of the plan; the hops come from the ring measurement of the plan's frame sizes (an
     inter-stage send + recv = one hop; the token-in recv a whole hop)."""
     cache, path, doc, plan = cpu_calibrated
-    from pipeplan.lowering.replay_package import _parse_plan
+    from pipeplan.compiler.replay_package import _parse_plan
 
     machine = machine_fingerprint("cpu", 1)
     assert doc["calibration"]["machine"] == machine
@@ -98,7 +98,7 @@ def test_compile_prefers_the_cpu_calibration_and_predicts_n_sequences(cpu_calibr
 def test_reference_kernels_without_their_calibration_is_roofline(cpu_calibrated, stories_path):
     """AB-G-1: `--kernels reference` (and run's --target reference) finds no reference calibration here:
     roofline with the reason; `run`'s default --target cpu finds this one."""
-    from pipeplan.lowering.calibrate import plan_evidence
+    from pipeplan.tools.calibrate import plan_evidence
 
     cache, path, _, plan = cpu_calibrated
     assert plan_evidence(None, plan, target=("reference",), cache_dir=cache).kind == "roofline"
@@ -121,7 +121,7 @@ def test_compile_parallel_rejections(cpu_calibrated, tmp_path, capsys, argv, cod
 def test_compare_a_throughput_measurement(cpu_pkg, tmp_path, capsys):
     """AB-T-2: `compare PKG throughput.json` predicts each row's N and prints predicted, measured and the
     relative error; --json carries the same numbers; another stage count is error[stage_mismatch]."""
-    from pipeplan.lowering.concurrency import predict_concurrent
+    from pipeplan.analysis.concurrency import predict_concurrent
 
     pkg = cpu_pkg[0]
     want = predict_concurrent(pkg, 2, 8, 32)

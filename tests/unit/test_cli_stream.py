@@ -252,7 +252,7 @@ def test_stdout_on_a_full_disk_is_one_error(tmp_path):
     import subprocess
     import tempfile
 
-    from pipeplan.lowering.atomic import OutputPathError
+    from pipeplan.files.atomic import OutputPathError
     from pipeplan.tools.generation import TokenPrinter
 
     d = Path(tempfile.mkdtemp(prefix="pp-full-", dir="/tmp"))

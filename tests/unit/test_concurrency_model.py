@@ -1,4 +1,4 @@
-"""N concurrent sequences through S stages (lowering/concurrency.py): closed forms, properties, costs from
+"""N concurrent sequences through S stages (analysis/concurrency.py): closed forms, properties, costs from
 a plan and a package, and the typed rejections (AB-T-2: the same costs the single-sequence simulation uses)."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import math
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from pipeplan.lowering.concurrency import (
+from pipeplan.analysis.concurrency import (
     ConcurrencyError,
     StageCosts,
     costs_from_model,
@@ -86,7 +86,7 @@ def test_costs_from_a_plan_split_work_and_hops():
     (k0 + k0b = 5 s, k1 = 4 s); the hop into stage 1 is send.e1 + recv.e1, into stage 0 the loop
     (recv.e0 + the last stage's send.e2); N = 1 then takes 13 s per token, the single-sequence
     simulation's decode step."""
-    from pipeplan.lowering.simulate import build_model, run_schedule, simulate
+    from pipeplan.analysis.simulate import build_model, run_schedule, simulate
 
     from tests.unit.test_simulate import _plan
 
@@ -104,9 +104,9 @@ def test_costs_from_a_plan_split_work_and_hops():
 @pytest.fixture(scope="module")
 def stories_pkg(stories_path, tmp_path_factory):
     """A 2-stage stories260K package compiled with roofline evidence (prompt_len 4)."""
+    from pipeplan.compiler.replay_package import compile_plan_to_package
     from pipeplan.frontend.gguf_facts import read_model_facts
     from pipeplan.frontend.planner import plan_run
-    from pipeplan.lowering.replay_package import compile_plan_to_package
     from pipeplan.plan_types import RuntimeConfig
     from pipeplan.runtime.replay import local_pool_with_peaks
 
@@ -119,7 +119,7 @@ def test_package_costs_agree_with_its_predicted_timeline(stories_pkg):
     """AB-T-2: a package's costs come from its predicted timeline (the plan's resolved costs): N = 1's
     token latency equals the single-sequence simulation's decode step; the prefill frame holds the
     package's 4 rows; the evidence is the manifest's identity."""
-    from pipeplan.lowering.timeline import TimelineBundle
+    from pipeplan.analysis.timeline import TimelineBundle
 
     p = predict_concurrent(stories_pkg, 1, 4, 4)
     lat = TimelineBundle.read(stories_pkg / "predicted.timeline.json").token_latencies()

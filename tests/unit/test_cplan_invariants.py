@@ -7,6 +7,8 @@ from __future__ import annotations
 from dataclasses import replace
 
 import pytest
+from pipeplan.analysis.memplan import align_up, linear_offsets
+from pipeplan.analysis.schedule import BufferNode, Problem, TaskNode
 from pipeplan.dialects.cplan import (
     ConcretePlan,
     CplanError,
@@ -18,8 +20,6 @@ from pipeplan.dialects.cplan import (
     plan_from_ir,
     plan_to_ir,
 )
-from pipeplan.lowering.memplan import align_up, linear_offsets
-from pipeplan.lowering.schedule import BufferNode, Problem, TaskNode
 from pipeplan.transforms.convert_pplan_to_cplan import bind
 from pipeplan.transforms.cplan_verify import check_invariants, commit_gate, relation_violations, verify_plan
 

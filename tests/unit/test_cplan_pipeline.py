@@ -216,8 +216,8 @@ def test_steps_never_interleave_on_a_queue(stories_facts, binder):
 def test_list_schedule_package_on_three_stages(stories_path, tmp_path, expected_cases):
     """AB-M-2, AB-M-3 with the production binder: a 3-stage stories260K package compiled with
     list-schedule (commit gate inside) verifies with verify_package and replays to EXPECTED's tokens."""
+    from pipeplan.compiler.replay_package import compile_plan_to_package, print_module, verify_package
     from pipeplan.frontend.pool import load_pool_toml
-    from pipeplan.lowering.replay_package import compile_plan_to_package, print_module, verify_package
     from pipeplan.runtime.replay import replay_package
 
     _pool(tmp_path / "pool.toml", 3, 1 << 30)

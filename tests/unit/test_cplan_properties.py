@@ -7,9 +7,9 @@ from dataclasses import replace
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from pipeplan.analysis.memplan import PERSISTENT
+from pipeplan.analysis.schedule import BufferNode, Problem, TaskNode
 from pipeplan.dialects.cplan import Device, Queue, QueueSchedule
-from pipeplan.lowering.memplan import PERSISTENT
-from pipeplan.lowering.schedule import BufferNode, Problem, TaskNode
 from pipeplan.transforms.convert_pplan_to_cplan import bind
 from pipeplan.transforms.cplan_verify import check_invariants, verify_plan
 
@@ -113,8 +113,8 @@ def test_overlapping_offsets_are_rejected(p, data):
 def memory_inputs(draw):
     """Random queue plans for the memory planner: commands on 1..3 in-order queues (queue order =
     index order), extra random cross-queue waits, and buffers with random accessors and sizes."""
-    from pipeplan.lowering.memplan import PlanBuffer
-    from pipeplan.lowering.schedule import ancestor_sets
+    from pipeplan.analysis.memplan import PlanBuffer
+    from pipeplan.analysis.schedule import ancestor_sets
 
     n = draw(st.integers(1, 30))
     nq = draw(st.integers(1, 3))
@@ -146,7 +146,7 @@ def test_queue_window_interference_equals_bitset_interference(inp):
     """AB-S-5: the memory planner's queue-window conflict search (near-linear) places every buffer
     exactly where the all-pairs happens-before bitset test places it, and no two interfering
     transients overlap (checked here against the bitset definition directly)."""
-    from pipeplan.lowering.memplan import interferes, plan_memory, precedence_masks
+    from pipeplan.analysis.memplan import interferes, plan_memory, precedence_masks
 
     bufs, anc, qpos, n = inp
     times = [float(c) for c in range(n)]
@@ -169,8 +169,8 @@ def chained_queue_inputs(draw):
     2..3 queues, with buffers accessed from ONE queue each: a buffer of queue A can then be live
     across the whole lifetime of a buffer of queue B that sits between two of its accessors (the
     pattern of a copy-engine transfer between two compute kernels)."""
-    from pipeplan.lowering.memplan import PlanBuffer
-    from pipeplan.lowering.schedule import ancestor_sets
+    from pipeplan.analysis.memplan import PlanBuffer
+    from pipeplan.analysis.schedule import ancestor_sets
 
     n = draw(st.integers(2, 24))
     nq = draw(st.integers(2, 3))

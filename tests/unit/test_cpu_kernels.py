@@ -320,9 +320,9 @@ def test_unsupported_type_is_a_bind_fault_naming_tensor_and_type(tmp_path, qtype
 
 
 def test_every_virtual_target_dtype_runs_on_cpu():
-    """Every dtype the virtual targets declare (lowering/targets/virtual_queue.py DTYPES) is in CPU_TYPES and
+    """Every dtype the virtual targets declare (targets/virtual_queue.py DTYPES) is in CPU_TYPES and
     a matrix of it runs through the CPU table's matmul (F32 by ggml's F32 arithmetic, the rest on their GGUF bytes)."""
-    from pipeplan.lowering.targets import virtual_queue, virtual_slot
+    from pipeplan.targets import virtual_queue, virtual_slot
 
     for dtype in sorted(set(virtual_queue.DTYPES) | set(virtual_slot.DTYPES)):
         name = dtype.upper()

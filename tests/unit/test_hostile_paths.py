@@ -24,8 +24,8 @@ from pathlib import Path
 
 import pytest
 from pipeplan.errors import GGUFError
-from pipeplan.frontend.paths import InputPathError, check_input_file
-from pipeplan.lowering.atomic import OutputPathError, check_output_file, write_file_atomic
+from pipeplan.files.atomic import OutputPathError, check_output_file, write_file_atomic
+from pipeplan.files.paths import InputPathError, check_input_file
 from pipeplan.tools.cli import main
 
 from tests.conftest import REPO, STORIES
@@ -341,10 +341,10 @@ def test_eacces_leaves_no_partial_file():
 # --------------------------------------------------------------------------- packages
 @pytest.fixture(scope="module")
 def plan_files(tmp_path_factory):
+    from pipeplan.compiler.replay_package import print_module
     from pipeplan.frontend.gguf_facts import read_model_facts
     from pipeplan.frontend.planner import plan_run
     from pipeplan.frontend.pool import load_pool_toml
-    from pipeplan.lowering.replay_package import print_module
     from pipeplan.plan_types import RuntimeConfig
 
     d = tmp_path_factory.mktemp("plan")
@@ -357,14 +357,14 @@ def plan_files(tmp_path_factory):
 @pytest.fixture(scope="module")
 def package_files(plan_files):
     """name -> text of the package of ``plan_files`` (compiled once)."""
-    from pipeplan.lowering.replay_package import build_package_files, compile_plan
+    from pipeplan.compiler.replay_package import build_package_files, compile_plan
 
     module, spec = compile_plan(plan_files / "plan.mlir", pool=plan_files / "pool.toml", binder="reference-queue")
     return build_package_files(module, spec, target="virtual-queue", decode_tokens=2)
 
 
 def _write_pkg(files, d: Path) -> Path:
-    from pipeplan.lowering.replay_package import write_package
+    from pipeplan.compiler.replay_package import write_package
 
     return write_package(files, d)
 
@@ -373,7 +373,7 @@ def test_recompile_keeps_files_the_package_does_not_list(package_files, tmp_path
     """AB-M-2, item 11: writing a package over an existing package replaces only the files its manifest lists; a
     user's measured.json (and a sub-directory) in it survive, and the result verifies. A file the old
     manifest lists but the new package lacks is removed."""
-    from pipeplan.lowering.replay_package import verify_package
+    from pipeplan.compiler.replay_package import verify_package
 
     pkg = _write_pkg(package_files, tmp_path / "pkg")
     (pkg / "measured.json").write_text('{"mine": 1}')
@@ -385,7 +385,7 @@ def test_recompile_keeps_files_the_package_does_not_list(package_files, tmp_path
     del no_lineage["lineage.json"]
     m = json.loads(no_lineage["manifest.json"])
     del m["files"]["lineage.json"]
-    from pipeplan.lowering.replay_package import manifest_self_digest
+    from pipeplan.compiler.replay_package import manifest_self_digest
 
     m["manifest_digest"] = manifest_self_digest(m)
     no_lineage["manifest.json"] = json.dumps(m, sort_keys=True, indent=1) + "\n"
@@ -412,7 +412,7 @@ def test_cli_recompile_keeps_measured_json(plan_files, capsys, tmp_path):
 def test_directory_merely_mentioning_the_format_is_not_replaced(package_files, tmp_path, manifest):
     """Item 11: a directory whose manifest.json only mentions the package format (no valid self-digest), or
     lists files that are not package files, is refused (bad_output_path) and nothing in it is touched."""
-    from pipeplan.lowering.replay_package import PackageError
+    from pipeplan.compiler.replay_package import PackageError
 
     d = tmp_path / "mine"
     d.mkdir()
@@ -433,7 +433,7 @@ def test_directory_merely_mentioning_the_format_is_not_replaced(package_files, t
 def test_edited_package_file_is_not_replaced(package_files, tmp_path):
     """A package whose program.mlir was edited by hand is not overwritten by a recompile (its digest no longer
     matches the manifest): bad_output_path naming the file, the file kept."""
-    from pipeplan.lowering.replay_package import PackageError
+    from pipeplan.compiler.replay_package import PackageError
 
     pkg = _write_pkg(package_files, tmp_path / "pkg")
     (pkg / "program.mlir").write_text("// my experiment\n")
@@ -445,7 +445,7 @@ def test_edited_package_file_is_not_replaced(package_files, tmp_path):
 def test_package_output_that_is_not_a_directory(package_files, hostile):
     """Item 4: `-o` naming a FIFO, device node or socket is refused before compiling (a directory is fine
     when empty: the package goes there)."""
-    from pipeplan.lowering.replay_package import PackageError
+    from pipeplan.compiler.replay_package import PackageError
 
     kind, p = hostile
     if kind == "directory":
@@ -471,7 +471,7 @@ def test_compile_onto_a_full_disk(plan_files, small_tmpfs, capsys):
 def test_tampered_manifest_is_refused_by_replay(package_files, tmp_path, capsys):
     """AB-M-3, item 11: manifest.json is covered by its own digest: `pipeplan replay` of a package whose manifest was
     edited (or lost its digest) is error[package_tampered]."""
-    from pipeplan.lowering.replay_package import PackageError, verify_package
+    from pipeplan.compiler.replay_package import PackageError, verify_package
 
     pkg = _write_pkg(package_files, tmp_path / "pkg")
     verify_package(pkg)
@@ -492,7 +492,7 @@ def test_tampered_manifest_is_refused_by_replay(package_files, tmp_path, capsys)
 
 def test_package_file_that_is_a_fifo_is_refused(package_files, tmp_path):
     """Item 4: a package whose program.mlir was replaced by a FIFO is a typed error, not a blocked read."""
-    from pipeplan.lowering.replay_package import PackageError, verify_package
+    from pipeplan.compiler.replay_package import PackageError, verify_package
 
     pkg = _write_pkg(package_files, tmp_path / "pkg")
     (pkg / "program.mlir").unlink()

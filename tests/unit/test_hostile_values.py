@@ -290,7 +290,7 @@ def test_facts_toml_tensor_beyond_64_bits():
 
 # --------------------------------------------------------------------------- timelines
 def _bundle(**event):
-    from pipeplan.lowering.timeline import TimelineBundle, TimelineEvent
+    from pipeplan.analysis.timeline import TimelineBundle, TimelineEvent
 
     e = {"step": "decode", "iteration": 0, "command": "cmd.decode.s0.b0.matmul.attn_q", "instruction": "i1",
          "op": "matmul", "stage": 0, "device": "n0", "queue": "n0:compute", "engine": "compute", "link": "",
@@ -302,7 +302,7 @@ def _bundle(**event):
 def test_trace_files_never_hold_nan(tmp_path, field, value):
     """AB-T-4, item 3: a timeline with a NaN/infinite time is TimelineError(non_finite) naming the event (step#iteration
     and command) when written as a bundle or a Chrome trace; no file appears (no `NaN`/`Infinity` ever)."""
-    from pipeplan.lowering.timeline import TimelineError
+    from pipeplan.analysis.timeline import TimelineError
 
     b = _bundle(**{field: value})
     for write, name in ((b.write, "m.json"), (b.write_chrome_trace, "t.json")):
@@ -317,7 +317,7 @@ def test_trace_files_never_hold_nan(tmp_path, field, value):
 
 def test_trace_meta_nan_is_rejected(tmp_path):
     """Item 3: a NaN in the bundle's projection or meta is non_finite naming the field."""
-    from pipeplan.lowering.timeline import TimelineError
+    from pipeplan.analysis.timeline import TimelineError
 
     b = _bundle()
     b.projection = {"makespan_s": math.inf}
@@ -342,7 +342,7 @@ def test_written_traces_are_strict_json(tmp_path):
 def test_compare_rejects_non_finite_times(capsys, tmp_path, value):
     """AB-D-2, item 11: `pipeplan compare` with a measured timeline whose times are NaN/Infinity (or not numbers) is
     error[non_finite] naming the event, not a correspondence level; compare() itself refuses such bundles."""
-    from pipeplan.lowering.timeline import TimelineError, compare
+    from pipeplan.analysis.timeline import TimelineError, compare
 
     good = tmp_path / "good.json"
     _bundle().write(good)

@@ -9,7 +9,7 @@ import json
 from collections import defaultdict
 
 import pytest
-from pipeplan.lowering.evidence import MeasuredTable
+from pipeplan.analysis.evidence import MeasuredTable
 
 from tests.conftest import REPO
 

@@ -11,7 +11,7 @@ import subprocess
 import sys
 
 import pytest
-from pipeplan.lowering import atomic
+from pipeplan.files import atomic
 from pipeplan.tools import opt
 from pipeplan.universe import PIPEPLAN_UNIVERSE
 
@@ -122,7 +122,7 @@ INPUTS = [
 def test_hostile_inputs_are_one_line(capsys, hostile_inputs, name, flags, code, part):
     """A missing file, a directory, a binary file, 5000-deep nested regions or attributes, a file that is
     not .mlir: one diagnostic line, exit status 1 (no traceback, no RecursionError dump); a FIFO is refused
-    before any open (frontend.paths.check_input_file), so it cannot block."""
+    before any open (files.paths.check_input_file), so it cannot block."""
     rc, out, err = _opt(capsys, [hostile_inputs / name, *flags])
     assert part in _one_line_error(rc, err, code)
     assert out == ""

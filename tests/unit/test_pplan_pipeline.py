@@ -19,7 +19,8 @@ from pipeplan.dialects.pplan import (
 )
 from pipeplan.frontend.gguf_facts import read_model_facts
 from pipeplan.frontend.planner import plan_run_spec
-from pipeplan.lowering.targets import (
+from pipeplan.plan_types import NodePool, NodeSpec, RuntimeConfig
+from pipeplan.targets import (
     CapabilityRule,
     PreferenceSelector,
     StandardLegality,
@@ -28,7 +29,6 @@ from pipeplan.lowering.targets import (
     UnknownTargetError,
     get_target,
 )
-from pipeplan.plan_types import NodePool, NodeSpec, RuntimeConfig
 from pipeplan.transforms.convert_runplan_to_pplan import build_portable_plan, deployment_for
 from pipeplan.transforms.pplan_legalize import legalize_task
 from pipeplan.transforms.pplan_resolve_costs import costed_task_view
@@ -229,7 +229,7 @@ def test_policy_forbidding_fallback_is_a_diagnostic(ctx, base2, measured_table):
 def test_out_of_domain_evidence_is_marked_and_low_confidence(ctx, base2, measured_table):
     """AB-C-3: with measured evidence only, the missing 1x64x64 matmul is scaled from another matmul
     shape: provider measured, status out_of_domain, confidence 0.25 — never a direct measurement."""
-    from pipeplan.lowering.evidence import EstimateRequest, MeasuredTable, resolve
+    from pipeplan.analysis.evidence import EstimateRequest, MeasuredTable, resolve
 
     dev = DeploymentBinding.from_pool(POOL, ["n0"]).stage_device(0)
     req = EstimateRequest("t", "c", "vq.matmul", "matmul", ("f32", "f32", "f32"), (1, 64, 64), 8192, 16640, 256,
@@ -437,7 +437,7 @@ def test_conversion_rejects_bad_step_options(ctx, spec2):
 
 def test_convert_pass_imports_without_torch():
     """Tooling (no contract bullet): ``convert-runplan-to-pplan`` builds its tasks from the torch-free
-    ``runtime.stage_program`` (``runtime.program`` re-exports it; the executor is torch-free too since the
+    ``models.stage_program`` (``runtime.program`` re-exports it; the executor is torch-free too since the
     CPU target runs on numpy), so importing the pass does not import torch (``pipeplan-opt -p
     convert-runplan-to-pplan`` stays fast)."""
     import subprocess
@@ -446,7 +446,7 @@ def test_convert_pass_imports_without_torch():
     code = ("import sys, pipeplan.transforms.convert_runplan_to_pplan as m; "
             "from pipeplan.runtime.program import build_stage_program as a; "
             "assert 'torch' not in sys.modules; "
-            "from pipeplan.runtime.stage_program import build_stage_program as b; assert a is b")
+            "from pipeplan.models.stage_program import build_stage_program as b; assert a is b")
     probe = ("import sys, pipeplan.transforms.convert_runplan_to_pplan; "
              "print('torch' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True).stdout.strip()

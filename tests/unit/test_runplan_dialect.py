@@ -8,7 +8,8 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
-from pipeplan.dialects.runplan import INVARIANT_CODES, ORCHESTRATOR_NODE, PlanOp, ProvisionStageOp, StageOp
+from pipeplan.dialects.runplan import PlanOp, ProvisionStageOp, StageOp
+from pipeplan.dialects.runplan_attrs import INVARIANT_CODES, ORCHESTRATOR_NODE
 from pipeplan.dialects.runplan_build import (
     build_runplan_module,
     project_provisions,
@@ -320,7 +321,7 @@ def test_invariant_codes_cover_contract_ids():
     text = CONTRACTS.read_text()
     for cid in INVARIANT_CODES:
         assert re.search(rf"^- {cid} ", text, re.M), cid
-    src = (Path(__file__).resolve().parents[2] / "dialects" / "runplan.py").read_text()
+    src = "".join(p.read_text() for p in (Path(__file__).resolve().parents[2] / "dialects").glob("runplan*.py"))
     used = set(re.findall(r'_fail\(\s*"(RP-[A-Z]{2}-\d+)"', src)) | set(re.findall(r'cid, \w+ = \("(RP-[A-Z]{2}-\d+)"', src))
     assert used <= set(INVARIANT_CODES)
     assert {"unknown_node", "duplicate_stage", "missing_stage", "invalid_stage_count", "edge_endpoint_mismatch",

@@ -5,8 +5,8 @@ from __future__ import annotations
 import dataclasses
 
 import pytest
+from pipeplan.analysis.simulate import SimulationError, build_model, project, run_schedule, simulate
 from pipeplan.dialects.cplan import Alloc, Command, ConcretePlan, Device, Link, Queue, QueueSchedule, Sync
-from pipeplan.lowering.simulate import SimulationError, build_model, project, run_schedule, simulate
 
 
 def _cmd(cid, op, dev, eng, deps, reads, writes, dur, link="", status="direct"):

@@ -79,7 +79,7 @@ def test_tampered_package_is_rejected_even_with_a_pre_parsed_form(package, tmp_p
     """The pre-parsed form never bypasses the package's digests: an edited program.mlir is a PackageError."""
     import shutil
 
-    from pipeplan.lowering.replay_package import PackageError
+    from pipeplan.compiler.replay_package import PackageError
     from pipeplan.runtime import replay
 
     src = package[0].package

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from pipeplan.lowering.timeline import (
+from pipeplan.analysis.timeline import (
     TimelineBundle,
     TimelineError,
     TimelineEvent,

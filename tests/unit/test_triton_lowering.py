@@ -17,9 +17,9 @@ import torch
 from pipeplan.dialects.cplan import CommandOp
 from pipeplan.dialects.pplan import DTYPE_SIZES, BufferOp, TaskOp
 from pipeplan.dialects.triton_machine import CopyOp, LaunchOp, ViewOp
-from pipeplan.lowering.targets import get_target
-from pipeplan.runtime.kernels.triton_formats import DTYPES, OPERANDS, WEIGHT_FORMATS
-from pipeplan.runtime.stage_program import KernelCall
+from pipeplan.models.stage_program import KernelCall
+from pipeplan.targets import get_target
+from pipeplan.targets.triton_formats import DTYPES, OPERANDS, WEIGHT_FORMATS
 from pipeplan.transforms.convert_cplan_to_triton import KernelAttrs, lower_command
 from pipeplan.transforms.pplan_legalize import task_requirements
 from xdsl.dialects.builtin import ArrayAttr, StringAttr
@@ -119,7 +119,7 @@ def _legal(op: str, dtypes: tuple[str, ...], rule) -> bool:
 def test_every_legal_op_dtype_lowers_and_no_illegal_one_does():
     """Issue 11.8: for every op the target has a rule for, every operand position and every plan dtype, the
     cuda-triton legality accepts the task exactly when convert-cplan-to-triton lowers it (one table both read:
-    runtime/kernels/triton_formats.py); among the accepted: every weight format of the matmul and the gather,
+    targets/triton_formats.py); among the accepted: every weight format of the matmul and the gather,
     K-quant embedding tables included (the Q4_K gather that used to legalize and then fail to lower)."""
     legal_pairs = set()
     for op, roles in OPERANDS.items():

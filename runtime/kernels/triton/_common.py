@@ -13,7 +13,7 @@ import os
 
 import torch
 from pipeplan.errors import PipeplanError
-from pipeplan.runtime.kernels.triton_formats import next_pow2
+from pipeplan.targets.triton_formats import next_pow2
 
 __all__ = ["TritonKernelError", "cdiv", "check_float", "interpreting", "next_pow2", "on_device"]
 

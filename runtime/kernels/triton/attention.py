@@ -37,7 +37,7 @@ from pipeplan.runtime.kernels.triton._common import (
     interpreting,
     next_pow2,
 )
-from pipeplan.runtime.kernels.triton_formats import attention_config
+from pipeplan.targets.triton_formats import attention_config
 
 
 @triton.jit

@@ -17,7 +17,7 @@ import triton
 import triton.language as tl
 from pipeplan.runtime.kernels.triton._common import TritonKernelError, cdiv, interpreting, next_pow2
 from pipeplan.runtime.kernels.triton.gemv import _f16_at, _kq_min, _kq_quant, _kq_scale, weight_format
-from pipeplan.runtime.kernels.triton_formats import WEIGHT_FORMATS
+from pipeplan.targets.triton_formats import WEIGHT_FORMATS
 
 
 @triton.jit

@@ -1,5 +1,5 @@
 """Triton matmul/GEMV with dequantization fused into the weight load, for every format of
-:data:`pipeplan.runtime.kernels.triton_formats.WEIGHT_FORMATS`: F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0,
+:data:`pipeplan.targets.triton_formats.WEIGHT_FORMATS`: F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0,
 Q5_1 (:func:`_gemv_kernel`) and Q4_K, Q5_K, Q6_K (:func:`_gemv_kq_kernel`).
 
 ``matmul(x, weight)`` = ``x @ weight.T`` (ggml ``mul_mat(weight, x)``; the reference is
@@ -33,7 +33,7 @@ Decode (``T = 1``) is a pure GEMV: ``BLOCK_M = 1`` and the product is a broadcas
 sum (memory-bound: every weight byte is read once). Prefill with ``T >= 16`` on a GPU uses
 ``tl.dot`` (``input_precision="ieee"``, i.e. no TF32) over ``BLOCK_M = 16..64`` rows on the
 dequantized tile. On the GPU the tile sizes are autotuned per ``(N, K, FMT, BLOCK_M)``; under the
-interpreter a single large tile is used (fewest programs): :func:`pipeplan.runtime.kernels.triton_formats.launch_config`.
+interpreter a single large tile is used (fewest programs): :func:`pipeplan.targets.triton_formats.launch_config`.
 """
 
 from __future__ import annotations
@@ -45,7 +45,7 @@ import torch
 import triton
 import triton.language as tl
 from pipeplan.runtime.kernels.triton._common import TritonKernelError, cdiv, check_float, interpreting
-from pipeplan.runtime.kernels.triton_formats import GEMV_KQ, QK_K, RAW_TYPES, WEIGHT_FORMATS, launch_config
+from pipeplan.targets.triton_formats import GEMV_KQ, QK_K, RAW_TYPES, WEIGHT_FORMATS, launch_config
 
 MATMUL_FORMATS: tuple[str, ...] = RAW_TYPES
 """Weight formats :func:`matmul` reads (every :data:`WEIGHT_FORMATS` entry)."""

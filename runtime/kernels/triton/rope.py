@@ -26,7 +26,7 @@ from pipeplan.runtime.kernels.triton._common import (
     interpreting,
     next_pow2,
 )
-from pipeplan.runtime.kernels.triton_formats import ROPE_MODES
+from pipeplan.targets.triton_formats import ROPE_MODES
 
 _TABLES: dict[tuple[int, torch.device], tuple[torch.Tensor, torch.Tensor]] = {}
 

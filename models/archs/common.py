@@ -6,14 +6,14 @@ import math
 from collections.abc import Callable
 from typing import Any
 
-from pipeplan.plan_types import ModelFacts
-from pipeplan.runtime.stage_program import (
+from pipeplan.models.stage_program import (
     ROPE_TABLE,
     ROPE_TABLE_SWA,
     START_POS,
     HParams,
     KernelCall,
 )
+from pipeplan.plan_types import ModelFacts
 
 
 def base_hparams(facts: ModelFacts, **extra: Any) -> HParams:

@@ -1,7 +1,7 @@
 """Predicted throughput and latency of N concurrent sequences through S pipeline stages.
 
 Seeds/003 "Timing and simulation projection" (AB-T-2): the same commands and costs the single-sequence
-simulation runs (:mod:`pipeplan.lowering.simulate`), reduced to one *frame cost* per stage and step and one
+simulation runs (:mod:`pipeplan.analysis.simulate`), reduced to one *frame cost* per stage and step and one
 *hop* per edge, then cycled by N sequences (the interleaving of vLLM / SGLang pipeline parallelism and
 llama.cpp's async pipeline: stage i works on sequence k while stage i+1 works on k-1).
 
@@ -241,7 +241,7 @@ def predict_concurrent(source: Any, n_sequences: int, prompt_tokens: int, decode
     """Predicted figures of ``n_sequences`` concurrent requests of ``prompt_tokens`` prompt tokens and
     ``decode_tokens`` generated tokens each (module docstring).
 
-    ``source``: :class:`StageCosts`, an :class:`~pipeplan.lowering.simulate.ExecModel`, a
+    ``source``: :class:`StageCosts`, an :class:`~pipeplan.analysis.simulate.ExecModel`, a
     :class:`~pipeplan.dialects.cplan.ConcretePlan`, or a package directory (its ``predicted.timeline.json``:
     the plan's resolved costs). ``evidence`` names the evidence the costs came from (default: the
     package manifest's evidence identity, or the costs' own). ``prefill_rows``: rows of a prefill frame
@@ -301,7 +301,7 @@ def _costs_from_durations(rows: Sequence[tuple[str, int, str, float]], prefill_r
 
 
 def costs_from_model(model: Any, *, prefill_rows: int = 8, evidence: str = "") -> StageCosts:
-    """StageCosts of an :class:`~pipeplan.lowering.simulate.ExecModel` (its commands' durations: the
+    """StageCosts of an :class:`~pipeplan.analysis.simulate.ExecModel` (its commands' durations: the
     plan's resolved costs, 0 s for a missing cost)."""
     rows = [(c.step, c.stage, c.op, c.duration) for c in model.commands]
     return _costs_from_durations(rows, prefill_rows, evidence)
@@ -316,11 +316,20 @@ def costs_from_bundle(doc: Mapping[str, Any], *, prefill_rows: int = 8, evidence
 
 @functools.lru_cache(maxsize=16)
 def _prefill_rows_of(program: str, _mtime_ns: int) -> int:
-    from pipeplan.runtime.replay import load_package, stage_programs
+    from pipeplan.dialects.vmachine import StageOp, StepOp, Vmachine
+    from xdsl.context import Context
+    from xdsl.dialects.builtin import Builtin
+    from xdsl.parser import Parser
 
-    progs = stage_programs(load_package(Path(program).parent, verify=False).program)
-    first = progs[min(progs)]
-    return first["prefill"].rows if "prefill" in first else 1
+    ctx = Context()
+    ctx.load_dialect(Builtin)
+    ctx.load_dialect(Vmachine)
+    module = Parser(ctx, Path(program).read_text(), program).parse_module()
+    stages = sorted((op for op in module.walk() if isinstance(op, StageOp)), key=lambda st: st.index.value.data)
+    if not stages:
+        return 1
+    rows = [st.rows.value.data for st in stages[0].body.block.ops if isinstance(st, StepOp) and st.name_.data == "prefill"]
+    return rows[0] if rows else 1
 
 
 def _package_prefill_rows(pkg: Path) -> int:
@@ -332,8 +341,8 @@ def _package_prefill_rows(pkg: Path) -> int:
 def stage_costs(source: Any, *, prefill_rows: int | None = None) -> StageCosts:
     """StageCosts of ``source`` (see :func:`predict_concurrent`). Raises ConcurrencyError(invalid_request)
     for anything else; TimelineError / PackageError for an unreadable package."""
+    from pipeplan.analysis.simulate import ExecModel, build_model
     from pipeplan.dialects.cplan import ConcretePlan
-    from pipeplan.lowering.simulate import ExecModel, build_model
 
     if isinstance(source, StageCosts):
         if prefill_rows is not None:
@@ -346,7 +355,7 @@ def stage_costs(source: Any, *, prefill_rows: int | None = None) -> StageCosts:
     if isinstance(source, ExecModel):
         return costs_from_model(source, prefill_rows=prefill_rows or 8)
     if isinstance(source, str | Path) and Path(source).is_dir():
-        from pipeplan.lowering.timeline import TimelineBundle
+        from pipeplan.analysis.timeline import TimelineBundle
 
         pkg = Path(source)
         bundle = TimelineBundle.read(pkg / "predicted.timeline.json")
@@ -386,7 +395,7 @@ def read_throughput(path: str | Path) -> list[ThroughputMeasurement]:
     Raises ConcurrencyError(bad_throughput) naming the file and the row/field that is missing or wrong;
     ConcurrencyError(file_not_found | bad_input_path | unreadable) for a path that is not a readable file.
     """
-    from pipeplan.frontend.paths import check_input_file
+    from pipeplan.files.paths import check_input_file
 
     check_input_file(str(path), "throughput measurement", ConcurrencyError)
     try:

@@ -57,7 +57,7 @@ STEP_RE = re.compile(r"^(?P<step>[a-z_]+)\.s(?P<stage>\d+)\.")
 
 STATUS_CONFIDENCE = {"direct": 0.5, "fallback": 0.5, "out_of_domain": 0.25, "missing": 0.0}
 """Confidence used when the CostedTaskView is not at hand: the roofline/out-of-domain constants of
-:mod:`pipeplan.lowering.evidence` (a direct *measured* cost without its view is given 0.95, the
+:mod:`pipeplan.analysis.evidence` (a direct *measured* cost without its view is given 0.95, the
 measured table's clamp for a 5% spread)."""
 
 
@@ -300,7 +300,7 @@ def instance_graph(model: ExecModel, schedule: Sequence[str]) -> InstanceGraph:
 def _topo(g: InstanceGraph, use_link: bool = True) -> list[int] | None:
     """Stable topological order of the instance graph (data, queue order and, with ``use_link``,
     link order), or None when it is cyclic."""
-    from pipeplan.lowering.schedule import stable_topo_order
+    from pipeplan.analysis.schedule import stable_topo_order
 
     preds = [sorted(set(g.data_preds[v]) | set(g.order_preds[v]) | (set(g.link_preds[v]) if use_link else set()))
              for v in range(len(g.nodes))]

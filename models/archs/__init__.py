@@ -18,8 +18,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from importlib import import_module
 
-from pipeplan.plan_types import ModelFacts
-from pipeplan.runtime.stage_program import (
+from pipeplan.models.stage_program import (
     STAGE_INPUT,
     STAGE_OUTPUT,
     HParams,
@@ -30,12 +29,13 @@ from pipeplan.runtime.stage_program import (
     check_stage_range,
     is_weight,
 )
+from pipeplan.plan_types import ModelFacts
 
 ARCHS: dict[str, str] = {
-    "llama": "pipeplan.runtime.archs.llama",
-    "gemma3": "pipeplan.runtime.archs.gemma3",
-    "qwen2": "pipeplan.runtime.archs.qwen2",
-    "qwen3": "pipeplan.runtime.archs.qwen3",
+    "llama": "pipeplan.models.archs.llama",
+    "gemma3": "pipeplan.models.archs.gemma3",
+    "qwen2": "pipeplan.models.archs.qwen2",
+    "qwen3": "pipeplan.models.archs.qwen3",
 }
 """``general.architecture`` -> the module whose ``ARCH`` builds its stage programs."""
 
@@ -84,7 +84,7 @@ class Arch:
 
     def build(self, hp: HParams, layer_start: int, layer_end: int, first: bool, last: bool,
               max_seq_len: int) -> list[KernelCall]:
-        """The stage program (see :func:`pipeplan.runtime.stage_program.build_stage_program`):
+        """The stage program (see :func:`pipeplan.models.stage_program.build_stage_program`):
         ``embedding_gather`` (``scale`` attr when ``hp.embd_scale != 1``) on the first stage, then
         each block's calls (block ``b`` reads ``h<b>``, writes ``h<b+1>``; the stage's last block writes
         ``output`` unless the stage is last), then ``last_row``, the ``output_norm`` RMS norm and the

@@ -1,10 +1,10 @@
 """CUDA/Triton target ``cuda-triton``: capabilities are the Triton kernels pipeplan writes.
 
 The legality reads the same table as the kernels and the ``convert-cplan-to-triton`` lowering
-(:mod:`pipeplan.runtime.kernels.triton_formats`), so every task it accepts lowers (issue 11 item 8):
-one rule per op of :data:`~pipeplan.runtime.kernels.triton_formats.OPERANDS` whose dtypes are that op's
+(:mod:`pipeplan.targets.triton_formats`), so every task it accepts lowers (issue 11 item 8):
+one rule per op of :data:`~pipeplan.targets.triton_formats.OPERANDS` whose dtypes are that op's
 operand dtypes, and :class:`TritonLegality` adds the per-operand check
-(:func:`~pipeplan.runtime.kernels.triton_formats.unsupported`: activations f32, matmul weights and
+(:func:`~pipeplan.targets.triton_formats.unsupported`: activations f32, matmul weights and
 embedding tables F32/F16/BF16/Q8_0/Q4_0/Q4_1/Q5_0/Q5_1/Q4_K/Q5_K/Q6_K with a row length that is a whole
 number of blocks, norm weights and biases f32). Operands live in device memory, row-major, 16-byte
 aligned (Triton's vectorized loads). Matmuls have two implementations: the dequantize-in-the-loop
@@ -18,7 +18,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from pipeplan.dialects.bindings import TargetBinding
-from pipeplan.lowering.targets import (
+from pipeplan.targets import (
     CapabilityRule,
     EngineResources,
     PreferenceSelector,
@@ -28,7 +28,7 @@ from pipeplan.lowering.targets import (
     TaskRequirements,
     standard_capabilities,
 )
-from pipeplan.runtime.kernels.triton_formats import (
+from pipeplan.targets.triton_formats import (
     DTYPES,
     OPERANDS,
     ROLE_DTYPES,
@@ -66,7 +66,7 @@ RULES: tuple[CapabilityRule, ...] = tuple(_RULES)
 
 class TritonLegality(StandardLegality):
     """The AB-L-1 checks of :class:`StandardLegality`; a task they pass must also pass the Triton kernels'
-    own operand table (:func:`~pipeplan.runtime.kernels.triton_formats.unsupported`, the check the
+    own operand table (:func:`~pipeplan.targets.triton_formats.unsupported`, the check the
     lowering makes), whose reason is then the one given."""
 
     def check(self, task: TaskRequirements, rule: CapabilityRule, binding: TargetBinding) -> tuple[str, ...]:

@@ -10,7 +10,7 @@ alignment, which never changes the task's op, bytes or flops.
 from __future__ import annotations
 
 from pipeplan.dialects.bindings import TargetBinding
-from pipeplan.lowering.targets import (
+from pipeplan.targets import (
     CPU_RUNTIME_DTYPES,
     EngineResources,
     PreferenceSelector,

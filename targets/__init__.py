@@ -13,7 +13,7 @@ A target is one module of this package exposing ``PLUGIN: TargetPlugin``; add it
 * a :class:`ResourceModel` — resources a candidate needs (engine, workspace bytes).
 
 Estimate providers (:class:`EstimateProvider`) are not target-specific; they live in
-:mod:`pipeplan.lowering.evidence`. Lowering and emission protocols come later.
+:mod:`pipeplan.analysis.evidence`. Lowering and emission protocols come later.
 """
 
 from __future__ import annotations
@@ -27,9 +27,9 @@ from pipeplan.dialects.bindings import TargetBinding
 from pipeplan.errors import PipeplanError
 
 TARGETS: dict[str, str] = {
-    "virtual-queue": "pipeplan.lowering.targets.virtual_queue:PLUGIN",
-    "virtual-slot": "pipeplan.lowering.targets.virtual_slot:PLUGIN",
-    "cuda-triton": "pipeplan.lowering.targets.cuda_triton:PLUGIN",
+    "virtual-queue": "pipeplan.targets.virtual_queue:PLUGIN",
+    "virtual-slot": "pipeplan.targets.virtual_slot:PLUGIN",
+    "cuda-triton": "pipeplan.targets.cuda_triton:PLUGIN",
 }
 """Target name -> ``module:attribute`` of its plugin (imported lazily by :func:`get_target`)."""
 
@@ -143,7 +143,7 @@ class ImplementationSelector(Protocol):
 
 @runtime_checkable
 class EstimateProvider(Protocol):
-    """Prices a normalized estimate request (see :mod:`pipeplan.lowering.evidence`)."""
+    """Prices a normalized estimate request (see :mod:`pipeplan.analysis.evidence`)."""
 
     name: str
 

@@ -38,10 +38,10 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from pipeplan.analysis.simulate import Projection, Simulation
 from pipeplan.errors import PipeplanError
-from pipeplan.frontend.paths import check_input_file
-from pipeplan.lowering.atomic import OutputPathError, check_output_file, write_file_atomic
-from pipeplan.lowering.simulate import Projection, Simulation
+from pipeplan.files.atomic import OutputPathError, check_output_file, write_file_atomic
+from pipeplan.files.paths import check_input_file
 
 BUNDLE_FORMAT = "pipeplan-timeline/1"
 LEVELS = ("none", "command", "instruction", "order")
@@ -179,7 +179,7 @@ class TimelineBundle:
         return _json_text(self.to_json(), f"{self.kind} timeline", indent=1)
 
     def write(self, path: str | Path, option: str = "--timeline") -> Path:
-        """Write :meth:`dumps` to ``path`` atomically (:func:`~pipeplan.lowering.atomic.write_file_atomic`);
+        """Write :meth:`dumps` to ``path`` atomically (:func:`~pipeplan.files.atomic.write_file_atomic`);
         returns it. Raises TimelineError(non_finite) before touching the path; OutputPathError (a path that
         is not a regular file, a missing directory, a failed write: no partial file)."""
         return write_file_atomic(path, self.dumps(), option)
@@ -334,7 +334,7 @@ def bundle_from_simulation(sim: Simulation, digests: Mapping[str, str], *, proje
                 "critical_path": [f"{g.nodes[v].step}#{g.nodes[v].iteration}:{cmds[g.nodes[v].cmd].id}"
                                   for v in projection.critical_path]}
     return TimelineBundle("predicted", dict(digests), list(sim.schedule), ev, syncs, proj,
-                          {"source": "pipeplan.lowering.simulate", "makespan_s": sim.makespan, **(meta or {})})
+                          {"source": "pipeplan.analysis.simulate", "makespan_s": sim.makespan, **(meta or {})})
 
 
 # --------------------------------------------------------------------------- comparison

@@ -7,16 +7,16 @@ their matmuls) and NEOX rope (``LLAMA_ROPE_TYPE_NEOX``); SwiGLU FFN; softmax sca
 
 from __future__ import annotations
 
-from pipeplan.plan_types import ModelFacts
-from pipeplan.runtime.archs import Arch
-from pipeplan.runtime.archs.common import (
+from pipeplan.models.archs import Arch
+from pipeplan.models.archs.common import (
     attention_call,
     attention_weights,
     base_hparams,
     block_names,
     rope_call,
 )
-from pipeplan.runtime.stage_program import START_POS, HParams, KernelCall
+from pipeplan.models.stage_program import START_POS, HParams, KernelCall
+from pipeplan.plan_types import ModelFacts
 
 
 def hparams(facts: ModelFacts) -> HParams:

@@ -4,7 +4,7 @@
   task's device from the DeploymentBinding (``bytes / link_bandwidth`` for send/recv). A device
   without the peak it needs is an error naming the device and field, never an assumed peak.
   Confidence 0.5 (an analytic bound, Williams et al., "Roofline", CACM 2009).
-* :class:`MeasuredTable` — a JSON table written by ``pipeplan calibrate`` (:mod:`pipeplan.lowering.calibrate`,
+* :class:`MeasuredTable` — a JSON table written by ``pipeplan calibrate`` (:mod:`pipeplan.tools.calibrate`,
   cached per machine + model and used by default) or ``bench/measure_kernels.py`` (what our runtime's
   tasks cost on this machine: by default each command of a calibration replay charged with its
   dispatch, including the recv/send hops; or isolated kernel hot loops). Any task key may appear,

@@ -7,16 +7,16 @@ no biases; SwiGLU FFN; softmax scale ``1/sqrt(head_dim)``. 18 calls per block.
 
 from __future__ import annotations
 
-from pipeplan.plan_types import ModelFacts
-from pipeplan.runtime.archs import Arch
-from pipeplan.runtime.archs.common import (
+from pipeplan.models.archs import Arch
+from pipeplan.models.archs.common import (
     attention_call,
     attention_weights,
     base_hparams,
     block_names,
     rope_call,
 )
-from pipeplan.runtime.stage_program import START_POS, HParams, KernelCall
+from pipeplan.models.stage_program import START_POS, HParams, KernelCall
+from pipeplan.plan_types import ModelFacts
 
 
 def hparams(facts: ModelFacts) -> HParams:

@@ -11,7 +11,7 @@
   Pisarchyk & Lee 2020, arXiv:2001.03288). Two transients interfere unless every access of one
   happens-before every access of the other in *every* legal execution (the happens-before closure
   of dependencies, queue order and signal/wait, as bitsets from
-  :func:`pipeplan.lowering.schedule.ancestor_sets`), so a reuse is safe under any legal
+  :func:`pipeplan.analysis.schedule.ancestor_sets`), so a reuse is safe under any legal
   interleaving, not only in the list schedule (AB-S-5).
 * :func:`live_lower_bound` -- the lower bound every allocation must meet: the maximum over time of
   the bytes live in the schedule (persistent bytes plus transients whose first access has started

@@ -6,19 +6,19 @@
   calibration prompts, and every command of the single-threaded measured timeline is charged by
   :func:`charge_commands` (its dispatch included; the commands of an instance sum to its wall time).
   The keys are exactly the EstimateRequest keys (``op|dtypes|shape``,
-  :func:`pipeplan.lowering.evidence.request_key`) of the plan's tasks that ``pplan-resolve-costs``
+  :func:`pipeplan.analysis.evidence.request_key`) of the plan's tasks that ``pplan-resolve-costs``
   prices, transfers (``recv``/``send``: the replay's hops) included. ``seconds`` is the 10 %-trimmed
   mean of a key's samples.
 * :func:`machine_fingerprint` / :func:`model_fingerprint` / :func:`calibration_path` — the cache key:
   ``<cache>/calibration/<sha256(machine, model)[:24]>.json``; machine = CPU model, logical core count,
   kernel target, threads, pipeplan version; model = sha256 of the GGUF file(s).
 * :func:`write_calibration` merges new entries into the cached table (keys of other stage counts stay)
-  and writes it atomically (:func:`pipeplan.lowering.atomic.write_file_atomic`).
+  and writes it atomically (:func:`pipeplan.files.atomic.write_file_atomic`).
 * :func:`select_evidence` — the evidence a command uses: explicit ``--evidence`` first; else the cached
   calibration when one matches this machine + model (``measured:<path>`` then ``roofline`` for keys it
   lacks); else roofline, with the line saying why (none, corrupt, other machine).
 
-Table format: :data:`pipeplan.lowering.evidence.TABLE_FORMAT` plus ``"calibration"`` (the fingerprints
+Table format: :data:`pipeplan.analysis.evidence.TABLE_FORMAT` plus ``"calibration"`` (the fingerprints
 and the key) and ``"method"``.
 """
 
@@ -37,8 +37,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from pipeplan.analysis.evidence import TABLE_FORMAT, EvidenceError, MeasuredTable, request_key
 from pipeplan.errors import PipeplanError
-from pipeplan.lowering.evidence import TABLE_FORMAT, EvidenceError, MeasuredTable, request_key
 
 CALIBRATION_FORMAT = "pipeplan-calibration/1"
 MODEL_SHA_MEMO = "model-sha256.memo"
@@ -106,7 +106,7 @@ def model_fingerprint(files: Sequence[str | os.PathLike[str]], memo: Path | None
         shas.append(sha)
     if memo is not None and changed:
         try:
-            from pipeplan.lowering.atomic import write_file_atomic
+            from pipeplan.files.atomic import write_file_atomic
 
             memo.parent.mkdir(parents=True, exist_ok=True)
             write_file_atomic(memo, json.dumps(known, indent=0, sort_keys=True) + "\n", "model sha memo")
@@ -188,9 +188,9 @@ def measure_runtime(plan_module, model: str | Path, *, pool: str | Path | None =
     Raises the compiler's / replay's typed errors; CalibrationError(invalid_request) for bad counts or a
     measured command that names no task of the plan.
     """
+    from pipeplan.compiler.replay_package import compile_plan_to_package
     from pipeplan.dialects.pplan import ints, str_list
     from pipeplan.dialects.runplan_build import runplan_spec_from_module
-    from pipeplan.lowering.replay_package import compile_plan_to_package
     from pipeplan.runtime.replay import replay_package
     from pipeplan.runtime.tokenizer import SPMTokenizer
     from pipeplan.transforms.convert_runplan_to_pplan import build_portable_plan
@@ -261,7 +261,7 @@ def write_calibration(path: Path, table: Mapping[str, Any], machine: Mapping[str
                       *, force: bool = False) -> dict[str, Any]:
     """Write ``table`` (merged into the cached one unless ``force``) with its fingerprints at ``path``,
     atomically. Returns the written document. Raises OutputPathError (``write_failed``, ``bad_output_path``)."""
-    from pipeplan.lowering.atomic import write_file_atomic
+    from pipeplan.files.atomic import write_file_atomic
 
     old = None if force else read_table(path)
     if old is not None and (old.get("calibration") or {}).get("machine") != dict(machine):
@@ -272,7 +272,7 @@ def write_calibration(path: Path, table: Mapping[str, Any], machine: Mapping[str
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
     except OSError as e:
-        from pipeplan.lowering.atomic import OutputPathError
+        from pipeplan.files.atomic import OutputPathError
 
         raise OutputPathError(f"calibration: cannot create {path.parent}: {e.strerror or e}", code="write_failed",
                               where=str(path.parent)) from None
@@ -364,7 +364,7 @@ def plan_evidence(explicit: Sequence[str] | None, plan, *, target: str | Sequenc
     if explicit:
         return select_evidence(explicit, None)
     try:
-        from pipeplan.lowering.replay_package import _parse_plan
+        from pipeplan.compiler.replay_package import _parse_plan
 
         module = _parse_plan(plan)
     except PipeplanError:
@@ -498,11 +498,11 @@ def measure_cpu(plan_module, model: str | Path, *, pool: str | Path | None = Non
     CalibrationError(measure_mismatch) when the executor's kernel calls are not the step's instructions.
     """
     import numpy as np
+    from pipeplan.compiler.replay_package import compile_plan_to_package
     from pipeplan.dialects.pplan import ints, str_list
     from pipeplan.dialects.runplan_build import runplan_spec_from_module
     from pipeplan.dialects.vmachine import SampleOp, StageOp, abi_of
     from pipeplan.frontend.gguf_facts import read_model_facts
-    from pipeplan.lowering.replay_package import compile_plan_to_package
     from pipeplan.runtime.kernels import cpu
     from pipeplan.runtime.loader import stage_slices
     from pipeplan.runtime.program import StageExecutor, is_cache

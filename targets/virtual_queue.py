@@ -10,7 +10,7 @@ legalization with a lineage diagnostic rather than a silent generic kernel.
 from __future__ import annotations
 
 from pipeplan.dialects.bindings import TargetBinding
-from pipeplan.lowering.targets import (
+from pipeplan.targets import (
     CPU_RUNTIME_DTYPES,
     EngineResources,
     PreferenceSelector,

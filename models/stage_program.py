@@ -5,7 +5,7 @@ The compiler (``convert-runplan-to-pplan``, ``convert-cplan-to-vmachine``) needs
 import nothing heavier than the standard library; :mod:`pipeplan.runtime.program` re-exports every
 one of them (existing imports from there keep working) and adds the torch :class:`StageExecutor`.
 :func:`build_stage_program` dispatches on ``HParams.arch`` to the builders of
-:mod:`pipeplan.runtime.archs` (one module per architecture, each following its llama.cpp graph).
+:mod:`pipeplan.models.archs` (one module per architecture, each following its llama.cpp graph).
 See :mod:`pipeplan.runtime.program` for the buffer naming.
 """
 
@@ -66,7 +66,7 @@ class ExecutionError(ProgramError):
 
 # --------------------------------------------------------------------------- hparams
 class UnsupportedArchitectureError(BindError):
-    """``general.architecture`` names no stage-program builder (:mod:`pipeplan.runtime.archs`)."""
+    """``general.architecture`` names no stage-program builder (:mod:`pipeplan.models.archs`)."""
 
     code = "unsupported_architecture"
 
@@ -94,7 +94,7 @@ class UnexpectedTensorError(BindError):
 @dataclass(frozen=True)
 class HParams:
     """Hyper-parameters of a decoder-only transformer (llama.cpp ``llama_hparams``, read from the
-    ``<arch>.*`` GGUF keys by the architecture's module in :mod:`pipeplan.runtime.archs`).
+    ``<arch>.*`` GGUF keys by the architecture's module in :mod:`pipeplan.models.archs`).
 
     Attributes:
         n_embd: hidden size D. n_head / n_head_kv: query / KV heads. n_ff: FFN width.
@@ -168,7 +168,7 @@ class HParams:
             UnsupportedArchitectureError: no builder for ``facts.architecture``.
             InvalidHParamsError: invariants of that architecture do not hold (:meth:`check`).
         """
-        from pipeplan.runtime.archs import get_arch
+        from pipeplan.models.archs import get_arch
 
         return get_arch(facts.architecture).hparams(facts)
 
@@ -201,7 +201,7 @@ class HParams:
     def weight_shape(self, name: str) -> tuple[int, ...] | None:
         """Torch-order shape the program expects for weight ``name`` (None: not a weight of this
         architecture); from the architecture's module."""
-        from pipeplan.runtime.archs import get_arch
+        from pipeplan.models.archs import get_arch
 
         return get_arch(self.arch).weight_shapes(self).get(
             name.split(".", 2)[-1] if name.startswith("blk.") else name)
@@ -311,7 +311,7 @@ def check_stage_range(hp: HParams, layer_start: int, layer_end: int, first: bool
 def build_stage_program(hp: HParams, layer_start: int, layer_end: int, first: bool, last: bool,
                         max_seq_len: int) -> list[KernelCall]:
     """The ordered kernel calls of a stage owning blocks ``[layer_start, layer_end)``, built by the
-    module of ``hp.arch`` (:mod:`pipeplan.runtime.archs`: llama, gemma3, qwen2, qwen3).
+    module of ``hp.arch`` (:mod:`pipeplan.models.archs`: llama, gemma3, qwen2, qwen3).
 
     ``first`` adds the embedding gather (``input`` = token ids); ``last`` adds the final norm and
     output head (``output`` = logits; a ``last_row`` call marked ``attrs["if"] == "last_only"`` lets
@@ -323,6 +323,6 @@ def build_stage_program(hp: HParams, layer_start: int, layer_end: int, first: bo
         InvalidRangeError: see :func:`check_stage_range`.
         UnsupportedArchitectureError: no builder for ``hp.arch``.
     """
-    from pipeplan.runtime.archs import get_arch
+    from pipeplan.models.archs import get_arch
 
     return get_arch(hp.arch).build(hp, layer_start, layer_end, first, last, max_seq_len)

@@ -26,7 +26,7 @@ import tempfile
 from pathlib import Path
 
 from pipeplan.errors import PipeplanError
-from pipeplan.frontend.paths import file_kind
+from pipeplan.files.paths import file_kind
 
 __all__ = ["GuardedStdout", "OutputPathError", "check_output_file", "clear_inputs", "current_umask", "note_inputs",
            "write_file_atomic"]

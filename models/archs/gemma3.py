@@ -19,16 +19,16 @@ from __future__ import annotations
 import math
 import struct
 
-from pipeplan.plan_types import ModelFacts
-from pipeplan.runtime.archs import Arch, MetaKey
-from pipeplan.runtime.archs.common import (
+from pipeplan.models.archs import Arch, MetaKey
+from pipeplan.models.archs.common import (
     attention_call,
     attention_weights,
     base_hparams,
     block_names,
     rope_call,
 )
-from pipeplan.runtime.stage_program import START_POS, HParams, InvalidHParamsError, KernelCall
+from pipeplan.models.stage_program import START_POS, HParams, InvalidHParamsError, KernelCall
+from pipeplan.plan_types import ModelFacts
 
 SWA_PATTERN = 6
 """Every 6th layer (``il % 6 == 5``) is global (llama.cpp ``hparams.set_swa_pattern(6)``)."""

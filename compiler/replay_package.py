@@ -44,9 +44,30 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from pipeplan.analysis.simulate import build_model, run_schedule, simulate
+from pipeplan.analysis.timeline import TimelineBundle, bundle_from_simulation
+from pipeplan.api import parse_module, register_pipeplan
+from pipeplan.dialects.bindings import TargetBindingOp
+from pipeplan.dialects.cplan import plan_from_ir
+from pipeplan.dialects.runplan_build import plan_node_pool, runplan_spec_from_module
+from pipeplan.dialects.vmachine import ENGINE_REVISION, KernelOp
 from pipeplan.errors import PipeplanError
-from pipeplan.frontend.paths import InputPathError, check_input_file, file_kind
-from pipeplan.lowering.atomic import OutputPathError, check_output_file, current_umask, write_file_atomic
+from pipeplan.files.atomic import OutputPathError, check_output_file, current_umask, write_file_atomic
+from pipeplan.files.paths import InputPathError, check_input_file, file_kind
+from pipeplan.transforms.convert_cplan_to_vmachine import abi_from_facts, lower_module
+from pipeplan.transforms.convert_pplan_to_cplan import ConvertPplanToCplanPass
+from pipeplan.transforms.convert_runplan_to_pplan import ConvertRunplanToPplanPass
+from pipeplan.transforms.cplan_project_timing import (
+    CplanProjectTimingPass,
+    confidences_from_module,
+    find_cplan,
+    project_module,
+    publication_digests,
+)
+from pipeplan.transforms.cplan_verify import CplanVerifyPass
+from pipeplan.transforms.pplan_legalize import PplanLegalizePass
+from pipeplan.transforms.pplan_resolve_costs import PplanResolveCostsPass
+from pipeplan.transforms.pplan_select_implementations import PplanSelectImplementationsPass
 
 PACKAGE_FORMAT = "pipeplan-replay-package/1"
 LINEAGE_FORMAT = "pipeplan-lineage/1"
@@ -95,7 +116,6 @@ def print_module(op) -> str:
 
 
 def _parse_plan(plan_module) -> Any:
-    from pipeplan.api import parse_module, register_pipeplan
     from xdsl.context import Context
     from xdsl.dialects.builtin import ModuleOp
 
@@ -137,15 +157,6 @@ def compile_plan(plan_module, target: str = "virtual-queue", evidence: Sequence[
     never a default); PackageError(file_not_found / input_not_text / bad_plan) for an unreadable, binary or unparsable plan;
     PackageError carrying the failing pass's code and one-line message otherwise.
     """
-    from pipeplan.api import register_pipeplan
-    from pipeplan.dialects.runplan_build import plan_node_pool, runplan_spec_from_module
-    from pipeplan.transforms.convert_pplan_to_cplan import ConvertPplanToCplanPass
-    from pipeplan.transforms.convert_runplan_to_pplan import ConvertRunplanToPplanPass
-    from pipeplan.transforms.cplan_project_timing import CplanProjectTimingPass
-    from pipeplan.transforms.cplan_verify import CplanVerifyPass
-    from pipeplan.transforms.pplan_legalize import PplanLegalizePass
-    from pipeplan.transforms.pplan_resolve_costs import PplanResolveCostsPass
-    from pipeplan.transforms.pplan_select_implementations import PplanSelectImplementationsPass
     from xdsl.context import Context
     from xdsl.passes import PassPipeline
     from xdsl.utils.exceptions import PassFailedException
@@ -189,7 +200,6 @@ def _diagnostic(msg: str) -> tuple[str, str]:
 
 
 def _target_binding(module) -> dict[str, Any]:
-    from pipeplan.dialects.bindings import TargetBindingOp
     from xdsl.dialects.builtin import ArrayAttr, StringAttr
 
     def val(v) -> Any:
@@ -209,19 +219,8 @@ def build_package_files(module, spec, *, target: str, decode_tokens: int = 16, p
                         ) -> dict[str, str]:
     """The package's file contents (name -> text) from a compiled module (:func:`compile_plan`).
 
-    Raises MachineVerifyError (lineage path) or PipeplanError from lowering/simulation.
+    Raises MachineVerifyError (lineage path) or PipeplanError from the lowering or the simulation.
     """
-    from pipeplan.dialects.cplan import plan_from_ir
-    from pipeplan.dialects.vmachine import ENGINE_REVISION, KernelOp
-    from pipeplan.lowering.simulate import build_model, run_schedule, simulate
-    from pipeplan.lowering.timeline import bundle_from_simulation
-    from pipeplan.transforms.convert_cplan_to_vmachine import abi_from_facts, lower_module
-    from pipeplan.transforms.cplan_project_timing import (
-        confidences_from_module,
-        find_cplan,
-        project_module,
-        publication_digests,
-    )
     from xdsl.dialects.builtin import ModuleOp
 
     plan_op = find_cplan(module)
@@ -421,8 +420,6 @@ def compile_plan_to_package(plan_module, target: str = "virtual-queue", evidence
     ``write_failed``), OutputPathError (``trace``/``timeline`` not writable), MachineVerifyError. Output
     paths are checked before compiling: a failure writes nothing; every file is written atomically.
     """
-    from pipeplan.lowering.timeline import TimelineBundle
-
     check_package_dir(out_dir)
     if trace is not None:
         check_output_file(trace, "--trace")

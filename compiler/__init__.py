@@ -1,0 +1,1 @@
+"""pipeplan.compiler: the compile driver (plan -> verified machine program) and replay packages."""

@@ -1,0 +1,344 @@
+"""Whole-plan invariants of seed 000 over plan_types values (tensor index, edge specs, model facts,
+stage layout, edge topology) and the provisioning projection (:func:`derive_provisions`,
+:func:`check_provisions`). ``runplan.plan``'s verifier (:func:`pipeplan.dialects.runplan.check_plan`)
+reads the plan into a RunPlanSpec and runs these; a failure is a VerifyException
+``[RP-..] <invariant>: <detail>``.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from pipeplan.dialects.runplan_attrs import (
+    LAYOUTS,
+    ORCHESTRATOR_NODE,
+    TOKEN_EDGE_KINDS,
+    _check_config_values,
+    _endpoint_str,
+    _fail,
+    _is_pow2,
+)
+from pipeplan.plan_types import (
+    DTYPE_WIDTHS,
+    EDGE_KINDS,
+    ORCHESTRATOR,
+    EdgePlan,
+    EdgeProvision,
+    ModelFacts,
+    ProvisionStage,
+    RunPlanSpec,
+    TensorInfo,
+    TensorSlice,
+    WeightSource,
+)
+
+
+# --------------------------------------------------------------------------- checks
+def check_tensor(t: TensorInfo) -> None:
+    """[RP-AR-6] one tensor of the index: non-negative shard/offset, positive dims, ``block`` agrees
+    with a ``blk.N.`` name, ``n_bytes`` equals gguf's size for the ggml type and shape."""
+    w = f"tensor '{t.name}'"
+    inv = "model facts must be consistent with the tensor index"
+    if not t.name:
+        raise _fail("RP-AR-6", inv, "a tensor has an empty name")
+    if t.shard < 0 or t.offset < 0 or t.n_bytes < 0:
+        raise _fail("RP-AR-6", inv, f"{w} has a negative shard, offset or size")
+    if not t.shape or any(d <= 0 for d in t.shape):
+        raise _fail("RP-AR-6", inv, f"{w} has shape {list(t.shape)}; dimensions must be positive")
+    m = re.match(r"blk\.(\d+)\.", t.name)
+    expect_block = int(m.group(1)) if m else None
+    if t.block != expect_block:
+        raise _fail("RP-AR-6", inv, f"{w} has block {-1 if t.block is None else t.block} "
+                    f"but its name says {-1 if expect_block is None else expect_block}")
+    import gguf
+
+    try:
+        qtype = gguf.GGMLQuantizationType[t.ggml_type]
+    except KeyError:
+        raise _fail("RP-AR-6", inv, f"{w} has unknown ggml type '{t.ggml_type}'") from None
+    block_size, type_size = gguf.GGML_QUANT_SIZES[qtype]
+    n = math.prod(t.shape)
+    if t.shape[0] % block_size or t.n_bytes != n // block_size * type_size:
+        raise _fail("RP-AR-6", inv, f"{w} has {t.n_bytes} bytes but {t.ggml_type} {list(t.shape)} "
+                    f"takes {n // block_size * type_size}")
+
+
+def check_edge_specs(e: EdgePlan, facts: Mapping[str, Any] | None, config: Mapping[str, Any] | None) -> None:
+    """Object/Ring Spec Consistency of one edge (see :class:`EdgeOp`); ``facts``/``config`` are the
+    plan's dictionaries (checks needing them are skipped when they are None)."""
+    w = f"edge '{e.edge_id}'"
+    o, r = e.object_spec, e.ring_spec
+    want_kind = "token" if e.kind in TOKEN_EDGE_KINDS else "activation"
+    if o.kind != want_kind:
+        raise _fail("RP-OS-3", "token edges use token object specs, activation edges activation object specs",
+                    f"{w} ({e.kind}) has a '{o.kind}' object spec")
+    inv5 = "object specs must have a valid extent, alignment, dtype width, shape and layout"
+    if o.dtype not in DTYPE_WIDTHS:
+        raise _fail("RP-OS-5", inv5, f"{w} has unknown dtype '{o.dtype}'")
+    if o.dtype_width != DTYPE_WIDTHS[o.dtype]:
+        raise _fail("RP-OS-5", inv5, f"{w} has dtype_width {o.dtype_width} but {o.dtype} is {DTYPE_WIDTHS[o.dtype]} bytes")
+    if o.layout not in LAYOUTS:
+        raise _fail("RP-OS-5", inv5, f"{w} has unsupported layout '{o.layout}'")
+    if not _is_pow2(o.alignment):
+        raise _fail("RP-OS-5", inv5, f"{w} has alignment {o.alignment}, which is not a positive power of two")
+    if not o.shape or any(d <= 0 for d in o.shape):
+        raise _fail("RP-OS-5", inv5, f"{w} has unsupported shape {list(o.shape)}")
+    if facts is not None and config is not None and o.kind == "activation":
+        act_w = DTYPE_WIDTHS.get(config["activation_dtype"], 0)
+        want = config["max_seq_len"] * facts["embedding_length"] * act_w
+        if o.dtype != config["activation_dtype"] or o.max_extent != want:
+            raise _fail("RP-OS-2", "activation max_extent must be max_seq_len * hidden_dim * dtype_width_bytes",
+                        f"{w} has {o.dtype} max_extent {o.max_extent} but {config['max_seq_len']} * "
+                        f"{facts['embedding_length']} * {act_w} ({config['activation_dtype']}) = {want}")
+    if o.max_extent != math.prod(o.shape) * o.dtype_width:
+        raise _fail("RP-OS-5", inv5, f"{w} has max_extent {o.max_extent} but shape {list(o.shape)} of {o.dtype} "
+                    f"takes {math.prod(o.shape) * o.dtype_width} bytes")
+    if facts is not None and config is not None:
+        if o.kind == "token":
+            want_shape: tuple[int, ...] = (config["max_seq_len"],)
+            if o.dtype != config["token_dtype"]:
+                raise _fail("RP-OS-5", inv5, f"{w} has token dtype {o.dtype} but the config's is {config['token_dtype']}")
+        else:
+            want_shape = (config["max_seq_len"], facts["embedding_length"])
+        if tuple(o.shape) != want_shape:
+            raise _fail("RP-OS-5", inv5, f"{w} has unsupported shape {list(o.shape)}; a {o.kind} object is "
+                        f"{list(want_shape)}")
+        if o.alignment != config["alignment"]:
+            raise _fail("RP-OS-5", inv5, f"{w} has alignment {o.alignment} but the config's is {config['alignment']}")
+    inv_ring = "ring specs must hold at least one slot of at least max_extent bytes, aligned"
+    if r.slots < 1 or (config is not None and r.slots != config["ring_slots"]):
+        raise _fail("RP-OS-5", inv_ring, f"{w} has {r.slots} ring slots"
+                    + ("" if config is None else f" but the config asks for {config['ring_slots']}"))
+    if r.slot_bytes < o.max_extent:
+        raise _fail("RP-OS-5", inv_ring, f"{w} has slot_bytes {r.slot_bytes} < max_extent {o.max_extent}")
+    if r.slot_bytes % o.alignment:
+        raise _fail("RP-OS-5", inv_ring, f"{w} has slot_bytes {r.slot_bytes}, not a multiple of alignment {o.alignment}")
+
+
+def _check_facts(f: ModelFacts, weights: WeightSource) -> None:
+    inv = "model facts must be consistent with the requested stage layout"
+    for k in ("block_count", "embedding_length", "head_count", "head_count_kv", "vocab_size"):
+        if getattr(f, k) <= 0:
+            raise _fail("RP-AR-6", inv, f"{k} is {getattr(f, k)}")
+    if f.head_count % f.head_count_kv:
+        raise _fail("RP-AR-6", inv, f"head_count {f.head_count} is not a multiple of head_count_kv {f.head_count_kv}")
+    if f.block_bytes and len(f.block_bytes) != f.block_count:
+        raise _fail("RP-AR-6", inv, f"block_bytes has {len(f.block_bytes)} entries but block_count is {f.block_count}")
+    for n, u in (("sha256", weights.sha256), ("sizes", weights.sizes)):
+        if u and len(u) != len(weights.uris):
+            raise _fail("RP-AR-6", inv, f"the weight source has {len(weights.uris)} uris but {len(u)} {n}")
+    if not f.tensors:
+        return
+    sums = [0] * f.block_count
+    names: set[str] = set()
+    for t in f.tensors:
+        if t.name in names:
+            raise _fail("RP-AR-6", inv, f"tensor '{t.name}' appears twice in the tensor index")
+        names.add(t.name)
+        if t.block is not None:
+            if t.block >= f.block_count:
+                raise _fail("RP-AR-6", inv, f"tensor '{t.name}' is in block {t.block} but block_count is {f.block_count}")
+            sums[t.block] += t.n_bytes
+        if weights.uris and t.shard >= len(weights.uris):
+            raise _fail("RP-AR-6", inv, f"tensor '{t.name}' is in shard {t.shard} but the weight source has "
+                        f"{len(weights.uris)} uris")
+    for b, total in enumerate(sums):
+        if total == 0:
+            raise _fail("RP-AR-6", inv, f"block {b} has no tensors but block_count is {f.block_count}")
+    if tuple(sums) != tuple(f.block_bytes):
+        b = next((i for i in range(f.block_count) if i >= len(f.block_bytes) or f.block_bytes[i] != sums[i]), 0)
+        have = f.block_bytes[b] if b < len(f.block_bytes) else "nothing"
+        raise _fail("RP-AR-6", inv, f"block_bytes[{b}] is {have} but the tensors of block {b} total {sums[b]} bytes")
+
+
+def check_spec(spec: RunPlanSpec, node_ids: Sequence[str]) -> None:
+    """Every whole-plan invariant of seed 000 over a RunPlanSpec whose ops passed their local checks.
+
+    Order (the first failure is reported): runtime config [RP-OS-5]; model facts [RP-AR-6];
+    duplicate stage index [RP-AR-2]; missing stage index [RP-AR-3]; stage count [RP-AR-4] (at least 1,
+    at most block_count); node ids [RP-AR-1]; layer ranges in stage order: start at 0 [RP-LA-3],
+    contiguous [RP-LA-1], no overlap [RP-LA-2], end at block_count [RP-LA-3]; edge ids unique
+    [RP-EA-1]; endpoints are stages or the orchestrator [RP-EA-2]; exactly one token-in
+    orchestrator -> 0 [RP-EA-3]; one activation edge i -> i+1 per boundary [RP-EA-4]; exactly one
+    token-out N-1 -> orchestrator [RP-EA-5]. Raises VerifyException.
+    """
+    _check_config_values(spec.config)
+    _check_facts(spec.facts, spec.weights)
+    f = spec.facts
+    counts: dict[int, int] = {}
+    for s in spec.stages:
+        counts[s.index] = counts.get(s.index, 0) + 1
+    for idx, n in sorted(counts.items()):
+        if n > 1:
+            raise _fail("RP-AR-2", "each stage index is assigned exactly once", f"stage {idx} is assigned {n} times")
+    n_st = len(spec.stages)
+    missing = [i for i in range(n_st) if i not in counts]
+    if missing:
+        extra = sorted(i for i in counts if i >= n_st)
+        raise _fail("RP-AR-3", "stage indices must be exactly 0..stage_count-1",
+                    f"stage {missing[0]} is missing" + (f" (stage {extra[0]} is out of range)" if extra else ""))
+    if n_st == 0:
+        raise _fail("RP-AR-4", "the stage count must be between 1 and block_count", "the plan has no stages")
+    if n_st > f.block_count:
+        raise _fail("RP-AR-4", "the stage count must be between 1 and block_count",
+                    f"{n_st} stages for {f.block_count} blocks")
+    pool = set(node_ids)
+    stages = sorted(spec.stages, key=lambda s: s.index)
+    for s in stages:
+        if s.node_id not in pool:
+            raise _fail("RP-AR-1", "every stage must run on a node of the pool",
+                        f"stage {s.index} is assigned to unknown node '{s.node_id}'")
+    if stages[0].layer_start != 0:
+        raise _fail("RP-LA-3", "the union of stage ranges must cover the block range [0, block_count)",
+                    f"stage 0 starts at block {stages[0].layer_start}")
+    for prev, s in zip(stages, stages[1:]):
+        if s.layer_start > prev.layer_end:
+            raise _fail("RP-LA-1", "stage ranges must be contiguous",
+                        f"stage {s.index} starts at block {s.layer_start} but stage {prev.index} ends at block {prev.layer_end}")
+        if s.layer_start < prev.layer_end:
+            raise _fail("RP-LA-2", "stage ranges must not overlap",
+                        f"stage {s.index} starts at block {s.layer_start} but stage {prev.index} ends at block {prev.layer_end}")
+    if stages[-1].layer_end != f.block_count:
+        raise _fail("RP-LA-3", "the union of stage ranges must cover the block range [0, block_count)",
+                    f"stage {stages[-1].index} ends at block {stages[-1].layer_end} but the model has {f.block_count} blocks")
+    _check_edges(spec.edges, n_st)
+
+
+def _check_edges(edges: Sequence[EdgePlan], n: int) -> None:
+    seen: set[str] = set()
+    for e in edges:
+        if e.edge_id in seen:
+            raise _fail("RP-EA-1", "every edge id must be unique within the run", f"edge id '{e.edge_id}' is used twice")
+        seen.add(e.edge_id)
+        for role, v in (("producer", e.producer), ("consumer", e.consumer)):
+            if v != ORCHESTRATOR and not 0 <= v < n:
+                raise _fail("RP-EA-2", "every edge has exactly one producer and one consumer",
+                            f"edge '{e.edge_id}' has {role} stage {v} but the plan has {n} stages")
+    by_kind: dict[str, list[EdgePlan]] = {k: [] for k in EDGE_KINDS}
+    for e in edges:
+        by_kind[e.kind].append(e)
+    tin, acts, tout = by_kind["token_in"], by_kind["activation"], by_kind["token_out"]
+    if len(tin) != 1:
+        raise _fail("RP-EA-3", "the token-in edge is orchestrator -> stage 0",
+                    f"the plan has {len(tin)} token-in edges, expected exactly one")
+    e = tin[0]
+    if (e.producer, e.consumer) != (ORCHESTRATOR, 0):
+        raise _fail("RP-EA-3", "the token-in edge is orchestrator -> stage 0",
+                    f"edge '{e.edge_id}' is {_endpoint_str(e.producer)} -> {_endpoint_str(e.consumer)}")
+    have: dict[int, EdgePlan] = {}
+    for e in acts:
+        if e.producer == ORCHESTRATOR or e.consumer != e.producer + 1:
+            raise _fail("RP-EA-4", "activation edge i is stage i -> stage i+1",
+                        f"edge '{e.edge_id}' is {_endpoint_str(e.producer)} -> {_endpoint_str(e.consumer)}")
+        if e.producer in have:
+            raise _fail("RP-EA-4", "activation edge i is stage i -> stage i+1",
+                        f"edges '{have[e.producer].edge_id}' and '{e.edge_id}' both connect stage {e.producer} -> "
+                        f"stage {e.producer + 1}")
+        have[e.producer] = e
+    for i in range(n - 1):
+        if i not in have:
+            raise _fail("RP-EA-4", "activation edge i is stage i -> stage i+1",
+                        f"no activation edge connects stage {i} -> stage {i + 1}")
+    if len(tout) != 1:
+        raise _fail("RP-EA-5", "the token-out edge is stage N-1 -> orchestrator",
+                    f"the plan has {len(tout)} token-out edges, expected exactly one")
+    e = tout[0]
+    if (e.producer, e.consumer) != (n - 1, ORCHESTRATOR):
+        raise _fail("RP-EA-5", "the token-out edge is stage N-1 -> orchestrator",
+                    f"edge '{e.edge_id}' is {_endpoint_str(e.producer)} -> {_endpoint_str(e.consumer)} "
+                    f"but the last stage is {n - 1}")
+
+
+# --------------------------------------------------------------------------- provisions
+def derive_provisions(spec: RunPlanSpec) -> list[ProvisionStage]:
+    """One ProvisionStage per stage, in stage-index order (seed 000 "Provisioning Projection").
+
+    Deterministic: a pure function of ``spec``. Stage ``i`` gets its own range ``[start, end)``, the
+    tensors of :meth:`ModelFacts.tensors_for_stage` (token_embd on stage 0; output_norm/output on the
+    last stage, plus a tied token_embd when output.weight is absent) as byte ranges, the inbound
+    edge (consumer ``i``) with its producer's node id (``"orchestrator"`` for token-in) and the
+    outbound edge (producer ``i``) with its consumer's node id (``"orchestrator"`` for token-out),
+    both with the edge's ObjectSpec/RingSpec copied. Requires a spec that passed :func:`check_spec`.
+    Cost: O(stages x tensors).
+    """
+    stages = sorted(spec.stages, key=lambda s: s.index)
+    n = len(stages)
+    node = {s.index: s.node_id for s in stages}
+    inbound = {e.consumer: e for e in spec.edges}
+    outbound = {e.producer: e for e in spec.edges}
+
+    def peer(i: int) -> str:
+        return ORCHESTRATOR_NODE if i == ORCHESTRATOR else node[i]
+
+    out = []
+    for s in stages:
+        first, last = s.index == 0, s.index == n - 1
+        ein, eout = inbound[s.index], outbound[s.index]
+        tensors = tuple(TensorSlice(t.name, t.ggml_type, t.shape, t.shard, t.offset, t.n_bytes)
+                        for t in spec.facts.tensors_for_stage(s.layer_start, s.layer_end, first, last))
+        out.append(ProvisionStage(
+            run_id=spec.run_id, stage=s.index, stage_count=n, node_id=s.node_id, layer_start=s.layer_start,
+            layer_end=s.layer_end, block_count=spec.facts.block_count, has_embedding=first, has_head=last,
+            max_seq_len=spec.config.max_seq_len, weights=spec.weights, tensors=tensors,
+            inbound=EdgeProvision(ein.edge_id, ein.kind, "in", peer(ein.producer), ein.object_spec, ein.ring_spec),
+            outbound=EdgeProvision(eout.edge_id, eout.kind, "out", peer(eout.consumer), eout.object_spec,
+                                   eout.ring_spec)))
+    return out
+
+
+def check_provisions(have: Sequence[ProvisionStage], want: Sequence[ProvisionStage], node_ids: Sequence[str]) -> None:
+    """Provisions present in a plan against the derivation (seed 000 Provisioning Projection).
+
+    [RP-PP-1] exactly one provision per stage, and every non-range field equals the derivation;
+    [RP-PP-2] own layer range and own tensors only; [RP-PP-3] the inbound/outbound edges are the
+    stage's; [RP-PP-5]/[RP-PP-6] peers are node ids of the pool or "orchestrator" (never addresses);
+    [RP-PP-4] the outbound peer is the consumer's node id; [RP-OS-4] specs equal the edge's.
+    """
+    by_stage: dict[int, ProvisionStage] = {}
+    for p in have:
+        if p.stage in by_stage:
+            raise _fail("RP-PP-1", "exactly one provision per stage", f"stage {p.stage} has two provisions")
+        by_stage[p.stage] = p
+    for p in have:
+        if not 0 <= p.stage < len(want):
+            raise _fail("RP-PP-1", "exactly one provision per stage",
+                        f"a provision names stage {p.stage} but the plan has {len(want)} stages")
+    for w in want:
+        if w.stage not in by_stage:
+            raise _fail("RP-PP-1", "exactly one provision per stage", f"stage {w.stage} has no provision")
+    pool = set(node_ids) | {ORCHESTRATOR_NODE}
+    for w in want:
+        p = by_stage[w.stage]
+        where = f"provision of stage {w.stage}"
+        if (p.layer_start, p.layer_end) != (w.layer_start, w.layer_end):
+            raise _fail("RP-PP-2", "a stage receives only its own layer range",
+                        f"{where} has [{p.layer_start}, {p.layer_end}) but the stage owns [{w.layer_start}, {w.layer_end})")
+        if p.tensors != w.tensors:
+            bad = sorted({t.name for t in p.tensors} ^ {t.name for t in w.tensors})
+            detail = f"tensor '{bad[0]}' differs" if bad else "tensor byte ranges differ from the tensor index"
+            raise _fail("RP-PP-2", "a stage receives only its own tensors", f"{where}: {detail}")
+        for field in ("stage_count", "node_id", "block_count", "has_embedding", "has_head", "max_seq_len", "weights"):
+            if getattr(p, field) != getattr(w, field):
+                raise _fail("RP-PP-1", "provisions are the deterministic projection of the plan",
+                            f"{where} has {field} {getattr(p, field)!r} but the plan gives {getattr(w, field)!r}")
+        for direction, pe, we in (("in", p.inbound, w.inbound), ("out", p.outbound, w.outbound)):
+            if (pe.edge_id, pe.kind) != (we.edge_id, we.kind):
+                raise _fail("RP-PP-3", "a stage receives exactly its one inbound and one outbound edge",
+                            f"{where} {direction}bound edge is '{pe.edge_id}' ({pe.kind}) but the plan's is "
+                            f"'{we.edge_id}' ({we.kind})")
+            if pe.peer_node_id not in pool:
+                cid = "RP-PP-5" if direction == "in" else "RP-PP-6"
+                raise _fail(cid, "edge provisions name peer node ids, never actor addresses",
+                            f"{where} {direction}bound edge '{pe.edge_id}' names peer '{pe.peer_node_id}', which is "
+                            "not a node id of the pool")
+            if pe.peer_node_id != we.peer_node_id:
+                cid, who = ("RP-PP-4", "consumer") if direction == "out" else ("RP-PP-5", "producer")
+                raise _fail(cid, f"the {direction}bound provision names the {who} node_id",
+                            f"{where} {direction}bound edge '{pe.edge_id}' names '{pe.peer_node_id}' but the {who} "
+                            f"is '{we.peer_node_id}'")
+            if (pe.object_spec, pe.ring_spec) != (we.object_spec, we.ring_spec):
+                raise _fail("RP-OS-4", "specs are copied consistently into stage provisions",
+                            f"{where} {direction}bound edge '{pe.edge_id}' specs differ from the edge's")
