@@ -14,7 +14,7 @@ A stage executes what the compiler produced (DESIGN.md §1): an ordered program 
 * anything else (``h0``, ``blk.3.q`` ...) — transients, written before they are read.
 
 :func:`build_stage_program` makes the program (pure, no weights) with the builder of the model's
-architecture (:mod:`pipeplan.runtime.archs`: llama.cpp's ``llm_build_llama``, ``llm_build_gemma3``,
+architecture (:mod:`pipeplan.models.archs`: llama.cpp's ``llm_build_llama``, ``llm_build_gemma3``,
 ``llm_build_qwen2``, ``llm_build_qwen3`` graphs); :class:`StageExecutor` binds it to weights (checking
 names and shapes), allocates the KV cache and runs it with a kernel table (the torch reference
 kernels by default). A table module whose ``ARRAYS`` is ``"numpy"`` (the CPU table) runs on numpy

@@ -390,7 +390,7 @@ class StageWorker:
 
         tensors: Any = weights
         try:
-            hp = HParams.from_facts(self.facts)  # the builder of facts.architecture (runtime.archs)
+            hp = HParams.from_facts(self.facts)  # the builder of facts.architecture (models.archs)
             prog = self._programs(hp)
             if self._inject("bind"):
                 first = next(iter(prog.steps.values()))

@@ -85,7 +85,7 @@ def _is_throughput(path: str) -> bool:
     that is not a readable regular file (a FIFO is never opened) is not one: the timeline reader names it."""
     from pipeplan.analysis.concurrency import THROUGHPUT_FORMAT
     from pipeplan.errors import PipeplanError
-    from pipeplan.frontend.paths import check_input_file
+    from pipeplan.files.paths import check_input_file
 
     try:
         check_input_file(path, "measured timeline")
