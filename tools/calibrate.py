@@ -128,6 +128,20 @@ def calibration_path(cache_dir: str | os.PathLike[str] | None, key: str) -> Path
     return cache_root(cache_dir) / "calibration" / f"{key}.json"
 
 
+def _sample_entries(samples: dict[str, list[float]], by_key: dict[str, Any]) -> list[dict[str, Any]]:
+    """One table entry per request key: trimmed-mean seconds, median, spread (IQR / mean), the task's
+    flops and bytes."""
+    entries = []
+    for key, xs in samples.items():
+        t = by_key[key]
+        q = statistics.quantiles(xs, n=4) if len(xs) > 1 else [xs[0]] * 3
+        mean = _trimmed_mean(xs)
+        entries.append({"key": key, "op": t.op.data, "seconds": mean, "median_s": statistics.median(xs),
+                        "flops": t.flops.value.data, "bytes": t.bytes_read.value.data + t.bytes_written.value.data,
+                        "samples": len(xs), "rel_spread": (q[2] - q[0]) / mean if mean > 0 else 0.0})
+    return entries
+
+
 def _trimmed_mean(xs: list[float], cut: float = 0.1) -> float:
     s = sorted(xs)
     k = int(len(s) * cut)
@@ -219,14 +233,7 @@ def measure_runtime(plan_module, model: str | Path, *, pool: str | Path | None =
                     raise CalibrationError(f"measured command {cmd} names no task of the plan", code="invalid_request")
                 samples.setdefault(request_key(t.op.data, str_list(t.dtypes), ints(t.shape)), []).append(secs)
     by_key = {request_key(t.op.data, str_list(t.dtypes), ints(t.shape)): t for t in tasks.values()}
-    entries = []
-    for key, xs in samples.items():
-        t = by_key[key]
-        q = statistics.quantiles(xs, n=4) if len(xs) > 1 else [xs[0]] * 3
-        mean = _trimmed_mean(xs)
-        entries.append({"key": key, "op": t.op.data, "seconds": mean, "median_s": statistics.median(xs),
-                        "flops": t.flops.value.data, "bytes": t.bytes_read.value.data + t.bytes_written.value.data,
-                        "samples": len(xs), "rel_spread": (q[2] - q[0]) / mean if mean > 0 else 0.0})
+    entries = _sample_entries(samples, by_key)
     return {"format": TABLE_FORMAT, "created_unix": time.time(),
             "machine": {"platform": platform.platform(), "python": sys.version.split()[0], "torch": torch.__version__,
                         "threads": threads, "kernels": "pipeplan.runtime.kernels.reference"},
@@ -627,14 +634,7 @@ def measure_cpu(plan_module, model: str | Path, *, pool: str | Path | None = Non
         secs = hop_s if loop else (send_part if t.op.data == "send" else hop_s - send_part)
         hop_entries[key_of(t)] = (t, secs)
     by_key = {key_of(t): t for t in tasks.values()}
-    entries = []
-    for key, xs in samples.items():
-        t = by_key[key]
-        q = statistics.quantiles(xs, n=4) if len(xs) > 1 else [xs[0]] * 3
-        mean = _trimmed_mean(xs)
-        entries.append({"key": key, "op": t.op.data, "seconds": mean, "median_s": statistics.median(xs),
-                        "flops": t.flops.value.data, "bytes": t.bytes_read.value.data + t.bytes_written.value.data,
-                        "samples": len(xs), "rel_spread": (q[2] - q[0]) / mean if mean > 0 else 0.0})
+    entries = _sample_entries(samples, by_key)
     for key, (t, secs) in hop_entries.items():
         entries.append({"key": key, "op": t.op.data, "seconds": secs, "median_s": secs, "flops": 0,
                         "bytes": t.bytes_read.value.data + t.bytes_written.value.data, "samples": round_trips,
