@@ -780,25 +780,20 @@ class RayTransport(Transport):
 
     def open_recv(self, node_id: str, edge_id: str) -> RecvEndpoint:
         r = self._route(node_id, edge_id)
-        if self.mode == "channel":
-            if node_id == ORCHESTRATOR_NODE:
-                ep: RecvEndpoint = _ChannelPull(r, self._peer(node_id, edge_id))
-            else:
-                inbox = self._local.get(edge_id)
-                if not isinstance(inbox, _ChannelInbox):
-                    raise EndpointError(f"edge {edge_id!r} is received on node {node_id!r} by its stage actor, "
-                                        f"not by this process", where=edge_id)
-                ep = _ChannelRecv(edge_id, inbox)
-            self.endpoints[(node_id, edge_id, "recv")] = ep
-            return ep
+        channel = self.mode == "channel"
+        ep: RecvEndpoint
         if node_id == ORCHESTRATOR_NODE:
-            ep = _PullRecv(edge_id, self._peer(node_id, edge_id))
+            peer = self._peer(node_id, edge_id)
+            ep = _ChannelPull(r, peer) if channel else _PullRecv(edge_id, peer)
         else:
             inbox = self._local.get(edge_id)
-            if not isinstance(inbox, _Inbox):
+            if isinstance(inbox, _ChannelInbox) and channel:
+                ep = _ChannelRecv(edge_id, inbox)
+            elif isinstance(inbox, _Inbox) and not channel:
+                ep = _InboxRecv(edge_id, inbox)
+            else:
                 raise EndpointError(f"edge {edge_id!r} is received on node {node_id!r} by its stage actor, "
                                     f"not by this process", where=edge_id)
-            ep = _InboxRecv(edge_id, inbox)
         self.endpoints[(node_id, edge_id, "recv")] = ep
         return ep
 
