@@ -18,6 +18,7 @@ from collections.abc import Sequence
 
 from pipeplan.dialects.runplan import (
     EdgeOp,
+    OrchestratorOp,
     PlanOp,
     ProvisionStageOp,
     StageOp,
@@ -28,18 +29,20 @@ from pipeplan.dialects.runplan import (
     verify_runplan,
 )
 from pipeplan.dialects.runplan_attrs import (
-    CONFIG_SCHEMA,
     INVARIANT_CODES,
-    MODEL_SCHEMA,
+    ModelFactsAttr,
+    _int_of,
     arch_params_attr,
+    config_attr,
     node_entry_attr,
     weights_attr,
+    within,
 )
-from pipeplan.dialects.runplan_checks import derive_provisions
+from pipeplan.dialects.runplan_checks import check_spec, derive_provisions
 from pipeplan.errors import RunPlanRejection
-from pipeplan.plan_types import NodePool, NodeSpec, ProvisionStage, RunPlanSpec
+from pipeplan.plan_types import ORCHESTRATOR, NodePool, NodeSpec, ProvisionStage, RunPlanSpec
 from xdsl.dialects.builtin import ArrayAttr, ModuleOp, StringAttr
-from xdsl.ir import Block, Operation, Region
+from xdsl.ir import Block, Operation, Region, SSAValue
 from xdsl.utils.exceptions import VerifyException
 
 __all__ = ["INVARIANT_CODES", "build_runplan_module", "build_plan_op", "runplan_spec_from_module",
@@ -48,37 +51,61 @@ __all__ = ["INVARIANT_CODES", "build_runplan_module", "build_plan_op", "runplan_
 
 
 def build_plan_op(spec: RunPlanSpec, nodes: NodePool | Sequence[NodeSpec | str]) -> PlanOp:
-    """The ``runplan.plan`` op of ``spec``: tensor ops (file order), then stages, then edges, each in
-    the order of ``spec``. ``nodes`` is the candidate pool (pool order) — a NodePool or NodeSpecs,
-    recorded as node spec dictionaries (id, memory and peaks: what ``convert-runplan-to-pplan`` builds
-    the DeploymentBinding from), or bare node ids (the plan then states no capacities) — so the
-    verifier can reject unknown nodes (RP-AR-1)."""
+    """The ``runplan.plan`` op of ``spec``: the orchestrator, tensor ops (file order), then stages,
+    then edges (producer/consumer: the stage values), each in the order of ``spec``. ``nodes`` is the
+    candidate pool (pool order) — a NodePool or NodeSpecs, recorded as node spec attributes (id,
+    memory and peaks: what ``convert-runplan-to-pplan`` builds the DeploymentBinding from), or bare
+    node ids (the plan then states no capacities) — so the verifier can reject unknown nodes (RP-AR-1).
+
+    Raises RunPlanRejection when an attribute verifier refuses a value (an invalid ObjectSpec,
+    RingSpec, config, model facts or node spec) or an edge names an endpoint that is not a stage
+    of ``spec``; the cross-op invariants are :func:`verify_runplan`'s."""
+    try:
+        return _build_plan_op(spec, nodes)
+    except VerifyException as e:
+        raise rejection_from(e, spec.run_id) from None
+
+
+def _build_plan_op(spec: RunPlanSpec, nodes: NodePool | Sequence[NodeSpec | str]) -> PlanOp:
     entries = nodes.nodes if isinstance(nodes, NodePool) else nodes
-    f, c = spec.facts, spec.config
-    model = MODEL_SCHEMA.build({
-        "architecture": f.architecture, "name": f.name, "block_count": f.block_count,
-        "embedding_length": f.embedding_length, "head_count": f.head_count, "head_count_kv": f.head_count_kv,
-        "feed_forward_length": f.feed_forward_length, "vocab_size": f.vocab_size,
-        "context_length": f.context_length, "rope_dimension_count": f.rope_dimension_count,
-        "rope_freq_base": f.rope_freq_base, "rms_norm_eps": f.rms_norm_eps, "alignment": f.alignment,
-        "block_bytes": f.block_bytes, "files": f.files, "sha256": f.sha256, "key_length": f.key_length or None,
-        "value_length": f.value_length or None, "arch_params": arch_params_attr(f.arch_params)})
-    config = CONFIG_SCHEMA.build({
-        "max_seq_len": c.max_seq_len, "activation_dtype": c.activation_dtype, "token_dtype": c.token_dtype,
-        "kv_dtype": c.kv_dtype, "ring_slots": c.ring_slots, "alignment": c.alignment, "parallel": c.parallel})
-    ops: list[Operation] = [TensorOp.from_info(t) for t in f.tensors]
-    ops += [StageOp.from_plan(s) for s in spec.stages]
-    ops += [EdgeOp.from_plan(e) for e in spec.edges]
+    f = spec.facts
+    model = within("the plan", lambda: ModelFactsAttr.of(
+        architecture=f.architecture, name=f.name, block_count=f.block_count,
+        embedding_length=f.embedding_length, head_count=f.head_count, head_count_kv=f.head_count_kv,
+        feed_forward_length=f.feed_forward_length, vocab_size=f.vocab_size,
+        context_length=f.context_length, rope_dimension_count=f.rope_dimension_count,
+        rope_freq_base=f.rope_freq_base, rms_norm_eps=f.rms_norm_eps, alignment=f.alignment,
+        block_bytes=f.block_bytes, files=f.files, sha256=f.sha256, key_length=f.key_length or None,
+        value_length=f.value_length or None, arch_params=arch_params_attr(f.arch_params)))
+    orch = OrchestratorOp.make()
+    ops: list[Operation] = [orch]
+    ops += [TensorOp.from_info(t) for t in f.tensors]
+    stage_ops = [StageOp.from_plan(s) for s in spec.stages]
+    ops += stage_ops
+    values: dict[int, SSAValue] = {ORCHESTRATOR: orch.stage}
+    for op in stage_ops:
+        values.setdefault(_int_of(op.index), op.stage)
+    if any(v not in values for e in spec.edges for v in (e.producer, e.consumer)):
+        # An edge to a stage the plan lacks cannot be stated in SSA: report the spec's first broken
+        # invariant (a duplicate or missing stage), else EdgeOp.from_plan's RP-EA-2.
+        for op in stage_ops:
+            op.verify_()
+        check_spec(spec, [n if isinstance(n, str) else n.id for n in entries])
+    ops += [EdgeOp.from_plan(e, values) for e in spec.edges]
     return PlanOp.create(
-        properties={"sym_name": StringAttr(spec.run_id), "nodes": ArrayAttr([node_entry_attr(n) for n in entries]),
-                    "model": model, "config": config, "weights": weights_attr(spec.weights)},
+        properties={"sym_name": StringAttr(spec.run_id),
+                    "nodes": ArrayAttr([within(f"nodes[{k}]", lambda n=n: node_entry_attr(n))
+                                        for k, n in enumerate(entries)]),
+                    "model": model, "config": within("the plan", lambda: config_attr(spec.config)),
+                    "weights": within("the plan", lambda: weights_attr(spec.weights))},
         regions=[Region(Block(ops))])
 
 
 def build_runplan_module(spec: RunPlanSpec, nodes: NodePool | Sequence[NodeSpec | str]) -> ModuleOp:
     """A ``builtin.module`` holding the ``runplan.plan`` of ``spec`` (see :func:`build_plan_op`).
 
-    Does not verify: the planner calls :func:`verify_runplan` (RunPlanRejection on failure)."""
+    Verifies only the attributes (RunPlanRejection when one refuses a value): the planner calls
+    :func:`verify_runplan` for the rest (RunPlanRejection on failure)."""
     return ModuleOp([build_plan_op(spec, nodes)])
 
 
@@ -142,7 +169,8 @@ def derive_provision_ops(plan: PlanOp) -> list[ProvisionStageOp]:
         spec = check_plan(plan, provisions=False)
     except VerifyException as e:
         raise rejection_from(e, plan.sym_name.data) from None
-    return [ProvisionStageOp.from_provision(p) for p in derive_provisions(spec)]
+    values = {_int_of(op.index): op.stage for op in plan.body.block.ops if isinstance(op, StageOp)}
+    return [ProvisionStageOp.from_provision(p, values[p.stage]) for p in derive_provisions(spec)]
 
 
 def project_provisions(module: ModuleOp | PlanOp) -> list[ProvisionStage]:
