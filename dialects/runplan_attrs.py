@@ -149,26 +149,51 @@ class DType(StrEnum):
     BF16 = "bf16"
 
 
+def _parse_kind(parser: AttrParser, enum_type: type[StrEnum], cid: str, invariant: str, what: str) -> Any:
+    """An enum keyword; an unknown one is a parse error citing ``cid`` (e.g. ``[RP-AR-5] ...``)."""
+    pos = parser.pos
+    word = parser.parse_identifier_or_str_literal(what)
+    try:
+        return enum_type(word)
+    except ValueError:
+        parser.raise_error(str(_fail(cid, invariant, f"unknown {what} '{word}' ({', '.join(enum_type)})")), pos,
+                           parser.pos)
+
+
 @irdl_attr_definition
 class EdgeKindAttr(EnumAttribute[EdgeKind], SpacedOpaqueSyntaxAttribute):
-    """``#runplan<edge_kind activation>``: kind of a ``runplan.edge`` (seed 000 Edge Assignment)."""
+    """``#runplan<edge_kind activation>``: kind of a ``runplan.edge`` (seed 000 Edge Assignment);
+    another word is rejected [RP-AR-5]."""
 
     name = "runplan.edge_kind"
+
+    @classmethod
+    def parse_parameter(cls, parser: AttrParser) -> EdgeKind:
+        return _parse_kind(parser, EdgeKind, "RP-AR-5", "edge kind must be token_in, activation or token_out",
+                           "edge kind")
 
 
 @irdl_attr_definition
 class ObjectKindAttr(EnumAttribute[ObjectKind], SpacedOpaqueSyntaxAttribute):
-    """``#runplan<object_kind token>``: kind of an edge object."""
+    """``#runplan<object_kind token>``: kind of an edge object; another word is rejected [RP-OS-3]."""
 
     name = "runplan.object_kind"
+
+    @classmethod
+    def parse_parameter(cls, parser: AttrParser) -> ObjectKind:
+        return _parse_kind(parser, ObjectKind, "RP-OS-3", "object kinds are token or activation", "object kind")
 
 
 @irdl_attr_definition
 class DTypeAttr(EnumAttribute[DType], SpacedOpaqueSyntaxAttribute):
     """``#runplan<dtype f32>``: element type of an edge object, activation, token or KV cache
-    (width: plan_types.DTYPE_WIDTHS)."""
+    (width: plan_types.DTYPE_WIDTHS); another word is rejected [RP-OS-5]."""
 
     name = "runplan.dtype"
+
+    @classmethod
+    def parse_parameter(cls, parser: AttrParser) -> DType:
+        return _parse_kind(parser, DType, "RP-OS-5", "dtypes must have a known width", "dtype")
 
 
 def _enum(cls: type[EnumAttribute[Any]], value: str, cid: str, invariant: str, detail: str) -> Any:
@@ -206,7 +231,11 @@ def _parse_value(parser: AttrParser, kind: Any) -> Attribute:
     if kind == INTS:
         return _ints(parser.parse_comma_separated_list(Parser.Delimiter.SQUARE, parser.parse_integer))
     if kind == DICT:
-        return DictionaryAttr(dict(parser.parse_optional_attr_dict()))
+        pos = parser.pos
+        d = parser.parse_attribute()
+        if not isinstance(d, DictionaryAttr):
+            parser.raise_error("expected a dictionary '{...}'", pos, parser.pos)
+        return d
     if issubclass(kind, EnumAttribute):
         return kind(kind.parse_parameter(parser))
     assert issubclass(kind, RecordAttr)
@@ -226,8 +255,12 @@ def _print_value(printer: Printer, v: Attribute) -> None:
         v.print_parameters(printer)
     elif isinstance(v, DictionaryAttr):
         printer.print_string("{")
-        printer.print_list(sorted(v.data.items()), lambda kv: (printer.print_identifier_or_string_literal(kv[0]),
-                                                                printer.print_string(" = "), _print_value(printer, kv[1])))
+        for n, (k, x) in enumerate(sorted(v.data.items())):
+            if n:
+                printer.print_string(", ")
+            printer.print_identifier_or_string_literal(k)
+            printer.print_string(" = ")
+            _print_value(printer, x)
         printer.print_string("}")
     else:
         printer.print_attribute(v)

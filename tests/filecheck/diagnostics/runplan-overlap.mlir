@@ -2,21 +2,22 @@
 // RP-LA-2: a runplan whose stage layer ranges overlap is rejected on parse, at the stage that overlaps.
 builtin.module {
   runplan.plan @tiny nodes ["node-a", "node-b", "node-c"]
-      model {architecture = "llama", name = "tiny", block_count = 2, embedding_length = 8, head_count = 2, head_count_kv = 1, feed_forward_length = 12, vocab_size = 16, context_length = 32, rope_dimension_count = 4, rope_freq_base = 1.000000e+04, rms_norm_eps = 9.9999997473787516E-6, alignment = 32, block_bytes = array<i64: 32, 32>, files = ["tiny.gguf"], sha256 = "00ff"}
-      config {max_seq_len = 4, activation_dtype = "f32", token_dtype = "i32", kv_dtype = "f32", ring_slots = 2, alignment = 16}
-      weights {uris = ["tiny.gguf"], sha256 = [], sizes = array<i64>} {
+      model <architecture = "llama", name = "tiny", block_count = 2, embedding_length = 8, head_count = 2, head_count_kv = 1, feed_forward_length = 12, vocab_size = 16, context_length = 32, rope_dimension_count = 4, rope_freq_base = 1.000000e+04, rms_norm_eps = 9.9999997473787516E-6, alignment = 32, block_bytes = [32, 32], files = ["tiny.gguf"], sha256 = "00ff">
+      config <max_seq_len = 4, activation_dtype = f32, token_dtype = i32, kv_dtype = f32, ring_slots = 2, alignment = 16>
+      weights <uris = ["tiny.gguf"], sha256 = [], sizes = []> {
+    %orch = runplan.orchestrator : !runplan.stage
     runplan.tensor "token_embd.weight" F32 [8, 16] shard 0 offset 0 bytes 512
     runplan.tensor "blk.0.attn_norm.weight" F32 [8] shard 0 offset 512 bytes 32 block 0
     runplan.tensor "blk.1.attn_norm.weight" F32 [8] shard 0 offset 544 bytes 32 block 1
     runplan.tensor "output_norm.weight" F32 [8] shard 0 offset 576 bytes 32
     runplan.tensor "output.weight" F32 [8, 16] shard 0 offset 608 bytes 512
-    runplan.stage 0 on "node-a" layers [0, 1)
-    runplan.stage 1 on "node-c" layers [0, 2)
-    runplan.edge "tok.in" token_in orchestrator -> 0 object {kind = "token", dtype = "i32", dtype_width = 4, shape = array<i64: 4>, layout = "row_major", alignment = 16, max_extent = 16} ring {slots = 2, slot_bytes = 16}
-    runplan.edge "act.0" activation 0 -> 1 object {kind = "activation", dtype = "f32", dtype_width = 4, shape = array<i64: 4, 8>, layout = "row_major", alignment = 16, max_extent = 128} ring {slots = 2, slot_bytes = 128}
-    runplan.edge "tok.out" token_out 1 -> orchestrator object {kind = "token", dtype = "i32", dtype_width = 4, shape = array<i64: 4>, layout = "row_major", alignment = 16, max_extent = 16} ring {slots = 2, slot_bytes = 16}
+    %s0 = runplan.stage 0 on "node-a" layers [0, 1) : !runplan.stage
+    %s1 = runplan.stage 1 on "node-c" layers [0, 2) : !runplan.stage
+    runplan.edge "tok.in" token_in %orch -> %s0 object <kind = token, dtype = i32, dtype_width = 4, shape = [4], layout = "row_major", alignment = 16, max_extent = 16> ring <slots = 2, slot_bytes = 16>
+    runplan.edge "act.0" activation %s0 -> %s1 object <kind = activation, dtype = f32, dtype_width = 4, shape = [4, 8], layout = "row_major", alignment = 16, max_extent = 128> ring <slots = 2, slot_bytes = 128>
+    runplan.edge "tok.out" token_out %s1 -> %orch object <kind = token, dtype = i32, dtype_width = 4, shape = [4], layout = "row_major", alignment = 16, max_extent = 16> ring <slots = 2, slot_bytes = 16>
   }
 }
-// CHECK:      runplan-overlap.mlir:14:5: error: [RP-LA-2] stage ranges must not overlap: stage 1 starts at block 0 but stage 0 ends at block 1
-// CHECK-NEXT: {{^}}  runplan.stage 1 on "node-c" layers [0, 2){{$}}
+// CHECK:      runplan-overlap.mlir:15:5: error: [RP-LA-2] stage ranges must not overlap: stage 1 starts at block 0 but stage 0 ends at block 1
+// CHECK-NEXT: {{^}}  %s1 = runplan.stage 1 on "node-c" layers [0, 2) : !runplan.stage{{$}}
 // CHECK-NOT:  runplan.plan

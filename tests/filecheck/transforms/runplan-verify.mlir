@@ -8,26 +8,27 @@
 // projection adds no provision to an invalid plan.
 
 // VALID: runplan.plan @three nodes ["host-a", "host-b", "host-c", "host-d"]
-// VALID: runplan.stage 1 on "host-b" layers [1, 2)
+// VALID: %s1 = runplan.stage 1 on "host-b" layers [1, 2) : !runplan.stage
 // VALID-NOT: runplan.provision_stage
 // VALID: {{^// -{5}$}}
 builtin.module {
   runplan.plan @three nodes ["host-a", "host-b", "host-c", "host-d"]
-      model {architecture = "llama", name = "tiny-tied", block_count = 3, embedding_length = 8, head_count = 2, head_count_kv = 1, feed_forward_length = 12, vocab_size = 16, context_length = 32, rope_dimension_count = 4, rope_freq_base = 1.000000e+04, rms_norm_eps = 9.9999997473787516E-6, alignment = 32, block_bytes = array<i64: 32, 32, 32>, files = ["tiny.gguf"], sha256 = "00ff"}
-      config {max_seq_len = 4, activation_dtype = "f32", token_dtype = "i32", kv_dtype = "f32", ring_slots = 2, alignment = 16}
-      weights {uris = ["tiny.gguf"], sha256 = [], sizes = array<i64>} {
+      model <architecture = "llama", name = "tiny-tied", block_count = 3, embedding_length = 8, head_count = 2, head_count_kv = 1, feed_forward_length = 12, vocab_size = 16, context_length = 32, rope_dimension_count = 4, rope_freq_base = 1.000000e+04, rms_norm_eps = 9.9999997473787516E-6, alignment = 32, block_bytes = [32, 32, 32], files = ["tiny.gguf"], sha256 = "00ff">
+      config <max_seq_len = 4, activation_dtype = f32, token_dtype = i32, kv_dtype = f32, ring_slots = 2, alignment = 16>
+      weights <uris = ["tiny.gguf"], sha256 = [], sizes = []> {
+    %orch = runplan.orchestrator : !runplan.stage
     runplan.tensor "token_embd.weight" F32 [8, 16] shard 0 offset 0 bytes 512
     runplan.tensor "blk.0.attn_norm.weight" F32 [8] shard 0 offset 512 bytes 32 block 0
     runplan.tensor "blk.1.attn_norm.weight" F32 [8] shard 0 offset 544 bytes 32 block 1
     runplan.tensor "blk.2.attn_norm.weight" F32 [8] shard 0 offset 576 bytes 32 block 2
     runplan.tensor "output_norm.weight" F32 [8] shard 0 offset 608 bytes 32
-    runplan.stage 0 on "host-d" layers [0, 1)
-    runplan.stage 1 on "host-b" layers [1, 2)
-    runplan.stage 2 on "host-a" layers [2, 3)
-    runplan.edge "tok.in" token_in orchestrator -> 0 object {kind = "token", dtype = "i32", dtype_width = 4, shape = array<i64: 4>, layout = "row_major", alignment = 16, max_extent = 16} ring {slots = 2, slot_bytes = 16}
-    runplan.edge "act.0" activation 0 -> 1 object {kind = "activation", dtype = "f32", dtype_width = 4, shape = array<i64: 4, 8>, layout = "row_major", alignment = 16, max_extent = 128} ring {slots = 2, slot_bytes = 128}
-    runplan.edge "act.1" activation 1 -> 2 object {kind = "activation", dtype = "f32", dtype_width = 4, shape = array<i64: 4, 8>, layout = "row_major", alignment = 16, max_extent = 128} ring {slots = 2, slot_bytes = 128}
-    runplan.edge "tok.out" token_out 2 -> orchestrator object {kind = "token", dtype = "i32", dtype_width = 4, shape = array<i64: 4>, layout = "row_major", alignment = 16, max_extent = 16} ring {slots = 2, slot_bytes = 16}
+    %s0 = runplan.stage 0 on "host-d" layers [0, 1) : !runplan.stage
+    %s1 = runplan.stage 1 on "host-b" layers [1, 2) : !runplan.stage
+    %s2 = runplan.stage 2 on "host-a" layers [2, 3) : !runplan.stage
+    runplan.edge "tok.in" token_in %orch -> %s0 object <kind = token, dtype = i32, dtype_width = 4, shape = [4], layout = "row_major", alignment = 16, max_extent = 16> ring <slots = 2, slot_bytes = 16>
+    runplan.edge "act.0" activation %s0 -> %s1 object <kind = activation, dtype = f32, dtype_width = 4, shape = [4, 8], layout = "row_major", alignment = 16, max_extent = 128> ring <slots = 2, slot_bytes = 128>
+    runplan.edge "act.1" activation %s1 -> %s2 object <kind = activation, dtype = f32, dtype_width = 4, shape = [4, 8], layout = "row_major", alignment = 16, max_extent = 128> ring <slots = 2, slot_bytes = 128>
+    runplan.edge "tok.out" token_out %s2 -> %orch object <kind = token, dtype = i32, dtype_width = 4, shape = [4], layout = "row_major", alignment = 16, max_extent = 16> ring <slots = 2, slot_bytes = 16>
   }
 }
 
@@ -40,20 +41,21 @@ builtin.module {
 // PROJ-NOT: runplan.provision_stage
 builtin.module {
   runplan.plan @three nodes ["host-a", "host-b", "host-c", "host-d"]
-      model {architecture = "llama", name = "tiny-tied", block_count = 3, embedding_length = 8, head_count = 2, head_count_kv = 1, feed_forward_length = 12, vocab_size = 16, context_length = 32, rope_dimension_count = 4, rope_freq_base = 1.000000e+04, rms_norm_eps = 9.9999997473787516E-6, alignment = 32, block_bytes = array<i64: 32, 32, 32>, files = ["tiny.gguf"], sha256 = "00ff"}
-      config {max_seq_len = 4, activation_dtype = "f32", token_dtype = "i32", kv_dtype = "f32", ring_slots = 2, alignment = 16}
-      weights {uris = ["tiny.gguf"], sha256 = [], sizes = array<i64>} {
+      model <architecture = "llama", name = "tiny-tied", block_count = 3, embedding_length = 8, head_count = 2, head_count_kv = 1, feed_forward_length = 12, vocab_size = 16, context_length = 32, rope_dimension_count = 4, rope_freq_base = 1.000000e+04, rms_norm_eps = 9.9999997473787516E-6, alignment = 32, block_bytes = [32, 32, 32], files = ["tiny.gguf"], sha256 = "00ff">
+      config <max_seq_len = 4, activation_dtype = f32, token_dtype = i32, kv_dtype = f32, ring_slots = 2, alignment = 16>
+      weights <uris = ["tiny.gguf"], sha256 = [], sizes = []> {
+    %orch = runplan.orchestrator : !runplan.stage
     runplan.tensor "token_embd.weight" F32 [8, 16] shard 0 offset 0 bytes 512
     runplan.tensor "blk.0.attn_norm.weight" F32 [8] shard 0 offset 512 bytes 32 block 0
     runplan.tensor "blk.1.attn_norm.weight" F32 [8] shard 0 offset 544 bytes 32 block 1
     runplan.tensor "blk.2.attn_norm.weight" F32 [8] shard 0 offset 576 bytes 32 block 2
     runplan.tensor "output_norm.weight" F32 [8] shard 0 offset 608 bytes 32
-    runplan.stage 0 on "host-d" layers [0, 1)
-    runplan.stage 1 on "host-z" layers [1, 2)
-    runplan.stage 2 on "host-a" layers [2, 3)
-    runplan.edge "tok.in" token_in orchestrator -> 0 object {kind = "token", dtype = "i32", dtype_width = 4, shape = array<i64: 4>, layout = "row_major", alignment = 16, max_extent = 16} ring {slots = 2, slot_bytes = 16}
-    runplan.edge "act.0" activation 0 -> 1 object {kind = "activation", dtype = "f32", dtype_width = 4, shape = array<i64: 4, 8>, layout = "row_major", alignment = 16, max_extent = 128} ring {slots = 2, slot_bytes = 128}
-    runplan.edge "act.1" activation 1 -> 2 object {kind = "activation", dtype = "f32", dtype_width = 4, shape = array<i64: 4, 8>, layout = "row_major", alignment = 16, max_extent = 128} ring {slots = 2, slot_bytes = 128}
-    runplan.edge "tok.out" token_out 2 -> orchestrator object {kind = "token", dtype = "i32", dtype_width = 4, shape = array<i64: 4>, layout = "row_major", alignment = 16, max_extent = 16} ring {slots = 2, slot_bytes = 16}
+    %s0 = runplan.stage 0 on "host-d" layers [0, 1) : !runplan.stage
+    %s1 = runplan.stage 1 on "host-z" layers [1, 2) : !runplan.stage
+    %s2 = runplan.stage 2 on "host-a" layers [2, 3) : !runplan.stage
+    runplan.edge "tok.in" token_in %orch -> %s0 object <kind = token, dtype = i32, dtype_width = 4, shape = [4], layout = "row_major", alignment = 16, max_extent = 16> ring <slots = 2, slot_bytes = 16>
+    runplan.edge "act.0" activation %s0 -> %s1 object <kind = activation, dtype = f32, dtype_width = 4, shape = [4, 8], layout = "row_major", alignment = 16, max_extent = 128> ring <slots = 2, slot_bytes = 128>
+    runplan.edge "act.1" activation %s1 -> %s2 object <kind = activation, dtype = f32, dtype_width = 4, shape = [4, 8], layout = "row_major", alignment = 16, max_extent = 128> ring <slots = 2, slot_bytes = 128>
+    runplan.edge "tok.out" token_out %s2 -> %orch object <kind = token, dtype = i32, dtype_width = 4, shape = [4], layout = "row_major", alignment = 16, max_extent = 16> ring <slots = 2, slot_bytes = 16>
   }
 }
