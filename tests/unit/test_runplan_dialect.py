@@ -415,3 +415,89 @@ def test_malformed_node_spec_rejected(spec3, entry, fragment):
     e = ei.value if isinstance(ei.value, RunPlanRejection) else rejection_from(ei.value)
     assert e.code == "unknown_node" and "[RP-AR-1]" in e.message and fragment in e.message, e.message
 
+
+
+# --------------------------------------------------------------------------- SSA stage values, typed attributes
+def test_edges_and_provisions_use_stage_values(spec3, pool3):
+    """RP-EA-2, RP-EA-3, RP-EA-5, RP-PP-3: every edge takes its producer and consumer as
+    ``!runplan.stage`` values of this plan (a ``runplan.stage`` or the one ``runplan.orchestrator``)
+    and every provision the value of its own stage; the indices read back are the spec's."""
+    from pipeplan.dialects.runplan import EdgeOp, OrchestratorOp
+    from pipeplan.dialects.runplan_attrs import StageType
+
+    m = build_runplan_module(spec3, pool3)
+    project_plan(next(op for op in m.walk() if isinstance(op, PlanOp)))
+    plan = next(op for op in m.walk() if isinstance(op, PlanOp))
+    orch = [op for op in plan.body.block.ops if isinstance(op, OrchestratorOp)]
+    stages = {op.index.value.data: op for op in plan.body.block.ops if isinstance(op, StageOp)}
+    assert len(orch) == 1 and isinstance(orch[0].stage.type, StageType)
+    owner = {ORCHESTRATOR: orch[0], **stages}
+    edges = [op for op in plan.body.block.ops if isinstance(op, EdgeOp)]
+    assert [(e.producer.owner, e.consumer.owner) for e in edges] == \
+        [(owner[e.producer], owner[e.consumer]) for e in spec3.edges]
+    for p in plan.provision_ops():
+        assert isinstance(p.stage.owner, StageOp) and p.provision().stage == p.stage.owner.index.value.data
+    assert len({p.stage for p in plan.provision_ops()}) == 3
+    text = printed(m)
+    assert '%s0 = runplan.stage 0 on "node-0" layers [0, 2) : !runplan.stage' in text
+    assert 'runplan.edge "tok.in" token_in %orch -> %s0 object <kind = token,' in text
+    assert "runplan.provision_stage %s2 of 3" in text
+
+
+def test_use_before_def_is_rejected(spec3, pool3):
+    """RP-AR-7: stage values are defined before they are used: an edge moved above the stage whose
+    value it takes is rejected by the plan verifier (code malformed_runplan)."""
+    from pipeplan.dialects.runplan import EdgeOp
+
+    m = build_runplan_module(spec3, pool3)
+    plan = next(op for op in m.walk() if isinstance(op, PlanOp))
+    act = next(op for op in plan.body.block.ops if isinstance(op, EdgeOp) and op.kind.data.value == "activation")
+    s1 = next(op for op in plan.body.block.ops if isinstance(op, StageOp) and op.index.value.data == 1)
+    act.detach()
+    plan.body.block.insert_op_before(act, s1)
+    with pytest.raises(RunPlanRejection, match=r"^\[RP-AR-7\] stage values are defined before they are used") as ei:
+        verify_runplan(m)
+    assert ei.value.code == "malformed_runplan"
+
+
+def test_record_attributes_round_trip_and_verify():
+    """RP-OS-1, RP-OS-5, RP-AR-1, RP-AR-6: the typed attributes print as ``#runplan.<name><...>``
+    and parse back equal; their own verifiers refuse what the record states wrongly alone (with the
+    contract ID), and a wrong value kind or an unknown key is a parse error."""
+    from pipeplan.dialects.runplan import Runplan
+    from pipeplan.dialects.runplan_attrs import (
+        ObjectSpecAttr,
+        RuntimeConfigAttr,
+        config_attr,
+        node_entry_attr,
+        object_spec_attr,
+        ring_spec_attr,
+        weights_attr,
+    )
+    from pipeplan.plan_types import ObjectSpec, RingSpec, RuntimeConfig, WeightSource
+    from xdsl.utils.exceptions import ParseError, VerifyException
+
+    ctx = Context()
+    ctx.load_dialect(Builtin)
+    ctx.load_dialect(Runplan)
+    obj = ObjectSpec("activation", "f32", 4, (4, 8), "row_major", 16, 128)
+    attrs = [object_spec_attr(obj), ring_spec_attr(RingSpec(2, 128)), config_attr(RuntimeConfig()),
+             weights_attr(WeightSource(("a.gguf",), (), (10,))), node_entry_attr(SPEC_POOL[0])]
+    for a in attrs:
+        text = str(a)
+        assert text.startswith("#runplan.") and Parser(ctx, text).parse_attribute() == a
+    assert isinstance(attrs[0], ObjectSpecAttr) and attrs[0].spec() == obj
+    assert isinstance(attrs[2], RuntimeConfigAttr) and attrs[2].config() == RuntimeConfig()
+    with pytest.raises(VerifyException, match=r"^\[RP-OS-5\] .*alignment 24, which is not a positive power of two"):
+        object_spec_attr(replace(obj, alignment=24))
+    with pytest.raises(VerifyException, match=r"^\[RP-OS-5\] .*ring spec has 0 slots"):
+        ring_spec_attr(RingSpec(0, 128))
+    with pytest.raises(VerifyException, match=r"^\[RP-AR-1\] .*'memory_bytes' must be > 0"):
+        node_entry_attr(NodeSpec("n", 0))
+    for bad, msg in (("#runplan.ring<slots = 2>", r"\[RP-OS-1\] .*ring spec lacks key 'slot_bytes'"),
+                     ("#runplan.ring<slots = 2, slot_bytes = 8, actor = 1>", r"\[RP-OS-1\] .*unexpected key 'actor'"),
+                     ("#runplan.ring<slots = 2, slot_bytes = \"8\">", "Expected integer literal"),
+                     ("#runplan.config<max_seq_len = 4, activation_dtype = f8, token_dtype = i32, kv_dtype = f32, "
+                      "ring_slots = 2, alignment = 16>", r"\[RP-OS-5\] dtypes must have a known width: unknown dtype 'f8'")):
+        with pytest.raises(ParseError, match=msg):
+            Parser(ctx, bad).parse_attribute()
