@@ -525,18 +525,22 @@ def plan_run(model_facts: ModelFacts, runtime_config: RuntimeConfig, node_pool: 
     Same arguments, rules and rejections as :func:`plan_run_spec`; the spec is then built with
     ``runplan_build.build_runplan_module(spec, node_pool)`` (the pool's node specs are recorded in the plan) and checked with
     ``runplan.verify_runplan`` (the dialect's contract verifiers), whose RunPlanRejection (code from
-    the violated invariant) propagates: either exactly one verified plan or a typed rejection. The
-    builder raises the same RunPlanRejection when an attribute verifier (ObjectSpec, RingSpec,
-    config, model facts, node spec) refuses a value; any other exception is a bug and propagates.
+    the violated invariant) propagates: either exactly one verified plan or a typed rejection. Only
+    the builder's ``VerifyException`` (an attribute verifier refusing a value) is turned into a
+    rejection (same mapping as the verifier); any other exception is a bug and propagates as is.
 
     Returns: ``xdsl.dialects.builtin.ModuleOp``.
     Raises: RunPlanRejection (see :func:`plan_run_spec` plus the verifier's codes).
     """
-    from pipeplan.dialects.runplan import verify_runplan
+    from pipeplan.dialects.runplan import rejection_from, verify_runplan
     from pipeplan.dialects.runplan_build import build_runplan_module
+    from xdsl.utils.exceptions import VerifyException
 
     spec = plan_run_spec(model_facts, runtime_config, node_pool, stage_count, placement, run_id=run_id)
-    module = build_runplan_module(spec, node_pool)  # RunPlanRejection when an attribute verifier refuses a value
+    try:
+        module = build_runplan_module(spec, node_pool)
+    except VerifyException as e:  # an attribute verifier rejects a value the checks above let through
+        raise rejection_from(e, spec.run_id) from None
     verify_runplan(module)
     return module
 

@@ -173,7 +173,7 @@ def test_plan_rejects_a_pool_that_holds_one_sequence_but_not_n():
     assert e.value.code == "invalid_runtime_config" and e.value.where == "parallel"
     module = plan_run(facts, RuntimeConfig(max_seq_len=256, parallel=3, ring_slots=3),
                       NodePool((NodeSpec("n0", 10**9),)), 1)
-    assert "ring_slots = 3, alignment = 64, parallel = 3}" in str(module)
+    assert "ring_slots = 3, alignment = 64, parallel = 3>" in str(module)
 
 
 def test_bad_parallel_requests_are_typed(pipelines, capsys):
