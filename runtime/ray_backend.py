@@ -874,7 +874,7 @@ class StageActor:
         num_threads = options.num_threads if options.num_threads is not None else 1
         self.worker = StageWorker(provision, self._emit, fault_injection=fault_injection, kernels=options.kernels,
                                   cache_dir=options.cache_dir, num_threads=num_threads,
-                                  program=options.program_for(provision.stage))
+                                  program=options.program_for(provision.stage), parallel=options.parallel)
         self._thread = threading.Thread(target=self._body, name=f"pipeplan-stage-{provision.stage}", daemon=True)
         self._thread.start()
 
