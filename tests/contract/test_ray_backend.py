@@ -97,9 +97,15 @@ def provisions(facts):
     return _provisions(facts, NODES)
 
 
+_KEPT: set[str] = set()
+"""Name prefixes of runs a module fixture keeps started (``concurrent_pipe``): not leftovers of other tests."""
+
+
 def _live_actors() -> list[dict]:
-    """Actors of the cluster that are not DEAD (ALIVE, pending, restarting), from the GCS table."""
-    return [a for a in ray._private.state.actors().values() if a["State"] != "DEAD"]
+    """Actors of the cluster that are not DEAD (ALIVE, pending, restarting), from the GCS table, except those
+    of a run a module fixture keeps (:data:`_KEPT`)."""
+    return [a for a in ray._private.state.actors().values() if a["State"] != "DEAD"
+            and not any((a.get("Name") or "").startswith(k + "/") for k in _KEPT)]
 
 
 # --------------------------------------------------------------------------- the happy path
@@ -186,8 +192,11 @@ def concurrent_pipe(cluster, facts):
     pipe = Pipeline(_provisions(facts, NODES, parallel=4), backend=backend, kernels=CPU, num_threads=1,
                     parallel=4, prefill_rows=4)
     pipe.start()
+    prefix = backend.transport.scope.prefix
+    _KEPT.add(prefix)
     yield pipe
     pipe.close()
+    _KEPT.discard(prefix)
     assert backend.live_actor_names() == []
 
 
@@ -269,6 +278,32 @@ def test_owned_frame_keeps_every_field():
     assert all(getattr(g, k) == getattr(f, k) for k in Frame._fields if k != "array")
     r = Frame(RESET, 8, 0, None, SamplerParams(0.5, 3, 0.9, 11), 2)
     assert _owned(r) == r
+
+
+def test_unknown_ray_wait_is_bad_backend(monkeypatch):
+    """Issue 14 item 3 (CPU of waiting reads): a channel read waits by ``backoff`` (default) or ``spin``; any other
+    name, from the argument or from $PIPEPLAN_RAY_WAIT, is BackendError (bad_backend) naming it, before Ray is
+    touched; the choice travels with the transport to the actors (pickled state)."""
+    import pickle
+
+    from pipeplan.runtime.backends import BackendError
+
+    monkeypatch.delenv("PIPEPLAN_RAY_WAIT", raising=False)
+    with pytest.raises(BackendError) as ei:
+        RayBackend(ray_wait="busy")
+    assert ei.value.code == "bad_backend" and "busy" in ei.value.message
+    monkeypatch.setenv("PIPEPLAN_RAY_WAIT", "poll")
+    with pytest.raises(BackendError) as ei:
+        RayBackend()
+    assert ei.value.code == "bad_backend" and "PIPEPLAN_RAY_WAIT" in ei.value.message
+    monkeypatch.setenv("PIPEPLAN_RAY_WAIT", "spin")
+    assert RayBackend().ray_wait == "spin"
+    monkeypatch.delenv("PIPEPLAN_RAY_WAIT")
+    assert RayBackend().ray_wait == "backoff"
+    with pytest.raises(BackendError):
+        RayTransport({}, RunScope(None, "p"), {}, wait="busy")
+    tr = RayTransport({}, RunScope(None, "p"), {}, wait="spin")
+    assert pickle.loads(pickle.dumps(tr)).wait == "spin"
 
 
 # --------------------------------------------------------------------------- faults
