@@ -2,10 +2,9 @@
 
 Usage: ``python bench/decode_ray.py [--stages 3] [--tokens 200] [--repeat 3] [--hops 300] [--address ADDR]``.
 
-Without ``--address`` it starts a ``ray.cluster_utils.Cluster`` on this machine with ``--stages`` nodes
-(1 CPU, 80 MB object store each) carrying the pool ids ``n0..n{k-1}`` (custom resources
-``pipeplan_node:<id>``), with ``RAY_AUTH_MODE=disabled`` and a private temp dir; with ``--address`` the
-cluster must already carry those ids. The same plan (stories260K, ``--stages`` stages, greedy, one torch
+Without ``--address`` it starts a local Ray cluster (``bench/_ray_cluster.py``) with ``--stages`` nodes
+(1 CPU, 80 MB object store each) carrying the pool ids ``n0..n{k-1}``; with ``--address`` the cluster must
+already carry those ids. The same plan (stories260K, ``--stages`` stages, greedy, one torch
 thread per stage) runs on the local backend (processes + shared-memory rings, through
 ``bench/decode.py``'s ``bench_pipeline``) and on the Ray backend (one actor per stage, pinned to its node);
 each configuration runs a warm-up sequence, then ``--repeat`` timed sequences (median).
@@ -26,10 +25,8 @@ import argparse
 import json
 import os
 import platform
-import shutil
 import statistics
 import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -37,6 +34,7 @@ import numpy as np
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
+from _ray_cluster import ray_cluster  # noqa: E402
 from decode import MODEL, PROMPT, bench_hop, bench_pipeline  # noqa: E402
 
 MB = 1024 * 1024
@@ -51,19 +49,6 @@ def _provisions(model: Path, nodes: list[str], max_seq_len: int = 256):
     facts = read_model_facts(model)
     pool = NodePool(tuple(NodeSpec(n, 1 << 30) for n in nodes))
     return project_provisions(plan_run(facts, RuntimeConfig(max_seq_len=max_seq_len), pool, len(nodes), nodes))
-
-
-def start_cluster(nodes: list[str], tmp: str):
-    """A local Ray cluster whose node i carries pool id ``nodes[i]`` (the head is ``nodes[0]``)."""
-    from ray.cluster_utils import Cluster
-
-    common = {"num_cpus": 1, "object_store_memory": 80 * MB}
-    c = Cluster(initialize_head=True, head_node_args=dict(common, temp_dir=tmp, include_dashboard=False,
-                                                          resources={f"pipeplan_node:{nodes[0]}": 1}))
-    for n in nodes[1:]:
-        c.add_node(**common, resources={f"pipeplan_node:{n}": 1})
-    c.wait_for_nodes()
-    return c
 
 
 def bench_ray_pipeline(model: Path, nodes: list[str], prompt_ids: list[int], tokens: int, repeat: int,
@@ -125,7 +110,6 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", type=Path, default=HERE / "results" / "decode_ray.json")
     args = ap.parse_args(argv)
 
-    import ray
     from pipeplan.runtime.tokenizer import SPMTokenizer
 
     nodes = [f"n{i}" for i in range(args.stages)]
@@ -133,35 +117,10 @@ def main(argv: list[str] | None = None) -> int:
     local = bench_pipeline(args.model, args.stages, "local", prompt_ids, args.tokens, args.repeat, args.threads)
     shm = bench_hop(max(args.hops, 200))
 
-    tmp = None
-    cluster = None
-    saved = {k: os.environ.get(k) for k in ("RAY_AUTH_MODE", "RAY_TMPDIR")}
-    try:
-        t0 = time.perf_counter()
-        if args.address is None:
-            tmp = tempfile.mkdtemp(prefix="pp-ray-", dir="/tmp")
-            os.makedirs(os.path.join(tmp, "ray"))
-            os.environ["RAY_AUTH_MODE"] = "disabled"
-            os.environ["RAY_TMPDIR"] = tmp
-            cluster = start_cluster(nodes, tmp)
-            ray.init(address=cluster.address, log_to_driver=False)
-        else:
-            ray.init(address=args.address, log_to_driver=False)
-        cluster_s = time.perf_counter() - t0
+    with ray_cluster(nodes, object_store_mb=80, address=args.address) as info:
+        cluster_s = info["start_s"]
         rayrow = bench_ray_pipeline(args.model, nodes, prompt_ids, args.tokens, args.repeat, args.threads)
         rayhop = bench_ray_hop(args.hops, nodes[-1])
-    finally:
-        if ray.is_initialized():
-            ray.shutdown()
-        if cluster is not None:
-            cluster.shutdown()
-        for k, v in saved.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
-        if tmp is not None:
-            shutil.rmtree(tmp, ignore_errors=True)
 
     edges = args.stages + 1
     extra_ms = (1 / rayrow["decode_tok_s"] - 1 / local["decode_tok_s"]) / edges * 1e3

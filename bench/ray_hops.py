@@ -1,19 +1,21 @@
 """Ray hops over shared-memory channels next to actor calls (issue 14 item 3): per-hop latency and decode tok/s.
 
 Usage: ``python bench/ray_hops.py [--models stories260K,gemma3] [--stages 3] [--hops 400] [--tokens 64]
-[--repeat 3] [--transports channel,actor]``.
+[--repeat 3] [--transports channel,actor] [--waits backoff,spin]``.
 
-It starts a ``ray.cluster_utils.Cluster`` on this machine with ``--stages`` Ray nodes (1 CPU, 200 MB object
-store each) carrying the pool ids ``n0..n{k-1}`` (custom resources ``pipeplan_node:<id>``), the driver
-connected to ``n0``, with ``RAY_AUTH_MODE=disabled`` and a private temp dir. Both transports of
+It starts a local Ray cluster (``bench/_ray_cluster.py``) with ``--stages`` Ray nodes (1 CPU, 200 MB object
+store each) carrying the pool ids ``n0..n{k-1}``, the driver connected to ``n0``. Both transports of
 :class:`pipeplan.runtime.ray_backend.RayBackend` run on the same cluster: ``channel`` (Ray shared-memory
 channels, the default) and ``actor`` (one actor call per frame, the transport before issue 14;
-``PIPEPLAN_RAY_TRANSPORT=actor``).
+``PIPEPLAN_RAY_TRANSPORT=actor``); the channel transport once per ``--waits`` entry (how a channel read
+waits: ``backoff``, the default, or ``spin``, Ray's own blocking read; ``PIPEPLAN_RAY_WAIT``).
 
 - **hop**: one frame, one hop. The driver sends a DATA Frame of one activation row ([1, n_embd] f32 of the
   model) through the transport's own endpoints (``RayTransport.open_send`` / ``open_recv``) to an echo actor,
   which receives it and sends it back on a second edge; median of round trip / 2 over ``--hops`` frames
   after a warm-up, for an echo actor on the driver's Ray node (``same node``) and on another (``cross node``).
+- **wait CPU**: CPU-s/s of the echo actor's process while it waits on its inbound edge with nothing sent, and of
+  the driver waiting on the return edge (1 s each): what a waiting read takes from the computing stages.
 - **decode**: the model over ``--stages`` stage actors on ``n0..n{k-1}`` (greedy, one thread per stage),
   a warm-up sequence, then ``--repeat`` timed sequences of ``--tokens`` tokens (median decode tok/s).
 
@@ -27,10 +29,8 @@ import json
 import os
 import platform
 import queue
-import shutil
 import statistics
 import sys
-import tempfile
 import threading
 import time
 from pathlib import Path
@@ -40,10 +40,12 @@ import numpy as np
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
 sys.path.insert(0, str(HERE))
+from _ray_cluster import ray_cluster  # noqa: E402
 from decode import MODEL, PROMPT  # noqa: E402
 
 MB = 1024 * 1024
 TRANSPORTS = ("channel", "actor")
+WAITS = ("backoff", "spin")
 
 
 def gemma3_model() -> Path:
@@ -52,20 +54,6 @@ def gemma3_model() -> Path:
     from tests.conftest import gemma3_file
 
     return gemma3_file()
-
-
-def start_cluster(nodes: list[str], tmp: str):
-    """A local Ray cluster whose node i carries pool id ``nodes[i]`` (the head is ``nodes[0]``)."""
-    from ray.cluster_utils import Cluster
-
-    common = {"num_cpus": 1, "object_store_memory": 200 * MB}
-    c = Cluster(initialize_head=True, head_node_args=dict(common, temp_dir=tmp, include_dashboard=False,
-                                                          resources={f"pipeplan_node:{nodes[0]}": 1}))
-    ids = {nodes[0]: c.head_node.node_id}
-    for n in nodes[1:]:
-        ids[n] = c.add_node(**common, resources={f"pipeplan_node:{n}": 1}).node_id
-    c.wait_for_nodes()
-    return c, ids
 
 
 class Echo:
@@ -77,7 +65,7 @@ class Echo:
 
         self.tr, self.node_id = transport, node_id
         slots = transport.routes["in"].ring_spec.slots
-        self._inbox, self._chan_inbox, self._out_chan = _Inbox(), _ChannelInbox(slots), _OutChannel()
+        self._inbox, self._chan_inbox, self._out_chan = _Inbox(), _ChannelInbox(slots, transport.wait), _OutChannel()
         self._outbox: queue.Queue = queue.Queue(maxsize=slots)
         self._stop = threading.Event()
         channel = transport.mode == "channel"
@@ -96,6 +84,12 @@ class Echo:
 
     def stop(self) -> None:
         self._stop.set()
+
+    def idle_cpu(self, seconds: float) -> float:
+        """CPU seconds per second this actor's process uses while its loop waits on ``in`` with nothing sent."""
+        t0 = time.process_time()
+        time.sleep(seconds)
+        return (time.process_time() - t0) / seconds
 
     # the stage actor's edge methods (StageActor's, for edges "in" / "out")
     def push(self, edge_id, n, frame):
@@ -119,8 +113,10 @@ class Echo:
         return True
 
 
-def bench_hop(mode: str, ray_node: str, node_id: str, n_embd: int, n: int) -> dict:
-    """Median one-way hop (round trip / 2) of a [1, n_embd] f32 DATA Frame through ``mode``'s endpoints."""
+def bench_hop(mode: str, wait: str, ray_node: str, node_id: str, n_embd: int, n: int) -> dict:
+    """Median one-way hop (round trip / 2) of a [1, n_embd] f32 DATA Frame through ``mode``'s endpoints
+    (``wait``: the channel read's wait), and the CPU-s/s of a waiting consumer (the echo actor) and of the
+    driver waiting on the return edge, each over 1 s with nothing sent."""
     import ray
     from pipeplan.plan_types import ObjectSpec, RingSpec
     from pipeplan.runtime.ray_backend import RayTransport, RunScope, start_driver_proxy
@@ -136,7 +132,7 @@ def bench_hop(mode: str, ray_node: str, node_id: str, n_embd: int, n: int) -> di
     proxy_name = f"{scope.prefix}/driver" if mode == "channel" else None
     proxy = start_driver_proxy(proxy_name, scope.namespace) if proxy_name else None
     tr = RayTransport(routes, scope, {(node_id, "in"): name, ("orchestrator", "out"): name}, mode=mode,
-                      proxy=proxy_name)
+                      proxy=proxy_name, wait=wait)
     echo = ray.remote(Echo).options(name=name, num_cpus=0, max_concurrency=8, scheduling_strategy=
                                     NodeAffinitySchedulingStrategy(ray_node, soft=False)).remote(tr, node_id)
     try:
@@ -155,6 +151,10 @@ def bench_hop(mode: str, ray_node: str, node_id: str, n_embd: int, n: int) -> di
         for i in range(100):
             once(i)
         hops = sorted(once(100 + i) for i in range(n))
+        echo_idle = ray.get(echo.idle_cpu.remote(1.0))
+        t0 = time.process_time()
+        assert rx.recv(timeout=1.0) is None
+        driver_idle = time.process_time() - t0
     finally:
         ray.get(echo.stop.remote())
         tr.close()
@@ -162,7 +162,8 @@ def bench_hop(mode: str, ray_node: str, node_id: str, n_embd: int, n: int) -> di
         if proxy is not None:
             ray.kill(proxy)
     return {"median_us": statistics.median(hops) * 1e6, "p90_us": hops[int(0.9 * len(hops))] * 1e6,
-            "min_us": hops[0] * 1e6, "n": n, "payload_bytes": int(x.nbytes)}
+            "min_us": hops[0] * 1e6, "n": n, "payload_bytes": int(x.nbytes),
+            "consumer_wait_cpu_s_per_s": echo_idle, "driver_wait_cpu_s_per_s": driver_idle}
 
 
 def _provisions(model: Path, nodes: list[str], max_seq_len: int = 256):
@@ -176,13 +177,15 @@ def _provisions(model: Path, nodes: list[str], max_seq_len: int = 256):
     return project_provisions(plan_run(facts, RuntimeConfig(max_seq_len=max_seq_len), pool, len(nodes), nodes))
 
 
-def bench_decode(mode: str, model: Path, nodes: list[str], prompt_ids: list[int], tokens: int, repeat: int) -> dict:
-    """Decode tok/s of ``model`` over one stage actor per node with the ``mode`` transport (median of ``repeat``)."""
+def bench_decode(mode: str, wait: str, model: Path, nodes: list[str], prompt_ids: list[int], tokens: int,
+                 repeat: int) -> dict:
+    """Decode tok/s of ``model`` over one stage actor per node with the ``mode`` transport and ``wait``
+    (median of ``repeat``)."""
     from pipeplan.runtime.orchestrator import Pipeline
     from pipeplan.runtime.ray_backend import RayBackend
 
     ps = _provisions(model, nodes)
-    with Pipeline(ps, backend=RayBackend(ray_transport=mode), num_threads=1) as pipe:
+    with Pipeline(ps, backend=RayBackend(ray_transport=mode, ray_wait=wait), num_threads=1) as pipe:
         warm, _ = pipe.generate_ids(prompt_ids, 8)
         runs = [pipe.generate_ids(prompt_ids, tokens) for _ in range(repeat)]
         load_s = pipe.load_s
@@ -199,49 +202,35 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--tokens", type=int, default=64)
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--transports", default=",".join(TRANSPORTS))
+    ap.add_argument("--waits", default=",".join(WAITS), help="channel read waits to compare (channel transport)")
     ap.add_argument("--out", type=Path, default=HERE / "results" / "ray_hops.json")
     args = ap.parse_args(argv)
 
-    import ray
     from pipeplan.frontend.gguf_facts import read_model_facts
     from pipeplan.runtime.tokenizer import SPMTokenizer
 
-    modes = [m for m in args.transports.split(",") if m]
+    variants = [(m, w) for m in args.transports.split(",") if m
+                for w in ([w for w in args.waits.split(",") if w] if m == "channel" else ["spin"])]
+    modes = [m if m != "channel" else f"channel/{w}" for m, w in variants]
     models = {"stories260K": MODEL, "gemma3": None}
     nodes = [f"n{i}" for i in range(args.stages)]
-    saved = {k: os.environ.get(k) for k in ("RAY_AUTH_MODE", "RAY_TMPDIR")}
-    tmp = tempfile.mkdtemp(prefix="pp-ray-", dir="/tmp")  # short: Ray's unix socket paths must fit 107 bytes
-    os.makedirs(os.path.join(tmp, "ray"))
-    os.environ["RAY_AUTH_MODE"] = "disabled"
-    os.environ["RAY_TMPDIR"] = tmp
-    cluster = None
     hops: list[dict] = []
     decode: list[dict] = []
-    try:
-        cluster, ids = start_cluster(nodes, tmp)
-        ray.init(address=cluster.address, log_to_driver=False)
+    with ray_cluster(nodes, object_store_mb=200) as info:
+        ids = info["ids"]
         for name in [m for m in args.models.split(",") if m]:
             model = models[name] or gemma3_model()
             n_embd = read_model_facts(model).embedding_length
             prompt_ids = SPMTokenizer.from_gguf(model).encode(PROMPT)
             for where, node in (("same node", nodes[0]), ("cross node", nodes[-1])):
-                for mode in modes:
-                    h = bench_hop(mode, ids[node], node, n_embd, args.hops)
-                    hops.append({"model": name, "transport": mode, "where": where, "to_node": node, **h})
-            for mode in modes:
-                d = bench_decode(mode, model, nodes, prompt_ids, args.tokens, args.repeat)
-                decode.append({"model": name, "transport": mode, "stages": args.stages, **d})
-    finally:
-        if ray.is_initialized():
-            ray.shutdown()
-        if cluster is not None:
-            cluster.shutdown()
-        for k, v in saved.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
-        shutil.rmtree(tmp, ignore_errors=True)
+                for label, (mode, wait) in zip(modes, variants, strict=True):
+                    h = bench_hop(mode, wait, ids[node], node, n_embd, args.hops)
+                    hops.append({"model": name, "transport": label, "where": where, "to_node": node,
+                                 "load_avg": os.getloadavg(), **h})
+            for label, (mode, wait) in zip(modes, variants, strict=True):
+                d = bench_decode(mode, wait, model, nodes, prompt_ids, args.tokens, args.repeat)
+                decode.append({"model": name, "transport": label, "stages": args.stages,
+                               "load_avg": os.getloadavg(), **d})
 
     print("| model | hop | payload B | " + " | ".join(f"{m} median us (p90)" for m in modes) + " |")
     print("|---|---|---|" + "---|" * len(modes))
@@ -251,6 +240,15 @@ def main(argv: list[str] | None = None) -> int:
             pay = next(iter(row.values()))["payload_bytes"]
             print(f"| {name} | {where} | {pay} | " + " | ".join(
                 f"{row[m]['median_us']:.0f} ({row[m]['p90_us']:.0f})" for m in modes) + " |")
+    print()
+    print("| model | hop | " + " | ".join(f"{m} wait CPU-s/s (consumer, driver)" for m in modes) + " |")
+    print("|---|---|" + "---|" * len(modes))
+    for name in dict.fromkeys(h["model"] for h in hops):
+        for where in ("same node", "cross node"):
+            row = {h["transport"]: h for h in hops if h["model"] == name and h["where"] == where}
+            print(f"| {name} | {where} | " + " | ".join(
+                f"{row[m]['consumer_wait_cpu_s_per_s']:.2f}, {row[m]['driver_wait_cpu_s_per_s']:.2f}" for m in modes)
+                + " |")
     print()
     print("| model | stages | " + " | ".join(f"{m} decode tok/s" for m in modes) + " | same ids |")
     print("|---|---|" + "---|" * len(modes) + "---|")

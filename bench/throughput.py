@@ -2,7 +2,8 @@
 
 For each stage count S: plan the model for ``parallel = max(N)`` sequences (``RuntimeConfig.parallel``, ring
 slots as many), compile it (:func:`pipeplan.runtime.replay.compile_for_run`, cached), start one
-``Pipeline(parallel=max(N))`` on ``--backend`` (default local: one process per stage, one thread each), then
+``Pipeline(parallel=max(N))`` on ``--backend`` (default local: one process per stage, one thread each; ray: one
+actor per stage on a local ``--ray-nodes``-node Ray cluster, ``bench/_ray_cluster.py``, stage i on node ``local<i>``), then
 for each N run N greedy requests at once (:meth:`~pipeplan.runtime.orchestrator.Pipeline.generate_concurrent`;
 ``--prompt-tokens`` ids and ``--decode-tokens`` generated ids each, prompts differ) ``--repeat`` times, the
 best kept.
@@ -22,7 +23,8 @@ Figures per (S, N):
 Usage::
 
     python bench/throughput.py [--model stories|gemma|PATH.gguf] [--stages 1,2,3] [--parallel 1,2,4,8]
-                               [--prompt-tokens 8] [--decode-tokens 32] [--repeat 2] [--backend local]
+                               [--prompt-tokens 8] [--decode-tokens 32] [--repeat 2]
+                               [--backend local|inproc|ray] [--ray-nodes 3]
                                [--out bench/results/throughput.json]
 
 Prints a table and writes the JSON (default ``bench/results/throughput.json``; ``throughput-<model>.json`` for
@@ -32,6 +34,7 @@ a model other than stories260K).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib
 import json
 import os
@@ -136,7 +139,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--prompt-tokens", type=int, default=8)
     ap.add_argument("--decode-tokens", type=int, default=32)
     ap.add_argument("--repeat", type=int, default=2)
-    ap.add_argument("--backend", default="local", choices=("local", "inproc"))
+    ap.add_argument("--backend", default="local", choices=("local", "inproc", "ray"))
+    ap.add_argument("--ray-nodes", type=int, default=3,
+                    help="ray: Ray nodes of the local cluster (bench/_ray_cluster.py), stage i on node local<i>")
     ap.add_argument("--cache-dir", default=None, help="package cache (default: a private temporary one)")
     ap.add_argument("--out", default=None)
     a = ap.parse_args(argv)
@@ -145,8 +150,15 @@ def main(argv: list[str] | None = None) -> int:
     parallel = sorted({int(n) for n in a.parallel.split(",")})
     cache = a.cache_dir or tempfile.mkdtemp(prefix="pipeplan-throughput-")
     rows: list[dict] = []
-    for s in stages:
-        rows += run_stage_count(model, s, parallel, a, cache)
+    with contextlib.ExitStack() as stack:
+        if a.backend == "ray":
+            if max(stages) > a.ray_nodes:
+                ap.error(f"--stages {a.stages} needs at most --ray-nodes {a.ray_nodes} stages (one per node)")
+            from _ray_cluster import ray_cluster
+
+            stack.enter_context(ray_cluster([f"local{i}" for i in range(a.ray_nodes)]))
+        for s in stages:
+            rows += run_stage_count(model, s, parallel, a, cache)
     base = next((r["agg_tok_s"] for r in rows if r["stages"] == 1 and r["parallel"] == 1), None)
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
     print(f"{'S':>2} {'N':>3} {'agg tok/s':>10} {'overall':>9} {'p50 ms':>8} {'p99 ms':>8} {'x base':>7} "
@@ -163,7 +175,7 @@ def main(argv: list[str] | None = None) -> int:
     name = "throughput.json" if a.model == "stories" else f"throughput-{Path(str(model)).stem if a.model not in MODELS else a.model}.json"
     out = Path(a.out) if a.out else HERE / "results" / name
     out.parent.mkdir(parents=True, exist_ok=True)
-    doc = {"model": str(model), "backend": a.backend, "target": "cpu", "threads_per_stage": 1, "cores": cores,
+    doc = {"model": str(model), "backend": a.backend, "ray_nodes": a.ray_nodes if a.backend == "ray" else None, "target": "cpu", "threads_per_stage": 1, "cores": cores,
            "prompt_tokens": a.prompt_tokens, "decode_tokens": a.decode_tokens, "repeat": a.repeat,
            "machine": platform.machine(), "load_avg": os.getloadavg(),
            "command": "python bench/throughput.py " + " ".join(argv if argv is not None else sys.argv[1:]),

@@ -52,9 +52,6 @@ from pipeplan.runtime.events import Event, EventLog, StageFaulted, StageReady, e
 from pipeplan.runtime.stage import POLL_S, FaultInjection, StageProgram
 from pipeplan.runtime.transport import DATA, ORCHESTRATOR_NODE, RESET, SHUTDOWN, Frame, SamplerParams
 
-CONCURRENT_BACKENDS = ("inproc", "local")
-"""Backends whose transports carry ``Frame.slot`` (``parallel > 1``)."""
-
 DEATH_GRACE_S = 0.3
 """After noticing a dead stage, how long to wait for its StageFaulted event before calling it a crash."""
 
@@ -131,9 +128,8 @@ class Pipeline:
         parallel: most sequences in flight at once (KV-cache slots per stage; see the module docstring).
         prefill_rows: most prompt rows per frame (at most the compiled prefill step's rows; default those,
             0 without compiled programs: the whole prompt in one frame).
-    Raises: RunRequestError (no provisions, bad ``liveness_s``, ``parallel`` not an int >= 1 or above 1 on a
-        backend that does not carry frame slots: ray); from :meth:`start`: StageFault; BackendError for an
-        unknown backend name.
+    Raises: RunRequestError (no provisions, bad ``liveness_s``, ``parallel`` not an int >= 1); from
+        :meth:`start`: StageFault; BackendError for an unknown backend name.
     """
 
     def __init__(self, provisions: Sequence[ProvisionStage], *, backend: str | Backend = "local",
@@ -149,10 +145,6 @@ class Pipeline:
         self.provisions = sorted(provisions, key=lambda p: p.stage)
         self.liveness_s = liveness_limit(liveness_s)
         self.backend = make_backend(backend) if isinstance(backend, str) else backend
-        if parallel > 1 and self.backend.name not in CONCURRENT_BACKENDS:
-            raise RunRequestError(f"parallel={parallel} needs a backend that carries KV-cache slots "
-                                  f"({', '.join(CONCURRENT_BACKENDS)}); {self.backend.name!r} runs one sequence "
-                                  f"at a time", where="parallel")
         if num_threads is None and self.backend.name == "local":
             num_threads = 1
         elif num_threads is None and self.backend.name == "inproc":

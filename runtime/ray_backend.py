@@ -38,8 +38,9 @@ Frames cross an edge by one of two transports (:data:`TRANSPORTS`; ``RayBackend(
   Back-pressure is credit-based: the consumer writes its taken count into an ack channel per frame taken,
   and the producer writes only while ``sent - acked < slots`` (a full edge makes ``send`` return False after
   ``timeout``, like a full ring). The credits make the bound exact across Ray nodes too, where a channel
-  holds more frames than its buffers (Ray's push to the reader's node). A consumer waiting in a channel
-  read polls inside Ray (about 40% of a core), unlike a waiting actor call.
+  holds more frames than its buffers (Ray's push to the reader's node). Ray's own blocking read polls the
+  channel (``sched_yield``) and takes a core's share while it waits, so a read waits by non-blocking reads
+  between growing sleeps instead (``ray_wait="backoff"``, the default; :data:`WAITS`).
 - ``actor`` (kept to compare against, ``bench/ray_hops.py``): the producer pushes each Frame as a Ray object
   with an actor call (``push``, numbered: the inbox admits frames in producer order, since a threaded actor
   may start concurrent calls out of order) to the consumer's inbox. The call returns only when the consumer
@@ -125,6 +126,16 @@ ACK_BYTES = 1000
 """Buffer bytes of an ack channel (Ray's minimum channel buffer)."""
 ACK_WRITE_S = 1.0
 """Seconds a consumer waits to write an ack (it never has to: the credit count keeps a buffer free)."""
+WAITS = ("backoff", "spin")
+"""How a channel read waits for a frame: ``backoff`` (the default: non-blocking reads between sleeps that grow
+from :data:`BACKOFF_FIRST_S` to :data:`BACKOFF_MAX_S`) or ``spin`` (Ray's own blocking read, which polls the
+channel with ``sched_yield`` and takes a core's share while it waits)."""
+WAIT_ENV = "PIPEPLAN_RAY_WAIT"
+"""Environment variable choosing the channel wait of a :class:`RayBackend` built without one (``backoff``)."""
+BACKOFF_FIRST_S = 50e-6
+"""First sleep of a backoff wait (seconds); each further sleep doubles, up to :data:`BACKOFF_MAX_S`."""
+BACKOFF_MAX_S = 1e-3
+"""Longest sleep of a backoff wait (seconds): the most a frame that arrives during a long wait waits extra."""
 
 
 class RayUnavailableError(BackendError):
@@ -416,6 +427,25 @@ def _first_line(e: BaseException) -> str:
     return str(e).splitlines()[0] if str(e) else type(e).__name__
 
 
+def _channel_read(chan: Any, timeout: float | None, wait: str) -> Any:
+    """``chan.read`` within ``timeout`` s (None: forever). ``wait="spin"``: Ray's blocking read; ``"backoff"``:
+    non-blocking reads (``timeout=0``) between sleeps of :data:`BACKOFF_FIRST_S` doubling to
+    :data:`BACKOFF_MAX_S`. Raises RayChannelTimeoutError on timeout, RayChannelError when the channel broke."""
+    if wait == "spin":
+        return chan.read(timeout=timeout)
+    deadline = None if timeout is None else time.monotonic() + timeout
+    nap = BACKOFF_FIRST_S
+    while True:
+        try:
+            return chan.read(timeout=0)
+        except RayChannelTimeoutError:
+            left = _left(deadline)
+            if left is not None and left <= 0:
+                raise
+        time.sleep(nap if left is None else min(nap, left))
+        nap = min(2 * nap, BACKOFF_MAX_S)
+
+
 def _owned(frame: Frame) -> Frame:
     """``frame`` with its own copy of the DATA array. A value read from a channel maps the channel's buffer
     (read-only), and Ray frees that buffer for the next write only once the read value is dropped, so the
@@ -433,8 +463,9 @@ class _Credits:
     buffer count (Ray's writer buffer, the push to the reader's node and the reader's buffer), so the
     RingSpec bound comes from these credits, not from the channel's buffers."""
 
-    def __init__(self, slots: int):
+    def __init__(self, slots: int, wait: str = "backoff"):
         self.slots = max(1, slots)
+        self.wait = wait
         self.sent = 0
         self.acked = 0
         self.ack: Any = None
@@ -448,7 +479,7 @@ class _Credits:
         if self.ack is None and not self._ack_ready.wait(timeout):
             return False
         try:
-            self.acked = max(self.acked, int(self.ack.read(timeout=timeout)))
+            self.acked = max(self.acked, int(_channel_read(self.ack, timeout, self.wait)))
         except RayChannelTimeoutError:
             return False
         return True
@@ -470,8 +501,9 @@ class _ChannelInbox:
     """Consumer side of one channel edge: the data channel (attached when the producer hands it over) and
     the ack channel this side writes one cumulative taken-count into per frame taken."""
 
-    def __init__(self, slots: int):
+    def __init__(self, slots: int, wait: str = "backoff"):
         self.slots = max(1, slots)
+        self.wait = wait
         self.taken = 0
         self._chan: Any = None
         self._ack: Any = None
@@ -497,7 +529,7 @@ class _ChannelInbox:
         if not self._ready.wait(timeout):
             return None
         try:
-            frame = _owned(self._chan.read(timeout=timeout))
+            frame = _owned(_channel_read(self._chan, timeout, self.wait))
         except RayChannelTimeoutError:
             return None
         self.taken += 1
@@ -545,7 +577,7 @@ class _ChannelSend(SendEndpoint):
         self._tr = transport
         self._consumer = consumer_node_id
         self._peer = None if consumer_node_id == ORCHESTRATOR_NODE else transport._peer(consumer_node_id, route.edge_id)
-        self._credits = _Credits(self.slots)
+        self._credits = _Credits(self.slots, transport.wait)
         self._chan: Any = None
         self.dead: str | None = None
 
@@ -645,9 +677,9 @@ class _ChannelPull(RecvEndpoint):
     """Driver side of an orchestrator-consumed channel edge: fetches the producer actor's channel once
     (``out_channel``), hands it the ack channel (``accept_ack``), then reads frames from shared memory."""
 
-    def __init__(self, route: EdgeRoute, peer: _Peer):
+    def __init__(self, route: EdgeRoute, peer: _Peer, wait: str = "backoff"):
         self.edge_id, self._peer = route.edge_id, peer
-        self._inbox = _ChannelInbox(route.ring_spec.slots)
+        self._inbox = _ChannelInbox(route.ring_spec.slots, wait)
 
     @property
     def received(self) -> int:
@@ -707,10 +739,14 @@ class RayTransport(Transport):
     """
 
     def __init__(self, routes: Mapping[str, EdgeRoute], scope: RunScope, holders: Mapping[tuple[str, str], str],
-                 *, mode: str = "channel", proxy: str | None = None):
+                 *, mode: str = "channel", proxy: str | None = None, wait: str = "backoff"):
         if mode not in TRANSPORTS:
             raise BackendError(f"unknown Ray transport {mode!r} (expected one of {', '.join(TRANSPORTS)})",
                                where="ray_transport")
+        if wait not in WAITS:
+            raise BackendError(f"unknown Ray channel wait {wait!r} (expected one of {', '.join(WAITS)})",
+                               where="ray_wait")
+        self.wait = wait
         self.routes = dict(routes)
         self.scope = scope
         self.holders = dict(holders)
@@ -725,10 +761,11 @@ class RayTransport(Transport):
 
     def __getstate__(self):
         return {"routes": self.routes, "scope": self.scope, "holders": self.holders, "mode": self.mode,
-                "proxy": self.proxy}
+                "proxy": self.proxy, "wait": self.wait}
 
     def __setstate__(self, state):
-        self.__init__(state["routes"], state["scope"], state["holders"], mode=state["mode"], proxy=state["proxy"])
+        self.__init__(state["routes"], state["scope"], state["holders"], mode=state["mode"], proxy=state["proxy"],
+                      wait=state["wait"])
 
     def _proxy_handle(self) -> Any:
         """The actor on the driver's Ray node that stands for the driver as a channel reader (Ray builds a
@@ -784,7 +821,7 @@ class RayTransport(Transport):
         ep: RecvEndpoint
         if node_id == ORCHESTRATOR_NODE:
             peer = self._peer(node_id, edge_id)
-            ep = _ChannelPull(r, peer) if channel else _PullRecv(edge_id, peer)
+            ep = _ChannelPull(r, peer, self.wait) if channel else _PullRecv(edge_id, peer)
         else:
             inbox = self._local.get(edge_id)
             if isinstance(inbox, _ChannelInbox) and channel:
@@ -864,7 +901,7 @@ class StageActor:
         self._stop = threading.Event()
         self._inbox = _Inbox()
         self._outbox: queue.Queue = queue.Queue(maxsize=max(1, provision.outbound.ring_spec.slots))
-        self._chan_inbox = _ChannelInbox(provision.inbound.ring_spec.slots)
+        self._chan_inbox = _ChannelInbox(provision.inbound.ring_spec.slots, transport.wait)
         self._out_chan = _OutChannel()
         channel = transport.mode == "channel"
         transport.attach(provision.inbound.edge_id, self._chan_inbox if channel else self._inbox)
@@ -874,7 +911,7 @@ class StageActor:
         num_threads = options.num_threads if options.num_threads is not None else 1
         self.worker = StageWorker(provision, self._emit, fault_injection=fault_injection, kernels=options.kernels,
                                   cache_dir=options.cache_dir, num_threads=num_threads,
-                                  program=options.program_for(provision.stage))
+                                  program=options.program_for(provision.stage), parallel=options.parallel)
         self._thread = threading.Thread(target=self._body, name=f"pipeplan-stage-{provision.stage}", daemon=True)
         self._thread.start()
 
@@ -973,6 +1010,8 @@ class RayBackend(Backend):
         max_concurrency: threads per stage actor (must exceed the inbound ring's ``slots`` + 3).
         ray_transport: ``"channel"`` (Ray shared-memory channels) or ``"actor"`` (an actor call per frame);
             None: ``$PIPEPLAN_RAY_TRANSPORT``, else ``"channel"``. Unknown: BackendError (``bad_backend``).
+        ray_wait: how a channel read waits (:data:`WAITS`): ``"backoff"`` or ``"spin"``; None:
+            ``$PIPEPLAN_RAY_WAIT``, else ``"backoff"``. Unknown: BackendError (``bad_backend``).
     Raises (from :meth:`start`): RayUnavailableError (no ray / cannot connect), RunPlanRejection
         (``unknown_node``/``ambiguous_node``, before any actor is created).
     """
@@ -982,7 +1021,7 @@ class RayBackend(Backend):
 
     def __init__(self, address: str | None = None, *, namespace: str | None = None,
                  init_kwargs: Mapping[str, Any] | None = None, max_concurrency: int | None = None,
-                 ray_transport: str | None = None):
+                 ray_transport: str | None = None, ray_wait: str | None = None):
         import os
 
         mode = ray_transport if ray_transport is not None else (os.environ.get(TRANSPORT_ENV) or "channel")
@@ -990,6 +1029,11 @@ class RayBackend(Backend):
             raise BackendError(f"unknown Ray transport {mode!r} (from {'ray_transport' if ray_transport else TRANSPORT_ENV}; "
                                f"expected one of {', '.join(TRANSPORTS)})", where=TRANSPORT_ENV)
         self.ray_transport = mode
+        wait = ray_wait if ray_wait is not None else (os.environ.get(WAIT_ENV) or "backoff")
+        if wait not in WAITS:
+            raise BackendError(f"unknown Ray channel wait {wait!r} (from {'ray_wait' if ray_wait else WAIT_ENV}; "
+                               f"expected one of {', '.join(WAITS)})", where=WAIT_ENV)
+        self.ray_wait = wait
         self.address = address
         self.namespace = namespace
         self.init_kwargs = dict(init_kwargs or {})
@@ -1057,7 +1101,7 @@ class RayBackend(Backend):
         channel = self.ray_transport == "channel"
         self.proxy_name = f"{scope.prefix}/driver" if channel else None
         self.transport = RayTransport(routes, scope, build_registry(provisions, scope), mode=self.ray_transport,
-                                      proxy=self.proxy_name)
+                                      proxy=self.proxy_name, wait=self.ray_wait)
         slots = max([p.inbound.ring_spec.slots for p in provisions] + [1])
         conc = self.max_concurrency or slots + 6
         if conc < slots + 4:

@@ -25,7 +25,7 @@ ray = pytest.importorskip("ray")
 from pipeplan.errors import RunPlanRejection, StageFault  # noqa: E402
 from pipeplan.plan_types import NodePool, NodeSpec, ObjectSpec, RingSpec, RuntimeConfig  # noqa: E402
 from pipeplan.runtime.events import StageFaulted, StageReady, WeightsReady  # noqa: E402
-from pipeplan.runtime.orchestrator import Pipeline  # noqa: E402
+from pipeplan.runtime.orchestrator import GenRequest, Pipeline  # noqa: E402
 from pipeplan.runtime.ray_backend import (  # noqa: E402
     RayBackend,
     RayTransport,
@@ -82,12 +82,13 @@ def facts(stories_path):
     return read_model_facts(stories_path)
 
 
-def _provisions(facts, nodes):
+def _provisions(facts, nodes, parallel: int = 1):
     from pipeplan.dialects.runplan_build import project_provisions
     from pipeplan.frontend.planner import plan_run
 
     pool = NodePool(tuple(NodeSpec(n, 1 << 30) for n in nodes))
-    return project_provisions(plan_run(facts, RuntimeConfig(max_seq_len=256), pool, 3, list(nodes)))
+    config = RuntimeConfig(max_seq_len=256, parallel=parallel, ring_slots=max(2, parallel))
+    return project_provisions(plan_run(facts, config, pool, 3, list(nodes)))
 
 
 @pytest.fixture(scope="module")
@@ -96,9 +97,15 @@ def provisions(facts):
     return _provisions(facts, NODES)
 
 
+_KEPT: set[str] = set()
+"""Name prefixes of runs a module fixture keeps started (``concurrent_pipe``): not leftovers of other tests."""
+
+
 def _live_actors() -> list[dict]:
-    """Actors of the cluster that are not DEAD (ALIVE, pending, restarting), from the GCS table."""
-    return [a for a in ray._private.state.actors().values() if a["State"] != "DEAD"]
+    """Actors of the cluster that are not DEAD (ALIVE, pending, restarting), from the GCS table, except those
+    of a run a module fixture keeps (:data:`_KEPT`)."""
+    return [a for a in ray._private.state.actors().values() if a["State"] != "DEAD"
+            and not any((a.get("Name") or "").startswith(k + "/") for k in _KEPT)]
 
 
 # --------------------------------------------------------------------------- the happy path
@@ -170,6 +177,133 @@ def test_unknown_ray_transport_is_bad_backend(monkeypatch):
     assert RayBackend().ray_transport == "actor"
     monkeypatch.delenv("PIPEPLAN_RAY_TRANSPORT")
     assert RayBackend().ray_transport == "channel"
+
+
+# --------------------------------------------------------------------------- concurrent sequences
+CPU = "pipeplan.runtime.kernels.cpu"
+STORIES_PROMPTS = ["Once upon a time", "The little dog ran to the park and saw a big red ball", "Sam", "Lily"]
+
+
+@pytest.fixture(scope="module")
+def concurrent_pipe(cluster, facts):
+    """stories260K over 3 Ray actors on n0, n1, n2 (channel transport) with 4 KV-cache slots per stage
+    (``Pipeline(parallel=4)``, prompts in frames of 4 rows, numpy CPU kernels); started once."""
+    backend = RayBackend(ray_transport="channel")
+    pipe = Pipeline(_provisions(facts, NODES, parallel=4), backend=backend, kernels=CPU, num_threads=1,
+                    parallel=4, prefill_rows=4)
+    pipe.start()
+    prefix = backend.transport.scope.prefix
+    _KEPT.add(prefix)
+    yield pipe
+    pipe.close()
+    _KEPT.discard(prefix)
+    assert backend.live_actor_names() == []
+
+
+def test_concurrent_greedy_ids_equal_single_on_ray(concurrent_pipe, stories_path, expected_cases):
+    """RP-PP-3, WL-R-4 (issue 14 item 1 on Ray): ``Pipeline(parallel=4)`` on the Ray backend starts (it was an
+    invalid_request before), every stage actor holds 4 KV-cache slots, and 4 concurrent greedy requests
+    (different prompts and lengths, admitted at different times, prompts chunked by 4 rows) give each request's
+    single-request ids, which are llama.cpp's where EXPECTED has the prompt: the edges carry ``Frame.slot``
+    across Ray nodes and the token-out edge returns each sequence's own tokens."""
+    from pipeplan.runtime.tokenizer import SPMTokenizer
+
+    pipe = concurrent_pipe
+    slots = {s: ray.get(a.__ray_call__.remote(lambda self_: self_.worker.parallel))
+             for s, a in pipe.backend.actors.items()}
+    assert slots == {0: 4, 1: 4, 2: 4}
+    tok = SPMTokenizer.from_gguf(stories_path)
+    prompts = [tok.encode(p, add_bos=True) for p in STORIES_PROMPTS]
+    lengths = [12, 9, 14, 10]
+    single = [pipe.generate_concurrent([GenRequest(p, n, eos_id=tok.eos_id)])[0].ids
+              for p, n in zip(prompts, lengths, strict=True)]
+    got = pipe.generate_concurrent([GenRequest(p, n, eos_id=tok.eos_id, delay_s=0.002 * i)
+                                    for i, (p, n) in enumerate(zip(prompts, lengths, strict=True))])
+    assert [g.ids for g in got] == single
+    assert [len(ids) for ids in single] == lengths
+    firsts, lasts = [g.token_times[0] for g in got], [g.token_times[-1] for g in got]
+    assert max(firsts) < min(lasts)  # they ran at the same time
+    for prompt, ids in zip(STORIES_PROMPTS, single, strict=True):
+        case = next((c for c in expected_cases if c["prompt"] == prompt), None)
+        assert case is None or ids == case["greedy_ids"][:len(ids)]
+
+
+def test_cancel_frees_the_slot_on_ray(concurrent_pipe):
+    """RP-PP-3 (issue 14 item 1 on Ray): with all 4 slots taken by long sequences, a fifth request waits;
+    cancelling one after 3 ids frees its slot, and the waiting request runs in it with its single-request ids
+    while the other long sequences still run."""
+    pipe = concurrent_pipe
+    short = GenRequest([1, 403, 407], 8)
+    want = pipe.generate_concurrent([short])[0].ids
+    handles: list = []
+
+    def on_token(_tok: int) -> None:
+        if len(handles[0].ids) == 3:
+            handles[0].cancel()
+
+    handles.append(pipe.submit(GenRequest([1, 300], 60), on_token=on_token))
+    handles += [pipe.submit(GenRequest([1, 301 + i], 60)) for i in range(pipe.parallel - 1)]
+    handles.append(pipe.submit(short))
+    results = [h.result(timeout=120) for h in handles]
+    a, others, c = results[0], results[1:-1], results[-1]
+    assert len(a.ids) == 3 and all(len(b.ids) == 60 for b in others) and c.ids == want
+    assert handles[-1].slot == handles[0].slot
+    assert a.token_times[-1] < c.token_times[0] and all(c.token_times[-1] < b.token_times[-1] for b in others)
+
+
+def test_bad_parallel_on_ray_is_invalid_request(facts):
+    """RP-AR-4: ``parallel`` must be an integer >= 1 on the Ray backend too (0, -1, 2.0, True are
+    RunRequestError ``invalid_request`` naming parallel), checked before Ray is touched."""
+    from pipeplan.runtime.orchestrator import RunRequestError
+
+    ps = _provisions(facts, NODES)
+    for bad in (0, -1, 2.0, True):
+        with pytest.raises(RunRequestError) as ei:
+            Pipeline(ps, backend=RayBackend(), parallel=bad)
+        assert ei.value.code == "invalid_request" and ei.value.where == "parallel"
+
+
+def test_owned_frame_keeps_every_field():
+    """Issue 14 item 1: what a channel read hands the stage (``_owned``: the array copied out of the channel's
+    read-only buffer) keeps every Frame field as sent, whatever fields Frame has (slot included)."""
+    from pipeplan.runtime.ray_backend import _owned
+    from pipeplan.runtime.transport import RESET, SamplerParams
+
+    arr = np.arange(8, dtype=np.float32).reshape(2, 4)
+    arr.flags.writeable = False
+    f = Frame(DATA, 7, 5, arr, None, 3)
+    g = _owned(f)
+    assert type(g) is Frame and g._fields == Frame._fields
+    assert g.array is not arr and g.array.flags.writeable and np.array_equal(g.array, arr)
+    assert all(getattr(g, k) == getattr(f, k) for k in Frame._fields if k != "array")
+    r = Frame(RESET, 8, 0, None, SamplerParams(0.5, 3, 0.9, 11), 2)
+    assert _owned(r) == r
+
+
+def test_unknown_ray_wait_is_bad_backend(monkeypatch):
+    """Issue 14 item 3 (CPU of waiting reads): a channel read waits by ``backoff`` (default) or ``spin``; any other
+    name, from the argument or from $PIPEPLAN_RAY_WAIT, is BackendError (bad_backend) naming it, before Ray is
+    touched; the choice travels with the transport to the actors (pickled state)."""
+    import pickle
+
+    from pipeplan.runtime.backends import BackendError
+
+    monkeypatch.delenv("PIPEPLAN_RAY_WAIT", raising=False)
+    with pytest.raises(BackendError) as ei:
+        RayBackend(ray_wait="busy")
+    assert ei.value.code == "bad_backend" and "busy" in ei.value.message
+    monkeypatch.setenv("PIPEPLAN_RAY_WAIT", "poll")
+    with pytest.raises(BackendError) as ei:
+        RayBackend()
+    assert ei.value.code == "bad_backend" and "PIPEPLAN_RAY_WAIT" in ei.value.message
+    monkeypatch.setenv("PIPEPLAN_RAY_WAIT", "spin")
+    assert RayBackend().ray_wait == "spin"
+    monkeypatch.delenv("PIPEPLAN_RAY_WAIT")
+    assert RayBackend().ray_wait == "backoff"
+    with pytest.raises(BackendError):
+        RayTransport({}, RunScope(None, "p"), {}, wait="busy")
+    tr = RayTransport({}, RunScope(None, "p"), {}, wait="spin")
+    assert pickle.loads(pickle.dumps(tr)).wait == "spin"
 
 
 # --------------------------------------------------------------------------- faults
