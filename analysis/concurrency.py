@@ -19,6 +19,21 @@ hop into stage 0 when frame j leaves the last stage. A frame reaches stage i ``h
 i-1 (hops are pure delays: rings and wake-ups, no stage busy); each stage serves one frame at a time,
 first come first served (ties: sequence index). A token is out when its frame leaves the last stage.
 
+**Runtime model** (:func:`simulate_frames`; used when a runtime term is set or M < N). The orchestrator is
+one more server after the last stage: a returning frame costs it ``orch_s`` CPU seconds (token out, the
+next frame built and sent); a sequence's token is out when the orchestrator starts on its frame. Every
+stage frame costs ``frame_s`` more (receive, announce, send). A frame reaching an idle server (stage or
+orchestrator) starts ``wake_s`` later (the wake-up of a process blocked on its ring); a busy server takes
+its next frame at once. The servers share ``cores`` CPUs (None: each its own) by processor sharing: with
+k working servers each runs at ``min(1, cores / k)`` of its speed (S busy stages on C < S cores are
+slowed by S / C). Micro-batching (``micro_batches`` M, default ``min(N, S)``): at most M frames in flight;
+a decode frame carries the ready decoding sequences, first ready first, up to ``ceil(N / M)`` rows and
+costs :meth:`StageCosts.frame_cost` at its rows (``rows_s``: calibrated at :data:`BATCH_ROWS`); a prefill
+chunk of a new sequence travels as its own frame and counts as one of the M. M = N with no runtime term is
+the model above exactly. ``pipeplan calibrate`` (target cpu) measures ``rows_s`` and fits ``wake_s`` and
+``frame_s = orch_s`` on the local pipeline (:func:`pipeplan.tools.calibrate.measure_loop`);
+:func:`with_runtime_terms` reads them for a package compiled with that calibration.
+
 **Figures** (:func:`throughput_summary`, the same for simulated and measured token times):
 
 * ``aggregate_tok_s`` — steady-state decode rate over the middle half of every sequence, which leaves out
@@ -38,8 +53,11 @@ cycle, bounded by the bottleneck stage).
 
 from __future__ import annotations
 
+import collections
+import dataclasses
 import functools
 import heapq
+import itertools
 import json
 import math
 from collections.abc import Mapping, Sequence
@@ -48,6 +66,9 @@ from pathlib import Path
 from typing import Any
 
 from pipeplan.errors import PipeplanError
+
+BATCH_ROWS = (1, 2, 4, 8)
+"""Rows of the decode frames whose cost calibration measures (``StageCosts.rows_s``)."""
 
 THROUGHPUT_FORMAT = "pipeplan-throughput/1"
 """``format`` of a throughput measurement document (:func:`read_throughput`)."""
@@ -62,7 +83,9 @@ class ConcurrencyError(PipeplanError):
 
 @dataclass(frozen=True)
 class StageCosts:
-    """Per-stage frame costs and hops (seconds; module docstring). All tuples have one entry per stage."""
+    """Per-stage frame costs and hops (seconds; module docstring). All tuples have one entry per stage;
+    ``frame_s``, ``orch_s``, ``wake_s``, ``cores`` and ``rows_s`` (per stage, decode frame seconds at
+    :data:`BATCH_ROWS` rows) are the runtime model's terms (module docstring; 0 / None / () leave them out)."""
 
     decode_s: tuple[float, ...]
     decode_hop_s: tuple[float, ...]
@@ -70,6 +93,37 @@ class StageCosts:
     prefill_hop_s: tuple[float, ...]
     prefill_rows: int = 8
     evidence: str = ""
+    frame_s: float = 0.0
+    orch_s: float = 0.0
+    wake_s: float = 0.0
+    cores: int | None = None
+    rows_s: tuple[tuple[float, ...], ...] = ()
+
+    @property
+    def runtime_terms(self) -> bool:
+        """Whether any term of the runtime model is set (``frame_s``, ``orch_s``, ``wake_s``, ``cores``)."""
+        return bool(self.frame_s or self.orch_s or self.wake_s or self.cores is not None)
+
+    def frame_cost(self, stage: int, rows: int) -> float:
+        """Seconds of stage ``stage``'s work for a decode frame of ``rows`` rows (one row per sequence):
+        linear interpolation of ``rows_s[stage]`` at :data:`BATCH_ROWS` (extrapolated past the last with
+        its slope); without ``rows_s``, the line through ``(1, decode_s)`` and ``(prefill_rows,
+        prefill_s)``, never below ``decode_s``."""
+        d = self.decode_s[stage]
+        if rows <= 1:
+            return d
+        if self.rows_s:
+            xs = BATCH_ROWS[:len(self.rows_s[stage])]
+            ys = self.rows_s[stage]
+            for i in range(1, len(xs)):
+                if rows <= xs[i] or i == len(xs) - 1:
+                    x0, x1, y0, y1 = xs[i - 1], xs[i], ys[i - 1], ys[i]
+                    return max(d, y0 + (rows - x0) * (y1 - y0) / (x1 - x0))
+            return d * rows
+        if self.prefill_rows <= 1:
+            return d * rows
+        slope = max(0.0, (self.prefill_s[stage] - d) / (self.prefill_rows - 1))
+        return d + (rows - 1) * slope
 
     @property
     def stages(self) -> int:
@@ -95,6 +149,22 @@ class StageCosts:
         if self.prefill_rows < 1:
             raise ConcurrencyError(f"stage costs: prefill_rows must be >= 1, got {self.prefill_rows}",
                                    code="invalid_request", where="prefill_rows")
+        for name in ("frame_s", "orch_s", "wake_s"):
+            x = getattr(self, name)
+            if not isinstance(x, int | float) or not math.isfinite(x) or x < 0:
+                raise ConcurrencyError(f"stage costs: {name} = {x!r} is not a finite number of seconds >= 0",
+                                       code="invalid_request", where=name)
+        if self.cores is not None and (isinstance(self.cores, bool) or not isinstance(self.cores, int)
+                                       or self.cores < 1):
+            raise ConcurrencyError(f"stage costs: cores must be an integer >= 1 or None, got {self.cores!r}",
+                                   code="invalid_request", where="cores")
+        if self.rows_s and (len(self.rows_s) != s or any(
+                not 1 <= len(r) <= len(BATCH_ROWS)
+                or any(not isinstance(x, int | float) or not math.isfinite(x) or x < 0 for x in r)
+                for r in self.rows_s)):
+            raise ConcurrencyError(f"stage costs: rows_s must hold, per stage, 1 to {len(BATCH_ROWS)} finite "
+                                   f"seconds >= 0 (frames of {BATCH_ROWS} rows)", code="invalid_request",
+                                   where="rows_s")
 
     @classmethod
     def uniform(cls, stages: int, step_s: float, hop_s: float = 0.0, *, prefill_s: float | None = None,
@@ -125,6 +195,7 @@ class ConcurrentPrediction:
     cycle_s: float
     evidence: str = ""
     token_times: tuple[tuple[float, ...], ...] = field(default=(), repr=False)
+    micro_batches: int = 0
 
     def to_json(self) -> dict[str, Any]:
         """The figures as a JSON object (``token_times`` left out)."""
@@ -235,31 +306,164 @@ def simulate_sequences(costs: StageCosts, n_sequences: int, prompt_tokens: int, 
     return tokens, busy
 
 
+def default_micro_batches(n_sequences: int, stages: int) -> int:
+    """The runtime's default number of frames in flight: ``min(N, S)``."""
+    return max(1, min(n_sequences, stages))
+
+
+def simulate_frames(costs: StageCosts, n_sequences: int, prompt_tokens: int, decode_tokens: int, *,
+                    micro_batches: int | None = None, arrivals: Sequence[float] | None = None
+                    ) -> tuple[list[list[float]], list[float]]:
+    """Event simulation of the runtime model (module docstring, "Runtime model"): ``(token times per
+    sequence, busy seconds per stage)``. ``micro_batches`` M (None: :func:`default_micro_batches`): most
+    frames in flight; a decode frame carries up to ``ceil(N / M)`` ready decoding sequences (FIFO), a
+    prefill chunk travels alone and counts as one of the M. Raises ConcurrencyError(invalid_request)."""
+    costs.check()
+    for name, v in (("n_sequences", n_sequences), ("prompt_tokens", prompt_tokens), ("decode_tokens", decode_tokens)):
+        if not isinstance(v, int) or isinstance(v, bool) or v < 1:
+            raise ConcurrencyError(f"{name} must be an integer >= 1, got {v!r}", code="invalid_request", where=name)
+    m = default_micro_batches(n_sequences, costs.stages) if micro_batches is None else micro_batches
+    if isinstance(m, bool) or not isinstance(m, int) or m < 1:
+        raise ConcurrencyError(f"micro_batches must be an integer >= 1, got {m!r}", code="invalid_request",
+                               where="micro_batches")
+    arr = [0.0] * n_sequences if arrivals is None else [float(a) for a in arrivals]
+    if len(arr) != n_sequences or any(not math.isfinite(a) or a < 0 for a in arr):
+        raise ConcurrencyError(f"arrivals must be {n_sequences} finite times >= 0", code="invalid_request",
+                               where="arrivals")
+    s_count = costs.stages
+    orch = s_count  # server index of the orchestrator
+    chunks = -(-prompt_tokens // costs.prefill_rows)
+    per_frame = -(-n_sequences // m)
+    cores = math.inf if costs.cores is None else float(costs.cores)
+    done_frames = [0] * n_sequences  # frames of each sequence that came back
+    tokens: list[list[float]] = [[] for _ in range(n_sequences)]
+    busy = [0.0] * s_count
+    frames: list[tuple[bool, tuple[int, ...]]] = []  # (prefill, sequences)
+    queue: list[collections.deque[int]] = [collections.deque() for _ in range(s_count + 1)]
+    taken = [False] * (s_count + 1)  # a frame is waking up or running on the server
+    active: dict[int, list[float]] = {}  # server -> [remaining work, frame, wall start]
+    ready: list[int] = []  # sequences waiting for their next frame, FIFO
+    in_flight = 0
+    ev: list[tuple[float, int, int, int, int]] = []  # (time, order, kind, server, frame/seq)
+    order = itertools.count()
+    ARRIVE, START, ADMIT = 0, 1, 2
+
+    def work(server: int, f: int) -> float:
+        prefill, seqs = frames[f]
+        if server == orch:
+            return costs.orch_s
+        return costs.frame_s + (costs.prefill_s[server] if prefill else costs.frame_cost(server, len(seqs)))
+
+    def hop(server: int, f: int) -> float:
+        return (costs.prefill_hop_s if frames[f][0] else costs.decode_hop_s)[server]
+
+    def arrive(server: int, f: int, t: float) -> None:
+        if taken[server]:
+            queue[server].append(f)
+        else:
+            taken[server] = True
+            heapq.heappush(ev, (t + costs.wake_s, next(order), START, server, f))
+
+    def dispatch(t: float) -> None:
+        nonlocal in_flight
+        while in_flight < m and ready:
+            k = ready[0]
+            if done_frames[k] < chunks:
+                seqs = [ready.pop(0)]
+            else:
+                seqs = [x for x in ready if done_frames[x] >= chunks][:per_frame]
+                for x in seqs:
+                    ready.remove(x)
+            frames.append((done_frames[seqs[0]] < chunks, tuple(seqs)))
+            in_flight += 1
+            f = len(frames) - 1
+            heapq.heappush(ev, (t + hop(0, f), next(order), ARRIVE, 0, f))
+
+    def finish(server: int, f: int, t: float) -> None:
+        nonlocal in_flight
+        if server < s_count:
+            busy[server] += t - active[server][2]
+        del active[server]
+        if queue[server]:
+            heapq.heappush(ev, (t, next(order), START, server, queue[server].popleft()))
+        else:
+            taken[server] = False
+        if server + 1 < s_count:
+            heapq.heappush(ev, (t + hop(server + 1, f), next(order), ARRIVE, server + 1, f))
+        elif server + 1 == s_count:
+            arrive(orch, f, t)
+        else:
+            in_flight -= 1
+            for k in frames[f][1]:
+                done_frames[k] += 1
+                if done_frames[k] < chunks + decode_tokens - 1:
+                    ready.append(k)
+            dispatch(t)
+
+    for k, a in enumerate(arr):
+        heapq.heappush(ev, (a, next(order), ADMIT, 0, k))
+    now = 0.0
+    while ev or active:
+        rate = min(1.0, cores / len(active)) if active else 0.0
+        t_done = now + min(r[0] for r in active.values()) / rate if active else math.inf
+        t_ev = ev[0][0] if ev else math.inf
+        t = min(t_done, t_ev)
+        for r in active.values():
+            r[0] -= (t - now) * rate
+        now = t
+        if t_done <= t_ev:
+            for server in sorted(sv for sv, r in active.items() if r[0] <= 1e-15):
+                finish(server, int(active[server][1]), now)
+            continue
+        _, _, kind, server, x = heapq.heappop(ev)
+        if kind == ADMIT:
+            ready.append(x)
+            dispatch(now)
+        elif kind == ARRIVE:
+            arrive(server, x, now)
+        else:
+            if server == orch:
+                for k in frames[x][1]:
+                    if done_frames[k] >= chunks - 1:
+                        tokens[k].append(now)
+            active[server] = [work(server, x), float(x), now]
+    return tokens, busy
+
+
 def predict_concurrent(source: Any, n_sequences: int, prompt_tokens: int, decode_tokens: int, *,
                        evidence: str | None = None, prefill_rows: int | None = None,
-                       arrivals: Sequence[float] | None = None) -> ConcurrentPrediction:
+                       arrivals: Sequence[float] | None = None, micro_batches: int | None = None,
+                       cores: int | None = None) -> ConcurrentPrediction:
     """Predicted figures of ``n_sequences`` concurrent requests of ``prompt_tokens`` prompt tokens and
     ``decode_tokens`` generated tokens each (module docstring).
 
     ``source``: :class:`StageCosts`, an :class:`~pipeplan.analysis.simulate.ExecModel`, a
     :class:`~pipeplan.dialects.cplan.ConcretePlan`, or a package directory (its ``predicted.timeline.json``:
-    the plan's resolved costs). ``evidence`` names the evidence the costs came from (default: the
-    package manifest's evidence identity, or the costs' own). ``prefill_rows``: rows of a prefill frame
-    (default: the package's prefill step, else 8 as ``pipeplan compile``).
+    the plan's resolved costs, and the runtime terms of the calibration its manifest names). ``evidence``
+    names the evidence the costs came from (default: the package manifest's evidence identity, or the
+    costs' own). ``prefill_rows``: rows of a prefill frame (default: the package's prefill step, else 8 as
+    ``pipeplan compile``). ``micro_batches``: most frames in flight (None: ``min(N, S)``, the runtime's
+    default; N: one frame per sequence). ``cores``: replaces the costs' core count.
     Raises ConcurrencyError, SimulationError, PackageError / TimelineError for an unreadable package.
     """
     costs = stage_costs(source, prefill_rows=prefill_rows)
     if evidence is not None:
-        costs = StageCosts(costs.decode_s, costs.decode_hop_s, costs.prefill_s, costs.prefill_hop_s,
-                           costs.prefill_rows, evidence)
-    tokens, busy = simulate_sequences(costs, n_sequences, prompt_tokens, decode_tokens, arrivals=arrivals)
+        costs = dataclasses.replace(costs, evidence=evidence)
+    if cores is not None:
+        costs = dataclasses.replace(costs, cores=cores)
+    m = default_micro_batches(n_sequences, costs.stages) if micro_batches is None else micro_batches
+    if m == n_sequences and not costs.runtime_terms:
+        tokens, busy = simulate_sequences(costs, n_sequences, prompt_tokens, decode_tokens, arrivals=arrivals)
+    else:
+        tokens, busy = simulate_frames(costs, n_sequences, prompt_tokens, decode_tokens, micro_batches=m,
+                                       arrivals=arrivals)
     summ = throughput_summary(tokens, arrivals)
     mk = summ["makespan_s"]
     return ConcurrentPrediction(
         n_sequences, costs.stages, prompt_tokens, decode_tokens, summ["aggregate_tok_s"], summ["per_token_p50_s"],
         summ["per_token_p99_s"], summ["request_latency_s"], summ["ttft_s"], mk, summ["overall_tok_s"],
         tuple(b / mk if mk > 0 else 0.0 for b in busy), max(costs.decode_s),
-        sum(costs.decode_s) + sum(costs.decode_hop_s), costs.evidence, tuple(tuple(ts) for ts in tokens))
+        sum(costs.decode_s) + sum(costs.decode_hop_s), costs.evidence, tuple(tuple(ts) for ts in tokens), m)
 
 
 def steady_state_tok_s(costs: StageCosts, n_sequences: int) -> float:
@@ -338,6 +542,50 @@ def _package_prefill_rows(pkg: Path) -> int:
     return _prefill_rows_of(str(prog), prog.stat().st_mtime_ns)
 
 
+def runtime_section(table: Mapping[str, Any], stages: int) -> dict[str, Any]:
+    """The ``runtime`` section of a calibration table for ``stages`` stages (``{}`` when it has none):
+    ``frame_rows`` / ``frame_rows_s`` (batched decode frame costs per stage) and ``loop`` (the runtime terms
+    ``pipeplan calibrate`` fitted on the local pipeline)."""
+    sec = table.get("runtime") if isinstance(table, Mapping) else None
+    got = sec.get(str(stages)) if isinstance(sec, Mapping) else None
+    return dict(got) if isinstance(got, Mapping) else {}
+
+
+def with_runtime_terms(costs: StageCosts, evidence: str) -> StageCosts:
+    """``costs`` with the runtime terms of the first ``measured:TABLE`` provider of ``evidence`` (a package's
+    evidence identity) for its stage count: ``rows_s`` from ``frame_rows_s``, ``frame_s`` / ``orch_s`` /
+    ``wake_s`` / ``cores`` from ``loop``. Unchanged when the table is unreadable or has no such section (the
+    costs then predict the pipeline without its runtime; ``evidence`` says which was used)."""
+    path = next((p[len("measured:"):] for p in evidence.split(",") if p.startswith("measured:")), None)
+    if path is None:
+        return costs
+    try:
+        table = json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError):
+        return costs
+    sec = runtime_section(table, costs.stages)
+    out = costs
+    rows = sec.get("frame_rows_s")
+    if (isinstance(rows, list) and len(rows) == costs.stages and all(isinstance(r, list) and r for r in rows)
+            and list(sec.get("frame_rows", []))[:len(rows[0])] == list(BATCH_ROWS[:len(rows[0])])):
+        try:
+            cand = dataclasses.replace(out, rows_s=tuple(tuple(float(x) for x in r) for r in rows))
+            cand.check()
+            out = cand
+        except (TypeError, ValueError, ConcurrencyError):
+            pass
+    loop = sec.get("loop")
+    if isinstance(loop, Mapping):
+        try:
+            cand = dataclasses.replace(out, frame_s=float(loop["frame_s"]), orch_s=float(loop["orch_s"]),
+                                       wake_s=float(loop["wake_s"]), cores=int(loop["cores"]))
+            cand.check()
+            out = cand
+        except (KeyError, TypeError, ValueError, ConcurrencyError):
+            pass
+    return out
+
+
 def stage_costs(source: Any, *, prefill_rows: int | None = None) -> StageCosts:
     """StageCosts of ``source`` (see :func:`predict_concurrent`). Raises ConcurrencyError(invalid_request)
     for anything else; TimelineError / PackageError for an unreadable package."""
@@ -346,8 +594,7 @@ def stage_costs(source: Any, *, prefill_rows: int | None = None) -> StageCosts:
 
     if isinstance(source, StageCosts):
         if prefill_rows is not None:
-            source = StageCosts(source.decode_s, source.decode_hop_s, source.prefill_s, source.prefill_hop_s,
-                                prefill_rows, source.evidence)
+            source = dataclasses.replace(source, prefill_rows=prefill_rows)
         source.check()
         return source
     if isinstance(source, ConcretePlan):
@@ -365,7 +612,8 @@ def stage_costs(source: Any, *, prefill_rows: int | None = None) -> StageCosts:
         except (OSError, ValueError):
             ident = ""
         rows = prefill_rows or _package_prefill_rows(pkg)
-        return costs_from_bundle(bundle.to_json(), prefill_rows=rows, evidence=ident)
+        costs = costs_from_bundle(bundle.to_json(), prefill_rows=rows, evidence=ident)
+        return with_runtime_terms(costs, ident)
     raise ConcurrencyError(f"cannot take stage costs from {type(source).__name__} {str(source)[:80]!r}: give "
                            f"StageCosts, an ExecModel, a ConcretePlan or a package directory", code="invalid_request")
 
@@ -439,6 +687,7 @@ def read_throughput(path: str | Path) -> list[ThroughputMeasurement]:
 
 __all__ = [
     "THROUGHPUT_FORMAT", "ConcurrencyError", "ConcurrentPrediction", "StageCosts", "ThroughputMeasurement",
-    "costs_from_bundle", "costs_from_model", "predict_concurrent", "read_throughput", "simulate_sequences",
+    "BATCH_ROWS", "costs_from_bundle", "costs_from_model", "default_micro_batches", "predict_concurrent",
+    "read_throughput", "runtime_section", "simulate_frames", "simulate_sequences", "with_runtime_terms",
     "stage_costs", "steady_state_tok_s", "throughput_summary",
 ]

@@ -1,48 +1,52 @@
-"""Measured aggregate decode tok/s and per-token latency of N concurrent requests over S local stages.
+"""Measured aggregate decode tok/s and per-token latency of N concurrent requests over S local stages, with the
+calibrated prediction next to each row.
 
-For each stage count S: plan the model for ``parallel = max(N)`` sequences (``RuntimeConfig.parallel``, ring
-slots as many), compile it (:func:`pipeplan.runtime.replay.compile_for_run`, cached), start one
-``Pipeline(parallel=max(N))`` on ``--backend`` (default local: one process per stage, one thread each; ray: one
-actor per stage on a local ``--ray-nodes``-node Ray cluster, ``bench/_ray_cluster.py``, stage i on node ``local<i>``), then
-for each N run N greedy requests at once (:meth:`~pipeplan.runtime.orchestrator.Pipeline.generate_concurrent`;
-``--prompt-tokens`` ids and ``--decode-tokens`` generated ids each, prompts differ) ``--repeat`` times, the
-best kept.
+Per stage count S: the cpu calibration of the model for S stages is taken from the cache (``--cache-dir``,
+default ``$PIPEPLAN_CACHE`` / ``~/.cache/pipeplan``) or made first (``pipeplan calibrate MODEL --stages S``:
+kernels, batched frames, ring hops and the runtime loop; ``--recalibrate`` remakes it). Per (S, N),
+:func:`measure` plans the model for ``parallel = N`` (``RuntimeConfig.parallel``, ring slots as many), compiles
+it with that evidence (:func:`pipeplan.runtime.replay.compile_for_run`), starts ``Pipeline(parallel=N)`` on
+``--backend`` (local: one process per stage, one thread each; ``micro_batches=M`` when the runtime has that
+argument; ray: one actor per stage on a local ``--ray-nodes``-node Ray cluster, ``bench/_ray_cluster.py``,
+stage i on node ``local<i>``), runs N greedy requests at once (``--prompt-tokens`` ids, ``--decode-tokens`` generated ids each,
+prompts differ) ``--repeat`` times, keeps the best, and predicts the same run
+(:func:`pipeplan.analysis.concurrency.predict_concurrent` on the package, the same M).
 
-Figures per (S, N):
+Figures per row (``agg_tok_s`` and ``predicted_agg_tok_s`` by the same estimator,
+:func:`~pipeplan.analysis.concurrency.throughput_summary`: the decode rate over the middle half of the
+sequences):
 
-* ``agg_tok_s``: steady-state aggregate decode rate: tokens every sequence received in the window where all
-  N are decoding (from the last first-token to the first last-token), over the window's length;
-* ``overall_tok_s``: all generated tokens over the makespan (first admission -> last token);
-* ``p50_ms`` / ``p99_ms``: per-token latency, the gaps between consecutive tokens of one sequence;
+* ``agg_tok_s`` / ``predicted_agg_tok_s`` / ``error``: measured, predicted, (predicted - measured) / measured;
+* ``window_tok_s``: tokens every sequence received while all N decode (last first token -> first last token)
+  over that window;
+* ``overall_tok_s``: all generated tokens over the makespan; ``p50_ms`` / ``p99_ms``: per-token latency;
 * ``x_base``: ``agg_tok_s`` over the 1-stage, 1-request figure (issue 14's target: >= 0.8 x min(S, cores) for
-  N >= S on a model whose step is >= 5 ms);
-* ``predicted``: the simulator's aggregate tok/s for the same N, S and package when
-  ``predict_concurrent`` exists in ``pipeplan.analysis.simulate`` or ``pipeplan.analysis.concurrency``
-  (else ``n/a``).
+  N >= S on a model whose step is >= 5 ms).
 
 Usage::
 
     python bench/throughput.py [--model stories|gemma|PATH.gguf] [--stages 1,2,3] [--parallel 1,2,4,8]
                                [--prompt-tokens 8] [--decode-tokens 32] [--repeat 2]
-                               [--backend local|inproc|ray] [--ray-nodes 3]
-                               [--out bench/results/throughput.json]
+                               [--backend local|inproc|ray] [--ray-nodes 3] [--micro-batches M] [--cache-dir DIR] [--recalibrate] [--out PATH]
 
-Prints a table and writes the JSON (default ``bench/results/throughput.json``; ``throughput-<model>.json`` for
-a model other than stories260K).
+Prints a table and writes a ``pipeplan-throughput/1`` document (``pipeplan compare PKG`` reads it; default
+``bench/results/throughput.json``, ``throughput-<model>.json`` for a model other than stories260K) with the
+evidence of each stage count and the load average before and after.
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
-import importlib
+import inspect
+import io
 import json
 import os
 import platform
 import sys
-import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 HERE = Path(__file__).resolve().parent
 MODELS = {"stories": HERE.parent.parent / "shared" / "models" / "stories260K.gguf",
@@ -50,17 +54,90 @@ MODELS = {"stories": HERE.parent.parent / "shared" / "models" / "stories260K.ggu
 CPU = "pipeplan.runtime.kernels.cpu"
 
 
-def _predictor():
-    """``predict_concurrent`` where the simulator has it, else None."""
-    for name in ("pipeplan.analysis.simulate", "pipeplan.analysis.concurrency"):
-        try:
-            mod = importlib.import_module(name)
-        except ImportError:
-            continue
-        fn = getattr(mod, "predict_concurrent", None)
-        if fn is not None:
-            return fn
-    return None
+def pipeline_micro_batches() -> bool:
+    """Whether ``Pipeline`` takes ``micro_batches`` (the runtime batches decode rows into frames)."""
+    from pipeplan.runtime.orchestrator import Pipeline
+
+    return "micro_batches" in inspect.signature(Pipeline).parameters
+
+
+def calibrated(model: Path, stages: int, seq_len: int, prompt_len: int, cache: str | None, recalibrate: bool) -> Any:
+    """The cpu calibration of ``model`` for ``stages`` stages (an ``EvidenceChoice``), made first with
+    ``pipeplan calibrate`` when the cache has none for this stage count (or ``recalibrate``)."""
+    from pipeplan.analysis.concurrency import runtime_section
+    from pipeplan.frontend.gguf_facts import read_model_facts
+    from pipeplan.tools import cli
+    from pipeplan.tools.calibrate import read_table, select_evidence
+
+    files = list(read_model_facts(model).files)
+
+    def choice() -> Any:
+        c = select_evidence(None, files, target="cpu", cache_dir=cache)
+        table = read_table(c.path) if c.path is not None else None
+        return c if table is not None and runtime_section(table, stages).get("loop") else None
+
+    got = None if recalibrate else choice()
+    if got is None:
+        argv = ["calibrate", str(model), "--stages", str(stages), "--max-seq-len", str(seq_len), "--prompt-len",
+                str(prompt_len)]
+        argv += ["--cache-dir", cache] if cache else []
+        out, err = io.StringIO(), io.StringIO()
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            rc = cli.main(argv)
+        if rc != 0:
+            raise SystemExit(f"pipeplan {' '.join(argv)}: exit {rc}: {err.getvalue().strip()}")
+        print("  " + " | ".join(x for x in out.getvalue().splitlines() if x.startswith("pipeline loop")),
+              file=sys.stderr)
+        got = choice()
+        if got is None:
+            raise SystemExit(f"pipeplan {' '.join(argv)} wrote no usable calibration")
+    return got
+
+
+def measure(model: Path, stages: int, parallel: int, backend: str, *, prompt_tokens: int, decode_tokens: int,
+            repeat: int, evidence: Any, micro_batches: int | None = None, cache: str | None = None) -> dict:
+    """One configuration: plan, compile with ``evidence``, run ``parallel`` requests ``repeat`` times on a fresh
+    ``Pipeline`` (best kept), predict it; the row (module docstring)."""
+    from pipeplan.analysis.concurrency import default_micro_batches, predict_concurrent, throughput_summary
+    from pipeplan.dialects.runplan_build import project_provisions
+    from pipeplan.frontend.gguf_facts import read_model_facts
+    from pipeplan.frontend.planner import plan_run
+    from pipeplan.plan_types import RuntimeConfig
+    from pipeplan.runtime.orchestrator import GenRequest, Pipeline
+    from pipeplan.runtime.replay import compile_for_run, local_pool_with_peaks
+
+    facts = read_model_facts(model)
+    pool, text = local_pool_with_peaks(stages)
+    module = plan_run(facts, RuntimeConfig(max_seq_len=prompt_tokens + decode_tokens + 8, ring_slots=max(2, parallel),
+                                           parallel=parallel), pool, stages)
+    compiled = compile_for_run(module, text, cache_dir=cache, evidence=evidence.providers, prompt_len=prompt_tokens)
+    batching = pipeline_micro_batches()
+    m = (micro_batches or default_micro_batches(parallel, stages)) if batching else parallel
+    extra: dict[str, Any] = {"micro_batches": m} if batching else {}
+    vocab = facts.vocab_size
+    best: dict | None = None
+    with Pipeline(project_provisions(module), backend=backend, programs=compiled.programs, kernels=CPU,
+                  num_threads=1, parallel=parallel, **extra) as pipe:
+        pipe.generate_concurrent([GenRequest([1, 2], 4)])  # warm: first touch of weights and caches
+        for _ in range(repeat):
+            reqs = [GenRequest([1] + [(7 + 31 * k + 13 * j) % (vocab - 3) + 3 for j in range(prompt_tokens - 1)],
+                               decode_tokens) for k in range(parallel)]
+            t0 = time.perf_counter()
+            got = pipe.generate_concurrent(reqs)
+            f = figures([[t - t0 for t in g.token_times] for g in got])
+            f["agg_tok_s"] = throughput_summary([[t - t0 for t in g.token_times] for g in got])["aggregate_tok_s"]
+            if best is None or f["agg_tok_s"] > best["agg_tok_s"]:
+                best = f
+    assert best is not None
+    p = predict_concurrent(compiled.package, parallel, prompt_tokens, decode_tokens, prefill_rows=prompt_tokens,
+                           micro_batches=m)
+    return {"stages": stages, "parallel": parallel, "micro_batches": m, "backend": backend, **best,
+            "predicted_agg_tok_s": p.aggregate_tok_s, "predicted_p50_ms": 1e3 * p.per_token_p50_s,
+            "error": (p.aggregate_tok_s - best["agg_tok_s"]) / best["agg_tok_s"] if best["agg_tok_s"] else None,
+            "evidence": p.evidence, "package": str(compiled.package),
+            # pipeplan-throughput/1 fields (pipeplan compare)
+            "n_sequences": parallel, "aggregate_tok_s": best["agg_tok_s"], "p50_s": best["p50_ms"] / 1e3,
+            "p99_s": best["p99_ms"] / 1e3, "prompt_tokens": prompt_tokens, "decode_tokens": decode_tokens}
 
 
 def _percentile(xs: list[float], q: float) -> float:
@@ -71,63 +148,18 @@ def _percentile(xs: list[float], q: float) -> float:
     return s[k]
 
 
-def figures(token_times: list[list[float]], t0: float) -> dict[str, float]:
-    """The measured figures (module docstring) of per-sequence token times (``time.perf_counter()``)."""
+def figures(token_times: list[list[float]]) -> dict[str, float]:
+    """``window_tok_s, overall_tok_s, p50_ms, p99_ms, makespan_s, n_tokens`` of per-sequence token times
+    (seconds from the start of the run; module docstring)."""
     lo = max(ts[0] for ts in token_times)
     hi = min(ts[-1] for ts in token_times)
     counted = sum(1 for ts in token_times for t in ts if lo < t <= hi)
     gaps = [b - a for ts in token_times for a, b in zip(ts, ts[1:], strict=False)]
     last = max(ts[-1] for ts in token_times)
     n = sum(len(ts) for ts in token_times)
-    return {"agg_tok_s": counted / (hi - lo) if hi > lo else 0.0,
-            "overall_tok_s": n / (last - t0) if last > t0 else 0.0,
-            "p50_ms": 1e3 * _percentile(gaps, 50), "p99_ms": 1e3 * _percentile(gaps, 99),
-            "makespan_s": last - t0, "n_tokens": n}
-
-
-def run_stage_count(model: Path, stages: int, parallel: list[int], args, cache: str) -> list[dict]:
-    """Rows of one stage count (module docstring)."""
-    from pipeplan.dialects.runplan_build import project_provisions
-    from pipeplan.frontend.gguf_facts import read_model_facts
-    from pipeplan.frontend.planner import plan_run
-    from pipeplan.plan_types import RuntimeConfig
-    from pipeplan.runtime.orchestrator import GenRequest, Pipeline
-    from pipeplan.runtime.replay import compile_for_run, local_pool_with_peaks
-
-    facts = read_model_facts(model)
-    n_max = max(parallel)
-    pool, text = local_pool_with_peaks(stages)
-    seq_len = args.prompt_tokens + args.decode_tokens + 8
-    module = plan_run(facts, RuntimeConfig(max_seq_len=seq_len, ring_slots=max(2, n_max), parallel=n_max),
-                      pool, stages)
-    compiled = compile_for_run(module, text, cache_dir=cache, prompt_len=args.prompt_tokens)
-    predict = _predictor()
-    rows = []
-    vocab = facts.vocab_size
-    with Pipeline(project_provisions(module), backend=args.backend, programs=compiled.programs, kernels=CPU,
-                  num_threads=1, parallel=n_max) as pipe:
-        pipe.generate_concurrent([GenRequest([1, 2], 4)])  # warm: first-touch of weights and caches
-        for n in parallel:
-            best: dict | None = None
-            for _ in range(args.repeat):
-                reqs = [GenRequest([1] + [(7 + 31 * k + 13 * j) % (vocab - 3) + 3 for j in range(args.prompt_tokens - 1)],
-                                   args.decode_tokens) for k in range(n)]
-                t0 = time.perf_counter()
-                got = pipe.generate_concurrent(reqs)
-                f = figures([g.token_times for g in got], t0)
-                if best is None or f["agg_tok_s"] > best["agg_tok_s"]:
-                    best = f
-            assert best is not None
-            predicted: float | str = "n/a"
-            if predict is not None:
-                try:
-                    predicted = float(predict(compiled.package, n, args.prompt_tokens, args.decode_tokens,
-                                              prefill_rows=args.prompt_tokens).aggregate_tok_s)
-                except Exception as e:  # a simulator whose interface differs: say so, never a figure
-                    predicted = f"n/a ({type(e).__name__})"
-            rows.append({"stages": stages, "parallel": n, **best, "predicted_agg_tok_s": predicted})
-            print(f"  S={stages} N={n}: {best['agg_tok_s']:.1f} tok/s aggregate", file=sys.stderr, flush=True)
-    return rows
+    return {"window_tok_s": counted / (hi - lo) if hi > lo else 0.0, "overall_tok_s": n / last if last > 0 else 0.0,
+            "p50_ms": 1e3 * _percentile(gaps, 50), "p99_ms": 1e3 * _percentile(gaps, 99), "makespan_s": last,
+            "n_tokens": n}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -142,14 +174,18 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--backend", default="local", choices=("local", "inproc", "ray"))
     ap.add_argument("--ray-nodes", type=int, default=3,
                     help="ray: Ray nodes of the local cluster (bench/_ray_cluster.py), stage i on node local<i>")
-    ap.add_argument("--cache-dir", default=None, help="package cache (default: a private temporary one)")
+    ap.add_argument("--micro-batches", type=int, default=None,
+                    help="frames in flight (runtimes with micro-batching; default min(N, S))")
+    ap.add_argument("--cache-dir", default=None, help="calibration and package cache (default $PIPEPLAN_CACHE)")
+    ap.add_argument("--recalibrate", action="store_true", help="calibrate again even when the cache has one")
     ap.add_argument("--out", default=None)
     a = ap.parse_args(argv)
     model = MODELS.get(a.model, Path(a.model))
     stages = [int(s) for s in a.stages.split(",")]
     parallel = sorted({int(n) for n in a.parallel.split(",")})
-    cache = a.cache_dir or tempfile.mkdtemp(prefix="pipeplan-throughput-")
+    load_before = os.getloadavg()
     rows: list[dict] = []
+    evidence_lines = {}
     with contextlib.ExitStack() as stack:
         if a.backend == "ray":
             if max(stages) > a.ray_nodes:
@@ -158,26 +194,43 @@ def main(argv: list[str] | None = None) -> int:
 
             stack.enter_context(ray_cluster([f"local{i}" for i in range(a.ray_nodes)]))
         for s in stages:
-            rows += run_stage_count(model, s, parallel, a, cache)
+            ev = calibrated(model, s, max(64, a.prompt_tokens + a.decode_tokens + 8), a.prompt_tokens, a.cache_dir,
+                            a.recalibrate)
+            evidence_lines[str(s)] = ev.message
+            print(f"S={s}: {ev.message}", file=sys.stderr, flush=True)
+            for n in parallel:
+                r = measure(model, s, n, a.backend, prompt_tokens=a.prompt_tokens, decode_tokens=a.decode_tokens,
+                            repeat=a.repeat, evidence=ev, micro_batches=a.micro_batches, cache=a.cache_dir)
+                rows.append(r)
+                print(f"  S={s} N={n}: measured {r['agg_tok_s']:.1f} tok/s, predicted "
+                      f"{r['predicted_agg_tok_s']:.1f} ({r['error']:+.1%})", file=sys.stderr, flush=True)
     base = next((r["agg_tok_s"] for r in rows if r["stages"] == 1 and r["parallel"] == 1), None)
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
-    print(f"{'S':>2} {'N':>3} {'agg tok/s':>10} {'overall':>9} {'p50 ms':>8} {'p99 ms':>8} {'x base':>7} "
-          f"{'target':>7} {'predicted':>10}")
+    print(f"{'S':>2} {'N':>3} {'M':>3} {'agg tok/s':>10} {'predicted':>10} {'error':>7} {'window':>8} {'overall':>8} "
+          f"{'p50 ms':>8} {'p99 ms':>8} {'x base':>7} {'target':>7}")
     for r in rows:
         r["x_base"] = r["agg_tok_s"] / base if base else None
         r["target_x_base"] = 0.8 * min(r["stages"], cores) if r["parallel"] >= r["stages"] else None
-        pred = r["predicted_agg_tok_s"]
         xb = "" if r["x_base"] is None else f"{r['x_base']:.2f}"
         tg = "" if r["target_x_base"] is None else f"{r['target_x_base']:.2f}"
-        ps = f"{pred:.1f}" if isinstance(pred, float) else str(pred)
-        print(f"{r['stages']:>2} {r['parallel']:>3} {r['agg_tok_s']:>10.1f} {r['overall_tok_s']:>9.1f} "
-              f"{r['p50_ms']:>8.2f} {r['p99_ms']:>8.2f} {xb:>7} {tg:>7} {ps:>10}")
+        er = "n/a" if r["error"] is None else f"{r['error']:+.1%}"
+        print(f"{r['stages']:>2} {r['parallel']:>3} {r['micro_batches']:>3} {r['agg_tok_s']:>10.1f} "
+              f"{r['predicted_agg_tok_s']:>10.1f} {er:>7} {r['window_tok_s']:>8.1f} {r['overall_tok_s']:>8.1f} "
+              f"{r['p50_ms']:>8.2f} {r['p99_ms']:>8.2f} {xb:>7} {tg:>7}")
+    errs = [abs(r["error"]) for r in rows if r["error"] is not None]
+    if errs:
+        print(f"prediction error of aggregate tok/s: max {max(errs):.1%}, mean {sum(errs) / len(errs):.1%} "
+              f"over {len(errs)} rows")
+    for s, line in evidence_lines.items():
+        print(f"S={s}: {line}")
     name = "throughput.json" if a.model == "stories" else f"throughput-{Path(str(model)).stem if a.model not in MODELS else a.model}.json"
     out = Path(a.out) if a.out else HERE / "results" / name
     out.parent.mkdir(parents=True, exist_ok=True)
-    doc = {"model": str(model), "backend": a.backend, "ray_nodes": a.ray_nodes if a.backend == "ray" else None, "target": "cpu", "threads_per_stage": 1, "cores": cores,
-           "prompt_tokens": a.prompt_tokens, "decode_tokens": a.decode_tokens, "repeat": a.repeat,
-           "machine": platform.machine(), "load_avg": os.getloadavg(),
+    doc = {"format": "pipeplan-throughput/1", "model": str(model), "backend": a.backend,
+           "ray_nodes": a.ray_nodes if a.backend == "ray" else None, "target": "cpu",
+           "threads_per_stage": 1, "cores": cores, "prompt_tokens": a.prompt_tokens, "decode_tokens": a.decode_tokens,
+           "repeat": a.repeat, "machine": platform.machine(), "load_avg_before": load_before,
+           "load_avg_after": os.getloadavg(), "evidence": evidence_lines,
            "command": "python bench/throughput.py " + " ".join(argv if argv is not None else sys.argv[1:]),
            "rows": rows}
     out.write_text(json.dumps(doc, indent=1))

@@ -37,6 +37,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from pipeplan.analysis.concurrency import BATCH_ROWS
 from pipeplan.analysis.evidence import TABLE_FORMAT, EvidenceError, MeasuredTable, request_key
 from pipeplan.errors import PipeplanError
 
@@ -243,13 +244,17 @@ def measure_runtime(plan_module, model: str | Path, *, pool: str | Path | None =
 
 
 def merge_tables(old: Mapping[str, Any] | None, new: Mapping[str, Any]) -> dict[str, Any]:
-    """``new`` with the entries of ``old`` whose keys ``new`` lacks (keys of other plans stay)."""
+    """``new`` with the entries of ``old`` whose keys ``new`` lacks (keys of other plans stay), and the
+    ``runtime`` sections of ``old``'s other stage counts."""
     out = dict(new)
     if old is None:
         return out
     mine = {e["key"] for e in new["entries"]}
     extra = [e for e in old.get("entries", []) if isinstance(e, dict) and e.get("key") not in mine]
     out["entries"] = sorted([*new["entries"], *extra], key=lambda e: e["key"])
+    runtime = old.get("runtime")
+    if isinstance(runtime, dict) and runtime:
+        out["runtime"] = {**runtime, **(new.get("runtime") or {})}
     return out
 
 
@@ -617,6 +622,8 @@ def measure_cpu(plan_module, model: str | Path, *, pool: str | Path | None = Non
         for _ in range(tokens):
             t = run_instance("decode", [t], pos, keep)
             pos += 1
+    frame_rows = _measure_frame_rows(stages, exs_rows=rows, klog=klog, argmax=argmax, samples=samples,
+                                     cmd_task=cmd_task, key_of=key_of, repeats=max(7, 2 * repeats), np=np)
     # transfers: the ring hops of the plan's frame sizes
     transfer = {key_of(t): t for t in tasks.values() if t.op.data in ("send", "recv")}
     hops = measure_hops(sorted({int(t.bytes_read.value.data + t.bytes_written.value.data) // 2 or 1
@@ -646,4 +653,153 @@ def measure_cpu(plan_module, model: str | Path, *, pool: str | Path | None = Non
                        "prompts": list(prompts), "statistic": "10%-trimmed mean of the charged seconds; hops: "
                        "median round trip / 2 of the local shared-memory rings"},
             "transport": {"kind": "shm_ring", "hops": hops},
+            "runtime": {str(n): {"frame_rows": list(BATCH_ROWS[:len(frame_rows[0])]), "frame_rows_s": frame_rows}},
             "entries": sorted(entries, key=lambda e: e["key"])}
+
+
+PER_ROW_KERNELS = frozenset({"rope", "kv_cache_write", "attention", "argmax"})
+"""Kernels whose work in a decode frame of r sequences is r times their one-row work (each row attends to its
+own sequence's KV cache); every other kernel runs once over the frame's r rows."""
+
+
+def _measure_frame_rows(stages: Sequence[Any], *, exs_rows: int, klog: list[Any], argmax: Any,
+                        samples: Mapping[str, list[float]], cmd_task: Mapping[str, Any], key_of: Any, repeats: int,
+                        np: Any) -> list[list[float]]:
+    """Per stage, the seconds of a decode frame of r rows for r in :data:`BATCH_ROWS` up to the prefill step's
+    rows: r = 1 the decode step's calibrated kernels (trimmed means of ``samples``); r > 1 the prefill step
+    bound to the same kernels run on r rows at position 0 (every row's output kept, as a batched frame),
+    charged as :func:`measure_cpu` charges a step (median of ``repeats`` runs after one warm-up), with the
+    :data:`PER_ROW_KERNELS` replaced by r times their decode-step cost (and r samples on the last stage)."""
+    out = []
+    clock = time.perf_counter
+    rows_list = [r for r in BATCH_ROWS if r == 1 or r <= exs_rows]
+    x0 = np.asarray([1 + (7 * j) % 13 for j in range(max(rows_list))], dtype=np.int64)
+    per_stage_rows: list[dict[int, list[float]]] = [{r: [] for r in rows_list[1:]} for _ in stages]
+    for rep in range(repeats + 1):  # the first round warms the steps up and is not kept
+        for r in rows_list[1:]:
+            x: Any = x0[:r]
+            for s, (steps, exs, last) in enumerate(stages):
+                if "prefill" not in steps:
+                    x = np.zeros((r, 1), dtype=np.float32) if s else x
+                    continue
+                ex = exs["prefill"]
+                k0 = len(klog)
+                ex.n_past = 0
+                t0 = clock()
+                y = ex.forward(x, 0, last_only=False)
+                t1 = clock()
+                got = klog[k0:]
+                prev, secs = t0, 0.0
+                for j, (name, _, end) in enumerate(got):
+                    tail = t1 - end if j == len(got) - 1 else 0.0
+                    if name not in PER_ROW_KERNELS:
+                        secs += end - prev + tail
+                    prev = end
+                if rep:
+                    per_stage_rows[s][r].append(secs)
+                x = y if last else np.array(y, copy=True)
+    for s, (steps, _exs, _last) in enumerate(stages):
+        dec = steps["decode"]
+        per_row = total = 0.0
+        for k in dec.kernels:
+            v = _trimmed_mean(list(samples[key_of(cmd_task[k.id.data])]))
+            total += v
+            if k.kernel.data in PER_ROW_KERNELS:
+                per_row += v
+        for o in dec.order:
+            if o.__class__.__name__ == "SampleOp":
+                v = _trimmed_mean(list(samples[key_of(cmd_task[o.id.data])]))
+                total += v
+                per_row += v
+        row = [total]
+        for r in rows_list[1:]:
+            xs = per_stage_rows[s][r]
+            row.append(max(total, statistics.median(xs) + r * per_row) if xs else total * r)
+        out.append(row)
+    return out
+
+
+LOOP_TOKENS = 24
+"""Generated tokens per sequence of :func:`measure_loop`'s runs."""
+
+
+def loop_sequences(stages: int) -> int:
+    """Sequences of :func:`measure_loop`'s busy run: ``2 S + 1`` (every stage has a frame waiting)."""
+    return 2 * stages + 1
+
+
+def _pipeline_rate(pipe: Any, vocab: int, n: int, prompt_len: int, tokens: int, repeats: int) -> float:
+    """Best steady-state aggregate decode tok/s (:func:`~pipeplan.analysis.concurrency.throughput_summary`) of
+    ``n`` greedy requests at once over ``repeats`` runs."""
+    from pipeplan.analysis.concurrency import throughput_summary
+    from pipeplan.runtime.orchestrator import GenRequest
+
+    best = 0.0
+    for _ in range(repeats):
+        reqs = [GenRequest([1] + [(5 + 29 * k + 11 * j) % (vocab - 3) + 3 for j in range(prompt_len - 1)], tokens)
+                for k in range(n)]
+        t0 = time.perf_counter()
+        got = pipe.generate_concurrent(reqs)
+        best = max(best, throughput_summary([[t - t0 for t in g.token_times] for g in got])["aggregate_tok_s"])
+    return best
+
+
+def fit_runtime_terms(costs: Any, rate_one: float, rate_busy: float, n_busy: int, prompt_len: int, tokens: int,
+                      cores: int) -> dict[str, float]:
+    """``{"wake_s", "frame_s"}`` of the runtime model (:mod:`pipeplan.analysis.concurrency`, "Runtime model")
+    that make :func:`~pipeplan.analysis.concurrency.predict_concurrent` of ``costs`` (one frame per sequence,
+    ``cores`` cores, ``orch_s = frame_s``) give the measured aggregate rates of 1 and ``n_busy`` sequences:
+    ``wake_s`` from the one-sequence cycle, ``frame_s`` by bisection on the busy rate (three alternations).
+    Terms that the rates cannot make positive are 0."""
+    import dataclasses
+
+    from pipeplan.analysis.concurrency import predict_concurrent
+
+    s = costs.stages
+    base = sum(costs.decode_s) + sum(costs.decode_hop_s)
+    frame = wake = 0.0
+
+    def rate(n: int, f: float, w: float) -> float:
+        c = dataclasses.replace(costs, frame_s=f, orch_s=f, wake_s=w, cores=cores)
+        return predict_concurrent(c, n, prompt_len, tokens, micro_batches=n).aggregate_tok_s
+
+    for _ in range(3):
+        wake = max(0.0, (1.0 / rate_one - base - (s + 1) * frame) / (s + 1)) if rate_one > 0 else 0.0
+        lo, hi = 0.0, max(base, 1e-6)
+        if rate(n_busy, lo, wake) <= rate_busy:
+            frame = 0.0
+            continue
+        for _ in range(40):
+            mid = (lo + hi) / 2
+            lo, hi = (mid, hi) if rate(n_busy, mid, wake) > rate_busy else (lo, mid)
+        frame = (lo + hi) / 2
+    return {"wake_s": wake, "frame_s": frame}
+
+
+def measure_loop(plan_module, package: str | Path, *, prompt_len: int = 8, tokens: int = LOOP_TOKENS,
+                 repeats: int = 2, threads: int = 1) -> dict[str, Any]:
+    """The runtime's own costs, measured on the plan's local pipeline (one process per stage, ``threads``
+    threads each, the cpu kernels, the package's stage programs): aggregate decode tok/s of 1 sequence and of
+    :func:`loop_sequences` sequences (``tokens`` each; best of ``repeats``), and the runtime terms
+    :func:`fit_runtime_terms` derives from them for the package's costs (its predicted timeline, the
+    calibrated kernels and hops). The plan must carry ``parallel >= loop_sequences(S)``.
+    Returns ``{"sequences", "rate_one_tok_s", "rate_busy_tok_s", "cores", "wake_s", "frame_s", "orch_s"}``.
+    Raises StageFault / RunRequestError from the pipeline."""
+    from pipeplan.analysis.concurrency import stage_costs
+    from pipeplan.dialects.runplan_build import project_provisions, runplan_spec_from_module
+    from pipeplan.runtime.backends import usable_cores
+    from pipeplan.runtime.orchestrator import GenRequest, Pipeline
+    from pipeplan.runtime.replay import load_compiled_stages_fast
+
+    costs = stage_costs(package, prefill_rows=prompt_len)
+    n_busy = loop_sequences(costs.stages)
+    vocab = int(runplan_spec_from_module(plan_module).facts.vocab_size)
+    with Pipeline(project_provisions(plan_module), backend="local", programs=load_compiled_stages_fast(package),
+                  kernels="pipeplan.runtime.kernels.cpu", num_threads=threads, parallel=n_busy) as pipe:
+        pipe.generate_concurrent([GenRequest([1, 2], 4)])  # first touch of weights and caches
+        one = _pipeline_rate(pipe, vocab, 1, prompt_len, tokens, repeats)
+        busy = _pipeline_rate(pipe, vocab, n_busy, prompt_len, tokens, repeats)
+    cores = usable_cores()
+    terms = fit_runtime_terms(costs, one, busy, n_busy, prompt_len, tokens, cores)
+    return {"sequences": n_busy, "tokens": tokens, "rate_one_tok_s": one, "rate_busy_tok_s": busy, "cores": cores,
+            "wake_s": terms["wake_s"], "frame_s": terms["frame_s"], "orch_s": terms["frame_s"]}

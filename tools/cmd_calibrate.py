@@ -26,6 +26,7 @@ import argparse
 import json
 import sys
 import time
+from typing import Any
 
 HELP = "measure this machine's task costs for a model's plan and cache them (evidence for compile/run)"
 
@@ -47,6 +48,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--round-trips", type=int, default=200,
                    help="ring round trips per frame size timed with --target cpu (default %(default)s)")
     p.add_argument("--cache-dir", metavar="DIR", help="cache directory (default $PIPEPLAN_CACHE or ~/.cache/pipeplan)")
+    p.add_argument("--no-loop", action="store_true",
+                   help="cpu target: skip the pipeline run that measures the runtime's own costs (wake-up, per-frame)")
     p.add_argument("--force", action="store_true", help="replace the cached table instead of merging into it")
     p.add_argument("--json", action="store_true", help="print the written document as JSON")
 
@@ -62,6 +65,7 @@ def main(args: argparse.Namespace) -> int:
         CalibrationError,
         calibration_key,
         calibration_path,
+        loop_sequences,
         machine_fingerprint,
         measure_cpu,
         measure_runtime,
@@ -103,7 +107,9 @@ def main(args: argparse.Namespace) -> int:
         raise CalibrationError(f"--max-seq-len {max_seq_len} is shorter than the calibration replay's prompt-len + "
                                f"tokens + 1 = {need}", code="invalid_request", where="max_seq_len")
     pool = load_pool_toml(args.nodes) if args.nodes else local_pool_with_peaks(args.stages)[0]
-    module = plan_run(facts, RuntimeConfig(max_seq_len=max_seq_len), pool, args.stages)
+    n_loop = loop_sequences(args.stages)
+    module = plan_run(facts, RuntimeConfig(max_seq_len=max_seq_len, ring_slots=max(2, n_loop), parallel=n_loop),
+                      pool, args.stages)
     machine = machine_fingerprint(args.target, args.threads)
     path = calibration_path(args.cache_dir, "x")
     model = model_fingerprint(facts.files, path.with_name(MODEL_SHA_MEMO))
@@ -115,6 +121,8 @@ def main(args: argparse.Namespace) -> int:
         table = measure_runtime(module, args.model, pool=args.nodes, prompt_len=args.prompt_len, tokens=args.tokens,
                                 repeats=args.repeats, threads=args.threads)
     table["method"].update({"stages": args.stages, "max_seq_len": max_seq_len})
+    if args.target == "cpu" and not args.no_loop:
+        table["runtime"][str(args.stages)]["loop"] = _loop(module, table, args, max_seq_len)
     doc = write_calibration(path, table, machine, model, force=args.force)
     elapsed = time.perf_counter() - t0
     if args.json:
@@ -126,6 +134,11 @@ def main(args: argparse.Namespace) -> int:
     for e in doc["entries"]:
         mark = "" if e["key"] in fresh else "  (earlier run)"
         print(f"{e['key']:56s} {e['seconds']:11.3e} {e.get('samples', 0):8d}{mark}")
+    loop = table.get("runtime", {}).get(str(args.stages), {}).get("loop")
+    if loop:
+        print(f"pipeline loop: 1 sequence {loop['rate_one_tok_s']:.1f} tok/s, {loop['sequences']} sequences "
+              f"{loop['rate_busy_tok_s']:.1f} tok/s on {loop['cores']} cores -> wake {loop['wake_s'] * 1e6:.1f} us, "
+              f"per frame {loop['frame_s'] * 1e6:.1f} us")
     for h in table.get("transport", {}).get("hops", []):
         print(f"ring hop {h['bytes']:>8d} B: {h['hop_s'] * 1e6:8.1f} us (send call {h['send_s'] * 1e6:.1f} us, "
               f"{h['round_trips']} round trips)")
@@ -133,3 +146,24 @@ def main(args: argparse.Namespace) -> int:
           f"target {args.target}, {args.threads} thread{'s' if args.threads > 1 else ''}) in {elapsed:.1f} s -> {path}",
           file=sys.stderr)
     return 0
+
+
+def _loop(module: Any, table: dict[str, Any], args: argparse.Namespace, max_seq_len: int) -> dict[str, Any]:
+    """:func:`pipeplan.tools.calibrate.measure_loop` on a package compiled with the fresh ``table`` (a private
+    temporary directory, removed afterwards)."""
+    import shutil
+    import tempfile
+    from pathlib import Path
+
+    from pipeplan.compiler.replay_package import compile_plan_to_package
+    from pipeplan.tools.calibrate import LOOP_TOKENS, measure_loop
+
+    work = Path(tempfile.mkdtemp(prefix="pipeplan-calibrate-loop-"))
+    try:
+        (work / "table.json").write_text(json.dumps(table))
+        pkg = compile_plan_to_package(module, "virtual-queue", [f"measured:{work / 'table.json'}", "roofline"],
+                                      work / "pkg", pool=args.nodes, prompt_len=args.prompt_len, decode_tokens=1)
+        return measure_loop(module, pkg, prompt_len=args.prompt_len, threads=args.threads,
+                            tokens=min(LOOP_TOKENS, max_seq_len - args.prompt_len - 1))
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
