@@ -623,7 +623,7 @@ def stage_costs(source: Any, *, prefill_rows: int | None = None) -> StageCosts:
 class ThroughputMeasurement:
     """One measured row (``pipeplan-throughput/1``): ``n_sequences``, ``stages``, ``aggregate_tok_s``,
     ``p50_s``, ``p99_s`` (per-token latency), optional ``prompt_tokens``, ``decode_tokens``,
-    ``request_latency_s``, ``backend``."""
+    ``request_latency_s``, ``backend``, ``micro_batches`` (frames in flight; absent: one frame per sequence)."""
 
     n_sequences: int
     stages: int
@@ -634,6 +634,7 @@ class ThroughputMeasurement:
     decode_tokens: int | None = None
     request_latency_s: float | None = None
     backend: str = ""
+    micro_batches: int | None = None
 
 
 def read_throughput(path: str | Path) -> list[ThroughputMeasurement]:
@@ -668,9 +669,9 @@ def read_throughput(path: str | Path) -> list[ThroughputMeasurement]:
         vals: dict[str, Any] = {}
         for name, kind in (("n_sequences", int), ("stages", int), ("aggregate_tok_s", float), ("p50_s", float),
                            ("p99_s", float), ("prompt_tokens", int), ("decode_tokens", int),
-                           ("request_latency_s", float)):
+                           ("request_latency_s", float), ("micro_batches", int)):
             v = r.get(name)
-            if v is None and name in ("prompt_tokens", "decode_tokens", "request_latency_s"):
+            if v is None and name in ("prompt_tokens", "decode_tokens", "request_latency_s", "micro_batches"):
                 continue
             num = v if isinstance(v, int | float) and not isinstance(v, bool) else None
             ok = num is not None and math.isfinite(num) and num >= 0

@@ -720,7 +720,8 @@ def _measure_frame_rows(stages: Sequence[Any], *, exs_rows: int, klog: list[Any]
 
 
 LOOP_TOKENS = 24
-"""Generated tokens per sequence of :func:`measure_loop`'s runs."""
+"""Most generated tokens per sequence of :func:`measure_loop`'s runs (``pipeplan calibrate``: ``--tokens`` + 8,
+at least 8, within the plan's positions)."""
 
 
 def loop_sequences(stages: int) -> int:

@@ -4,7 +4,7 @@ Usage::
 
     pipeplan calibrate MODEL.gguf [--stages S] [--nodes POOL.toml] [--target cpu|reference] [--threads T]
                        [--prompt-len 8] [--max-seq-len L] [--tokens 16] [--repeats 1] [--round-trips 200]
-                       [--cache-dir DIR] [--force] [--json]
+                       [--cache-dir DIR] [--no-loop] [--force] [--json]
 
 Plans the model as ``pipeplan plan`` does (``--stages`` local nodes with this machine's peaks, or
 ``--nodes``), compiles it and times it on calibration prompts: ``--target cpu`` (default) binds the
@@ -12,7 +12,11 @@ compiled stage programs to the CPU kernels ``pipeplan run`` uses and times every
 shared-memory ring hop per frame size (:func:`pipeplan.tools.calibrate.measure_cpu`); ``--target
 reference`` replays the package with the torch kernels and charges every command of the measured
 timeline (:func:`pipeplan.tools.calibrate.measure_runtime`). Either way: one entry per EstimateRequest
-key (``op|dtypes|shape``) of the plan, kernels and hops. The table (``pipeplan-kernel-timings/1``) goes to
+key (``op|dtypes|shape``) of the plan, kernels and hops. The cpu target also records, under
+``runtime.<S>``, each stage's decode frame cost at 1/2/4/8 rows (``frame_rows_s``) and, unless
+``--no-loop``, the runtime's own costs measured on the local pipeline of the plan
+(:func:`pipeplan.tools.calibrate.measure_loop`: 1 and 2 S + 1 sequences; the fitted wake-up and per-frame
+terms of :mod:`pipeplan.analysis.concurrency`). The table (``pipeplan-kernel-timings/1``) goes to
 ``<cache>/calibration/<key>.json`` (key: machine fingerprint + model sha256), merged with the keys
 already there (``--force``: replaced), written atomically. Prints a table and the path (``--json``:
 the document). ``pipeplan compile``, ``run``, ``replay`` and ``plan`` then use it by default.
@@ -164,6 +168,6 @@ def _loop(module: Any, table: dict[str, Any], args: argparse.Namespace, max_seq_
         pkg = compile_plan_to_package(module, "virtual-queue", [f"measured:{work / 'table.json'}", "roofline"],
                                       work / "pkg", pool=args.nodes, prompt_len=args.prompt_len, decode_tokens=1)
         return measure_loop(module, pkg, prompt_len=args.prompt_len, threads=args.threads,
-                            tokens=min(LOOP_TOKENS, max_seq_len - args.prompt_len - 1))
+                            tokens=min(max(8, args.tokens + 8), LOOP_TOKENS, max_seq_len - args.prompt_len - 1))
     finally:
         shutil.rmtree(work, ignore_errors=True)

@@ -15,7 +15,9 @@ MEASURED may instead be a throughput measurement (``pipeplan-throughput/1``: ``{
 ``bench/throughput.py`` writes; :func:`pipeplan.analysis.concurrency.read_throughput`); PREDICTED is then the
 package: each row is predicted for its N (:func:`~pipeplan.analysis.concurrency.predict_concurrent`, prompt
 tokens default the package's prefill rows, decode tokens 64) and printed next to the measurement with the
-relative error of aggregate tok/s, p50 and p99. A row for another stage count than the package's is
+relative error of aggregate tok/s, p50 and p99, with the runtime terms of the calibration the package was
+compiled with; a row's ``micro_batches`` (absent: one frame per sequence) is the M predicted. Rows of other
+stage counts than the package's are skipped (and counted); none of its stage count is
 ``error[stage_mismatch]``. A timeline whose times are not finite numbers (``NaN``, ``Infinity``) is
 ``error[non_finite]`` naming the event: no correspondence level is reported for it.
 """
@@ -112,27 +114,35 @@ def _compare_throughput(pkg: Path, args: argparse.Namespace) -> int:
         raise ConcurrencyError(f"{pkg}: a throughput measurement is compared with a package directory (its costs)",
                                code="bad_package", where=str(pkg))
     costs = stage_costs(pkg)
+    mine = [m for m in rows if m.stages == costs.stages]
+    if not mine:
+        raise ConcurrencyError(f"{args.measured}: no row was measured on the package's {costs.stages} stages "
+                               f"(rows of {sorted({m.stages for m in rows})})", code="stage_mismatch", where="stages")
     out = []
-    for i, m in enumerate(rows):
-        if m.stages != costs.stages:
-            raise ConcurrencyError(f"{args.measured}: row {i} was measured on {m.stages} stages, the package has "
-                                   f"{costs.stages}", code="stage_mismatch", where="stages")
+    for m in mine:
         pr = predict_concurrent(costs, m.n_sequences, m.prompt_tokens or costs.prefill_rows,
-                                m.decode_tokens or DEFAULT_DECODE_TOKENS)
+                                m.decode_tokens or DEFAULT_DECODE_TOKENS, micro_batches=m.micro_batches or m.n_sequences)
 
         def err(a: float, b: float) -> float | None:
             return abs(a - b) / b if b > 0 else None
 
         out.append({"n_sequences": m.n_sequences, "stages": m.stages, "backend": m.backend,
+                    "micro_batches": pr.micro_batches,
                     "predicted": {"aggregate_tok_s": pr.aggregate_tok_s, "p50_s": pr.per_token_p50_s,
                                   "p99_s": pr.per_token_p99_s},
                     "measured": {"aggregate_tok_s": m.aggregate_tok_s, "p50_s": m.p50_s, "p99_s": m.p99_s},
                     "error": {"aggregate_tok_s": err(pr.aggregate_tok_s, m.aggregate_tok_s),
                               "p50_s": err(pr.per_token_p50_s, m.p50_s), "p99_s": err(pr.per_token_p99_s, m.p99_s)}})
+    skipped = len(rows) - len(mine)
     if args.json:
-        print(json.dumps({"evidence": costs.evidence, "rows": out}, sort_keys=True))
+        print(json.dumps({"evidence": costs.evidence, "runtime_terms": costs.runtime_terms, "rows": out,
+                          "skipped_rows": skipped}, sort_keys=True))
         return 0
-    print(f"throughput: predicted (evidence {costs.evidence}) vs measured ({args.measured})")
+    terms = (f"runtime terms: frame {costs.frame_s * 1e6:.1f} us, orchestrator {costs.orch_s * 1e6:.1f} us, wake "
+             f"{costs.wake_s * 1e6:.1f} us, {costs.cores} cores" if costs.runtime_terms else
+             "no runtime terms: the calibration has no pipeline loop for this stage count")
+    print(f"throughput: predicted (evidence {costs.evidence}; {terms}) vs measured ({args.measured}"
+          f"{f'; {skipped} rows of other stage counts skipped' if skipped else ''})")
     print(f"  {'N':>3s} {'stages':>6s} {'pred tok/s':>10s} {'meas tok/s':>10s} {'error':>7s} {'pred p50 ms':>11s} "
           f"{'meas p50 ms':>11s} {'error':>7s} {'pred p99 ms':>11s} {'meas p99 ms':>11s} {'error':>7s}")
 

@@ -4,7 +4,7 @@ Usage::
 
     pipeplan compile PLAN.mlir [--nodes POOL.toml] [--target virtual-queue] [--evidence roofline]
                      [--evidence measured:TABLE.json ...] [--prompt-len 8] [--binder list-schedule]
-                     [--decode-tokens 16] [--kernels cpu|reference] [--parallel N [--prompt-tokens P]]
+                     [--decode-tokens 16] [--kernels cpu|reference] [--parallel N [--prompt-tokens P] [--micro-batches M]]
                      -o PKG [--trace trace.json] [--timeline predicted.json]
 
 Runs :func:`pipeplan.compiler.replay_package.compile_plan_to_package` (the whole chain from the
@@ -18,7 +18,8 @@ model (``pipeplan calibrate MODEL``, :func:`pipeplan.tools.calibrate.select_evid
 ``--parallel N`` also prints the predicted aggregate decode tok/s, p50/p99 per-token latency and request
 latency of 1..N concurrent requests of ``--prompt-tokens`` prompt tokens (default ``--prompt-len``) and
 ``--decode-tokens`` tokens (:func:`pipeplan.analysis.concurrency.predict_concurrent` on the package's
-costs), naming the evidence. ``-o`` must be a new or empty directory or
+costs and, with a cpu calibration, its runtime terms), naming the evidence; ``--micro-batches M`` frames in
+flight (default the runtime's: ``min(N, S)`` when its Pipeline batches decode rows, else N). ``-o`` must be a new or empty directory or
 an existing package whose manifest verifies (its listed files are replaced, nothing else in it is
 touched); anything else is ``error[bad_output_path]`` and nothing is touched. ``--trace`` writes the
 predicted Chrome trace (Perfetto / chrome://tracing), ``--timeline`` the predicted TimelineBundle JSON
@@ -60,6 +61,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="whose calibration to use (default: cpu's, else reference's)")
     parser.add_argument("--parallel", type=int, metavar="N",
                         help="also print the predicted throughput and latency of 1..N concurrent sequences")
+    parser.add_argument("--micro-batches", type=int, metavar="M",
+                        help="frames in flight of the --parallel prediction (default: the runtime's: min(N, S) when it "
+                             "batches decode rows, else N, one frame per sequence)")
     parser.add_argument("--prompt-tokens", type=int, metavar="P",
                         help="prompt tokens per request of the --parallel prediction (default --prompt-len)")
     parser.add_argument("-o", "--output", required=True, metavar="PKG",
@@ -84,6 +88,9 @@ def main(args: argparse.Namespace) -> int:
     if args.prompt_tokens is not None and not 1 <= args.prompt_tokens <= MAX_DECODE_TOKENS:
         raise PackageError(f"--prompt-tokens must be in [1, {MAX_DECODE_TOKENS}], got {args.prompt_tokens}",
                            code="invalid_request", where="prompt_tokens")
+    if args.micro_batches is not None and not 1 <= args.micro_batches <= MAX_PARALLEL:
+        raise PackageError(f"--micro-batches must be in [1, {MAX_PARALLEL}], got {args.micro_batches}",
+                           code="invalid_request", where="micro_batches")
     targets = (args.kernels,) if args.kernels else ("cpu", "reference")
     choice = plan_evidence(args.evidence, args.plan, target=targets, cache_dir=args.cache_dir)
     out = compile_plan_to_package(args.plan, args.target, choice.providers, args.output, pool=args.nodes,
@@ -96,21 +103,35 @@ def main(args: argparse.Namespace) -> int:
         print(f"  {k:9s} {v}")
     if args.parallel is not None:
         print_concurrent(out, args.parallel, args.prompt_tokens or args.prompt_len, args.decode_tokens,
-                         choice.message.removeprefix("evidence: "))
+                         choice.message.removeprefix("evidence: "), args.micro_batches)
     return 0
 
 
-def print_concurrent(pkg, parallel: int, prompt_tokens: int, decode_tokens: int, evidence: str) -> None:
-    """The ``--parallel`` table: one row per N in 1..``parallel`` (module docstring)."""
-    from pipeplan.analysis.concurrency import predict_concurrent, stage_costs
+def runtime_batches() -> bool:
+    """Whether this runtime's ``Pipeline`` batches decode rows into frames (takes ``micro_batches``)."""
+    import inspect
+
+    from pipeplan.runtime.orchestrator import Pipeline
+
+    return "micro_batches" in inspect.signature(Pipeline).parameters
+
+
+def print_concurrent(pkg, parallel: int, prompt_tokens: int, decode_tokens: int, evidence: str,
+                     micro_batches: int | None = None) -> None:
+    """The ``--parallel`` table: one row per N in 1..``parallel`` (module docstring), each with its M."""
+    from pipeplan.analysis.concurrency import default_micro_batches, predict_concurrent, stage_costs
 
     costs = stage_costs(pkg)
-
+    batches = runtime_batches()
+    terms = (f"runtime terms: frame {costs.frame_s * 1e6:.1f} us, orchestrator {costs.orch_s * 1e6:.1f} us, wake "
+             f"{costs.wake_s * 1e6:.1f} us, {costs.cores} cores" if costs.runtime_terms else
+             "no runtime terms (the evidence has no pipeline loop for this stage count)")
     print(f"predicted for concurrent sequences ({prompt_tokens} prompt + {decode_tokens} generated tokens each; "
-          f"evidence: {evidence}):")
+          f"evidence: {evidence}; {terms}):")
     print(f"  {'N':>3s} {'aggregate tok/s':>15s} {'p50 ms/token':>12s} {'p99 ms/token':>12s} {'request s':>10s} "
-          f"{'stage busy':>10s}")
+          f"{'stage busy':>10s} {'M':>3s}")
     for n in range(1, parallel + 1):
-        p = predict_concurrent(costs, n, prompt_tokens, decode_tokens)
+        m = micro_batches if micro_batches is not None else (default_micro_batches(n, costs.stages) if batches else n)
+        p = predict_concurrent(costs, n, prompt_tokens, decode_tokens, micro_batches=m)
         print(f"  {n:3d} {p.aggregate_tok_s:15.1f} {p.per_token_p50_s * 1e3:12.3f} {p.per_token_p99_s * 1e3:12.3f} "
-              f"{p.request_latency_s:10.4f} {max(p.stage_utilisation):10.0%}")
+              f"{p.request_latency_s:10.4f} {max(p.stage_utilisation):10.0%} {m:3d}")

@@ -124,7 +124,7 @@ def test_compare_a_throughput_measurement(cpu_pkg, tmp_path, capsys):
     from pipeplan.analysis.concurrency import predict_concurrent
 
     pkg = cpu_pkg[0]
-    want = predict_concurrent(pkg, 2, 8, 32)
+    want = predict_concurrent(pkg, 2, 8, 32, micro_batches=2)  # a row without micro_batches: one frame per sequence
     meas = {"format": "pipeplan-throughput/1", "rows": [
         {"n_sequences": 2, "stages": 2, "aggregate_tok_s": want.aggregate_tok_s * 0.8, "p50_s": want.per_token_p50_s,
          "p99_s": want.per_token_p99_s * 2, "prompt_tokens": 8, "decode_tokens": 32}]}
@@ -143,3 +143,55 @@ def test_compare_a_throughput_measurement(cpu_pkg, tmp_path, capsys):
     assert cli.main(["compare", str(pkg), str(f)]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith("error[stage_mismatch]: ")
+
+
+def test_calibration_records_batched_frames_and_the_pipeline_loop(cpu_calibrated):
+    """AB-C-2: the cpu calibration of 2 stages also holds, per stage, a decode frame's cost at 1, 2, 4, 8
+    rows (never below one row's) and the runtime's own terms fitted on the local pipeline of the plan
+    (1 and 2 S + 1 = 5 sequences measured, on this machine's cores)."""
+    from pipeplan.runtime.backends import usable_cores
+
+    _, _, doc, _ = cpu_calibrated
+    sec = doc["runtime"]["2"]
+    assert sec["frame_rows"] == [1, 2, 4, 8]
+    assert len(sec["frame_rows_s"]) == 2
+    for row in sec["frame_rows_s"]:
+        assert len(row) == 4 and row[0] > 0 and all(x >= row[0] for x in row)
+    loop = sec["loop"]
+    assert loop["sequences"] == 5 and loop["cores"] == usable_cores()
+    assert loop["rate_one_tok_s"] > 0 and loop["rate_busy_tok_s"] > 0
+    assert loop["wake_s"] >= 0 and loop["frame_s"] >= 0 and loop["orch_s"] == loop["frame_s"]
+
+
+def test_readme_flow_compile_parallel_then_compare_a_bench_document(cpu_calibrated, cpu_pkg, tmp_path, capsys):
+    """AB-T-2, AB-C-2 (README "Predicted throughput" flow): compile --parallel names the calibrated evidence
+    and its runtime terms and gives each N its micro-batch count; the package's costs carry the calibration's
+    terms; compare of a bench/throughput.py-shaped document (rows of 1 and 2 stages, micro_batches given)
+    predicts the 2-stage rows with that M, reports the error and skips the other stage count."""
+    from pipeplan.analysis.concurrency import predict_concurrent, stage_costs
+    from pipeplan.runtime.backends import usable_cores
+
+    _, path, doc, _ = cpu_calibrated
+    pkg, out, _ = cpu_pkg
+    head = next(x for x in out.splitlines() if x.startswith("predicted for concurrent sequences"))
+    assert str(path) in head and "runtime terms: frame" in head and f"{usable_cores()} cores" in head
+    costs = stage_costs(pkg)
+    loop = doc["runtime"]["2"]["loop"]
+    assert (costs.frame_s, costs.wake_s, costs.cores) == (loop["frame_s"], loop["wake_s"], loop["cores"])
+    assert costs.rows_s == tuple(tuple(r) for r in doc["runtime"]["2"]["frame_rows_s"])
+    want = predict_concurrent(pkg, 4, 8, 32, micro_batches=2)
+    rows = [{"n_sequences": 4, "stages": 2, "micro_batches": 2, "aggregate_tok_s": want.aggregate_tok_s / 1.1,
+             "p50_s": want.per_token_p50_s, "p99_s": want.per_token_p99_s, "prompt_tokens": 8, "decode_tokens": 32},
+            {"n_sequences": 1, "stages": 1, "aggregate_tok_s": 100.0, "p50_s": 0.01, "p99_s": 0.01}]
+    f = tmp_path / "throughput.json"
+    f.write_text(json.dumps({"format": "pipeplan-throughput/1", "rows": rows}))
+    capsys.readouterr()
+    assert cli.main(["compare", str(pkg), str(f), "--json"]) == 0
+    got = json.loads(capsys.readouterr().out)
+    assert got["skipped_rows"] == 1 and got["runtime_terms"] and str(path) in got["evidence"]
+    (row,) = got["rows"]
+    assert row["micro_batches"] == 2 and row["predicted"]["aggregate_tok_s"] == pytest.approx(want.aggregate_tok_s)
+    assert row["error"]["aggregate_tok_s"] == pytest.approx(0.1)
+    assert cli.main(["compare", str(pkg), str(f)]) == 0
+    text = capsys.readouterr().out
+    assert "1 rows of other stage counts skipped" in text and " 10.0%" in text

@@ -43,7 +43,7 @@ def test_equal_stages_with_at_least_s_sequences_run_at_the_stage_rate(stages, ex
     sequence's token gap is max(N, S) steps."""
     t = 2e-3
     n = stages + extra
-    p = predict_concurrent(StageCosts.uniform(stages, t), n, 8, 64)
+    p = predict_concurrent(StageCosts.uniform(stages, t), n, 8, 64, micro_batches=n)
     assert p.aggregate_tok_s == pytest.approx(1 / t, rel=1e-9)
     assert p.per_token_p50_s == pytest.approx(n * t, rel=1e-9)
     assert all(u > 0.9 for u in p.stage_utilisation)
@@ -54,8 +54,8 @@ def test_hops_delay_saturation_until_enough_sequences():
     N >= cycle / t reaches 1 / t."""
     t, h, s = 1e-3, 5e-4, 3
     c = StageCosts.uniform(s, t, h)
-    assert predict_concurrent(c, s, 1, 64).aggregate_tok_s == pytest.approx(s / (s * (t + h)), rel=1e-9)
-    assert predict_concurrent(c, 5, 1, 64).aggregate_tok_s == pytest.approx(1 / t, rel=1e-9)
+    assert predict_concurrent(c, s, 1, 64, micro_batches=s).aggregate_tok_s == pytest.approx(s / (s * (t + h)), rel=1e-9)
+    assert predict_concurrent(c, 5, 1, 64, micro_batches=5).aggregate_tok_s == pytest.approx(1 / t, rel=1e-9)
 
 
 COSTS = st.integers(1, 4).flatmap(lambda s: st.tuples(
@@ -74,7 +74,7 @@ def test_aggregate_is_monotone_in_n_and_bounded_by_the_bottleneck(costs, prompt,
     c = StageCosts(tuple(d), tuple(h), tuple(p), tuple(h), prefill_rows=8)
     prev = 0.0
     for n in range(1, 9):
-        a = predict_concurrent(c, n, prompt, tokens).aggregate_tok_s
+        a = predict_concurrent(c, n, prompt, tokens, micro_batches=n).aggregate_tok_s
         assert a >= prev * (1 - 0.01)
         assert a <= (1 / max(d)) * 1.02
         assert a == pytest.approx(steady_state_tok_s(c, n), rel=0.02)
@@ -98,7 +98,7 @@ def test_costs_from_a_plan_split_work_and_hops():
     sim = simulate(model, run_schedule(model, 1, 6))
     ends = sorted(iv.end for iv in sim.intervals if model.commands[iv.node.cmd].id == "cmd.decode.s1.send.e2")
     assert p.per_token_p50_s == pytest.approx(13.0) == pytest.approx(ends[1] - ends[0])
-    assert predict_concurrent(model, 2, 1, 40).aggregate_tok_s == pytest.approx(2 / 13, rel=1e-9)
+    assert predict_concurrent(model, 2, 1, 40, micro_batches=2).aggregate_tok_s == pytest.approx(2 / 13, rel=1e-9)
 
 
 @pytest.fixture(scope="module")
@@ -127,7 +127,7 @@ def test_package_costs_agree_with_its_predicted_timeline(stories_pkg):
     assert p.stages == 2 and "roofline" in p.evidence
     p2 = predict_concurrent(stories_pkg, 1, 9, 4)
     assert p2.ttft_s == pytest.approx(3 * p.ttft_s, rel=1e-6)  # ceil(9 / 4) = 3 prefill frames
-    assert predict_concurrent(stories_pkg, 4, 4, 40).aggregate_tok_s > 1.5 * p.aggregate_tok_s
+    assert predict_concurrent(stories_pkg, 4, 4, 40, micro_batches=4).aggregate_tok_s > 1.5 * p.aggregate_tok_s
 
 
 @pytest.mark.parametrize("call, where", [
@@ -177,3 +177,123 @@ def test_throughput_documents(tmp_path):
     with pytest.raises(ConcurrencyError) as ei:
         read_throughput(tmp_path / "missing.json")
     assert ei.value.code == "file_not_found"
+
+
+# --------------------------------------------------------------------------- the runtime model
+RUNTIME_COSTS = st.integers(1, 4).flatmap(lambda s: st.tuples(
+    st.lists(st.floats(1e-4, 5e-3), min_size=s, max_size=s),
+    st.lists(st.one_of(st.just(0.0), st.floats(0.0, 1e-3)), min_size=s, max_size=s),
+    st.lists(st.floats(1e-4, 2e-2), min_size=s, max_size=s)))
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(RUNTIME_COSTS, st.integers(1, 8), st.integers(1, 12), st.integers(1, 24), st.integers(1, 8))
+def test_frames_simulation_without_runtime_terms_is_the_sequence_simulation(costs, n, prompt, tokens, rows):
+    """AB-T-2: with M = N and no runtime term, the frame simulation (orchestrator server, micro-batches)
+    gives the one-frame-per-sequence simulation's token times."""
+    from pipeplan.analysis.concurrency import simulate_frames
+
+    d, h, p = costs
+    c = StageCosts(tuple(d), tuple(h), tuple(p), tuple(h), prefill_rows=rows)
+    a, busy_a = simulate_sequences(c, n, prompt, tokens)
+    b, busy_b = simulate_frames(c, n, prompt, tokens, micro_batches=n)
+    assert [len(x) for x in a] == [len(x) for x in b] == [tokens] * n
+    assert all(x == pytest.approx(y, abs=1e-12) for u, v in zip(a, b, strict=True) for x, y in zip(u, v, strict=True))
+    assert busy_a == pytest.approx(busy_b)
+
+
+@pytest.mark.parametrize("stages, cores", [(3, 2), (3, 1), (2, 1), (4, 2), (3, 3), (2, 4)])
+def test_busy_stages_share_the_cores(stages, cores):
+    """AB-T-2: S equal stages busy on C cores (processor sharing): with C < S each is slowed by S / C, so the
+    aggregate rate is C / (S t) instead of 1 / t; C >= S changes nothing."""
+    import dataclasses
+
+    t = 1e-3
+    c = dataclasses.replace(StageCosts.uniform(stages, t), cores=cores)
+    n = 2 * stages + 2
+    got = predict_concurrent(c, n, 1, 64, micro_batches=n).aggregate_tok_s
+    assert got == pytest.approx(min(1.0, cores / stages) / t, rel=0.02)
+    assert c.runtime_terms
+
+
+def test_one_sequence_pays_every_runtime_term_once_per_token():
+    """AB-T-2: N = 1: a decode token takes the steps, the hops, each stage's frame cost, the orchestrator's
+    cost and one wake-up per server (S stages + the orchestrator: each is idle when the frame arrives)."""
+    import dataclasses
+
+    base = StageCosts((1e-3, 2e-3), (1e-4, 2e-4), (3e-3, 4e-3), (1e-4, 1e-4), prefill_rows=4)
+    c = dataclasses.replace(base, frame_s=5e-5, orch_s=7e-5, wake_s=3e-5, cores=1)
+    p = predict_concurrent(c, 1, 4, 16)
+    step = 3e-3 + 3e-4 + 2 * 5e-5 + 7e-5 + 3 * 3e-5
+    assert p.per_token_p50_s == pytest.approx(step, rel=1e-9)
+    assert p.aggregate_tok_s == pytest.approx(1 / step, rel=1e-6)
+
+
+def test_wake_up_is_paid_only_by_idle_servers():
+    """AB-T-2: with enough sequences every stage always has a frame waiting: the wake-up delay no longer
+    counts and the rate is the bottleneck stage's 1 / (t + frame_s)."""
+    import dataclasses
+
+    c = dataclasses.replace(StageCosts.uniform(2, 1e-3), frame_s=1e-4, wake_s=5e-4)
+    assert predict_concurrent(c, 8, 1, 64, micro_batches=8).aggregate_tok_s == pytest.approx(1 / 1.1e-3, rel=0.02)
+    slow = predict_concurrent(c, 1, 1, 64).aggregate_tok_s
+    assert slow == pytest.approx(1 / (2.2e-3 + 3 * 5e-4), rel=1e-6)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.floats(1e-4, 1e-2), st.floats(0.0, 1.0), st.integers(2, 8), st.integers(1, 32))
+def test_a_batched_frame_costs_between_one_row_and_r_rows(d, f, prefill_rows, r):
+    """AB-T-2: a decode frame of r rows costs between cost(1) and r cost(1) when the prefill step (the
+    line's other end) does: from the prefill step, and from calibrated rows at 1, 2, 4, 8 rows."""
+    prefill = d * (1 + f * (prefill_rows - 1))
+    c = StageCosts((d,), (0.0,), (prefill,), (0.0,), prefill_rows=prefill_rows)
+    assert d * (1 - 1e-12) <= c.frame_cost(0, r) <= r * d * (1 + 1e-12)
+    rows = tuple(d * (1 + f * (x - 1)) for x in (1, 2, 4, 8))
+    cal = StageCosts((d,), (0.0,), (prefill,), (0.0,), prefill_rows=prefill_rows, rows_s=(rows,))
+    assert d * (1 - 1e-12) <= cal.frame_cost(0, r) <= r * d * (1 + 1e-12)
+    assert cal.frame_cost(0, 4) == pytest.approx(rows[2])
+
+
+def test_micro_batches_carry_ceil_n_over_m_rows():
+    """AB-T-2 (micro-batching): M = min(N, S) frames in flight, each with ceil(N / M) decode rows; rows that
+    cost nothing extra multiply the rate by the rows per frame; M = N is one frame per sequence; a prefill
+    chunk travels alone (with M = 1 the N prompts are prefilled one after the other)."""
+    t = 1e-3
+    c = StageCosts((t,) * 3, (0.0,) * 3, (t,) * 3, (0.0,) * 3, prefill_rows=8, rows_s=((t, t, t, t),) * 3)
+    p = predict_concurrent(c, 6, 8, 64)
+    assert p.micro_batches == 3
+    assert p.aggregate_tok_s == pytest.approx(2 / t, rel=0.02)
+    assert predict_concurrent(c, 6, 8, 64, micro_batches=6).aggregate_tok_s == pytest.approx(1 / t, rel=0.02)
+    one = predict_concurrent(c, 4, 8, 8, micro_batches=1)
+    first = sorted(ts[0] for ts in one.token_times)
+    assert first == pytest.approx([3 * t * (k + 1) for k in range(4)], rel=1e-9)
+
+
+def test_runtime_terms_are_checked():
+    """Runtime terms out of range are ConcurrencyError(invalid_request) naming the field."""
+    import dataclasses
+
+    base = StageCosts.uniform(2, 1e-3)
+    for bad, where in ((dict(frame_s=-1.0), "frame_s"), (dict(wake_s=math.inf), "wake_s"), (dict(cores=0), "cores"),
+                       (dict(rows_s=((1e-3,),)), "rows_s"), (dict(orch_s=math.nan), "orch_s")):
+        with pytest.raises(ConcurrencyError) as ei:
+            predict_concurrent(dataclasses.replace(base, **bad), 2, 1, 4)
+        assert ei.value.code == "invalid_request" and ei.value.where == where
+    with pytest.raises(ConcurrencyError) as ei:
+        predict_concurrent(base, 2, 1, 4, micro_batches=0)
+    assert ei.value.where == "micro_batches"
+
+
+def test_fitted_runtime_terms_reproduce_their_rates():
+    """AB-C-2: the terms calibrate fits from the measured rates of 1 and 2 S + 1 sequences give those rates
+    back (here rates made by known terms: the fit recovers them)."""
+    import dataclasses
+
+    from pipeplan.tools.calibrate import fit_runtime_terms
+
+    c = StageCosts((4e-4, 3e-4, 2.5e-4), (1e-4, 5e-5, 5e-5), (8e-4, 6e-4, 5e-4), (1e-4, 5e-5, 5e-5))
+    true = dataclasses.replace(c, frame_s=6e-5, orch_s=6e-5, wake_s=1.5e-4, cores=2)
+    one = predict_concurrent(true, 1, 8, 24).aggregate_tok_s
+    busy = predict_concurrent(true, 7, 8, 24, micro_batches=7).aggregate_tok_s
+    got = fit_runtime_terms(c, one, busy, 7, 8, 24, 2)
+    assert got["frame_s"] == pytest.approx(6e-5, rel=0.05) and got["wake_s"] == pytest.approx(1.5e-4, rel=0.05)
