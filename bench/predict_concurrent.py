@@ -3,7 +3,8 @@
 Per stage count S: ``pipeplan calibrate MODEL --stages S`` (target cpu, into a private cache unless
 ``--cache-dir``), ``pipeplan plan``, ``pipeplan compile`` without ``--evidence`` (so it picks the
 calibration and says so), then :func:`pipeplan.analysis.concurrency.predict_concurrent` on the package for
-each N. ``--measure`` adds the one-sequence figure measured by ``pipeplan run --backend local --json``
+each N (with the calibration's runtime terms; M = min(N, S) frames in flight where the runtime batches decode
+rows, else one frame per sequence). ``--measure`` adds the one-sequence figure measured by ``pipeplan run --backend local --json``
 (decode tok/s, the only concurrency ``run`` has) next to the N = 1 prediction. Prints a table and writes
 ``bench/results/predict_concurrent[-<model>].json``.
 
@@ -56,6 +57,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out")
     a = ap.parse_args(argv)
     from pipeplan.analysis.concurrency import predict_concurrent, stage_costs
+    from pipeplan.tools.cmd_compile import runtime_batches
+
+    batches = runtime_batches()  # the runtime batches decode rows: M = min(N, S); else one frame per sequence
 
     work = Path(tempfile.mkdtemp(prefix="pipeplan-predict-concurrent-"))
     cache = Path(a.cache_dir) if a.cache_dir else work / "cache"
@@ -83,7 +87,8 @@ def main(argv: list[str] | None = None) -> int:
                            "--cache-dir", str(cache), "--json"])
             measured = json.loads(out)["timings"]["decode_tok_s"]
         for n in [int(x) for x in a.parallel.split(",")]:
-            p = predict_concurrent(costs, n, a.prompt_tokens, a.decode_tokens)
+            p = predict_concurrent(costs, n, a.prompt_tokens, a.decode_tokens,
+                                   micro_batches=None if batches else n)
             m = measured if n == 1 else None
             row = {"stages": s, **p.to_json(), "evidence_line": line, "calibrate_s": cal_s,
                    "measured_decode_tok_s": m,
