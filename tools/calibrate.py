@@ -784,7 +784,9 @@ def measure_loop(plan_module, package: str | Path, *, prompt_len: int = 8, token
     :func:`loop_sequences` sequences (``tokens`` each; best of ``repeats``), and the runtime terms
     :func:`fit_runtime_terms` derives from them for the package's costs (its predicted timeline, the
     calibrated kernels and hops). The plan must carry ``parallel >= loop_sequences(S)``.
-    Returns ``{"sequences", "rate_one_tok_s", "rate_busy_tok_s", "cores", "wake_s", "frame_s", "orch_s"}``.
+    Returns ``{"sequences", "tokens", "rate_one_tok_s", "rate_busy_tok_s", "cores", "wake_s", "frame_s", "orch_s",
+    "fit_residual"}``; ``fit_residual`` is the largest relative error of the fitted model on the two measured rates
+    (large when the busy run was not faster than one sequence: a loaded machine).
     Raises StageFault / RunRequestError from the pipeline."""
     from pipeplan.analysis.concurrency import stage_costs
     from pipeplan.dialects.runplan_build import project_provisions, runplan_spec_from_module
@@ -800,7 +802,16 @@ def measure_loop(plan_module, package: str | Path, *, prompt_len: int = 8, token
         pipe.generate_concurrent([GenRequest([1, 2], 4)])  # first touch of weights and caches
         one = _pipeline_rate(pipe, vocab, 1, prompt_len, tokens, repeats)
         busy = _pipeline_rate(pipe, vocab, n_busy, prompt_len, tokens, repeats)
+    import dataclasses
+
+    from pipeplan.analysis.concurrency import predict_concurrent
+
     cores = usable_cores()
     terms = fit_runtime_terms(costs, one, busy, n_busy, prompt_len, tokens, cores)
+    fitted = dataclasses.replace(costs, frame_s=terms["frame_s"], orch_s=terms["frame_s"], wake_s=terms["wake_s"],
+                                 cores=cores)
+    back = [predict_concurrent(fitted, n, prompt_len, tokens, micro_batches=n).aggregate_tok_s for n in (1, n_busy)]
+    residual = max(abs(b - m) / m for b, m in zip(back, (one, busy), strict=True) if m > 0) if one > 0 else 1.0
     return {"sequences": n_busy, "tokens": tokens, "rate_one_tok_s": one, "rate_busy_tok_s": busy, "cores": cores,
-            "wake_s": terms["wake_s"], "frame_s": terms["frame_s"], "orch_s": terms["frame_s"]}
+            "wake_s": terms["wake_s"], "frame_s": terms["frame_s"], "orch_s": terms["frame_s"],
+            "fit_residual": residual}

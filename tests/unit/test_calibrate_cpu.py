@@ -161,6 +161,7 @@ def test_calibration_records_batched_frames_and_the_pipeline_loop(cpu_calibrated
     assert loop["sequences"] == 5 and loop["cores"] == usable_cores()
     assert loop["rate_one_tok_s"] > 0 and loop["rate_busy_tok_s"] > 0
     assert loop["wake_s"] >= 0 and loop["frame_s"] >= 0 and loop["orch_s"] == loop["frame_s"]
+    assert loop["fit_residual"] >= 0
 
 
 def test_readme_flow_compile_parallel_then_compare_a_bench_document(cpu_calibrated, cpu_pkg, tmp_path, capsys):
