@@ -90,6 +90,7 @@ from xdsl.dialects.builtin import (
     i64,
 )
 from xdsl.ir import Block, Operation, Region
+from xdsl.irdl import IRDLOperation
 from xdsl.passes import ModulePass
 from xdsl.rewriter import Rewriter
 from xdsl.utils.exceptions import PassFailedException
@@ -375,7 +376,8 @@ def lower_plan(plan: PlanOp, pplan: PPlanOp, abi: Mapping[str, Any] | None = Non
             waits = [d.data for d in cmd.deps.data if queue_of.get(d.data) != key]
             ins = lower_command(cmd, task, bufs, attrs, waits, sizes, interpret)
             props = {**ins.properties, "step": task.step}
-            order = type(ins).get_irdl_definition().properties  # declared order: the parsed form prints the same
+            assert isinstance(ins, IRDLOperation)
+            order = ins.get_irdl_definition().properties  # declared order: the parsed form prints the same
             ops.append(type(ins).create(properties={k: props[k] for k in order if k in props}))
         streams.append(StreamOp.create(properties={"device": q.device, "engine": q.engine},
                                        regions=[Region(Block(ops))]))
