@@ -7,11 +7,17 @@ plan's queues, instruction order is the queue order, cross-stream ``waits`` are 
 dependencies on commands of other queues.
 
 * ``tmachine.program`` (``target``, ``concrete`` = sha256 of the concrete plan it lowers,
-  ``revision``) holds one ``tmachine.stream`` per (device, engine) queue;
+  ``revision``) holds the ``tmachine.buffer`` declarations (the plan's allocations) and one
+  ``tmachine.stream`` per (device, engine) queue;
+* ``tmachine.buffer``: one concrete allocation -- ``id`` (the alloc id instructions name), ``device``,
+  ``dtype``/``shape`` (of the portable buffer it holds), ``lifetime`` (``weight``, ``kv``, ``transient``,
+  ``edge``) and ``origin`` (the GGUF tensor name of a weight, ``rope_table``/``rope_table_swa``,
+  ``blk.N.cache_k``/``cache_v``, ``<step>:<value>`` of a transient, ``edge <id> (<kind>)``);
 * ``tmachine.stream`` holds instructions in queue order:
 
-  - ``tmachine.launch``: one Triton kernel launch -- ``kernel`` (the ``module:function`` of the
-    ``@triton.jit`` kernel in :mod:`pipeplan.runtime.kernels.triton`), ``grid`` (3 positive ints),
+  - ``tmachine.launch``: one Triton kernel launch -- ``kernel`` (``module:function`` of a ``@triton.jit``
+    kernel, the module named within the target's kernel package: the IR names no runtime import path,
+    the runtime resolves the package from ``target``), ``grid`` (3 positive ints),
     ``meta`` (constexpr meta-parameters: block sizes, format codes, ``num_warps``), ``args`` (buffer
     arguments, concrete alloc ids, in kernel parameter order), ``scalars`` (scalar arguments: ints,
     floats, or a ``"$<name>"`` bound at run time: ``"$start_pos"`` the step's position, any other
@@ -21,7 +27,8 @@ dependencies on commands of other queues.
   - ``tmachine.view``: a command that is a view, not a kernel (``last_row``);
   - ``tmachine.copy``: a copy-engine transfer (edge ``send``/``recv``) of ``bytes`` from ``src`` to ``dst``.
 
-Every instruction carries ``id``, ``cmd`` (the concrete command it lowers), ``waits`` (commands of
+Every instruction carries ``id``, ``cmd`` (the concrete command it lowers), ``step`` (optional: the
+plan step it belongs to, ``prefill``/``decode``; absent, it runs in every step), ``waits`` (commands of
 other streams that must complete first) and ``lineage`` (the concrete command's lineage path, so a
 diagnostic reaches model op -> stage/block -> portable task -> candidate -> command -> instruction,
 AB-D-1).
@@ -46,6 +53,7 @@ from xdsl.ir import Dialect, Operation
 from xdsl.irdl import (
     ParsePropInAttrDict,
     irdl_op_definition,
+    opt_prop_def,
     prop_def,
     region_def,
     traits_def,
@@ -63,8 +71,10 @@ class ProgramOp(PipeplanOp):
 
     ```mlir
     tmachine.program attributes {target = "cuda-triton@1", concrete = "sha256:00", revision = "pipeplan-tmachine/1"} {
+      tmachine.buffer {id = "b0", device = "n0", dtype = "f32", shape = array<i64: 4, 64>, lifetime = "transient",
+        origin = "prefill:h0"}
       tmachine.stream {device = "n0", engine = "cuda.stream"} {
-        tmachine.launch {id = "i.c0", cmd = "c0", kernel = "pipeplan.runtime.kernels.triton.rmsnorm:_rms_norm_kernel",
+        tmachine.launch {id = "i.c0", cmd = "c0", kernel = "rmsnorm:_rms_norm_kernel",
           grid = array<i64: 4, 1, 1>, meta = {BLOCK_D = 64 : i64}, args = ["b0", "w0", "b1"],
           scalars = {D = 64 : i64}, autotune = false, waits = [], lineage = "blk.0.attn_norm -> c0"}
       }
@@ -87,13 +97,46 @@ class ProgramOp(PipeplanOp):
         seen: set[str] = set()
         for b in self.body.blocks:
             for op in b.ops:
+                if isinstance(op, BufferOp):
+                    continue
                 if not isinstance(op, StreamOp):
-                    raise VerifyException(f"unexpected op '{op.name}' in a tmachine.program (streams only)")
+                    raise VerifyException(f"unexpected op '{op.name}' in a tmachine.program (buffers and streams only)")
                 key = f"{op.device.data}/{op.engine.data}"
                 if key in seen:
                     raise VerifyException(f"stream {key} appears twice")
                 seen.add(key)
         check_streams(self)
+
+
+@irdl_op_definition
+class BufferOp(PropsInAttrDict):
+    """One concrete allocation the instructions name by ``id`` (see the module docstring).
+
+    ```mlir
+    tmachine.buffer {id = "alloc.s0.blk.0.cache_k", device = "n0", dtype = "f32", shape = array<i64: 64, 4, 8>,
+      lifetime = "kv", origin = "blk.0.cache_k"}
+    ```
+    """
+
+    name = "tmachine.buffer"
+    id = prop_def(StringAttr)
+    device = prop_def(StringAttr)
+    dtype = prop_def(StringAttr)
+    shape = prop_def(DenseArrayBase)
+    lifetime = prop_def(StringAttr)
+    origin = prop_def(StringAttr)
+    traits = traits_def(HasParent(ProgramOp))
+
+    def verify_(self) -> None:
+        if self.lifetime.data not in LIFETIMES:
+            raise VerifyException(f"buffer '{self.id.data}': lifetime '{self.lifetime.data}' is not one of "
+                                  f"{', '.join(LIFETIMES)}")
+        if any(not isinstance(d, int) or d < 0 for d in self.shape.get_values()):
+            raise VerifyException(f"buffer '{self.id.data}': shape must be non-negative integers")
+
+
+LIFETIMES = ("weight", "kv", "transient", "edge")
+"""``tmachine.buffer`` lifetimes (the concrete plan's allocation lifetimes)."""
 
 
 @irdl_op_definition
@@ -127,7 +170,7 @@ class LaunchOp(PropsInAttrDict):
     """One Triton kernel launch (see the module docstring).
 
     ```mlir
-    tmachine.launch {id = "i.c1", cmd = "c1", kernel = "pipeplan.runtime.kernels.triton.gemv:_gemv_kernel",
+    tmachine.launch {id = "i.c1", cmd = "c1", kernel = "gemv:_gemv_kernel",
       grid = array<i64: 4, 1, 1>, meta = {FMT = 3 : i64, USE_DOT = 0 : i64, BLOCK_M = 1 : i64, BLOCK_N = 16 : i64,
       BLOCK_K = 256 : i64}, args = ["x", "w", "y"], scalars = {M = 1 : i64, N = 64 : i64, K = 64 : i64},
       autotune = true, waits = [], lineage = "blk.0.attn_q -> c1"}
@@ -144,6 +187,7 @@ class LaunchOp(PropsInAttrDict):
     args = prop_def(ArrayAttr)
     scalars = prop_def(DictionaryAttr)
     autotune = prop_def(IntegerAttr)
+    step = opt_prop_def(StringAttr)
     waits = prop_def(ArrayAttr)
     lineage = prop_def(StringAttr)
     traits = traits_def(HasParent(StreamOp))
@@ -179,6 +223,7 @@ class ViewOp(PropsInAttrDict):
     cmd = prop_def(StringAttr)
     kind = prop_def(StringAttr)
     args = prop_def(ArrayAttr)
+    step = opt_prop_def(StringAttr)
     waits = prop_def(ArrayAttr)
     lineage = prop_def(StringAttr)
     traits = traits_def(HasParent(StreamOp))
@@ -203,6 +248,7 @@ class CopyOp(PropsInAttrDict):
     src = prop_def(StringAttr)
     dst = prop_def(StringAttr)
     bytes = prop_def(IntegerAttr)
+    step = opt_prop_def(StringAttr)
     waits = prop_def(ArrayAttr)
     lineage = prop_def(StringAttr)
     traits = traits_def(HasParent(StreamOp))
@@ -220,10 +266,16 @@ ABI_INVARIANT = "[AB-M-1] a machine program must respect its launch ABI and stre
 
 def check_streams(program: ProgramOp) -> None:
     """Whole-program checks of a ``tmachine.program`` whose ops passed their own verifiers: instruction
-    ids unique; every instruction's buffer arguments are non-empty alloc ids; every ``waits`` entry
+    ids unique; every instruction's buffer arguments are non-empty alloc ids and, when the program declares
+    its buffers, declared ones (buffer ids unique); every ``waits`` entry
     names a command lowered by an instruction of another stream; stream order plus waits is acyclic
     (no deadlock). Raises IRVerifyError at the offending instruction."""
     streams = [list(b.ops) for s in _streams(program) for b in s.body.blocks]
+    declared: set[str] = set()
+    for buf in (o for b in program.body.blocks for o in b.ops if isinstance(o, BufferOp)):
+        if buf.id.data in declared:
+            raise IRVerifyError(f"{ABI_INVARIANT}: duplicate buffer id '{buf.id.data}'", op=buf)
+        declared.add(buf.id.data)
     by_cmd: dict[str, tuple[int, int]] = {}
     ids: set[str] = set()
     for si, ops in enumerate(streams):
@@ -238,6 +290,10 @@ def check_streams(program: ProgramOp) -> None:
                                                                              if isinstance(a, StringAttr)]
             if any(not n for n in names):
                 raise IRVerifyError(f"{ABI_INVARIANT}: instruction '{o.id.data}' has an empty buffer argument", op=o)
+            unknown = [n for n in names if declared and n not in declared]
+            if unknown:
+                raise IRVerifyError(f"{ABI_INVARIANT}: instruction '{o.id.data}' names buffer '{unknown[0]}', which "
+                                    "the program does not declare", op=o)
     preds: list[list[int]] = []
     node: dict[tuple[int, int], int] = {}
     flat: list[Operation] = []
@@ -268,7 +324,7 @@ def _streams(program: ProgramOp) -> list[StreamOp]:
     return [o for b in program.body.blocks for o in b.ops if isinstance(o, StreamOp)]
 
 
-Tmachine = Dialect("tmachine", [ProgramOp, StreamOp, LaunchOp, ViewOp, CopyOp], [])
+Tmachine = Dialect("tmachine", [ProgramOp, BufferOp, StreamOp, LaunchOp, ViewOp, CopyOp], [])
 
-__all__ = ["ABI_INVARIANT", "CopyOp", "INSTRUCTIONS", "LaunchOp", "ProgramOp", "REVISION", "StreamOp", "Tmachine",
+__all__ = ["ABI_INVARIANT", "BufferOp", "CopyOp", "LIFETIMES", "INSTRUCTIONS", "LaunchOp", "ProgramOp", "REVISION", "StreamOp", "Tmachine",
            "ViewOp", "check_streams"]

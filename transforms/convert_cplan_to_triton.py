@@ -5,7 +5,10 @@ Input: a module holding the ``cplan.plan`` (target ``cuda-triton@...``, queue-sc
 the ``pplan.plan`` it was built from (``convert-pplan-to-cplan{keep_source=true}``): the portable tasks
 give each command's exact shape and dtypes, the portable buffers the KV-cache / rope geometry.
 
-Each concrete command becomes one instruction in its queue's ``tmachine.stream``, in queue order:
+Each concrete allocation becomes one ``tmachine.buffer`` (its id, device and lifetime; dtype, shape and
+origin of the portable buffer it holds), and each concrete command one instruction in its queue's
+``tmachine.stream``, in queue order, tagged with its portable task's ``step``. Kernel names are
+``module:function`` within the target's kernel package (the IR names no runtime import path):
 
 ==================  ==========================================================================
 command op          instruction
@@ -57,10 +60,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from pipeplan.dialects.carriers import scalar_attr, strings
-from pipeplan.dialects.cplan import CommandOp, PlanOp, QueueOp, QueueScheduleOp, plan_from_ir
+from pipeplan.dialects.cplan import AllocOp, CommandOp, PlanOp, QueueOp, QueueScheduleOp, plan_from_ir
 from pipeplan.dialects.pplan import BufferOp, TaskOp, fingerprint, ints, str_list
 from pipeplan.dialects.pplan import PlanOp as PPlanOp
 from pipeplan.dialects.triton_machine import REVISION, CopyOp, LaunchOp, ProgramOp, StreamOp, ViewOp
+from pipeplan.dialects.triton_machine import BufferOp as MachineBufferOp
 from pipeplan.dialects.vmachine import AbiOp
 from pipeplan.errors import PipeplanError
 from pipeplan.models.stage_program import ProgramError, build_stage_program
@@ -86,12 +90,12 @@ from xdsl.dialects.builtin import (
     i64,
 )
 from xdsl.ir import Block, Operation, Region
+from xdsl.irdl import IRDLOperation
 from xdsl.passes import ModulePass
 from xdsl.rewriter import Rewriter
 from xdsl.utils.exceptions import PassFailedException
 
 PASS = "convert-cplan-to-triton"
-K = "pipeplan.runtime.kernels.triton."
 
 IMPLS = {f"triton.{o}" for o in KERNEL_OPS} | {"triton.matmul_tc", "triton.last_row", "triton.send", "triton.recv"}
 """Implementations this lowering turns into instructions (the ``cuda-triton`` rules)."""
@@ -118,7 +122,7 @@ def _launch(cmd: CommandOp, kernel: str, grid: tuple[int, ...], meta: dict, args
             waits: list[str], autotune: bool = False) -> LaunchOp:
     g = list(grid) + [1] * (3 - len(grid))
     return LaunchOp.create(properties={
-        "id": StringAttr(f"i.{cmd.id.data}"), "cmd": cmd.id, "kernel": StringAttr(K + kernel),
+        "id": StringAttr(f"i.{cmd.id.data}"), "cmd": cmd.id, "kernel": StringAttr(kernel),
         "grid": DenseArrayBase.from_list(i64, g), "meta": DictionaryAttr({k: scalar_attr(v) for k, v in meta.items()}),
         "args": strings(args),
         "scalars": DictionaryAttr({k: scalar_attr(v) for k, v in scalars.items()}),
@@ -192,7 +196,7 @@ def _shape(bufs: Mapping[str, BufferOp], ref) -> tuple[int, ...]:
 
 
 def _lower_kernel(cmd: CommandOp, task: TaskOp, bufs: Mapping[str, BufferOp], attrs: KernelAttrs,
-                  waits: list[str]) -> LaunchOp:
+                  waits: list[str], interpret: bool = False) -> LaunchOp:
     """One compute command -> its launch (module table); raises _Reject with the reason."""
     op = task.op.data
     shape = ints(task.shape)
@@ -204,7 +208,7 @@ def _lower_kernel(cmd: CommandOp, task: TaskOp, bufs: Mapping[str, BufferOp], at
         t, n, k = shape
         fmt = weight_format(dtypes[1])
         assert fmt is not None  # checked by unsupported()
-        cfg = launch_config(fmt.ggml_type, t, n, k, interpret=False)
+        cfg = launch_config(fmt.ggml_type, t, n, k, interpret=interpret)
         if fmt.kernel == GEMV_KQ:
             meta = {"FMT": fmt.fmt, "USE_DOT": cfg["USE_DOT"], "BLOCK_M": cfg["BLOCK_M"], "BLOCK_N": cfg["BLOCK_N"],
                     "NSB": cfg["NSB"]}
@@ -220,7 +224,7 @@ def _lower_kernel(cmd: CommandOp, task: TaskOp, bufs: Mapping[str, BufferOp], at
     if op == "embedding_gather":
         fmt = weight_format(dtypes[1])
         assert fmt is not None
-        bd = min(next_pow2(w), 1024)
+        bd = next_pow2(w) if interpret else min(next_pow2(w), 1024)
         return _launch(cmd, "embedding:_gather_kernel", (t, _cdiv(w, bd)), {"FMT": fmt.gather_fmt, "BLOCK_D": bd},
                        args, {"D": w, "scale": attrs.of(task)["scale"]}, waits)
     if op == "rms_norm":
@@ -235,7 +239,7 @@ def _lower_kernel(cmd: CommandOp, task: TaskOp, bufs: Mapping[str, BufferOp], at
         return _launch(cmd, "rmsnorm:_head_rms_norm_kernel", (t, _cdiv(w // hd, bh)), {"BLOCK_H": bh, "BLOCK_D": bd},
                        args, {"H": w // hd, "HD": hd, "eps": attrs.of(task)["eps"]}, waits)
     if op in BINARY_OPS:
-        blk = min(next_pow2(w), 1024)
+        blk = next_pow2(w) if interpret else min(next_pow2(w), 1024)
         return _launch(cmd, "elementwise:_binary_kernel", (t, _cdiv(w, blk)), {"OP": BINARY_OPS[op], "BLOCK": blk},
                        args, {"F": w}, waits)
     if op == "argmax":
@@ -243,7 +247,7 @@ def _lower_kernel(cmd: CommandOp, task: TaskOp, bufs: Mapping[str, BufferOp], at
     if op == "kv_cache_write":
         ck, cv = (_shape(bufs, r) for r in task.writes.data)
         wk, wv = ck[1] * ck[2], cv[1] * cv[2]
-        return _launch(cmd, "attention:_kv_write_kernel", (t,), {"BLOCK": min(next_pow2(max(wk, wv)), 1024)}, args,
+        return _launch(cmd, "attention:_kv_write_kernel", (t,), {"BLOCK": next_pow2(max(wk, wv)) if interpret else min(next_pow2(max(wk, wv)), 1024)}, args,
                        {"start_pos": "$start_pos", "WK": wk, "WV": wv}, waits)
     if op == "rope":
         table = _shape(bufs, rd[1])
@@ -259,7 +263,7 @@ def _lower_kernel(cmd: CommandOp, task: TaskOp, bufs: Mapping[str, BufferOp], at
         neox = mode if isinstance(mode, str) and mode.startswith("$") else ROPE_MODES.get(mode)
         if neox is None:
             raise _Reject(f"rope mode {mode!r}")
-        bh = min(next_pow2(heads), 16)
+        bh = next_pow2(heads) if interpret else min(next_pow2(heads), 16)
         return _launch(cmd, "rope:_rope_kernel", (t, _cdiv(heads, bh)), {"BLOCK_H": bh, "BLOCK_P": next_pow2(hd // 2)},
                        args, {"start_pos": "$start_pos", "H": heads, "HD": hd, "ROPE_DIM": rope_dim, "NEOX": neox},
                        waits)
@@ -274,7 +278,7 @@ def _lower_kernel(cmd: CommandOp, task: TaskOp, bufs: Mapping[str, BufferOp], at
         a = attrs.of(task)
         scale = 1.0 / hd_k ** 0.5 if a["scale"] is None else a["scale"]
         window = a["window"] if isinstance(a["window"], str) else (int(a["window"]) or s_len)
-        cfg = attention_config(t, heads, hkv, hd_k, hd_v, shape[2] if len(shape) > 2 else t, interpret=False)
+        cfg = attention_config(t, heads, hkv, hd_k, hd_v, shape[2] if len(shape) > 2 else t, interpret=interpret)
         return _launch(cmd, "attention:_attention_kernel", (_cdiv(t, cfg["BLOCK_M"]), hkv), cfg, args,
                        {"start_pos": "$start_pos", "T": t, "H": heads, "HKV": hkv, "HD_K": hd_k, "HD_V": hd_v,
                         "scale": scale, "WINDOW": window}, waits)
@@ -294,13 +298,14 @@ def _stage_cache(bufs: Mapping[str, BufferOp], task: TaskOp) -> tuple[int, ...] 
 
 
 def lower_command(cmd: CommandOp, task: TaskOp, bufs: Mapping[str, BufferOp], attrs: KernelAttrs, waits: list[str],
-                  sizes: Mapping[str, int]) -> Operation:
+                  sizes: Mapping[str, int], interpret: bool = False) -> Operation:
     """One concrete command -> its instruction (module table).
 
     Args:
         cmd: the command. task: its portable task. bufs: the portable buffers by name. attrs: where kernel-call
             attributes come from (:class:`KernelAttrs`). waits: commands of other streams it waits for.
-            sizes: alloc id -> bytes (copy sizes).
+            sizes: alloc id -> bytes (copy sizes). interpret: block sizes for Triton's CPU interpreter (the
+            kernels' ``interpreting()`` choice: fewest programs) instead of the GPU's.
 
     Raises:
         PassFailedException: ``no Triton kernel for <reason> at <lineage> -> concrete command <id>``.
@@ -327,15 +332,17 @@ def lower_command(cmd: CommandOp, task: TaskOp, bufs: Mapping[str, BufferOp], at
                 "waits": strings(waits), "lineage": StringAttr(where)})
         if impl.split(".", 1)[1].removesuffix("_tc") != task.op.data:
             raise _Reject(f"implementation {impl} for op {task.op.data}")
-        return _lower_kernel(cmd, task, bufs, attrs, waits)
+        return _lower_kernel(cmd, task, bufs, attrs, waits, interpret)
     except _Reject as r:
         raise PassFailedException(f"{PASS}: no Triton kernel for {r} at {where}") from None
 
 
-def lower_plan(plan: PlanOp, pplan: PPlanOp, abi: Mapping[str, Any] | None = None) -> ProgramOp:
+def lower_plan(plan: PlanOp, pplan: PPlanOp, abi: Mapping[str, Any] | None = None, interpret: bool = False
+               ) -> ProgramOp:
     """The ``tmachine.program`` of one concrete plan (module docstring); ``abi`` the model kernel ABI
     (:func:`pipeplan.transforms.convert_cplan_to_vmachine.abi_for_module`) the call attributes come from,
-    or None (they are then ``"$<attr>"`` runtime names).
+    or None (they are then ``"$<attr>"`` runtime names); ``interpret``: launch configurations for Triton's
+    CPU interpreter (:func:`lower_command`).
 
     Raises:
         PassFailedException: wrong target or extension, a command whose task is not in the portable
@@ -367,11 +374,29 @@ def lower_plan(plan: PlanOp, pplan: PPlanOp, abi: Mapping[str, Any] | None = Non
                 raise PassFailedException(f"{PASS}: concrete command {cid} names task @{cmd.task.data}, which the "
                                           "portable plan does not hold (run convert-pplan-to-cplan{keep_source=true})")
             waits = [d.data for d in cmd.deps.data if queue_of.get(d.data) != key]
-            ops.append(lower_command(cmd, task, bufs, attrs, waits, sizes))
+            ins = lower_command(cmd, task, bufs, attrs, waits, sizes, interpret)
+            props = {**ins.properties, "step": task.step}
+            assert isinstance(ins, IRDLOperation)
+            order = ins.get_irdl_definition().properties  # declared order: the parsed form prints the same
+            ops.append(type(ins).create(properties={k: props[k] for k in order if k in props}))
         streams.append(StreamOp.create(properties={"device": q.device, "engine": q.engine},
                                        regions=[Region(Block(ops))]))
+    decls = [_buffer(a, bufs) for a in plan.body.walk() if isinstance(a, AllocOp)]
     return ProgramOp.create(properties={"target": plan.target, "concrete": StringAttr(f"sha256:{fingerprint(plan)}"),
-                                        "revision": StringAttr(REVISION)}, regions=[Region(Block(streams))])
+                                        "revision": StringAttr(REVISION)}, regions=[Region(Block([*decls, *streams]))])
+
+
+def _buffer(alloc: AllocOp, bufs: Mapping[str, BufferOp]) -> MachineBufferOp:
+    """The ``tmachine.buffer`` of one concrete allocation (dtype, shape, origin of its portable buffer).
+
+    Raises:
+        PassFailedException: the allocation's source is not a buffer of the portable plan."""
+    src = bufs.get(alloc.source.data)
+    if src is None:
+        raise PassFailedException(f"{PASS}: allocation {alloc.id.data} holds buffer @{alloc.source.data}, which the "
+                                  "portable plan does not hold")
+    return MachineBufferOp.create(properties={"id": alloc.id, "device": alloc.device, "dtype": src.dtype,
+                                              "shape": src.shape, "lifetime": alloc.lifetime, "origin": src.origin})
 
 
 @dataclass(frozen=True)
@@ -380,11 +405,14 @@ class ConvertCplanToTritonPass(ModulePass):
 
     Option ``model``: a GGUF file or model-facts TOML giving the model kernel ABI (as for
     ``convert-cplan-to-vmachine``; a module-level ``vmachine.abi`` op serves too, and stays in the module);
-    without either, kernel-call attributes are recorded as ``"$<attr>"`` runtime names."""
+    without either, kernel-call attributes are recorded as ``"$<attr>"`` runtime names. Option
+    ``interpret``: block sizes and grids for Triton's CPU interpreter (``TRITON_INTERPRET=1``: fewest
+    programs, as the kernels choose when interpreting) instead of the GPU's."""
 
     name = "convert-cplan-to-triton"
 
     model: str = ""
+    interpret: bool = False
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         from pipeplan.transforms.convert_cplan_to_vmachine import abi_for_module
@@ -404,7 +432,7 @@ class ConvertCplanToTritonPass(ModulePass):
                     abi, _ = abi_for_module(op, plan_from_ir(p), self.model)
                 except PipeplanError as e:
                     raise PassFailedException(f"{PASS}: {e.one_line()}") from None
-            prog = lower_plan(p, pplans[0], abi)
+            prog = lower_plan(p, pplans[0], abi, self.interpret)
             rewriter.replace_op(p, prog)
         if any(isinstance(o, PlanOp) for o in op.ops):
             raise PassFailedException(f"{PASS}: a cplan.plan remained after lowering")

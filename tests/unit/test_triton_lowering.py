@@ -237,7 +237,7 @@ def test_lowered_window_attention_launch_runs_as_recorded():
     cmd, task, bufs = _command("attention", ("f32",) * 4)
     op = lower_command(cmd, task, bufs, KernelAttrs.from_programs(bufs, {0: calls}), [], {})
     mod, fn = op.kernel.data.split(":")
-    kernel = importlib.import_module(mod).__dict__[fn]
+    kernel = importlib.import_module(f"pipeplan.runtime.kernels.triton.{mod}").__dict__[fn]  # the target's package
     sc, meta = _kv(op, "scalars"), _kv(op, "meta")
     g = torch.Generator().manual_seed(3)
     hd, sp = 16, 7  # a small head dim so the check is quick; the launch's other values as recorded
