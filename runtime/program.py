@@ -544,7 +544,8 @@ class StageExecutor:
             if len(s) != 3 or not all(isinstance(v, int) and not isinstance(v, bool) for v in s):
                 raise ExecutionError(f"segment {s!r} is not (slot, position, n_rows) ints", where="segments")
             slot, pos, n = s
-            self._slot(slot)
+            if not 0 <= slot < self.slots:
+                raise ExecutionError(f"segment names KV-cache slot {slot} outside [0, {self.slots})", where="segments")
             if slot in seen:
                 raise ExecutionError(f"KV-cache slot {slot} named by two segments of one micro-batch", where="segments")
             seen.add(slot)

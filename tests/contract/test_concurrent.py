@@ -1,5 +1,6 @@
 """Concurrent sequences through the stages (issue 14 item 1): ``Pipeline(parallel=N)`` KV-cache slots,
-the orchestrator's interleaving, the plan sized for N, and ``pipeplan run/serve --parallel``.
+the orchestrator's interleaving and micro-batching (default ``micro_batches``), the plan sized for N, and
+``pipeplan run/serve --parallel``.
 
 One started pipeline per (model, stages, backend), module-scoped: the single-request ids come from the
 same pipeline run one request at a time, then the 4 requests run concurrently (different prompts and
@@ -71,8 +72,11 @@ def _concurrent_equals_single(pipe: Pipeline, prompts: list[list[int]], max_toke
               for p, n in zip(prompts, max_tokens, strict=True)]
     reqs = [GenRequest(p, n, eos_id=eos_id, delay_s=0.002 * i)
             for i, (p, n) in enumerate(zip(prompts, max_tokens, strict=True))]
+    pipe.segments_returned.clear()
     got = pipe.generate_concurrent(reqs)
     assert [g.ids for g in got] == single
+    # micro-batching was on (default micro_batches = min(4, stages)): frames carried several sequences
+    assert max(pipe.segments_returned) > 1 and max(pipe.segments_returned) <= pipe.batch_rows
     assert all(len(ids) == n for ids, n in zip(single, max_tokens, strict=True))
     assert all(len(g.token_times) == len(g.ids) and g.token_times == sorted(g.token_times) for g in got)
     # they did run at the same time: every request had its first token before any request had its last one
