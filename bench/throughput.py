@@ -24,7 +24,7 @@ Usage::
 
     python bench/throughput.py [--model stories|gemma|PATH.gguf] [--stages 1,2,3] [--parallel 1,2,4,8]
                                [--prompt-tokens 8] [--decode-tokens 32] [--repeat 2]
-                               [--backend local|inproc|ray] [--ray-nodes 3]
+                               [--backend local|inproc|ray] [--ray-nodes 3] [--micro-batches M]
                                [--out bench/results/throughput.json]
 
 Prints a table and writes the JSON (default ``bench/results/throughput.json``; ``throughput-<model>.json`` for
@@ -105,7 +105,7 @@ def run_stage_count(model: Path, stages: int, parallel: list[int], args, cache: 
     rows = []
     vocab = facts.vocab_size
     with Pipeline(project_provisions(module), backend=args.backend, programs=compiled.programs, kernels=CPU,
-                  num_threads=1, parallel=n_max) as pipe:
+                  num_threads=1, parallel=n_max, micro_batches=args.micro_batches) as pipe:
         pipe.generate_concurrent([GenRequest([1, 2], 4)])  # warm: first-touch of weights and caches
         for n in parallel:
             best: dict | None = None
@@ -142,6 +142,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--backend", default="local", choices=("local", "inproc", "ray"))
     ap.add_argument("--ray-nodes", type=int, default=3,
                     help="ray: Ray nodes of the local cluster (bench/_ray_cluster.py), stage i on node local<i>")
+    ap.add_argument("--micro-batches", type=int, default=None, metavar="M",
+                    help="Pipeline(micro_batches=M): most frames in flight (default min(parallel, stages))")
     ap.add_argument("--cache-dir", default=None, help="package cache (default: a private temporary one)")
     ap.add_argument("--out", default=None)
     a = ap.parse_args(argv)

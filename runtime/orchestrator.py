@@ -727,9 +727,11 @@ def generate_many(model_path: str | os.PathLike, provisions: Sequence[ProvisionS
                   fault_injection: FaultInjection | None = None, on_event: Callable[[Event], None] | None = None,
                   kernels: str | None = None, cache_dir: str | os.PathLike | None = None,
                   num_threads: int | None = None, programs: Mapping[int, StageProgram] | None = None,
-                  on_token: Callable[[int, str], None] | None = None, parallel: int = 1) -> list[RunResult]:
+                  on_token: Callable[[int, str], None] | None = None, parallel: int = 1,
+                  micro_batches: int | None = None) -> list[RunResult]:
     """Run several prompts through ONE started pipeline (see :func:`generate`): one after another, or with
-    ``parallel > 1`` up to that many at once (:meth:`Pipeline.generate_concurrent`; results in prompt order).
+    ``parallel > 1`` up to that many at once (:meth:`Pipeline.generate_concurrent`; results in prompt order;
+    ``micro_batches``: see :class:`Pipeline`).
 
     Every result carries the same run events; ``timings["load_s"]`` is the one start cost. ``on_token``
     streams every sequence's tokens in turn (see :func:`generate`); it needs sequences one after another
@@ -753,7 +755,7 @@ def generate_many(model_path: str | os.PathLike, provisions: Sequence[ProvisionS
     results: list[RunResult] = []
     with Pipeline(provisions, backend=backend, fault_injection=fault_injection, on_event=on_event,
                   kernels=kernels, cache_dir=cache_dir, num_threads=num_threads, programs=programs,
-                  parallel=parallel) as pipe:
+                  parallel=parallel, micro_batches=micro_batches) as pipe:
         if concurrent:
             done = pipe.generate_concurrent([GenRequest(ids, max_tokens, temperature, top_k, top_p, seed, tok.eos_id)
                                              for ids in encoded])

@@ -182,7 +182,8 @@ def test_plan_rejects_a_pool_that_holds_one_sequence_but_not_n():
 
 def test_bad_parallel_requests_are_typed(pipelines, capsys):
     """RP-AR-4: ``Pipeline(parallel=0)`` and a request that does not fit are RunRequestError before anything
-    runs; ``pipeplan run --parallel 0`` is one error line, exit 2."""
+    runs; ``pipeplan run --parallel 0`` (or ``--micro-batches`` outside ``[1, --parallel]``) is one error line,
+    exit 2."""
     from pipeplan.dialects.runplan_build import project_provisions
     from pipeplan.frontend.gguf_facts import read_model_facts
     from pipeplan.frontend.planner import plan_run
@@ -201,6 +202,12 @@ def test_bad_parallel_requests_are_typed(pipelines, capsys):
     assert main(["run", str(STORIES), "--prompt", "a", "--parallel", "0"]) == 2
     err = capsys.readouterr().err
     assert err.startswith("error[invalid_runtime_config]: --parallel must be in [1, ") and err.count("\n") == 1
+    for m in ("0", "3"):
+        assert main(["run", str(STORIES), "--prompt", "a", "--parallel", "2", "--micro-batches", m]) == 2
+        err = capsys.readouterr().err
+        assert err == f"error[invalid_runtime_config]: --micro-batches must be in [1, --parallel 2], got {m}\n"
+    assert main(["serve", str(STORIES), "--parallel", "2", "--micro-batches", "3", "--port", "0"]) == 2
+    assert capsys.readouterr().err.startswith("error[invalid_runtime_config]: --micro-batches must be in [1, ")
 
 
 @pytest.fixture(scope="module")
@@ -211,7 +218,8 @@ def cli_cache(tmp_path_factory):
 
 def test_cli_run_several_prompts_in_parallel(cli_cache, capsys, monkeypatch, expected_cases):
     """RP-PP-3: ``pipeplan run --parallel 2`` with three ``--prompt``: each generated text equals its own
-    single-prompt run's (llama.cpp's ids for the EXPECTED prompts, a ``pipeplan run`` of its own otherwise)."""
+    single-prompt run's (llama.cpp's ids for the EXPECTED prompts, a ``pipeplan run`` of its own otherwise), also
+    with ``--micro-batches 1``."""
     from pipeplan.tools.cli import main
 
     monkeypatch.setenv("PIPEPLAN_CACHE", str(cli_cache))
@@ -226,6 +234,10 @@ def test_cli_run_several_prompts_in_parallel(cli_cache, capsys, monkeypatch, exp
     assert doc["parallel"] == 2 and doc["package"]["cached"] and [r["prompt"] for r in doc["results"]] == prompts
     assert [r["token_ids"] for r in doc["results"]] == [expected_cases[0]["greedy_ids"][:8], alone,
                                                         expected_cases[1]["greedy_ids"][:8]]
+    # --micro-batches 1: both running prompts decode in one frame per step; the same texts
+    assert main([*argv, "--micro-batches", "1"]) == 0
+    assert [r["token_ids"] for r in json.loads(capsys.readouterr().out)["results"]] == \
+        [r["token_ids"] for r in doc["results"]]
 
 
 def test_cancel_frees_the_slot_for_a_queued_request(pipelines):
@@ -253,12 +265,14 @@ def test_cancel_frees_the_slot_for_a_queued_request(pipelines):
 
 
 def test_serve_parallel_streams_overlap(cli_cache):
-    """Issue 14 item 2 with --parallel 2: two streams run at the same time (their chunks interleave) and each
-    text equals the non-concurrent one; /health reports 2 slots."""
+    """Issue 14 item 2 with --parallel 2 --micro-batches 1 (both requests decode in one frame per step): two
+    streams run at the same time (their chunks interleave) and each text equals the non-concurrent one;
+    /health reports 2 slots."""
     from tests.contract.test_serve import InProcessServer, _post, _sse
 
     argv = [str(STORIES), "--stages", "2", "--backend", "inproc", "--host", "127.0.0.1", "--port", "0",
-            "--max-seq-len", "1024", "--queue", "1", "--parallel", "2", "--cache-dir", str(cli_cache)]
+            "--max-seq-len", "1024", "--queue", "1", "--parallel", "2", "--micro-batches", "1",
+            "--cache-dir", str(cli_cache)]
     srv = InProcessServer(argv)
     try:
         url = srv.url
