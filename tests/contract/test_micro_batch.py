@@ -184,7 +184,7 @@ def test_bad_segment_tables_are_execution_errors(stories_path, segments, message
 
 # --------------------------------------------------------------------------- transport
 def test_segment_tables_on_the_transports():
-    """RP-OS-5: the transports check a frame's segment table: more than MAX_SEGMENTS segments or rows that do
+    """RP-OS-1: the transports check a frame's segment table: more than MAX_SEGMENTS segments or rows that do
     not add up to the array's are an ObjectSpecError at send time; a table of one frame keeps its fields."""
     arr = np.zeros(3, dtype=np.int32)
     ok = Frame(DATA, 1, 4, arr, None, 0, (Segment(1, 0, 4, 1), Segment(2, 1, 9, 2)))
@@ -262,7 +262,7 @@ def test_default_micro_batches_and_bad_values():
     ((Segment(90, 0, 0, 1), Segment(91, 1, 47, 1)), "skips positions"),
 ])
 def test_bad_segment_table_is_a_stage_fault(segments, message):
-    """RP-PP-3, WL-F-6: a micro-batched frame whose segment table names a slot the stages do not have, or a
+    """RP-PP-3: a micro-batched frame whose segment table names a slot the stages do not have, or a
     position past the slot's cached ones, faults the stage (a typed runtime StageFault naming it), and the
     pipeline reports it to the next request; no traceback escapes."""
     with _stories_pipeline(1, 2, None) as pipe:

@@ -76,7 +76,7 @@ def test_roundtrip_every_frame_kind(transport):
 
 
 def test_segment_tables_roundtrip(transport):
-    """RP-OS-5: a micro-batched DATA frame keeps its segment table (MAX_SEGMENTS segments with a payload of the
+    """RP-OS-1: a micro-batched DATA frame keeps its segment table (MAX_SEGMENTS segments with a payload of the
     full slot_bytes: the table does not take payload bytes), a one-sequence frame sent after it into the same
     ring slot comes back with ``segments`` None, and a table whose rows do not add up is refused at send."""
     tx, rx = transport.open_send("n1", "e0"), transport.open_recv("n1", "e0")
