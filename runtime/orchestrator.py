@@ -25,12 +25,14 @@ non-greedy sampler they still consume draws of its generator).
 
 Concurrent sequences (issue 14 item 1): ``Pipeline(..., parallel=N)`` starts every stage with N KV-cache
 slots (and N samplers on the last stage). :meth:`Pipeline.submit` admits a :class:`GenRequest` into a free
-slot (FIFO, not before its ``delay_s``); one loop thread drives every admitted sequence: each has at most
-one DATA frame in flight (its next step needs its sampled token), so with ``N >= S`` sequences every stage
-works on a different one, and a new request's prefill chunks interleave with the running decodes. The
-loop sends without blocking and drains the return edge while a send waits, so the ring never deadlocks
-whatever its ``ring_slots`` (fewer than N slots only adds back-pressure). Greedy ids of every sequence are
-those of a single-sequence run: each slot is its own cache and the kernels compute each frame alone.
+slot (FIFO, not before its ``delay_s``); one loop thread drives every admitted sequence by the micro-batch
+policy of :class:`Pipeline` (``micro_batches``): at most M DATA frames in flight, a decode frame carries
+the rows of up to ``ceil(N / M)`` ready sequences (``Frame.segments``), a prefill chunk travels alone, so
+with M = S every stage works on a different frame, and a new request's prefill chunks interleave with the
+running decodes. The loop sends without blocking and drains the return edge while a send waits, so the
+ring never deadlocks whatever its ``ring_slots`` (fewer slots only add back-pressure). Greedy ids of every
+sequence are those of a single-sequence run: each slot is its own cache and the stages compute every
+segment's rows as they would alone (:meth:`~pipeplan.runtime.program.StageExecutor.forward_segments`).
 :meth:`Pipeline.generate_concurrent` runs a batch of requests and returns one :class:`GenResult` each.
 """
 
@@ -50,7 +52,16 @@ from pipeplan.plan_types import ProvisionStage
 from pipeplan.runtime.backends import Backend, WorkerOptions, default_num_threads, make_backend
 from pipeplan.runtime.events import Event, EventLog, StageFaulted, StageReady, event_to_dict
 from pipeplan.runtime.stage import POLL_S, FaultInjection, StageProgram
-from pipeplan.runtime.transport import DATA, ORCHESTRATOR_NODE, RESET, SHUTDOWN, Frame, SamplerParams
+from pipeplan.runtime.transport import (
+    DATA,
+    MAX_SEGMENTS,
+    ORCHESTRATOR_NODE,
+    RESET,
+    SHUTDOWN,
+    Frame,
+    SamplerParams,
+    Segment,
+)
 
 DEATH_GRACE_S = 0.3
 """After noticing a dead stage, how long to wait for its StageFaulted event before calling it a crash."""
@@ -128,20 +139,45 @@ class Pipeline:
         parallel: most sequences in flight at once (KV-cache slots per stage; see the module docstring).
         prefill_rows: most prompt rows per frame (at most the compiled prefill step's rows; default those,
             0 without compiled programs: the whole prompt in one frame).
-    Raises: RunRequestError (no provisions, bad ``liveness_s``, ``parallel`` not an int >= 1); from
-        :meth:`start`: StageFault; BackendError for an unknown backend name.
+        micro_batches: M, most DATA frames in flight at once (default ``min(parallel, number of stages)``).
+
+    Micro-batch policy (with ``parallel = N``; deterministic): the loop keeps one FIFO of *ready* sequences,
+    in the order they became ready (admitted, or their last frame returned). While fewer than M DATA frames
+    are in flight (counting frames composed and not yet sent) and a sequence is ready, it sends the next
+    frame: if the oldest ready sequence has prompt rows left, that prompt chunk (at most ``prefill_rows``
+    rows) alone, as one of the M frames; else the oldest ready decoding sequences (FIFO, skipping sequences
+    with prompt rows left) up to ``ceil(N / M)`` of them (at most :data:`~pipeplan.runtime.transport.
+    MAX_SEGMENTS`), one row each, in one frame (a frame of one sequence has no segment table). Frames are sent
+    as soon as one may be, never held back to fill up. So M = 1 decodes all N sequences in one frame per step,
+    and M = N sends one frame per sequence (no micro-batching). A RESET (admission) travels ahead of the
+    sequence's first chunk and does not count as one of the M.
+    :attr:`segments_sent` / :attr:`segments_returned` count DATA frames by the sequences they carry.
+
+    Raises: RunRequestError (no provisions, bad ``liveness_s``, ``parallel`` or ``micro_batches`` not an int
+        >= 1); from :meth:`start`: StageFault; BackendError for an unknown backend name.
     """
 
     def __init__(self, provisions: Sequence[ProvisionStage], *, backend: str | Backend = "local",
                  fault_injection: FaultInjection | None = None, on_event: Callable[[Event], None] | None = None,
                  kernels: str | None = None, cache_dir: str | os.PathLike | None = None,
                  num_threads: int | None = None, programs: Mapping[int, StageProgram] | None = None,
-                 liveness_s: float | None = None, parallel: int = 1, prefill_rows: int | None = None):
+                 liveness_s: float | None = None, parallel: int = 1, prefill_rows: int | None = None,
+                 micro_batches: int | None = None):
         if not provisions:
             raise RunRequestError("no stage provisions given", where="provisions")
         if isinstance(parallel, bool) or not isinstance(parallel, int) or parallel < 1:
             raise RunRequestError(f"parallel must be an integer >= 1, got {parallel!r}", where="parallel")
+        if micro_batches is not None and (isinstance(micro_batches, bool) or not isinstance(micro_batches, int)
+                                          or micro_batches < 1):
+            raise RunRequestError(f"micro_batches must be an integer >= 1, got {micro_batches!r}",
+                                  where="micro_batches")
         self.parallel = parallel
+        self.micro_batches = min(parallel, len(provisions)) if micro_batches is None else micro_batches
+        """M: most DATA frames in flight (see the class docstring)."""
+        self.batch_rows = min(-(-parallel // self.micro_batches), MAX_SEGMENTS)
+        """Most sequences one decode frame carries: ``ceil(parallel / micro_batches)``."""
+        self.segments_sent: collections.Counter[int] = collections.Counter()
+        self.segments_returned: collections.Counter[int] = collections.Counter()
         self.provisions = sorted(provisions, key=lambda p: p.stage)
         self.liveness_s = liveness_limit(liveness_s)
         self.backend = make_backend(backend) if isinstance(backend, str) else backend
@@ -422,10 +458,20 @@ class Pipeline:
         tx, rx = self._tx, self._rx
         free = list(range(self.parallel - 1, -1, -1))  # pop() hands out slot 0 first
         active: dict[int, GenHandle] = {}
+        ready: collections.deque[GenHandle] = collections.deque()  # FIFO by readiness (class docstring)
         outbox: collections.deque[Frame] = collections.deque()
         in_flight = 0  # frames sent and not yet returned (DATA and RESET)
+        data_frames = 0  # DATA frames composed and not yet returned: at most micro_batches
+        m, cap = self.micro_batches, self.batch_rows
         next_check = time.monotonic() + POLL_S
         seq = self._seq
+
+        def end(h: GenHandle) -> None:
+            del active[h.slot]
+            free.append(h.slot)
+            h._finish()
+            self._active_handles = list(active.values())
+
         while True:
             now = time.perf_counter()
             if self._stopping:  # close(): cancel the running sequences, wait for their frames
@@ -436,10 +482,6 @@ class Pipeline:
                     self._pending.clear()
                 for h in dropped:
                     h._fail(RunRequestError("the pipeline was closed before this request ran", where="pipeline"))
-                if in_flight == 0 and not outbox:
-                    for h in active.values():
-                        h._finish()
-                    return
             # admit: FIFO, into free slots, once due
             wait = POLL_S
             while free and not self._stopping:
@@ -465,12 +507,27 @@ class Pipeline:
                 sp = SamplerParams(float(r.temperature), int(r.top_k), float(r.top_p),
                                    -1 if r.seed is None else int(r.seed))
                 outbox.append(Frame(RESET, seq, 0, None, sp, h.slot))
-                outbox.append(h._next_chunk(self.prefill_rows))
+                ready.append(h)
             self._active_handles = list(active.values())
+            # a ready sequence cancelled while it waited has no frame in flight: it ends here
+            if any(h.cancelled for h in ready):
+                for h in [h for h in ready if h.cancelled]:
+                    ready.remove(h)
+                    end(h)
+            if self._stopping and in_flight == 0 and not outbox and not ready:
+                for h in list(active.values()):
+                    h._finish()
+                return
+            # compose: at most m DATA frames in flight, each a prompt chunk or up to cap decode rows
+            while data_frames < m and ready:
+                outbox.append(self._compose(ready, cap))
+                data_frames += 1
             # send what is ready without blocking
             while outbox and tx.send(outbox[0], timeout=0):
-                outbox.popleft()
+                f = outbox.popleft()
                 in_flight += 1
+                if f.op == DATA:
+                    self.segments_sent[1 if f.segments is None else len(f.segments)] += 1
             # receive: at once while a send waits, else until the next admission or POLL_S
             if outbox:
                 timeout = 0.0005
@@ -490,23 +547,49 @@ class Pipeline:
                 if f.op == SHUTDOWN:
                     raise StageFault("runtime", self.provisions[-1].stage, "pipeline shut down while generating")
                 if f.op == DATA:
-                    h = active.get(f.slot)
-                    if h is None or h.seq_id != f.seq_id:
-                        raise StageFault("runtime", self.provisions[-1].stage,
-                                         f"token for sequence {f.seq_id} in slot {f.slot}, which runs "
-                                         f"{None if h is None else h.seq_id}")
+                    data_frames -= 1
                     assert f.array is not None
-                    nxt = h._on_step(int(f.array[0]), f.position, time.perf_counter(), self.prefill_rows)
-                    if nxt is not None:
-                        outbox.append(nxt)
-                    else:
-                        del active[h.slot]
-                        free.append(h.slot)
-                        h._finish()
-                        self._active_handles = list(active.values())
+                    segs = f.segments or (Segment(f.seq_id, f.slot, f.position, 1),)
+                    self.segments_returned[len(segs)] += 1
+                    if len(segs) != f.array.shape[0]:
+                        raise StageFault("runtime", self.provisions[-1].stage,
+                                         f"token frame of {f.array.shape[0]} ids for {len(segs)} sequences")
+                    t_now = time.perf_counter()
+                    for sg, tok in zip(segs, f.array.tolist(), strict=True):
+                        h = active.get(sg.slot)
+                        if h is None or h.seq_id != sg.seq_id:
+                            raise StageFault("runtime", self.provisions[-1].stage,
+                                             f"token for sequence {sg.seq_id} in slot {sg.slot}, which runs "
+                                             f"{None if h is None else h.seq_id}")
+                        if h._on_step(int(tok), sg.position, t_now):
+                            ready.append(h)
+                        else:
+                            end(h)
             if time.monotonic() >= next_check:
                 self._check()
                 next_check = time.monotonic() + POLL_S
+
+    def _compose(self, ready: collections.deque[GenHandle], cap: int) -> Frame:
+        """The next DATA frame from the ready FIFO (class docstring): the oldest sequence's prompt chunk, or
+        up to ``cap`` decoding sequences (oldest first) in one frame; taken sequences leave ``ready``."""
+        h = ready[0]
+        if h.prefilling:
+            ready.popleft()
+            return h._next_chunk(self.prefill_rows)
+        if cap == 1 or len(ready) == 1:
+            ready.popleft()
+            return h._decode_frame()
+        take: list[GenHandle] = []
+        keep: list[GenHandle] = []
+        for g in ready:
+            (take if len(take) < cap and not g.prefilling else keep).append(g)
+        ready.clear()
+        ready.extend(keep)
+        if len(take) == 1:
+            return take[0]._decode_frame()
+        ids = np.asarray([g._tok for g in take], dtype=np.int32)
+        segs = tuple(Segment(g.seq_id, g.slot, g._pos, 1) for g in take)
+        return Frame(DATA, h.seq_id, h._pos, ids, None, h.slot, segs)
 
 
 @dataclass(frozen=True)
@@ -552,6 +635,7 @@ class GenHandle:
         self.ids: list[int] = []
         self.token_times: list[float] = []
         self._k = 0  # prompt rows sent so far
+        self._tok = self._pos = 0  # the next decode step: its token and position
         self._t_admit = self._t_first = 0.0
         self._done = threading.Event()
         self._error: BaseException | None = None
@@ -589,6 +673,14 @@ class GenHandle:
     def _admit(self, seq_id: int, slot: int, now: float) -> None:
         self.seq_id, self.slot, self._t_admit = seq_id, slot, now
 
+    @property
+    def prefilling(self) -> bool:
+        """Whether prompt rows are left to send (the next frame is a prompt chunk)."""
+        return self._k < len(self.req.prompt_ids)
+
+    def _decode_frame(self) -> Frame:
+        return Frame(DATA, self.seq_id, self._pos, np.array([self._tok], dtype=np.int32), None, self.slot)
+
     def _next_chunk(self, rows: int) -> Frame:
         ids = self.req.prompt_ids
         n = len(ids)
@@ -597,26 +689,28 @@ class GenHandle:
         self._k = min(n, k + chunk)
         return Frame(DATA, self.seq_id, k, np.asarray(ids[k:k + chunk], dtype=np.int32), None, self.slot)
 
-    def _on_step(self, tok: int, pos: int, now: float, rows: int) -> Frame | None:
-        """A token came back: the next frame of this sequence, or None when it ends."""
+    def _on_step(self, tok: int, pos: int, now: float) -> bool:
+        """A token came back (``pos``: the sequence's next position): True when the sequence has a next step
+        (a prompt chunk, or the decode of ``tok`` at ``pos``), False when it ends."""
         if self.cancelled:
-            return None
+            return False
         if self._k < len(self.req.prompt_ids):  # more prompt chunks: this sample is discarded
-            return self._next_chunk(rows)
+            return True
         if not self._t_first:
             self._t_first = now
         r = self.req
         if r.eos_id is not None and tok == r.eos_id:
-            return None
+            return False
         self.ids.append(tok)
         self.token_times.append(now)
         if self.on_token is not None:
             self.on_token(tok)
         if len(self.ids) >= r.max_tokens:
-            return None
+            return False
         if self.should_stop is not None and self.should_stop():
-            return None
-        return Frame(DATA, self.seq_id, pos, np.array([tok], dtype=np.int32), None, self.slot)
+            return False
+        self._tok, self._pos = tok, pos
+        return True
 
     def _finish(self) -> None:
         self._done.set()
@@ -633,9 +727,11 @@ def generate_many(model_path: str | os.PathLike, provisions: Sequence[ProvisionS
                   fault_injection: FaultInjection | None = None, on_event: Callable[[Event], None] | None = None,
                   kernels: str | None = None, cache_dir: str | os.PathLike | None = None,
                   num_threads: int | None = None, programs: Mapping[int, StageProgram] | None = None,
-                  on_token: Callable[[int, str], None] | None = None, parallel: int = 1) -> list[RunResult]:
+                  on_token: Callable[[int, str], None] | None = None, parallel: int = 1,
+                  micro_batches: int | None = None) -> list[RunResult]:
     """Run several prompts through ONE started pipeline (see :func:`generate`): one after another, or with
-    ``parallel > 1`` up to that many at once (:meth:`Pipeline.generate_concurrent`; results in prompt order).
+    ``parallel > 1`` up to that many at once (:meth:`Pipeline.generate_concurrent`; results in prompt order;
+    ``micro_batches``: see :class:`Pipeline`).
 
     Every result carries the same run events; ``timings["load_s"]`` is the one start cost. ``on_token``
     streams every sequence's tokens in turn (see :func:`generate`); it needs sequences one after another
@@ -659,7 +755,7 @@ def generate_many(model_path: str | os.PathLike, provisions: Sequence[ProvisionS
     results: list[RunResult] = []
     with Pipeline(provisions, backend=backend, fault_injection=fault_injection, on_event=on_event,
                   kernels=kernels, cache_dir=cache_dir, num_threads=num_threads, programs=programs,
-                  parallel=parallel) as pipe:
+                  parallel=parallel, micro_batches=micro_batches) as pipe:
         if concurrent:
             done = pipe.generate_concurrent([GenRequest(ids, max_tokens, temperature, top_k, top_p, seed, tok.eos_id)
                                              for ids in encoded])

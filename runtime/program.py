@@ -381,6 +381,11 @@ class StageExecutor:
             for j, c in enumerate(run_program)]
         self.n_pasts = [0] * self.slots
         """Cached positions per slot: ``[0, n_pasts[s])`` of slot ``s`` are written."""
+        # micro-batches: the calls that read a position or a KV cache run once per segment
+        self._batch_rows = bool(getattr(module, "BATCH_ROWS", False)) and self._begin_step is not None
+        self._per_segment = [any(n == START_POS or is_cache(n) for n in c.inputs) for c in run_program]
+        self._rows_bufs = {n for c in run_program for n in (*c.inputs, *c.outputs)
+                           if n not in static and n != START_POS}
 
     @property
     def n_past(self) -> int:
@@ -409,7 +414,7 @@ class StageExecutor:
             raise ExecutionError(f"KV-cache slot {slot!r} outside [0, {self.slots})", where="slot")
         return slot
 
-    def _check_input(self, x: Any, start_pos: int, n_past: int) -> Any:
+    def _check_input(self, x: Any, start_pos: int, n_past: int, positions: bool = True) -> Any:
         arrays = self._arrays
         if self.first:
             x, bad = arrays.ids(x)
@@ -429,6 +434,8 @@ class StageExecutor:
         t = x.shape[0]
         if t < 1:
             raise ExecutionError("stage input has no tokens", where=STAGE_INPUT)
+        if not positions:
+            return x
         if not isinstance(start_pos, int) or start_pos < 0:
             raise ExecutionError(f"start_pos must be a non-negative int, got {start_pos!r}", where=START_POS)
         if start_pos + t > self.max_seq_len:
@@ -485,7 +492,79 @@ class StageExecutor:
         self.n_pasts[slot] = start_pos + x.shape[0]
         return out
 
-    def _run(self, env: dict[str, Any], split_at: int, tail_at: int, last_only: bool) -> None:
+    def forward_segments(self, x: Any, segments: Sequence[tuple[int, int, int]], last_only: bool = False) -> Any:
+        """Run a micro-batch: the rows of several sequences, ``segments[i] = (slot, position, n_rows)`` in row order.
+
+        Every segment's rows get the numbers :meth:`forward` gives them alone (``forward(rows, position,
+        last_only, slot)``). With a table whose ``BATCH_ROWS`` is true and one-row segments (decode steps) the
+        row-wise calls (norms, matmuls, adds, activations, head) run once over all rows and the calls that read
+        a position or a KV cache (rope, kv_cache_write, attention) once per segment, in its slot at its position;
+        otherwise each segment runs alone through :meth:`forward`.
+
+        Returns the rows of every segment in order (``last_only``: the last row of each, ``[len(segments), V]``).
+        Raises ExecutionError for a bad table (no segment, a slot outside ``[0, slots)`` or named twice, rows
+        that do not add up to ``x``'s, a position that skips cached positions or runs past ``max_seq_len``), and
+        as :meth:`forward`.
+        """
+        segs = self._check_segments(x, segments)
+        arrays = self._arrays
+        if not (self._batch_rows and all(n == 1 for _, _, n in segs)) or len(segs) == 1:
+            outs, r = [], 0
+            for slot, pos, n in segs:
+                o = self.forward(x[r:r + n], pos, last_only=last_only, slot=slot)
+                outs.append(o)
+                r += n
+            return outs[0] if len(outs) == 1 else arrays.cat_rows(outs)
+        x = self._check_input(x, 0, 0, positions=False)
+        env = dict(self._static)
+        env[STAGE_INPUT] = x
+        env[START_POS] = 0
+        assert self._begin_step is not None
+        self._begin_step(0, x.shape[0], True)
+        try:
+            self._run(env, len(self._calls), -1, False, segs)
+        finally:
+            self._begin_step(0, 0)
+        out = env[STAGE_OUTPUT]
+        with arrays.no_grad():
+            if not arrays.all_finite(out):
+                lo, hi = min(p for _, p, _ in segs), max(p for _, p, _ in segs)
+                self._non_finite(env, lo, hi + 1 - lo)
+        for slot, pos, n in segs:
+            self.n_pasts[slot] = pos + n
+        return out
+
+    def _check_segments(self, x: Any, segments: Sequence[tuple[int, int, int]]) -> list[tuple[int, int, int]]:
+        segs = [tuple(s) for s in segments]
+        if not segs:
+            raise ExecutionError("a micro-batch without segments", where="segments")
+        rows = int(x.shape[0]) if getattr(x, "ndim", 0) >= 1 else -1
+        seen: set[int] = set()
+        for s in segs:
+            if len(s) != 3 or not all(isinstance(v, int) and not isinstance(v, bool) for v in s):
+                raise ExecutionError(f"segment {s!r} is not (slot, position, n_rows) ints", where="segments")
+            slot, pos, n = s
+            if not 0 <= slot < self.slots:
+                raise ExecutionError(f"segment names KV-cache slot {slot} outside [0, {self.slots})", where="segments")
+            if slot in seen:
+                raise ExecutionError(f"KV-cache slot {slot} named by two segments of one micro-batch", where="segments")
+            seen.add(slot)
+            if n < 1 or pos < 0:
+                raise ExecutionError(f"segment of slot {slot}: position {pos}, {n} rows (need >= 0, >= 1)",
+                                     where="segments")
+            if pos + n > self.max_seq_len:
+                raise ExecutionError(f"segment of slot {slot}: positions [{pos}, {pos + n}) exceed max_seq_len "
+                                     f"{self.max_seq_len}", where="segments")
+            if pos > self.n_pasts[slot]:
+                raise ExecutionError(f"segment of slot {slot}: position {pos} skips positions: only "
+                                     f"[0, {self.n_pasts[slot]}) are cached", where="segments")
+        total = sum(n for _, _, n in segs)
+        if total != rows:
+            raise ExecutionError(f"segments hold {total} rows but the input has {rows}", where="segments")
+        return segs  # type: ignore[return-value]
+
+    def _run(self, env: dict[str, Any], split_at: int, tail_at: int, last_only: bool,
+             segs: Sequence[tuple[int, int, int]] | None = None) -> None:
         """The calls in order on ``env`` (``forward``'s loop): ``last_row`` at its place (before call
         ``split_at`` of the calls without it), buffers dropped after their last read, the output-rows tail
         after call ``tail_at`` (which precedes ``last_row``)."""
@@ -493,6 +572,8 @@ class StageExecutor:
             for i, (fn, ins, out, outs, kw, free) in enumerate(self._steps):
                 if fn is None:  # last_row
                     env[out] = self._last_row[0](env[ins[0]]) if last_only else env[ins[0]]  # type: ignore[index]
+                elif segs is not None and self._per_segment[i]:
+                    self._per_segment_call(env, fn, ins, out, outs, kw, segs)
                 else:
                     r = fn(*[env[n] for n in ins], **kw) if kw else fn(*[env[n] for n in ins])
                     if out is not None:
@@ -505,6 +586,23 @@ class StageExecutor:
                 if i == tail_at:  # the rest of the last block computes the output row only
                     for n in self._tail_rows:
                         env[n] = env[n][-1:]
+
+    def _per_segment_call(self, env: dict[str, Any], fn: Any, ins: tuple[str, ...], out: str | None,
+                          outs: tuple[str, ...], kw: dict[str, Any] | None,
+                          segs: Sequence[tuple[int, int, int]]) -> None:
+        """One call of a micro-batch run once per one-row segment: row ``i`` of the row buffers, segment ``i``'s
+        slot caches and position; the outputs' rows joined in segment order."""
+        if len(outs) > 1:
+            raise ExecutionError(f"kernel with outputs {outs} reads a position or a KV cache: a micro-batch runs "
+                                 f"such calls with at most one output", where="segments")
+        rows_bufs, caches = self._rows_bufs, self.slot_caches
+        parts = []
+        for i, (slot, pos, _n) in enumerate(segs):
+            args = [pos if n == START_POS else caches[slot][n] if is_cache(n)
+                    else env[n][i:i + 1] if n in rows_bufs else env[n] for n in ins]
+            parts.append(fn(*args, **kw) if kw else fn(*args))
+        if out is not None:
+            env[out] = self._arrays.cat_rows(parts)
 
     def _non_finite(self, env: Mapping[str, Any], start_pos: int, t: int) -> None:
         """Raise NonFiniteError naming the first checkpoint (embedding, block outputs in order) whose

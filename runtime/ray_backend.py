@@ -95,6 +95,7 @@ from pipeplan.runtime.transport import (
     SendEndpoint,
     Transport,
     check_object,
+    check_segments,
     routes_from_provisions,
 )
 
@@ -342,6 +343,7 @@ class _PushSend(SendEndpoint):
         if frame.op == DATA:
             assert frame.array is not None
             check_object(self.edge_id, self.object_spec, self.ring_spec, frame.array)
+            check_segments(self.edge_id, frame)
         if self._peer.dead is not None:
             if timeout:
                 time.sleep(min(timeout, 0.05))
@@ -623,6 +625,7 @@ class _ChannelSend(SendEndpoint):
         if frame.op == DATA:
             assert frame.array is not None
             check_object(self.edge_id, self.object_spec, self.ring_spec, frame.array)
+            check_segments(self.edge_id, frame)
         if self.dead is not None or (self._peer is not None and self._peer.dead is not None):
             if timeout:
                 time.sleep(min(timeout, 0.05))

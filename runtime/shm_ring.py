@@ -2,11 +2,14 @@
 
 Layout of one ring (one :class:`multiprocessing.shared_memory.SharedMemory` segment)::
 
-    slot 0: [header 128 B][payload slot_bytes B] slot 1: [...] ... slot slots-1: [...]
+    slot 0: [header 128 B][segment table][payload slot_bytes B] slot 1: [...] ... slot slots-1: [...]
 
 The header (:data:`HEADER`, little-endian) holds ``op, dtype, ndim, seq_id, position, nbytes,
-shape[4]`` and, for RESET frames, the sampler parameters; its last 8 bytes (:data:`SEQ_OFFSET`) are
-the slot's *publication word*: the 1-based number of the object last written there. Two POSIX
+shape[4]``, for RESET frames the sampler parameters, and the number of segments of a micro-batched DATA
+frame (0: ``Frame.segments`` is None); bytes 120..127 (:data:`SEQ_OFFSET`) are the slot's *publication
+word*: the 1-based number of the object last written there. The segment table that follows holds
+:data:`~pipeplan.runtime.transport.MAX_SEGMENTS` rows of int64 ``(seq_id, slot, position, n_rows)``
+(:data:`TABLE_BYTES`), so the payload keeps its full ``slot_bytes``. Two POSIX
 semaphores signal the ring: ``free`` (initially ``slots``: a producer takes one before writing a slot)
 and ``full`` (initially 0: released once per object, taken by the consumer before reading). So at most
 ``RingSpec.slots`` objects are in flight (back-pressure). Each ring has a single producer and a single
@@ -55,23 +58,31 @@ from pathlib import Path
 import numpy as np
 from pipeplan.runtime.transport import (
     DATA,
+    MAX_SEGMENTS,
     NUMPY_DTYPES,
     RESET,
     EdgeRoute,
     Frame,
     RecvEndpoint,
     SamplerParams,
+    Segment,
     SendEndpoint,
     Transport,
     TransportError,
     check_object,
+    check_segments,
 )
 
-HEADER = struct.Struct("<iiiiqqq4qddqq")
-"""op, dtype code, ndim, slot, seq_id, position, nbytes, shape[4], temperature, top_p, top_k, seed."""
-HEADER_BYTES = 128
-SEQ_OFFSET = HEADER_BYTES - 8
+HEADER = struct.Struct("<iiiiqqq4qddqqi")
+"""op, dtype code, ndim, slot, seq_id, position, nbytes, shape[4], temperature, top_p, top_k, seed, n_segments."""
+SEQ_OFFSET = 120
 """Byte offset, within a slot header, of the slot's int64 publication word (object number, 1-based)."""
+TABLE_OFFSET = 128
+"""Byte offset, within a slot, of the segment table."""
+TABLE_BYTES = MAX_SEGMENTS * 4 * 8
+"""Bytes of the segment table: MAX_SEGMENTS x int64 (seq_id, slot, position, n_rows)."""
+HEADER_BYTES = TABLE_OFFSET + TABLE_BYTES
+"""Bytes before a slot's payload (header and segment table; a multiple of 64)."""
 SPIN_S = 0.02
 """How long a consumer whose object was announced yields-and-polls before polling with 50 µs sleeps."""
 SHM_DIR = Path("/dev/shm")
@@ -95,7 +106,7 @@ BEAT_S = 0.1
 """Seconds between two heartbeats of a stage process (:meth:`StageControl.beat`)."""
 _DTYPE_CODES: dict[np.dtype, int] = {np.dtype(np.int32): 0, np.dtype(np.float32): 1, np.dtype(np.float16): 2}
 _CODE_DTYPES: dict[int, np.dtype] = {v: k for k, v in _DTYPE_CODES.items()}
-assert HEADER.size <= SEQ_OFFSET
+assert HEADER.size <= SEQ_OFFSET and HEADER_BYTES % 64 == 0
 assert set(_DTYPE_CODES) == set(NUMPY_DTYPES.values())
 
 
@@ -258,7 +269,7 @@ class ShmRing:
     """One edge's ring: a shared-memory segment plus its ``free``/``full`` semaphores.
 
     Create with :meth:`create` (owner) or rebuild in another process from the pickled handle
-    (attaches by segment name). ``slot_stride = 128 + align64(slot_bytes)``. ``announce``: whether the
+    (attaches by segment name). ``slot_stride = HEADER_BYTES + align64(slot_bytes)``. ``announce``: whether the
     producer announces objects (:func:`announce_default` of the creating process).
     """
 
@@ -281,6 +292,9 @@ class ShmRing:
                                                   for i in range(self.slots)]
         self._seq: np.ndarray | None = np.ndarray((self.slots,), np.int64, buffer=mem, offset=SEQ_OFFSET,
                                                   strides=(self.stride,))
+        self._tables: list[np.ndarray] | None = [
+            np.ndarray((MAX_SEGMENTS, 4), np.int64, buffer=mem, offset=i * self.stride + TABLE_OFFSET)
+            for i in range(self.slots)]
 
     @classmethod
     def create(cls, route: EdgeRoute, ctx: BaseContext | None = None, *, announce: bool | None = None) -> ShmRing:
@@ -328,15 +342,21 @@ class ShmRing:
         assert mem is not None and payload is not None, "ring is closed"
         sp = frame.sampler or _NO_SAMPLER
         arr = frame.array
+        segs = frame.segments
+        n_seg = 0
+        if segs is not None:
+            assert self._tables is not None
+            n_seg = len(segs)
+            self._tables[slot][:n_seg] = segs
         if arr is not None:
             arr = np.ascontiguousarray(arr)
             shape = tuple(arr.shape) + (0,) * (4 - arr.ndim)
             HEADER.pack_into(mem, off, frame.op, _DTYPE_CODES[arr.dtype], arr.ndim, frame.slot, frame.seq_id,
-                             frame.position, arr.nbytes, *shape, sp.temperature, sp.top_p, sp.top_k, sp.seed)
+                             frame.position, arr.nbytes, *shape, sp.temperature, sp.top_p, sp.top_k, sp.seed, n_seg)
             payload[slot][: arr.nbytes] = arr.reshape(-1).view(np.uint8)
         else:
             HEADER.pack_into(mem, off, frame.op, 0, 0, frame.slot, frame.seq_id, frame.position, 0, 0, 0, 0, 0,
-                             sp.temperature, sp.top_p, sp.top_k, sp.seed)
+                             sp.temperature, sp.top_p, sp.top_k, sp.seed, n_seg)
 
     def read(self, slot: int) -> Frame:
         """Copy the frame out of ``slot`` (the caller holds a ``full`` permit)."""
@@ -344,19 +364,23 @@ class ShmRing:
         mem, payload = self._mem, self._payload
         assert mem is not None and payload is not None, "ring is closed"
         (op, code, ndim, kv_slot, seq_id, position, nbytes, s0, s1, s2, s3, temp, top_p, top_k,
-         seed) = HEADER.unpack_from(mem, off)
+         seed, n_seg) = HEADER.unpack_from(mem, off)
         if op == DATA:
             dt = _CODE_DTYPES[code]
             shape = (s0, s1, s2, s3)[:ndim]
             arr = payload[slot][:nbytes].view(dt).reshape(shape).copy()
-            return Frame(DATA, seq_id, position, arr, None, kv_slot)
+            segs = None
+            if n_seg:
+                assert self._tables is not None
+                segs = tuple(Segment(*r) for r in self._tables[slot][:n_seg].tolist())
+            return Frame(DATA, seq_id, position, arr, None, kv_slot, segs)
         sampler = SamplerParams(temp, top_k, top_p, seed) if op == RESET else None
         return Frame(op, seq_id, position, None, sampler, kv_slot)
 
     def close(self) -> None:
         """Unmap the segment in this process (idempotent)."""
         if self._shm is not None:
-            self._buf = self._payload = self._seq = None  # drop the exported views before closing
+            self._buf = self._payload = self._seq = self._tables = None  # drop the exported views before closing
             self._mem = None
             try:
                 self._shm.close()
@@ -396,6 +420,7 @@ class _RingSend(SendEndpoint):
         if frame.op == DATA:
             assert frame.array is not None
             check_object(self.edge_id, self.object_spec, self.ring_spec, frame.array)
+            check_segments(self.edge_id, frame)
         announced = self._announced
         if not announced and not self.ring.free.acquire(True, timeout):
             return False

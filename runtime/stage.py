@@ -21,7 +21,8 @@ it through ``emit``:
 
 Any failure emits one :class:`StageFaulted` (carrying ``StageFault(kind, stage, detail)``) and the
 stage never emits ``StageReady`` (WL-F-1..6). :meth:`StageWorker.serve` then loops on the inbound
-edge: DATA frames run the executor (the last stage samples a token id and sends it on token-out),
+edge: DATA frames run the executor (the last stage samples a token id and sends it on token-out; a
+micro-batched frame, ``Frame.segments``, runs the rows of several sequences and returns one id per segment),
 RESET starts a new sequence in the frame's KV-cache slot (clears that slot's cache, new sampler), SHUTDOWN ends the loop (both are
 forwarded downstream). A failure while serving is a ``runtime`` fault.
 
@@ -53,7 +54,16 @@ import numpy as np
 from pipeplan.errors import STAGE_FAULT_KINDS, GGUFError, PipeplanError, StageFault
 from pipeplan.plan_types import ModelFacts, ProvisionStage
 from pipeplan.runtime.events import Event, StageFaulted, StageReady, WeightsReady
-from pipeplan.runtime.transport import DATA, RESET, SHUTDOWN, Frame, RecvEndpoint, SendEndpoint, Transport
+from pipeplan.runtime.transport import (
+    DATA,
+    RESET,
+    SHUTDOWN,
+    Frame,
+    RecvEndpoint,
+    Segment,
+    SendEndpoint,
+    Transport,
+)
 
 if TYPE_CHECKING:
     from pipeplan.runtime.sampling import Sampler
@@ -225,6 +235,8 @@ class StageWorker:
         self._rx: RecvEndpoint | None = None
         self._tx: SendEndpoint | None = None
         self._samplers: list[Sampler | None] = [None] * self.parallel
+        self.segments_served: dict[int, int] = {}
+        """Micro-batched DATA frames served, by their number of segments (sequences)."""
 
     # ------------------------------------------------------------------ lifecycle
     def _inject(self, kind: str) -> bool:
@@ -456,6 +468,8 @@ class StageWorker:
                 x = x.long()
             if self._device is not None and x.device != self._device:
                 x = x.to(self._device)
+        if frame.segments is not None:
+            return self._step_segments(frame, x)
         slot = frame.slot
         if not 0 <= slot < self.parallel:
             raise RuntimeError(f"frame of sequence {frame.seq_id} names KV-cache slot {slot}; this stage has "
@@ -473,14 +487,79 @@ class StageWorker:
         if not self._numpy and out.device.type != "cpu":  # edges carry host memory
             out = out.cpu()
         if p.has_head:
-            sampler = self._samplers[slot]
-            if sampler is None:
-                from pipeplan.runtime.sampling import Sampler
-
-                sampler = self._samplers[slot] = Sampler()
-            tok = sampler.sample(out[-1])
+            tok = self._sample(slot, out[-1])
             return Frame(DATA, frame.seq_id, frame.position + rows, np.array([tok], dtype=np.int32), None, slot)
         return Frame(DATA, frame.seq_id, frame.position, out if self._numpy else out.numpy(), None, slot)
+
+    def _sample(self, slot: int, logits: Any) -> int:
+        sampler = self._samplers[slot]
+        if sampler is None:
+            from pipeplan.runtime.sampling import Sampler
+
+            sampler = self._samplers[slot] = Sampler()
+        return sampler.sample(logits)
+
+    def _step_segments(self, frame: Frame, x: Any) -> Frame:
+        """A micro-batched frame (``frame.segments``): the segments grouped by the step each one takes alone
+        (:meth:`StageProgram.step_for` of its rows), each group one ``forward_segments`` call of that step's
+        executor; the last stage samples one token per segment with its slot's sampler."""
+        from pipeplan.runtime.program import ExecutionError
+
+        p, bound = self.p, self.bound
+        assert frame.segments is not None and bound is not None
+        segs = frame.segments
+        rows = int(x.shape[0])
+        if sum(int(sg.n_rows) for sg in segs) != rows or any(int(sg.n_rows) < 1 for sg in segs):
+            raise ExecutionError(f"segment rows {[int(sg.n_rows) for sg in segs]} do not add up to the frame's "
+                                 f"{rows} rows", where="segments")
+        starts, r = [], 0
+        groups: dict[str, list[int]] = {}
+        for i, sg in enumerate(segs):
+            if not 0 <= sg.slot < self.parallel:
+                raise ExecutionError(f"segment of sequence {sg.seq_id} names KV-cache slot {sg.slot}; this stage "
+                                     f"has {self.parallel} (parallel)", where="segments")
+            step = bound.step_for(int(sg.n_rows))
+            limit = int(bound.rows.get(step, 0) or 0)
+            if limit and sg.n_rows > limit:
+                raise ExecutionError(f"a segment of {sg.n_rows} rows exceeds the compiled '{step}' step's {limit} "
+                                     f"rows", where="segments")
+            groups.setdefault(step, []).append(i)
+            starts.append(r)
+            r += int(sg.n_rows)
+        keep = p.has_head  # the last stage returns each segment's last row (its logits)
+        parts: list[Any] = [None] * len(segs)
+        for step, idx in groups.items():
+            ex = self.executors[step]
+            for i in idx:
+                ex.n_pasts[segs[i].slot] = self._n_past[segs[i].slot]
+            table = [(int(segs[i].slot), int(segs[i].position), int(segs[i].n_rows)) for i in idx]
+            xs = x if len(idx) == len(segs) else self._rows_of(x, [(starts[i], int(segs[i].n_rows)) for i in idx])
+            out = ex.forward_segments(xs, table, last_only=keep)
+            if not self._numpy and out.device.type != "cpu":
+                out = out.cpu()
+            out = out if self._numpy else out.numpy()
+            o = 0
+            for i in idx:
+                n = 1 if keep else int(segs[i].n_rows)
+                parts[i] = out[o:o + n]
+                o += n
+                self._n_past[segs[i].slot] = ex.n_pasts[segs[i].slot]
+        self.served += 1
+        self.segments_served[len(segs)] = self.segments_served.get(len(segs), 0) + 1
+        if p.has_head:
+            toks = [self._sample(int(sg.slot), parts[i][-1]) for i, sg in enumerate(segs)]
+            nxt = tuple(Segment(sg.seq_id, sg.slot, sg.position + sg.n_rows, 1) for sg in segs)
+            return Frame(DATA, frame.seq_id, nxt[0].position, np.asarray(toks, dtype=np.int32), None, frame.slot, nxt)
+        arr = out if len(groups) == 1 else np.concatenate(parts, axis=0)
+        return Frame(DATA, frame.seq_id, frame.position, np.ascontiguousarray(arr), None, frame.slot, segs)
+
+    def _rows_of(self, x: Any, spans: Sequence[tuple[int, int]]) -> Any:
+        """The rows ``[r, r + n)`` of ``x`` for each span, joined (a group of a mixed micro-batch)."""
+        if self._numpy:
+            return np.concatenate([x[r:r + n] for r, n in spans], axis=0)
+        import torch
+
+        return torch.cat([x[r:r + n] for r, n in spans], dim=0)
 
     def serve(self, stop: threading.Event | Any | None = None, alive: Callable[[], bool] | None = None) -> int:
         """Serve frames until SHUTDOWN (forwarded downstream) or ``stop`` is set / ``alive()`` is False.

@@ -7,7 +7,8 @@ ring of ``RingSpec.slots`` objects: a sender blocks when all slots are in flight
 an object larger than ``ObjectSpec.max_extent`` (or not of the spec's dtype) is a typed
 :class:`ObjectTooLargeError` / :class:`ObjectSpecError`, never a resize.
 
-Objects are :class:`Frame` values: ``DATA`` (a numpy array at a sequence position), ``RESET``
+Objects are :class:`Frame` values: ``DATA`` (a numpy array at a sequence position, or the rows of several
+sequences with a :class:`Segment` table: a micro-batch), ``RESET``
 (start a new sequence in ``Frame.slot``: stages clear that slot's KV cache; carries the sampler parameters for the last
 stage) and ``SHUTDOWN`` (end the stage loop).
 
@@ -69,6 +70,20 @@ class SamplerParams:
     seed: int = -1
 
 
+MAX_SEGMENTS = 64
+"""Most sequences one DATA frame carries (the bound of the shared-memory ring's segment table)."""
+
+
+class Segment(NamedTuple):
+    """The rows of one sequence in a micro-batched DATA frame: ``n_rows`` consecutive rows of the frame's array
+    at positions ``[position, position + n_rows)`` of KV-cache slot ``slot``."""
+
+    seq_id: int
+    slot: int
+    position: int
+    n_rows: int
+
+
 class Frame(NamedTuple):
     """One object on an edge (a NamedTuple: immutable and cheap to build on the hot path).
 
@@ -79,6 +94,10 @@ class Frame(NamedTuple):
         array: DATA payload: int32 token ids [T] or activations [T, n_embd]; None otherwise.
         sampler: RESET payload: sampling parameters for the new sequence.
         slot: the KV-cache slot of the sequence in every stage (``[0, parallel)``); a RESET resets only it.
+        segments: None for a frame of one sequence (``seq_id``, ``slot``, ``position``); else the micro-batch's
+            table, in row order: the array's rows are the segments' rows one after the other (at most
+            :data:`MAX_SEGMENTS`; ``seq_id``/``slot``/``position`` then repeat the first segment's). A token-out
+            frame of a micro-batch carries one id per segment, each segment with its next position and 1 row.
     """
 
     op: int
@@ -87,6 +106,24 @@ class Frame(NamedTuple):
     array: np.ndarray | None = None
     sampler: SamplerParams | None = None
     slot: int = 0
+    segments: tuple[Segment, ...] | None = None
+
+
+def check_segments(edge_id: str, frame: Frame) -> None:
+    """Check the segment table of a DATA ``frame`` against its array (shape only; stages check slots and
+    positions).
+
+    Raises ObjectSpecError: more than :data:`MAX_SEGMENTS` segments, none, a segment of fewer than 1 row, or
+    rows that do not add up to the array's."""
+    segs = frame.segments
+    if segs is None:
+        return
+    rows = 0 if frame.array is None or frame.array.ndim == 0 else int(frame.array.shape[0])
+    if not 1 <= len(segs) <= MAX_SEGMENTS:
+        raise ObjectSpecError(f"edge {edge_id}: a frame of {len(segs)} segments (1 to {MAX_SEGMENTS})", where=edge_id)
+    if any(int(s.n_rows) < 1 for s in segs) or sum(int(s.n_rows) for s in segs) != rows:
+        raise ObjectSpecError(f"edge {edge_id}: segment rows {[int(s.n_rows) for s in segs]} do not add up to the "
+                              f"frame's {rows} rows", where=edge_id)
 
 
 def check_object(edge_id: str, spec: ObjectSpec, ring: RingSpec, array: np.ndarray) -> None:
@@ -242,7 +279,9 @@ class QueueSend(SendEndpoint):
         if frame.op == DATA:
             assert frame.array is not None
             check_object(self.edge_id, self.object_spec, self.ring_spec, frame.array)
-            frame = Frame(DATA, frame.seq_id, frame.position, np.array(frame.array, copy=True), None, frame.slot)
+            check_segments(self.edge_id, frame)
+            frame = Frame(DATA, frame.seq_id, frame.position, np.array(frame.array, copy=True), None, frame.slot,
+                          frame.segments)
         try:
             self._q.put(frame, timeout=timeout)
         except queue.Full:

@@ -2,8 +2,8 @@
 
 Usage::
 
-    pipeplan run MODEL.gguf --prompt TEXT [--prompt TEXT ...] [--parallel N] [--stages N] [--nodes POOL.toml] [--max-tokens K]
-                 [--temperature T] [--top-k K] [--top-p P] [--seed S] [--threads N]
+    pipeplan run MODEL.gguf --prompt TEXT [--prompt TEXT ...] [--parallel N] [--micro-batches M] [--stages N]
+                 [--nodes POOL.toml] [--max-tokens K] [--temperature T] [--top-k K] [--top-p P] [--seed S] [--threads N]
                  [--backend local|inproc|ray|direct] [--ray-address ADDR] [--target cpu|reference|cuda]
                  [--prefill-rows R] [--max-seq-len L] [--cache-dir DIR] [--timeline measured.json]
                  [--trace trace.json] [--json]
@@ -98,6 +98,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help=f"rows of the compiled prefill step (default {DEFAULT_PREFILL_ROWS}, capped at max-seq-len - 1)")
     p.add_argument("--parallel", type=int, default=1, metavar="N",
                    help="sequences running at once for several --prompt (KV-cache slots per stage; default 1)")
+    p.add_argument("--micro-batches", type=int, default=None, metavar="M",
+                   help="most frames in flight; a decode frame carries up to ceil(N / M) sequences' rows "
+                        "(default min(--parallel, --stages))")
     add_generation_arguments(p, several_prompts=True)
 
 
@@ -143,7 +146,7 @@ def main(args: argparse.Namespace) -> int:
     from pipeplan.tools.cmd_serve import check_parallel, runtime_config
     from pipeplan.tools.generation import OptionError
 
-    check_parallel(args.parallel)
+    check_parallel(args.parallel, args.micro_batches)
     if args.backend == "direct" and (args.parallel != 1 or len(args.prompts) > 1):
         raise OptionError("the direct replay runs one prompt: --parallel and several --prompt need --backend "
                           "local|inproc", where="backend")

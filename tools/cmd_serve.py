@@ -4,7 +4,8 @@ Usage::
 
     pipeplan serve MODEL.gguf [--stages N] [--nodes POOL.toml] [--host 127.0.0.1] [--port 8080]
                    [--backend local|inproc|ray] [--ray-address ADDR] [--target cpu|reference|cuda]
-                   [--max-seq-len L] [--prefill-rows R] [--threads N] [--parallel N] [--queue N] [--alias NAME]
+                   [--max-seq-len L] [--prefill-rows R] [--threads N] [--parallel N] [--micro-batches M]
+                   [--queue N] [--alias NAME]
                    [--max-body-bytes B] [--chat-template-timeout S]
                    [--cache-dir DIR] [--log-level warning]
 
@@ -80,6 +81,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="torch threads per stage, 1 .. 4 x cores (default: 1 for local, torch's own for inproc)")
     p.add_argument("--parallel", type=int, default=1, metavar="N",
                    help=f"requests running at once (KV-cache slots per stage), 1 .. {MAX_PARALLEL} (default 1)")
+    p.add_argument("--micro-batches", type=int, default=None, metavar="M",
+                   help="most frames in flight; a decode frame carries up to ceil(N / M) requests' rows "
+                        "(default min(--parallel, --stages))")
     p.add_argument("--queue", type=int, default=DEFAULT_QUEUE, metavar="N",
                    help=f"most requests waiting while one runs, 0 .. {MAX_QUEUE}; more get HTTP 429 (default {DEFAULT_QUEUE})")
     p.add_argument("--max-body-bytes", type=int, default=None, metavar="B",
@@ -106,7 +110,7 @@ def _check_options(args: argparse.Namespace):
 
     if not 0 <= args.port <= 65535:
         raise RunPlanRejection(f"--port must be in [0, 65535], got {args.port}", code="invalid_request", where="port")
-    check_parallel(args.parallel)
+    check_parallel(args.parallel, args.micro_batches)
     if not 0 <= args.queue <= MAX_QUEUE:
         raise RunPlanRejection(f"--queue must be in [0, {MAX_QUEUE}], got {args.queue}", code="invalid_request",
                                where="queue")
@@ -130,13 +134,17 @@ def _check_options(args: argparse.Namespace):
     return FaultInjection.parse(args.inject_fault) if args.inject_fault else FaultInjection.from_env()
 
 
-def check_parallel(n: int) -> None:
-    """``--parallel`` must be in ``[1, MAX_PARALLEL]``: else RunPlanRejection(invalid_runtime_config)."""
+def check_parallel(n: int, micro_batches: int | None = None) -> None:
+    """``--parallel`` must be in ``[1, MAX_PARALLEL]`` and ``--micro-batches`` (when given) in ``[1, --parallel]``:
+    else RunPlanRejection(invalid_runtime_config)."""
     from pipeplan.errors import RunPlanRejection
 
     if not 1 <= n <= MAX_PARALLEL:
         raise RunPlanRejection(f"--parallel must be in [1, {MAX_PARALLEL}], got {n}", code="invalid_runtime_config",
                                where="parallel")
+    if micro_batches is not None and not 1 <= micro_batches <= n:
+        raise RunPlanRejection(f"--micro-batches must be in [1, --parallel {n}], got {micro_batches}",
+                               code="invalid_runtime_config", where="micro_batches")
 
 
 def runtime_config(max_seq_len: int, parallel: int):
@@ -212,7 +220,7 @@ def prepared_server(args: argparse.Namespace) -> Iterator[PreparedServer]:
             template = None
         pipeline = Pipeline(provisions, backend=backend, fault_injection=fi, kernels=TARGET_KERNELS[args.target],
                             cache_dir=args.cache_dir, num_threads=args.threads, programs=compiled.programs,
-                            parallel=args.parallel)
+                            parallel=args.parallel, micro_batches=args.micro_batches)
         try:
             pipeline.start()
             model_id = args.alias if args.alias is not None else os.path.basename(args.model)

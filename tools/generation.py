@@ -261,7 +261,8 @@ def generate_texts(args: argparse.Namespace, *, model: str, backend, provisions,
     return generate_many(model, provisions, args.prompts, max_tokens=args.max_tokens, temperature=args.temperature,
                          top_k=args.top_k, top_p=args.top_p, seed=args.seed, backend=backend, fault_injection=fi,
                          on_event=on_event, cache_dir=args.cache_dir, kernels=TARGET_KERNELS[args.target],
-                         programs=programs, num_threads=args.threads, parallel=getattr(args, "parallel", 1))
+                         programs=programs, num_threads=args.threads, parallel=getattr(args, "parallel", 1),
+                         micro_batches=getattr(args, "micro_batches", None))
 
 
 def generate_text(args: argparse.Namespace, *, model: str, backend, provisions, programs, package, fi, on_event=None,

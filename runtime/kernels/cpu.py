@@ -32,7 +32,8 @@ float16; neither this table nor the executor running it imports torch (kernels a
 Executor hooks: :func:`allocate` (KV caches), :func:`rope_table`, :func:`begin_step` (the step's rows and
 first position, from which :func:`ubatches` derives llama.cpp's micro-batches of ``UBATCH`` positions:
 prompt frames whose rows are multiples of 4 dividing ``UBATCH`` follow llama.cpp's kernel routes row for
-row; a one-row prompt frame runs as a decode step) and :data:`OUTPUT_ROWS_ONLY`.
+row; a one-row prompt frame runs as a decode step; ``rows_alone``: a micro-batch of one-row decode steps of
+several sequences, :data:`BATCH_ROWS`) and :data:`OUTPUT_ROWS_ONLY`.
 
 Weights come from :func:`load_stage_weights` (the stage worker's loader hook): matrices stay
 QuantTensor views of the mapped file, F32 tensors are zero-copy numpy views, 1-D tensors of other
@@ -172,21 +173,31 @@ OUTPUT_ROWS_ONLY = True
 the last position's logits are asked for (llama.cpp ``inp_out_ids``): the row-count dependent kernel
 routes then see the row count llama.cpp's do."""
 
+BATCH_ROWS = True
+"""The executor may run a micro-batch of one-row segments (decode steps of several sequences) through this
+table's row-wise kernels at once (:func:`begin_step` with ``rows_alone``): every row's numbers are those of its
+sequence's step alone (each activation row is quantized by itself and takes the one-row matmul route)."""
+
 _step = threading.local()
 
 
-def begin_step(start_pos: int, rows: int) -> None:
+def begin_step(start_pos: int, rows: int, rows_alone: bool = False) -> None:
     """Executor hook, called before each forward with the call's first position and row count, and with
-    ``rows = 0`` after it: this thread's kernels read them to pick llama.cpp's routes (:func:`ubatches`)."""
+    ``rows = 0`` after it: this thread's kernels read them to pick llama.cpp's routes (:func:`ubatches`).
+    ``rows_alone``: the ``rows`` rows are one-row decode steps of different sequences (a micro-batch)."""
     _step.start = int(start_pos)
     _step.rows = int(rows)
+    _step.alone = bool(rows_alone)
 
 
 def ubatches(rows: int, start_pos: int | None = None) -> list[tuple[int, int, int]]:
     """The llama.cpp micro-batches that ``rows`` activation rows fall into: ``(row0, row1, batch_rows)``
     slices of the rows with the size of the micro-batch each slice ends (``UBATCH``-aligned positions
     of the step begun by :func:`begin_step`). A call with another row count than the step's (the output
-    row of the last block), or a one-row step (decode), is one batch of its own rows."""
+    row of the last block), or a one-row step (decode), is one batch of its own rows; in a step of rows
+    alone (a micro-batch of decode steps) every row is a micro-batch of 1: ``[(0, rows, 1)]``."""
+    if getattr(_step, "alone", False):
+        return [(0, rows, 1)]
     t = getattr(_step, "rows", 0) or rows
     s = (getattr(_step, "start", 0) if getattr(_step, "rows", 0) else 0) if start_pos is None else start_pos
     if rows != t or rows <= 1:
@@ -232,7 +243,7 @@ def matmul(x: Any, weight: Any) -> np.ndarray:
     out = np.empty((t, n), dtype=np.float32)
     mul_mat = _ext().mul_mat
     if t == 1:
-        mul_mat(data, type_id, n, k, xs, out, _threads, 1)
+        mul_mat(data, type_id, n, k, xs, out, _threads, 1)  # (ubatch 1 with t > 1 rows: each row alone)
     else:
         for r0, r1, ub in ubatches(t):
             mul_mat(data, type_id, n, k, xs[r0:r1], out[r0:r1], _threads, ub)

@@ -1,5 +1,6 @@
 """Concurrent sequences through the stages (issue 14 item 1): ``Pipeline(parallel=N)`` KV-cache slots,
-the orchestrator's interleaving, the plan sized for N, and ``pipeplan run/serve --parallel``.
+the orchestrator's interleaving and micro-batching (default ``micro_batches``), the plan sized for N, and
+``pipeplan run/serve --parallel``.
 
 One started pipeline per (model, stages, backend), module-scoped: the single-request ids come from the
 same pipeline run one request at a time, then the 4 requests run concurrently (different prompts and
@@ -71,8 +72,11 @@ def _concurrent_equals_single(pipe: Pipeline, prompts: list[list[int]], max_toke
               for p, n in zip(prompts, max_tokens, strict=True)]
     reqs = [GenRequest(p, n, eos_id=eos_id, delay_s=0.002 * i)
             for i, (p, n) in enumerate(zip(prompts, max_tokens, strict=True))]
+    pipe.segments_returned.clear()
     got = pipe.generate_concurrent(reqs)
     assert [g.ids for g in got] == single
+    # micro-batching was on (default micro_batches = min(4, stages)): frames carried several sequences
+    assert max(pipe.segments_returned) > 1 and max(pipe.segments_returned) <= pipe.batch_rows
     assert all(len(ids) == n for ids, n in zip(single, max_tokens, strict=True))
     assert all(len(g.token_times) == len(g.ids) and g.token_times == sorted(g.token_times) for g in got)
     # they did run at the same time: every request had its first token before any request had its last one
@@ -178,7 +182,8 @@ def test_plan_rejects_a_pool_that_holds_one_sequence_but_not_n():
 
 def test_bad_parallel_requests_are_typed(pipelines, capsys):
     """RP-AR-4: ``Pipeline(parallel=0)`` and a request that does not fit are RunRequestError before anything
-    runs; ``pipeplan run --parallel 0`` is one error line, exit 2."""
+    runs; ``pipeplan run --parallel 0`` (or ``--micro-batches`` outside ``[1, --parallel]``) is one error line,
+    exit 2."""
     from pipeplan.dialects.runplan_build import project_provisions
     from pipeplan.frontend.gguf_facts import read_model_facts
     from pipeplan.frontend.planner import plan_run
@@ -197,6 +202,12 @@ def test_bad_parallel_requests_are_typed(pipelines, capsys):
     assert main(["run", str(STORIES), "--prompt", "a", "--parallel", "0"]) == 2
     err = capsys.readouterr().err
     assert err.startswith("error[invalid_runtime_config]: --parallel must be in [1, ") and err.count("\n") == 1
+    for m in ("0", "3"):
+        assert main(["run", str(STORIES), "--prompt", "a", "--parallel", "2", "--micro-batches", m]) == 2
+        err = capsys.readouterr().err
+        assert err == f"error[invalid_runtime_config]: --micro-batches must be in [1, --parallel 2], got {m}\n"
+    assert main(["serve", str(STORIES), "--parallel", "2", "--micro-batches", "3", "--port", "0"]) == 2
+    assert capsys.readouterr().err.startswith("error[invalid_runtime_config]: --micro-batches must be in [1, ")
 
 
 @pytest.fixture(scope="module")
@@ -207,7 +218,8 @@ def cli_cache(tmp_path_factory):
 
 def test_cli_run_several_prompts_in_parallel(cli_cache, capsys, monkeypatch, expected_cases):
     """RP-PP-3: ``pipeplan run --parallel 2`` with three ``--prompt``: each generated text equals its own
-    single-prompt run's (llama.cpp's ids for the EXPECTED prompts, a ``pipeplan run`` of its own otherwise)."""
+    single-prompt run's (llama.cpp's ids for the EXPECTED prompts, a ``pipeplan run`` of its own otherwise), also
+    with ``--micro-batches 1``."""
     from pipeplan.tools.cli import main
 
     monkeypatch.setenv("PIPEPLAN_CACHE", str(cli_cache))
@@ -222,6 +234,10 @@ def test_cli_run_several_prompts_in_parallel(cli_cache, capsys, monkeypatch, exp
     assert doc["parallel"] == 2 and doc["package"]["cached"] and [r["prompt"] for r in doc["results"]] == prompts
     assert [r["token_ids"] for r in doc["results"]] == [expected_cases[0]["greedy_ids"][:8], alone,
                                                         expected_cases[1]["greedy_ids"][:8]]
+    # --micro-batches 1: both running prompts decode in one frame per step; the same texts
+    assert main([*argv, "--micro-batches", "1"]) == 0
+    assert [r["token_ids"] for r in json.loads(capsys.readouterr().out)["results"]] == \
+        [r["token_ids"] for r in doc["results"]]
 
 
 def test_cancel_frees_the_slot_for_a_queued_request(pipelines):
@@ -249,12 +265,14 @@ def test_cancel_frees_the_slot_for_a_queued_request(pipelines):
 
 
 def test_serve_parallel_streams_overlap(cli_cache):
-    """Issue 14 item 2 with --parallel 2: two streams run at the same time (their chunks interleave) and each
-    text equals the non-concurrent one; /health reports 2 slots."""
+    """Issue 14 item 2 with --parallel 2 --micro-batches 1 (both requests decode in one frame per step): two
+    streams run at the same time (their chunks interleave) and each text equals the non-concurrent one;
+    /health reports 2 slots."""
     from tests.contract.test_serve import InProcessServer, _post, _sse
 
     argv = [str(STORIES), "--stages", "2", "--backend", "inproc", "--host", "127.0.0.1", "--port", "0",
-            "--max-seq-len", "1024", "--queue", "1", "--parallel", "2", "--cache-dir", str(cli_cache)]
+            "--max-seq-len", "1024", "--queue", "1", "--parallel", "2", "--micro-batches", "1",
+            "--cache-dir", str(cli_cache)]
     srv = InProcessServer(argv)
     try:
         url = srv.url

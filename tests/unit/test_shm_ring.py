@@ -14,6 +14,7 @@ from pipeplan.plan_types import ObjectSpec, RingSpec
 from pipeplan.runtime.shm_ring import ShmTransport, echo_loop
 from pipeplan.runtime.transport import (
     DATA,
+    MAX_SEGMENTS,
     RESET,
     SHUTDOWN,
     EdgeRoute,
@@ -23,6 +24,7 @@ from pipeplan.runtime.transport import (
     ObjectSpecError,
     ObjectTooLargeError,
     SamplerParams,
+    Segment,
     routes_from_provisions,
 )
 
@@ -71,6 +73,42 @@ def test_roundtrip_every_frame_kind(transport):
     assert f.position == 5 and f.array.shape == (3, HIDDEN) and np.array_equal(f.array, act)
     assert rx1.recv(timeout=1).op == SHUTDOWN
     assert rx1.recv(timeout=0.01) is None
+
+
+def test_segment_tables_roundtrip(transport):
+    """RP-OS-1: a micro-batched DATA frame keeps its segment table (MAX_SEGMENTS segments with a payload of the
+    full slot_bytes: the table does not take payload bytes), a one-sequence frame sent after it into the same
+    ring slot comes back with ``segments`` None, and a table whose rows do not add up is refused at send."""
+    tx, rx = transport.open_send("n1", "e0"), transport.open_recv("n1", "e0")
+    ids = np.arange(MAX_SEQ, dtype=np.int32)
+    segs = tuple(Segment(100 + i, i % 7, 3 * i, 1) for i in range(MAX_SEQ))
+    assert tx.send(Frame(DATA, 100, 0, ids, None, 0, segs), timeout=1)
+    f = rx.recv(timeout=1)
+    assert f.segments == segs and all(type(s) is Segment for s in f.segments) and np.array_equal(f.array, ids)
+    for _ in range(2):  # both ring slots once more: the second lands where the table was written
+        assert tx.send(Frame(DATA, 5, 9, ids[:1], None, 3), timeout=1)
+        f = rx.recv(timeout=1)
+        assert (f.seq_id, f.position, f.slot, f.segments) == (5, 9, 3, None)
+    act = np.random.default_rng(1).standard_normal((MAX_SEQ, HIDDEN)).astype(np.float32)
+    with pytest.raises(ObjectSpecError, match="do not add up"):
+        transport.open_send("orchestrator", "e1").send(Frame(DATA, 0, 0, act, None, 0, segs[:3]))
+    assert transport.open_recv("orchestrator", "e1").recv(timeout=0.01) is None  # nothing was sent
+    # a token edge of MAX_SEGMENTS ids: every row of the table, 64-bit positions
+    wide = ObjectSpec("token", "i32", 4, (MAX_SEGMENTS,), "row_major", 64, MAX_SEGMENTS * 4)
+    routes = {"w": EdgeRoute("w", "token_out", "n1", "orchestrator", wide, RingSpec(1, wide.max_extent))}
+    other = InprocTransport(routes) if isinstance(transport, InprocTransport) else ShmTransport.create(routes)
+    try:
+        full = tuple(Segment(i, MAX_SEGMENTS - 1 - i, 2**40 + i, 1) for i in range(MAX_SEGMENTS))
+        ids = np.arange(MAX_SEGMENTS, dtype=np.int32)
+        assert other.open_send("orchestrator", "w").send(Frame(DATA, 0, 0, ids, None, 0, full), timeout=1)
+        f = other.open_recv("orchestrator", "w").recv(timeout=1)
+        assert f.segments == full and np.array_equal(f.array, ids)
+        with pytest.raises(ObjectSpecError, match=f"{MAX_SEGMENTS + 1} segments"):
+            other.open_send("orchestrator", "w").send(
+                Frame(DATA, 0, 0, ids[:1], None, 0, full + (Segment(0, 0, 0, 1),)), timeout=1)
+    finally:
+        if isinstance(other, ShmTransport):
+            other.unlink()
 
 
 def test_back_pressure_bounds_objects_in_flight(transport):

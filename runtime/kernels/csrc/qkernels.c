@@ -24,7 +24,8 @@
  * Q8_0/Q8_1 use id = 127/amax and round half to even.
  *
  * Python API (all buffers C-contiguous; sizes are checked, errors are ValueError):
- *   mul_mat(w, wtype, n, k, x, out, n_threads=1)   out[t, r] = dot(w row r, x row t)
+ *   mul_mat(w, wtype, n, k, x, out, n_threads=1, ubatch=T)   out[t, r] = dot(w row r, x row t); ubatch 1 with
+ *                                                 T > 1 rows: every row as a one-row micro-batch
  *   get_rows(w, wtype, k, ids, out)                 out[i] = dequantized row ids[i]
  *   quantize_act(x, wtype, k, out)                  activation rows as vec_dot_type blocks
  *   row_bytes(type, k), vec_dot_type(wtype), types(), set_simd(on) -> previous, simd() -> bool,
@@ -1266,7 +1267,9 @@ static int mm_route(int wt, int64_t n, int64_t k, int64_t ub) {
     return ROUTE_VECDOT;
 }
 
-/* returns 0, or -1 when out of memory. ub: rows of the llama.cpp micro-batch these t rows end */
+/* returns 0, or -1 when out of memory. ub: rows of the llama.cpp micro-batch these t rows end; ub == 1 with
+ * t > 1: t micro-batches of one row each (decode rows of several sequences), each row computed as it would be
+ * alone (the t rows are quantized one by one and every output is the one-row route's dot product) */
 static int mul_mat_impl(int wt, const uint8_t *w, int64_t n, int64_t k, const float *x, int64_t t, float *out, int nth,
                         int64_t ub) {
     const traits_t *tr = &TR[wt];
@@ -1280,7 +1283,7 @@ static int mul_mat_impl(int wt, const uint8_t *w, int64_t n, int64_t k, const fl
         return mul_mat_part(wt, w, n, k, x, t, out, nth, d, NULL, NULL, qref);
     }
     case ROUTE_REPACK: {
-        int64_t g = ub % 4;
+        int64_t g = ub == 1 ? t : ub % 4;  /* one-row micro-batches: every row through the gemv kernel */
         if (g > t) g = t;
         dot_fn dm = dot_q4_K_rpm, dv = dot_q4_K_rpv;
         dotn_fn nm = NULL, nv = NULL;
