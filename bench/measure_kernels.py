@@ -46,7 +46,7 @@ from pathlib import Path
 
 import torch
 from pipeplan.analysis.evidence import TABLE_FORMAT, request_key
-from pipeplan.dialects.pplan import PlanOp, ints, str_list
+from pipeplan.dialects.pplan import PlanOp, ints
 from pipeplan.runtime.kernels import reference as K
 from pipeplan.runtime.program import LlamaHParams
 from pipeplan.tools import calibrate as _calibrate
@@ -111,9 +111,9 @@ def measure_plan(plan: PlanOp, hp: LlamaHParams, max_seq_len: int, *, repeats: i
     torch.set_num_threads(1)
     entries: dict[str, dict] = {}
     for t in plan.tasks():
-        op, dtypes, shape = t.op.data, str_list(t.dtypes), ints(t.shape)
+        op, dtypes, shape = str(t.op.data), t.dtypes(), ints(t.work)
         key = request_key(op, dtypes, shape)
-        if key in entries or key in skip_keys or t.collective.data != "none" or not set(dtypes) <= MEASURABLE:
+        if key in entries or key in skip_keys or t.collective != "none" or not set(dtypes) <= MEASURABLE:
             continue
         fn = _call_for(op, dtypes, shape, hp, max_seq_len)
         if fn is None:
@@ -129,7 +129,7 @@ def measure_plan(plan: PlanOp, hp: LlamaHParams, max_seq_len: int, *, repeats: i
         med = statistics.median(samples)
         q1, q3 = statistics.quantiles(samples, n=4)[0], statistics.quantiles(samples, n=4)[2]
         entries[key] = {"key": key, "op": op, "seconds": med, "flops": t.flops.value.data,
-                        "bytes": t.bytes_read.value.data + t.bytes_written.value.data, "samples": repeats,
+                        "bytes": t.nbytes_read + t.nbytes_written, "samples": repeats,
                         "rel_spread": (q3 - q1) / med if med > 0 else 0.0}
     return {"format": TABLE_FORMAT, "created_unix": time.time(),
             "machine": {"platform": platform.platform(), "python": sys.version.split()[0], "torch": torch.__version__,

@@ -1,25 +1,28 @@
 """The ``pplan`` dialect: PortablePlanIR (seed 003, "Binding gate" input; DESIGN.md §3).
 
-A portable plan states *what* work a run does, before any target is chosen:
+A portable plan states *what* work a run does, before any target is chosen. Buffers are SSA values of
+``!pplan.buffer<shape x dtype[, lifetime][, align N]>`` and the plan's dataflow is SSA:
 
-* ``pplan.plan`` — one per module: the run id and a single-block region (no terminator) holding
-  buffers and tasks, in program order.
-* ``pplan.buffer`` — a named byte range: dtype, shape (row-major, numpy order), exact bytes,
-  alignment, lifetime class ``weight | kv | transient | edge``, the stage it lives on (-1 for an
-  edge object, which both endpoints see) and lineage (GGUF tensor or edge id).
+* ``pplan.plan`` — one per module: the run id and a single-block region holding the buffer
+  declarations and the steps, in program order.
+* ``pplan.weight`` / ``pplan.table`` / ``pplan.kv`` / ``pplan.edge_object`` — declare the persistent
+  buffers (GGUF weights, runtime tables, KV caches, RunPlan edge objects).
+* ``pplan.step`` (``prefill`` | ``decode``) holding ``pplan.stage`` regions: the tasks of one stage in
+  one step; each region ends in ``pplan.yield`` of the values later regions use (its results).
 * ``pplan.task`` — one unit of exact work at the granularity of one runtime kernel call (or one
-  edge transfer): portable op name, flops, bytes read and written (per buffer access), operand
-  dtypes, work shape, layout, alignment, memory-space requirement, collective kind, explicit
-  dependencies, and lineage to the RunPlan (step, stage, block, model op).
+  edge transfer): it takes the buffers it reads as operands and yields the buffers it writes; an
+  in-place write of a persistent buffer (``kv_cache_write``, ``send``) takes the current version and
+  yields the next, so RAW/WAR/WAW order is SSA. The token loop (a step's token-out ``send`` feeds the
+  next step's token-in ``recv``) is a ``!pplan.token`` value. What the types imply (dtypes, bytes of
+  a buffer, memory space, alignment) is not repeated; a task states its op, work shape, flops,
+  bytes per access and lineage.
 
 Analysis results never live inside ``pplan.plan``: bindings (``dialects/bindings.py``),
 implementation candidates (``pplan.candidates``) and costs (``pplan.costed_view``) are sibling ops
-at module level. The **portable digest** (:func:`portable_digest`) is the sha256 of the generic
-print of the ``pplan.plan`` op with every discardable attribute stripped, so binding,
-legalization, selection and cost resolution cannot change it (AB-G-2, AB-C-2).
-
-Every attribute uses a carrier upstream MLIR parses (StringAttr, IntegerAttr i64, FloatAttr f64,
-ArrayAttr, DenseArrayBase i64, SymbolRefAttr, DictionaryAttr).
+at module level, naming tasks by task id (``<step>.s<stage>.<task>``). The **portable digest**
+(:func:`portable_digest`) is the sha256 of the canonical print of the ``pplan.plan`` op with every
+discardable attribute stripped, so binding, legalization, selection and cost resolution cannot
+change it (AB-G-2, AB-C-2).
 
 Sizes: bytes of a buffer of dtype ``d`` and shape ``s`` are ``prod(s) / block(d) * type_size(d)``
 with ``(block, type_size)`` from ``gguf.constants.GGML_QUANT_SIZES`` (llama.cpp's table); the
@@ -35,37 +38,63 @@ import math
 import re
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
+from dataclasses import dataclass
 from functools import lru_cache
+from typing import ClassVar
 
 from gguf.constants import GGML_QUANT_SIZES
 from pipeplan.dialects.bindings import DeploymentBindingOp, EvidencePolicyOp, TargetBindingOp
 from pipeplan.dialects.carriers import i64_attr, int_array, int_tuple, string, string_elements, strings
-from pipeplan.dialects.diagnostics import PipeplanOp
+from pipeplan.dialects.diagnostics import IRVerifyError, PipeplanOp
 from xdsl.dialects.builtin import (
     I64,
     ArrayAttr,
     DenseArrayBase,
     DictionaryAttr,
     FloatAttr,
+    IntAttr,
     IntegerAttr,
     ModuleOp,
     StringAttr,
     SymbolNameConstraint,
     SymbolRefAttr,
+    UnitAttr,
     f64,
+    i32,
     i64,
 )
-from xdsl.ir import Attribute, Dialect, Operation, Region
+from xdsl.dialects.utils.enum_attribute import EnumAttribute
+from xdsl.ir import (
+    Attribute,
+    Block,
+    Dialect,
+    Operation,
+    OpResult,
+    ParametrizedAttribute,
+    Region,
+    SpacedOpaqueSyntaxAttribute,
+    SSAValue,
+    TypeAttribute,
+)
 from xdsl.irdl import (
+    AttrSizedOperandSegments,
     ParsePropInAttrDict,
+    irdl_attr_definition,
     irdl_op_definition,
     opt_prop_def,
     prop_def,
     region_def,
+    result_def,
     traits_def,
+    var_operand_def,
+    var_result_def,
 )
-from xdsl.traits import NoTerminator, SymbolOpInterface
+from xdsl.parser import AttrParser, Parser
+from xdsl.printer import Printer
+from xdsl.traits import IsTerminator, NoTerminator, SymbolOpInterface
 from xdsl.utils.exceptions import VerifyException
+from xdsl.utils.mlir_lexer import MLIRTokenKind
+from xdsl.utils.str_enum import StrEnum
 
 # --------------------------------------------------------------------------- vocabulary
 DTYPE_SIZES: dict[str, tuple[int, int]] = {t.name.lower(): v for t, v in GGML_QUANT_SIZES.items()}
@@ -141,206 +170,806 @@ def _pow2(n: int) -> bool:
     return n > 0 and n & (n - 1) == 0
 
 
-# --------------------------------------------------------------------------- ops
-@irdl_op_definition
-class BufferOp(PipeplanOp):
-    """A declared buffer of the portable plan.
+# --------------------------------------------------------------------------- types and attributes
+class Lifetime(StrEnum):
+    """Buffer lifetime classes (issue 4, item 1)."""
 
-    Properties: ``dtype`` (key of DTYPE_SIZES), ``shape`` (numpy order), ``bytes`` (exact, must
-    equal :func:`dtype_nbytes`), ``alignment`` (power of two, bytes), ``lifetime`` (one of
-    LIFETIMES), ``memspace`` (one of MEMSPACES), ``stage`` (owning stage, -1 for an edge object),
-    ``origin`` (lineage: GGUF tensor name, ``kv:<block>:k|v``, edge id, or ``<step>:<value>``).
+    WEIGHT = "weight"
+    KV = "kv"
+    TRANSIENT = "transient"
+    EDGE = "edge"
 
-    Example:
-    ```mlir
-    pplan.buffer @s0.w.blk.0.attn_q.weight {alignment = 32 : i64, bytes = 16384 : i64,
-      dtype = "f32", lifetime = "weight", memspace = "device", origin = "blk.0.attn_q.weight",
-      shape = array<i64: 64, 64>, stage = 0 : i64}
-    ```
+
+class PortableOp(StrEnum):
+    """The portable op of a task (PORTABLE_OPS)."""
+
+    EMBEDDING_GATHER = "embedding_gather"
+    RMS_NORM = "rms_norm"
+    MATMUL = "matmul"
+    ROPE = "rope"
+    KV_CACHE_WRITE = "kv_cache_write"
+    ATTENTION = "attention"
+    SILU_MUL = "silu_mul"
+    ADD = "add"
+    ARGMAX = "argmax"
+    LAST_ROW = "last_row"
+    SEND = "send"
+    RECV = "recv"
+    HEAD_RMS_NORM = "head_rms_norm"
+    GELU_MUL = "gelu_mul"
+    ADD_BIAS = "add_bias"
+
+
+class Step(StrEnum):
+    """The steps of a portable plan (STEPS)."""
+
+    PREFILL = "prefill"
+    DECODE = "decode"
+
+
+@irdl_attr_definition
+class PortableOpAttr(EnumAttribute[PortableOp], SpacedOpaqueSyntaxAttribute):
+    """``#pplan<op matmul>``: the portable op of a ``pplan.task``."""
+
+    name = "pplan.op"
+
+
+@irdl_attr_definition
+class StepAttr(EnumAttribute[Step], SpacedOpaqueSyntaxAttribute):
+    """``#pplan<step decode>``: the step a ``pplan.step`` region describes."""
+
+    name = "pplan.step"
+
+
+DEFAULT_ALIGNMENT = 64
+"""Alignment (bytes) a ``!pplan.buffer`` type states when it prints none."""
+
+
+@irdl_attr_definition
+class BufferType(ParametrizedAttribute, TypeAttribute):
+    """``!pplan.buffer<8x64xf32>``: a row-major byte range of ``dtype`` elements of ``shape`` (numpy
+    order), its lifetime class (printed unless ``transient``) and alignment (printed unless 64):
+    ``!pplan.buffer<64x64xq4_k, weight, align 32>``. Bytes are :func:`dtype_nbytes`; the memory space
+    follows from the lifetime (``edge``: ``link``, else ``device``).
+
+    Verifier: lifetime class, alignment a power of two; :meth:`verify_size` (run by the ops that define
+    buffer values): known dtype, non-negative dimensions, innermost dimension a multiple of the dtype's
+    block ([AB-R-6]).
     """
 
     name = "pplan.buffer"
 
-    sym_name = prop_def(SymbolNameConstraint())
-    dtype = prop_def(StringAttr)
-    shape = prop_def(DenseArrayBase.constr(i64))
-    bytes = prop_def(IntegerAttr[I64])
-    alignment = prop_def(IntegerAttr[I64])
-    lifetime = prop_def(StringAttr)
-    memspace = prop_def(StringAttr)
+    shape_: DenseArrayBase
+    dtype_: StringAttr
+    lifetime_: StringAttr
+    alignment_: IntAttr
+
+    def __init__(self, shape: Sequence[int], dtype: str, lifetime: str = "transient",
+                 alignment: int = DEFAULT_ALIGNMENT):
+        super().__init__(int_array(shape), StringAttr(dtype), StringAttr(lifetime), IntAttr(alignment))
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return int_tuple(self.shape_)
+
+    @property
+    def dtype(self) -> str:
+        return self.dtype_.data
+
+    @property
+    def lifetime(self) -> str:
+        return self.lifetime_.data
+
+    @property
+    def alignment(self) -> int:
+        return self.alignment_.data
+
+    @property
+    def memspace(self) -> str:
+        return "link" if self.lifetime == "edge" else "device"
+
+    @property
+    def nbytes(self) -> int:
+        return dtype_nbytes(self.dtype, self.shape)
+
+    def verify(self) -> None:
+        if self.lifetime not in LIFETIMES:
+            raise VerifyException(f"[AB-R-6] buffer type: lifetime {self.lifetime!r} is not one of {list(LIFETIMES)}")
+        if not _pow2(self.alignment):
+            raise VerifyException(f"[AB-R-6] buffer type: alignment {self.alignment} is not a power of two")
+
+    def verify_size(self) -> None:
+        """Raise VerifyException unless the dtype is known and its blocks divide the innermost
+        dimension (checked by the ops defining buffer values, so a type can name any shape)."""
+        try:
+            dtype_nbytes(self.dtype, self.shape)
+        except ValueError as e:
+            raise VerifyException(f"[AB-R-6] buffer type {self}: {e}") from None
+
+    def print_parameters(self, printer: Printer) -> None:
+        text = "x".join(map(str, self.shape)) + ("x" if self.shape else "") + self.dtype
+        if self.lifetime != "transient":
+            text += f", {self.lifetime}"
+        if self.alignment != DEFAULT_ALIGNMENT:
+            text += f", align {self.alignment}"
+        printer.print_string(f"<{text}>")
+
+    @classmethod
+    def parse_parameters(cls, parser: AttrParser) -> Sequence[Attribute]:
+        with parser.in_angle_brackets():
+            dims = parser.parse_dimension_list()
+            if dims:
+                parser.parse_shape_delimiter()
+            dtype = parser.parse_identifier(context_msg=" (buffer dtype)")
+            lifetime, align = "transient", DEFAULT_ALIGNMENT
+            while parser.parse_optional_punctuation(",") is not None:
+                if parser.parse_optional_keyword("align") is not None:
+                    align = parser.parse_integer(allow_boolean=False, allow_negative=False)
+                else:
+                    lifetime = parser.parse_identifier(context_msg=" (buffer lifetime)")
+        return (int_array(dims), StringAttr(dtype), StringAttr(lifetime), IntAttr(align))
+
+
+@irdl_attr_definition
+class TokenType(ParametrizedAttribute, TypeAttribute):
+    """``!pplan.token``: an ordering value, for orders that data does not imply (the token loop)."""
+
+    name = "pplan.token"
+
+
+def _buffer_type(v: SSAValue) -> BufferType:
+    t = v.type
+    assert isinstance(t, BufferType), t
+    return t
+
+
+# --------------------------------------------------------------------------- parse/print helpers
+def _parse_value(parser: Parser) -> SSAValue:
+    """An operand that must already be defined (pplan values are used after their definition)."""
+    u = parser.parse_unresolved_operand()
+    vals = parser.ssa_values.get(u.operand_name)
+    if vals is None or u.index >= len(vals):
+        parser.raise_error(f"[AB-S-1] value %{u.operand_name} is used before its definition", u.span)
+    return vals[u.index]
+
+
+def _parse_values(parser: Parser) -> list[SSAValue]:
+    return parser.parse_comma_separated_list(parser.Delimiter.PAREN, lambda: _parse_value(parser))
+
+
+def _print_values(printer: Printer, vals: Sequence[SSAValue]) -> None:
+    printer.print_string("(")
+    printer.print_list(vals, printer.print_operand)
+    printer.print_string(")")
+
+
+def _parse_int_list(parser: Parser) -> list[int]:
+    return parser.parse_comma_separated_list(parser.Delimiter.SQUARE, lambda: parser.parse_integer(allow_boolean=False))
+
+
+def _print_int_list(printer: Printer, vs: Sequence[int]) -> None:
+    printer.print_string("[" + ", ".join(map(str, vs)) + "]")
+
+
+# --------------------------------------------------------------------------- declarations
+class _DeclOp(PipeplanOp):
+    """Base of the ops declaring a persistent buffer value (weight, table, kv cache, edge object)."""
+
+    LIFETIME: ClassVar[str] = "weight"
     stage = prop_def(IntegerAttr[I64])
     origin = prop_def(StringAttr)
+    result = result_def(BufferType)
 
-    traits = traits_def(SymbolOpInterface())
-    assembly_format = "$sym_name attr-dict"
-    irdl_options = (ParsePropInAttrDict(),)
+    def __init__(self, *, stage: int, origin: str, type: BufferType):
+        super().__init__(properties={"stage": i64_attr(stage), "origin": string(origin)}, result_types=[type])
 
-    def __init__(self, name: str, *, dtype: str, shape: Sequence[int], nbytes: int, alignment: int,
-                 lifetime: str, memspace: str, stage: int, origin: str):
-        super().__init__(properties={
-            "sym_name": string(name), "dtype": string(dtype), "shape": int_array(shape), "bytes": i64_attr(nbytes),
-            "alignment": i64_attr(alignment), "lifetime": string(lifetime), "memspace": string(memspace),
-            "stage": i64_attr(stage), "origin": string(origin),
-        })
+    @property
+    def type(self) -> BufferType:
+        return _buffer_type(self.result)
+
+    @property
+    def buffer_name(self) -> str:
+        return f"s{self.stage.value.data}.{self.origin.data}"
+
+    @property
+    def origin_text(self) -> str:
+        return self.origin.data
 
     def verify_(self) -> None:
-        where = f"buffer @{self.sym_name.data}"
-        if self.lifetime.data not in LIFETIMES:
-            raise VerifyException(f"{where}: lifetime {self.lifetime.data!r} is not one of {list(LIFETIMES)}")
-        if self.memspace.data not in MEMSPACES:
-            raise VerifyException(f"{where}: memspace {self.memspace.data!r} is not one of {list(MEMSPACES)}")
-        if not _pow2(self.alignment.value.data):
-            raise VerifyException(f"{where}: alignment {self.alignment.value.data} is not a power of two")
-        shape = ints(self.shape)
-        try:
-            expect = dtype_nbytes(self.dtype.data, shape)
-        except ValueError as e:
-            raise VerifyException(f"{where}: {e}") from None
-        if expect != self.bytes.value.data:
-            raise VerifyException(
-                f"{where}: bytes {self.bytes.value.data} inconsistent with dtype {self.dtype.data} and shape "
-                f"{list(shape)} (expected {expect})")
-        if (self.lifetime.data == "edge") != (self.stage.value.data == -1):
-            raise VerifyException(f"{where}: edge buffers (and only they) have stage -1")
+        t = self.result.type
+        if not isinstance(t, BufferType) or t.lifetime != self.LIFETIME:
+            raise VerifyException(f"[AB-R-6] {self.name} {self.origin.data!r}: its buffer type must have lifetime "
+                                  f"{self.LIFETIME}, got {t}")
+        if self.stage.value.data < 0:
+            raise VerifyException(f"[AB-R-6] {self.name} {self.origin.data!r}: stage {self.stage.value.data} < 0")
+        t.verify_size()
 
 
+@irdl_op_definition
+class WeightOp(_DeclOp):
+    """A GGUF weight of one stage: ``%w = pplan.weight 0 "blk.0.attn_q.weight" : !pplan.buffer<64x64xf32,
+    weight, align 32>`` (buffer ``s0.w.blk.0.attn_q.weight``)."""
+
+    name = "pplan.weight"
+    assembly_format = "$stage $origin attr-dict `:` type($result)"
+
+    @property
+    def buffer_name(self) -> str:
+        return f"s{self.stage.value.data}.w.{self.origin.data}"
+
+
+@irdl_op_definition
+class TableOp(_DeclOp):
+    """A table the runtime computes once per stage (``rope_table``): lifetime weight, buffer
+    ``s<stage>.<origin>``."""
+
+    name = "pplan.table"
+    assembly_format = "$stage $origin attr-dict `:` type($result)"
+
+
+@irdl_op_definition
+class KvOp(_DeclOp):
+    """A KV cache of one stage and block: ``%k = pplan.kv 0 "blk.0.cache_k" : !pplan.buffer<64x1x8xf32, kv>``
+    (buffer ``s0.blk.0.cache_k``); ``kv_cache_write`` tasks yield its new versions."""
+
+    name = "pplan.kv"
+    LIFETIME: ClassVar[str] = "kv"
+    assembly_format = "$stage $origin attr-dict `:` type($result)"
+
+
+@irdl_op_definition
+class EdgeObjectOp(PipeplanOp):
+    """The object of a RunPlan edge both endpoints see: ``%e = pplan.edge_object "e1" activation :
+    !pplan.buffer<2048x64xf32, edge>`` (buffer ``edge.e1``); ``send`` tasks yield its new versions."""
+
+    name = "pplan.edge_object"
+
+    edge = prop_def(StringAttr)
+    kind = prop_def(StringAttr)
+    result = result_def(BufferType)
+    assembly_format = "$edge $kind attr-dict `:` type($result)"
+
+    def __init__(self, *, edge: str, kind: str, type: BufferType):
+        super().__init__(properties={"edge": string(edge), "kind": string(kind)}, result_types=[type])
+
+    @property
+    def type(self) -> BufferType:
+        return _buffer_type(self.result)
+
+    @property
+    def buffer_name(self) -> str:
+        return f"edge.{self.edge.data}"
+
+    @property
+    def origin_text(self) -> str:
+        return f"edge {self.edge.data} ({self.kind.data})"
+
+    def verify_(self) -> None:
+        t = self.result.type
+        if not isinstance(t, BufferType) or t.lifetime != "edge":
+            raise VerifyException(f"[AB-R-6] edge object {self.edge.data}: its buffer type must have lifetime edge")
+        t.verify_size()
+
+
+DeclOp = WeightOp | TableOp | KvOp | EdgeObjectOp
+
+
+# --------------------------------------------------------------------------- tasks
 @irdl_op_definition
 class TaskOp(PipeplanOp):
     """One portable task: the exact work of one runtime kernel call or one edge transfer.
 
-    Properties:
-      * ``op`` — portable op name (PORTABLE_OPS); ``collective`` — ``none | send | recv`` (edge
-        transfers are ``send``/``recv`` and carry ``edge``, the RunPlan edge id).
-      * ``reads``/``writes`` — buffers accessed (symbol refs to ``pplan.buffer``), with
-        ``read_bytes``/``write_bytes`` the bytes of each access (<= the buffer's bytes);
-        ``bytes_read``/``bytes_written`` are their sums. ``dtypes`` lists the operand dtypes,
-        reads then writes, and must equal the buffers' dtypes.
-      * ``flops`` — floating-point operations (a multiply-add counts 2); ``shape`` — the work
-        shape (``matmul``: ``[M, N, K]`` with ``flops = 2*M*N*K``; others: their output shape).
-      * ``layout``, ``alignment`` (bytes every operand must be aligned to), ``memspace``.
-      * ``deps`` — tasks that must finish first (RAW/WAR/WAW hazards on buffers, and edge order).
-      * lineage: ``step`` (prefill|decode), ``stage``, ``block`` (-1 outside blocks), ``model_op``
-        (e.g. ``blk.3.attn_q`` or ``edge:e1``).
+    Operands: ``ins`` (buffers read), ``updates`` (buffers written in place: KV caches, edge objects;
+    the results are their new versions, so later readers use them), ``after`` (``!pplan.token``s
+    ordering it after tasks data does not relate). Results: the written buffers (one fresh transient,
+    or one new version per update), then a ``!pplan.token`` when ``token`` is set.
+
+    Properties: ``task`` (short name; the task id is ``<step>.s<stage>.<task>``), ``op`` (#pplan<op ..>),
+    ``out`` (name of a fresh result: buffer ``<step>.s<stage>.<out>``), ``model_op`` and ``block``
+    (lineage), ``flops`` (a multiply-add counts 2), ``work`` (work shape; ``matmul``: ``[M, N, K]``),
+    ``bytes`` (bytes of each access: ins, then writes; <= the buffer's bytes). Dtypes, memory space,
+    alignment (the smallest of the operands') and collective kind (``send``/``recv`` ops) follow from
+    the types and the op.
 
     Example:
     ```mlir
-    pplan.task @decode.s0.b0.attn_q {alignment = 32 : i64, block = 0 : i64, bytes_read = 16640 : i64,
-      bytes_written = 256 : i64, collective = "none", deps = [@decode.s0.b0.attn_norm],
-      dtypes = ["f32", "f32", "f32"], flops = 8192 : i64, layout = "row_major", memspace = "device",
-      model_op = "blk.0.attn_q", op = "matmul", read_bytes = array<i64: 256, 16384>,
-      reads = [@decode.s0.b0.xn, @s0.w.blk.0.attn_q.weight], shape = array<i64: 1, 64, 64>,
-      stage = 0 : i64, step = "decode", write_bytes = array<i64: 256>, writes = [@decode.s0.b0.q]}
+    %3 = pplan.task "b0.matmul.attn_q" matmul(%1, %2) -> "blk.0.q" at "blk.0.attn_q" blk 0 work [1, 64, 64]
+      flops 8192 bytes [256, 16384, 256] : !pplan.buffer<1x64xf32>
     ```
     """
 
     name = "pplan.task"
 
-    sym_name = prop_def(SymbolNameConstraint())
-    op = prop_def(StringAttr)
-    step = prop_def(StringAttr)
-    stage = prop_def(IntegerAttr[I64])
-    block = prop_def(IntegerAttr[I64])
+    ins = var_operand_def(BufferType)
+    updates = var_operand_def(BufferType)
+    after = var_operand_def(TokenType)
+    outs = var_result_def()
+
+    task = prop_def(StringAttr)
+    op = prop_def(PortableOpAttr)
+    out = opt_prop_def(StringAttr)
     model_op = prop_def(StringAttr)
+    block = prop_def(IntegerAttr[I64])
     flops = prop_def(IntegerAttr[I64])
-    bytes_read = prop_def(IntegerAttr[I64])
-    bytes_written = prop_def(IntegerAttr[I64])
-    reads = prop_def(ArrayAttr[SymbolRefAttr])
-    read_bytes = prop_def(DenseArrayBase.constr(i64))
-    writes = prop_def(ArrayAttr[SymbolRefAttr])
-    write_bytes = prop_def(DenseArrayBase.constr(i64))
-    dtypes = prop_def(ArrayAttr[StringAttr])
-    shape = prop_def(DenseArrayBase.constr(i64))
-    layout = prop_def(StringAttr)
-    alignment = prop_def(IntegerAttr[I64])
-    memspace = prop_def(StringAttr)
-    collective = prop_def(StringAttr)
-    edge = opt_prop_def(StringAttr)
-    deps = prop_def(ArrayAttr[SymbolRefAttr])
+    work = prop_def(DenseArrayBase.constr(i64))
+    bytes = prop_def(DenseArrayBase.constr(i64))
+    token = opt_prop_def(UnitAttr)
 
-    traits = traits_def(SymbolOpInterface())
-    assembly_format = "$sym_name attr-dict"
-    irdl_options = (ParsePropInAttrDict(),)
+    irdl_options = (AttrSizedOperandSegments(as_property=True),)
 
-    def __init__(self, name: str, *, op: str, step: str, stage: int, block: int, model_op: str, flops: int,
-                 reads: Sequence[str], read_bytes: Sequence[int], writes: Sequence[str],
-                 write_bytes: Sequence[int], dtypes: Sequence[str], shape: Sequence[int],
-                 deps: Sequence[str], layout: str = "row_major", alignment: int = 32,
-                 memspace: str = "device", collective: str = "none", edge: str | None = None):
+    def __init__(self, task: str, *, op: str, ins: Sequence[SSAValue], updates: Sequence[SSAValue] = (),
+                 after: Sequence[SSAValue] = (), out: BufferType | None = None, out_name: str | None = None,
+                 model_op: str, block: int, flops: int, work: Sequence[int], nbytes: Sequence[int],
+                 token: bool = False):
+        results: list[Attribute] = [v.type for v in updates] if updates else ([out] if out is not None else [])
+        if token:
+            results.append(TokenType())
         props: dict[str, Attribute] = {
-            "sym_name": string(name), "op": string(op), "step": string(step), "stage": i64_attr(stage), "block": i64_attr(block),
-            "model_op": string(model_op), "flops": i64_attr(flops), "bytes_read": i64_attr(sum(read_bytes)),
-            "bytes_written": i64_attr(sum(write_bytes)), "reads": _refs(reads), "read_bytes": int_array(read_bytes),
-            "writes": _refs(writes), "write_bytes": int_array(write_bytes), "dtypes": strings(dtypes),
-            "shape": int_array(shape), "layout": string(layout), "alignment": i64_attr(alignment), "memspace": string(memspace),
-            "collective": string(collective), "deps": _refs(deps),
-        }
-        if edge is not None:
-            props["edge"] = string(edge)
-        super().__init__(properties=props)
+            "task": string(task), "op": PortableOpAttr(PortableOp(op)), "model_op": string(model_op),
+            "block": i64_attr(block), "flops": i64_attr(flops), "work": int_array(work), "bytes": int_array(nbytes)}
+        if out_name is not None:
+            props["out"] = string(out_name)
+        if token:
+            props["token"] = UnitAttr()
+        super().__init__(operands=[ins, updates, after], result_types=[results], properties=props)
+
+    # ---- accessors (plain Python values)
+    @property
+    def stage_op(self) -> StageOp:
+        p = self.parent_op()
+        assert isinstance(p, StageOp), "a pplan.task lives in a pplan.stage"
+        return p
+
+    @property
+    def stage_index(self) -> int:
+        return self.stage_op.index.value.data
+
+    @property
+    def step_name(self) -> str:
+        return str(self.stage_op.step_op.step.data)
+
+    @property
+    def task_id(self) -> str:
+        """``<step>.s<stage>.<task>``: the task's identity (commands are ``cmd.<task id>``)."""
+        st = self.stage_op
+        return f"{st.step_op.step.data}.s{st.index.value.data}.{self.task.data}"
+
+    @property
+    def written(self) -> tuple[SSAValue, ...]:
+        """The written buffer values (results, without the token)."""
+        return tuple(r for r in self.outs if isinstance(r.type, BufferType))
+
+    @property
+    def token_result(self) -> SSAValue | None:
+        return next((r for r in self.outs if isinstance(r.type, TokenType)), None)
+
+    def reads(self) -> tuple[str, ...]:
+        """Names of the buffers read (``ins``), in operand order."""
+        return tuple(buffer_name(v) for v in self.ins)
+
+    def writes(self) -> tuple[str, ...]:
+        """Names of the buffers written: the updated ones, else the fresh result."""
+        return tuple(buffer_name(v) for v in self.written)
+
+    def read_bytes(self) -> tuple[int, ...]:
+        return int_tuple(self.bytes)[: len(self.ins)]
+
+    def write_bytes(self) -> tuple[int, ...]:
+        return int_tuple(self.bytes)[len(self.ins):]
+
+    @property
+    def nbytes_read(self) -> int:
+        return sum(self.read_bytes())
+
+    @property
+    def nbytes_written(self) -> int:
+        return sum(self.write_bytes())
+
+    def dtypes(self) -> tuple[str, ...]:
+        """Operand dtypes: reads, then writes."""
+        return tuple(_buffer_type(v).dtype for v in (*self.ins, *self.written))
+
+    @property
+    def memspace(self) -> str:
+        return "link" if self.op.data in ("send", "recv") else "device"
+
+    @property
+    def collective(self) -> str:
+        return str(self.op.data) if self.op.data in ("send", "recv") else "none"
+
+    @property
+    def layout(self) -> str:
+        return "row_major"
+
+    @property
+    def alignment(self) -> int:
+        vals = (*self.ins, *self.written)
+        return min(_buffer_type(v).alignment for v in vals) if vals else 1
+
+    @property
+    def edge(self) -> str | None:
+        """The RunPlan edge id a send/recv moves (from its edge-object operand)."""
+        if self.collective == "none":
+            return None
+        for v in (*self.updates, *self.ins):
+            d = _decl_of(v)
+            if isinstance(d, EdgeObjectOp):
+                return d.edge.data
+        return None
 
     @property
     def lineage(self) -> str:
         """``model op -> stage/block -> portable task`` (AB-D-1), for diagnostics."""
         blk = self.block.value.data
-        where = f"stage {self.stage.value.data}" + (f" block {blk}" if blk >= 0 else "")
-        return f"model op {self.model_op.data} -> {where} ({self.step.data}) -> task @{self.sym_name.data}"
+        where = f"stage {self.stage_index}" + (f" block {blk}" if blk >= 0 else "")
+        return f"model op {self.model_op.data} -> {where} ({self.step_name}) -> task @{self.task_id}"
+
+    # ---- syntax
+    def print(self, printer: Printer) -> None:
+        printer.print_string(" ")
+        printer.print_string_literal(self.task.data)
+        printer.print_string(f" {self.op.data}")
+        _print_values(printer, self.ins)
+        if self.updates:
+            printer.print_string(" updates")
+            _print_values(printer, self.updates)
+        if self.after:
+            printer.print_string(" after")
+            _print_values(printer, self.after)
+        if self.out is not None:
+            printer.print_string(" -> ")
+            printer.print_string_literal(self.out.data)
+        printer.print_string(" at ")
+        printer.print_string_literal(self.model_op.data)
+        if self.block.value.data >= 0:
+            printer.print_string(f" blk {self.block.value.data}")
+        printer.print_string(" work ")
+        _print_int_list(printer, int_tuple(self.work))
+        if self.flops.value.data:
+            printer.print_string(f" flops {self.flops.value.data}")
+        printer.print_string(" bytes ")
+        _print_int_list(printer, int_tuple(self.bytes))
+        if self.token is not None:
+            printer.print_string(" token")
+        if self.outs:
+            printer.print_string(" : ")
+            printer.print_list([r.type for r in self.outs], printer.print_attribute)
+
+    @classmethod
+    def parse(cls, parser: Parser) -> TaskOp:
+        task = parser.parse_str_literal()
+        op = parser.parse_identifier(context_msg=" (portable op)")
+        if op not in PORTABLE_OPS:
+            parser.raise_error(f"[AB-L-1] unknown portable op {op!r}")
+        ins = _parse_values(parser)
+        updates = _parse_values(parser) if parser.parse_optional_keyword("updates") else []
+        after = _parse_values(parser) if parser.parse_optional_keyword("after") else []
+        out_name = parser.parse_str_literal() if parser.parse_optional_punctuation("->") else None
+        parser.parse_keyword("at")
+        model_op = parser.parse_str_literal()
+        block = parser.parse_integer() if parser.parse_optional_keyword("blk") else -1
+        parser.parse_keyword("work")
+        work = _parse_int_list(parser)
+        flops = parser.parse_integer() if parser.parse_optional_keyword("flops") else 0
+        parser.parse_keyword("bytes")
+        nbytes = _parse_int_list(parser)
+        token = parser.parse_optional_keyword("token") is not None
+        types: list[Attribute] = []
+        if parser.parse_optional_punctuation(":"):
+            types = parser.parse_comma_separated_list(parser.Delimiter.NONE, parser.parse_type)
+        props: dict[str, Attribute] = {
+            "task": string(task), "op": PortableOpAttr(PortableOp(op)), "model_op": string(model_op),
+            "block": i64_attr(block), "flops": i64_attr(flops), "work": int_array(work), "bytes": int_array(nbytes),
+            "operandSegmentSizes": DenseArrayBase.from_list(i32, [len(ins), len(updates), len(after)])}
+        if out_name is not None:
+            props["out"] = string(out_name)
+        if token:
+            props["token"] = UnitAttr()
+        return cls.create(operands=[*ins, *updates, *after], result_types=types, properties=props)
 
     def verify_(self) -> None:
-        where = f"task @{self.sym_name.data}"
+        where = f"task {self.task.data!r}"
         op = self.op.data
-        if op not in PORTABLE_OPS:
-            raise VerifyException(f"{where}: unknown portable op {op!r}")
-        if self.step.data not in STEPS:
-            raise VerifyException(f"{where}: step {self.step.data!r} is not one of {list(STEPS)}")
-        if self.layout.data not in LAYOUTS:
-            raise VerifyException(f"{where}: layout {self.layout.data!r} is not one of {list(LAYOUTS)}")
-        if self.memspace.data not in MEMSPACES:
-            raise VerifyException(f"{where}: memspace {self.memspace.data!r} is not one of {list(MEMSPACES)}")
-        coll = self.collective.data
-        if coll not in COLLECTIVES:
-            raise VerifyException(f"{where}: collective {coll!r} is not one of {list(COLLECTIVES)}")
-        if (op in ("send", "recv")) != (coll != "none") or (coll != "none" and coll != op):
-            raise VerifyException(f"{where}: op {op} requires collective {op if op in ('send', 'recv') else 'none'}")
-        if (coll != "none") != (self.edge is not None):
-            raise VerifyException(f"{where}: edge transfers (and only they) name an edge")
-        if not _pow2(self.alignment.value.data):
-            raise VerifyException(f"{where}: alignment {self.alignment.value.data} is not a power of two")
-        rb, wb = ints(self.read_bytes), ints(self.write_bytes)
-        if len(rb) != len(self.reads.data) or len(wb) != len(self.writes.data):
-            raise VerifyException(f"{where}: one byte count per buffer access expected")
-        if any(b < 0 for b in rb + wb) or self.flops.value.data < 0:
-            raise VerifyException(f"{where}: negative byte or flop count")
-        if sum(rb) != self.bytes_read.value.data or sum(wb) != self.bytes_written.value.data:
-            raise VerifyException(
-                f"{where}: bytes_read/bytes_written {self.bytes_read.value.data}/{self.bytes_written.value.data} "
-                f"differ from the sums of the accesses {sum(rb)}/{sum(wb)}")
-        if len(self.dtypes.data) != len(rb) + len(wb):
-            raise VerifyException(f"{where}: one dtype per operand (reads then writes) expected")
+        nb = int_tuple(self.bytes)
+        written = self.written
+        for r in written:
+            _buffer_type(r).verify_size()
+        n_tok = sum(isinstance(r.type, TokenType) for r in self.outs)
+        if n_tok != (1 if self.token is not None else 0):
+            raise VerifyException(f"[AB-S-1] {where}: a task with 'token' yields exactly one !pplan.token (and only it)")
+        if self.updates:
+            if [v.type for v in self.updates] != [r.type for r in written]:
+                raise VerifyException(f"[AB-S-4] {where}: results must be the new versions of its updates "
+                                      f"(same types, same order)")
+            if self.out is not None:
+                raise VerifyException(f"[AB-S-4] {where}: an in-place task names no fresh result")
+        elif len(written) > 1 or (len(written) == 1) != (self.out is not None):
+            raise VerifyException(f"[AB-S-4] {where}: a task without updates yields one fresh buffer named by 'out'")
+        if len(nb) != len(self.ins) + len(written):
+            raise VerifyException(f"[AB-R-6] {where}: one byte count per access (reads, then writes) expected, "
+                                  f"got {len(nb)} for {len(self.ins) + len(written)}")
+        if any(b < 0 for b in nb) or self.flops.value.data < 0:
+            raise VerifyException(f"[AB-R-6] {where}: negative byte or flop count")
+        for k, (v, n) in enumerate(zip((*self.ins, *written), nb)):
+            cap = _buffer_type(v).nbytes
+            if n > cap:
+                raise VerifyException(f"[AB-R-6] {where}: access {k} moves {n} bytes of a buffer holding {cap}")
+        if op in ("send", "recv"):
+            edges = [v for v in (self.updates if op == "send" else self.ins) if _buffer_type(v).lifetime == "edge"]
+            if len(edges) != 1:
+                raise VerifyException(f"[AB-L-2] {where}: a {op} {'updates' if op == 'send' else 'reads'} exactly one "
+                                      f"edge object")
         if op == "matmul":
-            shape = ints(self.shape)
+            shape = int_tuple(self.work)
             if len(shape) != 3 or self.flops.value.data != 2 * math.prod(shape):
-                raise VerifyException(f"{where}: matmul flops {self.flops.value.data} inconsistent with work shape "
-                                      f"[M, N, K] = {list(shape)} (expected 2*M*N*K)")
+                raise VerifyException(f"[AB-L-2] {where}: matmul flops {self.flops.value.data} inconsistent with work "
+                                      f"shape [M, N, K] = {list(shape)} (expected 2*M*N*K)")
+
+
+# --------------------------------------------------------------------------- regions
+@irdl_op_definition
+class YieldOp(PipeplanOp):
+    """``pplan.yield %a, %b``: the values a ``pplan.stage``/``pplan.step`` region passes on (new versions
+    of persistent buffers, tokens); they become the region op's results."""
+
+    name = "pplan.yield"
+
+    values = var_operand_def()
+    traits = traits_def(IsTerminator())
+
+    def __init__(self, values: Sequence[SSAValue]):
+        super().__init__(operands=[values])
+
+    def print(self, printer: Printer) -> None:
+        if self.values:
+            printer.print_string(" ")
+            printer.print_list(self.values, printer.print_operand)
+
+    @classmethod
+    def parse(cls, parser: Parser) -> YieldOp:
+        vals: list[SSAValue] = []
+        if parser._current_token.kind == MLIRTokenKind.PERCENT_IDENT:  # noqa: SLF001
+            vals = parser.parse_comma_separated_list(parser.Delimiter.NONE, lambda: _parse_value(parser))
+        return cls(vals)
+
+
+class _RegionOp(PipeplanOp):
+    """Base of ``pplan.stage``/``pplan.step``: one block ending in ``pplan.yield``; results = the yield's
+    operand types."""
+
+    body = region_def("single_block")
+    outs = var_result_def()
+
+    @property
+    def yield_op(self) -> YieldOp:
+        y = self.body.block.last_op
+        assert isinstance(y, YieldOp)
+        return y
+
+    def _verify_yield(self, where: str) -> None:
+        y = self.body.block.last_op  # a terminator (xDSL's region verifier), and only pplan.yield is one here
+        if not isinstance(y, YieldOp) or [v.type for v in y.values] != [r.type for r in self.outs]:
+            raise VerifyException(f"[AB-S-1] {where}: results must match the yielded values' types")
 
 
 @irdl_op_definition
+class StageOp(_RegionOp):
+    """The tasks of one stage in one step, in program order: ``%v:2 = pplan.stage 0 { ... pplan.yield %a, %b }``."""
+
+    name = "pplan.stage"
+
+    index = prop_def(IntegerAttr[I64])
+
+    def __init__(self, index: int, ops: Sequence[Operation], yielded: Sequence[SSAValue]):
+        super().__init__(properties={"index": i64_attr(index)}, result_types=[[v.type for v in yielded]],
+                         regions=[Region(Block([*ops, YieldOp(yielded)]))])
+
+    @property
+    def step_op(self) -> StepOp:
+        p = self.parent_op()
+        assert isinstance(p, StepOp), "a pplan.stage lives in a pplan.step"
+        return p
+
+    def tasks(self) -> list[TaskOp]:
+        return [o for o in self.body.block.ops if isinstance(o, TaskOp)]
+
+    def print(self, printer: Printer) -> None:
+        printer.print_string(f" {self.index.value.data} ")
+        printer.print_region(self.body)
+
+    @classmethod
+    def parse(cls, parser: Parser) -> StageOp:
+        index = parser.parse_integer()
+        region = parser.parse_region()
+        last = region.block.last_op if region.blocks else None
+        types = [v.type for v in last.operands] if isinstance(last, YieldOp) else []
+        return cls.create(properties={"index": i64_attr(index)}, result_types=types, regions=[region])
+
+    def verify_(self) -> None:
+        where = f"stage {self.index.value.data}"
+        self._verify_yield(where)
+        for o in self.body.block.ops:
+            if not isinstance(o, TaskOp | YieldOp):
+                raise VerifyException(f"[AB-S-1] {where}: unexpected op {o.name} (only pplan.task)")
+
+
+@irdl_op_definition
+class StepOp(_RegionOp):
+    """One step of the plan (``prefill``/``decode``): its ``pplan.stage`` regions in stage order."""
+
+    name = "pplan.step"
+
+    step = prop_def(StepAttr)
+
+    def __init__(self, step: str, ops: Sequence[Operation], yielded: Sequence[SSAValue]):
+        super().__init__(properties={"step": StepAttr(Step(step))}, result_types=[[v.type for v in yielded]],
+                         regions=[Region(Block([*ops, YieldOp(yielded)]))])
+
+    def stages(self) -> list[StageOp]:
+        return [o for o in self.body.block.ops if isinstance(o, StageOp)]
+
+    def print(self, printer: Printer) -> None:
+        printer.print_string(f" {self.step.data} ")
+        printer.print_region(self.body)
+
+    @classmethod
+    def parse(cls, parser: Parser) -> StepOp:
+        step = parser.parse_identifier(context_msg=" (step)")
+        if step not in STEPS:
+            parser.raise_error(f"[AB-S-1] step {step!r} is not one of {list(STEPS)}")
+        region = parser.parse_region()
+        last = region.block.last_op if region.blocks else None
+        types = [v.type for v in last.operands] if isinstance(last, YieldOp) else []
+        return cls.create(properties={"step": StepAttr(Step(step))}, result_types=types, regions=[region])
+
+    def verify_(self) -> None:
+        where = f"step {self.step.data}"
+        self._verify_yield(where)
+        seen: list[int] = []
+        for o in self.body.block.ops:
+            if isinstance(o, StageOp):
+                seen.append(o.index.value.data)
+            elif not isinstance(o, YieldOp):
+                raise VerifyException(f"[AB-S-1] {where}: unexpected op {o.name} (only pplan.stage)")
+        if seen != sorted(set(seen)):
+            raise VerifyException(f"[AB-S-1] {where}: stages must appear once each, in increasing order, got {seen}")
+
+
+# --------------------------------------------------------------------------- value analysis
+def _root(v: SSAValue) -> SSAValue:
+    """The value ``v`` stands for: through stage/step results to the yielded value, until a task or
+    declaration result."""
+    while isinstance(v, OpResult) and isinstance(v.op, StageOp | StepOp):
+        v = v.op.yield_op.values[v.index]
+    return v
+
+
+def _decl_of(v: SSAValue) -> Operation | None:
+    """The declaration op of the buffer ``v`` is a version of (None for a fresh transient)."""
+    v = _root(v)
+    while isinstance(v, OpResult) and isinstance(v.op, TaskOp):
+        t = v.op
+        if not t.updates:
+            return None
+        v = _root(t.updates[v.index])
+    return v.op if isinstance(v, OpResult) else None
+
+
+def producer(v: SSAValue) -> TaskOp | None:
+    """The task that defines ``v`` (through region results), or None for a declaration."""
+    r = _root(v)
+    return r.op if isinstance(r, OpResult) and isinstance(r.op, TaskOp) else None
+
+
+def buffer_name(v: SSAValue) -> str:
+    """The buffer ``v`` is a version of: ``edge.<id>``, ``s<stage>.w.<tensor>``, ``s<stage>.<kv or table>``,
+    or ``<step>.s<stage>.<out>`` for a transient."""
+    r = _root(v)
+    while isinstance(r, OpResult) and isinstance(r.op, TaskOp):
+        t = r.op
+        if t.updates:
+            r = _root(t.updates[r.index])
+            continue
+        assert t.out is not None
+        st = t.stage_op
+        return f"{st.step_op.step.data}.s{st.index.value.data}.{t.out.data}"
+    assert isinstance(r, OpResult) and isinstance(r.op, WeightOp | TableOp | KvOp | EdgeObjectOp), r
+    return r.op.buffer_name
+
+
+@dataclass(frozen=True)
+class BufferInfo:
+    """One buffer of the plan (all versions of one value chain): name, type, owning stage (-1: edge
+    object) and lineage origin (GGUF tensor, ``kv``/table name, ``edge <id> (<kind>)``, ``<step>:<out>``)."""
+
+    name: str
+    type: BufferType
+    stage: int
+    origin: str
+
+
+def plan_buffers(plan: PlanOp) -> list[BufferInfo]:
+    """The plan's buffers in declaration order: edge objects, then in program order each task's
+    first-used declarations (operand order) and its fresh result, then any declaration no task uses."""
+    out: list[BufferInfo] = []
+    seen: set[Operation] = set()
+    for o in plan.body.block.ops:
+        if isinstance(o, EdgeObjectOp):
+            seen.add(o)
+            out.append(BufferInfo(o.buffer_name, o.type, -1, o.origin_text))
+    for t in plan.tasks():
+        for v in (*t.ins, *t.updates):
+            d = _decl_of(v)
+            if d is not None and d not in seen and isinstance(d, WeightOp | TableOp | KvOp):
+                seen.add(d)
+                out.append(BufferInfo(d.buffer_name, d.type, d.stage.value.data, d.origin_text))
+        if t.out is not None and t.written:
+            out.append(BufferInfo(buffer_name(t.written[0]), _buffer_type(t.written[0]), t.stage_index,
+                                  f"{t.step_name}:{t.out.data}"))
+    for o in plan.body.block.ops:
+        if isinstance(o, WeightOp | TableOp | KvOp) and o not in seen:
+            out.append(BufferInfo(o.buffer_name, o.type, o.stage.value.data, o.origin_text))
+    return out
+
+
+def plan_dependencies(plan: PlanOp) -> dict[str, tuple[str, ...]]:
+    """Task id -> the ids of the tasks it must follow, from SSA uses in program order: the producer
+    of each read (RAW); for each in-place update, the producer of the updated version (WAW) and the
+    earlier readers of that version (WAR); the producer of each ``after`` token."""
+    readers: dict[SSAValue, list[str]] = {}
+    deps_of: dict[str, tuple[str, ...]] = {}
+    for t in plan.tasks():
+        me = t.task_id
+        deps: dict[str, None] = {}
+        ins = [_root(v) for v in t.ins]
+        for v in ins:
+            p = producer(v)
+            if p is not None:
+                deps[p.task_id] = None
+        for v in t.updates:
+            r = _root(v)
+            p = producer(r)
+            if p is not None:
+                deps[p.task_id] = None
+            for x in readers.get(r, ()):
+                deps[x] = None
+        for v in t.after:
+            p = producer(v)
+            if p is not None:
+                deps[p.task_id] = None
+        deps.pop(me, None)
+        deps_of[me] = tuple(deps)
+        for v in ins:
+            readers.setdefault(v, []).append(me)
+    return deps_of
+
+
+# --------------------------------------------------------------------------- plan
+@irdl_op_definition
 class PlanOp(PipeplanOp):
-    """The portable plan of one run: buffers and tasks in program order.
+    """The portable plan of one run: buffer declarations, then the steps in order.
 
     Properties: ``sym_name`` (run id), ``stage_count``, ``prompt_len`` (tokens of the prefill step),
     ``decode_pos`` (position of the decode step's token), ``model`` (GGUF model name),
     ``source`` (lineage: ``runplan @<run id>``).
 
-    Verifier (whole plan, linear in ops + edges): symbols unique; every buffer use names a declared
-    buffer; every access within the buffer's bytes; operand dtypes equal the buffers'; every
-    dependency names a declared task (closed) and the dependency graph is acyclic.
+    Verifier (whole plan, linear in ops + uses): every operand is defined before its use in program
+    order (def-before-use, so the dependency graph is acyclic, [AB-S-1]); a buffer version updated in
+    place is not read after the update ([AB-S-4]); task ids unique ([AB-R-1]); stage indices below
+    ``stage_count``; each step at most once, prefill before decode.
 
     Example:
     ```mlir
-    pplan.plan @run0 {decode_pos = 4 : i64, model = "m", prompt_len = 4 : i64, source = "runplan @run0",
-                      stage_count = 1 : i64} {
-      pplan.buffer @b {alignment = 32 : i64, bytes = 16 : i64, dtype = "i32", lifetime = "transient",
-        memspace = "device", origin = "decode:tokens", shape = array<i64: 4>, stage = 0 : i64}
+    pplan.plan @run0 attributes {stage_count = 1 : i64, prompt_len = 4 : i64, decode_pos = 4 : i64, model = "m",
+                                 source = "runplan @run0"} {
+      %0 = pplan.edge_object "e0" token_in : !pplan.buffer<16xi32, edge>
+      pplan.step decode {
+        pplan.stage 0 {
+          %1 = pplan.task "recv.e0" recv(%0) -> "input" at "edge:e0" work [1] bytes [4, 4] : !pplan.buffer<1xi32>
+          pplan.yield
+        }
+        pplan.yield
+      }
     }
     ```
     """
@@ -364,85 +993,93 @@ class PlanOp(PipeplanOp):
         super().__init__(
             properties={"sym_name": string(name), "stage_count": i64_attr(stage_count), "prompt_len": i64_attr(prompt_len),
                         "decode_pos": i64_attr(decode_pos), "model": string(model), "source": string(source)},
-            regions=[Region(_block(ops))],
+            regions=[Region(Block(list(ops)))],
         )
 
-    def buffers(self) -> list[BufferOp]:
-        """The plan's buffers, in order."""
-        return [o for o in self.body.block.ops if isinstance(o, BufferOp)]
+    def steps(self) -> list[StepOp]:
+        return [o for o in self.body.block.ops if isinstance(o, StepOp)]
 
     def tasks(self) -> list[TaskOp]:
         """The plan's tasks, in program order."""
-        return [o for o in self.body.block.ops if isinstance(o, TaskOp)]
+        return [t for s in self.steps() for st in s.stages() for t in st.tasks()]
+
+    def buffers(self) -> list[BufferInfo]:
+        """The plan's buffers (:func:`plan_buffers`)."""
+        return plan_buffers(self)
+
+    def dependencies(self) -> dict[str, tuple[str, ...]]:
+        """Task id -> dependency task ids (:func:`plan_dependencies`)."""
+        return plan_dependencies(self)
 
     def verify_(self) -> None:
-        bufs: dict[str, BufferOp] = {}
-        order: dict[str, int] = {}
-        tasks: list[TaskOp] = []
+        where = f"plan @{self.sym_name.data}"
+        n = self.stage_count.value.data
+        steps: list[str] = []
         for o in self.body.block.ops:
-            if isinstance(o, BufferOp):
-                n = o.sym_name.data
-                if n in bufs or n in order:
-                    raise VerifyException(f"plan @{self.sym_name.data}: symbol @{n} declared twice")
-                bufs[n] = o
-            elif isinstance(o, TaskOp):
-                n = o.sym_name.data
-                if n in bufs or n in order:
-                    raise VerifyException(f"plan @{self.sym_name.data}: symbol @{n} declared twice")
-                order[n] = len(tasks)
-                tasks.append(o)
-            else:
-                raise VerifyException(f"plan @{self.sym_name.data}: unexpected op {o.name} (only pplan.buffer and pplan.task)")
-        for t in tasks:
-            where = f"task @{t.sym_name.data}"
-            dts = str_list(t.dtypes)
-            names = ref_names(t.reads) + ref_names(t.writes)
-            sizes = ints(t.read_bytes) + ints(t.write_bytes)
-            for k, (bname, nbytes) in enumerate(zip(names, sizes)):
-                b = bufs.get(bname)
-                if b is None:
-                    raise VerifyException(f"{where}: uses undeclared buffer @{bname}")
-                if nbytes > b.bytes.value.data:
-                    raise VerifyException(f"{where}: accesses {nbytes} bytes of buffer @{bname} which holds "
-                                          f"{b.bytes.value.data}")
-                if dts[k] != b.dtype.data:
-                    raise VerifyException(f"{where}: operand {k} dtype {dts[k]} differs from buffer @{bname} dtype "
-                                          f"{b.dtype.data}")
-            for d in ref_names(t.deps):
-                if d not in order:
-                    raise VerifyException(f"{where}: depends on undeclared task @{d}")
-        _check_acyclic(tasks, order)
+            if isinstance(o, StepOp):
+                steps.append(str(o.step.data))
+                for st in o.stages():
+                    if not 0 <= st.index.value.data < n:
+                        raise VerifyException(f"[AB-S-3] {where}: stage {st.index.value.data} outside [0, {n})")
+            elif not isinstance(o, WeightOp | TableOp | KvOp | EdgeObjectOp):
+                raise VerifyException(f"[AB-S-1] {where}: unexpected op {o.name} (declarations and pplan.step only)")
+        if steps != [s for s in STEPS if s in steps]:
+            raise VerifyException(f"[AB-S-1] {where}: steps must appear once each, prefill before decode, got {steps}")
+        self._verify_dataflow(where)
+
+    def _verify_dataflow(self, where: str) -> None:
+        scopes: list[set[SSAValue]] = [set()]
+        consumed: dict[SSAValue, TaskOp] = {}
+        ids: set[str] = set()
+
+        def use(o: Operation, v: SSAValue) -> None:
+            if not any(v in s for s in scopes):
+                raise IRVerifyError(f"[AB-S-1] {where}: {_what(o)} uses a value before its definition (SSA "
+                                    f"def-before-use: dependencies closed and acyclic)", op=o)
+            r = _root(v)
+            if r in consumed and not isinstance(o, YieldOp):
+                raise IRVerifyError(f"[AB-S-4] {where}: {_what(o)} reads a buffer version that task "
+                                    f"{consumed[r].task_id!r} already updated in place (use its result)", op=o)
+
+        def visit(block: Block) -> None:
+            for o in block.ops:
+                if isinstance(o, TaskOp):
+                    for v in o.operands:
+                        use(o, v)
+                    for v in o.updates:
+                        consumed[_root(v)] = o
+                    tid = o.task_id
+                    if tid in ids:
+                        raise IRVerifyError(f"[AB-R-1] {where}: task id {tid!r} declared twice", op=o)
+                    ids.add(tid)
+                elif isinstance(o, YieldOp):
+                    for v in o.operands:
+                        use(o, v)
+                elif isinstance(o, StageOp | StepOp):
+                    scopes.append(set())
+                    visit(o.body.block)
+                    scopes.pop()
+                scopes[-1].update(o.results)
+
+        visit(self.body.block)
 
 
-def _check_acyclic(tasks: list[TaskOp], order: dict[str, int]) -> None:
-    """Kahn's algorithm over the dependency graph; raises naming a task on a cycle (AB-S-1)."""
-    indeg = [0] * len(tasks)
-    succ: list[list[int]] = [[] for _ in tasks]
-    for i, t in enumerate(tasks):
-        for d in ref_names(t.deps):
-            succ[order[d]].append(i)
-            indeg[i] += 1
-    ready = [i for i, k in enumerate(indeg) if k == 0]
-    seen = 0
-    while ready:
-        i = ready.pop()
-        seen += 1
-        for j in succ[i]:
-            indeg[j] -= 1
-            if indeg[j] == 0:
-                ready.append(j)
-    if seen != len(tasks):
-        stuck = next(t for i, t in enumerate(tasks) if indeg[i] > 0)
-        raise VerifyException(f"dependency cycle through task @{stuck.sym_name.data}")
-
-
-def _block(ops: Sequence[Operation]):
-    from xdsl.ir import Block
-
-    return Block(list(ops))
+def _what(o: Operation) -> str:
+    return f"task {o.task.data!r}" if isinstance(o, TaskOp) else o.name
 
 
 # --------------------------------------------------------------------------- analysis ops
+def _float_text(x: float) -> str:
+    """``repr`` of ``x`` as an MLIR float literal (a ``.`` in the mantissa: ``1e-06`` -> ``1.0e-06``)."""
+    r = repr(float(x))
+    if "e" in r and "." not in r.split("e")[0]:
+        m, e = r.split("e")
+        r = f"{m}.0e{e}"
+    elif "e" not in r and "." not in r and r not in ("inf", "-inf", "nan"):
+        r += ".0"
+    return r
+
+
 @irdl_op_definition
 class CandidateOp(PipeplanOp):
     """One legal implementation candidate of a portable task (AB-I-1).
@@ -453,11 +1090,13 @@ class CandidateOp(PipeplanOp):
     other rules for this task's op and why each was rejected, ``"<rule>: <reason>"``), ``rank``
     (selection order: 0 is preferred; -1 until ``pplan-select-implementations`` ran).
 
+    Syntax: ``pplan.candidate @<task> "<impl>" [rule "<rule>"] rev "<revision>" (on "<engine>" |
+    resources {...}) [rejected [...]] rank N [as @<symbol>]``; the rule defaults to the impl, ``on`` is
+    ``resources = {engine, workspace_bytes = 0}`` and the symbol defaults to ``c.<task>.<rule>``.
+
     Example:
     ```mlir
-    pplan.candidate @c.decode.s0.b0.attn_q.vq_matmul {impl = "vq.matmul", plugin_revision = "virtual-queue@1",
-      rank = 0 : i64, rejected = [], resources = {engine = "compute", workspace_bytes = 0 : i64},
-      rule = "vq.matmul", task = @decode.s0.b0.attn_q}
+    pplan.candidate @decode.s0.b0.matmul.attn_q "vq.matmul" rev "virtual-queue@1" on "queue.compute" rank 0
     ```
     """
 
@@ -473,8 +1112,62 @@ class CandidateOp(PipeplanOp):
     rank = prop_def(IntegerAttr[I64])
 
     traits = traits_def(SymbolOpInterface())
-    assembly_format = "$sym_name attr-dict"
-    irdl_options = (ParsePropInAttrDict(),)
+
+    def print(self, printer: Printer) -> None:
+        task, rule, impl = self.task.root_reference.data, self.rule.data, self.impl.data
+        printer.print_string(" ")
+        printer.print_symbol_name(task)
+        printer.print_string(" ")
+        printer.print_string_literal(impl)
+        if rule != impl:
+            printer.print_string(" rule ")
+            printer.print_string_literal(rule)
+        printer.print_string(" rev ")
+        printer.print_string_literal(self.plugin_revision.data)
+        res = self.resources.data
+        eng, ws = res.get("engine"), res.get("workspace_bytes")
+        if (set(res) == {"engine", "workspace_bytes"} and isinstance(eng, StringAttr)
+                and isinstance(ws, IntegerAttr) and ws.value.data == 0 and ws.type == i64):
+            printer.print_string(" on ")
+            printer.print_string_literal(eng.data)
+        else:
+            printer.print_string(" resources ")
+            printer.print_attribute(self.resources)
+        if self.rejected.data:
+            printer.print_string(" rejected ")
+            printer.print_attribute(self.rejected)
+        printer.print_string(f" rank {self.rank.value.data}")
+        if self.sym_name.data != f"c.{task}.{rule}":
+            printer.print_string(" as ")
+            printer.print_symbol_name(self.sym_name.data)
+
+    @classmethod
+    def parse(cls, parser: Parser) -> CandidateOp:
+        task = parser.parse_symbol_name().data
+        impl = parser.parse_str_literal()
+        rule = parser.parse_str_literal() if parser.parse_optional_keyword("rule") else impl
+        parser.parse_keyword("rev")
+        rev = parser.parse_str_literal()
+        resources: dict[str, Attribute]
+        if parser.parse_optional_keyword("on"):
+            resources = {"engine": string(parser.parse_str_literal()), "workspace_bytes": i64_attr(0)}
+        else:
+            parser.parse_keyword("resources")
+            d = parser.parse_attribute()
+            if not isinstance(d, DictionaryAttr):
+                parser.raise_error("candidate resources must be a dictionary")
+            resources = dict(d.data)
+        rejected: list[str] = []
+        if parser.parse_optional_keyword("rejected"):
+            arr = parser.parse_attribute()
+            if not isinstance(arr, ArrayAttr) or not all(isinstance(x, StringAttr) for x in arr.data):
+                parser.raise_error("candidate rejections must be an array of strings")
+            rejected = [x.data for x in arr.data if isinstance(x, StringAttr)]
+        parser.parse_keyword("rank")
+        rank = parser.parse_integer()
+        name = parser.parse_symbol_name().data if parser.parse_optional_keyword("as") else f"c.{task}.{rule}"
+        return cls(name, task=task, impl=impl, rule=rule, plugin_revision=rev, resources=resources,
+                   rejected=rejected, rank=rank)
 
     def __init__(self, name: str, *, task: str, impl: str, rule: str, plugin_revision: str,
                  resources: dict[str, Attribute], rejected: Sequence[str], rank: int = -1):
@@ -516,7 +1209,7 @@ class CandidatesOp(PipeplanOp):
                  selected: int = 0):
         super().__init__(properties={"plan": SymbolRefAttr(plan), "target": string(target),
                                      "portable_digest": string(portable_digest), "selected": i64_attr(selected)},
-                         regions=[Region(_block(ops))])
+                         regions=[Region(Block(list(ops)))])
 
 
 @irdl_op_definition
@@ -529,10 +1222,12 @@ class CostOp(PipeplanOp):
     ``fallback`` (a later provider answered because an earlier one had no in-domain evidence),
     ``out_of_domain`` (only extrapolated evidence existed), ``key`` (the normalized request key).
 
+    Syntax: ``pplan.cost @<task> ("<rule>" | via @<candidate>) <seconds> s "<provider>" <status> conf <c>
+    key "<key>"``, the candidate being ``c.<task>.<rule>``; floats print exactly (``repr``).
+
     Example:
     ```mlir
-    pplan.cost {candidate = @c.t.vq_matmul, confidence = 5.000000e-01 : f64, duration_s = 1.0e-06 : f64,
-      key = "matmul|f32,f32,f32|1x64x64", provider = "roofline", status = "direct", task = @t}
+    pplan.cost @t "vq.matmul" 1.0e-06 s "roofline" direct conf 0.5 key "matmul|f32,f32,f32|1x64x64"
     ```
     """
 
@@ -546,8 +1241,38 @@ class CostOp(PipeplanOp):
     status = prop_def(StringAttr)
     key = prop_def(StringAttr)
 
-    assembly_format = "attr-dict"
-    irdl_options = (ParsePropInAttrDict(),)
+    def print(self, printer: Printer) -> None:
+        task, cand = self.task.root_reference.data, self.candidate.root_reference.data
+        printer.print_string(" ")
+        printer.print_symbol_name(task)
+        if cand.startswith(f"c.{task}.") and len(cand) > len(task) + 3:
+            printer.print_string(" ")
+            printer.print_string_literal(cand[len(task) + 3:])
+        else:
+            printer.print_string(" via ")
+            printer.print_symbol_name(cand)
+        printer.print_string(f" {_float_text(self.duration_s.value.data)} s ")
+        printer.print_string_literal(self.provider.data)
+        printer.print_string(f" {self.status.data} conf {_float_text(self.confidence.value.data)} key ")
+        printer.print_string_literal(self.key.data)
+
+    @classmethod
+    def parse(cls, parser: Parser) -> CostOp:
+        task = parser.parse_symbol_name().data
+        if parser.parse_optional_keyword("via"):
+            cand = parser.parse_symbol_name().data
+        else:
+            cand = f"c.{task}.{parser.parse_str_literal()}"
+        duration = parser.parse_float()
+        parser.parse_keyword("s")
+        provider = parser.parse_str_literal()
+        status = parser.parse_identifier(context_msg=" (cost status)")
+        parser.parse_keyword("conf")
+        conf = parser.parse_float()
+        parser.parse_keyword("key")
+        key = parser.parse_str_literal()
+        return cls(candidate=cand, task=task, duration_s=duration, provider=provider, confidence=conf,
+                   status=status, key=key)
 
     def __init__(self, *, candidate: str, task: str, duration_s: float, provider: str, confidence: float,
                  status: str, key: str):
@@ -607,7 +1332,7 @@ class CostedViewOp(PipeplanOp):
             "plan": SymbolRefAttr(plan), "portable_digest": string(portable_digest),
             "policy_fingerprint": string(policy_fingerprint), "evidence_fingerprint": string(evidence_fingerprint),
             "target_fingerprint": string(target_fingerprint), "deployment_fingerprint": string(deployment_fingerprint)},
-            regions=[Region(_block(ops))])
+            regions=[Region(Block(list(ops)))])
 
 
 # --------------------------------------------------------------------------- digests
@@ -645,14 +1370,22 @@ def canonical_text(op: Operation) -> str:
     sorted by key, with a fixed encoding per carrier (strings JSON-quoted, integers with their
     width, floats by ``repr``, symbol refs, dense arrays, arrays and dictionaries recursively;
     any other attribute by xDSL's printer). Discardable attributes (``op.attributes``) are
-    analysis annotations and are excluded; so are operands/results (pplan ops have none) and
-    locations. Equal properties in equal order give equal text; the encoding is linear in the
+    analysis annotations and are excluded, and so are locations; operands print as the
+    pre-order number of their definition and results by type, so the digest covers the dataflow. Equal properties in equal order give equal text; the encoding is linear in the
     plan's size (xDSL's generic printer is ~50x slower on plans of thousands of ops).
     """
     lines = []
+    ids: dict[SSAValue, int] = {}
     for o in op.walk():
         props = o.properties
-        lines.append(o.name + " " + " ".join(f"{k}={_enc(props[k])}" for k in sorted(props)))
+        line = o.name + " " + " ".join(f"{k}={_enc(props[k])}" for k in sorted(props))
+        if o.operands:
+            line += " (" + ",".join(f"%{ids.get(v, -1)}" for v in o.operands) + ")"
+        if o.results:
+            for r in o.results:
+                ids[r] = len(ids)
+            line += " -> " + ",".join(_enc_type(r.type) for r in o.results)
+        lines.append(line)
     return "\n".join(lines) + "\n"
 
 
@@ -702,8 +1435,8 @@ def portable_digest(module_or_plan: ModuleOp | PlanOp) -> str:
 
 Pplan = Dialect(
     "pplan",
-    [PlanOp, BufferOp, TaskOp, CandidatesOp, CandidateOp, CostedViewOp, CostOp,
-     TargetBindingOp, DeploymentBindingOp, EvidencePolicyOp],
-    [],
+    [PlanOp, WeightOp, TableOp, KvOp, EdgeObjectOp, StepOp, StageOp, TaskOp, YieldOp, CandidatesOp, CandidateOp,
+     CostedViewOp, CostOp, TargetBindingOp, DeploymentBindingOp, EvidencePolicyOp],
+    [BufferType, TokenType, PortableOpAttr, StepAttr],
 )
-"""The PortablePlanIR dialect (plan, buffers, tasks), its analysis ops and the binding ops."""
+"""The PortablePlanIR dialect (plan, declarations, steps, stages, tasks), its analysis ops and the binding ops."""

@@ -137,8 +137,8 @@ def _sample_entries(samples: dict[str, list[float]], by_key: dict[str, Any]) -> 
         t = by_key[key]
         q = statistics.quantiles(xs, n=4) if len(xs) > 1 else [xs[0]] * 3
         mean = _trimmed_mean(xs)
-        entries.append({"key": key, "op": t.op.data, "seconds": mean, "median_s": statistics.median(xs),
-                        "flops": t.flops.value.data, "bytes": t.bytes_read.value.data + t.bytes_written.value.data,
+        entries.append({"key": key, "op": str(t.op.data), "seconds": mean, "median_s": statistics.median(xs),
+                        "flops": t.flops.value.data, "bytes": t.nbytes_read + t.nbytes_written,
                         "samples": len(xs), "rel_spread": (q[2] - q[0]) / mean if mean > 0 else 0.0})
     return entries
 
@@ -173,14 +173,14 @@ def charge_commands(events: Iterable[Any], *, charge_first: bool = False) -> lis
 def plan_request_keys(plan_module, prompt_len: int) -> dict[str, Any]:
     """``key -> task`` of every task of the RunPlan's portable plan whose cost ``pplan-resolve-costs``
     resolves (one EstimateRequest key per (op, dtypes, shape))."""
-    from pipeplan.dialects.pplan import ints, str_list
+    from pipeplan.dialects.pplan import ints
     from pipeplan.dialects.runplan_build import runplan_spec_from_module
     from pipeplan.transforms.convert_runplan_to_pplan import build_portable_plan
 
     spec = runplan_spec_from_module(plan_module)
     out: dict[str, Any] = {}
     for t in build_portable_plan(spec, prompt_len=prompt_len).tasks():
-        out.setdefault(request_key(t.op.data, str_list(t.dtypes), ints(t.shape)), t)
+        out.setdefault(request_key(t.op.data, t.dtypes(), ints(t.work)), t)
     return out
 
 
@@ -204,7 +204,7 @@ def measure_runtime(plan_module, model: str | Path, *, pool: str | Path | None =
     measured command that names no task of the plan.
     """
     from pipeplan.compiler.replay_package import compile_plan_to_package
-    from pipeplan.dialects.pplan import ints, str_list
+    from pipeplan.dialects.pplan import ints
     from pipeplan.dialects.runplan_build import runplan_spec_from_module
     from pipeplan.runtime.replay import replay_package
     from pipeplan.runtime.tokenizer import SPMTokenizer
@@ -219,7 +219,7 @@ def measure_runtime(plan_module, model: str | Path, *, pool: str | Path | None =
     work = Path(work) if work is not None else Path(tempfile.mkdtemp(prefix="pipeplan-calibrate-"))
     pkg = compile_plan_to_package(plan_module, "virtual-queue", ["roofline"], work / "pkg", pool=pool,
                                   prompt_len=prompt_len, decode_tokens=1)
-    tasks = {t.sym_name.data: t for t in build_portable_plan(runplan_spec_from_module(plan_module),
+    tasks = {t.task_id: t for t in build_portable_plan(runplan_spec_from_module(plan_module),
                                                              prompt_len=prompt_len).tasks()}
     tok = SPMTokenizer.from_gguf(model)
     samples: dict[str, list[float]] = {}
@@ -232,8 +232,8 @@ def measure_runtime(plan_module, model: str | Path, *, pool: str | Path | None =
                 t = tasks.get(cmd.removeprefix("cmd."))
                 if t is None:
                     raise CalibrationError(f"measured command {cmd} names no task of the plan", code="invalid_request")
-                samples.setdefault(request_key(t.op.data, str_list(t.dtypes), ints(t.shape)), []).append(secs)
-    by_key = {request_key(t.op.data, str_list(t.dtypes), ints(t.shape)): t for t in tasks.values()}
+                samples.setdefault(request_key(t.op.data, t.dtypes(), ints(t.work)), []).append(secs)
+    by_key = {request_key(t.op.data, t.dtypes(), ints(t.work)): t for t in tasks.values()}
     entries = _sample_entries(samples, by_key)
     return {"format": TABLE_FORMAT, "created_unix": time.time(),
             "machine": {"platform": platform.platform(), "python": sys.version.split()[0], "torch": torch.__version__,
@@ -511,7 +511,7 @@ def measure_cpu(plan_module, model: str | Path, *, pool: str | Path | None = Non
     """
     import numpy as np
     from pipeplan.compiler.replay_package import compile_plan_to_package
-    from pipeplan.dialects.pplan import ints, str_list
+    from pipeplan.dialects.pplan import ints
     from pipeplan.dialects.runplan_build import runplan_spec_from_module
     from pipeplan.dialects.vmachine import SampleOp, StageOp, abi_of
     from pipeplan.frontend.gguf_facts import read_model_facts
@@ -529,11 +529,11 @@ def measure_cpu(plan_module, model: str | Path, *, pool: str | Path | None = Non
     work = Path(work) if work is not None else Path(tempfile.mkdtemp(prefix="pipeplan-calibrate-"))
     pkg_dir = compile_plan_to_package(plan_module, "virtual-queue", ["roofline"], work / "pkg", pool=pool,
                                       prompt_len=prompt_len, decode_tokens=1)
-    tasks = {t.sym_name.data: t for t in build_portable_plan(runplan_spec_from_module(plan_module),
+    tasks = {t.task_id: t for t in build_portable_plan(runplan_spec_from_module(plan_module),
                                                              prompt_len=prompt_len).tasks()}
 
     def key_of(t: Any) -> str:
-        return request_key(t.op.data, str_list(t.dtypes), ints(t.shape))
+        return request_key(t.op.data, t.dtypes(), ints(t.work))
 
     pkg = load_package(pkg_dir, verify=False)
     abi = abi_of(pkg.program)
@@ -626,7 +626,7 @@ def measure_cpu(plan_module, model: str | Path, *, pool: str | Path | None = Non
                                      cmd_task=cmd_task, key_of=key_of, repeats=max(7, 2 * repeats), np=np)
     # transfers: the ring hops of the plan's frame sizes
     transfer = {key_of(t): t for t in tasks.values() if t.op.data in ("send", "recv")}
-    hops = measure_hops(sorted({int(t.bytes_read.value.data + t.bytes_written.value.data) // 2 or 1
+    hops = measure_hops(sorted({int(t.nbytes_read + t.nbytes_written) // 2 or 1
                                 for t in transfer.values()}), round_trips=round_trips)
     last_stage = n - 1
     hop_entries = {}
@@ -634,7 +634,7 @@ def measure_cpu(plan_module, model: str | Path, *, pool: str | Path | None = Non
         if t.op.data not in ("send", "recv"):
             continue
         stage = int(name.split(".")[1][1:])
-        nbytes = int(t.bytes_read.value.data + t.bytes_written.value.data) // 2 or 1
+        nbytes = int(t.nbytes_read + t.nbytes_written) // 2 or 1
         hop_s, send_s = hop_seconds(hops, nbytes)
         loop = (t.op.data == "recv" and stage == 0) or (t.op.data == "send" and stage == last_stage)
         send_part = min(send_s, hop_s)
@@ -643,8 +643,8 @@ def measure_cpu(plan_module, model: str | Path, *, pool: str | Path | None = Non
     by_key = {key_of(t): t for t in tasks.values()}
     entries = _sample_entries(samples, by_key)
     for key, (t, secs) in hop_entries.items():
-        entries.append({"key": key, "op": t.op.data, "seconds": secs, "median_s": secs, "flops": 0,
-                        "bytes": t.bytes_read.value.data + t.bytes_written.value.data, "samples": round_trips,
+        entries.append({"key": key, "op": str(t.op.data), "seconds": secs, "median_s": secs, "flops": 0,
+                        "bytes": t.nbytes_read + t.nbytes_written, "samples": round_trips,
                         "rel_spread": 0.05})
     return {"format": TABLE_FORMAT, "created_unix": time.time(),
             "machine": {"platform": platform.platform(), "python": sys.version.split()[0], "threads": threads,

@@ -61,7 +61,7 @@ from typing import Any
 
 from pipeplan.dialects.carriers import scalar_attr, strings
 from pipeplan.dialects.cplan import AllocOp, CommandOp, PlanOp, QueueOp, QueueScheduleOp, plan_from_ir
-from pipeplan.dialects.pplan import BufferOp, TaskOp, fingerprint, ints, str_list
+from pipeplan.dialects.pplan import BufferInfo, TaskOp, fingerprint, ints
 from pipeplan.dialects.pplan import PlanOp as PPlanOp
 from pipeplan.dialects.triton_machine import REVISION, CopyOp, LaunchOp, ProgramOp, StreamOp, ViewOp
 from pipeplan.dialects.triton_machine import BufferOp as MachineBufferOp
@@ -134,18 +134,18 @@ class KernelAttrs:
     """Kernel-call attributes per portable task (module docstring): from stage programs (the calls
     ``(stage, kernel, first output) -> attrs``), or ``"$<attr>"`` runtime names when ``calls`` is None."""
 
-    def __init__(self, bufs: Mapping[str, BufferOp], calls: Mapping[tuple[int, str, str], Mapping[str, Any]] | None):
+    def __init__(self, bufs: Mapping[str, BufferInfo], calls: Mapping[tuple[int, str, str], Mapping[str, Any]] | None):
         self._bufs = bufs
         self.calls = calls
 
     @classmethod
-    def from_programs(cls, bufs: Mapping[str, BufferOp], programs: Mapping[int, Sequence[Any]]) -> KernelAttrs:
+    def from_programs(cls, bufs: Mapping[str, BufferInfo], programs: Mapping[int, Sequence[Any]]) -> KernelAttrs:
         """From each stage's ordered ``KernelCall`` list (:mod:`pipeplan.models.stage_program`)."""
         return cls(bufs, {(st, c.kernel, c.outputs[0]): c.attrs for st, prog in programs.items() for c in prog
                           if c.outputs})
 
     @classmethod
-    def for_plan(cls, pplan: PPlanOp, bufs: Mapping[str, BufferOp], abi: Mapping[str, Any] | None) -> KernelAttrs:
+    def for_plan(cls, pplan: PPlanOp, bufs: Mapping[str, BufferInfo], abi: Mapping[str, Any] | None) -> KernelAttrs:
         """The runtime stage programs rebuilt for the model kernel ABI ``abi`` (each stage's layer range and
         first/last role from its portable tasks), or runtime names when ``abi`` is None.
 
@@ -157,8 +157,8 @@ class KernelAttrs:
 
         hp = hparams_of(abi)
         per_stage: dict[int, list[TaskOp]] = {}
-        for t in (o for o in pplan.body.walk() if isinstance(o, TaskOp)):
-            per_stage.setdefault(t.stage.value.data, []).append(t)
+        for t in pplan.tasks():
+            per_stage.setdefault(t.stage_index, []).append(t)
         programs = {}
         for st, tasks in per_stage.items():
             blocks = sorted({t.block.value.data for t in tasks if t.block.value.data >= 0})
@@ -181,8 +181,8 @@ class KernelAttrs:
             want["eps"] = None
         if self.calls is None:
             return {k: f"${k}" for k in want}
-        out = self._bufs[task.writes.data[0].root_reference.data].origin.data.split(":", 1)[-1]
-        call = self.calls.get((task.stage.value.data, op, out))
+        out = self._bufs[task.writes()[0]].origin.split(":", 1)[-1]
+        call = self.calls.get((task.stage_index, op, out))
         if call is None:
             raise _Reject(f"{op} -> {out}, which is not a call of the runtime stage program for the model ABI")
         got = {k: call.get(k, v) for k, v in want.items()}
@@ -191,19 +191,19 @@ class KernelAttrs:
         return got
 
 
-def _shape(bufs: Mapping[str, BufferOp], ref) -> tuple[int, ...]:
-    return ints(bufs[ref.root_reference.data].shape)
+def _shape(bufs: Mapping[str, BufferInfo], ref: str) -> tuple[int, ...]:
+    return bufs[ref].type.shape
 
 
-def _lower_kernel(cmd: CommandOp, task: TaskOp, bufs: Mapping[str, BufferOp], attrs: KernelAttrs,
+def _lower_kernel(cmd: CommandOp, task: TaskOp, bufs: Mapping[str, BufferInfo], attrs: KernelAttrs,
                   waits: list[str], interpret: bool = False) -> LaunchOp:
     """One compute command -> its launch (module table); raises _Reject with the reason."""
     op = task.op.data
-    shape = ints(task.shape)
-    dtypes = str_list(task.dtypes)
+    shape = ints(task.work)
+    dtypes = task.dtypes()
     reads, writes = [a.data for a in cmd.reads.data], [a.data for a in cmd.writes.data]
     args = reads + writes
-    rd = task.reads.data
+    rd = task.reads()
     if op == "matmul":
         t, n, k = shape
         fmt = weight_format(dtypes[1])
@@ -220,7 +220,7 @@ def _lower_kernel(cmd: CommandOp, task: TaskOp, bufs: Mapping[str, BufferOp], at
         grid = (_cdiv(n, cfg["BLOCK_N"]), _cdiv(t, cfg["BLOCK_M"]))
         return _launch(cmd, fmt.kernel, grid, meta, args, {"M": t, "N": n, "K": k}, waits, cfg["autotune"])
     t = shape[0]
-    w = shape[1] if len(shape) > 1 else ints(task.read_bytes)[0] // (4 * max(t, 1))  # argmax: [T] -> V from bytes
+    w = shape[1] if len(shape) > 1 else task.read_bytes()[0] // (4 * max(t, 1))  # argmax: [T] -> V from bytes
     if op == "embedding_gather":
         fmt = weight_format(dtypes[1])
         assert fmt is not None
@@ -245,7 +245,7 @@ def _lower_kernel(cmd: CommandOp, task: TaskOp, bufs: Mapping[str, BufferOp], at
     if op == "argmax":
         return _launch(cmd, "argmax:_argmax_kernel", (t,), {"BLOCK": min(next_pow2(w), 4096)}, args, {"V": w}, waits)
     if op == "kv_cache_write":
-        ck, cv = (_shape(bufs, r) for r in task.writes.data)
+        ck, cv = (_shape(bufs, r) for r in task.writes())
         wk, wv = ck[1] * ck[2], cv[1] * cv[2]
         return _launch(cmd, "attention:_kv_write_kernel", (t,), {"BLOCK": next_pow2(max(wk, wv)) if interpret else min(next_pow2(max(wk, wv)), 1024)}, args,
                        {"start_pos": "$start_pos", "WK": wk, "WV": wv}, waits)
@@ -285,19 +285,19 @@ def _lower_kernel(cmd: CommandOp, task: TaskOp, bufs: Mapping[str, BufferOp], at
     raise _Reject(f"op {op}")
 
 
-def _stage_cache(bufs: Mapping[str, BufferOp], task: TaskOp) -> tuple[int, ...] | None:
+def _stage_cache(bufs: Mapping[str, BufferInfo], task: TaskOp) -> tuple[int, ...] | None:
     """Shape ``[S, Hkv, hd_k]`` of a ``cache_k`` buffer of the task's stage (and block, when it has one)."""
-    st, blk = task.stage.value.data, task.block.value.data
+    st, blk = task.stage_index, task.block.value.data
     best = None
     for b in bufs.values():
-        if b.stage.value.data == st and b.origin.data.endswith("cache_k") and len(ints(b.shape)) == 3:
-            if b.origin.data == f"blk.{blk}.cache_k":
-                return ints(b.shape)
-            best = best or ints(b.shape)
+        if b.stage == st and b.origin.endswith("cache_k") and len(b.type.shape) == 3:
+            if b.origin == f"blk.{blk}.cache_k":
+                return b.type.shape
+            best = best or b.type.shape
     return best
 
 
-def lower_command(cmd: CommandOp, task: TaskOp, bufs: Mapping[str, BufferOp], attrs: KernelAttrs, waits: list[str],
+def lower_command(cmd: CommandOp, task: TaskOp, bufs: Mapping[str, BufferInfo], attrs: KernelAttrs, waits: list[str],
                   sizes: Mapping[str, int], interpret: bool = False) -> Operation:
     """One concrete command -> its instruction (module table).
 
@@ -316,7 +316,7 @@ def lower_command(cmd: CommandOp, task: TaskOp, bufs: Mapping[str, BufferOp], at
     try:
         if impl not in IMPLS:
             raise _Reject(f"implementation {impl}")
-        why = unsupported(task.op.data, str_list(task.dtypes), ints(task.shape), impl)
+        why = unsupported(str(task.op.data), task.dtypes(), ints(task.work), impl)
         if why is not None:
             raise _Reject(why)
         if impl in ("triton.send", "triton.recv"):
@@ -356,8 +356,8 @@ def lower_plan(plan: PlanOp, pplan: PPlanOp, abi: Mapping[str, Any] | None = Non
     if not ext:
         raise PassFailedException(f"{PASS}: the cuda-triton target runs queues; this plan has no cplan.queue_schedule "
                                   "extension (bind it with a queue binder)")
-    tasks = {o.sym_name.data: o for o in pplan.body.walk() if isinstance(o, TaskOp)}
-    bufs = {o.sym_name.data: o for o in pplan.body.walk() if isinstance(o, BufferOp)}
+    tasks = {t.task_id: t for t in pplan.tasks()}
+    bufs = {b.name: b for b in pplan.buffers()}
     attrs = KernelAttrs.for_plan(pplan, bufs, abi)
     cmds = {o.id.data: o for o in plan.body.walk() if isinstance(o, CommandOp)}
     sizes = {a.id: a.size for a in value.allocs}
@@ -375,7 +375,7 @@ def lower_plan(plan: PlanOp, pplan: PPlanOp, abi: Mapping[str, Any] | None = Non
                                           "portable plan does not hold (run convert-pplan-to-cplan{keep_source=true})")
             waits = [d.data for d in cmd.deps.data if queue_of.get(d.data) != key]
             ins = lower_command(cmd, task, bufs, attrs, waits, sizes, interpret)
-            props = {**ins.properties, "step": task.step}
+            props = {**ins.properties, "step": StringAttr(task.step_name)}
             assert isinstance(ins, IRDLOperation)
             order = ins.get_irdl_definition().properties  # declared order: the parsed form prints the same
             ops.append(type(ins).create(properties={k: props[k] for k in order if k in props}))
@@ -386,7 +386,7 @@ def lower_plan(plan: PlanOp, pplan: PPlanOp, abi: Mapping[str, Any] | None = Non
                                         "revision": StringAttr(REVISION)}, regions=[Region(Block([*decls, *streams]))])
 
 
-def _buffer(alloc: AllocOp, bufs: Mapping[str, BufferOp]) -> MachineBufferOp:
+def _buffer(alloc: AllocOp, bufs: Mapping[str, BufferInfo]) -> MachineBufferOp:
     """The ``tmachine.buffer`` of one concrete allocation (dtype, shape, origin of its portable buffer).
 
     Raises:
@@ -395,8 +395,10 @@ def _buffer(alloc: AllocOp, bufs: Mapping[str, BufferOp]) -> MachineBufferOp:
     if src is None:
         raise PassFailedException(f"{PASS}: allocation {alloc.id.data} holds buffer @{alloc.source.data}, which the "
                                   "portable plan does not hold")
-    return MachineBufferOp.create(properties={"id": alloc.id, "device": alloc.device, "dtype": src.dtype,
-                                              "shape": src.shape, "lifetime": alloc.lifetime, "origin": src.origin})
+    return MachineBufferOp.create(properties={"id": alloc.id, "device": alloc.device,
+                                              "dtype": StringAttr(src.type.dtype),
+                                              "shape": DenseArrayBase.from_list(i64, src.type.shape),
+                                              "lifetime": alloc.lifetime, "origin": StringAttr(src.origin)})
 
 
 @dataclass(frozen=True)

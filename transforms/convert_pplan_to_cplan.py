@@ -77,7 +77,6 @@ from pipeplan.dialects.pplan import (
     CostOp,
     find_plan,
     portable_digest,
-    ref_names,
 )
 from xdsl.context import Context
 from xdsl.dialects.builtin import ModuleOp
@@ -416,12 +415,13 @@ def problem_from_module(module: ModuleOp, risk: str = "policy") -> Problem:
     engines: dict[str, list[str]] = {d.id: [] for d in db.devices}
     tasks = []
     ptasks = plan.tasks()
+    deps = plan.dependencies()
     for t in ptasks:
-        name = t.sym_name.data
+        name = t.task_id
         cand = selected.get(name)
         if cand is None:
             raise CplanError(f"no selected implementation for {t.lineage}", code="missing_binding", where=name)
-        dev = stage_dev(t.stage.value.data, t.lineage)
+        dev = stage_dev(t.stage_index, t.lineage)
         eng_attr = cand.resources.data.get("engine")
         eng = eng_attr.data if eng_attr is not None else "compute"  # type: ignore[union-attr]
         if eng not in engines[dev]:
@@ -429,13 +429,13 @@ def problem_from_module(module: ModuleOp, risk: str = "policy") -> Problem:
         cost = costs.get(cand.sym_name.data)
         link = ""
         if t.op.data == "send":
-            nxt = t.stage.value.data + 1
+            nxt = t.stage_index + 1
             if nxt < len(db.stage_devices):
                 link = f"link.{dev}.{stage_dev(nxt, t.lineage)}"
         lineage = f"{t.lineage} -> candidate {cand.impl.data}"
         tasks.append(TaskNode(
-            id=name, op=t.op.data, device=dev, engine=eng, implementation=cand.impl.data,
-            deps=ref_names(t.deps), reads=ref_names(t.reads), writes=ref_names(t.writes),
+            id=name, op=str(t.op.data), device=dev, engine=eng, implementation=cand.impl.data,
+            deps=deps[name], reads=t.reads(), writes=t.writes(),
             duration=None if cost is None else cost.duration_s.value.data,
             provider="" if cost is None else cost.provider.data,
             status="missing" if cost is None else cost.status.data, lineage=lineage,
@@ -449,14 +449,13 @@ def problem_from_module(module: ModuleOp, risk: str = "policy") -> Problem:
             reader.setdefault(r, tn.device)
     buffers = []
     for b in plan.buffers():
-        name = b.sym_name.data
-        st = b.stage.value.data
+        name, st = b.name, b.stage
         if st >= 0:
             dev = stage_dev(st, f"buffer @{name}")
         else:
             dev = writer.get(name) or reader.get(name) or db.stage_devices[0]
-        buffers.append(BufferNode(name, dev, b.memspace.data, b.bytes.value.data, b.alignment.value.data,
-                                  b.lifetime.data, f"{b.origin.data} on stage {st}"))
+        buffers.append(BufferNode(name, dev, b.type.memspace, b.type.nbytes, b.type.alignment,
+                                  b.type.lifetime, f"{b.origin} on stage {st}"))
 
     devices = tuple(Device(d.id, tuple((s, d.memory_bytes) for s in MEMSPACES),
                            tuple((e, 1) for e in engines[d.id])) for d in db.devices)

@@ -36,23 +36,37 @@ dims, P = start position, L = P + R keys, W sliding window, w = element bytes; a
 * ``send``/``recv`` move the step's rows of the edge object (``T*D*w`` activations, ``T*4`` token
   ids, 4 bytes for the sampled token) — at most the ObjectSpec's ``max_extent``.
 
-Dependencies are derived from buffer hazards in program order (read-after-write,
-write-after-read, write-after-write on whole buffers), across stages through the edge buffers.
-One dependency is not a buffer hazard and is stated explicitly: the **token loop**. The orchestrator
-feeds the token sampled by a step (the last stage's ``send`` on the token-out edge) back as the next
-step's input (stage 0's ``recv`` on the token-in edge), so the decode step's token-in ``recv``
-depends on the prefill step's token-out ``send`` (:func:`token_loop_dependency`). With it, every task
-of a step happens-before every task of the next one, and no scheduler can interleave the two steps
-on a queue (a token loop could not run such an order).
+Dataflow is SSA (:mod:`pipeplan.dialects.pplan`): weights, tables, KV caches and edge objects are
+declarations, a task reads the current version of each buffer it reads and yields what it writes (a
+fresh transient, or the next version of a buffer it updates in place), and each ``pplan.stage`` /
+``pplan.step`` yields the versions later regions read, so the read-after-write, write-after-read and
+write-after-write order of the old hazard lists is in the uses (``PlanOp.dependencies``). One order is
+not dataflow and is stated explicitly: the **token loop**. The orchestrator feeds the token sampled by a
+step (the last stage's ``send`` on the token-out edge) back as the next step's input (stage 0's ``recv``
+on the token-in edge), so that ``send`` yields a ``!pplan.token`` the next step's token-in ``recv`` takes
+(:func:`token_loop_dependency`). With it, every task of a step happens-before every task of the next one,
+and no scheduler can interleave the two steps on a queue (a token loop could not run such an order).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from pipeplan.dialects.bindings import DeploymentBinding
-from pipeplan.dialects.pplan import BufferOp, PlanOp, TaskOp, dtype_nbytes, gc_paused
+from pipeplan.dialects.pplan import (
+    BufferType,
+    EdgeObjectOp,
+    KvOp,
+    PlanOp,
+    StageOp,
+    StepOp,
+    TableOp,
+    TaskOp,
+    WeightOp,
+    dtype_nbytes,
+    gc_paused,
+)
 from pipeplan.dialects.runplan_build import plan_node_pool, runplan_spec_from_module
 from pipeplan.errors import PipeplanError
 from pipeplan.models.stage_program import (
@@ -66,7 +80,7 @@ from pipeplan.models.stage_program import (
 from pipeplan.plan_types import DTYPE_WIDTHS, ORCHESTRATOR, NodePool, RunPlanSpec
 from xdsl.context import Context
 from xdsl.dialects.builtin import ModuleOp
-from xdsl.ir import Operation
+from xdsl.ir import Operation, SSAValue, Use
 from xdsl.passes import ModulePass
 from xdsl.utils.exceptions import PassFailedException
 
@@ -78,66 +92,113 @@ class _Buf:
     name: str
     dtype: str
     shape: tuple[int, ...]
+    type: BufferType
+    local: str = ""
 
 
 class _Builder:
-    """Accumulates buffers and tasks, deriving hazard dependencies in O(accesses)."""
+    """Accumulates declarations and tasks as SSA values: each buffer name maps to its current version
+    (a declaration's or a task's result); a write of a buffer that has a version is an in-place update
+    of it, the first write of a transient a fresh result."""
 
     def __init__(self) -> None:
-        self.ops: list[Operation] = []
+        self.decls: list[Operation] = []
         self.bufs: dict[str, _Buf] = {}
-        self.last_writer: dict[str, str] = {}
-        self.readers: dict[str, list[str]] = {}
+        self.current: dict[str, SSAValue] = {}
+        self.groups: list[tuple[str, int, list[Operation]]] = []
+        self.tokens: dict[str, SSAValue] = {}
         self.task_count = 0
-        self._align: dict[str, int] = {}
+
+    def group(self, step: str, stage: int) -> None:
+        self.groups.append((step, stage, []))
 
     def buffer(self, name: str, dtype: str, shape: Sequence[int], *, alignment: int, lifetime: str,
-               memspace: str, stage: int, origin: str, nbytes: int | None = None) -> _Buf:
+               stage: int, origin: str, decl: str = "", nbytes: int | None = None) -> _Buf:
+        """A buffer (created once per name): a declaration op when ``decl`` names one
+        (``weight | table | kv | edge``), else a transient whose first write defines it."""
         if name in self.bufs:
             return self.bufs[name]
         shape = tuple(int(d) for d in shape)
-        n = dtype_nbytes(dtype, shape) if nbytes is None else nbytes
-        self.ops.append(BufferOp(name, dtype=dtype, shape=shape, nbytes=n, alignment=alignment, lifetime=lifetime,
-                                 memspace=memspace, stage=stage, origin=origin))
-        b = _Buf(name, dtype, shape)
+        n = dtype_nbytes(dtype, shape)
+        ty = BufferType(shape, dtype, lifetime, alignment)
+        if nbytes is not None and nbytes != n:
+            raise ValueError(f"{nbytes} bytes inconsistent with dtype {dtype} and shape {list(shape)} (expected {n})")
+        b = _Buf(name, dtype, shape, ty, origin.split(":", 1)[-1])
+        op: Operation | None = None
+        if decl == "edge":
+            eid, kind = origin.removeprefix("edge ").split(" ", 1)
+            op = EdgeObjectOp(edge=eid, kind=kind.strip("()"), type=ty)
+        elif decl:
+            op = {"weight": WeightOp, "table": TableOp, "kv": KvOp}[decl](stage=stage, origin=origin, type=ty)
+        if op is not None:
+            self.decls.append(op)
+            self.current[name] = op.results[0]
         self.bufs[name] = b
-        self._align[name] = alignment
         return b
 
-    def task(self, name: str, *, op: str, step: str, stage: int, block: int, model_op: str, flops: int,
+    def task(self, name: str, *, op: str, block: int, model_op: str, flops: int,
              reads: Sequence[tuple[_Buf, int]], writes: Sequence[tuple[_Buf, int]], shape: Sequence[int],
-             memspace: str = "device", collective: str = "none", edge: str | None = None,
-             after: Sequence[str] = ()) -> None:
-        """Append one task; its deps are the buffer hazards of ``reads``/``writes`` followed by the
-        explicit non-hazard dependencies ``after`` (task names already added)."""
-        deps: dict[str, None] = {}
-        for b, _ in reads:
-            w = self.last_writer.get(b.name)
-            if w is not None:
-                deps[w] = None
-        for b, _ in writes:
-            w = self.last_writer.get(b.name)
-            if w is not None:
-                deps[w] = None
-            for r in self.readers.get(b.name, ()):
-                deps[r] = None
-        for a in after:
-            deps[a] = None
-        deps.pop(name, None)
-        operands = [b for b, _ in reads] + [b for b, _ in writes]
-        self.ops.append(TaskOp(
-            name, op=op, step=step, stage=stage, block=block, model_op=model_op, flops=flops,
-            reads=[b.name for b, _ in reads], read_bytes=[n for _, n in reads],
-            writes=[b.name for b, _ in writes], write_bytes=[n for _, n in writes],
-            dtypes=[b.dtype for b in operands], shape=shape, deps=list(deps),
-            alignment=min(self._align[b.name] for b in operands) if operands else 1,
-            memspace=memspace, collective=collective, edge=edge))
+             after: Sequence[str] = (), token: bool = False) -> None:
+        """Append one task to the current (step, stage) group: reads are the current versions of
+        ``reads``; ``writes`` update the current version in place or define a fresh transient;
+        ``after`` names tasks whose token it waits for; ``token`` makes it yield one."""
+        step, stage, ops = self.groups[-1]
+        ins = [self.current[b.name] for b, _ in reads]
+        updates = [self.current[b.name] for b, _ in writes if b.name in self.current]
+        fresh = [b for b, _ in writes if b.name not in self.current]
+        if updates and fresh or len(fresh) > 1:
+            raise PassFailedException(f"convert-runplan-to-pplan: task {name} writes {len(fresh)} new and "
+                                      f"{len(updates)} existing buffers (one new, or only existing ones)")
+        short = name.removeprefix(f"{step}.s{stage}.")
+        t = TaskOp(short, op=op, ins=ins, updates=updates, after=[self.tokens[a] for a in after],
+                   out=fresh[0].type if fresh else None, out_name=fresh[0].local if fresh else None,
+                   model_op=model_op, block=block, flops=flops, work=shape,
+                   nbytes=[n for _, n in reads] + [n for _, n in writes], token=token)
+        ops.append(t)
         self.task_count += 1
-        for b, _ in reads:
-            self.readers.setdefault(b.name, []).append(name)
-        for b, _ in writes:
-            self.last_writer[b.name] = name
-            self.readers[b.name] = []
+        for (b, _), r in zip(writes, t.written):
+            self.current[b.name] = r
+        if token:
+            tok = t.token_result
+            assert tok is not None
+            self.tokens[name] = tok
+
+    def plan_ops(self) -> list[Operation]:
+        """The declarations, then one ``pplan.step`` per step holding its ``pplan.stage`` regions; a
+        value used outside the region that defines it is yielded (and its outside uses take the
+        region's result)."""
+        stages: list[tuple[str, StageOp]] = []
+        for step, stage, ops in self.groups:
+            inner = set(ops)
+            escaping = [r for o in ops for r in o.results if any(u.operation not in inner for u in r.uses)]
+            st = StageOp(stage, ops, escaping)
+            for r, new in zip(escaping, st.results):
+                r.replace_uses_with_if(new, _outside(st))
+            stages.append((step, st))
+        out: list[Operation] = list(self.decls)
+        for step in dict.fromkeys(s for s, _ in stages):
+            mine = [st for s, st in stages if s == step]
+            inner_st = set(mine)
+            escaping = [r for st in mine for r in st.results
+                        if any(_stage_of(u.operation) not in inner_st for u in r.uses)]
+            sp = StepOp(step, mine, escaping)
+            for r, new in zip(escaping, sp.results):
+                r.replace_uses_with_if(new, _outside(sp))
+            out.append(sp)
+        return out
+
+
+def _outside(region_op: Operation) -> Callable[[Use], bool]:
+    """A use predicate: the use is not inside ``region_op``."""
+    return lambda u: not region_op.is_ancestor(u.operation)
+
+
+def _stage_of(o: Operation) -> Operation | None:
+    """The ``pplan.stage`` holding ``o`` (None when it is in none)."""
+    p = o.parent_op()
+    while p is not None and not isinstance(p, StageOp):
+        p = p.parent_op()
+    return p
 
 
 def _short(name: str) -> str:
@@ -198,7 +259,7 @@ def build_portable_plan(spec: RunPlanSpec, *, prompt_len: int, decode_pos: int |
     for edge in spec.edges:
         os = edge.object_spec
         bld.buffer(f"edge.{edge.edge_id}", os.dtype, os.shape, alignment=os.alignment, lifetime="edge",
-                   memspace="link", stage=-1, origin=f"edge {edge.edge_id} ({edge.kind})")
+                   stage=-1, origin=f"edge {edge.edge_id} ({edge.kind})", decl="edge")
     programs = []
     for st in spec.stages:
         first, last = st.index == 0, st.index == n - 1
@@ -208,16 +269,18 @@ def build_portable_plan(spec: RunPlanSpec, *, prompt_len: int, decode_pos: int |
             raise PassFailedException(f"convert-runplan-to-pplan: stage {st.index}: {e.message}") from None
     steps = (("prefill", prompt_len, 0), ("decode", 1, pos))
     loop = token_loop_dependency(spec, [x[0] for x in steps])
+    looped = set(loop.values())
     for step, T, P in steps:
         for st, program in zip(spec.stages, programs):
             s = st.index
             first, last = s == 0, s == n - 1
             pre = f"{step}.s{s}"
+            bld.group(step, s)
             shapes: dict[str, _Buf] = {}
 
             def transient(local: str, dtype: str, shape: Sequence[int], s=s, pre=pre, step=step, shapes=shapes) -> _Buf:
                 b = bld.buffer(f"{pre}.{local}", dtype, shape, alignment=act_align, lifetime="transient",
-                               memspace="device", stage=s, origin=f"{step}:{local}")
+                               stage=s, origin=f"{step}:{local}")
                 shapes[local] = b
                 return b
 
@@ -229,7 +292,7 @@ def build_portable_plan(spec: RunPlanSpec, *, prompt_len: int, decode_pos: int |
                 dt = t.ggml_type.lower()
                 try:
                     return bld.buffer(f"s{s}.w.{local}", dt, tuple(reversed(t.shape)), alignment=facts.alignment,
-                                      lifetime="weight", memspace="device", stage=s, origin=local, nbytes=t.n_bytes)
+                                      lifetime="weight", stage=s, origin=local, nbytes=t.n_bytes, decl="weight")
                 except ValueError as err:
                     raise PassFailedException(f"convert-runplan-to-pplan: tensor {local}: {err}") from None
 
@@ -239,10 +302,10 @@ def build_portable_plan(spec: RunPlanSpec, *, prompt_len: int, decode_pos: int |
                 if local.endswith(".cache_k") or local.endswith(".cache_v"):
                     dim = hd_v if local.endswith(".cache_v") else hd
                     return bld.buffer(f"s{s}.{local}", kv_dt, (L, hp.n_head_kv, dim), alignment=act_align,
-                                      lifetime="kv", memspace="device", stage=s, origin=local)
+                                      lifetime="kv", stage=s, origin=local, decl="kv")
                 if local in (ROPE_TABLE, ROPE_TABLE_SWA):
                     return bld.buffer(f"s{s}.{local}", "f32", (L, hp.rope_dim), alignment=act_align,
-                                      lifetime="weight", memspace="device", stage=s, origin=local)
+                                      lifetime="weight", stage=s, origin=local, decl="table")
                 return shapes[local]
 
             # inbound edge -> stage input
@@ -251,9 +314,9 @@ def build_portable_plan(spec: RunPlanSpec, *, prompt_len: int, decode_pos: int |
             eb = bld.bufs[f"edge.{ein.edge_id}"]
             nb = dtype_nbytes(ein.object_spec.dtype, (T,) + tuple(ein.object_spec.shape[1:]))
             recv = f"{pre}.recv.{ein.edge_id}"
-            bld.task(recv, op="recv", step=step, stage=s, block=-1, model_op=f"edge:{ein.edge_id}", flops=0,
+            bld.task(recv, op="recv", block=-1, model_op=f"edge:{ein.edge_id}", flops=0,
                      reads=[(eb, nb)], writes=[(in_buf, dtype_nbytes(in_buf.dtype, in_buf.shape))],
-                     shape=in_buf.shape, memspace="link", collective="recv", edge=ein.edge_id,
+                     shape=in_buf.shape,
                      after=[loop[recv]] if recv in loop else [])
             rows = T
             for call in program:
@@ -329,27 +392,27 @@ def build_portable_plan(spec: RunPlanSpec, *, prompt_len: int, decode_pos: int |
                                               f"portable work model")
                 if out is not None:
                     writes = [(out, dtype_nbytes("f32", out.shape))]
-                bld.task(tname, op=k, step=step, stage=s, block=blk, model_op=model_op, flops=flops,
+                bld.task(tname, op=k, block=blk, model_op=model_op, flops=flops,
                          reads=reads, writes=writes, shape=shape)
             result = shapes["output"]
             eout = outbound[s]
             if last:
                 tok = transient("token", "i32", (1,))
-                bld.task(f"{pre}.argmax.token", op="argmax", step=step, stage=s, block=-1, model_op="sampling",
+                bld.task(f"{pre}.argmax.token", op="argmax", block=-1, model_op="sampling",
                          flops=V, reads=[(result, V * 4)], writes=[(tok, 4)], shape=(1,))
                 result = tok
             eb = bld.bufs[f"edge.{eout.edge_id}"]
             rows_out = 1 if last else T
             nb = dtype_nbytes(eout.object_spec.dtype, (rows_out,) + tuple(eout.object_spec.shape[1:]))
-            bld.task(f"{pre}.send.{eout.edge_id}", op="send", step=step, stage=s, block=-1,
+            send = f"{pre}.send.{eout.edge_id}"
+            bld.task(send, op="send", block=-1,
                      model_op=f"edge:{eout.edge_id}", flops=0,
                      reads=[(result, dtype_nbytes(result.dtype, result.shape))], writes=[(eb, nb)],
-                     shape=(rows_out,) + tuple(eout.object_spec.shape[1:]), memspace="link",
-                     collective="send", edge=eout.edge_id)
+                     shape=(rows_out,) + tuple(eout.object_spec.shape[1:]), token=send in looped)
     if any(e.producer != ORCHESTRATOR and e.producer not in range(n) for e in spec.edges):
         raise PassFailedException("convert-runplan-to-pplan: an edge names an unknown producer stage")
     return PlanOp(spec.run_id, stage_count=n, prompt_len=prompt_len, decode_pos=pos, model=facts.name,
-                  source=f"runplan @{spec.run_id}", ops=bld.ops)
+                  source=f"runplan @{spec.run_id}", ops=bld.plan_ops())
 
 
 def _scores(R: int, P: int, W: int) -> int:

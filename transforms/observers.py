@@ -222,13 +222,13 @@ class CapabilityCoverage(Observer):
         for cs in _top(module, pplan.CandidatesOp):
             cands = _inner(cs, pplan.CandidateOp)
             have = Counter(_ref(c.task) for c in cands)
-            legal = sum(1 for t in tasks if have[t.sym_name.data] > 0)
+            legal = sum(1 for t in tasks if have[t.task_id] > 0)
             target = bindings.get(cs.target.data, cs.target.data)
             figures["targets"][target] = {"legal_tasks": legal, "candidates": len(cands)}
             parts.append(f"{legal}/{len(tasks)} tasks legal on {target} ({len(cands)} candidates)")
-            findings += [f"task @{t.sym_name.data} has no legal candidate on {target} ({t.lineage})"
-                         for t in tasks if have[t.sym_name.data] == 0]
-            known = {t.sym_name.data for t in tasks}
+            findings += [f"task @{t.task_id} has no legal candidate on {target} ({t.lineage})"
+                         for t in tasks if have[t.task_id] == 0]
+            known = {t.task_id for t in tasks}
             findings += [f"candidate @{c.sym_name.data} names unknown task @{_ref(c.task)}"
                          for c in cands if _ref(c.task) not in known]
         return self.result(not findings and bool(tasks), figures, findings or ([] if tasks else ["no pplan.task"]),
@@ -252,14 +252,14 @@ class CostCoverage(Observer):
         costed_cands = {_ref(c.candidate) for c in costs}
         costed_tasks = {_ref(c.task) for c in costs}
         kinds = Counter(f"{c.provider.data}/{c.status.data}" for c in costs)
-        findings = [f"task @{t.sym_name.data} has no resolved cost ({t.lineage})" for t in tasks
-                    if t.sym_name.data not in costed_tasks]
+        findings = [f"task @{t.task_id} has no resolved cost ({t.lineage})" for t in tasks
+                    if t.task_id not in costed_tasks]
         findings += [f"candidate @{c.sym_name.data} (task @{_ref(c.task)}) has no resolved cost" for c in cands
                      if c.sym_name.data not in costed_cands]
         known = {c.sym_name.data for c in cands}
         findings += [f"cost of @{_ref(c.task)} names unknown candidate @{_ref(c.candidate)}" for c in costs
                      if _ref(c.candidate) not in known]
-        n_tasks = sum(1 for t in tasks if t.sym_name.data in costed_tasks)
+        n_tasks = sum(1 for t in tasks if t.task_id in costed_tasks)
         n_cands = sum(1 for c in cands if c.sym_name.data in costed_cands)
         figures = {"tasks": len(tasks), "costed_tasks": n_tasks, "candidates": len(cands),
                    "costed_candidates": n_cands, "evidence": dict(sorted(kinds.items()))}
@@ -282,7 +282,7 @@ class CommandCorrelation(Observer):
 
     def observe(self, module: ModuleOp) -> Observation:
         cmds = [c for p in _top(module, cplan.PlanOp) for c in _inner(p, cplan.CommandOp)]
-        tasks = {t.sym_name.data: t for t in _tasks(module)}
+        tasks = {t.task_id: t for t in _tasks(module)}
         findings: list[str] = []
         traced: set[str] = set()
         for c in cmds:
@@ -294,7 +294,7 @@ class CommandCorrelation(Observer):
             else:
                 traced.add(task)
         untraced = [t for name, t in tasks.items() if name not in traced]
-        findings += [f"task @{t.sym_name.data} has no concrete command ({t.lineage})" for t in untraced]
+        findings += [f"task @{t.task_id} has no concrete command ({t.lineage})" for t in untraced]
         figures = {"commands": len(cmds), "traced_commands": sum(1 for c in cmds if c.task.data in traced),
                    "tasks": len(tasks), "tasks_with_command": len(tasks) - len(untraced),
                    "source_kept": bool(tasks)}
@@ -361,7 +361,7 @@ class TraceConservation(Observer):
 
     def observe(self, module: ModuleOp) -> Observation:
         findings: list[str] = []
-        steps_of = {t.sym_name.data: t.step.data for t in _tasks(module)}
+        steps_of = {t.task_id: t.step_name for t in _tasks(module)}
         intervals = 0
         busy: dict[str, float] = {}
         makespan = 0.0
@@ -453,10 +453,10 @@ class AbiLegality(Observer):
             tmachine.check_streams(prog)
         except VerifyException as e:
             return [str(e).splitlines()[0]]
-        tasks = {t.sym_name.data: t for t in _tasks(module)}
+        tasks = {t.task_id: t for t in _tasks(module)}
         if not tasks:
             return []
-        lifetimes = {b.sym_name.data: b.lifetime.data for p in _top(module, pplan.PlanOp) for b in p.buffers()}
+        lifetimes = {b.name: b.type.lifetime for p in _top(module, pplan.PlanOp) for b in p.buffers()}
         streams = [list(b.ops) for s in prog.walk() if isinstance(s, tmachine.StreamOp) for b in s.body.blocks]
         flat = [o for ops in streams for o in ops if isinstance(o, tmachine.INSTRUCTIONS)]
         index = {id(o): i for i, o in enumerate(flat)}
@@ -480,12 +480,12 @@ class AbiLegality(Observer):
                 findings.append(f"instruction '{o.id.data}': lineage names no portable task")
                 reads_of.append([])
                 continue
-            reads, writes = pplan.ref_names(task.reads), pplan.ref_names(task.writes)
+            reads, writes = task.reads(), task.writes()
             args = [o.src.data, o.dst.data] if isinstance(o, tmachine.CopyOp) else _str_list(o.args)
             if len(args) != len(reads) + len(writes):
                 kernel = o.kernel.data if isinstance(o, tmachine.LaunchOp) else o.name
                 findings.append(f"instruction '{o.id.data}' ({kernel}) passes {len(args)} buffer args, its task "
-                                f"@{task.sym_name.data} reads {len(reads)} and writes {len(writes)} buffers")
+                                f"@{task.task_id} reads {len(reads)} and writes {len(writes)} buffers")
                 reads_of.append([])
                 continue
             persistent = [lifetimes.get(r, "") in PERSISTENT_LIFETIMES for r in reads]

@@ -29,7 +29,6 @@ from pipeplan.dialects.pplan import (
     gc_paused,
     ints,
     portable_digest,
-    str_list,
 )
 from pipeplan.targets import (
     Candidate,
@@ -48,9 +47,9 @@ from xdsl.utils.exceptions import PassFailedException
 def task_requirements(t: TaskOp) -> TaskRequirements:
     """The normalized requirements of a ``pplan.task``."""
     return TaskRequirements(
-        task=t.sym_name.data, op=t.op.data, dtypes=str_list(t.dtypes), shape=ints(t.shape), layout=t.layout.data,
-        alignment=t.alignment.value.data, memspace=t.memspace.data, collective=t.collective.data,
-        flops=t.flops.value.data, bytes_read=t.bytes_read.value.data, bytes_written=t.bytes_written.value.data,
+        task=t.task_id, op=str(t.op.data), dtypes=t.dtypes(), shape=ints(t.work), layout=t.layout,
+        alignment=t.alignment, memspace=t.memspace, collective=t.collective,
+        flops=t.flops.value.data, bytes_read=t.nbytes_read, bytes_written=t.nbytes_written,
         lineage=t.lineage)
 
 

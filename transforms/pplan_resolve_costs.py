@@ -34,7 +34,7 @@ from pipeplan.dialects.bindings import (
     find_binding,
     require_binding,
 )
-from pipeplan.dialects.pplan import CandidateOp, CostedViewOp, CostOp, fingerprint, gc_paused, ints, str_list
+from pipeplan.dialects.pplan import CandidateOp, CostedViewOp, CostOp, fingerprint, gc_paused, ints
 from pipeplan.transforms.pplan_legalize import plan_of
 from pipeplan.transforms.pplan_select_implementations import candidates_of
 from xdsl.context import Context
@@ -121,7 +121,7 @@ class PplanResolveCostsPass(ModulePass):
             providers = providers_for(policy)
         except EvidenceError as e:
             raise PassFailedException(f"{self.name}: {e.one_line()}") from None
-        tasks = {t.sym_name.data: t for t in plan.tasks()}
+        tasks = {t.task_id: t for t in plan.tasks()}
         costs: list[CostOp] = []
         for c in cands.body.block.ops:
             assert isinstance(c, CandidateOp)
@@ -129,17 +129,17 @@ class PplanResolveCostsPass(ModulePass):
             if t is None:
                 raise PassFailedException(f"{self.name}: candidate @{c.sym_name.data} names undeclared task "
                                           f"@{c.task.root_reference.data}")
-            stage = t.stage.value.data
+            stage = t.stage_index
             try:
                 device = deployment.stage_device(stage)
             except KeyError:
                 raise PassFailedException(f"{self.name}: DeploymentBinding has no device for stage {stage} "
                                           f"({t.lineage})") from None
             req = EstimateRequest(
-                task=t.sym_name.data, candidate=c.sym_name.data, impl=c.impl.data, op=t.op.data,
-                dtypes=str_list(t.dtypes), shape=ints(t.shape), flops=t.flops.value.data,
-                bytes_read=t.bytes_read.value.data, bytes_written=t.bytes_written.value.data,
-                collective=t.collective.data, device=device, lineage=t.lineage)
+                task=t.task_id, candidate=c.sym_name.data, impl=c.impl.data, op=str(t.op.data),
+                dtypes=t.dtypes(), shape=ints(t.work), flops=t.flops.value.data,
+                bytes_read=t.nbytes_read, bytes_written=t.nbytes_written,
+                collective=t.collective, device=device, lineage=t.lineage)
             try:
                 est, status = resolve(req, providers, policy)
             except EvidenceError as e:

@@ -54,7 +54,7 @@ class PplanSelectImplementationsPass(ModulePass):
             plugin = get_target(cands.target.data)
         except UnknownTargetError as e:
             raise PassFailedException(f"{self.name}: {e.message}") from None
-        tasks = {t.sym_name.data: t for t in plan.tasks()}
+        tasks = {t.task_id: t for t in plan.tasks()}
         groups: dict[str, list[CandidateOp]] = {}
         for c in cands.body.block.ops:
             assert isinstance(c, CandidateOp)

@@ -143,12 +143,19 @@ def test_lowering_one_launch_per_command_in_queue_order(cuda_plans):
 
 
 def _set_task(pplan, name, dtypes):
-    """Overwrite one portable task's dtypes (what the lowering reads) in place."""
-    from pipeplan.dialects.pplan import TaskOp
-    from xdsl.dialects.builtin import ArrayAttr, StringAttr
+    """Re-declare one portable task's read operands with these dtypes (what the lowering reads), in place."""
+    from pipeplan.dialects.pplan import BufferType, TableOp
 
-    task = next(t for t in pplan.walk() if isinstance(t, TaskOp) and t.sym_name.data == name)
-    task.properties["dtypes"] = ArrayAttr([StringAttr(d) for d in dtypes])
+    task = next(t for t in pplan.tasks() if t.task_id == name)
+    operands = list(task.operands)
+    for i, (v, d) in enumerate(zip(task.ins, dtypes)):
+        if v.type.dtype != d:
+            decl = TableOp(stage=task.stage_index, origin=f"retyped.{i}",
+                           type=BufferType(v.type.shape, d, "weight", v.type.alignment))
+            pplan.body.block.insert_op_before(decl, pplan.body.block.first_op)
+            operands[i] = decl.result
+    task.operands = operands
+    assert task.dtypes()[:len(task.ins)] == tuple(dtypes[:len(task.ins)])
 
 
 FFN_UP = "decode.s0.b2.matmul.ffn_up"
@@ -227,17 +234,17 @@ def test_lowering_q4k_matmuls_launch_the_q4k_kernel(q4k_module):
     (cdiv(N, BLOCK_N), cdiv(T, BLOCK_M)), scalars M/N/K, autotuned at run) with its lineage; the Q8_0 embedding
     gather keeps its kernel."""
     from pipeplan.dialects.pplan import PlanOp as PPlanOp
-    from pipeplan.dialects.pplan import TaskOp, ints, str_list
+    from pipeplan.dialects.pplan import ints
     from pipeplan.dialects.triton_machine import LaunchOp
 
     pplan = next(o for o in q4k_module.ops if isinstance(o, PPlanOp))
-    tasks = {t.sym_name.data: t for t in pplan.walk() if isinstance(t, TaskOp)}
+    tasks = {t.task_id: t for t in pplan.tasks()}
     launches = {o.cmd.data: o for o in q4k_module.walk() if isinstance(o, LaunchOp)}
-    q4k = {c: o for c, o in launches.items() if str_list(tasks[c.removeprefix("cmd.")].dtypes)[1:2] == ("q4_k",)}
+    q4k = {c: o for c, o in launches.items() if tasks[c.removeprefix("cmd.")].dtypes()[1:2] == ("q4_k",)}
     # 2 blocks x 7 matrices + output, in prefill and decode
     assert len(q4k) == 2 * (2 * 7 + 1)
     for cid, op in q4k.items():
-        t, n, k = ints(tasks[cid.removeprefix("cmd.")].shape)
+        t, n, k = ints(tasks[cid.removeprefix("cmd.")].work)
         meta = {key: attr.value.data for key, attr in op.meta.data.items()}
         assert op.kernel.data == "gemv:_gemv_kq_kernel"
         assert set(meta) == {"FMT", "USE_DOT", "BLOCK_M", "BLOCK_N", "NSB"} and meta["FMT"] == 0 and k % 256 == 0

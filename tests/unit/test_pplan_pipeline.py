@@ -16,6 +16,7 @@ from pipeplan.dialects.pplan import (
     CostOp,
     find_plan,
     portable_digest,
+    producer,
 )
 from pipeplan.frontend.gguf_facts import read_model_facts
 from pipeplan.frontend.planner import plan_run_spec
@@ -155,7 +156,7 @@ def test_stories_decode_step_task_count_and_work(facts):
     """
     spec = plan_run_spec(facts, RuntimeConfig(max_seq_len=L), NodePool(POOL.nodes[:1]), 1)
     plan = build_portable_plan(spec, prompt_len=4)
-    dec = [t for t in plan.tasks() if t.step.data == "decode"]
+    dec = [t for t in plan.tasks() if t.step_name == "decode"]
     D, H, Hkv, hd, F, V, r, n, P = 64, 8, 4, 8, 172, 512, 8, 5, 4
     Dkv = Hkv * hd
     assert (facts.embedding_length, facts.head_count, facts.head_count_kv, facts.feed_forward_length,
@@ -170,8 +171,8 @@ def test_stories_decode_step_task_count_and_work(facts):
             + 4 * D + 2 * 4 * D + (4 * D + 4 * V * D) + 4 * V + 4)
     written = 4 + 4 * D + n * (9 * 4 * D + 5 * 4 * Dkv + 3 * 4 * F) + 4 * D + 4 * D + 4 * V + 4 + 4
     assert sum(t.flops.value.data for t in dec) == flops
-    assert sum(t.bytes_read.value.data for t in dec) == read
-    assert sum(t.bytes_written.value.data for t in dec) == written
+    assert sum(t.nbytes_read for t in dec) == read
+    assert sum(t.nbytes_written for t in dec) == written
 
 
 def test_task_list_is_the_runtime_program(spec2, base2, facts):
@@ -184,7 +185,7 @@ def test_task_list_is_the_runtime_program(spec2, base2, facts):
     for st in spec2.stages:
         prog = build_stage_program(hp, st.layer_start, st.layer_end, st.index == 0, st.index == 1, L)
         for step in ("prefill", "decode"):
-            ops = [t.op.data for t in tasks if t.step.data == step and t.stage.value.data == st.index]
+            ops = [t.op.data for t in tasks if t.step_name == step and t.stage_index == st.index]
             tail = ["argmax", "send"] if st.index == 1 else ["send"]
             assert ops == ["recv"] + [c.kernel for c in prog] + tail
 
@@ -327,7 +328,8 @@ def test_q4k_task_fails_on_queue_target_with_lineage(ctx):
     for target, impl in (("virtual-queue", "vq.matmul"), ("cuda-triton", "triton.matmul")):
         ok = m.clone()
         run_pipeline(ctx, ok, f"pplan-legalize{{target={target}}}")
-        cands = [c for c in next(o for o in ok.ops if isinstance(o, CandidatesOp)).body.block.ops]
+        cands = [c for c in next(o for o in ok.ops if isinstance(o, CandidatesOp)).body.block.ops
+                 if c.task.root_reference.data == "decode.s1.b7.matmul.attn_q"]
         assert [c.impl.data for c in cands] == [impl]
 
 
@@ -339,10 +341,10 @@ def test_stories_legalizes_on_every_target_with_provenance(ctx, base2):
     for target in ("virtual-queue", "virtual-slot", "cuda-triton"):
         m = _run(ctx, base2, f"pplan-legalize{{target={target}}}")
         cands = [c for c in next(o for o in m.ops if isinstance(o, CandidatesOp)).body.block.ops]
-        assert {c.task.root_reference.data for c in cands} == {t.sym_name.data for t in find_plan(base2).tasks()}
+        assert {c.task.root_reference.data for c in cands} == {t.task_id for t in find_plan(base2).tasks()}
         assert len(cands) >= n_tasks
         plugin = get_target(target)
-        op_of = {t.sym_name.data: t.op.data for t in find_plan(base2).tasks()}
+        op_of = {t.task_id: t.op.data for t in find_plan(base2).tasks()}
         for c in cands:
             assert isinstance(c, CandidateOp) and c.plugin_revision.data == plugin.revision
             assert c.rule.data in {r.name for r in plugin.capability.rules_for(op_of[c.task.root_reference.data])}
@@ -458,12 +460,11 @@ def test_convert_pass_imports_without_torch():
 def _closure(plan) -> dict[str, set[str]]:
     """Task name -> names of all its (transitive) dependencies."""
     anc: dict[str, set[str]] = {}
-    for t in plan.tasks():  # program order is a topological order
+    for t, deps in plan.dependencies().items():  # program order is a topological order
         a: set[str] = set()
-        for d in t.deps.data:
-            n = d.root_reference.data
+        for n in deps:
             a |= anc[n] | {n}
-        anc[t.sym_name.data] = a
+        anc[t] = a
     return anc
 
 
@@ -477,11 +478,13 @@ def test_token_loop_dependency_is_explicit(facts, stages):
     plan = build_portable_plan(spec, prompt_len=PROMPT)
     tin = next(e.edge_id for e in spec.edges if e.kind == "token_in")
     tout = next(e.edge_id for e in spec.edges if e.kind == "token_out")
-    recv = next(t for t in plan.tasks() if t.sym_name.data == f"decode.s0.recv.{tin}")
-    assert [d.root_reference.data for d in recv.deps.data] == [f"prefill.s{stages - 1}.send.{tout}"]
+    recv = next(t for t in plan.tasks() if t.task_id == f"decode.s0.recv.{tin}")
+    assert plan.dependencies()[recv.task_id] == (f"prefill.s{stages - 1}.send.{tout}",)
+    (tok,) = recv.after  # the token loop is an SSA !pplan.token value
+    assert producer(tok) is not None and producer(tok).task_id == f"prefill.s{stages - 1}.send.{tout}"
     anc = _closure(plan)
-    prefill = {t.sym_name.data for t in plan.tasks() if t.step.data == "prefill"}
-    decode = [t.sym_name.data for t in plan.tasks() if t.step.data == "decode"]
+    prefill = {t.task_id for t in plan.tasks() if t.step_name == "prefill"}
+    decode = [t.task_id for t in plan.tasks() if t.step_name == "decode"]
     assert prefill and decode and all(prefill <= anc[d] for d in decode)
     assert not any(anc[p] & set(decode) for p in prefill)
 
@@ -512,3 +515,22 @@ def test_id_only_plan_gets_no_binding(ctx, facts):
     assert plan_node_pool(mod) is None
     with pytest.raises(PassFailedException, match="missing binding: DeploymentBinding "):
         run_pipeline(ctx, mod, "convert-runplan-to-pplan{prompt_len=4}," + LEGAL + ",pplan-resolve-costs{evidence=roofline}")
+
+
+# --------------------------------------------------------------------------- SSA dataflow (issue 13)
+def test_every_task_has_ssa_dataflow(ctx, base2):
+    """AB-S-1, AB-S-4 (issue 13 item 1): in the stories260K pipeline output every pplan.task takes the buffers
+    it reads as operands and yields the buffers it writes; kv_cache_write and send yield the next version of
+    the buffer they update; every producer of an operand is a dependency; the printed plan names no buffer
+    or task by symbol (no @ reference inside pplan.plan)."""
+    m = _run(ctx, base2, LEGAL + ",pplan-resolve-costs{evidence=roofline}")
+    plan = find_plan(m)
+    tasks = plan.tasks()
+    assert len(tasks) == 178 and all(t.ins and t.written for t in tasks)
+    for t in tasks:
+        assert bool(t.updates) == (t.op.data in ("kv_cache_write", "send"))
+        assert not t.updates or [v.type for v in t.updates] == [r.type for r in t.written]
+    deps = plan.dependencies()
+    assert all(p.task_id in deps[t.task_id] for t in tasks for v in t.ins if (p := producer(v)) is not None)
+    body = str(plan)
+    assert "@" not in body.split("\n", 1)[1]

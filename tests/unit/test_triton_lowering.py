@@ -2,7 +2,7 @@
 handles the kernels the contract adds (head_rms_norm, gelu_mul, add_bias, neox rope, windowed attention,
 scaled gather).
 
-The tasks are built here as single ``pplan.task`` ops over their own ``pplan.buffer`` operands (the shapes a
+The tasks are built here as single ``pplan.task`` ops over their own declared operands (the shapes a
 stage program gives them) with a ``cplan.command`` each, and lowered with
 :func:`pipeplan.transforms.convert_cplan_to_triton.lower_command` -- the function ``lower_plan`` calls per
 command -- so every (op, operand, dtype) combination costs microseconds.
@@ -15,7 +15,17 @@ import math
 import pytest
 import torch
 from pipeplan.dialects.cplan import CommandOp
-from pipeplan.dialects.pplan import DTYPE_SIZES, BufferOp, TaskOp
+from pipeplan.dialects.pplan import (
+    DTYPE_SIZES,
+    BufferType,
+    EdgeObjectOp,
+    KvOp,
+    PlanOp,
+    StageOp,
+    StepOp,
+    TableOp,
+    TaskOp,
+)
 from pipeplan.dialects.triton_machine import CopyOp, LaunchOp, ViewOp
 from pipeplan.models.stage_program import KernelCall
 from pipeplan.targets import get_target
@@ -30,10 +40,14 @@ H, HKV, HD = 4, 1, 256
 """Shapes: tokens, width (a multiple of every block), vocab, cache length; gemma3 270M's heads."""
 
 
-def _buf(name: str, dtype: str, shape: tuple[int, ...], origin: str, stage: int = 0) -> BufferOp:
-    return BufferOp(name, dtype=dtype, shape=shape, nbytes=0, alignment=64, lifetime="transient", memspace="device",
-                    stage=stage, origin=origin)
-
+def _decl(origin: str, dtype: str, shape: tuple[int, ...], stage: int):
+    """The declaration op of a read (or in-place written) operand: KV caches and edge objects as such, any
+    other operand as a stage table of its shape and dtype (the lowering reads only shapes and dtypes)."""
+    if origin.endswith(("cache_k", "cache_v")):
+        return KvOp(stage=stage, origin=origin, type=BufferType(shape, dtype, "kv"))
+    if origin in ("e0", "e1"):
+        return EdgeObjectOp(edge=origin, kind="activation", type=BufferType(shape, dtype, "edge"))
+    return TableOp(stage=stage, origin=origin.split(":", 1)[-1], type=BufferType(shape, dtype, "weight"))
 
 CACHES = {"ck": ((S, HKV, HD), "blk.0.cache_k"), "cv": ((S, HKV, HD), "blk.0.cache_v")}
 
@@ -75,18 +89,25 @@ def _command(op: str, dtypes: tuple[str, ...], impl: str | None = None, stage: i
     """(command, task, buffers) of one ``op`` task with these operand dtypes (OPERAND_SHAPES)."""
     operands, shape = OPERAND_SHAPES[op]
     n_reads = len(operands) - (2 if op == "kv_cache_write" else 1)
-    bufs = {f"b.{n}": _buf(f"b.{n}", d, sh, origin, stage) for (n, sh, origin), d in zip(operands, dtypes)}
-    for n, (sh, origin) in CACHES.items():  # the stage's KV cache (head geometry of rope)
-        bufs.setdefault(f"b.{n}", _buf(f"b.{n}", "f32", sh, origin, stage))
-    names = [f"b.{n}" for n, _, _ in operands]
-    coll = op if op in ("send", "recv") else "none"
-    task = TaskOp(f"decode.s{stage}.t.{op}", op=op, step="decode", stage=stage, block=block, model_op=f"blk.0.{op}",
-                  flops=1, reads=names[:n_reads], read_bytes=[V * 4] * n_reads, writes=names[n_reads:],
-                  write_bytes=[4] * (len(names) - n_reads), dtypes=dtypes, shape=shape, deps=[], collective=coll,
-                  memspace="link" if coll != "none" else "device", alignment=64)
+    inplace = op in ("kv_cache_write", "send")
+    decls = {origin: _decl(origin, d, sh, stage) for (_, sh, origin), d in
+             zip(operands if inplace else operands[:n_reads], dtypes)}
+    for sh, origin in CACHES.values():  # the stage's KV cache (head geometry of rope)
+        decls.setdefault(origin, _decl(origin, "f32", sh, stage))
+    vals = [decls[origin].results[0] for _, _, origin in operands if origin in decls]
+    (_, out_shape, out_origin), out_dt = operands[-1], dtypes[-1]
+    task = TaskOp(f"t.{op}", op=op, ins=vals[:n_reads], updates=vals[n_reads:] if inplace else (),
+                  out=None if inplace else BufferType(out_shape, out_dt),
+                  out_name=None if inplace else out_origin.split(":", 1)[-1], model_op=f"blk.0.{op}", block=block,
+                  flops=1, work=shape, nbytes=[V * 4] * n_reads + [4] * (len(operands) - n_reads))
+    step = StepOp("decode", [StageOp(stage, [task], [])], [])
+    plan = PlanOp("p", stage_count=stage + 1, prompt_len=1, decode_pos=1, model="m", source="s",
+                  ops=[*decls.values(), step])
+    bufs = {b.name: b for b in plan.buffers()}
+    names = [*task.reads(), *task.writes()]
     allocs = [f"alloc.{n}" for n in names]
     cmd = CommandOp.create(properties={
-        "id": StringAttr(f"cmd.{op}"), "task": StringAttr(task.sym_name.data), "op": StringAttr(op),
+        "id": StringAttr(f"cmd.{op}"), "task": StringAttr(task.task_id), "op": StringAttr(op),
         "impl": StringAttr(impl or f"triton.{op}"), "device": StringAttr("n0"), "engine": StringAttr("cuda.stream"),
         "deps": ArrayAttr([]), "reads": ArrayAttr([StringAttr(a) for a in allocs[:n_reads]]),
         "writes": ArrayAttr([StringAttr(a) for a in allocs[n_reads:]]),
@@ -187,7 +208,7 @@ def test_lowering_gemma3_pieces_with_call_attributes():
     assert _kv(n, "scalars") == {"H": H, "HD": HD, "eps": 1e-6} and _kv(n, "meta") == {"BLOCK_H": 4, "BLOCK_D": 256}
     r = low("rope", ("f32",) * 3)
     assert _kv(r, "scalars") == {"start_pos": "$start_pos", "H": H, "HD": HD, "ROPE_DIM": HD, "NEOX": 1}
-    assert [a.data for a in r.args.data][1] == "alloc.b.tab"
+    assert [a.data for a in r.args.data][1] == "alloc.s0.rope_table_swa"  # the rope table operand
     a = low("attention", ("f32",) * 4)
     assert _kv(a, "scalars") == {"start_pos": "$start_pos", "T": T, "H": H, "HKV": HKV, "HD_K": HD, "HD_V": HD,
                                  "scale": 0.0625, "WINDOW": 512}

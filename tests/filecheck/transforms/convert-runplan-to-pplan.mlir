@@ -1,5 +1,5 @@
 // RUN: pipeplan plan %models/stories260K.gguf --stages 2 --nodes %S/Inputs/pplan-pool2.toml --max-seq-len 64 > %t.runplan.mlir
-// RUN: pipeplan-opt %t.runplan.mlir -p 'convert-runplan-to-pplan{prompt_len=4 pool="%S/Inputs/pplan-pool2.toml"}' | grep 'pplan.task @decode.s1\|pplan.task @prefill.s.\.\(send\|recv\)\|pplan.buffer @edge\|pplan.plan' | filecheck %s
+// RUN: pipeplan-opt %t.runplan.mlir -p 'convert-runplan-to-pplan{prompt_len=4 pool="%S/Inputs/pplan-pool2.toml"}' | filecheck %s
 // RUN: pipeplan-opt %t.runplan.mlir -p 'convert-runplan-to-pplan{prompt_len=4 pool="%S/Inputs/pplan-pool2.toml"},pplan-legalize{target=virtual-queue},pplan-select-implementations,pplan-resolve-costs{evidence=roofline}' | filecheck %s --check-prefix=PIPE
 
 // stories260K (5 blocks, hidden 64, 8/4 heads, ffn 172, vocab 512) planned on 2 stages from the
@@ -10,38 +10,59 @@
 // row: 256 and 4 bytes; the sampled token: 4 bytes), bounded by the ObjectSpecs (64x64 f32 =
 // 16384 bytes, 64 i32 = 256 bytes).
 
+// Buffers are SSA values: the edge objects are declared once and each send yields the next version
+// of its edge object, which the recv of the next stage reads; the kv_cache_write of each block yields
+// the next versions of its caches, which attention reads; the token loop is a !pplan.token from the
+// prefill's token-out send to the decode's token-in recv. Types carry dtype, shape, lifetime and
+// alignment, so bytes, dtypes and memory spaces are not repeated per task.
+
 // CHECK:      pplan.plan @{{.*}} attributes {stage_count = 2 : i64, prompt_len = 4 : i64, decode_pos = 4 : i64, model = "llama"
-// CHECK-NEXT: pplan.buffer @edge.e0 {dtype = "i32", shape = array<i64: 64>, bytes = 256 : i64{{.*}}lifetime = "edge"
-// CHECK-NEXT: pplan.buffer @edge.e1 {dtype = "f32", shape = array<i64: 64, 64>, bytes = 16384 : i64{{.*}}lifetime = "edge"
-// CHECK-NEXT: pplan.buffer @edge.e2 {dtype = "i32", shape = array<i64: 64>, bytes = 256 : i64
-// CHECK:      pplan.task @prefill.s0.recv.e0 {op = "recv"{{.*}}bytes_read = 16 : i64, bytes_written = 16 : i64
-// CHECK:      pplan.task @prefill.s0.send.e1 {op = "send"{{.*}}bytes_read = 1024 : i64, bytes_written = 1024 : i64, reads = [@prefill.s0.output]{{.*}}writes = [@edge.e1]{{.*}}collective = "send", deps = [@prefill.s0.b2.add.output], edge = "e1"}
-// CHECK:      pplan.task @prefill.s1.recv.e1 {op = "recv"{{.*}}bytes_read = 1024 : i64, bytes_written = 1024 : i64, reads = [@edge.e1]{{.*}}collective = "recv", deps = [@prefill.s0.send.e1], edge = "e1"}
-// CHECK:      pplan.task @prefill.s1.send.e2 {op = "send"{{.*}}bytes_read = 4 : i64, bytes_written = 4 : i64
-// CHECK:      pplan.task @decode.s1.recv.e1 {op = "recv", step = "decode", stage = 1 : i64, block = -1 : i64, model_op = "edge:e1", flops = 0 : i64, bytes_read = 256 : i64, bytes_written = 256 : i64
-// CHECK-NEXT: pplan.task @decode.s1.b3.rms_norm.attn_norm {op = "rms_norm", step = "decode", stage = 1 : i64, block = 3 : i64, model_op = "blk.3.attn_norm", flops = 256 : i64
-// CHECK-NEXT: pplan.task @decode.s1.b3.matmul.attn_q {op = "matmul", {{.*}}model_op = "blk.3.attn_q", flops = 8192 : i64, bytes_read = 16640 : i64, bytes_written = 256 : i64
-// CHECK-NEXT: pplan.task @decode.s1.b3.matmul.attn_k {op = "matmul", {{.*}}flops = 4096 : i64
-// CHECK-NEXT: pplan.task @decode.s1.b3.matmul.attn_v {op = "matmul", {{.*}}flops = 4096 : i64
-// CHECK-NEXT: pplan.task @decode.s1.b3.rope.q {op = "rope",
-// CHECK-NEXT: pplan.task @decode.s1.b3.rope.k {op = "rope",
-// CHECK-NEXT: pplan.task @decode.s1.b3.kv_cache_write {op = "kv_cache_write", {{.*}}writes = [@s1.blk.3.cache_k, @s1.blk.3.cache_v], write_bytes = array<i64: 128, 128>
-// CHECK-NEXT: pplan.task @decode.s1.b3.attention.attn {op = "attention", {{.*}}read_bytes = array<i64: 256, 640, 640>
-// CHECK-NEXT: pplan.task @decode.s1.b3.matmul.attn_output {op = "matmul",
-// CHECK-NEXT: pplan.task @decode.s1.b3.add.h_mid {op = "add",
-// CHECK-NEXT: pplan.task @decode.s1.b3.rms_norm.ffn_norm {op = "rms_norm",
-// CHECK-NEXT: pplan.task @decode.s1.b3.matmul.ffn_gate {op = "matmul", {{.*}}flops = 22016 : i64
-// CHECK-NEXT: pplan.task @decode.s1.b3.matmul.ffn_up {op = "matmul",
-// CHECK-NEXT: pplan.task @decode.s1.b3.silu_mul.ffn_act {op = "silu_mul",
-// CHECK-NEXT: pplan.task @decode.s1.b3.matmul.ffn_down {op = "matmul",
-// CHECK-NEXT: pplan.task @decode.s1.b3.add.h4 {op = "add",
-// CHECK-NEXT: pplan.task @decode.s1.b4.rms_norm.attn_norm {op = "rms_norm",
-// CHECK:      pplan.task @decode.s1.b4.add.h5 {op = "add",
-// CHECK-NEXT: pplan.task @decode.s1.last_row.h_last {op = "last_row",
-// CHECK-NEXT: pplan.task @decode.s1.rms_norm.output_norm {op = "rms_norm",
-// CHECK-NEXT: pplan.task @decode.s1.matmul.output {op = "matmul", {{.*}}model_op = "output", flops = 65536 : i64
-// CHECK-NEXT: pplan.task @decode.s1.argmax.token {op = "argmax", {{.*}}model_op = "sampling", flops = 512 : i64
-// CHECK-NEXT: pplan.task @decode.s1.send.e2 {op = "send", {{.*}}bytes_read = 4 : i64, bytes_written = 4 : i64, reads = [@decode.s1.token]{{.*}}writes = [@edge.e2]
+// CHECK-NEXT: [[E0:%[0-9]+]] = pplan.edge_object "e0" "token_in" : !pplan.buffer<64xi32, edge>
+// CHECK-NEXT: [[E1:%[0-9]+]] = pplan.edge_object "e1" "activation" : !pplan.buffer<64x64xf32, edge>
+// CHECK-NEXT: [[E2:%[0-9]+]] = pplan.edge_object "e2" "token_out" : !pplan.buffer<64xi32, edge>
+// CHECK-NEXT: pplan.weight 0 "token_embd.weight" : !pplan.buffer<512x64xf32, weight, align 32>
+// CHECK:      pplan.step prefill {
+// CHECK-NEXT:   pplan.stage 0 {
+// CHECK-NEXT:     pplan.task "recv.e0" recv([[E0]]) -> "input" at "edge:e0" work [4] bytes [16, 16] : !pplan.buffer<4xi32>
+// CHECK:          [[SE1:%[0-9]+]] = pplan.task "send.e1" send(%{{[0-9]+}}) updates([[E1]]) at "edge:e1" work [4, 64] bytes [1024, 1024] : !pplan.buffer<64x64xf32, edge>
+// CHECK-NEXT:     pplan.yield {{.*}}[[SE1]]
+// CHECK-NEXT:   }
+// CHECK-NEXT:   pplan.stage 1 {
+// CHECK-NEXT:     pplan.task "recv.e1" recv(%{{[0-9]+}}) -> "input" at "edge:e1" work [4, 64] bytes [1024, 1024] : !pplan.buffer<4x64xf32>
+// CHECK:          %{{[0-9]+}}, [[TOK:%[0-9]+]] = pplan.task "send.e2" send(%{{[0-9]+}}) updates([[E2]]) at "edge:e2" work [1] bytes [4, 4] token : !pplan.buffer<64xi32, edge>, !pplan.token
+// CHECK:      pplan.step decode {
+// CHECK-NEXT:   pplan.stage 0 {
+// CHECK-NEXT:     pplan.task "recv.e0" recv([[E0]]) after(%{{[0-9]+}}) -> "input" at "edge:e0" work [1] bytes [4, 4] : !pplan.buffer<1xi32>
+// CHECK:        pplan.stage 1 {
+// CHECK-NEXT:     [[X:%[0-9]+]] = pplan.task "recv.e1" recv(%{{[0-9]+}}) -> "input" at "edge:e1" work [1, 64] bytes [256, 256] : !pplan.buffer<1x64xf32>
+// CHECK-NEXT:     [[XN:%[0-9]+]] = pplan.task "b3.rms_norm.attn_norm" rms_norm([[X]], %{{[0-9]+}}) -> "blk.3.attn_in" at "blk.3.attn_norm" blk 3 work [1, 64] flops 256 bytes [256, 256, 256] : !pplan.buffer<1x64xf32>
+// CHECK-NEXT:     pplan.task "b3.matmul.attn_q" matmul([[XN]], %{{[0-9]+}}) -> "blk.3.q_proj" at "blk.3.attn_q" blk 3 work [1, 64, 64] flops 8192 bytes [256, 16384, 256] : !pplan.buffer<1x64xf32>
+// CHECK-NEXT:     pplan.task "b3.matmul.attn_k" matmul([[XN]], %{{[0-9]+}}) {{.*}}flops 4096
+// CHECK-NEXT:     pplan.task "b3.matmul.attn_v" matmul([[XN]], %{{[0-9]+}}) {{.*}}flops 4096
+// CHECK-NEXT:     pplan.task "b3.rope.q" rope(
+// CHECK-NEXT:     pplan.task "b3.rope.k" rope(
+// CHECK-NEXT:     [[CK:%[0-9]+]], [[CV:%[0-9]+]] = pplan.task "b3.kv_cache_write" kv_cache_write(%{{[0-9]+}}, %{{[0-9]+}}) updates(%{{[0-9]+}}, %{{[0-9]+}}) at "blk.3.kv_cache_write()" blk 3 work [1, 32] bytes [128, 128, 128, 128] : !pplan.buffer<64x4x8xf32, kv>, !pplan.buffer<64x4x8xf32, kv>
+// CHECK-NEXT:     pplan.task "b3.attention.attn" attention(%{{[0-9]+}}, [[CK]], [[CV]]) -> "blk.3.attn" {{.*}}bytes [256, 640, 640, 256]
+// CHECK-NEXT:     pplan.task "b3.matmul.attn_output" matmul(
+// CHECK-NEXT:     pplan.task "b3.add.h_mid" add([[X]],
+// CHECK-NEXT:     pplan.task "b3.rms_norm.ffn_norm" rms_norm(
+// CHECK-NEXT:     pplan.task "b3.matmul.ffn_gate" matmul({{.*}}flops 22016
+// CHECK-NEXT:     pplan.task "b3.matmul.ffn_up" matmul(
+// CHECK-NEXT:     pplan.task "b3.silu_mul.ffn_act" silu_mul(
+// CHECK-NEXT:     pplan.task "b3.matmul.ffn_down" matmul(
+// CHECK-NEXT:     pplan.task "b3.add.h4" add(
+// CHECK-NEXT:     pplan.task "b4.rms_norm.attn_norm" rms_norm(
+// CHECK:          pplan.task "b4.add.h5" add(
+// CHECK-NEXT:     pplan.task "last_row.h_last" last_row(
+// CHECK-NEXT:     pplan.task "rms_norm.output_norm" rms_norm(
+// CHECK-NEXT:     pplan.task "matmul.output" matmul({{.*}}at "output" work [1, 512, 64] flops 65536
+// CHECK-NEXT:     [[T:%[0-9]+]] = pplan.task "argmax.token" argmax({{.*}}at "sampling" work [1] flops 512
+// CHECK-NEXT:     pplan.task "send.e2" send([[T]]) updates(%{{[0-9]+}}) at "edge:e2" work [1] bytes [4, 4] : !pplan.buffer<64xi32, edge>
+// CHECK-NEXT:     pplan.yield
+// CHECK-NEXT:   }
+// CHECK-NEXT:   pplan.yield
+// CHECK-NEXT: }
+// CHECK-NEXT: }
 
 // The command-line pipeline of issue 4: bindings inserted, candidates selected, costs resolved.
 // PIPE-NOT:   runplan.
@@ -49,7 +70,7 @@
 // PIPE:       pplan.deployment_binding @deployment {devices = [{id = "n0"{{.*}}}], stage_devices = ["n0", "n1"], topology = "chain"}
 // PIPE:       pplan.target_binding @target {{{.*}}target = "virtual-queue"
 // PIPE:       pplan.candidates attributes {plan = @{{.*}}, target = "virtual-queue", portable_digest = "{{[0-9a-f]+}}", selected = 1 : i64}
-// PIPE:       pplan.candidate @c.prefill.s0.recv.e0.vq.recv {task = @prefill.s0.recv.e0, impl = "vq.recv", rule = "vq.recv", plugin_revision = "virtual-queue@1", resources = {engine = "queue.copy", workspace_bytes = 0 : i64}, rejected = [], rank = 0 : i64}
+// PIPE:       pplan.candidate @prefill.s0.recv.e0 "vq.recv" rev "virtual-queue@1" on "queue.copy" rank 0
 // PIPE:       pplan.evidence_policy @policy {providers = ["roofline"], uncertainty_budget = 1.000000e+00 : f64, fallback = "allow", max_age_s = 0 : i64, revision = "r1"}
 // PIPE:       pplan.costed_view attributes {plan = @{{.*}}, portable_digest = "{{[0-9a-f]+}}", policy_fingerprint = "{{[0-9a-f]+}}", evidence_fingerprint = "{{[0-9a-f]+}}", target_fingerprint = "{{[0-9a-f]+}}", deployment_fingerprint = "{{[0-9a-f]+}}"}
-// PIPE:       pplan.cost {candidate = @c.decode.s1.b3.matmul.attn_q.vq.matmul, task = @decode.s1.b3.matmul.attn_q, duration_s = 8.4480{{[0-9]*}}e-07 : f64, provider = "roofline", confidence = 5.000000e-01 : f64, status = "direct", key = "matmul|f32,f32,f32|1x64x64"}
+// PIPE:       pplan.cost @decode.s1.b3.matmul.attn_q "vq.matmul" 8.448{{[0-9]*}}e-07 s "roofline" direct conf 0.5 key "matmul|f32,f32,f32|1x64x64"

@@ -21,10 +21,10 @@
 // CHECK:      pplan.candidates attributes {{{.*}}target = "virtual-queue"
 // CHECK:      pplan.evidence_policy @policy {providers = ["roofline"]
 // CHECK:      pplan.costed_view attributes
-// CHECK:      pplan.cost {candidate = @c.decode.s1.b3.matmul.attn_q.vq.matmul, task = @decode.s1.b3.matmul.attn_q, duration_s = 8.4480{{[0-9]*}}e-07 : f64, provider = "roofline", confidence = 5.000000e-01 : f64, status = "direct"
+// CHECK:      pplan.cost @decode.s1.b3.matmul.attn_q "vq.matmul" 8.448{{[0-9]*}}e-07 s "roofline" direct conf 0.5
 
 // PROBE:      pplan.deployment_binding @deployment {devices = [{id = "local0", memory_bytes = {{[0-9]+}} : i64, reserved_bytes = {{[0-9]+}} : i64, flops_per_s = {{[0-9.]+e\+[0-9]+}} : f64, bandwidth_bytes_per_s = {{[0-9.]+e\+[0-9]+}} : f64, link_bandwidth_bytes_per_s = {{[0-9.]+e\+[0-9]+}} : f64}
-// PROBE:      pplan.cost {candidate = @c.decode.s1.b3.matmul.attn_q.vq.matmul, {{.*}}provider = "roofline"{{.*}}status = "direct"
+// PROBE:      pplan.cost @decode.s1.b3.matmul.attn_q "vq.matmul" {{.*}} s "roofline" direct
 
 // CACHE:      "bandwidth_bytes_per_s": {{[0-9.e+]+}},
 // CACHE-NEXT: "flops_per_s": {{[0-9.e+]+}},

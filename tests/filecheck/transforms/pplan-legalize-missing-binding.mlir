@@ -7,8 +7,15 @@
 // cost resolution fails naming it; an unknown target is a diagnostic listing the known ones.
 
 pplan.plan @run0 attributes {decode_pos = 1 : i64, model = "m", prompt_len = 1 : i64, source = "runplan @run0", stage_count = 1 : i64} {
-  pplan.buffer @x {alignment = 64 : i64, bytes = 16 : i64, dtype = "f32", lifetime = "transient", memspace = "device", origin = "decode:x", shape = array<i64: 1, 4>, stage = 0 : i64}
-  pplan.task @t {alignment = 64 : i64, block = 0 : i64, bytes_read = 32 : i64, bytes_written = 16 : i64, collective = "none", deps = [], dtypes = ["f32", "f32", "f32"], flops = 4 : i64, layout = "row_major", memspace = "device", model_op = "blk.0.add(x)", op = "add", read_bytes = array<i64: 16, 16>, reads = [@x, @x], shape = array<i64: 1, 4>, stage = 0 : i64, step = "decode", write_bytes = array<i64: 16>, writes = [@x]}
+  %0 = pplan.edge_object "e0" "activation" : !pplan.buffer<1x4xf32, edge>
+  pplan.step decode {
+    pplan.stage 0 {
+      %1 = pplan.task "recv.e0" recv(%0) -> "x" at "edge:e0" work [1, 4] bytes [16, 16] : !pplan.buffer<1x4xf32>
+      %2 = pplan.task "b0.add.x" add(%1, %1) updates(%1) at "blk.0.add(x)" blk 0 work [1, 4] flops 4 bytes [16, 16, 16] : !pplan.buffer<1x4xf32>
+      pplan.yield
+    }
+    pplan.yield
+  }
 }
 
 // CHECK: missing binding: TargetBinding (pplan.target_binding) is required by pplan-legalize; add a pplan.target_binding op or pass pplan-legalize{target=<name>}

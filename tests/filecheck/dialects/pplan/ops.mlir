@@ -3,60 +3,106 @@
 // RUN: %generic-roundtrip | filecheck %s
 // RUN: pipeplan-opt %s --print-op-generic | filecheck %s --check-prefix=GENERIC
 
-// Every pplan op (plan, buffer, task, candidates, candidate, costed_view, cost) and the three
-// binding ops, in custom form; each prints back identically directly and through the generic
-// form, whose values are all properties in MLIR-parseable carriers. Properties print in the order the
-// op declares them, whatever order the input gives them in (MLIR's generic print sorts them).
+// Every pplan op (plan, the four declarations, step, stage, task with reads / in-place updates /
+// token order, yield, candidates, candidate, costed_view, cost: short and long forms) and the three
+// binding ops, in custom form; each prints back identically directly and through the generic form. Buffers are SSA values of
+// !pplan.buffer types; enums are #pplan<op ..> / #pplan<step ..> attributes (MLIR keeps them verbatim).
+// Properties print in the order the op declares them, whatever order the input gives them in (MLIR's
+// generic print sorts them).
 
 builtin.module {
   pplan.plan @run0 attributes {stage_count = 1 : i64, prompt_len = 1 : i64, decode_pos = 1 : i64, model = "m", source = "runplan @run0"} {
-    pplan.buffer @x {dtype = "f32", shape = array<i64: 1, 4>, bytes = 16 : i64, alignment = 64 : i64, lifetime = "transient", memspace = "device", stage = 0 : i64, origin = "decode:x"}
-    pplan.buffer @w {dtype = "q4_k", shape = array<i64: 1, 256>, bytes = 144 : i64, alignment = 32 : i64, lifetime = "weight", memspace = "device", stage = 0 : i64, origin = "blk.0.attn_q.weight"}
-    pplan.buffer @kv {dtype = "f16", shape = array<i64: 4, 1, 4>, bytes = 32 : i64, alignment = 64 : i64, lifetime = "kv", memspace = "device", stage = 0 : i64, origin = "blk.0.cache_k"}
-    pplan.buffer @edge.e1 {dtype = "f32", shape = array<i64: 1, 4>, bytes = 16 : i64, alignment = 64 : i64, lifetime = "edge", memspace = "link", stage = -1 : i64, origin = "edge e1 (activation)"}
-    pplan.task @t0 {op = "add", step = "decode", stage = 0 : i64, block = 0 : i64, model_op = "blk.0.add(x)", flops = 4 : i64, bytes_read = 32 : i64, bytes_written = 16 : i64, reads = [@x, @x], read_bytes = array<i64: 16, 16>, writes = [@x], write_bytes = array<i64: 16>, dtypes = ["f32", "f32", "f32"], shape = array<i64: 1, 4>, layout = "row_major", alignment = 64 : i64, memspace = "device", collective = "none", deps = []}
-    pplan.task @t1 {op = "send", step = "decode", stage = 0 : i64, block = -1 : i64, model_op = "edge:e1", flops = 0 : i64, bytes_read = 16 : i64, bytes_written = 16 : i64, reads = [@x], read_bytes = array<i64: 16>, writes = [@edge.e1], write_bytes = array<i64: 16>, dtypes = ["f32", "f32"], shape = array<i64: 1, 4>, layout = "row_major", alignment = 64 : i64, memspace = "link", collective = "send", edge = "e1", deps = [@t0]}
+    %0 = pplan.edge_object "e0" "token_in" : !pplan.buffer<4xi32, edge>
+    %1 = pplan.edge_object "e1" "token_out" : !pplan.buffer<4xi32, edge>
+    %2 = pplan.weight 0 "blk.0.attn_q.weight" : !pplan.buffer<1x256xq4_k, weight, align 32>
+    %3 = pplan.table 0 "rope_table" : !pplan.buffer<4x2xf32, weight>
+    %4 = pplan.kv 0 "blk.0.cache_k" : !pplan.buffer<4x1x4xf16, kv>
+    %5, %6, %7 = pplan.step prefill {
+      %8, %9, %10 = pplan.stage 0 {
+        %11 = pplan.task "recv.e0" recv(%0) -> "input" at "edge:e0" work [1] bytes [4, 4] : !pplan.buffer<1xi32>
+        %12 = pplan.task "b0.add.x" add(%3, %3) -> "blk.0.x" at "blk.0.add(x)" blk 0 work [4, 2] flops 8 bytes [32, 32, 32] : !pplan.buffer<4x2xf32>
+        %13 = pplan.task "b0.kv_cache_write" kv_cache_write(%12) updates(%4) at "blk.0.kv_cache_write()" blk 0 work [1, 4] bytes [8, 8] : !pplan.buffer<4x1x4xf16, kv>
+        %14, %15 = pplan.task "send.e1" send(%11) updates(%1) at "edge:e1" work [1] bytes [4, 4] token : !pplan.buffer<4xi32, edge>, !pplan.token
+        pplan.yield %13, %14, %15
+      }
+      pplan.yield %8, %9, %10
+    }
+    pplan.step decode {
+      pplan.stage 0 {
+        %16 = pplan.task "recv.e0" recv(%0) after(%7) -> "input" at "edge:e0" work [1] bytes [4, 4] : !pplan.buffer<1xi32>
+        %17 = pplan.task "b0.attention.attn" attention(%3, %5, %5) -> "blk.0.attn" at "blk.0.attention(attn)" blk 0 work [1, 4, 2] flops 30 bytes [32, 16, 16, 16] : !pplan.buffer<1x4xf32>
+        %18 = pplan.task "send.e1" send(%16) updates(%6) at "edge:e1" work [1] bytes [4, 4] : !pplan.buffer<4xi32, edge>
+        pplan.yield
+      }
+      pplan.yield
+    }
   }
   pplan.target_binding @target {target = "virtual-queue", architecture = "virtual-queue", runtime = "vq-runtime-1", capabilities = ["dtype:f32", "memspace:device"], library = "pipeplan-vq-kernels", library_version = "1", abi = "vq-abi-1", plugin_revision = "virtual-queue@1"}
   pplan.deployment_binding @deployment {devices = [{bandwidth_bytes_per_s = 1.000000e+11 : f64, flops_per_s = 1.000000e+12 : f64, id = "n0", link_bandwidth_bytes_per_s = 1.000000e+09 : f64, memory_bytes = 1000000 : i64, reserved_bytes = 160 : i64}], stage_devices = ["n0"], topology = "chain"}
   pplan.evidence_policy @policy {providers = ["measured:/tmp/t.json", "roofline"], uncertainty_budget = 1.000000e+00 : f64, fallback = "allow", max_age_s = 0 : i64, revision = "r1"}
   pplan.candidates attributes {plan = @run0, target = "virtual-queue", portable_digest = "abc", selected = 1 : i64} {
-    pplan.candidate @c.t0.vq.add {task = @t0, impl = "vq.add", rule = "vq.add", plugin_revision = "virtual-queue@1", resources = {engine = "queue.compute", workspace_bytes = 0 : i64}, rejected = [], rank = 0 : i64}
+    pplan.candidate @prefill.s0.b0.add.x "vq.add" rev "virtual-queue@1" on "queue.compute" rank 0
+    pplan.candidate @prefill.s0.b0.add.x "vs.add" rule "vs.add (align 128)" rev "virtual-slot@1" resources {engine = "queue.compute", workspace_bytes = 64 : i64} rejected ["vs.add: not selected (rank 1 >= keep 1)"] rank 1 as @other
   }
   pplan.costed_view attributes {plan = @run0, portable_digest = "abc", policy_fingerprint = "p", evidence_fingerprint = "e", target_fingerprint = "t", deployment_fingerprint = "d"} {
-    pplan.cost {candidate = @c.t0.vq.add, task = @t0, duration_s = 1.000000e-06 : f64, provider = "roofline", confidence = 5.000000e-01 : f64, status = "fallback", key = "add|f32,f32,f32|1x4"}
+    pplan.cost @prefill.s0.b0.add.x "vq.add" 1.0e-06 s "roofline" fallback conf 0.5 key "add|f32,f32,f32|4x2"
+    pplan.cost @prefill.s0.b0.add.x via @other 2.5e-07 s "measured" out_of_domain conf 0.25 key "add|f32,f32,f32|4x2"
   }
 }
 
 // CHECK:      pplan.plan @run0 attributes {stage_count = 1 : i64, prompt_len = 1 : i64, decode_pos = 1 : i64, model = "m", source = "runplan @run0"} {
-// CHECK-NEXT:   pplan.buffer @x {dtype = "f32", shape = array<i64: 1, 4>, bytes = 16 : i64, alignment = 64 : i64, lifetime = "transient", memspace = "device", stage = 0 : i64, origin = "decode:x"}
-// CHECK-NEXT:   pplan.buffer @w {dtype = "q4_k", shape = array<i64: 1, 256>, bytes = 144 : i64, alignment = 32 : i64, lifetime = "weight", memspace = "device", stage = 0 : i64, origin = "blk.0.attn_q.weight"}
-// CHECK-NEXT:   pplan.buffer @kv {dtype = "f16", shape = array<i64: 4, 1, 4>, bytes = 32 : i64, alignment = 64 : i64, lifetime = "kv", memspace = "device", stage = 0 : i64, origin = "blk.0.cache_k"}
-// CHECK-NEXT:   pplan.buffer @edge.e1 {dtype = "f32", shape = array<i64: 1, 4>, bytes = 16 : i64, alignment = 64 : i64, lifetime = "edge", memspace = "link", stage = -1 : i64, origin = "edge e1 (activation)"}
-// CHECK-NEXT:   pplan.task @t0 {op = "add", step = "decode", stage = 0 : i64, block = 0 : i64, model_op = "blk.0.add(x)", flops = 4 : i64, bytes_read = 32 : i64, bytes_written = 16 : i64, reads = [@x, @x], read_bytes = array<i64: 16, 16>, writes = [@x], write_bytes = array<i64: 16>, dtypes = ["f32", "f32", "f32"], shape = array<i64: 1, 4>, layout = "row_major", alignment = 64 : i64, memspace = "device", collective = "none", deps = []}
-// CHECK-NEXT:   pplan.task @t1 {op = "send", step = "decode", stage = 0 : i64, block = -1 : i64, model_op = "edge:e1", flops = 0 : i64, bytes_read = 16 : i64, bytes_written = 16 : i64, reads = [@x], read_bytes = array<i64: 16>, writes = [@edge.e1], write_bytes = array<i64: 16>, dtypes = ["f32", "f32"], shape = array<i64: 1, 4>, layout = "row_major", alignment = 64 : i64, memspace = "link", collective = "send", edge = "e1", deps = [@t0]}
+// CHECK-NEXT:   %0 = pplan.edge_object "e0" "token_in" : !pplan.buffer<4xi32, edge>
+// CHECK-NEXT:   %1 = pplan.edge_object "e1" "token_out" : !pplan.buffer<4xi32, edge>
+// CHECK-NEXT:   %2 = pplan.weight 0 "blk.0.attn_q.weight" : !pplan.buffer<1x256xq4_k, weight, align 32>
+// CHECK-NEXT:   %3 = pplan.table 0 "rope_table" : !pplan.buffer<4x2xf32, weight>
+// CHECK-NEXT:   %4 = pplan.kv 0 "blk.0.cache_k" : !pplan.buffer<4x1x4xf16, kv>
+// CHECK-NEXT:   %5, %6, %7 = pplan.step prefill {
+// CHECK-NEXT:     %8, %9, %10 = pplan.stage 0 {
+// CHECK-NEXT:       %11 = pplan.task "recv.e0" recv(%0) -> "input" at "edge:e0" work [1] bytes [4, 4] : !pplan.buffer<1xi32>
+// CHECK-NEXT:       %12 = pplan.task "b0.add.x" add(%3, %3) -> "blk.0.x" at "blk.0.add(x)" blk 0 work [4, 2] flops 8 bytes [32, 32, 32] : !pplan.buffer<4x2xf32>
+// CHECK-NEXT:       %13 = pplan.task "b0.kv_cache_write" kv_cache_write(%12) updates(%4) at "blk.0.kv_cache_write()" blk 0 work [1, 4] bytes [8, 8] : !pplan.buffer<4x1x4xf16, kv>
+// CHECK-NEXT:       %14, %15 = pplan.task "send.e1" send(%11) updates(%1) at "edge:e1" work [1] bytes [4, 4] token : !pplan.buffer<4xi32, edge>, !pplan.token
+// CHECK-NEXT:       pplan.yield %13, %14, %15
+// CHECK-NEXT:     }
+// CHECK-NEXT:     pplan.yield %8, %9, %10
+// CHECK-NEXT:   }
+// CHECK-NEXT:   pplan.step decode {
+// CHECK-NEXT:     pplan.stage 0 {
+// CHECK-NEXT:       %16 = pplan.task "recv.e0" recv(%0) after(%7) -> "input" at "edge:e0" work [1] bytes [4, 4] : !pplan.buffer<1xi32>
+// CHECK-NEXT:       %17 = pplan.task "b0.attention.attn" attention(%3, %5, %5) -> "blk.0.attn" at "blk.0.attention(attn)" blk 0 work [1, 4, 2] flops 30 bytes [32, 16, 16, 16] : !pplan.buffer<1x4xf32>
+// CHECK-NEXT:       %18 = pplan.task "send.e1" send(%16) updates(%6) at "edge:e1" work [1] bytes [4, 4] : !pplan.buffer<4xi32, edge>
+// CHECK-NEXT:       pplan.yield
+// CHECK-NEXT:     }
+// CHECK-NEXT:     pplan.yield
+// CHECK-NEXT:   }
 // CHECK-NEXT: }
 // CHECK-NEXT: pplan.target_binding @target {target = "virtual-queue", architecture = "virtual-queue", runtime = "vq-runtime-1", capabilities = ["dtype:f32", "memspace:device"], library = "pipeplan-vq-kernels", library_version = "1", abi = "vq-abi-1", plugin_revision = "virtual-queue@1"}
 // CHECK-NEXT: pplan.deployment_binding @deployment {devices = [{bandwidth_bytes_per_s = 1.000000e+11 : f64, flops_per_s = 1.000000e+12 : f64, id = "n0", link_bandwidth_bytes_per_s = 1.000000e+09 : f64, memory_bytes = 1000000 : i64, reserved_bytes = 160 : i64}], stage_devices = ["n0"], topology = "chain"}
 // CHECK-NEXT: pplan.evidence_policy @policy {providers = ["measured:/tmp/t.json", "roofline"], uncertainty_budget = 1.000000e+00 : f64, fallback = "allow", max_age_s = 0 : i64, revision = "r1"}
 // CHECK-NEXT: pplan.candidates attributes {plan = @run0, target = "virtual-queue", portable_digest = "abc", selected = 1 : i64} {
-// CHECK-NEXT:   pplan.candidate @c.t0.vq.add {task = @t0, impl = "vq.add", rule = "vq.add", plugin_revision = "virtual-queue@1", resources = {engine = "queue.compute", workspace_bytes = 0 : i64}, rejected = [], rank = 0 : i64}
+// CHECK-NEXT:   pplan.candidate @prefill.s0.b0.add.x "vq.add" rev "virtual-queue@1" on "queue.compute" rank 0
+// CHECK-NEXT:   pplan.candidate @prefill.s0.b0.add.x "vs.add" rule "vs.add (align 128)" rev "virtual-slot@1" resources {engine = "queue.compute", workspace_bytes = 64 : i64} rejected ["vs.add: not selected (rank 1 >= keep 1)"] rank 1 as @other
 // CHECK-NEXT: }
 // CHECK-NEXT: pplan.costed_view attributes {plan = @run0, portable_digest = "abc", policy_fingerprint = "p", evidence_fingerprint = "e", target_fingerprint = "t", deployment_fingerprint = "d"} {
-// CHECK-NEXT:   pplan.cost {candidate = @c.t0.vq.add, task = @t0, duration_s = 1.000000e-06 : f64, provider = "roofline", confidence = 5.000000e-01 : f64, status = "fallback", key = "add|f32,f32,f32|1x4"}
+// CHECK-NEXT:   pplan.cost @prefill.s0.b0.add.x "vq.add" 1.0e-06 s "roofline" fallback conf 0.5 key "add|f32,f32,f32|4x2"
+// CHECK-NEXT:   pplan.cost @prefill.s0.b0.add.x via @other 2.5e-07 s "measured" out_of_domain conf 0.25 key "add|f32,f32,f32|4x2"
 // CHECK-NEXT: }
 
 // GENERIC:      "pplan.plan"() <{sym_name = "run0", stage_count = 1 : i64
-// GENERIC:      "pplan.buffer"() <{sym_name = "x", dtype = "f32"
-// GENERIC:      "pplan.buffer"() <{sym_name = "w", dtype = "q4_k"
-// GENERIC:      "pplan.buffer"() <{sym_name = "kv", dtype = "f16"
-// GENERIC:      "pplan.buffer"() <{sym_name = "edge.e1", dtype = "f32"
-// GENERIC:      "pplan.task"() <{sym_name = "t0", op = "add"
-// GENERIC:      "pplan.task"() <{sym_name = "t1", op = "send"
+// GENERIC:      %0 = "pplan.edge_object"() <{edge = "e0", kind = "token_in"}> : () -> !pplan.buffer<4xi32, edge>
+// GENERIC:      %2 = "pplan.weight"() <{stage = 0 : i64, origin = "blk.0.attn_q.weight"}> : () -> !pplan.buffer<1x256xq4_k, weight, align 32>
+// GENERIC:      "pplan.table"() <{stage = 0 : i64, origin = "rope_table"}>
+// GENERIC:      "pplan.kv"() <{stage = 0 : i64, origin = "blk.0.cache_k"}>
+// GENERIC:      %5, %6, %7 = "pplan.step"() <{step = #pplan<step prefill>}> ({
+// GENERIC-NEXT:   %8, %9, %10 = "pplan.stage"() <{index = 0 : i64}> ({
+// GENERIC-NEXT:     %11 = "pplan.task"(%0) <{task = "recv.e0", op = #pplan<op recv>, out = "input", model_op = "edge:e0", block = -1 : i64, flops = 0 : i64, work = array<i64: 1>, bytes = array<i64: 4, 4>, operandSegmentSizes = array<i32: 1, 0, 0>}> : (!pplan.buffer<4xi32, edge>) -> !pplan.buffer<1xi32>
+// GENERIC:          %14, %15 = "pplan.task"(%11, %1) <{{.*}}token, operandSegmentSizes = array<i32: 1, 1, 0>}> : (!pplan.buffer<1xi32>, !pplan.buffer<4xi32, edge>) -> (!pplan.buffer<4xi32, edge>, !pplan.token)
+// GENERIC-NEXT:     "pplan.yield"(%13, %14, %15)
+// GENERIC:          "pplan.task"(%0, %7) <{{.*}}operandSegmentSizes = array<i32: 1, 0, 1>}>
 // GENERIC:      "pplan.target_binding"() <{sym_name = "target", target = "virtual-queue"
 // GENERIC:      "pplan.deployment_binding"() <{sym_name = "deployment", devices = [{bandwidth_bytes_per_s = 1.000000e+11 : f64
 // GENERIC:      "pplan.evidence_policy"() <{sym_name = "policy", providers = ["measured:/tmp/t.json"
 // GENERIC:      "pplan.candidates"() <{plan = @run0, target = "virtual-queue"
-// GENERIC:      "pplan.candidate"() <{sym_name = "c.t0.vq.add", task = @t0
+// GENERIC:      "pplan.candidate"() <{sym_name = "c.prefill.s0.b0.add.x.vq.add", task = @prefill.s0.b0.add.x, impl = "vq.add", rule = "vq.add", plugin_revision = "virtual-queue@1", resources = {engine = "queue.compute", workspace_bytes = 0 : i64}, rejected = [], rank = 0 : i64}>
 // GENERIC:      "pplan.costed_view"() <{plan = @run0, portable_digest = "abc"
-// GENERIC:      "pplan.cost"() <{candidate = @c.t0.vq.add, task = @t0
+// GENERIC:      "pplan.cost"() <{candidate = @c.prefill.s0.b0.add.x.vq.add, task = @prefill.s0.b0.add.x, duration_s = 1.000000e-06 : f64, provider = "roofline", confidence = 5.000000e-01 : f64, status = "fallback", key = "add|f32,f32,f32|4x2"}>
