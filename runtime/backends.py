@@ -62,13 +62,15 @@ class WorkerOptions:
     num_threads: torch threads per stage (None: leave torch's default); programs: stage index ->
     the compiled :class:`~pipeplan.runtime.stage.StageProgram` that stage binds (None, or a stage
     missing from it: the worker builds its own program); parallel: KV-cache slots per stage (concurrent
-    sequences: :class:`~pipeplan.runtime.stage.StageWorker`'s ``parallel``)."""
+    sequences: :class:`~pipeplan.runtime.stage.StageWorker`'s ``parallel``); micro_batches: most DATA frames
+    in flight (the orchestrator's policy; the local backend sizes its rings' spin with it)."""
 
     kernels: str | None = None
     cache_dir: str | None = None
     num_threads: int | None = None
     programs: Mapping[int, StageProgram] | None = None
     parallel: int = 1
+    micro_batches: int = 1
 
     def program_for(self, stage: int) -> StageProgram | None:
         """The compiled program of ``stage``, or None."""
@@ -356,7 +358,7 @@ class LocalBackend(Backend):
         self.transport = None  # type: ignore[assignment]
 
     def start(self, provisions, fault_injection, options):
-        from pipeplan.runtime.shm_ring import ShmTransport, StageControl, remove_orphans
+        from pipeplan.runtime.shm_ring import ShmTransport, StageControl, remove_orphans, spin_budget
 
         try:
             self.removed_orphans = remove_orphans()
@@ -367,7 +369,8 @@ class LocalBackend(Backend):
         if self.ctx.get_start_method() == "forkserver":
             prestart_stage_host()  # running already (see __init__) unless it died: never under blocked signals
         try:
-            self.transport = ShmTransport.create(routes, self.ctx)
+            spin_s = spin_budget(len(provisions), max(1, options.micro_batches), usable_cores())
+            self.transport = ShmTransport.create(routes, self.ctx, spin_s=spin_s)
             self.control = StageControl(len(provisions))
             for slot, p in enumerate(provisions):
                 reader, writer = self.ctx.Pipe(duplex=False)

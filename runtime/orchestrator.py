@@ -186,7 +186,7 @@ class Pipeline:
         elif num_threads is None and self.backend.name == "inproc":
             num_threads = default_num_threads(self.provisions)
         self.options = WorkerOptions(kernels, None if cache_dir is None else str(cache_dir), num_threads,
-                                     None if programs is None else dict(programs), parallel)
+                                     None if programs is None else dict(programs), parallel, self.micro_batches)
         rows = [p.prefill_rows for p in (programs or {}).values() if p.prefill_rows > 0]
         if prefill_rows is not None:
             if isinstance(prefill_rows, bool) or not isinstance(prefill_rows, int) or prefill_rows < 1:

@@ -20,7 +20,7 @@ takes tens to hundreds of µs to be scheduled after the ``full`` post, once per 
 starts computing the next object calls :meth:`_RingSend.announce`: it takes a free slot and posts
 ``full`` *before* the object exists; the consumer wakes during the producer's computation and then
 waits on the slot's publication word (spinning with ``sched_yield``, so it gives the CPU to any other
-runnable process; after :data:`SPIN_S` it polls with short sleeps). :meth:`send` writes the payload and
+runnable process; after the ring's ``spin_s``, :func:`spin_budget`, it polls with short sleeps). :meth:`send` writes the payload and
 header, then the publication word (and posts ``full`` itself when nothing was announced). At most one
 consumer spins per announcing producer, and in a decode pipeline only the stage after the working one
 is announced. The ordering "payload, then publication word" seen by the other process relies on the
@@ -84,7 +84,11 @@ TABLE_BYTES = MAX_SEGMENTS * 4 * 8
 HEADER_BYTES = TABLE_OFFSET + TABLE_BYTES
 """Bytes before a slot's payload (header and segment table; a multiple of 64)."""
 SPIN_S = 0.02
-"""How long a consumer whose object was announced yields-and-polls before polling with 50 µs sleeps."""
+"""How long a consumer whose object was announced yields-and-polls before polling with 50 µs sleeps, when
+every busy process of the run has a core (:func:`spin_budget`)."""
+SPIN_SHORT_S = 0.0002
+"""The yield-and-poll time when busy processes outnumber cores: a spinning consumer then takes a core from a
+stage that computes (it only yields to runnable processes, and a preempted stage is not runnable long)."""
 SHM_DIR = Path("/dev/shm")
 """Where POSIX shared memory and named semaphores appear (Linux)."""
 _ORPHAN_NAME = re.compile(r"^(?:sem\.)?pipeplan-(\d+)-(?:ctl-)?[0-9a-f]+$")
@@ -98,6 +102,21 @@ def announce_default() -> bool:
     a transport is created and carried by its rings, so stage processes follow their creator."""
     return (platform.machine().lower() in ("x86_64", "amd64")
             and os.environ.get("PIPEPLAN_RING_ANNOUNCE", "1") != "0")
+
+
+def spin_budget(stages: int, frames_in_flight: int, cores: int) -> float:
+    """Seconds a consumer of an announced object yields-and-polls before it sleeps between polls.
+
+    Each frame in flight keeps one stage computing and (announced) one consumer spinning; the stage
+    processes and the orchestrator are ``stages + 1`` processes at most. When ``min(2 * frames_in_flight,
+    stages + 1) <= cores`` the spinners never take a core from a computing stage: :data:`SPIN_S`, so the
+    consumer is awake when the object lands (no wake-up per hop). Otherwise :data:`SPIN_SHORT_S`.
+
+    Raises ValueError when an argument is < 1."""
+    if min(stages, frames_in_flight, cores) < 1:
+        raise ValueError(f"spin_budget needs stages, frames in flight and cores >= 1, got "
+                         f"{stages}, {frames_in_flight}, {cores}")
+    return SPIN_S if min(2 * frames_in_flight, stages + 1) <= cores else SPIN_SHORT_S
 
 
 ANNOUNCE = announce_default()
@@ -270,13 +289,16 @@ class ShmRing:
 
     Create with :meth:`create` (owner) or rebuild in another process from the pickled handle
     (attaches by segment name). ``slot_stride = HEADER_BYTES + align64(slot_bytes)``. ``announce``: whether the
-    producer announces objects (:func:`announce_default` of the creating process).
+    producer announces objects (:func:`announce_default` of the creating process); ``spin_s``: how long its
+    consumer yields-and-polls for an announced object (:func:`spin_budget`).
     """
 
     def __init__(self, route: EdgeRoute, name: str, free: RingSemaphore, full: RingSemaphore, *, owner: bool,
-                 shm: shared_memory.SharedMemory | None = None, announce: bool = ANNOUNCE):
+                 shm: shared_memory.SharedMemory | None = None, announce: bool = ANNOUNCE,
+                 spin_s: float = SPIN_S):
         self.route = route
         self.announce = announce
+        self.spin_s = spin_s
         self.slots = max(1, route.ring_spec.slots)
         self.slot_bytes = route.ring_spec.slot_bytes
         self.stride = HEADER_BYTES + _align(self.slot_bytes)
@@ -297,7 +319,8 @@ class ShmRing:
             for i in range(self.slots)]
 
     @classmethod
-    def create(cls, route: EdgeRoute, ctx: BaseContext | None = None, *, announce: bool | None = None) -> ShmRing:
+    def create(cls, route: EdgeRoute, ctx: BaseContext | None = None, *, announce: bool | None = None,
+               spin_s: float = SPIN_S) -> ShmRing:
         """Allocate the segment (``slots * stride`` bytes) and the two :class:`RingSemaphore` of ``route``.
 
         The segment is named ``pipeplan-<creator pid>-<random>`` (see :func:`segment_prefix`) so a
@@ -325,14 +348,15 @@ class ShmRing:
             raise TransportError(f"edge {route.edge_id}: cannot create the ring's semaphores: {e}",
                                  where=route.edge_id) from None
         return cls(route, shm.name, sems[0], sems[1], owner=True, shm=shm,
-                   announce=announce_default() if announce is None else announce)
+                   announce=announce_default() if announce is None else announce, spin_s=spin_s)
 
     def __getstate__(self):
         return {"route": self.route, "name": self.name, "free": self.free, "full": self.full,
-                "announce": self.announce}
+                "announce": self.announce, "spin_s": self.spin_s}
 
     def __setstate__(self, st):
-        self.__init__(st["route"], st["name"], st["free"], st["full"], owner=False, announce=st["announce"])
+        self.__init__(st["route"], st["name"], st["free"], st["full"], owner=False, announce=st["announce"],
+                      spin_s=st["spin_s"])
 
     # ------------------------------------------------------------------ data path
     def write(self, slot: int, frame: Frame) -> None:
@@ -460,7 +484,7 @@ class _RingRecv(RecvEndpoint):
                 waited = time.perf_counter() - t0
                 if timeout is not None and waited > timeout:
                     return None  # keep the permit: the next recv waits for the same object
-                if waited < SPIN_S:
+                if waited < ring.spin_s:
                     os.sched_yield()
                 else:
                     time.sleep(5e-5)
@@ -482,14 +506,14 @@ class ShmTransport(Transport):
 
     @classmethod
     def create(cls, routes: dict[str, EdgeRoute], ctx: BaseContext | None = None, *,
-               announce: bool | None = None) -> ShmTransport:
-        """Create one ring per route (owner side; ``ctx`` and ``announce`` as :meth:`ShmRing.create`). On
-        failure, rings already made are unlinked."""
+               announce: bool | None = None, spin_s: float = SPIN_S) -> ShmTransport:
+        """Create one ring per route (owner side; ``ctx``, ``announce`` and ``spin_s`` as
+        :meth:`ShmRing.create`). On failure, rings already made are unlinked."""
         rings: dict[str, ShmRing] = {}
         ann = announce_default() if announce is None else announce
         try:
             for edge_id, r in routes.items():
-                rings[edge_id] = ShmRing.create(r, ctx, announce=ann)
+                rings[edge_id] = ShmRing.create(r, ctx, announce=ann, spin_s=spin_s)
         except BaseException:
             for ring in rings.values():
                 ring.unlink()

@@ -251,6 +251,7 @@ def test_default_micro_batches_and_bad_values():
     assert Pipeline(ps, backend="inproc", parallel=8).micro_batches == 3
     assert Pipeline(ps, backend="inproc", parallel=8).batch_rows == 3
     assert Pipeline(ps, backend="inproc", parallel=2).micro_batches == 2
+    assert Pipeline(ps, backend="inproc", parallel=8, micro_batches=2).options.micro_batches == 2  # to the backend
     for bad in (0, -1, 1.5, True, "2"):
         with pytest.raises(RunRequestError) as e:
             Pipeline(ps, backend="inproc", parallel=4, micro_batches=bad)  # type: ignore[arg-type]

@@ -5,13 +5,14 @@ from __future__ import annotations
 import dataclasses
 import multiprocessing as mp
 import os
+import pickle
 import statistics
 import time
 
 import numpy as np
 import pytest
 from pipeplan.plan_types import ObjectSpec, RingSpec
-from pipeplan.runtime.shm_ring import ShmTransport, echo_loop
+from pipeplan.runtime.shm_ring import SPIN_S, SPIN_SHORT_S, ShmTransport, echo_loop, spin_budget
 from pipeplan.runtime.transport import (
     DATA,
     MAX_SEGMENTS,
@@ -298,5 +299,36 @@ def test_announced_object_of_a_dead_producer_times_out_not_hangs():
         t0 = time.perf_counter()
         assert rx.recv(timeout=0.2) is None
         assert 0.15 < time.perf_counter() - t0 < 5.0
+    finally:
+        t.unlink()
+
+
+def test_spin_budget_is_long_only_when_busy_processes_fit_the_cores():
+    """A consumer spins long (no wake-up per hop) only when the computing stages and spinning consumers
+    (two per frame in flight, at most stages + orchestrator) fit the cores; else briefly, so it does not take
+    a core from a computing stage (issue 14 throughput on 2 cores)."""
+    assert spin_budget(1, 1, 2) == SPIN_S  # one stage + orchestrator on 2 cores
+    assert spin_budget(3, 1, 2) == SPIN_S  # one frame in flight: one computes, one spins
+    assert spin_budget(2, 2, 2) == SPIN_SHORT_S  # two frames: two compute and two spin on 2 cores
+    assert spin_budget(3, 3, 4) == SPIN_S  # 3 stages + orchestrator on 4 cores
+    assert spin_budget(8, 8, 4) == SPIN_SHORT_S
+    assert SPIN_SHORT_S < SPIN_S
+    for bad in ((0, 1, 2), (1, 0, 2), (1, 1, 0)):
+        with pytest.raises(ValueError):
+            spin_budget(*bad)
+
+
+def test_ring_spin_travels_with_the_pickled_transport():
+    """The spin the orchestrator chose reaches the stage process (rings are pickled into it)."""
+    t = ShmTransport.create(_routes(), spin_s=SPIN_SHORT_S)
+    try:
+        other = pickle.loads(pickle.dumps(t))
+        assert {r.spin_s for r in other.rings.values()} == {SPIN_SHORT_S}
+        other.close()
+    finally:
+        t.unlink()
+    t = ShmTransport.create(_routes())
+    try:
+        assert {r.spin_s for r in t.rings.values()} == {SPIN_S}  # default: the long spin
     finally:
         t.unlink()
