@@ -24,10 +24,11 @@ one more server after the last stage: a returning frame costs it ``orch_s`` CPU 
 next frame built and sent); a sequence's token is out when the orchestrator starts on its frame. Every
 stage frame costs ``frame_s`` more (receive, announce, send). A frame reaching an idle server (stage or
 orchestrator) starts ``wake_s`` later (the wake-up of a process blocked on its ring); a busy server takes
-its next frame at once. The servers share ``cores`` CPUs (None: each its own) by processor sharing: with
-k working servers each runs at ``min(1, cores / k)`` of its speed (S busy stages on C < S cores are
-slowed by S / C). Micro-batching (``micro_batches`` M, default ``min(N, S)``): at most M frames in flight;
-a decode frame carries the ready decoding sequences, first ready first, up to ``ceil(N / M)`` rows and
+its next frame at once. With ``cores`` set, the wake-up is paid only when the runtime's ring consumers
+cannot spin (:func:`consumers_spin`: a spinning consumer is awake when its frame lands). The servers share
+``cores`` CPUs (None: each its own) by processor sharing: with k working servers each runs at
+``min(1, cores / k)`` of its speed (S busy stages on C < S cores are slowed by S / C). Micro-batching
+(``micro_batches`` M, default ``min(N, S)``): at most M frames in flight; a decode frame carries the ready decoding sequences, first ready first, up to ``ceil(N / M)`` rows and
 costs :meth:`StageCosts.frame_cost` at its rows (``rows_s``: calibrated at :data:`BATCH_ROWS`); a prefill
 chunk of a new sequence travels as its own frame and counts as one of the M. M = N with no runtime term is
 the model above exactly. ``pipeplan calibrate`` (target cpu) measures ``rows_s`` and fits ``wake_s`` and
@@ -306,6 +307,17 @@ def simulate_sequences(costs: StageCosts, n_sequences: int, prompt_tokens: int, 
     return tokens, busy
 
 
+def consumers_spin(stages: int, frames_in_flight: int, cores: int) -> bool:
+    """Whether the local runtime's ring consumers spin for an announced frame (so they pay no wake-up):
+    each frame in flight keeps one stage computing and one consumer spinning, and the stage processes and the
+    orchestrator are ``stages + 1`` processes at most, so spinning takes no core from a computing stage when
+    ``min(2 * frames_in_flight, stages + 1) <= cores``. Raises ValueError when an argument is < 1."""
+    if min(stages, frames_in_flight, cores) < 1:
+        raise ValueError(f"consumers_spin needs stages, frames in flight and cores >= 1, got "
+                         f"{stages}, {frames_in_flight}, {cores}")
+    return min(2 * frames_in_flight, stages + 1) <= cores
+
+
 def default_micro_batches(n_sequences: int, stages: int) -> int:
     """The runtime's default number of frames in flight: ``min(N, S)``."""
     return max(1, min(n_sequences, stages))
@@ -335,6 +347,7 @@ def simulate_frames(costs: StageCosts, n_sequences: int, prompt_tokens: int, dec
     chunks = -(-prompt_tokens // costs.prefill_rows)
     per_frame = -(-n_sequences // m)
     cores = math.inf if costs.cores is None else float(costs.cores)
+    wake = 0.0 if costs.cores is not None and consumers_spin(s_count, m, costs.cores) else costs.wake_s
     done_frames = [0] * n_sequences  # frames of each sequence that came back
     tokens: list[list[float]] = [[] for _ in range(n_sequences)]
     busy = [0.0] * s_count
@@ -362,7 +375,7 @@ def simulate_frames(costs: StageCosts, n_sequences: int, prompt_tokens: int, dec
             queue[server].append(f)
         else:
             taken[server] = True
-            heapq.heappush(ev, (t + costs.wake_s, next(order), START, server, f))
+            heapq.heappush(ev, (t + wake, next(order), START, server, f))
 
     def dispatch(t: float) -> None:
         nonlocal in_flight

@@ -56,6 +56,7 @@ from multiprocessing.context import BaseContext
 from pathlib import Path
 
 import numpy as np
+from pipeplan.analysis.concurrency import consumers_spin
 from pipeplan.runtime.transport import (
     DATA,
     MAX_SEGMENTS,
@@ -110,13 +111,11 @@ def spin_budget(stages: int, frames_in_flight: int, cores: int) -> float:
     Each frame in flight keeps one stage computing and (announced) one consumer spinning; the stage
     processes and the orchestrator are ``stages + 1`` processes at most. When ``min(2 * frames_in_flight,
     stages + 1) <= cores`` the spinners never take a core from a computing stage: :data:`SPIN_S`, so the
-    consumer is awake when the object lands (no wake-up per hop). Otherwise :data:`SPIN_SHORT_S`.
+    consumer is awake when the object lands (no wake-up per hop). Otherwise :data:`SPIN_SHORT_S`. The rule is
+    :func:`pipeplan.analysis.concurrency.consumers_spin`, which the throughput model follows.
 
     Raises ValueError when an argument is < 1."""
-    if min(stages, frames_in_flight, cores) < 1:
-        raise ValueError(f"spin_budget needs stages, frames in flight and cores >= 1, got "
-                         f"{stages}, {frames_in_flight}, {cores}")
-    return SPIN_S if min(2 * frames_in_flight, stages + 1) <= cores else SPIN_SHORT_S
+    return SPIN_S if consumers_spin(stages, frames_in_flight, cores) else SPIN_SHORT_S
 
 
 ANNOUNCE = announce_default()

@@ -32,7 +32,7 @@ import statistics
 import sys
 import tempfile
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -748,32 +748,46 @@ def _pipeline_rate(pipe: Any, vocab: int, n: int, prompt_len: int, tokens: int, 
 def fit_runtime_terms(costs: Any, rate_one: float, rate_busy: float, n_busy: int, prompt_len: int, tokens: int,
                       cores: int) -> dict[str, float]:
     """``{"wake_s", "frame_s"}`` of the runtime model (:mod:`pipeplan.analysis.concurrency`, "Runtime model")
-    that make :func:`~pipeplan.analysis.concurrency.predict_concurrent` of ``costs`` (one frame per sequence,
-    ``cores`` cores, ``orch_s = frame_s``) give the measured aggregate rates of 1 and ``n_busy`` sequences:
-    ``wake_s`` from the one-sequence cycle, ``frame_s`` by bisection on the busy rate (three alternations).
-    Terms that the rates cannot make positive are 0."""
+    that make :func:`~pipeplan.analysis.concurrency.predict_concurrent` of ``costs`` (``cores`` cores,
+    ``orch_s = frame_s``) give the measured aggregate rates of 1 sequence (one frame in flight, as ``pipeplan
+    run``) and of ``n_busy`` sequences (the runtime's default micro-batches ``min(N, S)``).
+
+    When the one-sequence run's ring consumers spin (:func:`~pipeplan.analysis.concurrency.consumers_spin`) it
+    pays no wake-up: ``frame_s`` from its cycle, then ``wake_s`` by bisection on the busy rate (0 when the busy
+    run's consumers spin too). Otherwise ``wake_s`` from the one-sequence cycle and ``frame_s`` by bisection on
+    the busy rate (three alternations). Terms that the rates cannot make positive are 0."""
     import dataclasses
 
-    from pipeplan.analysis.concurrency import predict_concurrent
+    from pipeplan.analysis.concurrency import consumers_spin, default_micro_batches, predict_concurrent
 
     s = costs.stages
     base = sum(costs.decode_s) + sum(costs.decode_hop_s)
-    frame = wake = 0.0
+    m_busy = default_micro_batches(n_busy, s)
+    top = max(base, 1e-6)
 
-    def rate(n: int, f: float, w: float) -> float:
+    def rate(f: float, w: float) -> float:
         c = dataclasses.replace(costs, frame_s=f, orch_s=f, wake_s=w, cores=cores)
-        return predict_concurrent(c, n, prompt_len, tokens, micro_batches=n).aggregate_tok_s
+        return predict_concurrent(c, n_busy, prompt_len, tokens, micro_batches=m_busy).aggregate_tok_s
 
-    for _ in range(3):
-        wake = max(0.0, (1.0 / rate_one - base - (s + 1) * frame) / (s + 1)) if rate_one > 0 else 0.0
-        lo, hi = 0.0, max(base, 1e-6)
-        if rate(n_busy, lo, wake) <= rate_busy:
-            frame = 0.0
-            continue
+    def solve(fn: Callable[[float], float]) -> float:
+        """The x in [0, top] where the decreasing ``fn(x)`` meets ``rate_busy`` (0 when fn(0) is at or below it)."""
+        lo, hi = 0.0, top
+        if fn(lo) <= rate_busy:
+            return 0.0
         for _ in range(40):
             mid = (lo + hi) / 2
-            lo, hi = (mid, hi) if rate(n_busy, mid, wake) > rate_busy else (lo, mid)
-        frame = (lo + hi) / 2
+            lo, hi = (mid, hi) if fn(mid) > rate_busy else (lo, mid)
+        return (lo + hi) / 2
+
+    cycle = 1.0 / rate_one if rate_one > 0 else base
+    if consumers_spin(s, 1, cores):
+        frame = max(0.0, (cycle - base) / (s + 1))
+        wake = 0.0 if consumers_spin(s, m_busy, cores) else solve(lambda w: rate(frame, w))
+        return {"wake_s": wake, "frame_s": frame}
+    frame = wake = 0.0
+    for _ in range(3):
+        wake = max(0.0, (cycle - base - (s + 1) * frame) / (s + 1))
+        frame = solve(lambda f: rate(f, wake))
     return {"wake_s": wake, "frame_s": frame}
 
 
@@ -797,11 +811,14 @@ def measure_loop(plan_module, package: str | Path, *, prompt_len: int = 8, token
     costs = stage_costs(package, prefill_rows=prompt_len)
     n_busy = loop_sequences(costs.stages)
     vocab = int(runplan_spec_from_module(plan_module).facts.vocab_size)
-    with Pipeline(project_provisions(plan_module), backend="local", programs=load_compiled_stages_fast(package),
-                  kernels="pipeplan.runtime.kernels.cpu", num_threads=threads, parallel=n_busy) as pipe:
-        pipe.generate_concurrent([GenRequest([1, 2], 4)])  # first touch of weights and caches
-        one = _pipeline_rate(pipe, vocab, 1, prompt_len, tokens, repeats)
-        busy = _pipeline_rate(pipe, vocab, n_busy, prompt_len, tokens, repeats)
+    programs = load_compiled_stages_fast(package)
+    rates = []
+    for n in (1, n_busy):  # a pipeline each: its frames in flight set the rings' spin (as `run` and `serve`)
+        with Pipeline(project_provisions(plan_module), backend="local", programs=programs,
+                      kernels="pipeplan.runtime.kernels.cpu", num_threads=threads, parallel=n) as pipe:
+            pipe.generate_concurrent([GenRequest([1, 2], 4)])  # first touch of weights and caches
+            rates.append(_pipeline_rate(pipe, vocab, n, prompt_len, tokens, repeats))
+    one, busy = rates
     import dataclasses
 
     from pipeplan.analysis.concurrency import predict_concurrent
@@ -810,7 +827,7 @@ def measure_loop(plan_module, package: str | Path, *, prompt_len: int = 8, token
     terms = fit_runtime_terms(costs, one, busy, n_busy, prompt_len, tokens, cores)
     fitted = dataclasses.replace(costs, frame_s=terms["frame_s"], orch_s=terms["frame_s"], wake_s=terms["wake_s"],
                                  cores=cores)
-    back = [predict_concurrent(fitted, n, prompt_len, tokens, micro_batches=n).aggregate_tok_s for n in (1, n_busy)]
+    back = [predict_concurrent(fitted, n, prompt_len, tokens).aggregate_tok_s for n in (1, n_busy)]
     residual = max(abs(b - m) / m for b, m in zip(back, (one, busy), strict=True) if m > 0) if one > 0 else 1.0
     return {"sequences": n_busy, "tokens": tokens, "rate_one_tok_s": one, "rate_busy_tok_s": busy, "cores": cores,
             "wake_s": terms["wake_s"], "frame_s": terms["frame_s"], "orch_s": terms["frame_s"],

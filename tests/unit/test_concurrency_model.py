@@ -286,14 +286,41 @@ def test_runtime_terms_are_checked():
 
 def test_fitted_runtime_terms_reproduce_their_rates():
     """AB-C-2: the terms calibrate fits from the measured rates of 1 and 2 S + 1 sequences give those rates
-    back (here rates made by known terms: the fit recovers them)."""
+    back (here rates made by known terms: the fit recovers them), whether or not the one-sequence run's
+    ring consumers spin (2 cores: they do, the busy run's do not; 1 core: neither does)."""
     import dataclasses
 
     from pipeplan.tools.calibrate import fit_runtime_terms
 
     c = StageCosts((4e-4, 3e-4, 2.5e-4), (1e-4, 5e-5, 5e-5), (8e-4, 6e-4, 5e-4), (1e-4, 5e-5, 5e-5))
-    true = dataclasses.replace(c, frame_s=6e-5, orch_s=6e-5, wake_s=1.5e-4, cores=2)
-    one = predict_concurrent(true, 1, 8, 24).aggregate_tok_s
-    busy = predict_concurrent(true, 7, 8, 24, micro_batches=7).aggregate_tok_s
-    got = fit_runtime_terms(c, one, busy, 7, 8, 24, 2)
-    assert got["frame_s"] == pytest.approx(6e-5, rel=0.05) and got["wake_s"] == pytest.approx(1.5e-4, rel=0.05)
+    for cores in (2, 1):
+        true = dataclasses.replace(c, frame_s=6e-5, orch_s=6e-5, wake_s=1.5e-4, cores=cores)
+        one = predict_concurrent(true, 1, 8, 24).aggregate_tok_s
+        busy = predict_concurrent(true, 7, 8, 24).aggregate_tok_s
+        got = fit_runtime_terms(c, one, busy, 7, 8, 24, cores)
+        assert got["frame_s"] == pytest.approx(6e-5, rel=0.05) and got["wake_s"] == pytest.approx(1.5e-4, rel=0.05)
+
+
+def test_spinning_consumers_pay_no_wake_up():
+    """AB-T-2: with a core count, the wake-up is paid only where the runtime's ring consumers cannot spin
+    (consumers_spin, the rule runtime.shm_ring.spin_budget follows): 3 stages on 2 cores, one frame in flight
+    pays none, three frames in flight pay it; on 8 cores neither does."""
+    import dataclasses
+
+    from pipeplan.analysis.concurrency import consumers_spin
+
+    assert consumers_spin(3, 1, 2) and not consumers_spin(3, 3, 2) and consumers_spin(3, 3, 8)
+    base = StageCosts.uniform(3, 1e-3)
+    c = dataclasses.replace(base, frame_s=1e-4, wake_s=5e-4, cores=2)
+    one = predict_concurrent(c, 1, 1, 64)
+    assert one.per_token_p50_s == pytest.approx(3e-3 + 3 * 1e-4, rel=1e-6)  # no wake-up: spinning consumers
+    woken = predict_concurrent(dataclasses.replace(c, cores=1), 1, 1, 64)
+    assert woken.per_token_p50_s == pytest.approx(3e-3 + 3 * 1e-4 + 4 * 5e-4, rel=1e-6)
+    three = predict_concurrent(c, 3, 1, 64, micro_batches=3)
+    free = predict_concurrent(dataclasses.replace(c, wake_s=0.0), 3, 1, 64, micro_batches=3)
+    assert three.aggregate_tok_s < free.aggregate_tok_s  # three frames on 2 cores: consumers sleep, pay it
+    wide = predict_concurrent(dataclasses.replace(c, cores=8), 3, 1, 64, micro_batches=3)
+    wide_free = predict_concurrent(dataclasses.replace(c, cores=8, wake_s=0.0), 3, 1, 64, micro_batches=3)
+    assert wide.token_times == wide_free.token_times  # 8 cores: the consumers spin, wake_s never counts
+    with pytest.raises(ValueError):
+        consumers_spin(0, 1, 2)
