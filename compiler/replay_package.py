@@ -32,7 +32,6 @@ replaced or removed: anything else in the directory (a saved ``measured.json``) 
 from __future__ import annotations
 
 import hashlib
-import io
 import json
 import math
 import os
@@ -108,11 +107,9 @@ def manifest_self_digest(manifest: dict[str, Any]) -> str:
 
 def print_module(op) -> str:
     """The custom-syntax print of an op (trailing newline)."""
-    from xdsl.printer import Printer
+    from pipeplan.dialects.printing import print_ir
 
-    buf = io.StringIO()
-    Printer(stream=buf).print_op(op)
-    return buf.getvalue() + "\n"
+    return print_ir(op) + "\n"
 
 
 def _parse_plan(plan_module) -> Any:

@@ -290,6 +290,12 @@ class PipeplanOptMain(xDSLOptMain):
             if name not in self.ctx.registered_dialect_names:
                 self.ctx.register_dialect(name, factory)
 
+    def register_all_targets(self) -> None:
+        super().register_all_targets()
+        from pipeplan.dialects.printing import PlanMLIRTarget
+
+        self.available_targets["mlir"] = lambda: PlanMLIRTarget  # same text, string literals in one write
+
     def register_all_passes(self) -> None:
         super().register_all_passes()
         for name, factory in _pipeplan_passes().items():
