@@ -787,7 +787,7 @@ def fit_runtime_terms(costs: Any, rate_one: float, rate_busy: float, n_busy: int
     frame = wake = 0.0
     for _ in range(3):
         wake = max(0.0, (cycle - base - (s + 1) * frame) / (s + 1))
-        frame = solve(lambda f: rate(f, wake))
+        frame = solve(lambda f, w=wake: rate(f, w))
     return {"wake_s": wake, "frame_s": frame}
 
 

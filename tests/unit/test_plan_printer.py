@@ -7,8 +7,8 @@ import io
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from pipeplan.dialects.printing import print_ir
-from xdsl.dialects.builtin import ArrayAttr, ModuleOp, StringAttr
 from xdsl.dialects import test as xdsl_test
+from xdsl.dialects.builtin import ArrayAttr, ModuleOp, StringAttr
 from xdsl.printer import Printer
 
 
