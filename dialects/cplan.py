@@ -152,8 +152,7 @@ class PlanOp(PipeplanOp):
             raise VerifyException(f"unknown binder '{self.binder.data}', expected one of {', '.join(BINDERS)}")
         if self.risk.data not in RISK_POLICIES:
             raise VerifyException(f"unknown risk policy '{self.risk.data}', expected one of {', '.join(RISK_POLICIES)}")
-        if len(self.body.blocks) > 1:
-            raise VerifyException("a plan body has at most one block")
+        # at most one block: the NoTerminator trait rejects a multi-block body before this verifier runs
         ops = _ops(self.body)
         exts = [o for o in ops if isinstance(o, QueueScheduleOp | SlotDataflowOp)]
         if len(exts) != 1:
@@ -334,14 +333,14 @@ class QueueScheduleOp(PipeplanOp):
         placed: set[str] = set()
         for o in _ops(self.body):
             if not isinstance(o, QueueOp):
-                raise VerifyException(f"queue_schedule may hold only cplan.queue ops, found '{o.name}'")
+                raise IRVerifyError(f"queue_schedule may hold only cplan.queue ops, found '{o.name}'", op=o)
             key = (o.device.data, o.engine.data)
             if key in seen:
-                raise VerifyException(f"queue_schedule: two queues for device '{key[0]}' engine '{key[1]}'")
+                raise IRVerifyError(f"queue_schedule: two queues for device '{key[0]}' engine '{key[1]}'", op=o)
             seen.add(key)
             for c in str_tuple(o.order):
                 if c in placed:
-                    raise VerifyException(f"queue_schedule: command '{c}' appears in more than one queue position")
+                    raise IRVerifyError(f"queue_schedule: command '{c}' appears in more than one queue position", op=o)
                 placed.add(c)
 
 
@@ -384,33 +383,39 @@ class SlotDataflowOp(PipeplanOp):
 
     def verify_(self) -> None:
         slots: dict[str, tuple[str, ...]] = {}
+        slot_ops: dict[str, SlotOp] = {}
         fired: dict[str, str] = {}
+        fire_ops: dict[str, FireOp] = {}
         for o in _ops(self.body):
             if isinstance(o, SlotOp):
                 if o.id.data in slots:
-                    raise VerifyException(f"slot_dataflow: duplicate slot '{o.id.data}'")
+                    raise IRVerifyError(f"slot_dataflow: duplicate slot '{o.id.data}'", op=o)
                 slots[o.id.data] = str_tuple(o.commands)
+                slot_ops[o.id.data] = o
             elif isinstance(o, FireOp):
                 c = o.command.data
                 if c in fired:
-                    raise VerifyException(f"slot_dataflow: command '{c}' has more than one firing rule")
+                    raise IRVerifyError(f"slot_dataflow: command '{c}' has more than one firing rule", op=o)
                 fired[c] = o.slot.data
+                fire_ops[c] = o
             else:
-                raise VerifyException(f"slot_dataflow may hold only cplan.slot and cplan.fire ops, found '{o.name}'")
+                raise IRVerifyError(f"slot_dataflow may hold only cplan.slot and cplan.fire ops, found '{o.name}'", op=o)
         bound: dict[str, str] = {}
         for s, cs in slots.items():
             for c in cs:
                 if c in bound:
-                    raise VerifyException(f"slot_dataflow: command '{c}' is bound to slots '{bound[c]}' and '{s}'")
+                    raise IRVerifyError(f"slot_dataflow: command '{c}' is bound to slots '{bound[c]}' and '{s}'",
+                                        op=slot_ops[s])
                 bound[c] = s
         for c, s in fired.items():
             if s not in slots:
-                raise VerifyException(f"slot_dataflow: firing rule of '{c}' names unknown slot '{s}'")
+                raise IRVerifyError(f"slot_dataflow: firing rule of '{c}' names unknown slot '{s}'", op=fire_ops[c])
             if bound.get(c) != s:
-                raise VerifyException(f"slot_dataflow: command '{c}' fires on slot '{s}' but is not bound to it")
-        for c in bound:
+                raise IRVerifyError(f"slot_dataflow: command '{c}' fires on slot '{s}' but is not bound to it",
+                                    op=fire_ops[c])
+        for c, s in bound.items():
             if c not in fired:
-                raise VerifyException(f"slot_dataflow: command '{c}' has no firing rule")
+                raise IRVerifyError(f"slot_dataflow: command '{c}' has no firing rule", op=slot_ops[s])
 
 
 @irdl_op_definition
