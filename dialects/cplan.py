@@ -156,12 +156,13 @@ class PlanOp(PipeplanOp):
         ops = _ops(self.body)
         exts = [o for o in ops if isinstance(o, QueueScheduleOp | SlotDataflowOp)]
         if len(exts) != 1:
-            raise VerifyException(f"a plan needs exactly one target extension (queue_schedule or slot_dataflow), found {len(exts)}")
+            raise IRVerifyError(f"a plan needs exactly one target extension (queue_schedule or slot_dataflow), found "
+                                f"{len(exts)}", op=exts[1] if exts else self)
         if ops[-1] is not exts[0]:
-            raise VerifyException("the target extension must be the last op of the plan")
+            raise IRVerifyError("the target extension must be the last op of the plan", op=ops[-1])
         for o in ops:
             if not isinstance(o, DeviceOp | LinkOp | AllocOp | CommandOp | SyncOp | QueueScheduleOp | SlotDataflowOp):
-                raise VerifyException(f"unexpected op '{o.name}' in a cplan.plan body")
+                raise IRVerifyError(f"unexpected op '{o.name}' in a cplan.plan body", op=o)
         violations = check_invariants(plan_from_ir(self))
         if violations:
             v = violations[0]

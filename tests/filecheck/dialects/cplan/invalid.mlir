@@ -27,11 +27,11 @@ cplan.plan attributes {binder = "reference-queue", target = "t", deployment = "d
 
 // two target extensions
 cplan.plan attributes {binder = "reference-queue", target = "t", deployment = "d", evidence = "e", risk = "strict", source = "s"} {
-// CHECK:      invalid.mlir:[[# @LINE - 1]]:1: error: a plan needs exactly one target extension (queue_schedule or slot_dataflow), found 2
-// CHECK-NEXT: {{^}}  cplan.plan attributes {binder = "reference-queue", target = "t",
   cplan.queue_schedule {
   }
   cplan.slot_dataflow {
+  // CHECK:      invalid.mlir:[[# @LINE - 1]]:3: error: a plan needs exactly one target extension (queue_schedule or slot_dataflow), found 2
+  // CHECK-NEXT: {{^}}  cplan.slot_dataflow {
   }
 }
 
@@ -59,20 +59,20 @@ cplan.plan attributes {binder = "reference-queue", target = "t", deployment = "d
 
 // the extension is not the last op
 cplan.plan attributes {binder = "reference-queue", target = "t", deployment = "d", evidence = "e", risk = "strict", source = "s"} {
-// CHECK:      invalid.mlir:[[# @LINE - 1]]:1: error: the target extension must be the last op of the plan
-// CHECK-NEXT: {{^}}  cplan.plan attributes {binder = "reference-queue", target = "t",
   cplan.queue_schedule {
   }
   cplan.device {id = "d0", capacity = {device = 64 : i64}, engines = {c = 1 : i64}}
+  // CHECK:      invalid.mlir:[[# @LINE - 1]]:3: error: the target extension must be the last op of the plan
+  // CHECK-NEXT: {{^}}  cplan.device {id = "d0", capacity = {device = 64 : i64},
 }
 
 // -----
 
 // an op of another kind in the plan body
 cplan.plan attributes {binder = "reference-queue", target = "t", deployment = "d", evidence = "e", risk = "strict", source = "s"} {
-// CHECK:      invalid.mlir:[[# @LINE - 1]]:1: error: unexpected op 'builtin.module' in a cplan.plan body
-// CHECK-NEXT: {{^}}  cplan.plan attributes {binder = "reference-queue", target = "t",
   builtin.module {
+  // CHECK:      invalid.mlir:[[# @LINE - 1]]:3: error: unexpected op 'builtin.module' in a cplan.plan body
+  // CHECK-NEXT: {{^}}  builtin.module {
   }
   cplan.queue_schedule {
   }
