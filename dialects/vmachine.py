@@ -662,11 +662,11 @@ def check_program(program: ProgramOp, lineage: Mapping[str, str] | None = None) 
             if o.index.value.data in stages:
                 raise MachineVerifyError(f"stage {o.index.value.data} is declared twice", op=o)
             stages[o.index.value.data] = o
-    for e in edges.values():
-        for end, v in (("producer", e.producer.value.data), ("consumer", e.consumer.value.data)):
+    for edge in edges.values():
+        for end, v in (("producer", edge.producer.value.data), ("consumer", edge.consumer.value.data)):
             if v != -1 and v not in stages:
-                raise MachineVerifyError(f"edge '{e.id.data}': {end} {v} is neither a stage of the program nor -1 "
-                                         f"(the orchestrator)", op=e)
+                raise MachineVerifyError(f"edge '{edge.id.data}': {end} {v} is neither a stage of the program nor "
+                                         f"-1 (the orchestrator)", op=edge)
     sig_stage: dict[str, list[int]] = {}
     sig_ops: dict[str, list[SignalOp]] = {}
     for st in program.body.block.ops:
