@@ -467,12 +467,17 @@ Cplan = Dialect(
 
 def subject_op(plan: PlanOp, subject: tuple[str, int | str]) -> Operation:
     """The op of ``plan`` a :class:`~pipeplan.dialects.cplan_invariants.Violation` subject names
-    (``("command", i)``, ``("alloc", id)``, ``("sync", i)``, ``("queue", i)``, ``("slot", i)``); ``plan``
-    itself when it names none."""
+    (``("command", i)``, ``("alloc", id)``, ``("alloc", k)``, ``("device", k)``, ``("link", k)``,
+    ``("sync", i)``, ``("queue", i)``, ``("slot", i)``; an int is the position among ops of that kind);
+    ``plan`` itself when it names none."""
     kind, key = subject
     ops = _ops(plan.body)
-    if kind == "alloc":
+    if kind == "alloc" and isinstance(key, str):
         return next((o for o in ops if isinstance(o, AllocOp) and o.id.data == key), plan)
+    kinds: dict[str, type[Operation]] = {"alloc": AllocOp, "device": DeviceOp, "link": LinkOp}
+    if kind in kinds:
+        same = [o for o in ops if isinstance(o, kinds[kind])]
+        return same[key] if isinstance(key, int) and 0 <= key < len(same) else plan
     if kind in ("queue", "slot"):
         ext = next((o for o in ops if isinstance(o, QueueScheduleOp | SlotDataflowOp)), None)
         cls: type[Operation] = QueueOp if kind == "queue" else SlotOp

@@ -907,6 +907,32 @@ cplan.plan attributes {binder = "reference-queue", target = "t", deployment = "d
 
 // -----
 
+// AB-S-4: an allocation id declared twice
+cplan.plan attributes {binder = "reference-queue", target = "t", deployment = "d", evidence = "e", risk = "strict", source = "s"} {
+  cplan.device {id = "d0", capacity = {device = 4096 : i64, link = 1024 : i64}, engines = {compute = 1 : i64, copy = 1 : i64}}
+  cplan.device {id = "d1", capacity = {device = 4096 : i64}, engines = {compute = 1 : i64}}
+  cplan.link {id = "l0", src = "d0", dst = "d1", capacity = 1024 : i64}
+  cplan.alloc {id = "w", source = "w", device = "d0", space = "device", offset = 0 : i64, size = 100 : i64, alignment = 64 : i64, lifetime = "weight"}
+  cplan.alloc {id = "a", source = "a", device = "d0", space = "device", offset = 128 : i64, size = 64 : i64, alignment = 64 : i64, lifetime = "transient"}
+  cplan.alloc {id = "e", source = "e", device = "d0", space = "link", offset = 0 : i64, size = 64 : i64, alignment = 64 : i64, lifetime = "edge"}
+  cplan.alloc {id = "c", source = "c", device = "d1", space = "device", offset = 0 : i64, size = 64 : i64, alignment = 64 : i64, lifetime = "transient"}
+  cplan.alloc {id = "c", source = "c2", device = "d1", space = "device", offset = 64 : i64, size = 64 : i64, alignment = 64 : i64, lifetime = "transient"}
+  // CHECK:      invalid.mlir:[[# @LINE - 1]]:3: error: [AB-S-4] buffer lifetimes must cover all producers and consumers (duplicate_alloc): allocation id 'c' (source 'c2') is declared twice
+  // CHECK-NEXT: {{^}}  cplan.alloc {id = "c", source = "c2", device = "d1",
+  cplan.command {id = "t0", task = "t0", op = "rms_norm", impl = "vq.rms_norm", device = "d0", engine = "compute", deps = [], reads = ["w"], writes = ["a"], lineage = "s0/norm", provider = "roofline", status = "direct", duration = 1.0e-06 : f64}
+  cplan.command {id = "t1", task = "t1", op = "send", impl = "vq.send", device = "d0", engine = "copy", deps = ["t0"], reads = ["a"], writes = ["e"], lineage = "s0/send", provider = "roofline", status = "direct", duration = 1.0e-06 : f64, link = "l0"}
+  cplan.command {id = "t2", task = "t2", op = "add", impl = "vq.add", device = "d1", engine = "compute", deps = ["t1"], reads = ["e"], writes = ["c"], lineage = "s1/add", provider = "roofline", status = "direct", duration = 1.0e-06 : f64}
+  cplan.sync {signal = "t0", wait = "t1"}
+  cplan.sync {signal = "t1", wait = "t2"}
+  cplan.queue_schedule {
+    cplan.queue {device = "d0", engine = "compute", order = ["t0"]}
+    cplan.queue {device = "d0", engine = "copy", order = ["t1"]}
+    cplan.queue {device = "d1", engine = "compute", order = ["t2"]}
+  }
+}
+
+// -----
+
 // AB-S-5: overlapping allocations that may be live at once
 cplan.plan attributes {binder = "reference-queue", target = "t", deployment = "d", evidence = "e", risk = "strict", source = "s"} {
   cplan.device {id = "d0", capacity = {device = 4096 : i64, link = 1024 : i64}, engines = {compute = 1 : i64, copy = 1 : i64}}
@@ -916,6 +942,58 @@ cplan.plan attributes {binder = "reference-queue", target = "t", deployment = "d
   cplan.alloc {id = "a", source = "a", device = "d0", space = "device", offset = 64 : i64, size = 64 : i64, alignment = 64 : i64, lifetime = "transient"}
   // CHECK:      invalid.mlir:[[# @LINE - 1]]:3: error: [AB-S-5] reused allocations must not overlap in any legal execution (unsafe_reuse): d0/device: allocations 'w' [0, 100) and 'a' [64, 128) overlap; a weight buffer is live for the whole plan
   // CHECK-NEXT: {{^}}  cplan.alloc {id = "a", source = "a", device = "d0", space = "device",
+  cplan.alloc {id = "e", source = "e", device = "d0", space = "link", offset = 0 : i64, size = 64 : i64, alignment = 64 : i64, lifetime = "edge"}
+  cplan.alloc {id = "c", source = "c", device = "d1", space = "device", offset = 0 : i64, size = 64 : i64, alignment = 64 : i64, lifetime = "transient"}
+  cplan.command {id = "t0", task = "t0", op = "rms_norm", impl = "vq.rms_norm", device = "d0", engine = "compute", deps = [], reads = ["w"], writes = ["a"], lineage = "s0/norm", provider = "roofline", status = "direct", duration = 1.0e-06 : f64}
+  cplan.command {id = "t1", task = "t1", op = "send", impl = "vq.send", device = "d0", engine = "copy", deps = ["t0"], reads = ["a"], writes = ["e"], lineage = "s0/send", provider = "roofline", status = "direct", duration = 1.0e-06 : f64, link = "l0"}
+  cplan.command {id = "t2", task = "t2", op = "add", impl = "vq.add", device = "d1", engine = "compute", deps = ["t1"], reads = ["e"], writes = ["c"], lineage = "s1/add", provider = "roofline", status = "direct", duration = 1.0e-06 : f64}
+  cplan.sync {signal = "t0", wait = "t1"}
+  cplan.sync {signal = "t1", wait = "t2"}
+  cplan.queue_schedule {
+    cplan.queue {device = "d0", engine = "compute", order = ["t0"]}
+    cplan.queue {device = "d0", engine = "copy", order = ["t1"]}
+    cplan.queue {device = "d1", engine = "compute", order = ["t2"]}
+  }
+}
+
+// -----
+
+// AB-S-6: a device id declared twice
+cplan.plan attributes {binder = "reference-queue", target = "t", deployment = "d", evidence = "e", risk = "strict", source = "s"} {
+  cplan.device {id = "d0", capacity = {device = 4096 : i64, link = 1024 : i64}, engines = {compute = 1 : i64, copy = 1 : i64}}
+  cplan.device {id = "d1", capacity = {device = 4096 : i64}, engines = {compute = 1 : i64}}
+  cplan.device {id = "d1", capacity = {device = 8192 : i64}, engines = {compute = 1 : i64}}
+  // CHECK:      invalid.mlir:[[# @LINE - 1]]:3: error: [AB-S-6] device, memory-space, engine and link capacities must be respected (duplicate_device): device id 'd1' is declared twice
+  // CHECK-NEXT: {{^}}  cplan.device {id = "d1", capacity = {device = 8192 : i64},
+  cplan.link {id = "l0", src = "d0", dst = "d1", capacity = 1024 : i64}
+  cplan.alloc {id = "w", source = "w", device = "d0", space = "device", offset = 0 : i64, size = 100 : i64, alignment = 64 : i64, lifetime = "weight"}
+  cplan.alloc {id = "a", source = "a", device = "d0", space = "device", offset = 128 : i64, size = 64 : i64, alignment = 64 : i64, lifetime = "transient"}
+  cplan.alloc {id = "e", source = "e", device = "d0", space = "link", offset = 0 : i64, size = 64 : i64, alignment = 64 : i64, lifetime = "edge"}
+  cplan.alloc {id = "c", source = "c", device = "d1", space = "device", offset = 0 : i64, size = 64 : i64, alignment = 64 : i64, lifetime = "transient"}
+  cplan.command {id = "t0", task = "t0", op = "rms_norm", impl = "vq.rms_norm", device = "d0", engine = "compute", deps = [], reads = ["w"], writes = ["a"], lineage = "s0/norm", provider = "roofline", status = "direct", duration = 1.0e-06 : f64}
+  cplan.command {id = "t1", task = "t1", op = "send", impl = "vq.send", device = "d0", engine = "copy", deps = ["t0"], reads = ["a"], writes = ["e"], lineage = "s0/send", provider = "roofline", status = "direct", duration = 1.0e-06 : f64, link = "l0"}
+  cplan.command {id = "t2", task = "t2", op = "add", impl = "vq.add", device = "d1", engine = "compute", deps = ["t1"], reads = ["e"], writes = ["c"], lineage = "s1/add", provider = "roofline", status = "direct", duration = 1.0e-06 : f64}
+  cplan.sync {signal = "t0", wait = "t1"}
+  cplan.sync {signal = "t1", wait = "t2"}
+  cplan.queue_schedule {
+    cplan.queue {device = "d0", engine = "compute", order = ["t0"]}
+    cplan.queue {device = "d0", engine = "copy", order = ["t1"]}
+    cplan.queue {device = "d1", engine = "compute", order = ["t2"]}
+  }
+}
+
+// -----
+
+// AB-S-6: a link id declared twice
+cplan.plan attributes {binder = "reference-queue", target = "t", deployment = "d", evidence = "e", risk = "strict", source = "s"} {
+  cplan.device {id = "d0", capacity = {device = 4096 : i64, link = 1024 : i64}, engines = {compute = 1 : i64, copy = 1 : i64}}
+  cplan.device {id = "d1", capacity = {device = 4096 : i64}, engines = {compute = 1 : i64}}
+  cplan.link {id = "l0", src = "d0", dst = "d1", capacity = 1024 : i64}
+  cplan.link {id = "l0", src = "d0", dst = "d1", capacity = 512 : i64}
+  // CHECK:      invalid.mlir:[[# @LINE - 1]]:3: error: [AB-S-6] device, memory-space, engine and link capacities must be respected (duplicate_link): link id 'l0' is declared twice
+  // CHECK-NEXT: {{^}}  cplan.link {id = "l0", src = "d0", dst = "d1", capacity = 512 : i64}
+  cplan.alloc {id = "w", source = "w", device = "d0", space = "device", offset = 0 : i64, size = 100 : i64, alignment = 64 : i64, lifetime = "weight"}
+  cplan.alloc {id = "a", source = "a", device = "d0", space = "device", offset = 128 : i64, size = 64 : i64, alignment = 64 : i64, lifetime = "transient"}
   cplan.alloc {id = "e", source = "e", device = "d0", space = "link", offset = 0 : i64, size = 64 : i64, alignment = 64 : i64, lifetime = "edge"}
   cplan.alloc {id = "c", source = "c", device = "d1", space = "device", offset = 0 : i64, size = 64 : i64, alignment = 64 : i64, lifetime = "transient"}
   cplan.command {id = "t0", task = "t0", op = "rms_norm", impl = "vq.rms_norm", device = "d0", engine = "compute", deps = [], reads = ["w"], writes = ["a"], lineage = "s0/norm", provider = "roofline", status = "direct", duration = 1.0e-06 : f64}
