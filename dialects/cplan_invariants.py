@@ -333,10 +333,10 @@ def check_s6(cx: _Ctx) -> list[Violation]:
     out = []
     for kind, items in (("device", cx.plan.devices), ("link", cx.plan.links)):
         ids: set[str] = set()
-        for k, x in enumerate(items):
+        for pos, x in enumerate(items):
             if x.id in ids:
                 out.append(Violation("AB-S-6", f"duplicate_{kind}", f"{kind} id '{x.id}' is declared twice",
-                                     (kind, k)))
+                                     (kind, pos)))
             ids.add(x.id)
     high: dict[tuple[str, str], int] = {}
     for a in cx.plan.allocs:

@@ -194,8 +194,9 @@ def _sites(mod: _Module, qual: str) -> list[tuple[int, str]]:
         elif isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "Violation":
             inv, code, msg = (list(node.args) + [None, None, None])[:3]
             r = _regex(msg, mod) if msg is not None else None
-            if isinstance(inv, ast.Constant) and isinstance(code, ast.Constant) and r is not None:
-                out.append((node.lineno, re.escape(f"[{inv.value}] ") + ".*?" + re.escape(f"({code.value}): ") + r))
+            rc = _regex(code, mod) if code is not None else None
+            if isinstance(inv, ast.Constant) and rc is not None and r is not None:
+                out.append((node.lineno, re.escape(f"[{inv.value}] ") + ".*?" + r"\(" + rc + r"\): " + r))
     return out
 
 
