@@ -14,6 +14,7 @@ properties) are not pipeplan's and are not counted.
 from __future__ import annotations
 
 import ast
+import functools
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -167,6 +168,7 @@ def _message_arg(call: ast.Call) -> ast.expr | None:
     return None
 
 
+@functools.cache
 def _error_helpers(mod: _Module) -> set[str]:
     """Names of functions (nested ones too) that return one of :data:`ERRORS` (``raise fail(op, "...")``)."""
     out = set()
@@ -213,6 +215,7 @@ def _parse_errors(mod: _Module) -> list[Message]:
     return out
 
 
+@functools.cache
 def messages(modules: tuple[str, ...]) -> list[Message]:
     """Every verifier message of ``modules``: raise sites in them reachable from a ``verify_``/``verify``
     method of any dialect module (the call graph crosses modules: cplan -> cplan_invariants, every dialect
@@ -286,6 +289,23 @@ def test_a_message_without_its_case_is_reported():
     checks = [c for c in check_lines(DIALECTS["tmachine"][1]) if "unknown view kind" not in c]
     _, missing = uncovered("tmachine", checks)
     assert [m.function for m in missing] == ["ViewOp.verify_"]
+
+
+XDSL_ONLY = ("is not a terminator",)
+"""Texts of the xDSL diagnostics (no op location) an invalid case may check instead of a located one."""
+
+
+@pytest.mark.parametrize("name", ["cplan", "vmachine", "tmachine", "pplan"])
+def test_every_invalid_case_pins_the_offending_op(name):
+    """Issue 13 item 3 (AB-S-1..7, AB-M-1): each case of the dialect's invalid.mlir runs under
+    ``%verify-located`` and checks the diagnostic's location as the line just above its CHECK line (the
+    offending op's, not the module's)."""
+    text = (LIT / name / "invalid.mlir").read_text(encoding="utf-8")
+    assert text.startswith("// RUN: %verify-located"), f"{name}/invalid.mlir does not run under %verify-located"
+    cases = text.split("\n// -----\n")
+    unpinned = [i for i, c in enumerate(cases)
+                if "invalid.mlir:[[# @LINE - 1]]:" not in c and not any(x in c for x in XDSL_ONLY)]
+    assert len(cases) > 10 and not unpinned, f"{name}/invalid.mlir: cases {unpinned} check no op location"
 
 
 @pytest.mark.parametrize("dialect", sorted(DIALECTS))
