@@ -24,6 +24,8 @@ config.substitutions.append(("%models", os.path.abspath(os.path.join(os.path.dir
 config.substitutions.append(("%roundtrip", "pipeplan-opt %s | pipeplan-opt"))  # noqa: F821
 config.substitutions.append(("%generic-roundtrip", "pipeplan-opt %s --print-op-generic | pipeplan-opt"))  # noqa: F821
 config.substitutions.append(("%verify-diag", "pipeplan-opt %s --split-input-file --verify-diagnostics"))  # noqa: F821
+# As %verify-diag, each verifier failure printed with its location and the offending op's first line.
+config.substitutions.append(("%verify-located", "pipeplan-opt %s --split-input-file --verify-diagnostics --located-diagnostics"))  # noqa: F821
 # Upstream MLIR interop tests (REQUIRES: mlir-opt) need mlir-opt-19 (Debian's mlir-19-tools). Absent, they are
 # UNSUPPORTED and this says so on stderr even under `lit -q`; PIPEPLAN_REQUIRE_MLIR_OPT=1 (set by .ci/run) or
 # `--param require_mlir_opt=1` makes its absence a fatal configuration error instead.

@@ -152,17 +152,17 @@ class PlanOp(PipeplanOp):
             raise VerifyException(f"unknown binder '{self.binder.data}', expected one of {', '.join(BINDERS)}")
         if self.risk.data not in RISK_POLICIES:
             raise VerifyException(f"unknown risk policy '{self.risk.data}', expected one of {', '.join(RISK_POLICIES)}")
-        if len(self.body.blocks) > 1:
-            raise VerifyException("a plan body has at most one block")
+        # at most one block: the NoTerminator trait rejects a multi-block body before this verifier runs
         ops = _ops(self.body)
         exts = [o for o in ops if isinstance(o, QueueScheduleOp | SlotDataflowOp)]
         if len(exts) != 1:
-            raise VerifyException(f"a plan needs exactly one target extension (queue_schedule or slot_dataflow), found {len(exts)}")
+            raise IRVerifyError(f"a plan needs exactly one target extension (queue_schedule or slot_dataflow), found "
+                                f"{len(exts)}", op=exts[1] if exts else self)
         if ops[-1] is not exts[0]:
-            raise VerifyException("the target extension must be the last op of the plan")
+            raise IRVerifyError("the target extension must be the last op of the plan", op=ops[-1])
         for o in ops:
             if not isinstance(o, DeviceOp | LinkOp | AllocOp | CommandOp | SyncOp | QueueScheduleOp | SlotDataflowOp):
-                raise VerifyException(f"unexpected op '{o.name}' in a cplan.plan body")
+                raise IRVerifyError(f"unexpected op '{o.name}' in a cplan.plan body", op=o)
         violations = check_invariants(plan_from_ir(self))
         if violations:
             v = violations[0]
@@ -334,14 +334,14 @@ class QueueScheduleOp(PipeplanOp):
         placed: set[str] = set()
         for o in _ops(self.body):
             if not isinstance(o, QueueOp):
-                raise VerifyException(f"queue_schedule may hold only cplan.queue ops, found '{o.name}'")
+                raise IRVerifyError(f"queue_schedule may hold only cplan.queue ops, found '{o.name}'", op=o)
             key = (o.device.data, o.engine.data)
             if key in seen:
-                raise VerifyException(f"queue_schedule: two queues for device '{key[0]}' engine '{key[1]}'")
+                raise IRVerifyError(f"queue_schedule: two queues for device '{key[0]}' engine '{key[1]}'", op=o)
             seen.add(key)
             for c in str_tuple(o.order):
                 if c in placed:
-                    raise VerifyException(f"queue_schedule: command '{c}' appears in more than one queue position")
+                    raise IRVerifyError(f"queue_schedule: command '{c}' appears in more than one queue position", op=o)
                 placed.add(c)
 
 
@@ -384,33 +384,39 @@ class SlotDataflowOp(PipeplanOp):
 
     def verify_(self) -> None:
         slots: dict[str, tuple[str, ...]] = {}
+        slot_ops: dict[str, SlotOp] = {}
         fired: dict[str, str] = {}
+        fire_ops: dict[str, FireOp] = {}
         for o in _ops(self.body):
             if isinstance(o, SlotOp):
                 if o.id.data in slots:
-                    raise VerifyException(f"slot_dataflow: duplicate slot '{o.id.data}'")
+                    raise IRVerifyError(f"slot_dataflow: duplicate slot '{o.id.data}'", op=o)
                 slots[o.id.data] = str_tuple(o.commands)
+                slot_ops[o.id.data] = o
             elif isinstance(o, FireOp):
                 c = o.command.data
                 if c in fired:
-                    raise VerifyException(f"slot_dataflow: command '{c}' has more than one firing rule")
+                    raise IRVerifyError(f"slot_dataflow: command '{c}' has more than one firing rule", op=o)
                 fired[c] = o.slot.data
+                fire_ops[c] = o
             else:
-                raise VerifyException(f"slot_dataflow may hold only cplan.slot and cplan.fire ops, found '{o.name}'")
+                raise IRVerifyError(f"slot_dataflow may hold only cplan.slot and cplan.fire ops, found '{o.name}'", op=o)
         bound: dict[str, str] = {}
         for s, cs in slots.items():
             for c in cs:
                 if c in bound:
-                    raise VerifyException(f"slot_dataflow: command '{c}' is bound to slots '{bound[c]}' and '{s}'")
+                    raise IRVerifyError(f"slot_dataflow: command '{c}' is bound to slots '{bound[c]}' and '{s}'",
+                                        op=slot_ops[s])
                 bound[c] = s
         for c, s in fired.items():
             if s not in slots:
-                raise VerifyException(f"slot_dataflow: firing rule of '{c}' names unknown slot '{s}'")
+                raise IRVerifyError(f"slot_dataflow: firing rule of '{c}' names unknown slot '{s}'", op=fire_ops[c])
             if bound.get(c) != s:
-                raise VerifyException(f"slot_dataflow: command '{c}' fires on slot '{s}' but is not bound to it")
-        for c in bound:
+                raise IRVerifyError(f"slot_dataflow: command '{c}' fires on slot '{s}' but is not bound to it",
+                                    op=fire_ops[c])
+        for c, s in bound.items():
             if c not in fired:
-                raise VerifyException(f"slot_dataflow: command '{c}' has no firing rule")
+                raise IRVerifyError(f"slot_dataflow: command '{c}' has no firing rule", op=slot_ops[s])
 
 
 @irdl_op_definition
@@ -461,12 +467,17 @@ Cplan = Dialect(
 
 def subject_op(plan: PlanOp, subject: tuple[str, int | str]) -> Operation:
     """The op of ``plan`` a :class:`~pipeplan.dialects.cplan_invariants.Violation` subject names
-    (``("command", i)``, ``("alloc", id)``, ``("sync", i)``, ``("queue", i)``, ``("slot", i)``); ``plan``
-    itself when it names none."""
+    (``("command", i)``, ``("alloc", id)``, ``("alloc", k)``, ``("device", k)``, ``("link", k)``,
+    ``("sync", i)``, ``("queue", i)``, ``("slot", i)``; an int is the position among ops of that kind);
+    ``plan`` itself when it names none."""
     kind, key = subject
     ops = _ops(plan.body)
-    if kind == "alloc":
+    if kind == "alloc" and isinstance(key, str):
         return next((o for o in ops if isinstance(o, AllocOp) and o.id.data == key), plan)
+    kinds: dict[str, type[Operation]] = {"alloc": AllocOp, "device": DeviceOp, "link": LinkOp}
+    if kind in kinds:
+        same = [o for o in ops if isinstance(o, kinds[kind])]
+        return same[key] if isinstance(key, int) and 0 <= key < len(same) else plan
     if kind in ("queue", "slot"):
         ext = next((o for o in ops if isinstance(o, QueueScheduleOp | SlotDataflowOp)), None)
         cls: type[Operation] = QueueOp if kind == "queue" else SlotOp

@@ -36,7 +36,8 @@ class Violation:
     code: str
     message: str
     subject: tuple[str, int | str] = field(default=("plan", 0), compare=False)
-    """The op the violation is about: ``("command", i)`` (i-th command), ``("alloc", id)``, ``("sync", i)``,
+    """The op the violation is about: ``("command", i)`` (i-th command), ``("alloc", id)`` or ``("alloc", k)``
+    (k-th allocation), ``("device", k)``, ``("link", k)``, ``("sync", i)``,
     ``("queue", i)`` / ``("slot", i)`` (i-th queue or slot of the extension) or ``("plan", 0)``."""
 
     def text(self) -> str:
@@ -217,8 +218,15 @@ def _accessors(cx: _Ctx) -> tuple[dict[str, list[int]], dict[str, list[int]]]:
 
 
 def check_s4(cx: _Ctx, anc: list[int] | None) -> list[Violation]:
-    """AB-S-4: accesses name allocations on the right device; transient reads follow a writer."""
+    """AB-S-4: allocation ids unique; accesses name allocations on the right device; transient reads follow
+    a writer."""
     out = []
+    seen: set[str] = set()
+    for k, a in enumerate(cx.plan.allocs):
+        if a.id in seen:
+            out.append(Violation("AB-S-4", "duplicate_alloc", f"allocation id '{a.id}' (source '{a.source}') is "
+                                                              f"declared twice", ("alloc", k)))
+        seen.add(a.id)
     for i, c in enumerate(cx.cmds):
         ok_devs = {c.device}
         linked = {c.device} | {ln.dst for ln in cx.plan.links if ln.src == c.device} | \
@@ -321,8 +329,15 @@ def _before_all(ys: list[int], anc: list[int]) -> int:
 
 
 def check_s6(cx: _Ctx) -> list[Violation]:
-    """AB-S-6: device/memory-space, engine and link capacities."""
+    """AB-S-6: device and link ids unique; device/memory-space, engine and link capacities."""
     out = []
+    for kind, items in (("device", cx.plan.devices), ("link", cx.plan.links)):
+        ids: set[str] = set()
+        for pos, x in enumerate(items):
+            if x.id in ids:
+                out.append(Violation("AB-S-6", f"duplicate_{kind}", f"{kind} id '{x.id}' is declared twice",
+                                     (kind, pos)))
+            ids.add(x.id)
     high: dict[tuple[str, str], int] = {}
     for a in cx.plan.allocs:
         d = cx.devices.get(a.device)

@@ -6,7 +6,8 @@
 * :class:`PipeplanOp` -- base of every pipeplan op: its ``emit_error`` raises an :class:`IRVerifyError`
   naming the op instead of attaching a print of the whole module to the exception (xDSL's default).
 * :class:`LocatingParser` -- xDSL's ``Parser`` that records each op's ``file:line:col`` as its
-  ``FileLineColLoc`` location (xDSL keeps only explicit ``loc(...)``; MLIR records them the same way).
+  ``FileLineColLoc`` location (xDSL keeps only explicit ``loc(...)``; MLIR records them the same way),
+  and reports an attribute/type verifier failure while an op is parsed as a parse error at that op.
 * :func:`op_text` -- an op's first printed line, truncated.
 
 A diagnostic is ``file.mlir:LINE:COL: error: [AB-S-3] ...`` followed by the op's one-line text
@@ -205,8 +206,18 @@ class LocatingParser(Parser):
         return FileLineColLoc(self._loc_name, IntAttr(self._loc_line), IntAttr(col))
 
     def parse_operation(self) -> Operation:
-        loc = self._location_at(self._current_token.span.start)
-        op = super().parse_operation()
+        start = self._current_token.span.start
+        loc = self._location_at(start)
+        try:
+            op = super().parse_operation()
+        except VerifyException as e:
+            if isinstance(e, IRVerifyError):
+                raise
+            # an attribute or type verifier rejected a value while the op was parsed: a parse error at the
+            # op's first line (the innermost op being parsed), not a bare message
+            text, nl = self._loc_text, self._loc_nl
+            end = text.find(nl, start)  # type: ignore[arg-type]
+            self.raise_error(str(e).split("\n")[0] or type(e).__name__, start, end if end >= 0 else len(text))
         if isinstance(op.location, UnknownLoc):
             op.location = loc
         return op

@@ -100,10 +100,11 @@ class ProgramOp(PipeplanOp):
                 if isinstance(op, BufferOp):
                     continue
                 if not isinstance(op, StreamOp):
-                    raise VerifyException(f"unexpected op '{op.name}' in a tmachine.program (buffers and streams only)")
+                    raise IRVerifyError(f"unexpected op '{op.name}' in a tmachine.program (buffers and streams only)",
+                                        op=op)
                 key = f"{op.device.data}/{op.engine.data}"
                 if key in seen:
-                    raise VerifyException(f"stream {key} appears twice")
+                    raise IRVerifyError(f"stream {key} appears twice", op=op)
                 seen.add(key)
         check_streams(self)
 
@@ -162,7 +163,7 @@ class StreamOp(PipeplanOp):
         for b in self.body.blocks:
             for op in b.ops:
                 if not isinstance(op, LaunchOp | ViewOp | CopyOp):
-                    raise VerifyException(f"unexpected op '{op.name}' in a tmachine.stream")
+                    raise IRVerifyError(f"unexpected op '{op.name}' in a tmachine.stream", op=op)
 
 
 @irdl_op_definition
@@ -260,16 +261,19 @@ class CopyOp(PropsInAttrDict):
 
 INSTRUCTIONS = (LaunchOp, ViewOp, CopyOp)
 
+STEPS = ("prefill", "decode")
+"""The plan steps an instruction's ``step`` may name (absent: every step)."""
+
 ABI_INVARIANT = "[AB-M-1] a machine program must respect its launch ABI and stream order"
 """Prefix of the on-parse messages of the tmachine verifiers (contract ID and invariant)."""
 
 
 def check_streams(program: ProgramOp) -> None:
     """Whole-program checks of a ``tmachine.program`` whose ops passed their own verifiers: instruction
-    ids unique; every instruction's buffer arguments are non-empty alloc ids and, when the program declares
-    its buffers, declared ones (buffer ids unique); every ``waits`` entry
-    names a command lowered by an instruction of another stream; stream order plus waits is acyclic
-    (no deadlock). Raises IRVerifyError at the offending instruction."""
+    ids unique; an instruction's ``step``, when present, one of :data:`STEPS`; every instruction's buffer
+    arguments are non-empty alloc ids and, when the program declares its buffers, declared ones (buffer ids
+    unique); every ``waits`` entry names a command lowered by an instruction of another stream; stream order
+    plus waits is acyclic (no deadlock). Raises IRVerifyError at the offending instruction."""
     streams = [list(b.ops) for s in _streams(program) for b in s.body.blocks]
     declared: set[str] = set()
     for buf in (o for b in program.body.blocks for o in b.ops if isinstance(o, BufferOp)):
@@ -285,6 +289,9 @@ def check_streams(program: ProgramOp) -> None:
             if o.id.data in ids:
                 raise IRVerifyError(f"{ABI_INVARIANT}: duplicate instruction id '{o.id.data}'", op=o)
             ids.add(o.id.data)
+            if o.step is not None and o.step.data not in STEPS:
+                raise IRVerifyError(f"{ABI_INVARIANT}: instruction '{o.id.data}' belongs to step '{o.step.data}', "
+                                    f"not one of {', '.join(STEPS)}", op=o)
             by_cmd.setdefault(o.cmd.data, (si, k))
             names = [o.src.data, o.dst.data] if isinstance(o, CopyOp) else [a.data for a in o.args.data
                                                                              if isinstance(a, StringAttr)]

@@ -23,8 +23,9 @@ Every instruction carries ``id`` (unique in the program) and ``cmd``, the concre
 (signal/wait: ``signal`` and ``wait`` commands). Lineage beyond the command id lives in the
 detachable ``lineage.json`` of the replay package, not here.
 
-Whole-program checks (buffers declared on the stage's device, dataflow: nothing read before it is
-written in a step, signal/wait pairing and deadlock freedom) are :func:`check_program`, which
+Whole-program checks (unique buffer/edge/stage ids, edges between existing stages, buffers declared on the
+stage's device, dataflow: nothing read before it is written in a step, signal/wait pairing and deadlock
+freedom) are :func:`check_program`, which
 ``vmachine.program``'s verifier runs on parse (``[AB-M-1] ...`` at the offending instruction);
 :func:`verify_machine` runs every verifier and its errors carry the full lineage path when a lineage map is given
 (AB-D-1). :func:`linearize` gives the deterministic execution order of one stage step that the
@@ -196,7 +197,7 @@ class ProgramOp(PipeplanOp):
         ids: set[str] = set()
         for o in self.body.block.ops:
             if not isinstance(o, AbiOp | BufferOp | EdgeOp | StageOp):
-                raise VerifyException(f"unexpected op '{o.name}' in a vmachine.program body")
+                raise IRVerifyError(f"unexpected op '{o.name}' in a vmachine.program body", op=o)
         for o in self.walk():
             if isinstance(o, INSTRUCTIONS):
                 i = o.id.data  # type: ignore[attr-defined]
@@ -337,10 +338,10 @@ class StageOp(PipeplanOp):
         names = []
         for o in self.body.block.ops:
             if not isinstance(o, StepOp):
-                raise VerifyException(f"vmachine.stage may hold only vmachine.step ops, found '{o.name}'")
+                raise IRVerifyError(f"vmachine.stage may hold only vmachine.step ops, found '{o.name}'", op=o)
+            if o.name_.data in names:
+                raise IRVerifyError(f"stage {self.index.value.data}: duplicate step name '{o.name_.data}'", op=o)
             names.append(o.name_.data)
-        if len(set(names)) != len(names):
-            raise VerifyException(f"stage {self.index.value.data}: duplicate step names {names}")
 
 
 @irdl_op_definition
@@ -367,7 +368,7 @@ class StepOp(PipeplanOp):
             raise VerifyException(f"step '{self.name_.data}': rows must be >= 1")
         for o in self.body.block.ops:
             if not isinstance(o, QueueOp):
-                raise VerifyException(f"vmachine.step may hold only vmachine.queue ops, found '{o.name}'")
+                raise IRVerifyError(f"vmachine.step may hold only vmachine.queue ops, found '{o.name}'", op=o)
 
 
 @irdl_op_definition
@@ -391,7 +392,7 @@ class QueueOp(PipeplanOp):
     def verify_(self) -> None:
         for o in self.body.block.ops:
             if not isinstance(o, INSTRUCTIONS):
-                raise VerifyException(f"vmachine.queue may hold only instructions, found '{o.name}'")
+                raise IRVerifyError(f"vmachine.queue may hold only instructions, found '{o.name}'", op=o)
 
 
 @irdl_op_definition
@@ -635,7 +636,8 @@ def check_program(program: ProgramOp, lineage: Mapping[str, str] | None = None) 
     """The whole-program checks of machine verification (module docstring); the program's ops passed
     their own verifiers. ``lineage`` maps instruction id -> lineage path, included in every error (AB-D-1).
 
-    Checks: every buffer an instruction names is declared, on the stage's device and
+    Checks: buffer, edge and stage ids are unique; an edge's producer and consumer are stages of the program
+    (or -1, the orchestrator); every buffer an instruction names is declared, on the stage's device and
     bound by that stage (or an edge); every edge named exists and is produced/consumed by the stage
     that sends/receives it; per stage step, in :func:`linearize` order, nothing is read before it
     is written (persistent buffers and ``start_pos`` are defined); every wait token has exactly one
@@ -644,8 +646,27 @@ def check_program(program: ProgramOp, lineage: Mapping[str, str] | None = None) 
     Raises MachineVerifyError (``op``: the offending instruction).
     """
     lineage = lineage or {}
-    bufs = {o.id.data: o for o in program.body.block.ops if isinstance(o, BufferOp)}
-    edges = {o.id.data: o for o in program.body.block.ops if isinstance(o, EdgeOp)}
+    bufs: dict[str, BufferOp] = {}
+    edges: dict[str, EdgeOp] = {}
+    stages: dict[int, StageOp] = {}
+    for o in program.body.block.ops:
+        if isinstance(o, BufferOp):
+            if o.id.data in bufs:
+                raise MachineVerifyError(f"buffer id '{o.id.data}' is declared twice", op=o)
+            bufs[o.id.data] = o
+        elif isinstance(o, EdgeOp):
+            if o.id.data in edges:
+                raise MachineVerifyError(f"edge id '{o.id.data}' is declared twice", op=o)
+            edges[o.id.data] = o
+        elif isinstance(o, StageOp):
+            if o.index.value.data in stages:
+                raise MachineVerifyError(f"stage {o.index.value.data} is declared twice", op=o)
+            stages[o.index.value.data] = o
+    for edge in edges.values():
+        for end, v in (("producer", edge.producer.value.data), ("consumer", edge.consumer.value.data)):
+            if v != -1 and v not in stages:
+                raise MachineVerifyError(f"edge '{edge.id.data}': {end} {v} is neither a stage of the program nor "
+                                         f"-1 (the orchestrator)", op=edge)
     sig_stage: dict[str, list[int]] = {}
     sig_ops: dict[str, list[SignalOp]] = {}
     for st in program.body.block.ops:

@@ -16,6 +16,10 @@ command-line flag (``error[invalid_argument]: ...``, as ``pipeplan``). Input pat
 :func:`pipeplan.files.atomic.write_file_atomic` (a temporary file beside OUT, renamed over it only when
 complete; never over anything but a regular file).
 
+``--located-diagnostics`` makes ``--verify-diagnostics`` print such a failure the same way (location, message,
+op text) instead of the message alone, so that a lit test of ``--split-input-file`` cases checks where each
+failure points.
+
 ``--observe`` (``--observe=json``) runs the observers of :mod:`pipeplan.transforms.observers` after each
 pass that ends a boundary and prints each observation as one line on stderr (JSON lines with ``=json``);
 stdout is unchanged and a failing observation is a finding, not an error. ``--observe-strict`` (implies
@@ -37,7 +41,7 @@ from collections.abc import Callable, Sequence
 from types import UnionType
 from typing import IO, TYPE_CHECKING, Any, NoReturn, Union, get_args, get_origin, get_type_hints
 
-from pipeplan.dialects.diagnostics import IRVerifyError, OpPassError, parse_located
+from pipeplan.dialects.diagnostics import IRVerifyError, OpError, OpPassError, parse_located
 from pipeplan.errors import PipeplanError
 from pipeplan.files.atomic import (
     GuardedStdout,
@@ -319,6 +323,10 @@ class PipeplanOptMain(xDSLOptMain):
         arg_parser.add_argument("--observe-strict", action="store_true",
                                 help="like --observe, and exit status 1 (error[observation_failed]) when an "
                                      "observation fails")
+        arg_parser.add_argument("--located-diagnostics", action="store_true",
+                                help="with --verify-diagnostics, print a verifier or pass failure about one op as "
+                                     "'file:line:col: error: <message>' and the op's first line (as without "
+                                     "--verify-diagnostics), not the message alone")
         arg_parser.formatter_class = argparse.RawDescriptionHelpFormatter
         arg_parser.error = _arg_error  # type: ignore[method-assign]
         plain_help = arg_parser.format_help
@@ -345,6 +353,17 @@ class PipeplanOptMain(xDSLOptMain):
             sys.stderr.flush()
 
         return emit
+
+    def apply_passes(self, prog: ModuleOp) -> None:
+        """xDSL's verification and passes; with ``--verify-diagnostics --located-diagnostics`` a failure
+        about one op (:class:`~pipeplan.dialects.diagnostics.OpError`) is reported as its two-line
+        diagnostic (location, message, op text)."""
+        try:
+            super().apply_passes(prog)
+        except OpError as e:
+            if self.args.verify_diagnostics and self.args.located_diagnostics:
+                raise DiagnosticException(e.diagnostic()) from None
+            raise
 
     def get_input_stream(self) -> tuple[IO[bytes], str]:
         data = read_input(self.args.input_file)

@@ -14,14 +14,16 @@ no binding and ``cplan.plan``'s verifier checks them on parse:
      dependency and be acyclic; every command is in exactly one queue/slot matching its placement;
   3. ``AB-S-3`` every command names an implementation (not empty/``generic``) and is placed on a
      declared device and one of its engines; a transfer's link is declared and leaves its device;
-  4. ``AB-S-4`` every buffer access names an allocation on the command's device (an ``edge``
-     object may also be on a device linked to it: both link endpoints see it), and each read of a transient buffer happens after one
-     of its writers in every execution (its lifetime covers producers and consumers);
+  4. ``AB-S-4`` allocation ids are unique; every buffer access names an allocation on the command's
+     device (an ``edge`` object may also be on a device linked to it: both link endpoints see it), and
+     each read of a transient buffer happens after one of its writers in every execution (its lifetime
+     covers producers and consumers);
   5. ``AB-S-5`` two allocations whose byte ranges overlap in one (device, space) are both
      transient and every access of one happens-before every access of the other in every legal
      execution (the happens-before closure of the execution order, not one schedule);
-  6. ``AB-S-6`` per device and memory space the high-water mark fits the capacity; queues or slots
-     per engine fit its slot count; a transfer's bytes fit its link's capacity;
+  6. ``AB-S-6`` device and link ids are unique; per device and memory space the high-water mark fits
+     the capacity; queues or slots per engine fit its slot count; a transfer's bytes fit its link's
+     capacity;
   7. ``AB-S-7`` every command's cost status is covered by the plan's risk policy.
 
   Each message names the commands/buffers involved and their lineage.
