@@ -64,6 +64,7 @@ import time
 
 from pipeplan.runtime.interrupts import exits_on_interrupt
 from pipeplan.tools.generation import (
+    COMPILE_TARGETS,
     TARGET_KERNELS,
     add_generation_arguments,
     check_cache_dir,
@@ -169,7 +170,8 @@ def main(args: argparse.Namespace) -> int:
     t_plan = time.perf_counter() - t0
     choice = select_evidence(None, facts.files, target=args.target, threads=args.threads or 1, cache_dir=args.cache_dir)
     compiled = compile_for_run(module, pool_text, cache_dir=args.cache_dir, evidence=choice.providers,
-                               prompt_len=max(1, min(args.prefill_rows, args.max_seq_len - 1)))
+                               prompt_len=max(1, min(args.prefill_rows, args.max_seq_len - 1)),
+                               target=COMPILE_TARGETS[args.target], model=args.model)
 
     bar = None
     if sys.stderr.isatty() and not args.json and args.backend != "direct":

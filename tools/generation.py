@@ -30,6 +30,9 @@ from pipeplan.runtime.limits import check_prompt
 TARGET_KERNELS = {"cpu": "pipeplan.runtime.kernels.cpu", "reference": None, "cuda": "pipeplan.runtime.kernels.triton"}
 """``--target`` -> the kernel module the stages run: cpu (weights kept in their GGUF types, C kernels),
 reference (None: the torch float32 reference), cuda (Triton)."""
+COMPILE_TARGETS = {"cpu": "virtual-queue", "reference": "virtual-queue", "cuda": "cuda-triton"}
+"""``--target`` -> the compiler target of the run: the virtual machine's stage programs, or for cuda the
+``tmachine`` program the stages interpret (:mod:`pipeplan.runtime.tmachine_run`)."""
 DEFAULT_TARGET = "cpu"
 """``--target`` when not given (``reference`` for ``--backend direct``, which replays with the reference kernels)."""
 BACKENDS = ("local", "inproc", "ray", "direct")
