@@ -17,9 +17,11 @@ each running only the streams of the stage's device. A frame of ``R`` rows at ``
 ``forward(rows, position)`` of its slot's interpreter; the last stage returns the logits row its last
 step's argmax launch read, which the worker samples as the CPU path does.
 
-Observing launches: with ``$PIPEPLAN_TMACHINE_TRACE`` set to a directory, every stage appends each executed
-instruction (:class:`~pipeplan.runtime.tmachine_interp.InstructionEvent` plus ``stage`` and ``slot``) as one
-JSON line to ``<dir>/stage<i>.jsonl`` (any backend: the variable is read in the stage's process).
+Observing launches: with ``$PIPEPLAN_TMACHINE_TRACE`` set to a directory when the run is compiled (it is read
+by the compiling process and carried by the stage programs, so it reaches stage processes of any backend,
+whatever environment their host was started with), every stage appends each executed instruction
+(:class:`~pipeplan.runtime.tmachine_interp.InstructionEvent` plus ``stage`` and ``slot``) as one JSON line to
+``<dir>/stage<i>.jsonl`` after each frame.
 
 Errors: RunPlanRejection(``invalid_runtime_config``) when two stages share a node (a stage runs the streams
 of its node); PackageError from the compiler (failing pass); CacheError(``cache_unusable``); at bind, the
@@ -70,12 +72,14 @@ class TMachineStageProgram:
         device: the ``tmachine.stream`` device of this stage (its node id).
         rows: step -> rows of one instance (``prefill``: the compiled prefill rows, ``decode``: 1).
         source: where it came from (``<file> stage <i>``), for diagnostics.
+        trace: directory of the instruction trace (module docstring; ``""``: none).
     """
 
     text: str
     device: str
     rows: Mapping[str, int] = field(default_factory=dict)
     source: str = ""
+    trace: str = ""
 
     @property
     def prefill_rows(self) -> int:
@@ -156,9 +160,9 @@ def _stage_devices(plan_module) -> dict[int, str]:
 
 def compile_tmachine_for_run(plan_module, pool_text: str, model: str | Path, *, cache_dir: str | Path | None = None,
                              evidence: Sequence[str] = ("roofline",), prompt_len: int = 8,
-                             interpret: bool | None = None) -> TMachineRun:
+                             interpret: bool | None = None, trace: str | None = None) -> TMachineRun:
     """Compile the plan to its ``tmachine.program`` (or reuse the cached one) and give each stage its part
-    (module docstring). ``interpret`` None: :func:`interpret_default`.
+    (module docstring). ``interpret`` None: :func:`interpret_default`; ``trace`` None: ``$PIPEPLAN_TMACHINE_TRACE``.
 
     Raises: RunPlanRejection(invalid_runtime_config) for two stages on one node; PackageError (the
     compiler's diagnostic); CacheError(cache_unusable) when the cache cannot be written."""
@@ -180,9 +184,10 @@ def compile_tmachine_for_run(plan_module, pool_text: str, model: str | Path, *, 
     root = cache_root(cache_dir)
     final = root / "packages" / f"{key}.tmachine.mlir"
     rows = {"prefill": int(prompt_len), "decode": 1}
+    trace = os.environ.get(TRACE_ENV, "") if trace is None else trace
 
     def stages(text: str) -> dict[int, TMachineStageProgram]:
-        return {s: TMachineStageProgram(text, d, rows, f"{final} stage {s}") for s, d in devices.items()}
+        return {s: TMachineStageProgram(text, d, rows, f"{final} stage {s}", trace) for s, d in devices.items()}
 
     if final.is_file():
         try:
@@ -266,7 +271,7 @@ class TMachineStage:
             raise TMachineError("abi", f"{program.source}: the streams of device {program.device} hold "
                                 f"{len(mine)} instructions (embedding={first}, argmax={last}) but the stage has "
                                 f"embedding={has_embedding}, head={has_head}", where=program.device)
-        trace = os.environ.get(TRACE_ENV, "")
+        trace = program.trace
         self.traces: list[JsonlTrace] = []
         self.slots: list[TMachineInterpreter] = []
         for k in range(max(1, slots)):

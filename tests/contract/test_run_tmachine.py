@@ -1,0 +1,190 @@
+"""Issue 13 item 5: ``pipeplan run --target cuda`` executes the lowered ``tmachine`` program.
+
+The product entry (``pipeplan run`` in-process, :func:`pipeplan.tools.cli.main`) compiles stories260K for
+``cuda-triton`` down to its ``tmachine.program`` (prefill compiled for 4 rows, launch configurations for
+Triton's CPU interpreter) and every stage runs its node's streams with the tmachine interpreter.
+``$PIPEPLAN_TMACHINE_TRACE`` makes each stage write every executed instruction; the tests compare that
+trace with the cached program file the run reports (``--json`` ``package.path``). The interpreter is slow
+(~0.3-0.9 s per step), so the runs generate 2-3 tokens and are shared by the tests (module fixtures).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import os
+from pathlib import Path
+
+import pytest
+from pipeplan.dialects.triton_machine import LaunchOp, ProgramOp
+from pipeplan.runtime.tmachine_interp import instructions, step_of
+from pipeplan.runtime.tmachine_run import TRACE_ENV, TMachineStageProgram
+from pipeplan.tools.cli import main
+
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
+
+PREFILL_ROWS = 4
+MAX_SEQ = 64
+
+
+@pytest.fixture(scope="module")
+def cache(tmp_path_factory):
+    """A private package cache for this module (the compiled tmachine program is reused across its runs)."""
+    old = os.environ.get("PIPEPLAN_CACHE")
+    path = tmp_path_factory.mktemp("tm-cache")
+    os.environ["PIPEPLAN_CACHE"] = str(path)
+    yield path
+    if old is None:
+        os.environ.pop("PIPEPLAN_CACHE", None)
+    else:
+        os.environ["PIPEPLAN_CACHE"] = old
+
+
+def _cli(argv: list[str], trace: Path) -> tuple[int, str, str]:
+    out, err = io.StringIO(), io.StringIO()
+    os.environ[TRACE_ENV] = str(trace)
+    try:
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            rc = main(argv)
+    finally:
+        os.environ.pop(TRACE_ENV, None)
+    return rc, out.getvalue(), err.getvalue()
+
+
+@pytest.fixture(scope="module")
+def runs(cache, tmp_path_factory, stories_path, expected_cases):
+    """``run(stages, backend, n_tokens, prompts=1, parallel=1)`` -> ``(doc, trace events by stage)`` of
+    ``pipeplan run --target cuda --json`` on the first llama.cpp case(s), each configuration run once."""
+    memo: dict[tuple, tuple[dict, dict[int, list[dict]]]] = {}
+
+    def run(stages: int, backend: str, n_tokens: int, prompts: int = 1, parallel: int = 1):
+        key = (stages, backend, n_tokens, prompts, parallel)
+        if key not in memo:
+            trace = tmp_path_factory.mktemp("trace")
+            argv = ["run", str(stories_path), "--stages", str(stages), "--backend", backend, "--target", "cuda",
+                    "--max-tokens", str(n_tokens), "--prefill-rows", str(PREFILL_ROWS), "--max-seq-len", str(MAX_SEQ),
+                    "--parallel", str(parallel), "--json"]
+            for c in expected_cases[:prompts]:
+                argv += ["--prompt", c["prompt"]]
+            rc, out, err = _cli(argv, trace)
+            assert rc == 0, err
+            events = {s: [json.loads(line) for line in (trace / f"stage{s}.jsonl").read_text().splitlines()]
+                      for s in range(stages)}
+            memo[key] = (json.loads(out), events)
+        return memo[key]
+
+    return run
+
+
+def _program(doc: dict) -> ProgramOp:
+    path = doc["package"]["path"]
+    assert path.endswith(".tmachine.mlir")
+    return TMachineStageProgram(Path(path).read_text(), "", source=path).parse()
+
+
+def _runs(events: list[dict]) -> list[list[dict]]:
+    """The trace split into step runs (an instruction of index 0 starts one)."""
+    out: list[list[dict]] = []
+    for ev in events:
+        if ev["index"] == 0:
+            out.append([])
+        out[-1].append(ev)
+    return out
+
+
+def _check_step_run(prog: ProgramOp, device: str, run: list[dict]) -> None:
+    """One step run of ``device``: every instruction of the step in the device's streams exactly once, each
+    stream's in stream order, after the instructions its waits name, launches with the IR's kernel and grid."""
+    step = run[0]["step"]
+    streams = [ops for s, ops in instructions(prog) if s.device.data == device]
+    mine = {o.id.data: o for ops in streams for o in ops if step_of(o) in (step, None)}
+    at = {ev["id"]: k for k, ev in enumerate(run)}
+    assert len(at) == len(run) and set(at) == set(mine)  # each once, nothing else
+    for ops in streams:
+        ids = [o.id.data for o in ops if o.id.data in mine]
+        assert sorted(ids, key=at.__getitem__) == ids  # stream order
+    by_cmd = {o.cmd.data: o.id.data for o in mine.values()}
+    for ev in run:
+        op = mine[ev["id"]]
+        assert ev["op"] == op.name and ev["step"] == step
+        for w in (x.data for x in op.waits.data):
+            if w in by_cmd:  # a wait on another device's instruction is the edge exchange
+                assert at[by_cmd[w]] < at[ev["id"]]
+        if isinstance(op, LaunchOp):
+            assert ev["kernel"] == op.kernel.data and ev["grid"] == list(op.grid.get_values())
+        else:
+            assert ev["kernel"] == "" and ev["grid"] == []
+
+
+CASES = [(1, "inproc", 3), (3, "inproc", 3), (1, "local", 2)]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("stages,backend,n_tokens", CASES, ids=["1-inproc", "3-inproc", "1-local"])
+def test_run_cuda_executes_the_lowered_program(runs, expected_cases, stages, backend, n_tokens):
+    """Issue 13 item 5 / AB-M-1, AB-M-4, WL-L-1: `pipeplan run --target cuda` (inproc 1 and 3 stages, local 1
+    stage) gives llama.cpp's greedy ids, and every stage executed the lowered program's instructions of its
+    node: per step run, each once, in stream order (waits honoured), launches with the IR's kernel and grid;
+    the runs are the prompt's 4-row prefill chunk, its 5th row and one decode per further token, at their
+    positions."""
+    doc, events = runs(stages, backend, n_tokens)
+    case = expected_cases[0]
+    assert doc["target"] == "cuda" and doc["token_ids"] == case["greedy_ids"][:n_tokens]
+    prog = _program(doc)
+    assert sorted({s.device.data for s, _ in instructions(prog)}) == [f"local{s}" for s in range(stages)]
+    n_prompt = len(case["prompt_ids"])
+    assert n_prompt == PREFILL_ROWS + 1
+    for s in range(stages):
+        step_runs = _runs(events[s])
+        assert [r[0]["step"] for r in step_runs] == ["prefill"] + ["decode"] * n_tokens
+        assert [r[0]["start_pos"] for r in step_runs] == [0] + list(range(PREFILL_ROWS, n_prompt + n_tokens - 1))
+        assert {ev["slot"] for ev in events[s]} == {0}
+        for r in step_runs:
+            _check_step_run(prog, f"local{s}", r)
+    for r in _runs(events[stages - 1]):  # the last stage's logits are what its last launch (argmax) read
+        assert [ev["kernel"] for ev in r if ev["op"] == "tmachine.launch"][-1] == "argmax:_argmax_kernel"
+
+
+@pytest.mark.slow
+def test_run_cuda_parallel_slots_keep_their_own_kv(runs, expected_cases):
+    """Issue 13 item 5 / AB-M-1: two prompts with --parallel 2 on the tmachine path (one interpreter, so one
+    KV set, per slot; decode frames carry both sequences) each give llama.cpp's greedy ids, and the trace
+    shows both slots' step runs checked against the program."""
+    doc, events = runs(1, "inproc", 2, prompts=2, parallel=2)
+    assert [r["token_ids"] for r in doc["results"]] == [c["greedy_ids"][:2] for c in expected_cases[:2]]
+    prog = _program(doc)
+    for slot in (0, 1):
+        step_runs = _runs([ev for ev in events[0] if ev["slot"] == slot])
+        assert [r[0]["step"] for r in step_runs] == ["prefill", "decode", "decode"]
+        for r in step_runs:
+            _check_step_run(prog, "local0", r)
+
+
+def test_unbindable_program_is_a_bind_stage_fault(runs, stories_path):
+    """Issue 13 item 5 / WL-F-4: a tmachine program naming a kernel the Triton package lacks, run through the
+    product's generate with the cuda kernels, is a ``bind`` StageFault carrying the interpreter's typed code
+    and the launch -- not a traceback, and before any token."""
+    from pipeplan.dialects.runplan_build import project_provisions
+    from pipeplan.errors import StageFault
+    from pipeplan.frontend.gguf_facts import read_model_facts
+    from pipeplan.frontend.planner import plan_run
+    from pipeplan.runtime.orchestrator import generate
+    from pipeplan.runtime.replay import local_pool_with_peaks
+    from pipeplan.tools.cmd_serve import runtime_config
+    from pipeplan.tools.generation import TARGET_KERNELS
+
+    doc, _ = runs(1, "inproc", 3)
+    text = Path(doc["package"]["path"]).read_text()
+    assert text.count('"rmsnorm:_rms_norm_kernel"') > 1
+    bad = TMachineStageProgram(text.replace('"rmsnorm:_rms_norm_kernel"', '"rmsnorm:_no_such_kernel"'), "local0",
+                               {"prefill": PREFILL_ROWS, "decode": 1}, "tampered")
+    pool, _ = local_pool_with_peaks(1)
+    provisions = project_provisions(plan_run(read_model_facts(stories_path), runtime_config(MAX_SEQ, 1), pool, 1))
+    with pytest.raises(StageFault) as ei:
+        generate(stories_path, provisions, "Hi", max_tokens=1, backend="inproc", kernels=TARGET_KERNELS["cuda"],
+                 programs={0: bad})  # type: ignore[dict-item]
+    f = ei.value
+    assert f.kind == "bind" and f.stage == 0
+    assert "error[tmachine:unknown_kernel]: launch 'i.cmd.decode.s0.b0.rms_norm.attn_norm': kernel " \
+           "'rmsnorm:_no_such_kernel' is not a function of pipeplan.runtime.kernels.triton" in f.detail
