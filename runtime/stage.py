@@ -33,6 +33,10 @@ for ``--target cuda``). When the table module has them, its
 and its ``allocate(shape)`` hook allocates the KV cache; its ``device()`` says where activations
 live: inputs are moved there and results moved back to the CPU at the edges (frames carry numpy).
 
+``--target cuda``: a :class:`~pipeplan.runtime.tmachine_run.TMachineStageProgram` given as ``program=`` is
+bound instead (:meth:`StageWorker._bind_tmachine`): one tmachine interpreter per KV-cache slot runs the
+lowered program's streams of this stage's node; the last stage samples the logits its argmax launch read.
+
 Fault injection is explicit: a :class:`FaultInjection` given to the worker is consulted at the
 step of its kind and makes that step fail through the step's own error path (no monkeypatching).
 """
@@ -209,7 +213,8 @@ class StageWorker:
                  fault_injection: FaultInjection | None = None, kernels: str | ModuleType | None = None,
                  cache_dir: str | os.PathLike | None = None, num_threads: int | None = None,
                  on_request: Callable[[str], None] | None = None,
-                 program: StageProgram | Mapping[str, Sequence[Any]] | Sequence[Any] | None = None,
+                 program: (StageProgram | TMachineStageProgram | Mapping[str, Sequence[Any]] | Sequence[Any]
+                           | None) = None,
                  parallel: int = 1):
         self.p = provision
         self.parallel = max(1, int(parallel))

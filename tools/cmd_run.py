@@ -29,9 +29,13 @@ Flow (DESIGN.md §1: the runtime runs what the compiler produced):
    timeline (``--timeline``: TimelineBundle JSON, ``--trace``: Chrome trace).
 
 ``--target cpu`` (default) runs :mod:`pipeplan.runtime.kernels.cpu` (weights kept in their GGUF types, C
-kernels); ``--target reference`` the torch float32 reference kernels; ``--target cuda`` the Triton kernels
-(``pipeplan.runtime.kernels.triton``: weights kept in GGUF format and the KV cache on the GPU when torch
-sees one, else Triton's interpreter on the CPU) with the same stage programs. ``--backend ray`` runs the
+kernels); ``--target reference`` the torch float32 reference kernels; ``--target cuda`` compiles the plan
+down to its ``tmachine`` program instead of the virtual package (:mod:`pipeplan.runtime.tmachine_run`,
+cached as ``<cache>/packages/<key>.tmachine.mlir``: ``--json``'s ``package.path``) and every stage runs its
+node's streams with the tmachine interpreter, launching the Triton kernels
+(``pipeplan.runtime.kernels.triton``: weights kept in GGUF format, on the GPU when torch sees one, else
+Triton's interpreter on the CPU) with the lowered grids; two stages on one node are
+``error[invalid_runtime_config]``. ``--backend ray`` runs the
 stages as Ray actors on the Ray nodes carrying the plan's node ids: ``--ray-address`` connects to a
 cluster, without it an embedded local Ray instance is started (and stopped) whose node carries every
 node id; a node id no live Ray node carries is ``error[unknown_node]`` (exit 2) before any actor starts.

@@ -161,26 +161,33 @@ def test_run_cuda_parallel_slots_keep_their_own_kv(runs, expected_cases):
             _check_step_run(prog, "local0", r)
 
 
-def test_unbindable_program_is_a_bind_stage_fault(runs, stories_path):
+def test_unbindable_program_is_a_bind_stage_fault(cache, stories_path):
     """Issue 13 item 5 / WL-F-4: a tmachine program naming a kernel the Triton package lacks, run through the
     product's generate with the cuda kernels, is a ``bind`` StageFault carrying the interpreter's typed code
-    and the launch -- not a traceback, and before any token."""
+    and the launch -- not a traceback, and before any token. (``compile_for_run`` for cuda-triton gives the
+    stage its device and the compiled prefill rows.)"""
+    from dataclasses import replace
+
     from pipeplan.dialects.runplan_build import project_provisions
     from pipeplan.errors import StageFault
     from pipeplan.frontend.gguf_facts import read_model_facts
     from pipeplan.frontend.planner import plan_run
     from pipeplan.runtime.orchestrator import generate
-    from pipeplan.runtime.replay import local_pool_with_peaks
+    from pipeplan.runtime.replay import compile_for_run, local_pool_with_peaks
     from pipeplan.tools.cmd_serve import runtime_config
     from pipeplan.tools.generation import TARGET_KERNELS
 
-    doc, _ = runs(1, "inproc", 3)
-    text = Path(doc["package"]["path"]).read_text()
-    assert text.count('"rmsnorm:_rms_norm_kernel"') > 1
-    bad = TMachineStageProgram(text.replace('"rmsnorm:_rms_norm_kernel"', '"rmsnorm:_no_such_kernel"'), "local0",
-                               {"prefill": PREFILL_ROWS, "decode": 1}, "tampered")
-    pool, _ = local_pool_with_peaks(1)
-    provisions = project_provisions(plan_run(read_model_facts(stories_path), runtime_config(MAX_SEQ, 1), pool, 1))
+    pool, pool_text = local_pool_with_peaks(1)
+    module = plan_run(read_model_facts(stories_path), runtime_config(MAX_SEQ, 1), pool, 1)
+    provisions = project_provisions(module)
+    compiled = compile_for_run(module, pool_text, target="cuda-triton", model=stories_path, prompt_len=PREFILL_ROWS)
+    again = compile_for_run(module, pool_text, target="cuda-triton", model=stories_path, prompt_len=PREFILL_ROWS)
+    assert again.cached and again.package == compiled.package and again.programs == compiled.programs
+    (good,) = compiled.programs.values()
+    assert isinstance(good, TMachineStageProgram)
+    assert (good.device, dict(good.rows), good.trace) == ("local0", {"prefill": PREFILL_ROWS, "decode": 1}, "")
+    assert good.text.count('"rmsnorm:_rms_norm_kernel"') > 1
+    bad = replace(good, text=good.text.replace('"rmsnorm:_rms_norm_kernel"', '"rmsnorm:_no_such_kernel"'))
     with pytest.raises(StageFault) as ei:
         generate(stories_path, provisions, "Hi", max_tokens=1, backend="inproc", kernels=TARGET_KERNELS["cuda"],
                  programs={0: bad})  # type: ignore[dict-item]
@@ -188,3 +195,19 @@ def test_unbindable_program_is_a_bind_stage_fault(runs, stories_path):
     assert f.kind == "bind" and f.stage == 0
     assert "error[tmachine:unknown_kernel]: launch 'i.cmd.decode.s0.b0.rms_norm.attn_norm': kernel " \
            "'rmsnorm:_no_such_kernel' is not a function of pipeplan.runtime.kernels.triton" in f.detail
+
+
+@pytest.mark.parametrize("kind,needle", [
+    ("bind", "error[tmachine:abi]: buffer 'alloc.s0.w.token_embd.weight' holds weight token_embd.weight, which the "
+             "stage's weights lack"),
+    ("allocation", "injected allocation failure for the tmachine program's KV and transient buffers"),
+])
+def test_run_cuda_injected_fault_exits_3(cache, stories_path, tmp_path, kind, needle):
+    """Issue 13 item 5 / WL-F-3, WL-F-4: on the tmachine path an injected allocation failure, or a weight the
+    program reads withheld from the stage, is that stage's typed fault (exit 3, one error line), not a
+    traceback."""
+    rc, out, err = _cli(["run", str(stories_path), "--prompt", "Hi", "--backend", "inproc", "--target", "cuda",
+                         "--max-tokens", "1", "--prefill-rows", str(PREFILL_ROWS), "--max-seq-len", str(MAX_SEQ),
+                         "--inject-fault", f"0:{kind}"], tmp_path)
+    assert rc == 3 and out == ""
+    assert err.startswith(f"error[stage_fault:{kind}]: stage 0: ") and err.count("\n") == 1 and needle in err
