@@ -33,6 +33,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import threading
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -63,6 +64,11 @@ def interpret_default() -> bool:
     return not torch.cuda.is_available()
 
 
+_PARSED: dict[str, ProgramOp] = {}
+_PARSED_KEEP = 4
+_PARSE_LOCK = threading.Lock()
+
+
 @dataclass(frozen=True)
 class TMachineStageProgram:
     """What one stage binds for ``--target cuda`` (picklable).
@@ -87,7 +93,20 @@ class TMachineStageProgram:
         return int(self.rows.get("prefill", 0) or 0)
 
     def parse(self) -> ProgramOp:
-        """The verified ``tmachine.program`` of :attr:`text`. Raises PipeplanError(``tmachine:parse``)."""
+        """The verified ``tmachine.program`` of :attr:`text`, parsed once per process (the stages of an
+        in-process run and the compiling orchestrator share it: read it, never change it). Raises
+        PipeplanError(``tmachine:parse``)."""
+        key = hashlib.sha256(self.text.encode()).hexdigest()
+        with _PARSE_LOCK:
+            prog = _PARSED.get(key)
+            if prog is None:
+                prog = self._parse()
+                _PARSED[key] = prog
+                while len(_PARSED) > _PARSED_KEEP:
+                    _PARSED.pop(next(iter(_PARSED)))
+        return prog
+
+    def _parse(self) -> ProgramOp:
         from pipeplan.api import parse_module, register_pipeplan
         from pipeplan.dialects.triton_machine import ProgramOp
         from xdsl.context import Context
