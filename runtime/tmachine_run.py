@@ -21,7 +21,8 @@ Observing launches: with ``$PIPEPLAN_TMACHINE_TRACE`` set to a directory when th
 by the compiling process and carried by the stage programs, so it reaches stage processes of any backend,
 whatever environment their host was started with), every stage appends each executed instruction
 (:class:`~pipeplan.runtime.tmachine_interp.InstructionEvent` plus ``stage`` and ``slot``) as one JSON line to
-``<dir>/stage<i>.jsonl`` after each frame.
+``<dir>/stage<i>.jsonl`` after each frame. ``pipeplan run --target cuda --timeline/--trace`` records the same
+way (a private directory) and turns the records into the measured TimelineBundle (:func:`measured_timeline`).
 
 Errors: RunPlanRejection(``invalid_runtime_config``) when two stages share a node (a stage runs the streams
 of its node); PackageError from the compiler (failing pass); CacheError(``cache_unusable``); at bind, the
@@ -263,6 +264,58 @@ class JsonlTrace:
             self._lines.clear()
 
 
+def read_traces(trace: str | Path, stages: int) -> dict[int, list[dict[str, Any]]]:
+    """stage -> the instruction records its stage wrote to ``<trace>/stage<i>.jsonl`` (none: empty)."""
+    out: dict[int, list[dict[str, Any]]] = {}
+    for s in range(stages):
+        p = Path(trace) / f"stage{s}.jsonl"
+        out[s] = [json.loads(x) for x in p.read_text(encoding="utf-8").splitlines() if x] if p.exists() else []
+    return out
+
+
+def append_traces(src: str | Path, dst: str | Path) -> None:
+    """Append every ``stage<i>.jsonl`` of ``src`` to the file of that name in ``dst`` (created if missing)."""
+    for p in sorted(Path(src).glob("stage*.jsonl")):
+        with open(Path(dst) / p.name, "a", encoding="utf-8") as f:
+            f.write(p.read_text(encoding="utf-8"))
+
+
+def measured_timeline(program: TMachineStageProgram, traces: Mapping[int, Sequence[Mapping[str, Any]]],
+                      meta: Mapping[str, Any] | None = None) -> Any:
+    """The measured :class:`~pipeplan.analysis.timeline.TimelineBundle` of a tmachine run from its stages' trace
+    records (:func:`read_traces`): one event per executed instruction keyed ``(step, iteration, command)``
+    (iteration: the stage's k-th run of that step), with the instruction id, the kernel (launches) or op name,
+    the stream as queue/engine and the lineage; times in seconds from the first record (``perf_counter``,
+    one clock per host). ``schedule``: the step runs of stage 0; digests: ``machine`` (sha256 of the program
+    text) and ``concrete`` (the plan the program lowers)."""
+    from pipeplan.analysis.timeline import TimelineBundle, TimelineEvent
+    from pipeplan.runtime.tmachine_interp import instructions
+
+    prog = program.parse()
+    info = {o.id.data: (o.cmd.data, s.device.data, s.engine.data, o.lineage.data)
+            for s, ops in instructions(prog) for o in ops}
+    starts = [float(ev["t0"]) for evs in traces.values() for ev in evs]
+    t0 = min(starts) if starts else 0.0
+    events, schedule = [], []
+    for stage, evs in sorted(traces.items()):
+        runs: dict[str, int] = {}
+        it = 0
+        for ev in evs:
+            if ev["index"] == 0:
+                it = runs.get(ev["step"], 0)
+                runs[ev["step"]] = it + 1
+                if stage == min(traces):
+                    schedule.append(ev["step"])
+            cmd, dev, eng, lineage = info.get(ev["id"], ("", "", "", ""))
+            events.append(TimelineEvent(ev["step"], it, cmd, ev["id"], ev["kernel"] or ev["op"], stage, dev,
+                                        f"{dev}:{eng}", eng, "", float(ev["t0"]) - t0, float(ev["t1"]) - t0,
+                                        lineage))
+    digests = {"machine": f"sha256:{hashlib.sha256(program.text.encode()).hexdigest()}",
+               "concrete": prog.concrete.data}
+    return TimelineBundle("measured", digests, schedule, events, [], None,
+                          {"source": "pipeplan.runtime.tmachine_run", **dict(meta or {})})
+
+
 class TMachineStage:
     """The interpreters of one stage, one per KV-cache slot (module docstring).
 
@@ -334,4 +387,5 @@ class TMachineStage:
 
 
 __all__ = ["TRACE_ENV", "JsonlTrace", "TMachineRun", "TMachineStage", "TMachineStageProgram",
-           "compile_tmachine_for_run", "interpret_default", "lower_for_run"]
+           "append_traces", "compile_tmachine_for_run", "interpret_default", "lower_for_run", "measured_timeline",
+           "read_traces"]

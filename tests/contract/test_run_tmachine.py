@@ -55,8 +55,9 @@ def _cli(argv: list[str], trace: Path) -> tuple[int, str, str]:
 @pytest.fixture(scope="module")
 def runs(cache, tmp_path_factory, stories_path, expected_cases):
     """``run(stages, backend, n_tokens, prompts=1, parallel=1, extra=(), target="cuda")`` -> ``(doc, trace events
-    by stage)`` of ``pipeplan run --target cuda --json`` on the first llama.cpp case(s), each configuration run
-    once (another ``target``: no trace)."""
+    by stage)`` of ``pipeplan run --target cuda --json --timeline --trace`` on the first llama.cpp case(s), each
+    configuration run once (another ``target``: no trace; ``doc["_trace"]``: the trace directory, which holds
+    ``measured.json`` and ``chrome.json``)."""
     memo: dict[tuple, tuple[dict, dict[int, list[dict]]]] = {}
 
     def run(stages: int, backend: str, n_tokens: int, prompts: int = 1, parallel: int = 1,
@@ -67,13 +68,17 @@ def runs(cache, tmp_path_factory, stories_path, expected_cases):
             argv = ["run", str(stories_path), "--stages", str(stages), "--backend", backend, "--target", target,
                     "--max-tokens", str(n_tokens), "--prefill-rows", str(PREFILL_ROWS), "--max-seq-len", str(MAX_SEQ),
                     "--parallel", str(parallel), "--json", *extra]
+            if target == "cuda":
+                argv += ["--timeline", str(trace / "measured.json"), "--trace", str(trace / "chrome.json")]
             for c in expected_cases[:prompts]:
                 argv += ["--prompt", c["prompt"]]
             rc, out, err = _cli(argv, trace)
             assert rc == 0, err
             events = {s: [json.loads(line) for line in (trace / f"stage{s}.jsonl").read_text().splitlines()]
                       for s in range(stages) if target == "cuda"}
-            memo[key] = (json.loads(out), events)
+            doc = json.loads(out)
+            doc["_trace"] = str(trace)
+            memo[key] = (doc, events)
         return memo[key]
 
     return run
@@ -219,3 +224,33 @@ def test_run_cuda_injected_fault_exits_3(cache, stories_path, tmp_path, kind, ne
                          "--inject-fault", f"0:{kind}"], tmp_path)
     assert rc == 3 and out == ""
     assert err.startswith(f"error[stage_fault:{kind}]: stage 0: ") and err.count("\n") == 1 and needle in err
+
+
+@pytest.mark.slow
+def test_run_cuda_timeline_is_the_executed_instructions(runs):
+    """Issue 13 item 5 / AB-D-2: `pipeplan run --target cuda --timeline/--trace` (3 stages, inproc) writes the
+    measured TimelineBundle of the executed tmachine instructions: one event per instruction each stage ran, in
+    its order, keyed (step, iteration, command) with the instruction id, kernel and stream, the k-th run of a
+    step as iteration k; its schedule is the step runs and its machine digest the program's; the Chrome trace
+    is written too."""
+    import hashlib
+
+    doc, events = runs(3, "inproc", 2)
+    bundle = json.loads((Path(doc["_trace"]) / "measured.json").read_text())
+    assert bundle["kind"] == "measured" and bundle["schedule"] == ["prefill", "decode"]
+    text = Path(doc["package"]["path"]).read_text()
+    assert bundle["digests"]["machine"] == f"sha256:{hashlib.sha256(text.encode()).hexdigest()}"
+    got = [(e["stage"], e["instruction"], e["step"], e["op"], e["iteration"]) for e in bundle["events"]]
+    want = []
+    for s in range(3):
+        seen: dict[str, int] = {}
+        for ev in events[s]:
+            if ev["index"] == 0:
+                seen[ev["step"]] = seen.get(ev["step"], -1) + 1
+            want.append((s, ev["id"], ev["step"], ev["kernel"] or ev["op"], seen[ev["step"]]))
+    assert got == want
+    keys = [(e["stage"], e["step"], e["iteration"], e["command"]) for e in bundle["events"]]
+    assert len(set(keys)) == len(keys) and all(e["command"] and e["queue"].startswith(f"local{e['stage']}:")
+                                               and 0 <= e["start_s"] <= e["end_s"] for e in bundle["events"])
+    chrome = json.loads((Path(doc["_trace"]) / "chrome.json").read_text())
+    assert len(chrome["traceEvents"]) >= len(bundle["events"])
