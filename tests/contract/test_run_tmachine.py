@@ -178,7 +178,7 @@ def test_unbindable_program_is_a_bind_stage_fault(cache, stories_path):
     """Issue 13 item 5 / WL-F-4: a tmachine program naming a kernel the Triton package lacks, run through the
     product's generate with the cuda kernels, is a ``bind`` StageFault carrying the interpreter's typed code
     and the launch -- not a traceback, and before any token. (``compile_for_run`` for cuda-triton gives the
-    stage its device and the compiled prefill rows.)"""
+    stage its device and the compiled prefill rows, reuses its cached program and recompiles a truncated one.)"""
     from dataclasses import replace
 
     from pipeplan.dialects.runplan_build import project_provisions
@@ -196,6 +196,9 @@ def test_unbindable_program_is_a_bind_stage_fault(cache, stories_path):
     compiled = compile_for_run(module, pool_text, target="cuda-triton", model=stories_path, prompt_len=PREFILL_ROWS)
     again = compile_for_run(module, pool_text, target="cuda-triton", model=stories_path, prompt_len=PREFILL_ROWS)
     assert again.cached and again.package == compiled.package and again.programs == compiled.programs
+    Path(compiled.package).write_text(compiled.programs[0].text[:1000])  # a truncated cache file is recompiled
+    fresh = compile_for_run(module, pool_text, target="cuda-triton", model=stories_path, prompt_len=PREFILL_ROWS)
+    assert not fresh.cached and fresh.programs == compiled.programs
     (good,) = compiled.programs.values()
     assert isinstance(good, TMachineStageProgram)
     assert (good.device, dict(good.rows), good.trace) == ("local0", {"prefill": PREFILL_ROWS, "decode": 1}, "")
