@@ -72,6 +72,7 @@ from pipeplan.transforms.convert_cplan_to_vmachine import abi_from_facts, hparam
 if TYPE_CHECKING:
     import torch
     from pipeplan.runtime.stage import StageProgram
+    from pipeplan.runtime.tmachine_run import TMachineStageProgram
 
 
 class ReplayError(PipeplanError):
@@ -329,7 +330,7 @@ class CompiledRun:
     and the seconds spent compiling (0 on a cache hit) and loading it."""
 
     package: Path
-    programs: dict[int, StageProgram]
+    programs: dict[int, StageProgram | TMachineStageProgram]
     cached: bool
     compile_s: float
     load_s: float
@@ -337,8 +338,14 @@ class CompiledRun:
 
 def compile_for_run(plan_module, pool_text: str, *, cache_dir: str | Path | None = None,
                     target: str = "virtual-queue", evidence: Sequence[str] = ("roofline",), prompt_len: int = 8,
-                    binder: str = "list-schedule") -> CompiledRun:
+                    binder: str = "list-schedule", model: str | Path | None = None) -> CompiledRun:
     """Compile a RunPlan into a replay package (or reuse the cached one) and load its stage programs.
+
+    Target ``cuda-triton`` (``--target cuda``) compiles the plan down to its ``tmachine.program`` instead
+    (:func:`pipeplan.runtime.tmachine_run.compile_tmachine_for_run`, which needs ``model``, the GGUF giving the
+    kernel ABI; ``binder`` is then reference-queue): the programs are
+    :class:`~pipeplan.runtime.tmachine_run.TMachineStageProgram` s, which the stages run with the tmachine
+    interpreter, and ``package`` is the cached program file.
 
     The package lives in ``<cache_dir>/packages/<key>`` where ``key`` is the sha256 of everything the
     package is a pure function of: the printed plan, the pool TOML text, target, evidence, prompt_len,
@@ -362,6 +369,15 @@ def compile_for_run(plan_module, pool_text: str, *, cache_dir: str | Path | None
 
     from pipeplan.runtime.weights_source import CacheError, cache_root, cache_source, cache_write_error
 
+    if target.startswith("cuda-triton"):
+        from pipeplan.runtime.tmachine_run import compile_tmachine_for_run
+
+        if model is None:
+            raise ReplayError("compiling for cuda-triton needs the model file (its kernel ABI)", code="missing_binding",
+                              where="model")
+        r = compile_tmachine_for_run(plan_module, pool_text, model, cache_dir=cache_dir, evidence=evidence,
+                                     prompt_len=prompt_len)
+        return CompiledRun(r.package, dict(r.programs), r.cached, r.compile_s, r.load_s)
     t0 = time.perf_counter()
     plan_text = print_module(plan_module)
     tables = [hashlib.sha256(Path(e[len("measured:"):]).read_bytes()).hexdigest() if e.startswith("measured:")

@@ -33,6 +33,10 @@ for ``--target cuda``). When the table module has them, its
 and its ``allocate(shape)`` hook allocates the KV cache; its ``device()`` says where activations
 live: inputs are moved there and results moved back to the CPU at the edges (frames carry numpy).
 
+``--target cuda``: a :class:`~pipeplan.runtime.tmachine_run.TMachineStageProgram` given as ``program=`` is
+bound instead (:meth:`StageWorker._bind_tmachine`): one tmachine interpreter per KV-cache slot runs the
+lowered program's streams of this stage's node; the last stage samples the logits its argmax launch read.
+
 Fault injection is explicit: a :class:`FaultInjection` given to the worker is consulted at the
 step of its kind and makes that step fail through the step's own error path (no monkeypatching).
 """
@@ -54,6 +58,7 @@ import numpy as np
 from pipeplan.errors import STAGE_FAULT_KINDS, GGUFError, PipeplanError, StageFault
 from pipeplan.plan_types import ModelFacts, ProvisionStage
 from pipeplan.runtime.events import Event, StageFaulted, StageReady, WeightsReady
+from pipeplan.runtime.tmachine_run import TMachineStage, TMachineStageProgram
 from pipeplan.runtime.transport import (
     DATA,
     RESET,
@@ -208,11 +213,13 @@ class StageWorker:
                  fault_injection: FaultInjection | None = None, kernels: str | ModuleType | None = None,
                  cache_dir: str | os.PathLike | None = None, num_threads: int | None = None,
                  on_request: Callable[[str], None] | None = None,
-                 program: StageProgram | Mapping[str, Sequence[Any]] | Sequence[Any] | None = None,
+                 program: (StageProgram | TMachineStageProgram | Mapping[str, Sequence[Any]] | Sequence[Any]
+                           | None) = None,
                  parallel: int = 1):
         self.p = provision
         self.parallel = max(1, int(parallel))
-        self.program = None if program is None else StageProgram.of(program)
+        self.program: StageProgram | TMachineStageProgram | None = (
+            program if program is None or isinstance(program, TMachineStageProgram) else StageProgram.of(program))
         self.emit = emit
         self.fi = fault_injection if (fault_injection and fault_injection.stage == provision.stage) else None
         self.kernels = kernels
@@ -228,6 +235,8 @@ class StageWorker:
         self.mapped_bytes = 0
         self.tensor_bytes = 0
         self.bound: StageProgram | None = None
+        self.tmachine: TMachineStage | None = None
+        """The bound tmachine interpreters (``--target cuda``: a :class:`TMachineStageProgram` was given)."""
         self._n_past = [0] * self.parallel
         self.faulted = False
         self.ready = False
@@ -344,13 +353,46 @@ class StageWorker:
         self.mapped_bytes, self.tensor_bytes = w.mapped_bytes, w.tensor_bytes
         return w
 
+    def _bind_tmachine(self, program: TMachineStageProgram, weights) -> None:
+        """Bind the lowered tmachine program (:class:`~pipeplan.runtime.tmachine_run.TMachineStage`: one
+        interpreter per KV-cache slot over the streams of this stage's node). A program that does not bind
+        (the interpreter's ``tmachine:<reason>``) is a ``bind`` fault; the injected ``allocation`` fault fails
+        before the buffers are allocated, the injected ``bind`` fault withholds the stage's first weight."""
+        from pipeplan.runtime.program import HParams
+
+        p = self.p
+        assert self.facts is not None
+        table = _kernel_table(self.kernels)
+        dev = getattr(table, "device", None)
+        self._device = dev() if callable(dev) else None
+        self._numpy = False
+        tensors: Any = weights
+        try:
+            if self._inject("allocation"):
+                raise StageFault("allocation", p.stage, "injected allocation failure for the tmachine program's "
+                                                        "KV and transient buffers")
+            if self._inject("bind"):
+                withheld = next(t.name for t in p.tensors)
+                tensors = {k: v for k, v in weights.items() if k != withheld}
+            hp = HParams.from_facts(self.facts)
+            self.tmachine = TMachineStage(program, tensors, stage=p.stage, slots=self.parallel,
+                                          rope_bases={"rope_table": hp.rope_base, "rope_table_swa": hp.rope_base_swa},
+                                          has_embedding=p.has_embedding, has_head=p.has_head)
+        except StageFault:
+            raise
+        except PipeplanError as e:
+            kind = getattr(e, "kind", "bind")
+            raise StageFault(kind if kind in STAGE_FAULT_KINDS else "bind", p.stage, e.one_line()) from None
+        self.executor = self.tmachine
+        self._n_past = [0] * self.parallel
+
     def _programs(self, hp) -> StageProgram:
         """The program to bind: the compiled one (checked to cover exactly this stage's blocks and
         head/embedding role) or, without one, ``build_stage_program``'s."""
         from pipeplan.runtime.program import build_stage_program
 
         p = self.p
-        if self.program is None:
+        if not isinstance(self.program, StageProgram):
             return StageProgram.of(build_stage_program(hp, p.layer_start, p.layer_end, p.has_embedding, p.has_head,
                                                        p.max_seq_len))
         want = set(range(p.layer_start, p.layer_end))
@@ -377,6 +419,8 @@ class StageWorker:
 
         p = self.p
         assert self.facts is not None
+        if isinstance(self.program, TMachineStageProgram):
+            return self._bind_tmachine(self.program, weights)
         table = _kernel_table(self.kernels)
         hook = getattr(table, "allocate", None)
         dev = getattr(table, "device", None)
@@ -453,7 +497,7 @@ class StageWorker:
     def _step(self, frame: Frame) -> Frame:
         p = self.p
         bound, fi = self.bound, self.fi
-        assert frame.array is not None and self.executors and bound is not None
+        assert frame.array is not None and (self.executors and bound is not None or self.tmachine is not None)
         if fi is not None and self._inject("runtime") and self.served >= fi.after:
             raise RuntimeError(f"injected runtime failure after {self.served} frames")
         if self._numpy:  # numpy table (the CPU target): no torch in this process
@@ -468,6 +512,9 @@ class StageWorker:
                 x = x.long()
             if self._device is not None and x.device != self._device:
                 x = x.to(self._device)
+        if self.tmachine is not None:
+            return self._step_tmachine(frame, x)
+        assert bound is not None
         if frame.segments is not None:
             return self._step_segments(frame, x)
         slot = frame.slot
@@ -490,6 +537,44 @@ class StageWorker:
             tok = self._sample(slot, out[-1])
             return Frame(DATA, frame.seq_id, frame.position + rows, np.array([tok], dtype=np.int32), None, slot)
         return Frame(DATA, frame.seq_id, frame.position, out if self._numpy else out.numpy(), None, slot)
+
+    def _step_tmachine(self, frame: Frame, x: Any) -> Frame:
+        """A DATA frame through the tmachine interpreters: each sequence (the frame, or each segment of a
+        micro-batched frame) runs in its slot's interpreter at its position; the last stage samples the
+        logits of each sequence's last row with the slot's sampler, the others send the rows on."""
+        import torch
+
+        p, tm = self.p, self.tmachine
+        assert tm is not None
+        segs = frame.segments
+        spans = ([(int(sg.slot), int(sg.position), int(sg.n_rows)) for sg in segs] if segs is not None
+                 else [(int(frame.slot), int(frame.position), int(x.shape[0]))])
+        if sum(n for _, _, n in spans) != int(x.shape[0]) or any(n < 1 for _, _, n in spans):
+            raise RuntimeError(f"segment rows {[n for _, _, n in spans]} do not add up to the frame's "
+                               f"{int(x.shape[0])} rows")
+        outs, r = [], 0
+        for slot, pos, n in spans:
+            if not 0 <= slot < self.parallel:
+                raise RuntimeError(f"frame of sequence {frame.seq_id} names KV-cache slot {slot}; this stage has "
+                                   f"{self.parallel} (parallel)")
+            if pos < 0 or pos + n > p.max_seq_len:
+                raise RuntimeError(f"frame of sequence {frame.seq_id}: positions [{pos}, {pos + n}) exceed the "
+                                   f"plan's max_seq_len {p.max_seq_len}")
+            outs.append(tm.forward(x[r:r + n], pos, slot).cpu())
+            r += n
+            self._n_past[slot] = pos + n
+        self.served += 1
+        if segs is not None:
+            self.segments_served[len(segs)] = self.segments_served.get(len(segs), 0) + 1
+        if p.has_head:
+            toks = [self._sample(slot, o) for (slot, _, _), o in zip(spans, outs, strict=True)]
+            if segs is None:
+                return Frame(DATA, frame.seq_id, frame.position + spans[0][2], np.array(toks, dtype=np.int32), None,
+                             frame.slot)
+            nxt = tuple(Segment(sg.seq_id, sg.slot, sg.position + sg.n_rows, 1) for sg in segs)
+            return Frame(DATA, frame.seq_id, nxt[0].position, np.asarray(toks, dtype=np.int32), None, frame.slot, nxt)
+        arr = np.ascontiguousarray(torch.cat(outs).numpy())
+        return Frame(DATA, frame.seq_id, frame.position, arr, None, frame.slot, segs)
 
     def _sample(self, slot: int, logits: Any) -> int:
         sampler = self._samplers[slot]
@@ -587,6 +672,8 @@ class StageWorker:
                                            f"stage has {self.parallel} (parallel)")
                     for ex in self.executors.values():  # shared caches: zeroing twice is harmless
                         ex.reset(slot)
+                    if self.tmachine is not None:
+                        self.tmachine.reset(slot)
                     self._n_past[slot] = 0
                     if self.p.has_head:
                         from pipeplan.runtime.sampling import Sampler

@@ -174,6 +174,8 @@ class TMachineInterpreter:
         self.inbound: dict[str, list[str]] = {}
         self.outbound: dict[str, list[tuple[str, int]]] = {}
         self.rows: dict[str, int] = {}
+        self.last_step: str | None = None
+        """The step :meth:`run_step` ran last (the step of a frame's last chunk)."""
         for st in steps or ["any"]:
             ops = self._order([(s, [o for o in os_ if step_of(o) in (st, None)]) for s, os_ in streams])
             self.steps[st] = [(o, self._resolve(o)) for o in ops]
@@ -367,6 +369,7 @@ class TMachineInterpreter:
             for name in self.inbound[step]:
                 e = self.buffers[name]
                 e[: inbound.shape[0]].copy_(inbound.reshape((inbound.shape[0], *e.shape[1:])).to(e.dtype))
+        self.last_step = step
         if self.listeners:
             for i, (op, fn) in enumerate(calls):
                 t0 = time.perf_counter()

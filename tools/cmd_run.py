@@ -29,9 +29,15 @@ Flow (DESIGN.md §1: the runtime runs what the compiler produced):
    timeline (``--timeline``: TimelineBundle JSON, ``--trace``: Chrome trace).
 
 ``--target cpu`` (default) runs :mod:`pipeplan.runtime.kernels.cpu` (weights kept in their GGUF types, C
-kernels); ``--target reference`` the torch float32 reference kernels; ``--target cuda`` the Triton kernels
-(``pipeplan.runtime.kernels.triton``: weights kept in GGUF format and the KV cache on the GPU when torch
-sees one, else Triton's interpreter on the CPU) with the same stage programs. ``--backend ray`` runs the
+kernels); ``--target reference`` the torch float32 reference kernels; ``--target cuda`` compiles the plan
+down to its ``tmachine`` program instead of the virtual package (:mod:`pipeplan.runtime.tmachine_run`,
+cached as ``<cache>/packages/<key>.tmachine.mlir``: ``--json``'s ``package.path``) and every stage runs its
+node's streams with the tmachine interpreter, launching the Triton kernels
+(``pipeplan.runtime.kernels.triton``: weights kept in GGUF format, on the GPU when torch sees one, else
+Triton's interpreter on the CPU) with the lowered grids; two stages on one node are
+``error[invalid_runtime_config]``. With ``--target cuda``, ``--timeline``/``--trace`` work on every backend:
+the measured timeline of the executed tmachine instructions
+(:func:`~pipeplan.runtime.tmachine_run.measured_timeline`). ``--backend ray`` runs the
 stages as Ray actors on the Ray nodes carrying the plan's node ids: ``--ray-address`` connects to a
 cluster, without it an embedded local Ray instance is started (and stopped) whose node carries every
 node id; a node id no live Ray node carries is ``error[unknown_node]`` (exit 2) before any actor starts.
@@ -64,6 +70,7 @@ import time
 
 from pipeplan.runtime.interrupts import exits_on_interrupt
 from pipeplan.tools.generation import (
+    COMPILE_TARGETS,
     TARGET_KERNELS,
     add_generation_arguments,
     check_cache_dir,
@@ -136,11 +143,11 @@ def main(args: argparse.Namespace) -> int:
     from pipeplan.frontend.gguf_facts import read_model_facts
     from pipeplan.frontend.planner import plan_run
     from pipeplan.frontend.pool import load_pool_toml
-    from pipeplan.runtime.events import WeightsReady
     from pipeplan.runtime.replay import compile_for_run, local_pool_with_peaks
     from pipeplan.runtime.weights_source import cache_root
     from pipeplan.tools.calibrate import select_evidence
 
+    args.tmachine_timeline = True  # --target cuda records --timeline/--trace from the executed tmachine instructions
     fi = check_generation_options(args)
     _check_counts(args)
     from pipeplan.tools.cmd_serve import check_parallel, runtime_config
@@ -169,7 +176,49 @@ def main(args: argparse.Namespace) -> int:
     t_plan = time.perf_counter() - t0
     choice = select_evidence(None, facts.files, target=args.target, threads=args.threads or 1, cache_dir=args.cache_dir)
     compiled = compile_for_run(module, pool_text, cache_dir=args.cache_dir, evidence=choice.providers,
-                               prompt_len=max(1, min(args.prefill_rows, args.max_seq_len - 1)))
+                               prompt_len=max(1, min(args.prefill_rows, args.max_seq_len - 1)),
+                               target=COMPILE_TARGETS[args.target], model=args.model)
+    trace_dir = None
+    programs = compiled.programs
+    if args.target == "cuda" and (args.timeline or args.trace):  # the stages write what they execute here
+        import dataclasses
+        import tempfile
+
+        from pipeplan.runtime.tmachine_run import TMachineStageProgram
+
+        trace_dir = tempfile.mkdtemp(prefix="pipeplan-tmachine-")
+        programs = {s: dataclasses.replace(p, trace=trace_dir) if isinstance(p, TMachineStageProgram) else p
+                    for s, p in programs.items()}
+    try:
+        return _generate(args, backend, provisions, compiled, programs, fi, t_plan, choice, trace_dir)
+    finally:
+        if trace_dir is not None:
+            import shutil
+
+            from pipeplan.runtime.tmachine_run import append_traces
+
+            given = next(iter(compiled.programs.values())).trace  # $PIPEPLAN_TMACHINE_TRACE gets the records too
+            if given:
+                append_traces(trace_dir, given)
+            shutil.rmtree(trace_dir, ignore_errors=True)
+
+
+def _tmachine_timeline(args: argparse.Namespace, programs, trace_dir: str, n_stages: int, choice):
+    """The measured timeline of a ``--target cuda`` run (:func:`~pipeplan.runtime.tmachine_run.measured_timeline`
+    of the stages' instruction records); writes ``--trace`` here (``--timeline`` is written by the caller)."""
+    from pipeplan.runtime.tmachine_run import measured_timeline, read_traces
+
+    timeline = measured_timeline(programs[0], read_traces(trace_dir, n_stages),
+                                 {"backend": args.backend, "evidence": choice.to_json()})
+    if args.trace:
+        timeline.write_chrome_trace(args.trace, "--trace")
+    return timeline
+
+
+def _generate(args: argparse.Namespace, backend, provisions, compiled, programs, fi, t_plan: float, choice,
+              trace_dir: str | None) -> int:
+    """Generate (one prompt streamed, or several) and print the output (module docstring)."""
+    from pipeplan.runtime.events import WeightsReady
 
     bar = None
     if sys.stderr.isatty() and not args.json and args.backend != "direct":
@@ -187,13 +236,15 @@ def main(args: argparse.Namespace) -> int:
 
     if len(args.prompts) > 1:
         close_bar()
-        return _several(args, backend, provisions, compiled, fi, on_event, t_plan, choice)
+        return _several(args, backend, provisions, compiled, programs, fi, on_event, t_plan, choice, trace_dir)
     try:
         result, timeline, _ = generate_text(args, model=args.model, backend=backend, provisions=provisions,
-                                     programs=compiled.programs, package=compiled.package, fi=fi, on_event=on_event,
+                                     programs=programs, package=compiled.package, fi=fi, on_event=on_event,
                                      on_start=close_bar)
     finally:
         close_bar()
+    if trace_dir is not None:
+        timeline = _tmachine_timeline(args, programs, trace_dir, len(provisions), choice)
     if timeline is not None and args.timeline:  # the measured bundle names the evidence the package was priced with
         timeline.meta["evidence"] = choice.to_json()
         timeline.write(args.timeline, "--timeline")
@@ -214,12 +265,18 @@ def main(args: argparse.Namespace) -> int:
     return 0
 
 
-def _several(args: argparse.Namespace, backend, provisions, compiled, fi, on_event, t_plan: float, choice) -> int:
+def _several(args: argparse.Namespace, backend, provisions, compiled, programs, fi, on_event, t_plan: float, choice,
+             trace_dir: str | None) -> int:
     """Several ``--prompt``: run them (up to ``--parallel`` at once) and print them in order (module docstring)."""
     t0 = time.perf_counter()
     results = generate_texts(args, model=args.model, backend=backend, provisions=provisions,
-                             programs=compiled.programs, fi=fi, on_event=on_event)
+                             programs=programs, fi=fi, on_event=on_event)
     wall = time.perf_counter() - t0
+    if trace_dir is not None:
+        timeline = _tmachine_timeline(args, programs, trace_dir, len(provisions), choice)
+        if args.timeline:
+            timeline.write(args.timeline, "--timeline")
+        print(choice.message, file=sys.stderr)
     if args.json:
         docs = [{"prompt": p, "prompt_ids": r.prompt_ids, "token_ids": r.token_ids, "text": r.text,
                  "timings": r.timings} for p, r in zip(args.prompts, results, strict=True)]

@@ -265,6 +265,9 @@ def _plan_and_compile(args: argparse.Namespace):
         pool, pool_text = local_pool_with_peaks(args.stages)
     module = plan_run(facts, runtime_config(max_seq_len, args.parallel), pool, args.stages)
     provisions = project_provisions(module)
+    from pipeplan.tools.generation import COMPILE_TARGETS
+
     compiled = compile_for_run(module, pool_text, cache_dir=args.cache_dir,
-                               prompt_len=max(1, min(args.prefill_rows, max_seq_len - 1)))
+                               prompt_len=max(1, min(args.prefill_rows, max_seq_len - 1)),
+                               target=COMPILE_TARGETS[args.target], model=args.model)
     return provisions, compiled

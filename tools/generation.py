@@ -5,7 +5,8 @@ Options (both commands): ``--prompt``, ``--max-tokens`` (default 40), ``--temper
 ``--top-p``/``--seed`` (llama.cpp's sampler chain, :class:`~pipeplan.runtime.sampling.Sampler`),
 ``--backend local|inproc|ray|direct`` (default ``local``), ``--ray-address``, ``--target``,
 ``--threads``, ``--timeline`` (the measured TimelineBundle JSON) and ``--trace`` (the measured Chrome
-trace, which Perfetto and chrome://tracing open), both recorded by ``--backend direct`` only,
+trace, which Perfetto and chrome://tracing open), both recorded by ``--backend direct`` (and by ``pipeplan run
+--target cuda`` on any backend: the executed tmachine instructions),
 ``--cache-dir``, ``--json``. The same two flags mean the same files in ``pipeplan compile`` (predicted)
 and ``pipeplan compare --trace`` (side by side).
 
@@ -30,6 +31,9 @@ from pipeplan.runtime.limits import check_prompt
 TARGET_KERNELS = {"cpu": "pipeplan.runtime.kernels.cpu", "reference": None, "cuda": "pipeplan.runtime.kernels.triton"}
 """``--target`` -> the kernel module the stages run: cpu (weights kept in their GGUF types, C kernels),
 reference (None: the torch float32 reference), cuda (Triton)."""
+COMPILE_TARGETS = {"cpu": "virtual-queue", "reference": "virtual-queue", "cuda": "cuda-triton"}
+"""``--target`` -> the compiler target of the run: the virtual machine's stage programs, or for cuda the
+``tmachine`` program the stages interpret (:mod:`pipeplan.runtime.tmachine_run`)."""
 DEFAULT_TARGET = "cpu"
 """``--target`` when not given (``reference`` for ``--backend direct``, which replays with the reference kernels)."""
 BACKENDS = ("local", "inproc", "ray", "direct")
@@ -95,7 +99,8 @@ def check_generation_options(args: argparse.Namespace):
     LimitError(invalid_request) for ``--threads`` outside ``[1, 4 x cores]``; SamplingError for sampler
     values out of range; FaultInjectionError for a malformed ``--inject-fault`` / ``$PIPEPLAN_INJECT_FAULT``;
     OptionError(bad_option) for ``--timeline``/``--trace``/``--inject-fault``/sampling/``--target cuda``/
-    ``--ray-address`` with a backend that cannot honour them; OutputPathError for a ``--timeline``/
+    ``--ray-address`` with a backend that cannot honour them (``--timeline``/``--trace`` on another backend than
+    direct need ``--target cuda`` and ``args.tmachine_timeline``, which ``pipeplan run`` sets); OutputPathError for a ``--timeline``/
     ``--trace`` path that cannot be written; RunPlanRejection(invalid_request) for an unusable ``--cache-dir``.
     """
     from pipeplan.errors import RunPlanRejection
@@ -123,9 +128,9 @@ def check_generation_options(args: argparse.Namespace):
         if why is not None:
             raise OptionError(f"the direct replay runs the reference kernels greedily in this process: {why} needs "
                               f"--backend local|inproc|ray", where="backend")
-    elif args.timeline or args.trace:
-        raise OptionError("--timeline/--trace are recorded by the direct replay only (--backend direct)",
-                          where="backend")
+    elif (args.timeline or args.trace) and not (args.target == "cuda" and getattr(args, "tmachine_timeline", False)):
+        raise OptionError("--timeline/--trace are recorded by the direct replay (--backend direct) and by `pipeplan "
+                          "run --target cuda` only", where="backend")
     if args.timeline:
         check_output_file(args.timeline, "--timeline")
     if args.trace:

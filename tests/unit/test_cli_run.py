@@ -90,8 +90,9 @@ def test_cli_run_compiles_once_then_reuses_the_package(capsys, expected_cases):
 
 @pytest.mark.slow
 def test_cli_run_target_cuda(capsys, expected_cases):
-    """Issue 7 item 3: `--target cuda` runs the same compiled stage program on the Triton kernels (weights kept
-    in GGUF format; Triton's interpreter here, no GPU) and gives EXPECTED's first 3 greedy tokens."""
+    """Issue 7 item 3, issue 13 item 5: `--target cuda` runs the compiled program (the lowered tmachine program)
+    on the Triton kernels (weights kept in GGUF format; Triton's interpreter here, no GPU) and gives EXPECTED's
+    first 3 greedy tokens."""
     c = expected_cases[0]
     rc, out, err = _run(capsys, [str(STORIES), "--prompt", c["prompt"], "--stages", "1", "--max-tokens", "3",
                                  "--backend", "inproc", "--target", "cuda", "--max-seq-len", "32", "--json"])
