@@ -24,6 +24,7 @@ and the key) and ``"method"``.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import os
@@ -787,7 +788,7 @@ def fit_runtime_terms(costs: Any, rate_one: float, rate_busy: float, n_busy: int
     frame = wake = 0.0
     for _ in range(3):
         wake = max(0.0, (cycle - base - (s + 1) * frame) / (s + 1))
-        frame = solve(lambda f, w=wake: rate(f, w))
+        frame = solve(functools.partial(lambda w, f: rate(f, w), wake))
     return {"wake_s": wake, "frame_s": frame}
 
 
