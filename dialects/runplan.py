@@ -132,8 +132,21 @@ def _stage_name(op: Operation) -> str | None:
     return f"s{idx.value.data}" if isinstance(idx, IntegerAttr) and idx.value.data >= 0 else None
 
 
+class _NamedStageValue(PipeplanOp):
+    """Base of the ops that define a ``!runplan.stage`` value."""
+
+    @classmethod
+    def create(cls, **kwargs: Any) -> Self:  # type: ignore[override]
+        """Also names the stage value (``%s<index>`` / ``%orch``) when it has no name yet, so a plan
+        that went through a tool that renumbers values (``mlir-opt``) prints as before."""
+        op = super().create(**kwargs)
+        if op.results and op.results[0].name_hint is None:
+            op.results[0].name_hint = _stage_name(op)
+        return op
+
+
 @irdl_op_definition
-class OrchestratorOp(PipeplanOp):
+class OrchestratorOp(_NamedStageValue):
     """The orchestrator of the run as a ``!runplan.stage`` value: the producer of the token-in edge
     and the consumer of the token-out edge (seed 000 Edge Assignment). At most one per plan.
 
@@ -149,15 +162,6 @@ class OrchestratorOp(PipeplanOp):
     assembly_format = "attr-dict `:` type($stage)"
 
     traits = lazy_traits_def(lambda: (HasParent(PlanOp),))
-
-    @classmethod
-    def create(cls, **kwargs: Any) -> Self:  # type: ignore[override]
-        """Also names the stage value (``%s<index>`` / ``%orch``) when it has no name yet, so a plan
-        that went through a tool that renumbers values (``mlir-opt``) prints as before."""
-        op = super().create(**kwargs)
-        if op.results and op.results[0].name_hint is None:
-            op.results[0].name_hint = _stage_name(op)
-        return op
 
     @staticmethod
     def make() -> OrchestratorOp:
@@ -240,7 +244,7 @@ class TensorOp(PipeplanOp):
 
 
 @irdl_op_definition
-class StageOp(PipeplanOp):
+class StageOp(_NamedStageValue):
     """One pipeline stage (plan_types.StagePlan): ``index`` in ``0..N-1``, the ``node_id`` it runs
     on, and the half-open GGUF block range ``[layer_start, layer_end)``; yields the stage's
     ``!runplan.stage`` value (edges and provisions take it).
@@ -263,15 +267,6 @@ class StageOp(PipeplanOp):
     stage = result_def(StageType)
 
     traits = lazy_traits_def(lambda: (HasParent(PlanOp),))
-
-    @classmethod
-    def create(cls, **kwargs: Any) -> Self:  # type: ignore[override]
-        """Also names the stage value (``%s<index>`` / ``%orch``) when it has no name yet, so a plan
-        that went through a tool that renumbers values (``mlir-opt``) prints as before."""
-        op = super().create(**kwargs)
-        if op.results and op.results[0].name_hint is None:
-            op.results[0].name_hint = _stage_name(op)
-        return op
 
     @staticmethod
     def from_plan(s: StagePlan) -> StageOp:

@@ -365,9 +365,14 @@ def compile_for_run(plan_module, pool_text: str, *, cache_dir: str | Path | None
     import hashlib
     import os
     import shutil
-    import tempfile
 
-    from pipeplan.runtime.weights_source import CacheError, cache_root, cache_source, cache_write_error
+    from pipeplan.runtime.weights_source import (
+        CacheError,
+        cache_root,
+        cache_source,
+        cache_write_error,
+        staged_with_pool,
+    )
 
     if target.startswith("cuda-triton"):
         from pipeplan.runtime.tmachine_run import compile_tmachine_for_run
@@ -393,16 +398,7 @@ def compile_for_run(plan_module, pool_text: str, *, cache_dir: str | Path | None
             return CompiledRun(final, programs, True, 0.0, time.perf_counter() - t0)
         except PipeplanError:
             shutil.rmtree(final, ignore_errors=True)
-    try:
-        final.parent.mkdir(parents=True, exist_ok=True)
-        tmp = Path(tempfile.mkdtemp(prefix=f".{key}.", dir=final.parent))
-    except OSError as e:
-        raise cache_write_error(cache_dir, f"the package directory {final.parent}", e) from None
-    try:
-        try:
-            (tmp / "pool.toml").write_text(pool_text)
-        except OSError as e:
-            raise cache_write_error(cache_dir, "the package", e) from None
+    with staged_with_pool(cache_dir, final, pool_text, "the package") as tmp:
         try:
             pkg = compile_plan_to_package(plan_module, target, tuple(evidence), tmp / "pkg", pool=tmp / "pool.toml",
                                           prompt_len=prompt_len, binder=binder, decode_tokens=1)
@@ -417,8 +413,6 @@ def compile_for_run(plan_module, pool_text: str, *, cache_dir: str | Path | None
         except OSError as e:  # another run put the same package in place first: use that one
             if not final.exists():
                 raise cache_write_error(cache_dir, f"the package {final}", e) from None
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
     programs = load_compiled_stages_fast(final)
     return CompiledRun(final, programs, False, t1 - t0, time.perf_counter() - t1)
 

@@ -186,11 +186,9 @@ def compile_tmachine_for_run(plan_module, pool_text: str, model: str | Path, *, 
 
     Raises: RunPlanRejection(invalid_runtime_config) for two stages on one node; PackageError (the
     compiler's diagnostic); CacheError(cache_unusable) when the cache cannot be written."""
-    import tempfile
-
     from pipeplan.compiler.replay_package import print_module
     from pipeplan.dialects.triton_machine import REVISION
-    from pipeplan.runtime.weights_source import cache_root, cache_write_error
+    from pipeplan.runtime.weights_source import cache_root, cache_write_error, staged_with_pool
 
     t0 = time.perf_counter()
     if interpret is None:
@@ -216,16 +214,7 @@ def compile_tmachine_for_run(plan_module, pool_text: str, model: str | Path, *, 
             return TMachineRun(final, stages(text), True, 0.0, time.perf_counter() - t0)
         except (OSError, UnicodeDecodeError, PipeplanError):
             pass
-    try:
-        final.parent.mkdir(parents=True, exist_ok=True)
-        tmpdir = Path(tempfile.mkdtemp(prefix=f".{key}.", dir=final.parent))
-    except OSError as e:
-        raise cache_write_error(cache_dir, f"the package directory {final.parent}", e) from None
-    try:
-        try:
-            (tmpdir / "pool.toml").write_text(pool_text)
-        except OSError as e:
-            raise cache_write_error(cache_dir, "the tmachine program", e) from None
+    with staged_with_pool(cache_dir, final, pool_text, "the tmachine program") as tmpdir:
         prog = lower_for_run(plan_module, tmpdir / "pool.toml", model, evidence=evidence, prompt_len=prompt_len,
                              interpret=interpret)
         text = print_module(prog)
@@ -235,10 +224,6 @@ def compile_tmachine_for_run(plan_module, pool_text: str, model: str | Path, *, 
             os.replace(tmpdir / "program.mlir", final)
         except OSError as e:
             raise cache_write_error(cache_dir, f"the tmachine program {final}", e) from None
-    finally:
-        import shutil
-
-        shutil.rmtree(tmpdir, ignore_errors=True)
     return TMachineRun(final, stages(text), False, t1 - t0, time.perf_counter() - t1)
 
 

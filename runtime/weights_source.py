@@ -24,15 +24,17 @@ named after the shards, because the GGUF reader finds sibling shards by file nam
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
+import shutil
 import stat
 import sys
 import tempfile
 import urllib.error
 import urllib.parse
 import urllib.request
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from pipeplan.errors import PipeplanError, StageFault
@@ -88,6 +90,26 @@ def cache_write_error(cache_dir: str | os.PathLike | None, what: str, e: OSError
     """The CacheError of an OS error ``e`` while writing ``what`` into the cache (no space, read-only...)."""
     return CacheError(f"{cache_source(cache_dir)}: cannot write {what}: {e.strerror or e}",
                       where=str(cache_dir or default_cache_dir()))
+
+
+@contextlib.contextmanager
+def staged_with_pool(cache_dir: str | os.PathLike | None, final: Path, pool_text: str, what: str) -> Iterator[Path]:
+    """A fresh directory ``.<final name>.<random>`` beside ``final`` holding ``pool.toml`` (``pool_text``), removed
+    on exit: build there, then move the result onto ``final``. Raises CacheError naming ``what`` (or the
+    directory) when the cache cannot be written."""
+    try:
+        final.parent.mkdir(parents=True, exist_ok=True)
+        tmp = Path(tempfile.mkdtemp(prefix=f".{final.name}.", dir=final.parent))
+    except OSError as e:
+        raise cache_write_error(cache_dir, f"the package directory {final.parent}", e) from None
+    try:
+        try:
+            (tmp / "pool.toml").write_text(pool_text)
+        except OSError as e:
+            raise cache_write_error(cache_dir, what, e) from None
+        yield tmp
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
 
 
 def cached_path(cache_dir: Path, sha256: str, name: str = "model.gguf") -> Path:
