@@ -28,8 +28,8 @@ its next frame at once. With ``cores`` set, the wake-up is paid only when the ru
 cannot spin (:func:`consumers_spin`: a spinning consumer is awake when its frame lands). The servers share
 ``cores`` CPUs (None: each its own) by processor sharing: with k working servers each runs at
 ``min(1, cores / k)`` of its speed (S busy stages on C < S cores are slowed by S / C). Micro-batching
-(``micro_batches`` M, default ``min(N, S)``): at most M frames in flight; a decode frame carries the ready decoding sequences, first ready first, up to ``ceil(N / M)`` rows and
-costs :meth:`StageCosts.frame_cost` at its rows (``rows_s``: calibrated at :data:`BATCH_ROWS`); a prefill
+(``micro_batches`` M, default ``min(N, S)``): at most M frames in flight; a decode frame carries the ready
+decoding sequences, first ready first, up to ``ceil(N / M)`` rows and costs :meth:`StageCosts.frame_cost` at its rows (``rows_s``: calibrated at :data:`BATCH_ROWS`); a prefill
 chunk of a new sequence travels as its own frame and counts as one of the M. M = N with no runtime term is
 the model above exactly. ``pipeplan calibrate`` (target cpu) measures ``rows_s`` and fits ``wake_s`` and
 ``frame_s = orch_s`` on the local pipeline (:func:`pipeplan.tools.calibrate.measure_loop`);

@@ -369,7 +369,7 @@ class LocalBackend(Backend):
         if self.ctx.get_start_method() == "forkserver":
             prestart_stage_host()  # running already (see __init__) unless it died: never under blocked signals
         try:
-            spin_s = spin_budget(len(provisions), max(1, options.micro_batches), usable_cores())
+            spin_s = spin_budget(len(provisions), options.micro_batches, usable_cores())
             self.transport = ShmTransport.create(routes, self.ctx, spin_s=spin_s)
             self.control = StageControl(len(provisions))
             for slot, p in enumerate(provisions):

@@ -20,8 +20,8 @@ takes tens to hundreds of µs to be scheduled after the ``full`` post, once per 
 starts computing the next object calls :meth:`_RingSend.announce`: it takes a free slot and posts
 ``full`` *before* the object exists; the consumer wakes during the producer's computation and then
 waits on the slot's publication word (spinning with ``sched_yield``, so it gives the CPU to any other
-runnable process; after the ring's ``spin_s``, :func:`spin_budget`, it polls with short sleeps). :meth:`send` writes the payload and
-header, then the publication word (and posts ``full`` itself when nothing was announced). At most one
+runnable process; after the ring's ``spin_s``, see :func:`spin_budget`, it polls with short sleeps).
+:meth:`send` writes the payload and header, then the publication word (and posts ``full`` itself when nothing was announced). At most one
 consumer spins per announcing producer, and in a decode pipeline only the stage after the working one
 is announced. The ordering "payload, then publication word" seen by the other process relies on the
 total store order of x86-64; on other architectures :data:`ANNOUNCE` is off and every object is
@@ -88,8 +88,8 @@ SPIN_S = 0.02
 """How long a consumer whose object was announced yields-and-polls before polling with 50 µs sleeps, when
 every busy process of the run has a core (:func:`spin_budget`)."""
 SPIN_SHORT_S = 0.0002
-"""The yield-and-poll time when busy processes outnumber cores: a spinning consumer then takes a core from a
-stage that computes (it only yields to runnable processes, and a preempted stage is not runnable long)."""
+"""The yield-and-poll time when busy processes outnumber cores, where a longer spin takes CPU time from a
+stage that computes."""
 SHM_DIR = Path("/dev/shm")
 """Where POSIX shared memory and named semaphores appear (Linux)."""
 _ORPHAN_NAME = re.compile(r"^(?:sem\.)?pipeplan-(\d+)-(?:ctl-)?[0-9a-f]+$")
@@ -106,15 +106,10 @@ def announce_default() -> bool:
 
 
 def spin_budget(stages: int, frames_in_flight: int, cores: int) -> float:
-    """Seconds a consumer of an announced object yields-and-polls before it sleeps between polls.
-
-    Each frame in flight keeps one stage computing and (announced) one consumer spinning; the stage
-    processes and the orchestrator are ``stages + 1`` processes at most. When ``min(2 * frames_in_flight,
-    stages + 1) <= cores`` the spinners never take a core from a computing stage: :data:`SPIN_S`, so the
-    consumer is awake when the object lands (no wake-up per hop). Otherwise :data:`SPIN_SHORT_S`. The rule is
-    :func:`pipeplan.analysis.concurrency.consumers_spin`, which the throughput model follows.
-
-    Raises ValueError when an argument is < 1."""
+    """Seconds a consumer of an announced object yields-and-polls before it sleeps between polls:
+    :data:`SPIN_S` (awake when the object lands) where
+    :func:`pipeplan.analysis.concurrency.consumers_spin` says the spinners fit the cores (the rule the
+    throughput model follows), else :data:`SPIN_SHORT_S`. Raises ValueError when an argument is < 1."""
     return SPIN_S if consumers_spin(stages, frames_in_flight, cores) else SPIN_SHORT_S
 
 

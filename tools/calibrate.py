@@ -783,12 +783,12 @@ def fit_runtime_terms(costs: Any, rate_one: float, rate_busy: float, n_busy: int
     cycle = 1.0 / rate_one if rate_one > 0 else base
     if consumers_spin(s, 1, cores):
         frame = max(0.0, (cycle - base) / (s + 1))
-        wake = 0.0 if consumers_spin(s, m_busy, cores) else solve(lambda w: rate(frame, w))
+        wake = 0.0 if consumers_spin(s, m_busy, cores) else solve(functools.partial(rate, frame))
         return {"wake_s": wake, "frame_s": frame}
     frame = wake = 0.0
     for _ in range(3):
         wake = max(0.0, (cycle - base - (s + 1) * frame) / (s + 1))
-        frame = solve(functools.partial(lambda w, f: rate(f, w), wake))
+        frame = solve(functools.partial(rate, w=wake))
     return {"wake_s": wake, "frame_s": frame}
 
 
