@@ -66,3 +66,24 @@ def ray_cluster(nodes: Sequence[str], *, cpus_per_node: int = 1, object_store_mb
                 os.environ[k] = v
         if tmp is not None:
             shutil.rmtree(tmp, ignore_errors=True)
+
+
+def compiled_stages(model, nodes: Sequence[str], *, max_seq_len: int = 256, memory_bytes: int = 4 << 30,
+                    prompt_len: int = 8, parallel: int = 1) -> dict:
+    """The model planned over one stage per pool id of ``nodes`` and compiled as ``pipeplan run`` does: yields
+    the keyword arguments of a ``Pipeline`` running the compiled stage programs on the CPU kernels
+    (``{"provisions", "programs", "kernels"}``), so a Ray figure measures the same stage code as a local one."""
+    from pipeplan.dialects.runplan_build import project_provisions
+    from pipeplan.frontend.gguf_facts import read_model_facts
+    from pipeplan.frontend.planner import plan_run
+    from pipeplan.frontend.pool import pool_toml
+    from pipeplan.plan_types import NodePool, NodeSpec, RuntimeConfig
+    from pipeplan.runtime.replay import compile_for_run
+
+    facts = read_model_facts(model)
+    pool = NodePool(tuple(NodeSpec(n, memory_bytes) for n in nodes))
+    config = RuntimeConfig(max_seq_len=max_seq_len, parallel=parallel, ring_slots=max(2, parallel))
+    module = plan_run(facts, config, pool, len(nodes), list(nodes))
+    compiled = compile_for_run(module, pool_toml(pool), prompt_len=prompt_len)
+    return {"provisions": project_provisions(module), "programs": compiled.programs,
+            "kernels": "pipeplan.runtime.kernels.cpu"}

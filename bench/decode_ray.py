@@ -34,21 +34,10 @@ import numpy as np
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
-from _ray_cluster import ray_cluster  # noqa: E402
+from _ray_cluster import compiled_stages, ray_cluster  # noqa: E402
 from decode import MODEL, PROMPT, bench_hop, bench_pipeline  # noqa: E402
 
 MB = 1024 * 1024
-
-
-def _provisions(model: Path, nodes: list[str], max_seq_len: int = 256):
-    from pipeplan.dialects.runplan_build import project_provisions
-    from pipeplan.frontend.gguf_facts import read_model_facts
-    from pipeplan.frontend.planner import plan_run
-    from pipeplan.plan_types import NodePool, NodeSpec, RuntimeConfig
-
-    facts = read_model_facts(model)
-    pool = NodePool(tuple(NodeSpec(n, 1 << 30) for n in nodes))
-    return project_provisions(plan_run(facts, RuntimeConfig(max_seq_len=max_seq_len), pool, len(nodes), nodes))
 
 
 def bench_ray_pipeline(model: Path, nodes: list[str], prompt_ids: list[int], tokens: int, repeat: int,
@@ -57,8 +46,8 @@ def bench_ray_pipeline(model: Path, nodes: list[str], prompt_ids: list[int], tok
     from pipeplan.runtime.orchestrator import Pipeline
     from pipeplan.runtime.ray_backend import RayBackend
 
-    ps = _provisions(model, nodes)
-    with Pipeline(ps, backend=RayBackend(), num_threads=threads) as pipe:
+    run = compiled_stages(model, nodes, memory_bytes=1 << 30)
+    with Pipeline(run.pop("provisions"), backend=RayBackend(), num_threads=threads, **run) as pipe:
         pipe.generate_ids(prompt_ids, 8)
         runs = [pipe.generate_ids(prompt_ids, tokens)[1] for _ in range(repeat)]
         load_s = pipe.load_s

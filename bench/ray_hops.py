@@ -1,14 +1,15 @@
 """Ray hops over shared-memory channels next to actor calls (issue 14 item 3): per-hop latency and decode tok/s.
 
 Usage: ``python bench/ray_hops.py [--models stories260K,gemma3] [--stages 3] [--hops 400] [--tokens 64]
-[--repeat 3] [--transports channel,actor] [--waits backoff,spin]``.
+[--repeat 3] [--transports auto,channel,actor] [--waits backoff,spin]``.
 
 It starts a local Ray cluster (``bench/_ray_cluster.py``) with ``--stages`` Ray nodes (1 CPU, 200 MB object
 store each) carrying the pool ids ``n0..n{k-1}``, the driver connected to ``n0``. Both transports of
-:class:`pipeplan.runtime.ray_backend.RayBackend` run on the same cluster: ``channel`` (Ray shared-memory
-channels, the default) and ``actor`` (one actor call per frame, the transport before issue 14;
-``PIPEPLAN_RAY_TRANSPORT=actor``); the channel transport once per ``--waits`` entry (how a channel read
-waits: ``backoff``, the default, or ``spin``, Ray's own blocking read; ``PIPEPLAN_RAY_WAIT``).
+:class:`pipeplan.runtime.ray_backend.RayBackend` run on the same cluster: ``auto`` (the default: a channel within a
+Ray node, actor calls between Ray nodes), ``channel`` (Ray shared-memory channels on every edge) and ``actor`` (one
+actor call per frame on every edge, the transport before issue 14; ``PIPEPLAN_RAY_TRANSPORT``); the channel transport
+once per ``--waits`` entry (how a channel read waits: ``backoff``, the default, or ``spin``, Ray's own blocking read;
+``PIPEPLAN_RAY_WAIT``). Every decode runs the compiled stage programs on the CPU kernels, as ``pipeplan run`` does.
 
 - **hop**: one frame, one hop. The driver sends a DATA Frame of one activation row ([1, n_embd] f32 of the
   model) through the transport's own endpoints (``RayTransport.open_send`` / ``open_recv``) to an echo actor,
@@ -40,11 +41,11 @@ import numpy as np
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
 sys.path.insert(0, str(HERE))
-from _ray_cluster import ray_cluster  # noqa: E402
+from _ray_cluster import compiled_stages, ray_cluster  # noqa: E402
 from decode import MODEL, PROMPT  # noqa: E402
 
 MB = 1024 * 1024
-TRANSPORTS = ("channel", "actor")
+TRANSPORTS = ("auto", "channel", "actor")
 WAITS = ("backoff", "spin")
 
 
@@ -68,9 +69,8 @@ class Echo:
         self._inbox, self._chan_inbox, self._out_chan = _Inbox(), _ChannelInbox(slots, transport.wait), _OutChannel()
         self._outbox: queue.Queue = queue.Queue(maxsize=slots)
         self._stop = threading.Event()
-        channel = transport.mode == "channel"
-        transport.attach("in", self._chan_inbox if channel else self._inbox)
-        transport.attach("out", self._out_chan if channel else self._outbox)
+        transport.attach("in", self._chan_inbox if transport.edge_mode("in") == "channel" else self._inbox)
+        transport.attach("out", self._out_chan if transport.edge_mode("out") == "channel" else self._outbox)
         threading.Thread(target=self._loop, daemon=True).start()
 
     def _loop(self) -> None:
@@ -119,7 +119,7 @@ def bench_hop(mode: str, wait: str, ray_node: str, node_id: str, n_embd: int, n:
     driver waiting on the return edge, each over 1 s with nothing sent."""
     import ray
     from pipeplan.plan_types import ObjectSpec, RingSpec
-    from pipeplan.runtime.ray_backend import RayTransport, RunScope, start_driver_proxy
+    from pipeplan.runtime.ray_backend import RayTransport, RunScope, edge_transports, start_driver_proxy
     from pipeplan.runtime.transport import DATA, EdgeRoute, Frame
     from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
@@ -129,10 +129,12 @@ def bench_hop(mode: str, wait: str, ray_node: str, node_id: str, n_embd: int, n:
               "out": EdgeRoute("out", "activation", node_id, "orchestrator", spec, rs)}
     scope = RunScope(ray.get_runtime_context().namespace, f"pipeplan/bench-hop/{os.getpid()}/{mode}/{node_id}")
     name = f"{scope.prefix}/echo"
-    proxy_name = f"{scope.prefix}/driver" if mode == "channel" else None
+    edge_modes = edge_transports(routes, {"orchestrator": ray.get_runtime_context().get_node_id(), node_id: ray_node},
+                                 mode)
+    proxy_name = f"{scope.prefix}/driver" if "channel" in edge_modes.values() else None
     proxy = start_driver_proxy(proxy_name, scope.namespace) if proxy_name else None
     tr = RayTransport(routes, scope, {(node_id, "in"): name, ("orchestrator", "out"): name}, mode=mode,
-                      proxy=proxy_name, wait=wait)
+                      proxy=proxy_name, wait=wait, edge_modes=edge_modes)
     echo = ray.remote(Echo).options(name=name, num_cpus=0, max_concurrency=8, scheduling_strategy=
                                     NodeAffinitySchedulingStrategy(ray_node, soft=False)).remote(tr, node_id)
     try:
@@ -166,17 +168,6 @@ def bench_hop(mode: str, wait: str, ray_node: str, node_id: str, n_embd: int, n:
             "consumer_wait_cpu_s_per_s": echo_idle, "driver_wait_cpu_s_per_s": driver_idle}
 
 
-def _provisions(model: Path, nodes: list[str], max_seq_len: int = 256):
-    from pipeplan.dialects.runplan_build import project_provisions
-    from pipeplan.frontend.gguf_facts import read_model_facts
-    from pipeplan.frontend.planner import plan_run
-    from pipeplan.plan_types import NodePool, NodeSpec, RuntimeConfig
-
-    facts = read_model_facts(model)
-    pool = NodePool(tuple(NodeSpec(n, 4 << 30) for n in nodes))
-    return project_provisions(plan_run(facts, RuntimeConfig(max_seq_len=max_seq_len), pool, len(nodes), nodes))
-
-
 def bench_decode(mode: str, wait: str, model: Path, nodes: list[str], prompt_ids: list[int], tokens: int,
                  repeat: int) -> dict:
     """Decode tok/s of ``model`` over one stage actor per node with the ``mode`` transport and ``wait``
@@ -184,8 +175,9 @@ def bench_decode(mode: str, wait: str, model: Path, nodes: list[str], prompt_ids
     from pipeplan.runtime.orchestrator import Pipeline
     from pipeplan.runtime.ray_backend import RayBackend
 
-    ps = _provisions(model, nodes)
-    with Pipeline(ps, backend=RayBackend(ray_transport=mode, ray_wait=wait), num_threads=1) as pipe:
+    run = compiled_stages(model, nodes)
+    with Pipeline(run.pop("provisions"), backend=RayBackend(ray_transport=mode, ray_wait=wait), num_threads=1,
+                  **run) as pipe:
         warm, _ = pipe.generate_ids(prompt_ids, 8)
         runs = [pipe.generate_ids(prompt_ids, tokens) for _ in range(repeat)]
         load_s = pipe.load_s
@@ -210,7 +202,7 @@ def main(argv: list[str] | None = None) -> int:
     from pipeplan.runtime.tokenizer import SPMTokenizer
 
     variants = [(m, w) for m in args.transports.split(",") if m
-                for w in ([w for w in args.waits.split(",") if w] if m == "channel" else ["spin"])]
+                for w in ([w for w in args.waits.split(",") if w] if m == "channel" else ["backoff"])]
     modes = [m if m != "channel" else f"channel/{w}" for m, w in variants]
     models = {"stories260K": MODEL, "gemma3": None}
     nodes = [f"n{i}" for i in range(args.stages)]

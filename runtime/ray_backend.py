@@ -24,10 +24,14 @@ Ray scheduler, so placement never waits on CPU accounting).
 the actor that holds that edge's buffer; the handle is then looked up by name
 (``ray.get_actor``). No actor address or handle is ever in a ProvisionStage (RP-PP-5/6).
 
-Frames cross an edge by one of two transports (:data:`TRANSPORTS`; ``RayBackend(ray_transport=...)`` or
-``$PIPEPLAN_RAY_TRANSPORT``):
+Frames cross an edge by one of two transports, chosen per edge (:data:`TRANSPORTS`;
+``RayBackend(ray_transport=...)`` or ``$PIPEPLAN_RAY_TRANSPORT``): ``auto`` (the default) carries an edge whose
+producer and consumer run on the same Ray node over a channel and an edge between Ray nodes by actor calls
+(a channel with a reader on another Ray node is pushed there by a thread per channel in the writer's process,
+Ray's ``MutableObjectProvider::PollWriterClosure``, which keeps a core busy even while the edge is idle);
+``channel`` or ``actor`` force one transport on every edge (:func:`edge_transports`).
 
-- ``channel`` (default; issue 14 item 3): Ray's shared-memory channels
+- ``channel`` (issue 14 item 3): Ray's shared-memory channels
   (``ray.experimental.channel.BufferedSharedMemoryChannel``, what Ray Compiled Graphs move data with;
   ``RingSpec.slots`` buffers of ``slot_bytes`` + :data:`CHANNEL_OVERHEAD_BYTES`). The whole Frame is written
   per hop: control frames (RESET, SHUTDOWN) go down the same channel as DATA. A channel is built by its
@@ -41,7 +45,7 @@ Frames cross an edge by one of two transports (:data:`TRANSPORTS`; ``RayBackend(
   holds more frames than its buffers (Ray's push to the reader's node). Ray's own blocking read polls the
   channel (``sched_yield``) and takes a core's share while it waits, so a read waits by non-blocking reads
   between growing sleeps instead (``ray_wait="backoff"``, the default; :data:`WAITS`).
-- ``actor`` (kept to compare against, ``bench/ray_hops.py``): the producer pushes each Frame as a Ray object
+- ``actor``: the producer pushes each Frame as a Ray object
   with an actor call (``push``, numbered: the inbox admits frames in producer order, since a threaded actor
   may start concurrent calls out of order) to the consumer's inbox. The call returns only when the consumer
   has *taken* the frame, and the producer keeps at most ``RingSpec.slots`` calls outstanding (credit-based
@@ -116,11 +120,14 @@ RESOLVE_TIMEOUT_S = 30.0
 """Seconds an endpoint keeps retrying ``ray.get_actor`` for a peer that is still being created."""
 KILL_WAIT_S = 10.0
 """Seconds :meth:`RayBackend.stop` waits for Ray to report every killed actor dead."""
-TRANSPORTS = ("channel", "actor")
-"""How frames cross an edge: ``channel`` (Ray shared-memory channels, the default) or ``actor`` (one actor
-call per frame, kept to compare against)."""
+TRANSPORTS = ("auto", "channel", "actor")
+"""How frames cross the edges of a run: ``auto`` (the default: per edge, a channel within a Ray node and actor
+calls between Ray nodes; :func:`edge_transports`), ``channel`` (Ray shared-memory channels on every edge) or
+``actor`` (one actor call per frame on every edge)."""
+EDGE_TRANSPORTS = ("channel", "actor")
+"""The transport of one edge."""
 TRANSPORT_ENV = "PIPEPLAN_RAY_TRANSPORT"
-"""Environment variable choosing the transport of a :class:`RayBackend` built without one (``channel``)."""
+"""Environment variable choosing the transport of a :class:`RayBackend` built without one (``auto``)."""
 CHANNEL_OVERHEAD_BYTES = 4096
 """Bytes a channel buffer holds beyond the edge's ``slot_bytes`` (the pickled Frame around the array)."""
 ACK_BYTES = 1000
@@ -742,7 +749,8 @@ class RayTransport(Transport):
     """
 
     def __init__(self, routes: Mapping[str, EdgeRoute], scope: RunScope, holders: Mapping[tuple[str, str], str],
-                 *, mode: str = "channel", proxy: str | None = None, wait: str = "backoff"):
+                 *, mode: str = "channel", proxy: str | None = None, wait: str = "backoff",
+                 edge_modes: Mapping[str, str] | None = None):
         if mode not in TRANSPORTS:
             raise BackendError(f"unknown Ray transport {mode!r} (expected one of {', '.join(TRANSPORTS)})",
                                where="ray_transport")
@@ -754,6 +762,7 @@ class RayTransport(Transport):
         self.scope = scope
         self.holders = dict(holders)
         self.mode = mode
+        self.edge_modes = dict(edge_modes or {})
         self.proxy = proxy
         self._local: dict[str, Any] = {}
         self._peers: dict[str, _Peer] = {}
@@ -764,11 +773,17 @@ class RayTransport(Transport):
 
     def __getstate__(self):
         return {"routes": self.routes, "scope": self.scope, "holders": self.holders, "mode": self.mode,
-                "proxy": self.proxy, "wait": self.wait}
+                "proxy": self.proxy, "wait": self.wait, "edge_modes": self.edge_modes}
 
     def __setstate__(self, state):
         self.__init__(state["routes"], state["scope"], state["holders"], mode=state["mode"], proxy=state["proxy"],
-                      wait=state["wait"])
+                      wait=state["wait"], edge_modes=state["edge_modes"])
+
+    def edge_mode(self, edge_id: str) -> str:
+        """The transport (``channel`` | ``actor``) of ``edge_id``: its entry in ``edge_modes``, else the run's
+        mode (``auto`` without an entry: ``channel``)."""
+        mode = self.edge_modes.get(edge_id, self.mode)
+        return "channel" if mode == "auto" else mode
 
     def _proxy_handle(self) -> Any:
         """The actor on the driver's Ray node that stands for the driver as a channel reader (Ray builds a
@@ -801,7 +816,7 @@ class RayTransport(Transport):
 
     def open_send(self, consumer_node_id: str, edge_id: str) -> SendEndpoint:
         r = self._route(consumer_node_id, edge_id)
-        if self.mode == "channel":
+        if self.edge_mode(edge_id) == "channel":
             ch = _ChannelSend(r, self, consumer_node_id)
             if _self_actor() is not None:  # a stage connects its edge now; the driver at its first send
                 ch.connect()
@@ -820,7 +835,7 @@ class RayTransport(Transport):
 
     def open_recv(self, node_id: str, edge_id: str) -> RecvEndpoint:
         r = self._route(node_id, edge_id)
-        channel = self.mode == "channel"
+        channel = self.edge_mode(edge_id) == "channel"
         ep: RecvEndpoint
         if node_id == ORCHESTRATOR_NODE:
             peer = self._peer(node_id, edge_id)
@@ -861,6 +876,20 @@ def build_registry(provisions: Sequence[ProvisionStage], scope: RunScope) -> dic
         if p.outbound.peer_node_id == ORCHESTRATOR_NODE:
             reg[(ORCHESTRATOR_NODE, p.outbound.edge_id)] = name
     return reg
+
+
+def edge_transports(routes: Mapping[str, EdgeRoute], ray_node_of: Mapping[str, str], mode: str) -> dict[str, str]:
+    """The transport of each edge of a run (``edge id -> "channel" | "actor"``): ``mode`` itself for ``channel``
+    or ``actor``; for ``auto``, ``channel`` where the producer's and the consumer's Ray nodes are the same
+    (``ray_node_of``: plan node id, or ``"orchestrator"``, -> Ray node id) and ``actor`` otherwise. Raises
+    BackendError for an unknown mode."""
+    if mode not in TRANSPORTS:
+        raise BackendError(f"unknown Ray transport {mode!r} (expected one of {', '.join(TRANSPORTS)})",
+                           where="ray_transport")
+    if mode != "auto":
+        return {e: mode for e in routes}
+    return {e: "channel" if ray_node_of[r.producer_node] == ray_node_of[r.consumer_node] else "actor"
+            for e, r in routes.items()}
 
 
 class _DriverProxy:
@@ -906,10 +935,10 @@ class StageActor:
         self._outbox: queue.Queue = queue.Queue(maxsize=max(1, provision.outbound.ring_spec.slots))
         self._chan_inbox = _ChannelInbox(provision.inbound.ring_spec.slots, transport.wait)
         self._out_chan = _OutChannel()
-        channel = transport.mode == "channel"
-        transport.attach(provision.inbound.edge_id, self._chan_inbox if channel else self._inbox)
+        inbound, outbound = provision.inbound.edge_id, provision.outbound.edge_id
+        transport.attach(inbound, self._chan_inbox if transport.edge_mode(inbound) == "channel" else self._inbox)
         if provision.outbound.peer_node_id == ORCHESTRATOR_NODE:
-            transport.attach(provision.outbound.edge_id, self._out_chan if channel else self._outbox)
+            transport.attach(outbound, self._out_chan if transport.edge_mode(outbound) == "channel" else self._outbox)
         self.transport = transport
         num_threads = options.num_threads if options.num_threads is not None else 1
         self.worker = StageWorker(provision, self._emit, fault_injection=fault_injection, kernels=options.kernels,
@@ -1011,8 +1040,9 @@ class RayBackend(Backend):
         init_kwargs: extra ``ray.init`` keyword arguments for a connection/instance this backend
             starts (e.g. ``_temp_dir``, ``object_store_memory``, ``include_dashboard``).
         max_concurrency: threads per stage actor (must exceed the inbound ring's ``slots`` + 3).
-        ray_transport: ``"channel"`` (Ray shared-memory channels) or ``"actor"`` (an actor call per frame);
-            None: ``$PIPEPLAN_RAY_TRANSPORT``, else ``"channel"``. Unknown: BackendError (``bad_backend``).
+        ray_transport: ``"auto"`` (per edge: a Ray shared-memory channel within a Ray node, an actor call per
+            frame between Ray nodes), ``"channel"`` or ``"actor"`` (that transport on every edge); None:
+            ``$PIPEPLAN_RAY_TRANSPORT``, else ``"auto"``. Unknown: BackendError (``bad_backend``).
         ray_wait: how a channel read waits (:data:`WAITS`): ``"backoff"`` or ``"spin"``; None:
             ``$PIPEPLAN_RAY_WAIT``, else ``"backoff"``. Unknown: BackendError (``bad_backend``).
     Raises (from :meth:`start`): RayUnavailableError (no ray / cannot connect), RunPlanRejection
@@ -1027,7 +1057,7 @@ class RayBackend(Backend):
                  ray_transport: str | None = None, ray_wait: str | None = None):
         import os
 
-        mode = ray_transport if ray_transport is not None else (os.environ.get(TRANSPORT_ENV) or "channel")
+        mode = ray_transport if ray_transport is not None else (os.environ.get(TRANSPORT_ENV) or "auto")
         if mode not in TRANSPORTS:
             raise BackendError(f"unknown Ray transport {mode!r} (from {'ray_transport' if ray_transport else TRANSPORT_ENV}; "
                                f"expected one of {', '.join(TRANSPORTS)})", where=TRANSPORT_ENV)
@@ -1046,6 +1076,8 @@ class RayBackend(Backend):
         self.proxy: Any = None
         self.proxy_name: str | None = None
         self.placement: dict[str, str] = {}
+        self.edge_modes: dict[str, str] = {}
+        """The transport of each edge of the started run (:func:`edge_transports`)."""
         self.transport = None  # type: ignore[assignment]
         self._provisions: dict[int, ProvisionStage] = {}
         self._cursor: dict[int, int] = {}
@@ -1101,10 +1133,13 @@ class RayBackend(Backend):
         ns = ray.get_runtime_context().namespace
         run_id = provisions[0].run_id if provisions else "run"
         scope = RunScope(ns, f"pipeplan/{run_id}/{uuid.uuid4().hex[:12]}")
-        channel = self.ray_transport == "channel"
+        ray_node_of = dict(self.placement)
+        ray_node_of[ORCHESTRATOR_NODE] = ray.get_runtime_context().get_node_id()
+        self.edge_modes = edge_transports(routes, ray_node_of, self.ray_transport)
+        channel = "channel" in self.edge_modes.values()
         self.proxy_name = f"{scope.prefix}/driver" if channel else None
         self.transport = RayTransport(routes, scope, build_registry(provisions, scope), mode=self.ray_transport,
-                                      proxy=self.proxy_name, wait=self.ray_wait)
+                                      proxy=self.proxy_name, wait=self.ray_wait, edge_modes=self.edge_modes)
         slots = max([p.inbound.ring_spec.slots for p in provisions] + [1])
         conc = self.max_concurrency or slots + 6
         if conc < slots + 4:

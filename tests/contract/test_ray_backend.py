@@ -113,9 +113,10 @@ def test_exact_tokens_on_planned_nodes(cluster, provisions, expected_cases, monk
     """WL-R-4, WL-L-1, RP-PP-4, RP-PP-5, RP-PP-6, RP-OS-1: stories260K over 3 Ray actors on a 3-node cluster gives
     exactly the EXPECTED.md greedy tokens, the same ids as the inproc backend; each stage actor ran on the Ray node
     carrying its plan node id (from ray.get_runtime_context() inside the actor); WeightsReady < StageReady per stage;
-    edges were resolved by (node_id, edge_id) through the run's registry and carried over Ray shared-memory channels
-    by default (issue 14 item 3: every endpoint of the driver and of each stage actor is a channel endpoint, none an
-    actor-call push/pull), with at most RingSpec.slots frames in flight; close leaves no actor alive."""
+    edges were resolved by (node_id, edge_id) through the run's registry and, by default (issue 14 item 3, ``auto``),
+    carried over a Ray shared-memory channel where both ends run on one Ray node (the driver's token-in edge to the
+    stage on the head node n0) and by actor calls between Ray nodes (n0 -> n1 -> n2 -> driver), with at most
+    RingSpec.slots frames in flight; close leaves no actor alive. (Channels on every edge: ``concurrent_pipe``.)"""
     from pipeplan.runtime.backends import InprocBackend
 
     assert [p.node_id for p in provisions] == list(NODES)
@@ -128,21 +129,24 @@ def test_exact_tokens_on_planned_nodes(cluster, provisions, expected_cases, monk
         for p in provisions:
             assert where[p.stage]["ray_node_id"] == cluster[p.node_id], f"stage {p.stage} not on {p.node_id}"
         assert len({w["pid"] for w in where.values()}) == 3
-        assert backend.ray_transport == "channel" and backend.transport.mode == "channel"
+        assert backend.ray_transport == "auto" and backend.transport.mode == "auto"
+        first, last = provisions[0], provisions[-1]
+        assert backend.edge_modes == {first.inbound.edge_id: "channel", first.outbound.edge_id: "actor",
+                                      provisions[1].outbound.edge_id: "actor", last.outbound.edge_id: "actor"}
         for case in expected_cases:
             out, timings = pipe.generate_ids(case["prompt_ids"], len(case["greedy_ids"]))
             assert out == case["greedy_ids"] == inproc[case["prompt"]], case["prompt"]
             assert timings["decode_tok_s"] > 0
         kinds = {s: ray.get(a.__ray_call__.remote(_endpoint_kinds)) for s, a in backend.actors.items()}
-        assert all(k == ["_ChannelRecv", "_ChannelSend"] for k in kinds.values()), kinds
+        assert kinds == {0: ["_ChannelRecv", "_PushSend"], 1: ["_InboxRecv", "_PushSend"],
+                         2: ["_InboxRecv", "_OutboxSend"]}, kinds
         # the driver's endpoints were resolved through the registry by (node_id, edge_id)
-        first, last = provisions[0], provisions[-1]
         tx = backend.transport.endpoints[(first.node_id, first.inbound.edge_id, "send")]
         rx = backend.transport.endpoints[("orchestrator", last.outbound.edge_id, "recv")]
         n_tokens, n_cases = sum(len(c["greedy_ids"]) for c in expected_cases), len(expected_cases)
         # per sequence: RESET + prompt + one frame per decoded token in; RESET + one token per step out
         assert tx.sent == n_cases + n_tokens and rx.received == n_cases + n_tokens
-        assert (type(tx).__name__, type(rx).__name__) == ("_ChannelSend", "_ChannelPull")
+        assert (type(tx).__name__, type(rx).__name__) == ("_ChannelSend", "_PullRecv")
         assert 0 <= tx.in_flight <= first.inbound.ring_spec.slots
         events = pipe.events
     for p in provisions:
@@ -162,8 +166,8 @@ def _endpoint_kinds(self_):
 
 
 def test_unknown_ray_transport_is_bad_backend(monkeypatch):
-    """Issue 14 item 3: the Ray transport is ``channel`` (default) or ``actor``; any other name, from the argument
-    or from $PIPEPLAN_RAY_TRANSPORT, is BackendError (bad_backend) naming it, before Ray is touched."""
+    """Issue 14 item 3: the Ray transport is ``auto`` (default), ``channel`` or ``actor``; any other name, from the
+    argument or from $PIPEPLAN_RAY_TRANSPORT, is BackendError (bad_backend) naming it, before Ray is touched."""
     from pipeplan.runtime.backends import BackendError
 
     with pytest.raises(BackendError) as ei:
@@ -176,7 +180,30 @@ def test_unknown_ray_transport_is_bad_backend(monkeypatch):
     monkeypatch.setenv("PIPEPLAN_RAY_TRANSPORT", "actor")
     assert RayBackend().ray_transport == "actor"
     monkeypatch.delenv("PIPEPLAN_RAY_TRANSPORT")
-    assert RayBackend().ray_transport == "channel"
+    assert RayBackend().ray_transport == "auto"
+
+
+def test_edge_transports_choose_channels_within_a_ray_node():
+    """Issue 14 item 3: ``auto`` carries an edge over a channel exactly when its producer and consumer (the
+    orchestrator: the driver's Ray node) are on one Ray node, else by actor calls; ``channel``/``actor`` force one
+    transport on every edge; an unknown mode is BackendError naming it."""
+    from pipeplan.runtime.backends import BackendError
+    from pipeplan.runtime.ray_backend import edge_transports
+
+    spec, ring = ObjectSpec("activation", "f32", 4, (4, 8), "row_major", 64, 4 * 8 * 4), RingSpec(2, 128)
+
+    def route(e, a, b):
+        return EdgeRoute(e, "activation", a, b, spec, ring)
+
+    routes = {"e0": route("e0", "orchestrator", "n0"), "e1": route("e1", "n0", "n1"),
+              "e2": route("e2", "n1", "n2"), "e3": route("e3", "n2", "orchestrator")}
+    where = {"orchestrator": "R0", "n0": "R0", "n1": "R1", "n2": "R1"}
+    assert edge_transports(routes, where, "auto") == {"e0": "channel", "e1": "actor", "e2": "channel", "e3": "actor"}
+    assert set(edge_transports(routes, where, "channel").values()) == {"channel"}
+    assert set(edge_transports(routes, where, "actor").values()) == {"actor"}
+    with pytest.raises(BackendError) as ei:
+        edge_transports(routes, where, "rdma")
+    assert "rdma" in ei.value.message
 
 
 # --------------------------------------------------------------------------- concurrent sequences
