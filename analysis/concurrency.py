@@ -26,13 +26,15 @@ stage frame costs ``frame_s`` more (receive, announce, send). A frame reaching a
 orchestrator) starts ``wake_s`` later (the wake-up of a process blocked on its ring); a busy server takes
 its next frame at once. With ``cores`` set, the wake-up is paid only when the runtime's ring consumers
 cannot spin (:func:`consumers_spin`: a spinning consumer is awake when its frame lands). The servers share
-``cores`` CPUs (None: each its own) by processor sharing: with k working servers each runs at
-``min(1, cores / k)`` of its speed (S busy stages on C < S cores are slowed by S / C). Micro-batching
+``cores`` CPUs (None: each its own) by processor sharing, and the memory system by ``contention`` c: with k
+working servers each runs at ``min(1, cores / k) / (1 + c (min(k, cores) - 1))`` of its speed (S busy stages
+on C < S cores are slowed by S / C; two stages computing at once on two cores each by 1 + c, as two
+processes streaming weights from one memory do). Micro-batching
 (``micro_batches`` M, default ``min(N, S)``): at most M frames in flight; a decode frame carries the ready
 decoding sequences, first ready first, up to ``ceil(N / M)`` rows and costs :meth:`StageCosts.frame_cost` at its rows (``rows_s``: calibrated at :data:`BATCH_ROWS`); a prefill
 chunk of a new sequence travels as its own frame and counts as one of the M. M = N with no runtime term is
-the model above exactly. ``pipeplan calibrate`` (target cpu) measures ``rows_s`` and fits ``wake_s`` and
-``frame_s = orch_s`` on the local pipeline (:func:`pipeplan.tools.calibrate.measure_loop`);
+the model above exactly. ``pipeplan calibrate`` (target cpu) measures ``rows_s`` and fits ``frame_s = orch_s``, ``contention``
+and ``wake_s`` on the local pipeline (:func:`pipeplan.tools.calibrate.measure_loop`);
 :func:`with_runtime_terms` reads them for a package compiled with that calibration.
 
 **Figures** (:func:`throughput_summary`, the same for simulated and measured token times):
@@ -85,8 +87,9 @@ class ConcurrencyError(PipeplanError):
 @dataclass(frozen=True)
 class StageCosts:
     """Per-stage frame costs and hops (seconds; module docstring). All tuples have one entry per stage;
-    ``frame_s``, ``orch_s``, ``wake_s``, ``cores`` and ``rows_s`` (per stage, decode frame seconds at
-    :data:`BATCH_ROWS` rows) are the runtime model's terms (module docstring; 0 / None / () leave them out)."""
+    ``frame_s``, ``orch_s``, ``wake_s``, ``cores``, ``rows_s`` (per stage, decode frame seconds at
+    :data:`BATCH_ROWS` rows) and ``contention`` (dimensionless, >= 0) are the runtime model's terms (module
+    docstring; 0 / None / () leave them out)."""
 
     decode_s: tuple[float, ...]
     decode_hop_s: tuple[float, ...]
@@ -99,11 +102,13 @@ class StageCosts:
     wake_s: float = 0.0
     cores: int | None = None
     rows_s: tuple[tuple[float, ...], ...] = ()
+    contention: float = 0.0
 
     @property
     def runtime_terms(self) -> bool:
-        """Whether any term of the runtime model is set (``frame_s``, ``orch_s``, ``wake_s``, ``cores``)."""
-        return bool(self.frame_s or self.orch_s or self.wake_s or self.cores is not None)
+        """Whether any term of the runtime model is set (``frame_s``, ``orch_s``, ``wake_s``, ``cores``,
+        ``contention``)."""
+        return bool(self.frame_s or self.orch_s or self.wake_s or self.contention or self.cores is not None)
 
     def frame_cost(self, stage: int, rows: int) -> float:
         """Seconds of stage ``stage``'s work for a decode frame of ``rows`` rows (one row per sequence):
@@ -150,10 +155,11 @@ class StageCosts:
         if self.prefill_rows < 1:
             raise ConcurrencyError(f"stage costs: prefill_rows must be >= 1, got {self.prefill_rows}",
                                    code="invalid_request", where="prefill_rows")
-        for name in ("frame_s", "orch_s", "wake_s"):
+        for name in ("frame_s", "orch_s", "wake_s", "contention"):
             x = getattr(self, name)
             if not isinstance(x, int | float) or not math.isfinite(x) or x < 0:
-                raise ConcurrencyError(f"stage costs: {name} = {x!r} is not a finite number of seconds >= 0",
+                unit = "" if name == "contention" else " of seconds"
+                raise ConcurrencyError(f"stage costs: {name} = {x!r} is not a finite number{unit} >= 0",
                                        code="invalid_request", where=name)
         if self.cores is not None and (isinstance(self.cores, bool) or not isinstance(self.cores, int)
                                        or self.cores < 1):
@@ -417,7 +423,8 @@ def simulate_frames(costs: StageCosts, n_sequences: int, prompt_tokens: int, dec
         heapq.heappush(ev, (a, next(order), ADMIT, 0, k))
     now = 0.0
     while ev or active:
-        rate = min(1.0, cores / len(active)) if active else 0.0
+        rate = (min(1.0, cores / len(active)) / (1.0 + costs.contention * (min(len(active), cores) - 1))
+                if active else 0.0)
         t_done = now + min(r[0] for r in active.values()) / rate if active else math.inf
         t_ev = ev[0][0] if ev else math.inf
         t = min(t_done, t_ev)
@@ -567,7 +574,7 @@ def runtime_section(table: Mapping[str, Any], stages: int) -> dict[str, Any]:
 def with_runtime_terms(costs: StageCosts, evidence: str) -> StageCosts:
     """``costs`` with the runtime terms of the first ``measured:TABLE`` provider of ``evidence`` (a package's
     evidence identity) for its stage count: ``rows_s`` from ``frame_rows_s``, ``frame_s`` / ``orch_s`` /
-    ``wake_s`` / ``cores`` from ``loop``. Unchanged when the table is unreadable or has no such section (the
+    ``wake_s`` / ``cores`` / ``contention`` (0 when absent) from ``loop``. Unchanged when the table is unreadable or has no such section (the
     costs then predict the pipeline without its runtime; ``evidence`` says which was used)."""
     path = next((p[len("measured:"):] for p in evidence.split(",") if p.startswith("measured:")), None)
     if path is None:
@@ -591,7 +598,8 @@ def with_runtime_terms(costs: StageCosts, evidence: str) -> StageCosts:
     if isinstance(loop, Mapping):
         try:
             cand = dataclasses.replace(out, frame_s=float(loop["frame_s"]), orch_s=float(loop["orch_s"]),
-                                       wake_s=float(loop["wake_s"]), cores=int(loop["cores"]))
+                                       wake_s=float(loop["wake_s"]), cores=int(loop["cores"]),
+                                       contention=float(loop.get("contention", 0.0)))
             cand.check()
             out = cand
         except (KeyError, TypeError, ValueError, ConcurrencyError):

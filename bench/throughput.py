@@ -118,7 +118,8 @@ def measure(model: Path, stages: int, parallel: int, backend: str, *, prompt_tok
     best: dict | None = None
     with Pipeline(project_provisions(module), backend=backend, programs=compiled.programs, kernels=CPU,
                   num_threads=1, parallel=parallel, **extra) as pipe:
-        pipe.generate_concurrent([GenRequest([1, 2], 4)])  # warm: first touch of weights and caches
+        # warm: first touch of weights, caches and every KV slot and position the timed runs use
+        pipe.generate_concurrent([GenRequest([1, 2], prompt_tokens + decode_tokens - 2) for _ in range(parallel)])
         for _ in range(repeat):
             reqs = [GenRequest([1] + [(7 + 31 * k + 13 * j) % (vocab - 3) + 3 for j in range(prompt_tokens - 1)],
                                decode_tokens) for k in range(parallel)]

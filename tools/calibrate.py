@@ -746,17 +746,23 @@ def _pipeline_rate(pipe: Any, vocab: int, n: int, prompt_len: int, tokens: int, 
     return best
 
 
+CONTENTION_MAX = 4.0
+"""Largest memory contention :func:`fit_runtime_terms` fits (each of two computing stages 5x slower)."""
+
+
 def fit_runtime_terms(costs: Any, rate_one: float, rate_busy: float, n_busy: int, prompt_len: int, tokens: int,
                       cores: int) -> dict[str, float]:
-    """``{"wake_s", "frame_s"}`` of the runtime model (:mod:`pipeplan.analysis.concurrency`, "Runtime model")
-    that make :func:`~pipeplan.analysis.concurrency.predict_concurrent` of ``costs`` (``cores`` cores,
-    ``orch_s = frame_s``) give the measured aggregate rates of 1 sequence (one frame in flight, as ``pipeplan
-    run``) and of ``n_busy`` sequences (the runtime's default micro-batches ``min(N, S)``).
+    """``{"wake_s", "frame_s", "contention"}`` of the runtime model (:mod:`pipeplan.analysis.concurrency`,
+    "Runtime model") that make :func:`~pipeplan.analysis.concurrency.predict_concurrent` of ``costs``
+    (``cores`` cores, ``orch_s = frame_s``) give the measured aggregate rates of 1 sequence (one frame in
+    flight, as ``pipeplan run``) and of ``n_busy`` sequences (the runtime's default micro-batches ``min(N, S)``).
 
-    When the one-sequence run's ring consumers spin (:func:`~pipeplan.analysis.concurrency.consumers_spin`) it
-    pays no wake-up: ``frame_s`` from its cycle, then ``wake_s`` by bisection on the busy rate (0 when the busy
-    run's consumers spin too). Otherwise ``wake_s`` from the one-sequence cycle and ``frame_s`` by bisection on
-    the busy rate (three alternations). Terms that the rates cannot make positive are 0."""
+    When the one-sequence run's ring consumers spin (:func:`~pipeplan.analysis.concurrency.consumers_spin`:
+    two cores or more) it pays no wake-up and runs one stage at a time: ``frame_s`` from its cycle, then the
+    ``contention`` of stages computing at once by bisection on the busy rate (``wake_s`` 0: a woken consumer
+    costs its ring hop, measured with the hops). On one core: ``wake_s`` from the one-sequence cycle and
+    ``frame_s`` by bisection on the busy rate (three alternations), ``contention`` 0 (one stage computes at a
+    time). Terms that the rates cannot make positive are 0."""
     import dataclasses
 
     from pipeplan.analysis.concurrency import consumers_spin, default_micro_batches, predict_concurrent
@@ -764,13 +770,12 @@ def fit_runtime_terms(costs: Any, rate_one: float, rate_busy: float, n_busy: int
     s = costs.stages
     base = sum(costs.decode_s) + sum(costs.decode_hop_s)
     m_busy = default_micro_batches(n_busy, s)
-    top = max(base, 1e-6)
 
-    def rate(f: float, w: float) -> float:
-        c = dataclasses.replace(costs, frame_s=f, orch_s=f, wake_s=w, cores=cores)
-        return predict_concurrent(c, n_busy, prompt_len, tokens, micro_batches=m_busy).aggregate_tok_s
+    def rate(f: float, w: float, c: float = 0.0) -> float:
+        cc = dataclasses.replace(costs, frame_s=f, orch_s=f, wake_s=w, cores=cores, contention=c)
+        return predict_concurrent(cc, n_busy, prompt_len, tokens, micro_batches=m_busy).aggregate_tok_s
 
-    def solve(fn: Callable[[float], float]) -> float:
+    def solve(fn: Callable[[float], float], top: float) -> float:
         """The x in [0, top] where the decreasing ``fn(x)`` meets ``rate_busy`` (0 when fn(0) is at or below it)."""
         lo, hi = 0.0, top
         if fn(lo) <= rate_busy:
@@ -783,24 +788,24 @@ def fit_runtime_terms(costs: Any, rate_one: float, rate_busy: float, n_busy: int
     cycle = 1.0 / rate_one if rate_one > 0 else base
     if consumers_spin(s, 1, cores):
         frame = max(0.0, (cycle - base) / (s + 1))
-        wake = 0.0 if consumers_spin(s, m_busy, cores) else solve(functools.partial(rate, frame))
-        return {"wake_s": wake, "frame_s": frame}
+        contention = solve(functools.partial(rate, frame, 0.0), CONTENTION_MAX)
+        return {"wake_s": 0.0, "frame_s": frame, "contention": contention}
     frame = wake = 0.0
     for _ in range(3):
         wake = max(0.0, (cycle - base - (s + 1) * frame) / (s + 1))
-        frame = solve(functools.partial(rate, w=wake))
-    return {"wake_s": wake, "frame_s": frame}
+        frame = solve(functools.partial(rate, w=wake), max(base, 1e-6))
+    return {"wake_s": wake, "frame_s": frame, "contention": 0.0}
 
 
 def measure_loop(plan_module, package: str | Path, *, prompt_len: int = 8, tokens: int = LOOP_TOKENS,
-                 repeats: int = 2, threads: int = 1) -> dict[str, Any]:
+                 repeats: int = 4, threads: int = 1) -> dict[str, Any]:
     """The runtime's own costs, measured on the plan's local pipeline (one process per stage, ``threads``
     threads each, the cpu kernels, the package's stage programs): aggregate decode tok/s of 1 sequence and of
     :func:`loop_sequences` sequences (``tokens`` each; best of ``repeats``), and the runtime terms
     :func:`fit_runtime_terms` derives from them for the package's costs (its predicted timeline, the
     calibrated kernels and hops). The plan must carry ``parallel >= loop_sequences(S)``.
     Returns ``{"sequences", "tokens", "rate_one_tok_s", "rate_busy_tok_s", "cores", "wake_s", "frame_s", "orch_s",
-    "fit_residual"}``; ``fit_residual`` is the largest relative error of the fitted model on the two measured rates
+    "contention", "fit_residual"}``; ``fit_residual`` is the largest relative error of the fitted model on the two measured rates
     (large when the busy run was not faster than one sequence: a loaded machine).
     Raises StageFault / RunRequestError from the pipeline."""
     from pipeplan.analysis.concurrency import stage_costs
@@ -817,7 +822,8 @@ def measure_loop(plan_module, package: str | Path, *, prompt_len: int = 8, token
     for n in (1, n_busy):  # a pipeline each: its frames in flight set the rings' spin (as `run` and `serve`)
         with Pipeline(project_provisions(plan_module), backend="local", programs=programs,
                       kernels="pipeplan.runtime.kernels.cpu", num_threads=threads, parallel=n) as pipe:
-            pipe.generate_concurrent([GenRequest([1, 2], 4)])  # first touch of weights and caches
+            # first touch of weights, caches and every KV slot and position the timed runs use
+            pipe.generate_concurrent([GenRequest([1, 2], prompt_len + tokens - 2) for _ in range(n)])
             rates.append(_pipeline_rate(pipe, vocab, n, prompt_len, tokens, repeats))
     one, busy = rates
     import dataclasses
@@ -827,9 +833,9 @@ def measure_loop(plan_module, package: str | Path, *, prompt_len: int = 8, token
     cores = usable_cores()
     terms = fit_runtime_terms(costs, one, busy, n_busy, prompt_len, tokens, cores)
     fitted = dataclasses.replace(costs, frame_s=terms["frame_s"], orch_s=terms["frame_s"], wake_s=terms["wake_s"],
-                                 cores=cores)
+                                 cores=cores, contention=terms["contention"])
     back = [predict_concurrent(fitted, n, prompt_len, tokens).aggregate_tok_s for n in (1, n_busy)]
     residual = max(abs(b - m) / m for b, m in zip(back, (one, busy), strict=True) if m > 0) if one > 0 else 1.0
     return {"sequences": n_busy, "tokens": tokens, "rate_one_tok_s": one, "rate_busy_tok_s": busy, "cores": cores,
             "wake_s": terms["wake_s"], "frame_s": terms["frame_s"], "orch_s": terms["frame_s"],
-            "fit_residual": residual}
+            "contention": terms["contention"], "fit_residual": residual}

@@ -142,7 +142,8 @@ def main(args: argparse.Namespace) -> int:
     if loop:
         print(f"pipeline loop: 1 sequence {loop['rate_one_tok_s']:.1f} tok/s, {loop['sequences']} sequences "
               f"{loop['rate_busy_tok_s']:.1f} tok/s on {loop['cores']} cores -> wake {loop['wake_s'] * 1e6:.1f} us, "
-              f"per frame {loop['frame_s'] * 1e6:.1f} us (fit residual {loop['fit_residual']:.0%})")
+              f"per frame {loop['frame_s'] * 1e6:.1f} us, contention {loop['contention']:.2f} "
+              f"(fit residual {loop['fit_residual']:.0%})")
         if loop["fit_residual"] > 0.1:
             print(f"warning: the runtime terms reproduce the measured pipeline rates only within "
                   f"{loop['fit_residual']:.0%} (a busy machine?): calibrate again when it is idle", file=sys.stderr)

@@ -287,18 +287,40 @@ def test_runtime_terms_are_checked():
 def test_fitted_runtime_terms_reproduce_their_rates():
     """AB-C-2: the terms calibrate fits from the measured rates of 1 and 2 S + 1 sequences give those rates
     back (here rates made by known terms: the fit recovers them), whether or not the one-sequence run's
-    ring consumers spin (2 cores: they do, the busy run's do not; 1 core: neither does)."""
+    ring consumers spin (2 cores: they do, and the busy run's stages contend for memory; 1 core: neither
+    spins and the busy run pays wake-ups)."""
     import dataclasses
 
     from pipeplan.tools.calibrate import fit_runtime_terms
 
     c = StageCosts((4e-4, 3e-4, 2.5e-4), (1e-4, 5e-5, 5e-5), (8e-4, 6e-4, 5e-4), (1e-4, 5e-5, 5e-5))
-    for cores in (2, 1):
-        true = dataclasses.replace(c, frame_s=6e-5, orch_s=6e-5, wake_s=1.5e-4, cores=cores)
+    for cores, wake, contention in ((2, 0.0, 0.35), (1, 1.5e-4, 0.0)):
+        true = dataclasses.replace(c, frame_s=6e-5, orch_s=6e-5, wake_s=wake, cores=cores, contention=contention)
         one = predict_concurrent(true, 1, 8, 24).aggregate_tok_s
         busy = predict_concurrent(true, 7, 8, 24).aggregate_tok_s
         got = fit_runtime_terms(c, one, busy, 7, 8, 24, cores)
-        assert got["frame_s"] == pytest.approx(6e-5, rel=0.05) and got["wake_s"] == pytest.approx(1.5e-4, rel=0.05)
+        assert got["frame_s"] == pytest.approx(6e-5, rel=0.05)
+        assert got["wake_s"] == pytest.approx(wake, rel=0.05, abs=1e-9)
+        assert got["contention"] == pytest.approx(contention, rel=0.05, abs=1e-9)
+        back = dataclasses.replace(c, frame_s=got["frame_s"], orch_s=got["frame_s"], wake_s=got["wake_s"],
+                                   cores=cores, contention=got["contention"])
+        assert predict_concurrent(back, 7, 8, 24).aggregate_tok_s == pytest.approx(busy, rel=0.01)
+
+
+def test_contention_slows_stages_computing_at_once():
+    """AB-T-2: with contention c, two stages computing at once on two cores each run 1 + c slower (one frame
+    in flight is not slowed: one stage computes at a time); a negative contention is invalid_request."""
+    import dataclasses
+
+    base = dataclasses.replace(StageCosts.uniform(2, 1e-3), cores=2)
+    slow = dataclasses.replace(base, contention=0.5)
+    assert predict_concurrent(slow, 1, 1, 64).token_times == predict_concurrent(base, 1, 1, 64).token_times
+    two, free = predict_concurrent(slow, 2, 1, 64), predict_concurrent(base, 2, 1, 64)
+    assert free.aggregate_tok_s == pytest.approx(1000, rel=0.02)  # both stages busy, one frame each
+    assert two.aggregate_tok_s == pytest.approx(1000 / 1.5, rel=0.02)
+    with pytest.raises(ConcurrencyError) as ei:
+        predict_concurrent(dataclasses.replace(base, contention=-0.1), 2, 1, 8)
+    assert ei.value.code == "invalid_request" and "contention" in ei.value.message
 
 
 def test_spinning_consumers_pay_no_wake_up():
