@@ -73,6 +73,7 @@ When Ray is already initialised in the process (tests, notebooks) it is used as 
 from __future__ import annotations
 
 import collections
+import os
 import queue
 import re
 import threading
@@ -914,18 +915,32 @@ def start_driver_proxy(name: str | None, namespace: str | None) -> Any:
 
 
 # --------------------------------------------------------------------------- the stage actor
+def _take_niceness(niceness: int | None) -> None:
+    """Set this process's niceness to ``niceness`` when it is lower than the current one and the process may
+    (root, or ``RLIMIT_NICE``); otherwise leave it."""
+    if niceness is None or os.getpriority(os.PRIO_PROCESS, 0) <= niceness:
+        return
+    try:
+        os.setpriority(os.PRIO_PROCESS, 0, niceness)
+    except OSError:  # not permitted: the cluster's worker_niceness stands
+        pass
+
+
 class StageActor:
     """Body of one stage's Ray actor (wrapped with ``ray.remote`` by :class:`RayBackend`).
 
-    On construction it attaches its edge buffers to its copy of the transport and starts a thread
-    running ``StageWorker(provision).run(transport, stop)``: load (on this node) -> WeightsReady ->
-    connect -> StageReady -> serve. Methods are called concurrently (threaded actor).
+    On construction it takes the driver's scheduling priority (``niceness``: Ray starts workers at
+    ``worker_niceness``, 15 by default, so a stage would yield its core to every other process; kept as it
+    is where this process may not raise its priority), attaches its edge buffers to its copy of the
+    transport and starts a thread running ``StageWorker(provision).run(transport, stop)``: load (on this
+    node) -> WeightsReady -> connect -> StageReady -> serve. Methods are called concurrently (threaded actor).
     """
 
     def __init__(self, provision: ProvisionStage, transport: RayTransport,
-                 fault_injection: FaultInjection | None, options: WorkerOptions):
+                 fault_injection: FaultInjection | None, options: WorkerOptions, niceness: int | None = None):
         from pipeplan.runtime.stage import StageWorker
 
+        _take_niceness(niceness)
         self.p = provision
         self._cond = threading.Condition()
         self._events: list[Event] = []
@@ -968,12 +983,10 @@ class StageActor:
             return list(self._events[cursor:]), self._finished
 
     def where(self) -> dict[str, Any]:
-        """Where this actor runs: ``{"ray_node_id": hex, "node_id": plan node id, "stage": k, "pid": pid}``
-        (``ray.get_runtime_context().get_node_id()``)."""
-        import os
-
+        """Where this actor runs: ``{"ray_node_id": hex, "node_id": plan node id, "stage": k, "pid": pid,
+        "niceness": its scheduling niceness}`` (``ray.get_runtime_context().get_node_id()``)."""
         return {"ray_node_id": ray.get_runtime_context().get_node_id(), "node_id": self.p.node_id,
-                "stage": self.p.stage, "pid": os.getpid()}
+                "stage": self.p.stage, "pid": os.getpid(), "niceness": os.getpriority(os.PRIO_PROCESS, 0)}
 
     def stop(self) -> None:
         """Ask the worker to stop (its loop sees the flag within ``POLL_S``)."""
@@ -1055,8 +1068,6 @@ class RayBackend(Backend):
     def __init__(self, address: str | None = None, *, namespace: str | None = None,
                  init_kwargs: Mapping[str, Any] | None = None, max_concurrency: int | None = None,
                  ray_transport: str | None = None, ray_wait: str | None = None):
-        import os
-
         mode = ray_transport if ray_transport is not None else (os.environ.get(TRANSPORT_ENV) or "auto")
         if mode not in TRANSPORTS:
             raise BackendError(f"unknown Ray transport {mode!r} (from {'ray_transport' if ray_transport else TRANSPORT_ENV}; "
@@ -1154,7 +1165,8 @@ class RayBackend(Backend):
                 strategy = NodeAffinitySchedulingStrategy(node_id=self.placement[p.node_id], soft=False)
                 self.actors[p.stage] = remote_cls.options(
                     name=name, namespace=ns, num_cpus=0, max_concurrency=conc, max_restarts=0,
-                    scheduling_strategy=strategy).remote(p, self.transport, fault_injection, options)
+                    scheduling_strategy=strategy).remote(p, self.transport, fault_injection, options,
+                                                         os.getpriority(os.PRIO_PROCESS, 0))
                 self.names[p.stage] = name
                 self._provisions[p.stage] = p
                 self._cursor[p.stage] = 0
