@@ -358,7 +358,13 @@ class LocalBackend(Backend):
         self.transport = None  # type: ignore[assignment]
 
     def start(self, provisions, fault_injection, options):
-        from pipeplan.runtime.shm_ring import ShmTransport, StageControl, remove_orphans, spin_budget
+        from pipeplan.runtime.shm_ring import (
+            ShmTransport,
+            StageControl,
+            announce_for,
+            remove_orphans,
+            spin_budget,
+        )
 
         try:
             self.removed_orphans = remove_orphans()
@@ -370,7 +376,7 @@ class LocalBackend(Backend):
             prestart_stage_host()  # running already (see __init__) unless it died: never under blocked signals
         try:
             spin_s = spin_budget(len(provisions), options.micro_batches, usable_cores())
-            self.transport = ShmTransport.create(routes, self.ctx, spin_s=spin_s)
+            self.transport = ShmTransport.create(routes, self.ctx, spin_s=spin_s, announce=announce_for(spin_s))
             self.control = StageControl(len(provisions))
             for slot, p in enumerate(provisions):
                 reader, writer = self.ctx.Pipe(duplex=False)

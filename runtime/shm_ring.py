@@ -113,6 +113,14 @@ def spin_budget(stages: int, frames_in_flight: int, cores: int) -> float:
     return SPIN_S if consumers_spin(stages, frames_in_flight, cores) else SPIN_SHORT_S
 
 
+def announce_for(spin_s: float) -> bool:
+    """Whether producers announce objects to consumers that yield-and-poll for ``spin_s`` seconds: only where
+    they spin (``spin_s >= SPIN_S``, and :func:`announce_default`). A consumer that cannot spin would wake at
+    the announcement and then poll every 50 µs for the rest of the producer's step, taking a busy core each
+    time; it blocks on the ring's ``full`` semaphore instead, posted once the object is written."""
+    return spin_s >= SPIN_S and announce_default()
+
+
 ANNOUNCE = announce_default()
 """:func:`announce_default` at import time (the default of :meth:`ShmTransport.create`)."""
 BEAT_S = 0.1

@@ -89,10 +89,17 @@ def _concurrent_equals_single(pipe: Pipeline, prompts: list[list[int]], max_toke
 def test_concurrent_greedy_ids_equal_single_stories(pipelines, expected_cases, stages, backend):
     """RP-PP-3, WL-R-4: on stories260K, 4 concurrent greedy requests (different prompts and lengths, admitted
     at different times, prompts chunked by 4 prefill rows) give each request's single-request ids; the single
-    ids are llama.cpp's where EXPECTED has the prompt."""
+    ids are llama.cpp's where EXPECTED has the prompt. Local rings spin and announce by the run's frames in
+    flight and cores (spin_budget, announce_for)."""
+    from pipeplan.runtime.backends import usable_cores
+    from pipeplan.runtime.shm_ring import announce_for, spin_budget
     from pipeplan.runtime.tokenizer import SPMTokenizer
 
     pipe = pipelines(STORIES, stages, backend, max_seq_len=128, prefill_rows=4)
+    if backend == "local":
+        spin = spin_budget(stages, pipe.micro_batches, usable_cores())
+        rings = pipe.backend.transport.rings.values()
+        assert rings and all(r.spin_s == spin and r.announce is announce_for(spin) for r in rings)
     tok = SPMTokenizer.from_gguf(STORIES)
     prompts = [tok.encode(p, add_bos=True) for p in STORIES_PROMPTS]
     single = _concurrent_equals_single(pipe, prompts, [12, 9, 14, 10], tok.eos_id)

@@ -12,7 +12,15 @@ import time
 import numpy as np
 import pytest
 from pipeplan.plan_types import ObjectSpec, RingSpec
-from pipeplan.runtime.shm_ring import SPIN_S, SPIN_SHORT_S, ShmTransport, echo_loop, spin_budget
+from pipeplan.runtime.shm_ring import (
+    SPIN_S,
+    SPIN_SHORT_S,
+    ShmTransport,
+    announce_default,
+    announce_for,
+    echo_loop,
+    spin_budget,
+)
 from pipeplan.runtime.transport import (
     DATA,
     MAX_SEGMENTS,
@@ -316,6 +324,16 @@ def test_spin_budget_is_long_only_when_busy_processes_fit_the_cores():
     for bad in ((0, 1, 2), (1, 0, 2), (1, 1, 0)):
         with pytest.raises(ValueError):
             spin_budget(*bad)
+
+
+def test_only_spinning_consumers_are_announced_to(monkeypatch):
+    """A producer announces (posts the ring before it computes) only to a consumer that spins for it: a consumer
+    with the short spin would poll every 50 us for the whole step on a busy core, so it blocks on the ring's
+    semaphore instead (issue 14 throughput on 2 cores); PIPEPLAN_RING_ANNOUNCE=0 turns announcing off for both."""
+    assert announce_for(SPIN_SHORT_S) is False
+    assert announce_for(SPIN_S) is announce_default()
+    monkeypatch.setenv("PIPEPLAN_RING_ANNOUNCE", "0")
+    assert announce_for(SPIN_S) is False
 
 
 def test_ring_spin_travels_with_the_pickled_transport():
