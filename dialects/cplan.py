@@ -341,20 +341,29 @@ class CommandOp(PipeplanOp):
     traits = traits_def(HasParent(PlanOp))
     assembly_format = "$id ` ` `(` $inputs `)` `->` `(` $outputs `)` (`after` `(` $after^ `)`)? attr-dict"
 
+    def groups(self) -> tuple[Sequence[SSAValue], Sequence[SSAValue], Sequence[SSAValue]]:
+        """``(inputs, outputs, after)`` in one read of the operand segments (the field accessors decode
+        ``operandSegmentSizes`` on every access)."""
+        seg = self.properties["operandSegmentSizes"]
+        assert isinstance(seg, DenseArrayBase)
+        n_in, n_out, _ = seg.get_values()
+        ops = self.operands
+        return ops[:n_in], ops[n_in:n_in + n_out], ops[n_in + n_out:]
+
     @property
     def reads(self) -> ArrayAttr:
         """The ids of the allocations read (``inputs``), in operand order."""
-        return _names(self.inputs, alloc_name)
+        return _names(self.groups()[0], alloc_name)
 
     @property
     def writes(self) -> ArrayAttr:
         """The ids of the allocations written (``outputs``), in operand order."""
-        return _names(self.outputs, alloc_name)
+        return _names(self.groups()[1], alloc_name)
 
     @property
     def deps(self) -> ArrayAttr:
         """The ids of the commands it depends on (``after``), in operand order."""
-        return _names(self.after, command_name)
+        return _names(self.groups()[2], command_name)
 
     def verify_(self) -> None:
         name = self.id.data
@@ -683,10 +692,11 @@ def plan_from_ir(op: PlanOp) -> ConcretePlan:
     ext: QueueSchedule | SlotDataflow | None = None
     for o in _ops(op.body):
         if isinstance(o, CommandOp):
+            ins, outs, after = o.groups()
             commands.append(Command(
                 o.id.data, o.task.data, o.op.data, o.impl.data, o.device.data, o.engine.data,
-                tuple(command_name(v) for v in o.after), tuple(alloc_name(v) for v in o.inputs),
-                tuple(alloc_name(v) for v in o.outputs), o.lineage.data, o.provider.data, o.status.data,
+                tuple(command_name(v) for v in after), tuple(alloc_name(v) for v in ins),
+                tuple(alloc_name(v) for v in outs), o.lineage.data, o.provider.data, o.status.data,
                 None if o.duration is None else o.duration.value.data, "" if o.link is None else o.link.data))
         elif isinstance(o, AllocOp):
             allocs.append(Alloc(o.id.data, o.source.data, o.device.data, o.space.data, o.offset.value.data,
