@@ -654,7 +654,7 @@ def plan_to_ir(plan: ConcretePlan) -> PlanOp:
     for i in forward:
         c, old = plan.commands[i], cmd_ops[i]
         cmd_ops[i] = new = command_op(c, allocs, [tps[d] for d in c.deps])
-        old.done.replace_by(new.done)
+        old.done.replace_all_uses_with(new.done)
         if tps.get(c.id) is old.done:
             tps[c.id] = new.done
     ops += cmd_ops

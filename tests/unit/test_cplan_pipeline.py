@@ -80,7 +80,16 @@ def test_every_command_has_ssa_dataflow(stories_pplan, binder):
     each dependency is the timepoint of an earlier command (def-before-use, so acyclic); syncs, queue order,
     slots and firing rules name commands only by timepoints; no command names a buffer or a dependency by
     string (no deps/reads/writes property)."""
-    from pipeplan.dialects.cplan import AllocOp, AllocType, CommandOp, FireOp, QueueOp, SlotOp, SyncOp, TimepointType
+    from pipeplan.dialects.cplan import (
+        AllocOp,
+        AllocType,
+        CommandOp,
+        FireOp,
+        QueueOp,
+        SlotOp,
+        SyncOp,
+        TimepointType,
+    )
 
     ctx = _ctx()
     mod = parse_module(ctx, stories_pplan)
