@@ -6,16 +6,19 @@ policy. Its common core holds:
 * ``cplan.device`` / ``cplan.link``: the deployment resources (per-memory-space capacity in bytes,
   engines with their slot counts, links with their per-transfer byte capacity);
 * ``cplan.alloc``: buffer allocations (source portable buffer, device, memory space, byte offset,
-  size, alignment, lifetime class ``weight | kv | transient | edge``);
+  size, alignment, lifetime class ``weight | kv | transient | edge``), each yielding a ``!cplan.alloc``;
 * ``cplan.command``: commands (portable task, operation, implementation, placement on a device and
-  engine, dependencies, buffer reads/writes, lineage, cost used);
-* ``cplan.sync``: explicit signal/wait edges (``signal`` completes before ``wait`` starts);
+  engine, lineage, cost used) taking the ``!cplan.alloc`` values they read and write and the
+  ``!cplan.timepoint`` of each dependency, and yielding their own ``!cplan.timepoint`` (IREE stream's
+  resources + timepoints);
+* ``cplan.sync``: explicit signal/wait edges between two timepoints (``signal`` completes before
+  ``wait`` starts);
 
 and exactly one typed target extension, as the last op of the plan body:
 
-* ``cplan.queue_schedule`` holding ``cplan.queue`` ops (per-queue command order), or
-* ``cplan.slot_dataflow`` holding ``cplan.slot`` and ``cplan.fire`` ops (slots and firing rules, no
-  queues).
+* ``cplan.queue_schedule`` holding ``cplan.queue`` ops (per-queue order of timepoints), or
+* ``cplan.slot_dataflow`` holding ``cplan.slot`` and ``cplan.fire`` ops (slots and firing rules over
+  timepoints, no queues).
 
 The op verifiers check what one op (or one extension) can check alone; ``cplan.plan``'s verifier then
 checks the seven whole-plan construction invariants (AB-S-1..7,
@@ -26,22 +29,19 @@ the portable source. :class:`ConcretePlan` is the plain value form of a plan;
 :func:`plan_to_ir` and :func:`plan_from_ir` convert both ways without loss, so that the commit gate
 can compare a rebuilt plan with the IR it gates.
 
-Identifiers (command ids, buffer ids, device ids, ...) are ``StringAttr`` values, not symbols: a
-plan is a flat table and every reference is checked by ``cplan-verify``.
+Every reference to an allocation or a command is an SSA use, so references are closed by construction;
+a dependency on a later command (a forward use) is how a cycle can be written, and the verifier finds it.
+Command and alloc ids stay as names (lineage, vmachine ``cmd``/buffer names); device, engine, link and
+slot ids are names from outside (``StringAttr``). The accessors ``CommandOp.reads/writes/deps``,
+``QueueOp.order``, ``SlotOp.commands`` and ``FireOp.command`` give the ids of the operands.
 """
 
 from __future__ import annotations
 
-from pipeplan.dialects.carriers import (
-    PropsInAttrDict,
-    build_op,
-    check_strs,
-    i64_attr,
-    str_tuple,
-    string,
-    strings,
-)
-from pipeplan.dialects.cplan_invariants import check_invariants
+from collections.abc import Callable, Mapping, Sequence
+
+from pipeplan.dialects.carriers import PropsInAttrDict, build_op, i64_attr, string
+from pipeplan.dialects.cplan_invariants import check_ir_invariants
 from pipeplan.dialects.cplan_types import (  # noqa: F401  (re-exported: the dialect's value types)
     BINDERS,
     COST_STATUSES,
@@ -65,21 +65,36 @@ from pipeplan.dialects.cplan_types import (  # noqa: F401  (re-exported: the dia
 from pipeplan.dialects.diagnostics import IRVerifyError, PipeplanOp
 from xdsl.dialects.builtin import (
     ArrayAttr,
+    DenseArrayBase,
     DictionaryAttr,
     FloatAttr,
     IntegerAttr,
     StringAttr,
     f64,
+    i32,
 )
-from xdsl.ir import Attribute, Block, Dialect, Operation, Region
+from xdsl.ir import (
+    Attribute,
+    Block,
+    Dialect,
+    Operation,
+    ParametrizedAttribute,
+    Region,
+    SSAValue,
+    TypeAttribute,
+)
 from xdsl.irdl import (
-    IRDLOperation,
+    AttrSizedOperandSegments,
     ParsePropInAttrDict,
+    irdl_attr_definition,
     irdl_op_definition,
+    operand_def,
     opt_prop_def,
     prop_def,
     region_def,
+    result_def,
     traits_def,
+    var_operand_def,
 )
 from xdsl.traits import HasParent, NoTerminator
 from xdsl.utils.exceptions import VerifyException
@@ -123,13 +138,13 @@ class PlanOp(PipeplanOp):
     cplan.plan attributes {binder = "reference-queue", target = "virtual-queue@1",
         deployment = "dep", evidence = "roofline@1", risk = "strict", source = "sha256:00"} {
       cplan.device {id = "d0", capacity = {hbm = 1024 : i64}, engines = {compute = 1 : i64}}
-      cplan.alloc {id = "b0", source = "b0", device = "d0", space = "hbm", offset = 0 : i64,
-                   size = 64 : i64, alignment = 64 : i64, lifetime = "transient"}
-      cplan.command {id = "c0", task = "t0", op = "rms_norm", impl = "vq.rms_norm", device = "d0",
-                     engine = "compute", deps = [], reads = [], writes = ["b0"], lineage = "s0/blk0/attn_norm",
-                     provider = "roofline", status = "direct", duration = 1.0e-06 : f64}
+      %0 = cplan.alloc "b0" {source = "b0", device = "d0", space = "hbm", offset = 0 : i64,
+                             size = 64 : i64, alignment = 64 : i64, lifetime = "transient"}
+      %1 = cplan.command "c0" () -> (%0) {task = "t0", op = "rms_norm", impl = "vq.rms_norm", device = "d0",
+                     engine = "compute", lineage = "s0/blk0/attn_norm", provider = "roofline", status = "direct",
+                     duration = 1.0e-06 : f64}
       cplan.queue_schedule {
-        cplan.queue {device = "d0", engine = "compute", order = ["c0"]}
+        cplan.queue "d0" "compute" [%1]
       }
     }
     ```
@@ -163,7 +178,7 @@ class PlanOp(PipeplanOp):
         for o in ops:
             if not isinstance(o, DeviceOp | LinkOp | AllocOp | CommandOp | SyncOp | QueueScheduleOp | SlotDataflowOp):
                 raise IRVerifyError(f"unexpected op '{o.name}' in a cplan.plan body", op=o)
-        violations = check_invariants(plan_from_ir(self))
+        violations = check_ir_invariants(plan_from_ir(self))
         if violations:
             v = violations[0]
             raise IRVerifyError(v.diagnostic_text(), op=subject_op(self, v.subject))
@@ -214,20 +229,54 @@ class LinkOp(PropsInAttrDict):
             raise VerifyException(f"link '{self.id.data}': capacity is negative")
 
 
-@irdl_op_definition
-class AllocOp(PropsInAttrDict):
-    """A buffer allocation of ``size`` bytes at byte ``offset`` of ``space`` on ``device``.
+@irdl_attr_definition
+class AllocType(ParametrizedAttribute, TypeAttribute):
+    """``!cplan.alloc``: an allocation (bytes of a memory space of a device), defined by ``cplan.alloc``
+    and used by the commands that read or write it."""
 
-    ``offset`` must be a multiple of ``alignment`` (a power of two); ``lifetime`` is one of
-    LIFETIMES; ``source`` names the portable buffer it allocates.
+    name = "cplan.alloc"
+
+
+@irdl_attr_definition
+class TimepointType(ParametrizedAttribute, TypeAttribute):
+    """``!cplan.timepoint``: the completion of a command (IREE stream's timepoint); commands, syncs, queues
+    and firing rules take timepoints to name the commands they order."""
+
+    name = "cplan.timepoint"
+
+
+def alloc_name(v: SSAValue) -> str:
+    """The id of the ``cplan.alloc`` defining ``v`` ("" when another op defines it)."""
+    o = v.owner
+    return o.id.data if isinstance(o, AllocOp) else ""
+
+
+def command_name(v: SSAValue) -> str:
+    """The id of the ``cplan.command`` whose timepoint ``v`` is ("" when another op defines it)."""
+    o = v.owner
+    return o.id.data if isinstance(o, CommandOp) else ""
+
+
+def _names(vs: Sequence[SSAValue], name: Callable[[SSAValue], str]) -> ArrayAttr:
+    return ArrayAttr([StringAttr(name(v)) for v in vs])
+
+
+@irdl_op_definition
+class AllocOp(PipeplanOp):
+    """A buffer allocation of ``size`` bytes at byte ``offset`` of ``space`` on ``device``; yields the
+    ``!cplan.alloc`` value commands read and write.
+
+    ``id`` names it (lineage, vmachine buffers); ``offset`` must be a multiple of ``alignment`` (a power of
+    two); ``lifetime`` is one of LIFETIMES; ``source`` names the portable buffer it allocates.
 
     ```mlir
-    cplan.alloc {id = "b0", source = "b0", device = "d0", space = "hbm", offset = 128 : i64,
-                 size = 100 : i64, alignment = 64 : i64, lifetime = "transient"}
+    %b0 = cplan.alloc "b0" {source = "b0", device = "d0", space = "hbm", offset = 128 : i64,
+                            size = 100 : i64, alignment = 64 : i64, lifetime = "transient"}
     ```
     """
 
     name = "cplan.alloc"
+    irdl_options = (ParsePropInAttrDict(),)
     id = prop_def(StringAttr)
     source = prop_def(StringAttr)
     device = prop_def(StringAttr)
@@ -236,7 +285,9 @@ class AllocOp(PropsInAttrDict):
     size = prop_def(IntegerAttr)
     alignment = prop_def(IntegerAttr)
     lifetime = prop_def(StringAttr)
+    result = result_def(AllocType)
     traits = traits_def(HasParent(PlanOp))
+    assembly_format = "$id attr-dict"
 
     def verify_(self) -> None:
         name = self.id.data
@@ -252,44 +303,70 @@ class AllocOp(PropsInAttrDict):
 
 
 @irdl_op_definition
-class CommandOp(PropsInAttrDict):
-    """One concrete command, 1:1 with a portable task.
+class CommandOp(PipeplanOp):
+    """One concrete command, 1:1 with a portable task: reads the allocations in parentheses, writes those
+    after ``->``, starts once every timepoint of ``after`` has completed (its dependencies), and yields
+    its own completion ``!cplan.timepoint``.
 
-    ``impl`` is the selected implementation, ``device``/``engine`` its placement, ``deps`` the
-    command ids it depends on, ``reads``/``writes`` alloc ids, ``lineage`` the path back to the
-    model (``stage/block/op``), ``provider``/``status``/``duration`` (seconds) the cost used.
-    ``duration`` is present exactly when ``status`` is not ``missing``; ``link`` names the link a
-    transfer uses.
+    ``id`` names it (lineage, vmachine ``cmd``); ``impl`` is the selected implementation,
+    ``device``/``engine`` its placement, ``lineage`` the path back to the model, ``provider``/``status``/
+    ``duration`` (seconds) the cost used. ``duration`` is present exactly when ``status`` is not
+    ``missing``; ``link`` names the link a transfer uses. ``reads``/``writes``/``deps`` give the alloc and
+    command ids of the operands.
 
     ```mlir
-    cplan.command {id = "c1", task = "t1", op = "matmul", impl = "vq.matmul", device = "d0",
-                   engine = "compute", deps = ["c0"], reads = ["b0"], writes = ["b1"],
-                   lineage = "s0/blk0/attn_q", provider = "roofline", status = "direct",
-                   duration = 2.5e-06 : f64}
+    %c1 = cplan.command "c1" (%b0) -> (%b1) after (%c0) {task = "t1", op = "matmul", impl = "vq.matmul",
+        device = "d0", engine = "compute", lineage = "s0/blk0/attn_q", provider = "roofline",
+        status = "direct", duration = 2.5e-06 : f64}
     ```
     """
 
     name = "cplan.command"
+    irdl_options = (ParsePropInAttrDict(), AttrSizedOperandSegments(as_property=True))
+    inputs = var_operand_def(AllocType)
+    outputs = var_operand_def(AllocType)
+    after = var_operand_def(TimepointType)
+    done = result_def(TimepointType)
     id = prop_def(StringAttr)
     task = prop_def(StringAttr)
     op = prop_def(StringAttr)
     impl = prop_def(StringAttr)
     device = prop_def(StringAttr)
     engine = prop_def(StringAttr)
-    deps = prop_def(ArrayAttr)
-    reads = prop_def(ArrayAttr)
-    writes = prop_def(ArrayAttr)
     lineage = prop_def(StringAttr)
     provider = prop_def(StringAttr)
     status = prop_def(StringAttr)
     duration = opt_prop_def(FloatAttr)
     link = opt_prop_def(StringAttr)
     traits = traits_def(HasParent(PlanOp))
+    assembly_format = "$id ` ` `(` $inputs `)` `->` `(` $outputs `)` (`after` `(` $after^ `)`)? attr-dict"
+
+    def groups(self) -> tuple[Sequence[SSAValue], Sequence[SSAValue], Sequence[SSAValue]]:
+        """``(inputs, outputs, after)`` in one read of the operand segments (the field accessors decode
+        ``operandSegmentSizes`` on every access)."""
+        seg = self.properties["operandSegmentSizes"]
+        assert isinstance(seg, DenseArrayBase)
+        n_in, n_out, _ = seg.get_values()
+        ops = self.operands
+        return ops[:n_in], ops[n_in:n_in + n_out], ops[n_in + n_out:]
+
+    @property
+    def reads(self) -> ArrayAttr:
+        """The ids of the allocations read (``inputs``), in operand order."""
+        return _names(self.groups()[0], alloc_name)
+
+    @property
+    def writes(self) -> ArrayAttr:
+        """The ids of the allocations written (``outputs``), in operand order."""
+        return _names(self.groups()[1], alloc_name)
+
+    @property
+    def deps(self) -> ArrayAttr:
+        """The ids of the commands it depends on (``after``), in operand order."""
+        return _names(self.groups()[2], command_name)
 
     def verify_(self) -> None:
         name = self.id.data
-        for what in ("deps", "reads", "writes"):
-            check_strs(getattr(self, what), f"command '{name}': {what}")
         if self.status.data not in COST_STATUSES:
             raise VerifyException(f"command '{name}': unknown cost status '{self.status.data}'")
         if (self.duration is None) != (self.status.data == "missing"):
@@ -299,18 +376,19 @@ class CommandOp(PropsInAttrDict):
 
 
 @irdl_op_definition
-class SyncOp(PropsInAttrDict):
-    """A signal/wait edge: ``signal`` completes before ``wait`` starts.
+class SyncOp(PipeplanOp):
+    """A signal/wait edge: the command of timepoint ``signal`` completes before that of ``wait`` starts.
 
     ```mlir
-    cplan.sync {signal = "c0", wait = "c3"}
+    cplan.sync %c0 -> %c3
     ```
     """
 
     name = "cplan.sync"
-    signal = prop_def(StringAttr)
-    wait = prop_def(StringAttr)
+    signal = operand_def(TimepointType)
+    wait = operand_def(TimepointType)
     traits = traits_def(HasParent(PlanOp))
+    assembly_format = "$signal `->` $wait attr-dict"
 
 
 @irdl_op_definition
@@ -319,7 +397,7 @@ class QueueScheduleOp(PipeplanOp):
 
     ```mlir
     cplan.queue_schedule {
-      cplan.queue {device = "d0", engine = "compute", order = ["c0", "c1"]}
+      cplan.queue "d0" "compute" [%c0, %c1]
     }
     ```
     """
@@ -331,7 +409,7 @@ class QueueScheduleOp(PipeplanOp):
 
     def verify_(self) -> None:
         seen: set[tuple[str, str]] = set()
-        placed: set[str] = set()
+        placed: set[SSAValue] = set()
         for o in _ops(self.body):
             if not isinstance(o, QueueOp):
                 raise IRVerifyError(f"queue_schedule may hold only cplan.queue ops, found '{o.name}'", op=o)
@@ -339,29 +417,35 @@ class QueueScheduleOp(PipeplanOp):
             if key in seen:
                 raise IRVerifyError(f"queue_schedule: two queues for device '{key[0]}' engine '{key[1]}'", op=o)
             seen.add(key)
-            for c in str_tuple(o.order):
-                if c in placed:
-                    raise IRVerifyError(f"queue_schedule: command '{c}' appears in more than one queue position", op=o)
-                placed.add(c)
+            for v in o.commands:
+                if v in placed:
+                    raise IRVerifyError(f"queue_schedule: command '{command_name(v)}' appears in more than one queue "
+                                        f"position", op=o)
+                placed.add(v)
 
 
 @irdl_op_definition
-class QueueOp(PropsInAttrDict):
-    """The command order of the queue of engine ``engine`` on ``device``.
+class QueueOp(PipeplanOp):
+    """The command order of the queue of engine ``engine`` on ``device``: the commands of the timepoints,
+    in order (``order`` gives their ids).
 
     ```mlir
-    cplan.queue {device = "d0", engine = "compute", order = ["c0", "c1"]}
+    cplan.queue "d0" "compute" [%c0, %c1]
     ```
     """
 
     name = "cplan.queue"
+    irdl_options = (ParsePropInAttrDict(),)
     device = prop_def(StringAttr)
     engine = prop_def(StringAttr)
-    order = prop_def(ArrayAttr)
+    commands = var_operand_def(TimepointType)
     traits = traits_def(HasParent(QueueScheduleOp))
+    assembly_format = "$device $engine ` ` `[` $commands `]` attr-dict"
 
-    def verify_(self) -> None:
-        check_strs(self.order, "queue order")
+    @property
+    def order(self) -> ArrayAttr:
+        """The command ids of the queue, in order."""
+        return _names(self.commands, command_name)
 
 
 @irdl_op_definition
@@ -370,9 +454,9 @@ class SlotDataflowOp(PipeplanOp):
 
     ```mlir
     cplan.slot_dataflow {
-      cplan.slot {id = "s0", device = "d0", engine = "compute", commands = ["c0", "c1"]}
-      cplan.fire {command = "c0", slot = "s0", after = []}
-      cplan.fire {command = "c1", slot = "s0", after = ["c0"]}
+      cplan.slot "s0" on "d0" "compute" [%c0, %c1]
+      cplan.fire %c0 on "s0" after []
+      cplan.fire %c1 on "s0" after [%c0]
     }
     ```
     """
@@ -391,10 +475,10 @@ class SlotDataflowOp(PipeplanOp):
             if isinstance(o, SlotOp):
                 if o.id.data in slots:
                     raise IRVerifyError(f"slot_dataflow: duplicate slot '{o.id.data}'", op=o)
-                slots[o.id.data] = str_tuple(o.commands)
+                slots[o.id.data] = tuple(command_name(v) for v in o.members)
                 slot_ops[o.id.data] = o
             elif isinstance(o, FireOp):
-                c = o.command.data
+                c = command_name(o.cmd)
                 if c in fired:
                     raise IRVerifyError(f"slot_dataflow: command '{c}' has more than one firing rule", op=o)
                 fired[c] = o.slot.data
@@ -420,48 +504,57 @@ class SlotDataflowOp(PipeplanOp):
 
 
 @irdl_op_definition
-class SlotOp(PropsInAttrDict):
-    """A dataflow slot of ``engine`` on ``device`` and the commands bound to it.
+class SlotOp(PipeplanOp):
+    """A dataflow slot ``id`` of ``engine`` on ``device`` and the commands (timepoints) bound to it.
 
     ```mlir
-    cplan.slot {id = "s0", device = "d0", engine = "compute", commands = ["c0"]}
+    cplan.slot "s0" on "d0" "compute" [%c0]
     ```
     """
 
     name = "cplan.slot"
+    irdl_options = (ParsePropInAttrDict(),)
     id = prop_def(StringAttr)
     device = prop_def(StringAttr)
     engine = prop_def(StringAttr)
-    commands = prop_def(ArrayAttr)
+    members = var_operand_def(TimepointType)
     traits = traits_def(HasParent(SlotDataflowOp))
+    assembly_format = "$id `on` $device $engine ` ` `[` $members `]` attr-dict"
 
-    def verify_(self) -> None:
-        check_strs(self.commands, f"slot '{self.id.data}': commands")
+    @property
+    def commands(self) -> ArrayAttr:
+        """The ids of the commands bound to the slot."""
+        return _names(self.members, command_name)
 
 
 @irdl_op_definition
-class FireOp(PropsInAttrDict):
-    """Firing rule: ``command`` fires on ``slot`` once every command in ``after`` has completed.
+class FireOp(PipeplanOp):
+    """Firing rule: the command of timepoint ``cmd`` fires on ``slot`` once every command of ``after``
+    has completed.
 
     ```mlir
-    cplan.fire {command = "c1", slot = "s0", after = ["c0"]}
+    cplan.fire %c1 on "s0" after [%c0]
     ```
     """
 
     name = "cplan.fire"
-    command = prop_def(StringAttr)
+    irdl_options = (ParsePropInAttrDict(),)
+    cmd = operand_def(TimepointType)
     slot = prop_def(StringAttr)
-    after = prop_def(ArrayAttr)
+    after = var_operand_def(TimepointType)
     traits = traits_def(HasParent(SlotDataflowOp))
+    assembly_format = "$cmd `on` $slot `after` ` ` `[` $after `]` attr-dict"
 
-    def verify_(self) -> None:
-        check_strs(self.after, f"firing rule of '{self.command.data}': after")
+    @property
+    def command(self) -> StringAttr:
+        """The id of the command this rule fires."""
+        return StringAttr(command_name(self.cmd))
 
 
 Cplan = Dialect(
     "cplan",
     [PlanOp, DeviceOp, LinkOp, AllocOp, CommandOp, SyncOp, QueueScheduleOp, QueueOp, SlotDataflowOp, SlotOp, FireOp],
-    [],
+    [AllocType, TimepointType],
 )
 
 
@@ -489,41 +582,102 @@ def subject_op(plan: PlanOp, subject: tuple[str, int | str]) -> Operation:
 
 
 # --------------------------------------------------------------------------- value <-> IR
-def plan_to_ir(plan: ConcretePlan) -> PlanOp:
-    """Build the ``cplan.plan`` op of ``plan`` (deterministic: op order is the plan's tuple order).
+def alloc_op(a: Alloc) -> AllocOp:
+    """The ``cplan.alloc`` op of ``a`` (unattached)."""
+    return AllocOp.create(result_types=[AllocType()], properties={
+        "id": string(a.id), "source": string(a.source), "device": string(a.device), "space": string(a.space),
+        "offset": i64_attr(a.offset), "size": i64_attr(a.size), "alignment": i64_attr(a.alignment),
+        "lifetime": string(a.lifetime)})
 
-    Raises nothing itself; the result is verified by the caller (``op.verify()``).
+
+def command_op(c: Command, allocs: Mapping[str, SSAValue], after: Sequence[SSAValue] = ()) -> CommandOp:
+    """The ``cplan.command`` op of ``c`` (unattached): reads/writes ``allocs[id]`` for each of its alloc ids,
+    waits on the ``after`` timepoints (its ``deps``, resolved by the caller). Raises KeyError for an alloc id
+    ``allocs`` lacks."""
+    props: dict[str, Attribute] = {
+        "id": string(c.id), "task": string(c.task), "op": string(c.op), "impl": string(c.implementation),
+        "device": string(c.device), "engine": string(c.engine), "lineage": string(c.lineage),
+        "provider": string(c.provider), "status": string(c.status)}
+    if c.duration is not None:
+        props["duration"] = FloatAttr(c.duration, f64)
+    if c.link:
+        props["link"] = string(c.link)
+    return CommandOp.create(operands=[*(allocs[r] for r in c.reads), *(allocs[w] for w in c.writes), *after],
+                            result_types=[TimepointType()], properties=props | {
+                                "operandSegmentSizes": DenseArrayBase.from_list(
+                                    i32, [len(c.reads), len(c.writes), len(after)])})
+
+
+def _unknown(what: str, name: str, where: str) -> CplanError:
+    return CplanError(f"{where} names unknown {what} '{name}' (no SSA value to refer to)", code="invariant_violation",
+                      invariant="AB-S-4" if what == "allocation" else "AB-S-1")
+
+
+def plan_to_ir(plan: ConcretePlan) -> PlanOp:
+    """Build the ``cplan.plan`` op of ``plan`` (deterministic: op order is the plan's tuple order). Every
+    reference becomes an SSA use: an allocation id the ``!cplan.alloc`` of its (first) ``cplan.alloc``, a
+    command id the ``!cplan.timepoint`` of its (first) ``cplan.command``; a dependency on a later command is
+    a forward use (the verifier reports the cycle it may close).
+
+    Raises CplanError (invariant_violation) when the plan names an allocation or command it lacks; the
+    result is verified by the caller (``op.verify()``).
     """
-    ops: list[IRDLOperation] = []
+    ops: list[Operation] = []
     for d in plan.devices:
         ops.append(build_op(DeviceOp, {"id": string(d.id), "capacity": _intdict(d.capacities), "engines": _intdict(d.engines)}))
     for ln in plan.links:
         ops.append(build_op(LinkOp, {"id": string(ln.id), "src": string(ln.src), "dst": string(ln.dst), "capacity": i64_attr(ln.capacity)}))
+    allocs: dict[str, SSAValue] = {}
     for a in plan.allocs:
-        ops.append(build_op(AllocOp, {
-            "id": string(a.id), "source": string(a.source), "device": string(a.device), "space": string(a.space),
-            "offset": i64_attr(a.offset), "size": i64_attr(a.size), "alignment": i64_attr(a.alignment), "lifetime": string(a.lifetime)}))
+        aop = alloc_op(a)
+        allocs.setdefault(a.id, aop.result)
+        ops.append(aop)
+    known = {c.id for c in plan.commands}
     for c in plan.commands:
-        props: dict[str, Attribute] = {
-            "id": string(c.id), "task": string(c.task), "op": string(c.op), "impl": string(c.implementation),
-            "device": string(c.device), "engine": string(c.engine), "deps": strings(c.deps), "reads": strings(c.reads),
-            "writes": strings(c.writes), "lineage": string(c.lineage), "provider": string(c.provider), "status": string(c.status)}
-        if c.duration is not None:
-            props["duration"] = FloatAttr(c.duration, f64)
-        if c.link:
-            props["link"] = string(c.link)
-        ops.append(build_op(CommandOp, props))
+        for r in (*c.reads, *c.writes):
+            if r not in allocs:
+                raise _unknown("allocation", r, f"command '{c.id}'")
+        for d in c.deps:
+            if d not in known:
+                raise _unknown("command", d, f"command '{c.id}'")
+    tps: dict[str, SSAValue] = {}
+    cmd_ops: list[CommandOp] = []
+    forward: list[int] = []
+    for c in plan.commands:
+        if all(d in tps for d in c.deps):
+            cop = command_op(c, allocs, [tps[d] for d in c.deps])
+        else:  # a forward dependency: rebuilt below, once every timepoint exists
+            cop = command_op(c, allocs, [])
+            forward.append(len(cmd_ops))
+        tps.setdefault(c.id, cop.done)
+        cmd_ops.append(cop)
+    for i in forward:
+        c, old = plan.commands[i], cmd_ops[i]
+        cmd_ops[i] = new = command_op(c, allocs, [tps[d] for d in c.deps])
+        old.done.replace_all_uses_with(new.done)
+        if tps.get(c.id) is old.done:
+            tps[c.id] = new.done
+    ops += cmd_ops
+
+    def tp(name: str, where: str) -> SSAValue:
+        if name not in tps:
+            raise _unknown("command", name, where)
+        return tps[name]
+
     for s in plan.syncs:
-        ops.append(build_op(SyncOp, {"signal": string(s.signal), "wait": string(s.wait)}))
+        ops.append(SyncOp.create(operands=[tp(s.signal, "a sync"), tp(s.wait, "a sync")]))
     ext = plan.extension
+    inner: list[Operation]
     if isinstance(ext, QueueSchedule):
-        inner: list[IRDLOperation] = [
-            build_op(QueueOp, {"device": string(q.device), "engine": string(q.engine), "order": strings(q.order)}) for q in ext.queues]
+        inner = [QueueOp.create(operands=[tp(c, f"queue {q.device}/{q.engine}") for c in q.order],
+                                properties={"device": string(q.device), "engine": string(q.engine)})
+                 for q in ext.queues]
         ops.append(build_op(QueueScheduleOp, {}, inner))
     else:
-        inner = [build_op(SlotOp, {"id": string(s.id), "device": string(s.device), "engine": string(s.engine), "commands": strings(s.commands)})
-                 for s in ext.slots]
-        inner += [build_op(FireOp, {"command": string(f.command), "slot": string(f.slot), "after": strings(f.after)}) for f in ext.fires]
+        inner = [SlotOp.create(operands=[tp(c, f"slot '{s.id}'") for c in s.commands], properties={
+            "id": string(s.id), "device": string(s.device), "engine": string(s.engine)}) for s in ext.slots]
+        inner += [FireOp.create(operands=[tp(f.command, "a firing rule"), *(tp(a, "a firing rule") for a in f.after)],
+                                properties={"slot": string(f.slot)}) for f in ext.fires]
         ops.append(build_op(SlotDataflowOp, {}, inner))
     return PlanOp.create(properties={
         "binder": string(plan.binder), "target": string(plan.target), "deployment": string(plan.deployment),
@@ -532,32 +686,37 @@ def plan_to_ir(plan: ConcretePlan) -> PlanOp:
 
 
 def plan_from_ir(op: PlanOp) -> ConcretePlan:
-    """Read the value form back out of a verified ``cplan.plan`` op (inverse of :func:`plan_to_ir`)."""
+    """Read the value form back out of a verified ``cplan.plan`` op (inverse of :func:`plan_to_ir`): each
+    operand becomes the id of the op that defines it."""
     devices, links, allocs, commands, syncs = [], [], [], [], []
     ext: QueueSchedule | SlotDataflow | None = None
     for o in _ops(op.body):
-        if isinstance(o, DeviceOp):
-            devices.append(Device(o.id.data, _rintdict(o.capacity), _rintdict(o.engines)))
-        elif isinstance(o, LinkOp):
-            links.append(Link(o.id.data, o.src.data, o.dst.data, o.capacity.value.data))
+        if isinstance(o, CommandOp):
+            ins, outs, after = o.groups()
+            commands.append(Command(
+                o.id.data, o.task.data, o.op.data, o.impl.data, o.device.data, o.engine.data,
+                tuple(command_name(v) for v in after), tuple(alloc_name(v) for v in ins),
+                tuple(alloc_name(v) for v in outs), o.lineage.data, o.provider.data, o.status.data,
+                None if o.duration is None else o.duration.value.data, "" if o.link is None else o.link.data))
         elif isinstance(o, AllocOp):
             allocs.append(Alloc(o.id.data, o.source.data, o.device.data, o.space.data, o.offset.value.data,
                                 o.size.value.data, o.alignment.value.data, o.lifetime.data))
-        elif isinstance(o, CommandOp):
-            commands.append(Command(
-                o.id.data, o.task.data, o.op.data, o.impl.data, o.device.data, o.engine.data, str_tuple(o.deps),
-                str_tuple(o.reads), str_tuple(o.writes), o.lineage.data, o.provider.data, o.status.data,
-                None if o.duration is None else o.duration.value.data, "" if o.link is None else o.link.data))
         elif isinstance(o, SyncOp):
-            syncs.append(Sync(o.signal.data, o.wait.data))
+            syncs.append(Sync(command_name(o.signal), command_name(o.wait)))
+        elif isinstance(o, DeviceOp):
+            devices.append(Device(o.id.data, _rintdict(o.capacity), _rintdict(o.engines)))
+        elif isinstance(o, LinkOp):
+            links.append(Link(o.id.data, o.src.data, o.dst.data, o.capacity.value.data))
         elif isinstance(o, QueueScheduleOp):
-            ext = QueueSchedule(tuple(Queue(q.device.data, q.engine.data, str_tuple(q.order))
+            ext = QueueSchedule(tuple(Queue(q.device.data, q.engine.data, tuple(command_name(v) for v in q.commands))
                                       for q in _ops(o.body) if isinstance(q, QueueOp)))
         elif isinstance(o, SlotDataflowOp):
             inner = list(_ops(o.body))
             ext = SlotDataflow(
-                tuple(Slot(s.id.data, s.device.data, s.engine.data, str_tuple(s.commands)) for s in inner if isinstance(s, SlotOp)),
-                tuple(Fire(f.command.data, f.slot.data, str_tuple(f.after)) for f in inner if isinstance(f, FireOp)))
+                tuple(Slot(s.id.data, s.device.data, s.engine.data, tuple(command_name(v) for v in s.members))
+                      for s in inner if isinstance(s, SlotOp)),
+                tuple(Fire(command_name(f.cmd), f.slot.data, tuple(command_name(v) for v in f.after))
+                      for f in inner if isinstance(f, FireOp)))
     if ext is None:
         raise CplanError("cplan.plan has no target extension", code="invariant_violation")
     return ConcretePlan(op.binder.data, op.target.data, op.deployment.data, op.evidence.data, op.risk.data,

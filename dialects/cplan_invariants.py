@@ -103,7 +103,9 @@ def _cycle(cx: _Ctx, preds: list[list[int]]) -> tuple[str, tuple[str, int | str]
 
 # --------------------------------------------------------------------------- the seven checks
 def check_s1(cx: _Ctx) -> list[Violation]:
-    """AB-S-1: ids unique; dependencies closed and acyclic."""
+    """AB-S-1: ids unique; dependencies acyclic (closure is :func:`check_references`'s). In IR order a
+    dependency on an earlier command is acyclic by construction (SSA def-before-use); only a plan with a
+    forward dependency needs the cycle search."""
     out = []
     seen: set[str] = set()
     for i, c in enumerate(cx.cmds):
@@ -111,15 +113,41 @@ def check_s1(cx: _Ctx) -> list[Violation]:
             out.append(Violation("AB-S-1", "duplicate_command", f"command id {cx.who(c.id)} is declared twice",
                                  ("command", i)))
         seen.add(c.id)
+    preds = _dep_preds(cx)
+    if any(j >= i for i, ps in enumerate(preds) for j in ps) and stable_topo_order(len(cx.cmds), preds) is None:
+        text, subject = _cycle(cx, preds)
+        out.append(Violation("AB-S-1", "dependency_cycle", f"command dependencies form a cycle through {text}",
+                             subject))
+    return out
+
+
+def check_references(cx: _Ctx) -> list[Violation]:
+    """AB-S-1/2/4 closure of the value form: every dependency, queue/slot member, sync end and access names
+    a declared command or allocation. In IR every reference is an SSA use, so the on-parse verifier
+    (:func:`check_ir_invariants`) needs none of these."""
+    out = []
+    for i, c in enumerate(cx.cmds):
         for d in c.deps:
             if d not in cx.index:
                 out.append(Violation("AB-S-1", "unknown_dependency",
                                      f"command {cx.who(c.id)} depends on unknown command '{d}'", ("command", i)))
-    preds = _dep_preds(cx)
-    if stable_topo_order(len(cx.cmds), preds) is None:
-        text, subject = _cycle(cx, preds)
-        out.append(Violation("AB-S-1", "dependency_cycle", f"command dependencies form a cycle through {text}",
-                             subject))
+    ext = cx.plan.extension
+    if isinstance(ext, QueueSchedule):
+        for qi, q in enumerate(ext.queues):
+            out += [Violation("AB-S-2", "unknown_command", f"queue {q.device}/{q.engine} orders unknown command '{c}'",
+                              ("queue", qi)) for c in q.order if c not in cx.index]
+    else:
+        for si, sl in enumerate(ext.slots):
+            out += [Violation("AB-S-2", "unknown_command", f"slot '{sl.id}' holds unknown command '{c}'",
+                              ("slot", si)) for c in sl.commands if c not in cx.index]
+    for yi, s in enumerate(cx.plan.syncs):
+        for end in (s.signal, s.wait):
+            if end not in cx.index:
+                out.append(Violation("AB-S-2", "unknown_command",
+                                     f"sync {s.signal} -> {s.wait} names unknown command '{end}'", ("sync", yi)))
+    for i, c in enumerate(cx.cmds):
+        out += [Violation("AB-S-4", "unknown_buffer", f"command {cx.who(c.id)} accesses unallocated buffer '{u}'",
+                          ("command", i)) for u in c.reads + c.writes if u not in cx.allocs]
     return out
 
 
@@ -131,24 +159,13 @@ def check_s2(cx: _Ctx) -> tuple[list[Violation], list[int] | None]:
     where: dict[str, tuple[str, str]] = {}
     kind = "queue" if isinstance(ext, QueueSchedule) else "slot"
     if isinstance(ext, QueueSchedule):
-        for qi, q in enumerate(ext.queues):
+        for q in ext.queues:
             for c in q.order:
                 where.setdefault(c, (q.device, q.engine))
-                if c not in cx.index:
-                    out.append(Violation("AB-S-2", "unknown_command",
-                                         f"queue {q.device}/{q.engine} orders unknown command '{c}'", ("queue", qi)))
     else:
-        for si, s in enumerate(ext.slots):
-            for c in s.commands:
-                where.setdefault(c, (s.device, s.engine))
-                if c not in cx.index:
-                    out.append(Violation("AB-S-2", "unknown_command", f"slot '{s.id}' holds unknown command '{c}'",
-                                         ("slot", si)))
-    for yi, s in enumerate(cx.plan.syncs):
-        for end in (s.signal, s.wait):
-            if end not in cx.index:
-                out.append(Violation("AB-S-2", "unknown_command",
-                                     f"sync {s.signal} -> {s.wait} names unknown command '{end}'", ("sync", yi)))
+        for sl in ext.slots:
+            for c in sl.commands:
+                where.setdefault(c, (sl.device, sl.engine))
     for i, c in enumerate(cx.cmds):
         w = where.get(c.id)
         if w is None:
@@ -233,10 +250,7 @@ def check_s4(cx: _Ctx, anc: list[int] | None) -> list[Violation]:
             {ln.src for ln in cx.plan.links if ln.dst == c.device}
         for u in c.reads + c.writes:
             a = cx.allocs.get(u)
-            if a is None:
-                out.append(Violation("AB-S-4", "unknown_buffer", f"command {cx.who(c.id)} accesses unallocated buffer "
-                                                                 f"'{u}'", ("command", i)))
-            elif a.device not in (linked if a.lifetime == "edge" else ok_devs):
+            if a is not None and a.device not in (linked if a.lifetime == "edge" else ok_devs):
                 out.append(Violation("AB-S-4", "buffer_placement",
                                      f"command {cx.who(c.id)} on '{c.device}' accesses buffer '{u}' (source "
                                      f"'{a.source}') allocated on '{a.device}'", ("command", i)))
@@ -400,8 +414,19 @@ def check_s7(cx: _Ctx) -> list[Violation]:
     return out
 
 
-def check_invariants(plan: ConcretePlan) -> list[Violation]:
-    """All violations of AB-S-1..7 in invariant order (empty when the plan is sound)."""
-    cx = _Ctx(plan)
+def _core(cx: _Ctx) -> list[Violation]:
     s2, anc = check_s2(cx)
     return check_s1(cx) + s2 + check_s3(cx) + check_s4(cx, anc) + check_s5(cx, anc) + check_s6(cx) + check_s7(cx)
+
+
+def check_ir_invariants(plan: ConcretePlan) -> list[Violation]:
+    """The violations of AB-S-1..7 a plan read from IR can have (its references are SSA uses, closed by
+    construction), in invariant order: what ``cplan.plan``'s verifier checks on parse."""
+    return _core(_Ctx(plan))
+
+
+def check_invariants(plan: ConcretePlan) -> list[Violation]:
+    """All violations of AB-S-1..7 of a value-form plan, references (:func:`check_references`) included, in
+    invariant order (empty when the plan is sound)."""
+    cx = _Ctx(plan)
+    return sorted(check_references(cx) + _core(cx), key=lambda v: v.invariant)

@@ -9,9 +9,9 @@ The results are **discardable attributes** (annotations), never properties: the 
 (:func:`concrete_digest`, over properties only) does not change, and :func:`strip_timing` removes
 them leaving the same replayable dependency/queue program::
 
-    cplan.command {id = "c0", ..., timing = {start = 0.0 : f64, end = 1.0e-06 : f64,
+    %3 = cplan.command "c0" (%0) -> (%1) {timing = {start = 0.0 : f64, end = 1.0e-06 : f64,
                    lo_start = …, lo_end = …, hi_start = …, hi_end = …, contention = 0.0 : f64,
-                   critical = true}}
+                   critical = true}, task = …}
     cplan.plan attributes {...} {...}   // plus attribute timing = {makespan = …, lo_makespan = …,
                                         //   hi_makespan = …, contended = n : i64,
                                         //   critical_path = ["decode#0:cmd.…", …], steps = [...]}

@@ -5,7 +5,9 @@ passes" (AB-R-5, AB-R-6). Pure functions over :class:`~pipeplan.dialects.cplan.C
 seven invariants live in :mod:`pipeplan.dialects.cplan_invariants` (re-exported here), since they need
 no binding and ``cplan.plan``'s verifier checks them on parse:
 
-* :func:`check_invariants` -- returns every :class:`Violation` of:
+* :func:`check_invariants` -- returns every :class:`Violation` of (the closure checks, names of
+  commands/allocations that exist, only matter for a value-form plan: in IR every reference is an SSA
+  use, and the on-parse verifier runs :func:`~pipeplan.dialects.cplan_invariants.check_ir_invariants`):
   1. ``AB-S-1`` command ids unique, dependencies closed (name existing commands) and acyclic;
   2. ``AB-S-2`` the execution order cannot deadlock and enforces every dependency: queue plans run
      each queue in order and a command waits for its ``cplan.sync`` signals, so queue order plus

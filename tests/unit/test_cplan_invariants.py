@@ -125,6 +125,33 @@ def test_s1_unknown_dependency_and_cycle(prob):
     assert cyc and "'cmd.t0' (stage d0 t0)" in cyc[0].message and "'cmd.t1'" in cyc[0].message
 
 
+def test_ir_references_are_ssa_uses(prob):
+    """AB-S-1, AB-S-4 (issue 13 item 1): in IR a dependency is a timepoint operand, so a value-form plan naming
+    an unknown command or allocation has no IR (CplanError); a dependency on a later command becomes a forward
+    use, which round-trips and which the on-parse verifier rejects as the cycle it closes, at a command."""
+    from pipeplan.dialects.cplan import CommandOp, CplanError
+    from pipeplan.dialects.diagnostics import IRVerifyError
+
+    p = _qplan(prob)
+    cmds = list(p.commands)
+    cmds[1] = replace(cmds[1], deps=("cmd.t0", "cmd.nope"))
+    with pytest.raises(CplanError, match="unknown command 'cmd.nope'"):
+        plan_to_ir(replace(p, commands=tuple(cmds)))
+    cmds = list(p.commands)
+    cmds[1] = replace(cmds[1], reads=("alloc.nope",))
+    with pytest.raises(CplanError, match="unknown allocation 'alloc.nope'"):
+        plan_to_ir(replace(p, commands=tuple(cmds)))
+    cmds = list(p.commands)
+    cmds[0] = replace(cmds[0], deps=("cmd.t1",))
+    cyclic = replace(p, commands=tuple(cmds))
+    op = plan_to_ir(cyclic)
+    assert plan_from_ir(op) == cyclic
+    first = next(o for o in op.body.block.ops if isinstance(o, CommandOp))
+    assert [v.owner.id.data for v in first.groups()[2]] == ["cmd.t1"]
+    with pytest.raises(IRVerifyError, match="dependency_cycle"):
+        op.verify()
+
+
 def test_s2_swapped_queue_order_deadlocks():
     """AB-S-2: a: Q1, b: Q2, c: Q1 with a->b->c; swapping Q1 to [c, a] makes a signal/wait cycle."""
     tasks = (_task("a", "add", "d0", [], [], ["x"]), _task("b", "add", "d0", ["a"], ["x"], ["y"], engine="copy"),

@@ -73,6 +73,44 @@ def test_stories_binders_pass_commit_gate(stories_pplan, binder):
     assert all("-> candidate vq." in c.lineage and "model op" in c.lineage for c in plan.commands)
 
 
+@pytest.mark.parametrize("binder", ["list-schedule", "reference-slot"])
+def test_every_command_has_ssa_dataflow(stories_pplan, binder):
+    """AB-S-1, AB-S-2, AB-S-4 (issue 13 item 1): in the stories260K pipeline output every cplan.command takes
+    the !cplan.alloc values it reads/writes as operands (at least one written) and yields one !cplan.timepoint;
+    each dependency is the timepoint of an earlier command (def-before-use, so acyclic); syncs, queue order,
+    slots and firing rules name commands only by timepoints; no command names a buffer or a dependency by
+    string (no deps/reads/writes property)."""
+    from pipeplan.dialects.cplan import (
+        AllocOp,
+        AllocType,
+        CommandOp,
+        FireOp,
+        QueueOp,
+        SlotOp,
+        SyncOp,
+        TimepointType,
+    )
+
+    ctx = _ctx()
+    mod = parse_module(ctx, stories_pplan)
+    run_pipeline(ctx, mod, f"convert-pplan-to-cplan{{binder={binder}}}")
+    (plan,) = [o for o in mod.ops if isinstance(o, PlanOp)]
+    ops = list(plan.body.block.ops)
+    cmds = [o for o in ops if isinstance(o, CommandOp)]
+    assert len(cmds) > 100
+    pos = {o: i for i, o in enumerate(ops)}
+    for c in cmds:
+        assert c.outputs and len(c.results) == 1 and isinstance(c.done.type, TimepointType)
+        assert all(isinstance(v.type, AllocType) and isinstance(v.owner, AllocOp) for v in (*c.inputs, *c.outputs))
+        assert all(isinstance(v.owner, CommandOp) and pos[v.owner] < pos[c] for v in c.after)
+        assert not {"deps", "reads", "writes"} & set(c.properties)
+    assert sum(len(c.after) for c in cmds) >= len(cmds) - 2  # only the entry commands wait on nothing
+    inner = [o for o in plan.walk() if isinstance(o, SyncOp | QueueOp | SlotOp | FireOp)]
+    assert inner and all(o.operands and all(isinstance(v.owner, CommandOp) for v in o.operands) for o in inner)
+    placed = [v for o in inner if isinstance(o, QueueOp | SlotOp) for v in o.operands]
+    assert sorted(pos[v.owner] for v in placed) == sorted(pos[c] for c in cmds)
+
+
 def test_conversion_removes_source_and_gate_needs_it(stories_pplan):
     """AB-R-5: by default the pplan ops are replaced; cplan-verify{require_source} then refuses to gate."""
     from xdsl.utils.exceptions import PassFailedException

@@ -174,7 +174,7 @@ def test_resource_conflicts_names_overlapping_allocation_and_unqueued_command(st
     t.properties["offset"] = IntegerAttr(w.offset.value.data, i64)
     q = _ops(m, cplan.QueueOp)[0]
     dropped = q.order.data[0].data
-    q.properties["order"] = ArrayAttr(q.order.data[1:])
+    q.operands = q.operands[1:]
     obs = ResourceConflicts().observe(m)
     assert not obs.ok
     assert obs.figures["alloc_conflicts"] >= 1 and obs.figures["queue_conflicts"] >= 1

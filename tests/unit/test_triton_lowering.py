@@ -14,7 +14,7 @@ import math
 
 import pytest
 import torch
-from pipeplan.dialects.cplan import CommandOp
+from pipeplan.dialects.cplan import Alloc, Command, alloc_op, command_op
 from pipeplan.dialects.pplan import (
     DTYPE_SIZES,
     BufferType,
@@ -32,7 +32,7 @@ from pipeplan.targets import get_target
 from pipeplan.targets.triton_formats import DTYPES, OPERANDS, WEIGHT_FORMATS
 from pipeplan.transforms.convert_cplan_to_triton import KernelAttrs, lower_command
 from pipeplan.transforms.pplan_legalize import task_requirements
-from xdsl.dialects.builtin import ArrayAttr, StringAttr
+from xdsl.dialects.builtin import StringAttr
 from xdsl.utils.exceptions import PassFailedException
 
 T, D, V, S = 3, 256, 300, 64
@@ -106,13 +106,10 @@ def _command(op: str, dtypes: tuple[str, ...], impl: str | None = None, stage: i
     bufs = {b.name: b for b in plan.buffers()}
     names = [*task.reads(), *task.writes()]
     allocs = [f"alloc.{n}" for n in names]
-    cmd = CommandOp.create(properties={
-        "id": StringAttr(f"cmd.{op}"), "task": StringAttr(task.task_id), "op": StringAttr(op),
-        "impl": StringAttr(impl or f"triton.{op}"), "device": StringAttr("n0"), "engine": StringAttr("cuda.stream"),
-        "deps": ArrayAttr([]), "reads": ArrayAttr([StringAttr(a) for a in allocs[:n_reads]]),
-        "writes": ArrayAttr([StringAttr(a) for a in allocs[n_reads:]]),
-        "lineage": StringAttr(task.lineage + f" -> candidate {impl or f'triton.{op}'}"),
-        "provider": StringAttr("roofline"), "status": StringAttr("missing")})
+    vals = {a: alloc_op(Alloc(a, a, "n0", "device", 0, 1024, 64, "transient")).result for a in allocs}
+    cmd = command_op(Command(f"cmd.{op}", task.task_id, op, impl or f"triton.{op}", "n0", "cuda.stream", (),
+                             tuple(allocs[:n_reads]), tuple(allocs[n_reads:]),
+                             task.lineage + f" -> candidate {impl or f'triton.{op}'}", "roofline", "missing", None), vals)
     return cmd, task, bufs
 
 

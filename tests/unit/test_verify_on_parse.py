@@ -106,32 +106,33 @@ def test_runplan_overlap_points_at_stage(three_stage):
 
 
 def test_cplan_cycle_points_at_command(three_stage):
-    """AB-S-1: a dependency cycle in the 3-stage concrete plan is rejected on parse, at a command of the cycle."""
+    """AB-S-1: a dependency cycle in the 3-stage concrete plan (the first command waits on the last command's
+    timepoint, a forward use) is rejected on parse, at a command of the cycle."""
     text = three_stage["cplan"]
-    ids = re.findall(r'cplan\.command \{id = "([^"]+)"', text)
-    first = re.search(r'(cplan\.command \{id = "' + re.escape(ids[0]) + r'"[^\n]*?)deps = \[\]', text)
+    cmds = re.findall(r'(%\d+) = cplan\.command "([^"]+)"', text)
+    first = re.search(r'(%\d+ = cplan\.command "' + re.escape(cmds[0][1]) + r'" \([^)]*\) -> \([^)]*\)) \{', text)
     assert first
-    bad = text.replace(first.group(0), first.group(1) + f'deps = ["{ids[-1]}"]', 1)
+    bad = text.replace(first.group(0), first.group(1) + f" after({cmds[-1][0]}) {{", 1)
     e = _rejects(bad)
     assert e.invariant == "AB-S-1" and "dependency_cycle" in e.message
     assert isinstance(e.op, cplan.CommandOp)
-    _check_short(e, bad, _line_col(bad, f'cplan.command {{id = "{e.op.id.data}"'))
+    _check_short(e, bad, _line_col(bad, f'= cplan.command "{e.op.id.data}"'))
 
 
 def test_cplan_overlap_points_at_alloc(three_stage):
     """AB-S-5: moving a live transient allocation onto another's bytes is rejected on parse, at that allocation."""
     text = three_stage["cplan"]
-    allocs = re.findall(r'cplan\.alloc \{id = "([^"]+)", source = "[^"]*", device = "n0", space = "device", '
+    allocs = re.findall(r'cplan\.alloc "([^"]+)" \{source = "[^"]*", device = "n0", space = "device", '
                         r'offset = (\d+) : i64, size = (\d+) : i64, alignment = (\d+) : i64, lifetime = "transient"\}',
                         text)
     a, b = allocs[0], allocs[1]
-    old = f'cplan.alloc {{id = "{b[0]}"'
+    old = f'cplan.alloc "{b[0]}" {{'
     line = next(ln for ln in text.split("\n") if old in ln)
     bad = text.replace(line, line.replace(f"offset = {b[1]} : i64", f"offset = {a[1]} : i64"))
     e = _rejects(bad)
     assert e.invariant == "AB-S-5" and "unsafe_reuse" in e.message
     assert isinstance(e.op, cplan.AllocOp)
-    _check_short(e, bad, _line_col(bad, f'cplan.alloc {{id = "{e.op.id.data}"'))
+    _check_short(e, bad, _line_col(bad, f'cplan.alloc "{e.op.id.data}" {{'))
 
 
 def test_vmachine_unknown_buffer_points_at_instruction(three_stage):
@@ -170,10 +171,10 @@ def test_tmachine_launch_points_at_launch(change, needle):
 
 _SMALL_CPLAN = """cplan.plan attributes {binder = "reference-queue", target = "vq@1", deployment = "dep", evidence = "e", risk = "strict", source = "s"} {
   cplan.device {id = "d0", capacity = {device = 100 : i64}, engines = {compute = 1 : i64}}
-  cplan.alloc {id = "alloc.a", source = "a", device = "d0", space = "device", offset = 0 : i64, size = 64 : i64, alignment = 64 : i64, lifetime = "transient"}
-  cplan.command {id = "cmd.t0", task = "t0", op = "add", impl = "generic", device = "d0", engine = "compute", deps = [], reads = [], writes = ["alloc.a"], lineage = "l0", provider = "roofline", status = "direct", duration = 1.0e-06 : f64}
+  %a = cplan.alloc "alloc.a" {source = "a", device = "d0", space = "device", offset = 0 : i64, size = 64 : i64, alignment = 64 : i64, lifetime = "transient"}
+  %t0 = cplan.command "cmd.t0" () -> (%a) {task = "t0", op = "add", impl = "generic", device = "d0", engine = "compute", lineage = "l0", provider = "roofline", status = "direct", duration = 1.0e-06 : f64}
   cplan.queue_schedule {
-    cplan.queue {device = "d0", engine = "compute", order = ["cmd.t0"]}
+    cplan.queue "d0" "compute" [%t0]
   }
 }
 """
@@ -202,4 +203,4 @@ def test_pipeplan_opt_prints_location_not_module(tmp_path):
     lines = r.stderr.strip().split("\n")
     assert lines[0].startswith(f"{f}:4:3: error: [AB-S-3] every command needs a legal implementation and "
                                f"placement (no_implementation): command 'cmd.t0' (l0)"), r.stderr
-    assert lines[1].startswith('  cplan.command {id = "cmd.t0"') and len(lines) == 2
+    assert lines[1].startswith('  %t0 = cplan.command "cmd.t0"') and len(lines) == 2

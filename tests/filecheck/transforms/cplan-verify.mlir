@@ -7,15 +7,15 @@
 // the sound plan passes
 cplan.plan attributes {binder = "reference-queue", target = "vq@1", deployment = "dep", evidence = "roofline@r1", risk = "strict", source = "s"} {
   cplan.device {id = "d0", capacity = {device = 4096 : i64}, engines = {compute = 1 : i64, copy = 1 : i64}}
-  cplan.alloc {id = "alloc.w", source = "w", device = "d0", space = "device", offset = 0 : i64, size = 128 : i64, alignment = 64 : i64, lifetime = "weight"}
-  cplan.alloc {id = "alloc.a", source = "a", device = "d0", space = "device", offset = 128 : i64, size = 64 : i64, alignment = 64 : i64, lifetime = "transient"}
-  cplan.alloc {id = "alloc.b", source = "b", device = "d0", space = "device", offset = 192 : i64, size = 64 : i64, alignment = 64 : i64, lifetime = "transient"}
-  cplan.command {id = "cmd.t0", task = "t0", op = "rms_norm", impl = "vq.rms_norm", device = "d0", engine = "compute", deps = [], reads = ["alloc.w"], writes = ["alloc.a"], lineage = "stage 0 block 0 attn_norm", provider = "roofline", status = "direct", duration = 1.0e-06 : f64}
-  cplan.command {id = "cmd.t1", task = "t1", op = "matmul", impl = "vq.matmul", device = "d0", engine = "copy", deps = ["cmd.t0"], reads = ["alloc.a"], writes = ["alloc.b"], lineage = "stage 0 block 0 attn_q", provider = "roofline", status = "direct", duration = 1.0e-06 : f64}
-  cplan.sync {signal = "cmd.t0", wait = "cmd.t1"}
+  %w = cplan.alloc "alloc.w" {source = "w", device = "d0", space = "device", offset = 0 : i64, size = 128 : i64, alignment = 64 : i64, lifetime = "weight"}
+  %a = cplan.alloc "alloc.a" {source = "a", device = "d0", space = "device", offset = 128 : i64, size = 64 : i64, alignment = 64 : i64, lifetime = "transient"}
+  %b = cplan.alloc "alloc.b" {source = "b", device = "d0", space = "device", offset = 192 : i64, size = 64 : i64, alignment = 64 : i64, lifetime = "transient"}
+  %t0 = cplan.command "cmd.t0" (%w) -> (%a) {task = "t0", op = "rms_norm", impl = "vq.rms_norm", device = "d0", engine = "compute", lineage = "stage 0 block 0 attn_norm", provider = "roofline", status = "direct", duration = 1.0e-06 : f64}
+  %t1 = cplan.command "cmd.t1" (%a) -> (%b) after(%t0) {task = "t1", op = "matmul", impl = "vq.matmul", device = "d0", engine = "copy", lineage = "stage 0 block 0 attn_q", provider = "roofline", status = "direct", duration = 1.0e-06 : f64}
+  cplan.sync %t0 -> %t1
   cplan.queue_schedule {
-    cplan.queue {device = "d0", engine = "compute", order = ["cmd.t0"]}
-    cplan.queue {device = "d0", engine = "copy", order = ["cmd.t1"]}
+    cplan.queue "d0" "compute" [%t0]
+    cplan.queue "d0" "copy" [%t1]
   }
 }
 // CHECK-NOT: AB-S
@@ -25,36 +25,36 @@ cplan.plan attributes {binder = "reference-queue", target = "vq@1", deployment =
 
 // -----
 
-// AB-S-1: a dependency on a command that does not exist
+// AB-S-1: a dependency cycle (t0 waits on t1's timepoint, a forward use; an unknown command cannot be named)
 cplan.plan attributes {binder = "reference-queue", target = "vq@1", deployment = "dep", evidence = "roofline@r1", risk = "strict", source = "s"} {
   cplan.device {id = "d0", capacity = {device = 4096 : i64}, engines = {compute = 1 : i64, copy = 1 : i64}}
-  cplan.alloc {id = "alloc.w", source = "w", device = "d0", space = "device", offset = 0 : i64, size = 128 : i64, alignment = 64 : i64, lifetime = "weight"}
-  cplan.alloc {id = "alloc.a", source = "a", device = "d0", space = "device", offset = 128 : i64, size = 64 : i64, alignment = 64 : i64, lifetime = "transient"}
-  cplan.alloc {id = "alloc.b", source = "b", device = "d0", space = "device", offset = 192 : i64, size = 64 : i64, alignment = 64 : i64, lifetime = "transient"}
-  cplan.command {id = "cmd.t0", task = "t0", op = "rms_norm", impl = "vq.rms_norm", device = "d0", engine = "compute", deps = ["cmd.ghost"], reads = ["alloc.w"], writes = ["alloc.a"], lineage = "stage 0 block 0 attn_norm", provider = "roofline", status = "direct", duration = 1.0e-06 : f64}
-  cplan.command {id = "cmd.t1", task = "t1", op = "matmul", impl = "vq.matmul", device = "d0", engine = "copy", deps = ["cmd.t0"], reads = ["alloc.a"], writes = ["alloc.b"], lineage = "stage 0 block 0 attn_q", provider = "roofline", status = "direct", duration = 1.0e-06 : f64}
-  cplan.sync {signal = "cmd.t0", wait = "cmd.t1"}
+  %w = cplan.alloc "alloc.w" {source = "w", device = "d0", space = "device", offset = 0 : i64, size = 128 : i64, alignment = 64 : i64, lifetime = "weight"}
+  %a = cplan.alloc "alloc.a" {source = "a", device = "d0", space = "device", offset = 128 : i64, size = 64 : i64, alignment = 64 : i64, lifetime = "transient"}
+  %b = cplan.alloc "alloc.b" {source = "b", device = "d0", space = "device", offset = 192 : i64, size = 64 : i64, alignment = 64 : i64, lifetime = "transient"}
+  %t0 = cplan.command "cmd.t0" (%w) -> (%a) after(%t1) {task = "t0", op = "rms_norm", impl = "vq.rms_norm", device = "d0", engine = "compute", lineage = "stage 0 block 0 attn_norm", provider = "roofline", status = "direct", duration = 1.0e-06 : f64}
+  %t1 = cplan.command "cmd.t1" (%a) -> (%b) after(%t0) {task = "t1", op = "matmul", impl = "vq.matmul", device = "d0", engine = "copy", lineage = "stage 0 block 0 attn_q", provider = "roofline", status = "direct", duration = 1.0e-06 : f64}
+  cplan.sync %t0 -> %t1
   cplan.queue_schedule {
-    cplan.queue {device = "d0", engine = "compute", order = ["cmd.t0"]}
-    cplan.queue {device = "d0", engine = "copy", order = ["cmd.t1"]}
+    cplan.queue "d0" "compute" [%t0]
+    cplan.queue "d0" "copy" [%t1]
   }
 }
-// CHECK: [AB-S-1] {{.*}} (unknown_dependency): command 'cmd.t0' (stage 0 block 0 attn_norm) depends on unknown command 'cmd.ghost'
-// PASS: AB-S-1 unknown_dependency: command 'cmd.t0' (stage 0 block 0 attn_norm) depends on unknown command 'cmd.ghost'
+// CHECK: [AB-S-1] {{.*}} (dependency_cycle): command dependencies form a cycle through 'cmd.t0' (stage 0 block 0 attn_norm), 'cmd.t1' (stage 0 block 0 attn_q)
+// PASS: AB-S-1 dependency_cycle: command dependencies form a cycle through 'cmd.t0' (stage 0 block 0 attn_norm), 'cmd.t1' (stage 0 block 0 attn_q)
 
 // -----
 
 // AB-S-2: the wait of the cross-queue dependency t0 -> t1 is dropped
 cplan.plan attributes {binder = "reference-queue", target = "vq@1", deployment = "dep", evidence = "roofline@r1", risk = "strict", source = "s"} {
   cplan.device {id = "d0", capacity = {device = 4096 : i64}, engines = {compute = 1 : i64, copy = 1 : i64}}
-  cplan.alloc {id = "alloc.w", source = "w", device = "d0", space = "device", offset = 0 : i64, size = 128 : i64, alignment = 64 : i64, lifetime = "weight"}
-  cplan.alloc {id = "alloc.a", source = "a", device = "d0", space = "device", offset = 128 : i64, size = 64 : i64, alignment = 64 : i64, lifetime = "transient"}
-  cplan.alloc {id = "alloc.b", source = "b", device = "d0", space = "device", offset = 192 : i64, size = 64 : i64, alignment = 64 : i64, lifetime = "transient"}
-  cplan.command {id = "cmd.t0", task = "t0", op = "rms_norm", impl = "vq.rms_norm", device = "d0", engine = "compute", deps = [], reads = ["alloc.w"], writes = ["alloc.a"], lineage = "stage 0 block 0 attn_norm", provider = "roofline", status = "direct", duration = 1.0e-06 : f64}
-  cplan.command {id = "cmd.t1", task = "t1", op = "matmul", impl = "vq.matmul", device = "d0", engine = "copy", deps = ["cmd.t0"], reads = ["alloc.a"], writes = ["alloc.b"], lineage = "stage 0 block 0 attn_q", provider = "roofline", status = "direct", duration = 1.0e-06 : f64}
+  %w = cplan.alloc "alloc.w" {source = "w", device = "d0", space = "device", offset = 0 : i64, size = 128 : i64, alignment = 64 : i64, lifetime = "weight"}
+  %a = cplan.alloc "alloc.a" {source = "a", device = "d0", space = "device", offset = 128 : i64, size = 64 : i64, alignment = 64 : i64, lifetime = "transient"}
+  %b = cplan.alloc "alloc.b" {source = "b", device = "d0", space = "device", offset = 192 : i64, size = 64 : i64, alignment = 64 : i64, lifetime = "transient"}
+  %t0 = cplan.command "cmd.t0" (%w) -> (%a) {task = "t0", op = "rms_norm", impl = "vq.rms_norm", device = "d0", engine = "compute", lineage = "stage 0 block 0 attn_norm", provider = "roofline", status = "direct", duration = 1.0e-06 : f64}
+  %t1 = cplan.command "cmd.t1" (%a) -> (%b) after(%t0) {task = "t1", op = "matmul", impl = "vq.matmul", device = "d0", engine = "copy", lineage = "stage 0 block 0 attn_q", provider = "roofline", status = "direct", duration = 1.0e-06 : f64}
   cplan.queue_schedule {
-    cplan.queue {device = "d0", engine = "compute", order = ["cmd.t0"]}
-    cplan.queue {device = "d0", engine = "copy", order = ["cmd.t1"]}
+    cplan.queue "d0" "compute" [%t0]
+    cplan.queue "d0" "copy" [%t1]
   }
 }
 // CHECK: [AB-S-2] {{.*}} (unenforced_dependency): dependency 'cmd.t0' (stage 0 block 0 attn_norm) -> 'cmd.t1' (stage 0 block 0 attn_q) is not enforced by queue order or signal/wait (missing wait)
@@ -65,15 +65,15 @@ cplan.plan attributes {binder = "reference-queue", target = "vq@1", deployment =
 // AB-S-3: a generic implementation
 cplan.plan attributes {binder = "reference-queue", target = "vq@1", deployment = "dep", evidence = "roofline@r1", risk = "strict", source = "s"} {
   cplan.device {id = "d0", capacity = {device = 4096 : i64}, engines = {compute = 1 : i64, copy = 1 : i64}}
-  cplan.alloc {id = "alloc.w", source = "w", device = "d0", space = "device", offset = 0 : i64, size = 128 : i64, alignment = 64 : i64, lifetime = "weight"}
-  cplan.alloc {id = "alloc.a", source = "a", device = "d0", space = "device", offset = 128 : i64, size = 64 : i64, alignment = 64 : i64, lifetime = "transient"}
-  cplan.alloc {id = "alloc.b", source = "b", device = "d0", space = "device", offset = 192 : i64, size = 64 : i64, alignment = 64 : i64, lifetime = "transient"}
-  cplan.command {id = "cmd.t0", task = "t0", op = "rms_norm", impl = "generic", device = "d0", engine = "compute", deps = [], reads = ["alloc.w"], writes = ["alloc.a"], lineage = "stage 0 block 0 attn_norm", provider = "roofline", status = "direct", duration = 1.0e-06 : f64}
-  cplan.command {id = "cmd.t1", task = "t1", op = "matmul", impl = "vq.matmul", device = "d0", engine = "copy", deps = ["cmd.t0"], reads = ["alloc.a"], writes = ["alloc.b"], lineage = "stage 0 block 0 attn_q", provider = "roofline", status = "direct", duration = 1.0e-06 : f64}
-  cplan.sync {signal = "cmd.t0", wait = "cmd.t1"}
+  %w = cplan.alloc "alloc.w" {source = "w", device = "d0", space = "device", offset = 0 : i64, size = 128 : i64, alignment = 64 : i64, lifetime = "weight"}
+  %a = cplan.alloc "alloc.a" {source = "a", device = "d0", space = "device", offset = 128 : i64, size = 64 : i64, alignment = 64 : i64, lifetime = "transient"}
+  %b = cplan.alloc "alloc.b" {source = "b", device = "d0", space = "device", offset = 192 : i64, size = 64 : i64, alignment = 64 : i64, lifetime = "transient"}
+  %t0 = cplan.command "cmd.t0" (%w) -> (%a) {task = "t0", op = "rms_norm", impl = "generic", device = "d0", engine = "compute", lineage = "stage 0 block 0 attn_norm", provider = "roofline", status = "direct", duration = 1.0e-06 : f64}
+  %t1 = cplan.command "cmd.t1" (%a) -> (%b) after(%t0) {task = "t1", op = "matmul", impl = "vq.matmul", device = "d0", engine = "copy", lineage = "stage 0 block 0 attn_q", provider = "roofline", status = "direct", duration = 1.0e-06 : f64}
+  cplan.sync %t0 -> %t1
   cplan.queue_schedule {
-    cplan.queue {device = "d0", engine = "compute", order = ["cmd.t0"]}
-    cplan.queue {device = "d0", engine = "copy", order = ["cmd.t1"]}
+    cplan.queue "d0" "compute" [%t0]
+    cplan.queue "d0" "copy" [%t1]
   }
 }
 // CHECK: [AB-S-3] {{.*}} (no_implementation): command 'cmd.t0' (stage 0 block 0 attn_norm) has no legal implementation ('generic')
@@ -84,15 +84,15 @@ cplan.plan attributes {binder = "reference-queue", target = "vq@1", deployment =
 // AB-S-4: t1 reads a transient that no command writes
 cplan.plan attributes {binder = "reference-queue", target = "vq@1", deployment = "dep", evidence = "roofline@r1", risk = "strict", source = "s"} {
   cplan.device {id = "d0", capacity = {device = 4096 : i64}, engines = {compute = 1 : i64, copy = 1 : i64}}
-  cplan.alloc {id = "alloc.w", source = "w", device = "d0", space = "device", offset = 0 : i64, size = 128 : i64, alignment = 64 : i64, lifetime = "weight"}
-  cplan.alloc {id = "alloc.a", source = "a", device = "d0", space = "device", offset = 128 : i64, size = 64 : i64, alignment = 64 : i64, lifetime = "transient"}
-  cplan.alloc {id = "alloc.b", source = "b", device = "d0", space = "device", offset = 192 : i64, size = 64 : i64, alignment = 64 : i64, lifetime = "transient"}
-  cplan.command {id = "cmd.t0", task = "t0", op = "rms_norm", impl = "vq.rms_norm", device = "d0", engine = "compute", deps = [], reads = ["alloc.w"], writes = [], lineage = "stage 0 block 0 attn_norm", provider = "roofline", status = "direct", duration = 1.0e-06 : f64}
-  cplan.command {id = "cmd.t1", task = "t1", op = "matmul", impl = "vq.matmul", device = "d0", engine = "copy", deps = ["cmd.t0"], reads = ["alloc.a"], writes = ["alloc.b"], lineage = "stage 0 block 0 attn_q", provider = "roofline", status = "direct", duration = 1.0e-06 : f64}
-  cplan.sync {signal = "cmd.t0", wait = "cmd.t1"}
+  %w = cplan.alloc "alloc.w" {source = "w", device = "d0", space = "device", offset = 0 : i64, size = 128 : i64, alignment = 64 : i64, lifetime = "weight"}
+  %a = cplan.alloc "alloc.a" {source = "a", device = "d0", space = "device", offset = 128 : i64, size = 64 : i64, alignment = 64 : i64, lifetime = "transient"}
+  %b = cplan.alloc "alloc.b" {source = "b", device = "d0", space = "device", offset = 192 : i64, size = 64 : i64, alignment = 64 : i64, lifetime = "transient"}
+  %t0 = cplan.command "cmd.t0" (%w) -> () {task = "t0", op = "rms_norm", impl = "vq.rms_norm", device = "d0", engine = "compute", lineage = "stage 0 block 0 attn_norm", provider = "roofline", status = "direct", duration = 1.0e-06 : f64}
+  %t1 = cplan.command "cmd.t1" (%a) -> (%b) after(%t0) {task = "t1", op = "matmul", impl = "vq.matmul", device = "d0", engine = "copy", lineage = "stage 0 block 0 attn_q", provider = "roofline", status = "direct", duration = 1.0e-06 : f64}
+  cplan.sync %t0 -> %t1
   cplan.queue_schedule {
-    cplan.queue {device = "d0", engine = "compute", order = ["cmd.t0"]}
-    cplan.queue {device = "d0", engine = "copy", order = ["cmd.t1"]}
+    cplan.queue "d0" "compute" [%t0]
+    cplan.queue "d0" "copy" [%t1]
   }
 }
 // CHECK: [AB-S-4] {{.*}} (lifetime_gap): transient buffer 'alloc.a' (source 'a') is read by 'cmd.t1' (stage 0 block 0 attn_q) before any producer is guaranteed to have written it (producers: none)
@@ -103,15 +103,15 @@ cplan.plan attributes {binder = "reference-queue", target = "vq@1", deployment =
 // AB-S-5: a and b are both accessed by t1 but share bytes
 cplan.plan attributes {binder = "reference-queue", target = "vq@1", deployment = "dep", evidence = "roofline@r1", risk = "strict", source = "s"} {
   cplan.device {id = "d0", capacity = {device = 4096 : i64}, engines = {compute = 1 : i64, copy = 1 : i64}}
-  cplan.alloc {id = "alloc.w", source = "w", device = "d0", space = "device", offset = 0 : i64, size = 128 : i64, alignment = 64 : i64, lifetime = "weight"}
-  cplan.alloc {id = "alloc.a", source = "a", device = "d0", space = "device", offset = 192 : i64, size = 64 : i64, alignment = 64 : i64, lifetime = "transient"}
-  cplan.alloc {id = "alloc.b", source = "b", device = "d0", space = "device", offset = 192 : i64, size = 64 : i64, alignment = 64 : i64, lifetime = "transient"}
-  cplan.command {id = "cmd.t0", task = "t0", op = "rms_norm", impl = "vq.rms_norm", device = "d0", engine = "compute", deps = [], reads = ["alloc.w"], writes = ["alloc.a"], lineage = "stage 0 block 0 attn_norm", provider = "roofline", status = "direct", duration = 1.0e-06 : f64}
-  cplan.command {id = "cmd.t1", task = "t1", op = "matmul", impl = "vq.matmul", device = "d0", engine = "copy", deps = ["cmd.t0"], reads = ["alloc.a"], writes = ["alloc.b"], lineage = "stage 0 block 0 attn_q", provider = "roofline", status = "direct", duration = 1.0e-06 : f64}
-  cplan.sync {signal = "cmd.t0", wait = "cmd.t1"}
+  %w = cplan.alloc "alloc.w" {source = "w", device = "d0", space = "device", offset = 0 : i64, size = 128 : i64, alignment = 64 : i64, lifetime = "weight"}
+  %a = cplan.alloc "alloc.a" {source = "a", device = "d0", space = "device", offset = 192 : i64, size = 64 : i64, alignment = 64 : i64, lifetime = "transient"}
+  %b = cplan.alloc "alloc.b" {source = "b", device = "d0", space = "device", offset = 192 : i64, size = 64 : i64, alignment = 64 : i64, lifetime = "transient"}
+  %t0 = cplan.command "cmd.t0" (%w) -> (%a) {task = "t0", op = "rms_norm", impl = "vq.rms_norm", device = "d0", engine = "compute", lineage = "stage 0 block 0 attn_norm", provider = "roofline", status = "direct", duration = 1.0e-06 : f64}
+  %t1 = cplan.command "cmd.t1" (%a) -> (%b) after(%t0) {task = "t1", op = "matmul", impl = "vq.matmul", device = "d0", engine = "copy", lineage = "stage 0 block 0 attn_q", provider = "roofline", status = "direct", duration = 1.0e-06 : f64}
+  cplan.sync %t0 -> %t1
   cplan.queue_schedule {
-    cplan.queue {device = "d0", engine = "compute", order = ["cmd.t0"]}
-    cplan.queue {device = "d0", engine = "copy", order = ["cmd.t1"]}
+    cplan.queue "d0" "compute" [%t0]
+    cplan.queue "d0" "copy" [%t1]
   }
 }
 // CHECK: [AB-S-5] {{.*}} (unsafe_reuse): d0/device: allocations 'alloc.a' [192, 256) and 'alloc.b' [192, 256) overlap; they may be live at once: 'cmd.t1' (stage 0 block 0 attn_q) accesses both
@@ -122,15 +122,15 @@ cplan.plan attributes {binder = "reference-queue", target = "vq@1", deployment =
 // AB-S-6: the device holds 200 bytes, the plan needs 256
 cplan.plan attributes {binder = "reference-queue", target = "vq@1", deployment = "dep", evidence = "roofline@r1", risk = "strict", source = "s"} {
   cplan.device {id = "d0", capacity = {device = 200 : i64}, engines = {compute = 1 : i64, copy = 1 : i64}}
-  cplan.alloc {id = "alloc.w", source = "w", device = "d0", space = "device", offset = 0 : i64, size = 128 : i64, alignment = 64 : i64, lifetime = "weight"}
-  cplan.alloc {id = "alloc.a", source = "a", device = "d0", space = "device", offset = 128 : i64, size = 64 : i64, alignment = 64 : i64, lifetime = "transient"}
-  cplan.alloc {id = "alloc.b", source = "b", device = "d0", space = "device", offset = 192 : i64, size = 64 : i64, alignment = 64 : i64, lifetime = "transient"}
-  cplan.command {id = "cmd.t0", task = "t0", op = "rms_norm", impl = "vq.rms_norm", device = "d0", engine = "compute", deps = [], reads = ["alloc.w"], writes = ["alloc.a"], lineage = "stage 0 block 0 attn_norm", provider = "roofline", status = "direct", duration = 1.0e-06 : f64}
-  cplan.command {id = "cmd.t1", task = "t1", op = "matmul", impl = "vq.matmul", device = "d0", engine = "copy", deps = ["cmd.t0"], reads = ["alloc.a"], writes = ["alloc.b"], lineage = "stage 0 block 0 attn_q", provider = "roofline", status = "direct", duration = 1.0e-06 : f64}
-  cplan.sync {signal = "cmd.t0", wait = "cmd.t1"}
+  %w = cplan.alloc "alloc.w" {source = "w", device = "d0", space = "device", offset = 0 : i64, size = 128 : i64, alignment = 64 : i64, lifetime = "weight"}
+  %a = cplan.alloc "alloc.a" {source = "a", device = "d0", space = "device", offset = 128 : i64, size = 64 : i64, alignment = 64 : i64, lifetime = "transient"}
+  %b = cplan.alloc "alloc.b" {source = "b", device = "d0", space = "device", offset = 192 : i64, size = 64 : i64, alignment = 64 : i64, lifetime = "transient"}
+  %t0 = cplan.command "cmd.t0" (%w) -> (%a) {task = "t0", op = "rms_norm", impl = "vq.rms_norm", device = "d0", engine = "compute", lineage = "stage 0 block 0 attn_norm", provider = "roofline", status = "direct", duration = 1.0e-06 : f64}
+  %t1 = cplan.command "cmd.t1" (%a) -> (%b) after(%t0) {task = "t1", op = "matmul", impl = "vq.matmul", device = "d0", engine = "copy", lineage = "stage 0 block 0 attn_q", provider = "roofline", status = "direct", duration = 1.0e-06 : f64}
+  cplan.sync %t0 -> %t1
   cplan.queue_schedule {
-    cplan.queue {device = "d0", engine = "compute", order = ["cmd.t0"]}
-    cplan.queue {device = "d0", engine = "copy", order = ["cmd.t1"]}
+    cplan.queue "d0" "compute" [%t0]
+    cplan.queue "d0" "copy" [%t1]
   }
 }
 // CHECK: [AB-S-6] {{.*}} (capacity_exceeded): device 'd0' memory space 'device': peak 256 bytes exceeds capacity 200; largest: alloc.w (128 B), alloc.a (64 B), alloc.b (64 B)
@@ -141,15 +141,15 @@ cplan.plan attributes {binder = "reference-queue", target = "vq@1", deployment =
 // AB-S-7: a fallback cost under the strict risk policy
 cplan.plan attributes {binder = "reference-queue", target = "vq@1", deployment = "dep", evidence = "roofline@r1", risk = "strict", source = "s"} {
   cplan.device {id = "d0", capacity = {device = 4096 : i64}, engines = {compute = 1 : i64, copy = 1 : i64}}
-  cplan.alloc {id = "alloc.w", source = "w", device = "d0", space = "device", offset = 0 : i64, size = 128 : i64, alignment = 64 : i64, lifetime = "weight"}
-  cplan.alloc {id = "alloc.a", source = "a", device = "d0", space = "device", offset = 128 : i64, size = 64 : i64, alignment = 64 : i64, lifetime = "transient"}
-  cplan.alloc {id = "alloc.b", source = "b", device = "d0", space = "device", offset = 192 : i64, size = 64 : i64, alignment = 64 : i64, lifetime = "transient"}
-  cplan.command {id = "cmd.t0", task = "t0", op = "rms_norm", impl = "vq.rms_norm", device = "d0", engine = "compute", deps = [], reads = ["alloc.w"], writes = ["alloc.a"], lineage = "stage 0 block 0 attn_norm", provider = "roofline", status = "fallback", duration = 1.0e-06 : f64}
-  cplan.command {id = "cmd.t1", task = "t1", op = "matmul", impl = "vq.matmul", device = "d0", engine = "copy", deps = ["cmd.t0"], reads = ["alloc.a"], writes = ["alloc.b"], lineage = "stage 0 block 0 attn_q", provider = "roofline", status = "direct", duration = 1.0e-06 : f64}
-  cplan.sync {signal = "cmd.t0", wait = "cmd.t1"}
+  %w = cplan.alloc "alloc.w" {source = "w", device = "d0", space = "device", offset = 0 : i64, size = 128 : i64, alignment = 64 : i64, lifetime = "weight"}
+  %a = cplan.alloc "alloc.a" {source = "a", device = "d0", space = "device", offset = 128 : i64, size = 64 : i64, alignment = 64 : i64, lifetime = "transient"}
+  %b = cplan.alloc "alloc.b" {source = "b", device = "d0", space = "device", offset = 192 : i64, size = 64 : i64, alignment = 64 : i64, lifetime = "transient"}
+  %t0 = cplan.command "cmd.t0" (%w) -> (%a) {task = "t0", op = "rms_norm", impl = "vq.rms_norm", device = "d0", engine = "compute", lineage = "stage 0 block 0 attn_norm", provider = "roofline", status = "fallback", duration = 1.0e-06 : f64}
+  %t1 = cplan.command "cmd.t1" (%a) -> (%b) after(%t0) {task = "t1", op = "matmul", impl = "vq.matmul", device = "d0", engine = "copy", lineage = "stage 0 block 0 attn_q", provider = "roofline", status = "direct", duration = 1.0e-06 : f64}
+  cplan.sync %t0 -> %t1
   cplan.queue_schedule {
-    cplan.queue {device = "d0", engine = "compute", order = ["cmd.t0"]}
-    cplan.queue {device = "d0", engine = "copy", order = ["cmd.t1"]}
+    cplan.queue "d0" "compute" [%t0]
+    cplan.queue "d0" "copy" [%t1]
   }
 }
 // CHECK: [AB-S-7] {{.*}} (cost_not_covered): command 'cmd.t0' (stage 0 block 0 attn_norm) uses a fallback cost (provider 'roofline') that risk policy 'strict' does not cover

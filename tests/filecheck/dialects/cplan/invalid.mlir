@@ -3,7 +3,9 @@
 // alone) and the seven construction invariants AB-S-1..7 that cplan.plan's verifier checks on parse. Each
 // case is one of two sound plans (a queue plan over two devices and a link, a slot plan) with one change; the
 // CHECK lines below the offending op show the message, its location (that op's line) and that op's text,
-// never the whole module.
+// never the whole module. References are SSA uses (!cplan.alloc, !cplan.timepoint), so an unknown dependency,
+// queue/slot/sync member or buffer cannot be written (the parser rejects an undefined value); a dependency
+// cycle needs a forward use of a timepoint.
 
 // a plan without a target extension
 cplan.plan attributes {binder = "reference-queue", target = "t", deployment = "d", evidence = "e", risk = "strict", source = "s"} {
@@ -12,15 +14,15 @@ cplan.plan attributes {binder = "reference-queue", target = "t", deployment = "d
   cplan.device {id = "d0", capacity = {device = 4096 : i64, link = 1024 : i64}, engines = {compute = 1 : i64, copy = 1 : i64}}
   cplan.device {id = "d1", capacity = {device = 4096 : i64}, engines = {compute = 1 : i64}}
   cplan.link {id = "l0", src = "d0", dst = "d1", capacity = 1024 : i64}
-  cplan.alloc {id = "w", source = "w", device = "d0", space = "device", offset = 0 : i64, size = 100 : i64, alignment = 64 : i64, lifetime = "weight"}
-  cplan.alloc {id = "a", source = "a", device = "d0", space = "device", offset = 128 : i64, size = 64 : i64, alignment = 64 : i64, lifetime = "transient"}
-  cplan.alloc {id = "e", source = "e", device = "d0", space = "link", offset = 0 : i64, size = 64 : i64, alignment = 64 : i64, lifetime = "edge"}
-  cplan.alloc {id = "c", source = "c", device = "d1", space = "device", offset = 0 : i64, size = 64 : i64, alignment = 64 : i64, lifetime = "transient"}
-  cplan.command {id = "t0", task = "t0", op = "rms_norm", impl = "vq.rms_norm", device = "d0", engine = "compute", deps = [], reads = ["w"], writes = ["a"], lineage = "s0/norm", provider = "roofline", status = "direct", duration = 1.0e-06 : f64}
-  cplan.command {id = "t1", task = "t1", op = "send", impl = "vq.send", device = "d0", engine = "copy", deps = ["t0"], reads = ["a"], writes = ["e"], lineage = "s0/send", provider = "roofline", status = "direct", duration = 1.0e-06 : f64, link = "l0"}
-  cplan.command {id = "t2", task = "t2", op = "add", impl = "vq.add", device = "d1", engine = "compute", deps = ["t1"], reads = ["e"], writes = ["c"], lineage = "s1/add", provider = "roofline", status = "direct", duration = 1.0e-06 : f64}
-  cplan.sync {signal = "t0", wait = "t1"}
-  cplan.sync {signal = "t1", wait = "t2"}
+  %w = cplan.alloc "w" {source = "w", device = "d0", space = "device", offset = 0 : i64, size = 100 : i64, alignment = 64 : i64, lifetime = "weight"}
+  %a = cplan.alloc "a" {source = "a", device = "d0", space = "device", offset = 128 : i64, size = 64 : i64, alignment = 64 : i64, lifetime = "transient"}
+  %e = cplan.alloc "e" {source = "e", device = "d0", space = "link", offset = 0 : i64, size = 64 : i64, alignment = 64 : i64, lifetime = "edge"}
+  %c = cplan.alloc "c" {source = "c", device = "d1", space = "device", offset = 0 : i64, size = 64 : i64, alignment = 64 : i64, lifetime = "transient"}
+  %t0 = cplan.command "t0" (%w) -> (%a) {task = "t0", op = "rms_norm", impl = "vq.rms_norm", device = "d0", engine = "compute", lineage = "s0/norm", provider = "roofline", status = "direct", duration = 1.0e-06 : f64}
+  %t1 = cplan.command "t1" (%a) -> (%e) after(%t0) {task = "t1", op = "send", impl = "vq.send", device = "d0", engine = "copy", lineage = "s0/send", provider = "roofline", status = "direct", duration = 1.0e-06 : f64, link = "l0"}
+  %t2 = cplan.command "t2" (%e) -> (%c) after(%t1) {task = "t2", op = "add", impl = "vq.add", device = "d1", engine = "compute", lineage = "s1/add", provider = "roofline", status = "direct", duration = 1.0e-06 : f64}
+  cplan.sync %t0 -> %t1
+  cplan.sync %t1 -> %t2
 }
 
 // -----
@@ -126,9 +128,9 @@ cplan.plan attributes {binder = "reference-queue", target = "t", deployment = "d
 
 // alloc: alignment not a power of two
 cplan.plan attributes {binder = "reference-queue", target = "t", deployment = "d", evidence = "e", risk = "strict", source = "s"} {
-  cplan.alloc {id = "b", source = "b", device = "d0", space = "device", offset = 0 : i64, size = 8 : i64, alignment = 48 : i64, lifetime = "transient"}
+  %b = cplan.alloc "b" {source = "b", device = "d0", space = "device", offset = 0 : i64, size = 8 : i64, alignment = 48 : i64, lifetime = "transient"}
   // CHECK:      invalid.mlir:[[# @LINE - 1]]:3: error: alloc 'b': alignment 48 is not a positive power of two
-  // CHECK-NEXT: {{^}}  cplan.alloc {id = "b", source = "b", device = "d0", space = "device",
+  // CHECK-NEXT: {{^}}  %b = cplan.alloc "b" {source = "b", device = "d0", space = "device",
   cplan.queue_schedule {
   }
 }
@@ -137,9 +139,9 @@ cplan.plan attributes {binder = "reference-queue", target = "t", deployment = "d
 
 // alloc: negative size
 cplan.plan attributes {binder = "reference-queue", target = "t", deployment = "d", evidence = "e", risk = "strict", source = "s"} {
-  cplan.alloc {id = "b", source = "b", device = "d0", space = "device", offset = 0 : i64, size = -8 : i64, alignment = 64 : i64, lifetime = "transient"}
+  %b = cplan.alloc "b" {source = "b", device = "d0", space = "device", offset = 0 : i64, size = -8 : i64, alignment = 64 : i64, lifetime = "transient"}
   // CHECK:      invalid.mlir:[[# @LINE - 1]]:3: error: alloc 'b': offset and size must be non-negative
-  // CHECK-NEXT: {{^}}  cplan.alloc {id = "b", source = "b", device = "d0", space = "device",
+  // CHECK-NEXT: {{^}}  %b = cplan.alloc "b" {source = "b", device = "d0", space = "device",
   cplan.queue_schedule {
   }
 }
@@ -148,9 +150,9 @@ cplan.plan attributes {binder = "reference-queue", target = "t", deployment = "d
 
 // alloc: misaligned offset
 cplan.plan attributes {binder = "reference-queue", target = "t", deployment = "d", evidence = "e", risk = "strict", source = "s"} {
-  cplan.alloc {id = "b", source = "b", device = "d0", space = "device", offset = 32 : i64, size = 8 : i64, alignment = 64 : i64, lifetime = "transient"}
+  %b = cplan.alloc "b" {source = "b", device = "d0", space = "device", offset = 32 : i64, size = 8 : i64, alignment = 64 : i64, lifetime = "transient"}
   // CHECK:      invalid.mlir:[[# @LINE - 1]]:3: error: alloc 'b': offset 32 is not a multiple of alignment 64
-  // CHECK-NEXT: {{^}}  cplan.alloc {id = "b", source = "b", device = "d0", space = "device",
+  // CHECK-NEXT: {{^}}  %b = cplan.alloc "b" {source = "b", device = "d0", space = "device",
   cplan.queue_schedule {
   }
 }
@@ -159,35 +161,10 @@ cplan.plan attributes {binder = "reference-queue", target = "t", deployment = "d
 
 // alloc: unknown lifetime
 cplan.plan attributes {binder = "reference-queue", target = "t", deployment = "d", evidence = "e", risk = "strict", source = "s"} {
-  cplan.alloc {id = "b", source = "b", device = "d0", space = "device", offset = 0 : i64, size = 8 : i64, alignment = 64 : i64, lifetime = "forever"}
+  %b = cplan.alloc "b" {source = "b", device = "d0", space = "device", offset = 0 : i64, size = 8 : i64, alignment = 64 : i64, lifetime = "forever"}
   // CHECK:      invalid.mlir:[[# @LINE - 1]]:3: error: alloc 'b': unknown lifetime 'forever'
-  // CHECK-NEXT: {{^}}  cplan.alloc {id = "b", source = "b", device = "d0", space = "device",
+  // CHECK-NEXT: {{^}}  %b = cplan.alloc "b" {source = "b", device = "d0", space = "device",
   cplan.queue_schedule {
-  }
-}
-
-// -----
-
-// command: deps that are not strings (the shared string-array check)
-cplan.plan attributes {binder = "reference-queue", target = "t", deployment = "d", evidence = "e", risk = "strict", source = "s"} {
-  cplan.device {id = "d0", capacity = {device = 4096 : i64, link = 1024 : i64}, engines = {compute = 1 : i64, copy = 1 : i64}}
-  cplan.device {id = "d1", capacity = {device = 4096 : i64}, engines = {compute = 1 : i64}}
-  cplan.link {id = "l0", src = "d0", dst = "d1", capacity = 1024 : i64}
-  cplan.alloc {id = "w", source = "w", device = "d0", space = "device", offset = 0 : i64, size = 100 : i64, alignment = 64 : i64, lifetime = "weight"}
-  cplan.alloc {id = "a", source = "a", device = "d0", space = "device", offset = 128 : i64, size = 64 : i64, alignment = 64 : i64, lifetime = "transient"}
-  cplan.alloc {id = "e", source = "e", device = "d0", space = "link", offset = 0 : i64, size = 64 : i64, alignment = 64 : i64, lifetime = "edge"}
-  cplan.alloc {id = "c", source = "c", device = "d1", space = "device", offset = 0 : i64, size = 64 : i64, alignment = 64 : i64, lifetime = "transient"}
-  cplan.command {id = "t0", task = "t0", op = "rms_norm", impl = "vq.rms_norm", device = "d0", engine = "compute", deps = [], reads = ["w"], writes = ["a"], lineage = "s0/norm", provider = "roofline", status = "direct", duration = 1.0e-06 : f64}
-  cplan.command {id = "t1", task = "t1", op = "send", impl = "vq.send", device = "d0", engine = "copy", deps = ["t0"], reads = ["a"], writes = ["e"], lineage = "s0/send", provider = "roofline", status = "direct", duration = 1.0e-06 : f64, link = "l0"}
-  cplan.command {id = "t2", task = "t2", op = "add", impl = "vq.add", device = "d1", engine = "compute", deps = [1 : i64], reads = ["e"], writes = ["c"], lineage = "s1/add", provider = "roofline", status = "direct", duration = 1.0e-06 : f64}
-  // CHECK:      invalid.mlir:[[# @LINE - 1]]:3: error: command 't2': deps must be an array of strings, got 1 : i64
-  // CHECK-NEXT: {{^}}  cplan.command {id = "t2", task = "t2", op = "add", impl = "vq.add",
-  cplan.sync {signal = "t0", wait = "t1"}
-  cplan.sync {signal = "t1", wait = "t2"}
-  cplan.queue_schedule {
-    cplan.queue {device = "d0", engine = "compute", order = ["t0"]}
-    cplan.queue {device = "d0", engine = "copy", order = ["t1"]}
-    cplan.queue {device = "d1", engine = "compute", order = ["t2"]}
   }
 }
 
@@ -198,21 +175,21 @@ cplan.plan attributes {binder = "reference-queue", target = "t", deployment = "d
   cplan.device {id = "d0", capacity = {device = 4096 : i64, link = 1024 : i64}, engines = {compute = 1 : i64, copy = 1 : i64}}
   cplan.device {id = "d1", capacity = {device = 4096 : i64}, engines = {compute = 1 : i64}}
   cplan.link {id = "l0", src = "d0", dst = "d1", capacity = 1024 : i64}
-  cplan.alloc {id = "w", source = "w", device = "d0", space = "device", offset = 0 : i64, size = 100 : i64, alignment = 64 : i64, lifetime = "weight"}
-  cplan.alloc {id = "a", source = "a", device = "d0", space = "device", offset = 128 : i64, size = 64 : i64, alignment = 64 : i64, lifetime = "transient"}
-  cplan.alloc {id = "e", source = "e", device = "d0", space = "link", offset = 0 : i64, size = 64 : i64, alignment = 64 : i64, lifetime = "edge"}
-  cplan.alloc {id = "c", source = "c", device = "d1", space = "device", offset = 0 : i64, size = 64 : i64, alignment = 64 : i64, lifetime = "transient"}
-  cplan.command {id = "t0", task = "t0", op = "rms_norm", impl = "vq.rms_norm", device = "d0", engine = "compute", deps = [], reads = ["w"], writes = ["a"], lineage = "s0/norm", provider = "roofline", status = "guessed", duration = 1.0e-06 : f64}
+  %w = cplan.alloc "w" {source = "w", device = "d0", space = "device", offset = 0 : i64, size = 100 : i64, alignment = 64 : i64, lifetime = "weight"}
+  %a = cplan.alloc "a" {source = "a", device = "d0", space = "device", offset = 128 : i64, size = 64 : i64, alignment = 64 : i64, lifetime = "transient"}
+  %e = cplan.alloc "e" {source = "e", device = "d0", space = "link", offset = 0 : i64, size = 64 : i64, alignment = 64 : i64, lifetime = "edge"}
+  %c = cplan.alloc "c" {source = "c", device = "d1", space = "device", offset = 0 : i64, size = 64 : i64, alignment = 64 : i64, lifetime = "transient"}
+  %t0 = cplan.command "t0" (%w) -> (%a) {task = "t0", op = "rms_norm", impl = "vq.rms_norm", device = "d0", engine = "compute", lineage = "s0/norm", provider = "roofline", status = "guessed", duration = 1.0e-06 : f64}
   // CHECK:      invalid.mlir:[[# @LINE - 1]]:3: error: command 't0': unknown cost status 'guessed'
-  // CHECK-NEXT: {{^}}  cplan.command {id = "t0", task = "t0", op = "rms_norm",
-  cplan.command {id = "t1", task = "t1", op = "send", impl = "vq.send", device = "d0", engine = "copy", deps = ["t0"], reads = ["a"], writes = ["e"], lineage = "s0/send", provider = "roofline", status = "direct", duration = 1.0e-06 : f64, link = "l0"}
-  cplan.command {id = "t2", task = "t2", op = "add", impl = "vq.add", device = "d1", engine = "compute", deps = ["t1"], reads = ["e"], writes = ["c"], lineage = "s1/add", provider = "roofline", status = "direct", duration = 1.0e-06 : f64}
-  cplan.sync {signal = "t0", wait = "t1"}
-  cplan.sync {signal = "t1", wait = "t2"}
+  // CHECK-NEXT: {{^}}  %t0 = cplan.command "t0" {{.*}}{task = "t0", op = "rms_norm",
+  %t1 = cplan.command "t1" (%a) -> (%e) after(%t0) {task = "t1", op = "send", impl = "vq.send", device = "d0", engine = "copy", lineage = "s0/send", provider = "roofline", status = "direct", duration = 1.0e-06 : f64, link = "l0"}
+  %t2 = cplan.command "t2" (%e) -> (%c) after(%t1) {task = "t2", op = "add", impl = "vq.add", device = "d1", engine = "compute", lineage = "s1/add", provider = "roofline", status = "direct", duration = 1.0e-06 : f64}
+  cplan.sync %t0 -> %t1
+  cplan.sync %t1 -> %t2
   cplan.queue_schedule {
-    cplan.queue {device = "d0", engine = "compute", order = ["t0"]}
-    cplan.queue {device = "d0", engine = "copy", order = ["t1"]}
-    cplan.queue {device = "d1", engine = "compute", order = ["t2"]}
+    cplan.queue "d0" "compute" [%t0]
+    cplan.queue "d0" "copy" [%t1]
+    cplan.queue "d1" "compute" [%t2]
   }
 }
 
@@ -223,21 +200,21 @@ cplan.plan attributes {binder = "reference-queue", target = "t", deployment = "d
   cplan.device {id = "d0", capacity = {device = 4096 : i64, link = 1024 : i64}, engines = {compute = 1 : i64, copy = 1 : i64}}
   cplan.device {id = "d1", capacity = {device = 4096 : i64}, engines = {compute = 1 : i64}}
   cplan.link {id = "l0", src = "d0", dst = "d1", capacity = 1024 : i64}
-  cplan.alloc {id = "w", source = "w", device = "d0", space = "device", offset = 0 : i64, size = 100 : i64, alignment = 64 : i64, lifetime = "weight"}
-  cplan.alloc {id = "a", source = "a", device = "d0", space = "device", offset = 128 : i64, size = 64 : i64, alignment = 64 : i64, lifetime = "transient"}
-  cplan.alloc {id = "e", source = "e", device = "d0", space = "link", offset = 0 : i64, size = 64 : i64, alignment = 64 : i64, lifetime = "edge"}
-  cplan.alloc {id = "c", source = "c", device = "d1", space = "device", offset = 0 : i64, size = 64 : i64, alignment = 64 : i64, lifetime = "transient"}
-  cplan.command {id = "t0", task = "t0", op = "rms_norm", impl = "vq.rms_norm", device = "d0", engine = "compute", deps = [], reads = ["w"], writes = ["a"], lineage = "s0/norm", provider = "roofline", status = "direct"}
+  %w = cplan.alloc "w" {source = "w", device = "d0", space = "device", offset = 0 : i64, size = 100 : i64, alignment = 64 : i64, lifetime = "weight"}
+  %a = cplan.alloc "a" {source = "a", device = "d0", space = "device", offset = 128 : i64, size = 64 : i64, alignment = 64 : i64, lifetime = "transient"}
+  %e = cplan.alloc "e" {source = "e", device = "d0", space = "link", offset = 0 : i64, size = 64 : i64, alignment = 64 : i64, lifetime = "edge"}
+  %c = cplan.alloc "c" {source = "c", device = "d1", space = "device", offset = 0 : i64, size = 64 : i64, alignment = 64 : i64, lifetime = "transient"}
+  %t0 = cplan.command "t0" (%w) -> (%a) {task = "t0", op = "rms_norm", impl = "vq.rms_norm", device = "d0", engine = "compute", lineage = "s0/norm", provider = "roofline", status = "direct"}
   // CHECK:      invalid.mlir:[[# @LINE - 1]]:3: error: command 't0': duration must be present exactly when the cost is not missing
-  // CHECK-NEXT: {{^}}  cplan.command {id = "t0", task = "t0", op = "rms_norm",
-  cplan.command {id = "t1", task = "t1", op = "send", impl = "vq.send", device = "d0", engine = "copy", deps = ["t0"], reads = ["a"], writes = ["e"], lineage = "s0/send", provider = "roofline", status = "direct", duration = 1.0e-06 : f64, link = "l0"}
-  cplan.command {id = "t2", task = "t2", op = "add", impl = "vq.add", device = "d1", engine = "compute", deps = ["t1"], reads = ["e"], writes = ["c"], lineage = "s1/add", provider = "roofline", status = "direct", duration = 1.0e-06 : f64}
-  cplan.sync {signal = "t0", wait = "t1"}
-  cplan.sync {signal = "t1", wait = "t2"}
+  // CHECK-NEXT: {{^}}  %t0 = cplan.command "t0" {{.*}}{task = "t0", op = "rms_norm",
+  %t1 = cplan.command "t1" (%a) -> (%e) after(%t0) {task = "t1", op = "send", impl = "vq.send", device = "d0", engine = "copy", lineage = "s0/send", provider = "roofline", status = "direct", duration = 1.0e-06 : f64, link = "l0"}
+  %t2 = cplan.command "t2" (%e) -> (%c) after(%t1) {task = "t2", op = "add", impl = "vq.add", device = "d1", engine = "compute", lineage = "s1/add", provider = "roofline", status = "direct", duration = 1.0e-06 : f64}
+  cplan.sync %t0 -> %t1
+  cplan.sync %t1 -> %t2
   cplan.queue_schedule {
-    cplan.queue {device = "d0", engine = "compute", order = ["t0"]}
-    cplan.queue {device = "d0", engine = "copy", order = ["t1"]}
-    cplan.queue {device = "d1", engine = "compute", order = ["t2"]}
+    cplan.queue "d0" "compute" [%t0]
+    cplan.queue "d0" "copy" [%t1]
+    cplan.queue "d1" "compute" [%t2]
   }
 }
 
@@ -248,21 +225,21 @@ cplan.plan attributes {binder = "reference-queue", target = "t", deployment = "d
   cplan.device {id = "d0", capacity = {device = 4096 : i64, link = 1024 : i64}, engines = {compute = 1 : i64, copy = 1 : i64}}
   cplan.device {id = "d1", capacity = {device = 4096 : i64}, engines = {compute = 1 : i64}}
   cplan.link {id = "l0", src = "d0", dst = "d1", capacity = 1024 : i64}
-  cplan.alloc {id = "w", source = "w", device = "d0", space = "device", offset = 0 : i64, size = 100 : i64, alignment = 64 : i64, lifetime = "weight"}
-  cplan.alloc {id = "a", source = "a", device = "d0", space = "device", offset = 128 : i64, size = 64 : i64, alignment = 64 : i64, lifetime = "transient"}
-  cplan.alloc {id = "e", source = "e", device = "d0", space = "link", offset = 0 : i64, size = 64 : i64, alignment = 64 : i64, lifetime = "edge"}
-  cplan.alloc {id = "c", source = "c", device = "d1", space = "device", offset = 0 : i64, size = 64 : i64, alignment = 64 : i64, lifetime = "transient"}
-  cplan.command {id = "t0", task = "t0", op = "rms_norm", impl = "vq.rms_norm", device = "d0", engine = "compute", deps = [], reads = ["w"], writes = ["a"], lineage = "s0/norm", provider = "roofline", status = "direct", duration = -1.0 : f64}
+  %w = cplan.alloc "w" {source = "w", device = "d0", space = "device", offset = 0 : i64, size = 100 : i64, alignment = 64 : i64, lifetime = "weight"}
+  %a = cplan.alloc "a" {source = "a", device = "d0", space = "device", offset = 128 : i64, size = 64 : i64, alignment = 64 : i64, lifetime = "transient"}
+  %e = cplan.alloc "e" {source = "e", device = "d0", space = "link", offset = 0 : i64, size = 64 : i64, alignment = 64 : i64, lifetime = "edge"}
+  %c = cplan.alloc "c" {source = "c", device = "d1", space = "device", offset = 0 : i64, size = 64 : i64, alignment = 64 : i64, lifetime = "transient"}
+  %t0 = cplan.command "t0" (%w) -> (%a) {task = "t0", op = "rms_norm", impl = "vq.rms_norm", device = "d0", engine = "compute", lineage = "s0/norm", provider = "roofline", status = "direct", duration = -1.0 : f64}
   // CHECK:      invalid.mlir:[[# @LINE - 1]]:3: error: command 't0': duration must be >= 0 seconds
-  // CHECK-NEXT: {{^}}  cplan.command {id = "t0", task = "t0", op = "rms_norm",
-  cplan.command {id = "t1", task = "t1", op = "send", impl = "vq.send", device = "d0", engine = "copy", deps = ["t0"], reads = ["a"], writes = ["e"], lineage = "s0/send", provider = "roofline", status = "direct", duration = 1.0e-06 : f64, link = "l0"}
-  cplan.command {id = "t2", task = "t2", op = "add", impl = "vq.add", device = "d1", engine = "compute", deps = ["t1"], reads = ["e"], writes = ["c"], lineage = "s1/add", provider = "roofline", status = "direct", duration = 1.0e-06 : f64}
-  cplan.sync {signal = "t0", wait = "t1"}
-  cplan.sync {signal = "t1", wait = "t2"}
+  // CHECK-NEXT: {{^}}  %t0 = cplan.command "t0" {{.*}}{task = "t0", op = "rms_norm",
+  %t1 = cplan.command "t1" (%a) -> (%e) after(%t0) {task = "t1", op = "send", impl = "vq.send", device = "d0", engine = "copy", lineage = "s0/send", provider = "roofline", status = "direct", duration = 1.0e-06 : f64, link = "l0"}
+  %t2 = cplan.command "t2" (%e) -> (%c) after(%t1) {task = "t2", op = "add", impl = "vq.add", device = "d1", engine = "compute", lineage = "s1/add", provider = "roofline", status = "direct", duration = 1.0e-06 : f64}
+  cplan.sync %t0 -> %t1
+  cplan.sync %t1 -> %t2
   cplan.queue_schedule {
-    cplan.queue {device = "d0", engine = "compute", order = ["t0"]}
-    cplan.queue {device = "d0", engine = "copy", order = ["t1"]}
-    cplan.queue {device = "d1", engine = "compute", order = ["t2"]}
+    cplan.queue "d0" "compute" [%t0]
+    cplan.queue "d0" "copy" [%t1]
+    cplan.queue "d1" "compute" [%t2]
   }
 }
 
@@ -285,21 +262,21 @@ cplan.plan attributes {binder = "reference-queue", target = "t", deployment = "d
   cplan.device {id = "d0", capacity = {device = 4096 : i64, link = 1024 : i64}, engines = {compute = 1 : i64, copy = 1 : i64}}
   cplan.device {id = "d1", capacity = {device = 4096 : i64}, engines = {compute = 1 : i64}}
   cplan.link {id = "l0", src = "d0", dst = "d1", capacity = 1024 : i64}
-  cplan.alloc {id = "w", source = "w", device = "d0", space = "device", offset = 0 : i64, size = 100 : i64, alignment = 64 : i64, lifetime = "weight"}
-  cplan.alloc {id = "a", source = "a", device = "d0", space = "device", offset = 128 : i64, size = 64 : i64, alignment = 64 : i64, lifetime = "transient"}
-  cplan.alloc {id = "e", source = "e", device = "d0", space = "link", offset = 0 : i64, size = 64 : i64, alignment = 64 : i64, lifetime = "edge"}
-  cplan.alloc {id = "c", source = "c", device = "d1", space = "device", offset = 0 : i64, size = 64 : i64, alignment = 64 : i64, lifetime = "transient"}
-  cplan.command {id = "t0", task = "t0", op = "rms_norm", impl = "vq.rms_norm", device = "d0", engine = "compute", deps = [], reads = ["w"], writes = ["a"], lineage = "s0/norm", provider = "roofline", status = "direct", duration = 1.0e-06 : f64}
-  cplan.command {id = "t1", task = "t1", op = "send", impl = "vq.send", device = "d0", engine = "copy", deps = ["t0"], reads = ["a"], writes = ["e"], lineage = "s0/send", provider = "roofline", status = "direct", duration = 1.0e-06 : f64, link = "l0"}
-  cplan.command {id = "t2", task = "t2", op = "add", impl = "vq.add", device = "d1", engine = "compute", deps = ["t1"], reads = ["e"], writes = ["c"], lineage = "s1/add", provider = "roofline", status = "direct", duration = 1.0e-06 : f64}
-  cplan.sync {signal = "t0", wait = "t1"}
-  cplan.sync {signal = "t1", wait = "t2"}
+  %w = cplan.alloc "w" {source = "w", device = "d0", space = "device", offset = 0 : i64, size = 100 : i64, alignment = 64 : i64, lifetime = "weight"}
+  %a = cplan.alloc "a" {source = "a", device = "d0", space = "device", offset = 128 : i64, size = 64 : i64, alignment = 64 : i64, lifetime = "transient"}
+  %e = cplan.alloc "e" {source = "e", device = "d0", space = "link", offset = 0 : i64, size = 64 : i64, alignment = 64 : i64, lifetime = "edge"}
+  %c = cplan.alloc "c" {source = "c", device = "d1", space = "device", offset = 0 : i64, size = 64 : i64, alignment = 64 : i64, lifetime = "transient"}
+  %t0 = cplan.command "t0" (%w) -> (%a) {task = "t0", op = "rms_norm", impl = "vq.rms_norm", device = "d0", engine = "compute", lineage = "s0/norm", provider = "roofline", status = "direct", duration = 1.0e-06 : f64}
+  %t1 = cplan.command "t1" (%a) -> (%e) after(%t0) {task = "t1", op = "send", impl = "vq.send", device = "d0", engine = "copy", lineage = "s0/send", provider = "roofline", status = "direct", duration = 1.0e-06 : f64, link = "l0"}
+  %t2 = cplan.command "t2" (%e) -> (%c) after(%t1) {task = "t2", op = "add", impl = "vq.add", device = "d1", engine = "compute", lineage = "s1/add", provider = "roofline", status = "direct", duration = 1.0e-06 : f64}
+  cplan.sync %t0 -> %t1
+  cplan.sync %t1 -> %t2
   cplan.queue_schedule {
-    cplan.queue {device = "d0", engine = "compute", order = ["t0"]}
-    cplan.queue {device = "d0", engine = "compute", order = ["t1"]}
+    cplan.queue "d0" "compute" [%t0]
+    cplan.queue "d0" "compute" [%t1]
     // CHECK:      invalid.mlir:[[# @LINE - 1]]:5: error: queue_schedule: two queues for device 'd0' engine 'compute'
-    // CHECK-NEXT: {{^}}  cplan.queue {device = "d0", engine = "compute", order = ["t1"]}
-    cplan.queue {device = "d1", engine = "compute", order = ["t2"]}
+    // CHECK-NEXT: {{^}}  cplan.queue "d0" "compute" [%t1]
+    cplan.queue "d1" "compute" [%t2]
   }
 }
 
@@ -310,21 +287,21 @@ cplan.plan attributes {binder = "reference-queue", target = "t", deployment = "d
   cplan.device {id = "d0", capacity = {device = 4096 : i64, link = 1024 : i64}, engines = {compute = 1 : i64, copy = 1 : i64}}
   cplan.device {id = "d1", capacity = {device = 4096 : i64}, engines = {compute = 1 : i64}}
   cplan.link {id = "l0", src = "d0", dst = "d1", capacity = 1024 : i64}
-  cplan.alloc {id = "w", source = "w", device = "d0", space = "device", offset = 0 : i64, size = 100 : i64, alignment = 64 : i64, lifetime = "weight"}
-  cplan.alloc {id = "a", source = "a", device = "d0", space = "device", offset = 128 : i64, size = 64 : i64, alignment = 64 : i64, lifetime = "transient"}
-  cplan.alloc {id = "e", source = "e", device = "d0", space = "link", offset = 0 : i64, size = 64 : i64, alignment = 64 : i64, lifetime = "edge"}
-  cplan.alloc {id = "c", source = "c", device = "d1", space = "device", offset = 0 : i64, size = 64 : i64, alignment = 64 : i64, lifetime = "transient"}
-  cplan.command {id = "t0", task = "t0", op = "rms_norm", impl = "vq.rms_norm", device = "d0", engine = "compute", deps = [], reads = ["w"], writes = ["a"], lineage = "s0/norm", provider = "roofline", status = "direct", duration = 1.0e-06 : f64}
-  cplan.command {id = "t1", task = "t1", op = "send", impl = "vq.send", device = "d0", engine = "copy", deps = ["t0"], reads = ["a"], writes = ["e"], lineage = "s0/send", provider = "roofline", status = "direct", duration = 1.0e-06 : f64, link = "l0"}
-  cplan.command {id = "t2", task = "t2", op = "add", impl = "vq.add", device = "d1", engine = "compute", deps = ["t1"], reads = ["e"], writes = ["c"], lineage = "s1/add", provider = "roofline", status = "direct", duration = 1.0e-06 : f64}
-  cplan.sync {signal = "t0", wait = "t1"}
-  cplan.sync {signal = "t1", wait = "t2"}
+  %w = cplan.alloc "w" {source = "w", device = "d0", space = "device", offset = 0 : i64, size = 100 : i64, alignment = 64 : i64, lifetime = "weight"}
+  %a = cplan.alloc "a" {source = "a", device = "d0", space = "device", offset = 128 : i64, size = 64 : i64, alignment = 64 : i64, lifetime = "transient"}
+  %e = cplan.alloc "e" {source = "e", device = "d0", space = "link", offset = 0 : i64, size = 64 : i64, alignment = 64 : i64, lifetime = "edge"}
+  %c = cplan.alloc "c" {source = "c", device = "d1", space = "device", offset = 0 : i64, size = 64 : i64, alignment = 64 : i64, lifetime = "transient"}
+  %t0 = cplan.command "t0" (%w) -> (%a) {task = "t0", op = "rms_norm", impl = "vq.rms_norm", device = "d0", engine = "compute", lineage = "s0/norm", provider = "roofline", status = "direct", duration = 1.0e-06 : f64}
+  %t1 = cplan.command "t1" (%a) -> (%e) after(%t0) {task = "t1", op = "send", impl = "vq.send", device = "d0", engine = "copy", lineage = "s0/send", provider = "roofline", status = "direct", duration = 1.0e-06 : f64, link = "l0"}
+  %t2 = cplan.command "t2" (%e) -> (%c) after(%t1) {task = "t2", op = "add", impl = "vq.add", device = "d1", engine = "compute", lineage = "s1/add", provider = "roofline", status = "direct", duration = 1.0e-06 : f64}
+  cplan.sync %t0 -> %t1
+  cplan.sync %t1 -> %t2
   cplan.queue_schedule {
-    cplan.queue {device = "d0", engine = "compute", order = ["t0"]}
-    cplan.queue {device = "d0", engine = "copy", order = ["t1", "t0"]}
+    cplan.queue "d0" "compute" [%t0]
+    cplan.queue "d0" "copy" [%t1, %t0]
     // CHECK:      invalid.mlir:[[# @LINE - 1]]:5: error: queue_schedule: command 't0' appears in more than one queue position
-    // CHECK-NEXT: {{^}}  cplan.queue {device = "d0", engine = "copy", order = ["t1", "t0"]}
-    cplan.queue {device = "d1", engine = "compute", order = ["t2"]}
+    // CHECK-NEXT: {{^}}  cplan.queue "d0" "copy" [%t1, %t0]
+    cplan.queue "d1" "compute" [%t2]
   }
 }
 
@@ -333,17 +310,17 @@ cplan.plan attributes {binder = "reference-queue", target = "t", deployment = "d
 // slot_dataflow: duplicate slot
 cplan.plan attributes {binder = "reference-slot", target = "t", deployment = "d", evidence = "e", risk = "accept-missing", source = "s"} {
   cplan.device {id = "d0", capacity = {device = 4096 : i64}, engines = {df = 2 : i64}}
-  cplan.alloc {id = "a", source = "a", device = "d0", space = "device", offset = 0 : i64, size = 64 : i64, alignment = 64 : i64, lifetime = "transient"}
-  cplan.alloc {id = "b", source = "b", device = "d0", space = "device", offset = 64 : i64, size = 64 : i64, alignment = 64 : i64, lifetime = "transient"}
-  cplan.command {id = "t0", task = "t0", op = "rms_norm", impl = "vs.rms_norm", device = "d0", engine = "df", deps = [], reads = [], writes = ["a"], lineage = "s0/a", provider = "roofline", status = "direct", duration = 1.0e-06 : f64}
-  cplan.command {id = "t1", task = "t1", op = "add", impl = "vs.add", device = "d0", engine = "df", deps = ["t0"], reads = ["a"], writes = ["b"], lineage = "s0/b", provider = "", status = "missing"}
+  %a = cplan.alloc "a" {source = "a", device = "d0", space = "device", offset = 0 : i64, size = 64 : i64, alignment = 64 : i64, lifetime = "transient"}
+  %b = cplan.alloc "b" {source = "b", device = "d0", space = "device", offset = 64 : i64, size = 64 : i64, alignment = 64 : i64, lifetime = "transient"}
+  %t0 = cplan.command "t0" () -> (%a) {task = "t0", op = "rms_norm", impl = "vs.rms_norm", device = "d0", engine = "df", lineage = "s0/a", provider = "roofline", status = "direct", duration = 1.0e-06 : f64}
+  %t1 = cplan.command "t1" (%a) -> (%b) after(%t0) {task = "t1", op = "add", impl = "vs.add", device = "d0", engine = "df", lineage = "s0/b", provider = "", status = "missing"}
   cplan.slot_dataflow {
-    cplan.slot {id = "s0", device = "d0", engine = "df", commands = ["t0", "t1"]}
-    cplan.slot {id = "s0", device = "d0", engine = "df", commands = []}
+    cplan.slot "s0" on "d0" "df" [%t0, %t1]
+    cplan.slot "s0" on "d0" "df" []
     // CHECK:      invalid.mlir:[[# @LINE - 1]]:5: error: slot_dataflow: duplicate slot 's0'
-    // CHECK-NEXT: {{^}}  cplan.slot {id = "s0", device = "d0", engine = "df", commands = []}
-    cplan.fire {command = "t0", slot = "s0", after = []}
-    cplan.fire {command = "t1", slot = "s0", after = ["t0"]}
+    // CHECK-NEXT: {{^}}  cplan.slot "s0" on "d0" "df" []
+    cplan.fire %t0 on "s0" after []
+    cplan.fire %t1 on "s0" after [%t0]
   }
 }
 
@@ -352,17 +329,17 @@ cplan.plan attributes {binder = "reference-slot", target = "t", deployment = "d"
 // slot_dataflow: two firing rules of one command
 cplan.plan attributes {binder = "reference-slot", target = "t", deployment = "d", evidence = "e", risk = "accept-missing", source = "s"} {
   cplan.device {id = "d0", capacity = {device = 4096 : i64}, engines = {df = 2 : i64}}
-  cplan.alloc {id = "a", source = "a", device = "d0", space = "device", offset = 0 : i64, size = 64 : i64, alignment = 64 : i64, lifetime = "transient"}
-  cplan.alloc {id = "b", source = "b", device = "d0", space = "device", offset = 64 : i64, size = 64 : i64, alignment = 64 : i64, lifetime = "transient"}
-  cplan.command {id = "t0", task = "t0", op = "rms_norm", impl = "vs.rms_norm", device = "d0", engine = "df", deps = [], reads = [], writes = ["a"], lineage = "s0/a", provider = "roofline", status = "direct", duration = 1.0e-06 : f64}
-  cplan.command {id = "t1", task = "t1", op = "add", impl = "vs.add", device = "d0", engine = "df", deps = ["t0"], reads = ["a"], writes = ["b"], lineage = "s0/b", provider = "", status = "missing"}
+  %a = cplan.alloc "a" {source = "a", device = "d0", space = "device", offset = 0 : i64, size = 64 : i64, alignment = 64 : i64, lifetime = "transient"}
+  %b = cplan.alloc "b" {source = "b", device = "d0", space = "device", offset = 64 : i64, size = 64 : i64, alignment = 64 : i64, lifetime = "transient"}
+  %t0 = cplan.command "t0" () -> (%a) {task = "t0", op = "rms_norm", impl = "vs.rms_norm", device = "d0", engine = "df", lineage = "s0/a", provider = "roofline", status = "direct", duration = 1.0e-06 : f64}
+  %t1 = cplan.command "t1" (%a) -> (%b) after(%t0) {task = "t1", op = "add", impl = "vs.add", device = "d0", engine = "df", lineage = "s0/b", provider = "", status = "missing"}
   cplan.slot_dataflow {
-    cplan.slot {id = "s0", device = "d0", engine = "df", commands = ["t0", "t1"]}
-    cplan.fire {command = "t0", slot = "s0", after = []}
-    cplan.fire {command = "t1", slot = "s0", after = ["t0"]}
-    cplan.fire {command = "t1", slot = "s0", after = []}
+    cplan.slot "s0" on "d0" "df" [%t0, %t1]
+    cplan.fire %t0 on "s0" after []
+    cplan.fire %t1 on "s0" after [%t0]
+    cplan.fire %t1 on "s0" after []
     // CHECK:      invalid.mlir:[[# @LINE - 1]]:5: error: slot_dataflow: command 't1' has more than one firing rule
-    // CHECK-NEXT: {{^}}  cplan.fire {command = "t1", slot = "s0", after = []}
+    // CHECK-NEXT: {{^}}  cplan.fire %t1 on "s0" after []
   }
 }
 
@@ -371,18 +348,18 @@ cplan.plan attributes {binder = "reference-slot", target = "t", deployment = "d"
 // slot_dataflow: an op that is neither slot nor fire
 cplan.plan attributes {binder = "reference-slot", target = "t", deployment = "d", evidence = "e", risk = "accept-missing", source = "s"} {
   cplan.device {id = "d0", capacity = {device = 4096 : i64}, engines = {df = 2 : i64}}
-  cplan.alloc {id = "a", source = "a", device = "d0", space = "device", offset = 0 : i64, size = 64 : i64, alignment = 64 : i64, lifetime = "transient"}
-  cplan.alloc {id = "b", source = "b", device = "d0", space = "device", offset = 64 : i64, size = 64 : i64, alignment = 64 : i64, lifetime = "transient"}
-  cplan.command {id = "t0", task = "t0", op = "rms_norm", impl = "vs.rms_norm", device = "d0", engine = "df", deps = [], reads = [], writes = ["a"], lineage = "s0/a", provider = "roofline", status = "direct", duration = 1.0e-06 : f64}
-  cplan.command {id = "t1", task = "t1", op = "add", impl = "vs.add", device = "d0", engine = "df", deps = ["t0"], reads = ["a"], writes = ["b"], lineage = "s0/b", provider = "", status = "missing"}
+  %a = cplan.alloc "a" {source = "a", device = "d0", space = "device", offset = 0 : i64, size = 64 : i64, alignment = 64 : i64, lifetime = "transient"}
+  %b = cplan.alloc "b" {source = "b", device = "d0", space = "device", offset = 64 : i64, size = 64 : i64, alignment = 64 : i64, lifetime = "transient"}
+  %t0 = cplan.command "t0" () -> (%a) {task = "t0", op = "rms_norm", impl = "vs.rms_norm", device = "d0", engine = "df", lineage = "s0/a", provider = "roofline", status = "direct", duration = 1.0e-06 : f64}
+  %t1 = cplan.command "t1" (%a) -> (%b) after(%t0) {task = "t1", op = "add", impl = "vs.add", device = "d0", engine = "df", lineage = "s0/b", provider = "", status = "missing"}
   cplan.slot_dataflow {
     builtin.module {
     // CHECK:      invalid.mlir:[[# @LINE - 1]]:5: error: slot_dataflow may hold only cplan.slot and cplan.fire ops, found 'builtin.module'
     // CHECK-NEXT: {{^}}  builtin.module {
     }
-    cplan.slot {id = "s0", device = "d0", engine = "df", commands = ["t0", "t1"]}
-    cplan.fire {command = "t0", slot = "s0", after = []}
-    cplan.fire {command = "t1", slot = "s0", after = ["t0"]}
+    cplan.slot "s0" on "d0" "df" [%t0, %t1]
+    cplan.fire %t0 on "s0" after []
+    cplan.fire %t1 on "s0" after [%t0]
   }
 }
 
@@ -391,17 +368,17 @@ cplan.plan attributes {binder = "reference-slot", target = "t", deployment = "d"
 // slot_dataflow: a command bound to two slots
 cplan.plan attributes {binder = "reference-slot", target = "t", deployment = "d", evidence = "e", risk = "accept-missing", source = "s"} {
   cplan.device {id = "d0", capacity = {device = 4096 : i64}, engines = {df = 2 : i64}}
-  cplan.alloc {id = "a", source = "a", device = "d0", space = "device", offset = 0 : i64, size = 64 : i64, alignment = 64 : i64, lifetime = "transient"}
-  cplan.alloc {id = "b", source = "b", device = "d0", space = "device", offset = 64 : i64, size = 64 : i64, alignment = 64 : i64, lifetime = "transient"}
-  cplan.command {id = "t0", task = "t0", op = "rms_norm", impl = "vs.rms_norm", device = "d0", engine = "df", deps = [], reads = [], writes = ["a"], lineage = "s0/a", provider = "roofline", status = "direct", duration = 1.0e-06 : f64}
-  cplan.command {id = "t1", task = "t1", op = "add", impl = "vs.add", device = "d0", engine = "df", deps = ["t0"], reads = ["a"], writes = ["b"], lineage = "s0/b", provider = "", status = "missing"}
+  %a = cplan.alloc "a" {source = "a", device = "d0", space = "device", offset = 0 : i64, size = 64 : i64, alignment = 64 : i64, lifetime = "transient"}
+  %b = cplan.alloc "b" {source = "b", device = "d0", space = "device", offset = 64 : i64, size = 64 : i64, alignment = 64 : i64, lifetime = "transient"}
+  %t0 = cplan.command "t0" () -> (%a) {task = "t0", op = "rms_norm", impl = "vs.rms_norm", device = "d0", engine = "df", lineage = "s0/a", provider = "roofline", status = "direct", duration = 1.0e-06 : f64}
+  %t1 = cplan.command "t1" (%a) -> (%b) after(%t0) {task = "t1", op = "add", impl = "vs.add", device = "d0", engine = "df", lineage = "s0/b", provider = "", status = "missing"}
   cplan.slot_dataflow {
-    cplan.slot {id = "s0", device = "d0", engine = "df", commands = ["t0", "t1"]}
-    cplan.slot {id = "s1", device = "d0", engine = "df", commands = ["t1"]}
+    cplan.slot "s0" on "d0" "df" [%t0, %t1]
+    cplan.slot "s1" on "d0" "df" [%t1]
     // CHECK:      invalid.mlir:[[# @LINE - 1]]:5: error: slot_dataflow: command 't1' is bound to slots 's0' and 's1'
-    // CHECK-NEXT: {{^}}  cplan.slot {id = "s1", device = "d0", engine = "df",
-    cplan.fire {command = "t0", slot = "s0", after = []}
-    cplan.fire {command = "t1", slot = "s0", after = ["t0"]}
+    // CHECK-NEXT: {{^}}  cplan.slot "s1" on "d0" "df"
+    cplan.fire %t0 on "s0" after []
+    cplan.fire %t1 on "s0" after [%t0]
   }
 }
 
@@ -410,16 +387,16 @@ cplan.plan attributes {binder = "reference-slot", target = "t", deployment = "d"
 // slot_dataflow: a firing rule on an unknown slot
 cplan.plan attributes {binder = "reference-slot", target = "t", deployment = "d", evidence = "e", risk = "accept-missing", source = "s"} {
   cplan.device {id = "d0", capacity = {device = 4096 : i64}, engines = {df = 2 : i64}}
-  cplan.alloc {id = "a", source = "a", device = "d0", space = "device", offset = 0 : i64, size = 64 : i64, alignment = 64 : i64, lifetime = "transient"}
-  cplan.alloc {id = "b", source = "b", device = "d0", space = "device", offset = 64 : i64, size = 64 : i64, alignment = 64 : i64, lifetime = "transient"}
-  cplan.command {id = "t0", task = "t0", op = "rms_norm", impl = "vs.rms_norm", device = "d0", engine = "df", deps = [], reads = [], writes = ["a"], lineage = "s0/a", provider = "roofline", status = "direct", duration = 1.0e-06 : f64}
-  cplan.command {id = "t1", task = "t1", op = "add", impl = "vs.add", device = "d0", engine = "df", deps = ["t0"], reads = ["a"], writes = ["b"], lineage = "s0/b", provider = "", status = "missing"}
+  %a = cplan.alloc "a" {source = "a", device = "d0", space = "device", offset = 0 : i64, size = 64 : i64, alignment = 64 : i64, lifetime = "transient"}
+  %b = cplan.alloc "b" {source = "b", device = "d0", space = "device", offset = 64 : i64, size = 64 : i64, alignment = 64 : i64, lifetime = "transient"}
+  %t0 = cplan.command "t0" () -> (%a) {task = "t0", op = "rms_norm", impl = "vs.rms_norm", device = "d0", engine = "df", lineage = "s0/a", provider = "roofline", status = "direct", duration = 1.0e-06 : f64}
+  %t1 = cplan.command "t1" (%a) -> (%b) after(%t0) {task = "t1", op = "add", impl = "vs.add", device = "d0", engine = "df", lineage = "s0/b", provider = "", status = "missing"}
   cplan.slot_dataflow {
-    cplan.slot {id = "s0", device = "d0", engine = "df", commands = ["t0", "t1"]}
-    cplan.fire {command = "t0", slot = "s0", after = []}
-    cplan.fire {command = "t1", slot = "s9", after = ["t0"]}
+    cplan.slot "s0" on "d0" "df" [%t0, %t1]
+    cplan.fire %t0 on "s0" after []
+    cplan.fire %t1 on "s9" after [%t0]
     // CHECK:      invalid.mlir:[[# @LINE - 1]]:5: error: slot_dataflow: firing rule of 't1' names unknown slot 's9'
-    // CHECK-NEXT: {{^}}  cplan.fire {command = "t1", slot = "s9", after = ["t0"]}
+    // CHECK-NEXT: {{^}}  cplan.fire %t1 on "s9" after [%t0]
   }
 }
 
@@ -428,17 +405,17 @@ cplan.plan attributes {binder = "reference-slot", target = "t", deployment = "d"
 // slot_dataflow: a command firing on a slot it is not bound to
 cplan.plan attributes {binder = "reference-slot", target = "t", deployment = "d", evidence = "e", risk = "accept-missing", source = "s"} {
   cplan.device {id = "d0", capacity = {device = 4096 : i64}, engines = {df = 2 : i64}}
-  cplan.alloc {id = "a", source = "a", device = "d0", space = "device", offset = 0 : i64, size = 64 : i64, alignment = 64 : i64, lifetime = "transient"}
-  cplan.alloc {id = "b", source = "b", device = "d0", space = "device", offset = 64 : i64, size = 64 : i64, alignment = 64 : i64, lifetime = "transient"}
-  cplan.command {id = "t0", task = "t0", op = "rms_norm", impl = "vs.rms_norm", device = "d0", engine = "df", deps = [], reads = [], writes = ["a"], lineage = "s0/a", provider = "roofline", status = "direct", duration = 1.0e-06 : f64}
-  cplan.command {id = "t1", task = "t1", op = "add", impl = "vs.add", device = "d0", engine = "df", deps = ["t0"], reads = ["a"], writes = ["b"], lineage = "s0/b", provider = "", status = "missing"}
+  %a = cplan.alloc "a" {source = "a", device = "d0", space = "device", offset = 0 : i64, size = 64 : i64, alignment = 64 : i64, lifetime = "transient"}
+  %b = cplan.alloc "b" {source = "b", device = "d0", space = "device", offset = 64 : i64, size = 64 : i64, alignment = 64 : i64, lifetime = "transient"}
+  %t0 = cplan.command "t0" () -> (%a) {task = "t0", op = "rms_norm", impl = "vs.rms_norm", device = "d0", engine = "df", lineage = "s0/a", provider = "roofline", status = "direct", duration = 1.0e-06 : f64}
+  %t1 = cplan.command "t1" (%a) -> (%b) after(%t0) {task = "t1", op = "add", impl = "vs.add", device = "d0", engine = "df", lineage = "s0/b", provider = "", status = "missing"}
   cplan.slot_dataflow {
-    cplan.slot {id = "s0", device = "d0", engine = "df", commands = ["t0"]}
-    cplan.slot {id = "s1", device = "d0", engine = "df", commands = ["t1"]}
-    cplan.fire {command = "t0", slot = "s1", after = []}
+    cplan.slot "s0" on "d0" "df" [%t0]
+    cplan.slot "s1" on "d0" "df" [%t1]
+    cplan.fire %t0 on "s1" after []
     // CHECK:      invalid.mlir:[[# @LINE - 1]]:5: error: slot_dataflow: command 't0' fires on slot 's1' but is not bound to it
-    // CHECK-NEXT: {{^}}  cplan.fire {command = "t0", slot = "s1", after = []}
-    cplan.fire {command = "t1", slot = "s1", after = ["t0"]}
+    // CHECK-NEXT: {{^}}  cplan.fire %t0 on "s1" after []
+    cplan.fire %t1 on "s1" after [%t0]
   }
 }
 
@@ -447,15 +424,15 @@ cplan.plan attributes {binder = "reference-slot", target = "t", deployment = "d"
 // slot_dataflow: a bound command without a firing rule
 cplan.plan attributes {binder = "reference-slot", target = "t", deployment = "d", evidence = "e", risk = "accept-missing", source = "s"} {
   cplan.device {id = "d0", capacity = {device = 4096 : i64}, engines = {df = 2 : i64}}
-  cplan.alloc {id = "a", source = "a", device = "d0", space = "device", offset = 0 : i64, size = 64 : i64, alignment = 64 : i64, lifetime = "transient"}
-  cplan.alloc {id = "b", source = "b", device = "d0", space = "device", offset = 64 : i64, size = 64 : i64, alignment = 64 : i64, lifetime = "transient"}
-  cplan.command {id = "t0", task = "t0", op = "rms_norm", impl = "vs.rms_norm", device = "d0", engine = "df", deps = [], reads = [], writes = ["a"], lineage = "s0/a", provider = "roofline", status = "direct", duration = 1.0e-06 : f64}
-  cplan.command {id = "t1", task = "t1", op = "add", impl = "vs.add", device = "d0", engine = "df", deps = ["t0"], reads = ["a"], writes = ["b"], lineage = "s0/b", provider = "", status = "missing"}
+  %a = cplan.alloc "a" {source = "a", device = "d0", space = "device", offset = 0 : i64, size = 64 : i64, alignment = 64 : i64, lifetime = "transient"}
+  %b = cplan.alloc "b" {source = "b", device = "d0", space = "device", offset = 64 : i64, size = 64 : i64, alignment = 64 : i64, lifetime = "transient"}
+  %t0 = cplan.command "t0" () -> (%a) {task = "t0", op = "rms_norm", impl = "vs.rms_norm", device = "d0", engine = "df", lineage = "s0/a", provider = "roofline", status = "direct", duration = 1.0e-06 : f64}
+  %t1 = cplan.command "t1" (%a) -> (%b) after(%t0) {task = "t1", op = "add", impl = "vs.add", device = "d0", engine = "df", lineage = "s0/b", provider = "", status = "missing"}
   cplan.slot_dataflow {
-    cplan.slot {id = "s0", device = "d0", engine = "df", commands = ["t0", "t1"]}
+    cplan.slot "s0" on "d0" "df" [%t0, %t1]
     // CHECK:      invalid.mlir:[[# @LINE - 1]]:5: error: slot_dataflow: command 't1' has no firing rule
-    // CHECK-NEXT: {{^}}  cplan.slot {id = "s0", device = "d0", engine = "df",
-    cplan.fire {command = "t0", slot = "s0", after = []}
+    // CHECK-NEXT: {{^}}  cplan.slot "s0" on "d0" "df"
+    cplan.fire %t0 on "s0" after []
   }
 }
 
@@ -466,47 +443,22 @@ cplan.plan attributes {binder = "reference-queue", target = "t", deployment = "d
   cplan.device {id = "d0", capacity = {device = 4096 : i64, link = 1024 : i64}, engines = {compute = 1 : i64, copy = 1 : i64}}
   cplan.device {id = "d1", capacity = {device = 4096 : i64}, engines = {compute = 1 : i64}}
   cplan.link {id = "l0", src = "d0", dst = "d1", capacity = 1024 : i64}
-  cplan.alloc {id = "w", source = "w", device = "d0", space = "device", offset = 0 : i64, size = 100 : i64, alignment = 64 : i64, lifetime = "weight"}
-  cplan.alloc {id = "a", source = "a", device = "d0", space = "device", offset = 128 : i64, size = 64 : i64, alignment = 64 : i64, lifetime = "transient"}
-  cplan.alloc {id = "e", source = "e", device = "d0", space = "link", offset = 0 : i64, size = 64 : i64, alignment = 64 : i64, lifetime = "edge"}
-  cplan.alloc {id = "c", source = "c", device = "d1", space = "device", offset = 0 : i64, size = 64 : i64, alignment = 64 : i64, lifetime = "transient"}
-  cplan.command {id = "t0", task = "t0", op = "rms_norm", impl = "vq.rms_norm", device = "d0", engine = "compute", deps = [], reads = ["w"], writes = ["a"], lineage = "s0/norm", provider = "roofline", status = "direct", duration = 1.0e-06 : f64}
-  cplan.command {id = "t1", task = "t1", op = "send", impl = "vq.send", device = "d0", engine = "copy", deps = ["t0"], reads = ["a"], writes = ["e"], lineage = "s0/send", provider = "roofline", status = "direct", duration = 1.0e-06 : f64, link = "l0"}
-  cplan.command {id = "t2", task = "t2", op = "add", impl = "vq.add", device = "d1", engine = "compute", deps = ["t1"], reads = ["e"], writes = ["c"], lineage = "s1/add", provider = "roofline", status = "direct", duration = 1.0e-06 : f64}
-  cplan.command {id = "t2", task = "t2", op = "mul", impl = "vq.add", device = "d1", engine = "compute", deps = ["t1"], reads = ["e"], writes = ["c"], lineage = "s1/add", provider = "roofline", status = "direct", duration = 1.0e-06 : f64}
+  %w = cplan.alloc "w" {source = "w", device = "d0", space = "device", offset = 0 : i64, size = 100 : i64, alignment = 64 : i64, lifetime = "weight"}
+  %a = cplan.alloc "a" {source = "a", device = "d0", space = "device", offset = 128 : i64, size = 64 : i64, alignment = 64 : i64, lifetime = "transient"}
+  %e = cplan.alloc "e" {source = "e", device = "d0", space = "link", offset = 0 : i64, size = 64 : i64, alignment = 64 : i64, lifetime = "edge"}
+  %c = cplan.alloc "c" {source = "c", device = "d1", space = "device", offset = 0 : i64, size = 64 : i64, alignment = 64 : i64, lifetime = "transient"}
+  %t0 = cplan.command "t0" (%w) -> (%a) {task = "t0", op = "rms_norm", impl = "vq.rms_norm", device = "d0", engine = "compute", lineage = "s0/norm", provider = "roofline", status = "direct", duration = 1.0e-06 : f64}
+  %t1 = cplan.command "t1" (%a) -> (%e) after(%t0) {task = "t1", op = "send", impl = "vq.send", device = "d0", engine = "copy", lineage = "s0/send", provider = "roofline", status = "direct", duration = 1.0e-06 : f64, link = "l0"}
+  %t2 = cplan.command "t2" (%e) -> (%c) after(%t1) {task = "t2", op = "add", impl = "vq.add", device = "d1", engine = "compute", lineage = "s1/add", provider = "roofline", status = "direct", duration = 1.0e-06 : f64}
+  %t2b = cplan.command "t2" (%e) -> (%c) after(%t1) {task = "t2", op = "mul", impl = "vq.add", device = "d1", engine = "compute", lineage = "s1/add", provider = "roofline", status = "direct", duration = 1.0e-06 : f64}
   // CHECK:      invalid.mlir:[[# @LINE - 1]]:3: error: [AB-S-1] command dependencies must be closed and acyclic (duplicate_command): command id 't2' (s1/add) is declared twice
-  // CHECK-NEXT: {{^}}  cplan.command {id = "t2", task = "t2", op = "mul", impl = "vq.add",
-  cplan.sync {signal = "t0", wait = "t1"}
-  cplan.sync {signal = "t1", wait = "t2"}
+  // CHECK-NEXT: {{^}}  %t2b = cplan.command "t2" {{.*}}{task = "t2", op = "mul", impl = "vq.add",
+  cplan.sync %t0 -> %t1
+  cplan.sync %t1 -> %t2
   cplan.queue_schedule {
-    cplan.queue {device = "d0", engine = "compute", order = ["t0"]}
-    cplan.queue {device = "d0", engine = "copy", order = ["t1"]}
-    cplan.queue {device = "d1", engine = "compute", order = ["t2"]}
-  }
-}
-
-// -----
-
-// AB-S-1: a dependency on an unknown command
-cplan.plan attributes {binder = "reference-queue", target = "t", deployment = "d", evidence = "e", risk = "strict", source = "s"} {
-  cplan.device {id = "d0", capacity = {device = 4096 : i64, link = 1024 : i64}, engines = {compute = 1 : i64, copy = 1 : i64}}
-  cplan.device {id = "d1", capacity = {device = 4096 : i64}, engines = {compute = 1 : i64}}
-  cplan.link {id = "l0", src = "d0", dst = "d1", capacity = 1024 : i64}
-  cplan.alloc {id = "w", source = "w", device = "d0", space = "device", offset = 0 : i64, size = 100 : i64, alignment = 64 : i64, lifetime = "weight"}
-  cplan.alloc {id = "a", source = "a", device = "d0", space = "device", offset = 128 : i64, size = 64 : i64, alignment = 64 : i64, lifetime = "transient"}
-  cplan.alloc {id = "e", source = "e", device = "d0", space = "link", offset = 0 : i64, size = 64 : i64, alignment = 64 : i64, lifetime = "edge"}
-  cplan.alloc {id = "c", source = "c", device = "d1", space = "device", offset = 0 : i64, size = 64 : i64, alignment = 64 : i64, lifetime = "transient"}
-  cplan.command {id = "t0", task = "t0", op = "rms_norm", impl = "vq.rms_norm", device = "d0", engine = "compute", deps = [], reads = ["w"], writes = ["a"], lineage = "s0/norm", provider = "roofline", status = "direct", duration = 1.0e-06 : f64}
-  cplan.command {id = "t1", task = "t1", op = "send", impl = "vq.send", device = "d0", engine = "copy", deps = ["t0"], reads = ["a"], writes = ["e"], lineage = "s0/send", provider = "roofline", status = "direct", duration = 1.0e-06 : f64, link = "l0"}
-  cplan.command {id = "t2", task = "t2", op = "add", impl = "vq.add", device = "d1", engine = "compute", deps = ["t1", "t9"], reads = ["e"], writes = ["c"], lineage = "s1/add", provider = "roofline", status = "direct", duration = 1.0e-06 : f64}
-  // CHECK:      invalid.mlir:[[# @LINE - 1]]:3: error: [AB-S-1] command dependencies must be closed and acyclic (unknown_dependency): command 't2' (s1/add) depends on unknown command 't9'
-  // CHECK-NEXT: {{^}}  cplan.command {id = "t2", task = "t2", op = "add", impl = "vq.add",
-  cplan.sync {signal = "t0", wait = "t1"}
-  cplan.sync {signal = "t1", wait = "t2"}
-  cplan.queue_schedule {
-    cplan.queue {device = "d0", engine = "compute", order = ["t0"]}
-    cplan.queue {device = "d0", engine = "copy", order = ["t1"]}
-    cplan.queue {device = "d1", engine = "compute", order = ["t2"]}
+    cplan.queue "d0" "compute" [%t0]
+    cplan.queue "d0" "copy" [%t1]
+    cplan.queue "d1" "compute" [%t2, %t2b]
   }
 }
 
@@ -517,91 +469,21 @@ cplan.plan attributes {binder = "reference-queue", target = "t", deployment = "d
   cplan.device {id = "d0", capacity = {device = 4096 : i64, link = 1024 : i64}, engines = {compute = 1 : i64, copy = 1 : i64}}
   cplan.device {id = "d1", capacity = {device = 4096 : i64}, engines = {compute = 1 : i64}}
   cplan.link {id = "l0", src = "d0", dst = "d1", capacity = 1024 : i64}
-  cplan.alloc {id = "w", source = "w", device = "d0", space = "device", offset = 0 : i64, size = 100 : i64, alignment = 64 : i64, lifetime = "weight"}
-  cplan.alloc {id = "a", source = "a", device = "d0", space = "device", offset = 128 : i64, size = 64 : i64, alignment = 64 : i64, lifetime = "transient"}
-  cplan.alloc {id = "e", source = "e", device = "d0", space = "link", offset = 0 : i64, size = 64 : i64, alignment = 64 : i64, lifetime = "edge"}
-  cplan.alloc {id = "c", source = "c", device = "d1", space = "device", offset = 0 : i64, size = 64 : i64, alignment = 64 : i64, lifetime = "transient"}
-  cplan.command {id = "t0", task = "t0", op = "rms_norm", impl = "vq.rms_norm", device = "d0", engine = "compute", deps = ["t2"], reads = ["w"], writes = ["a"], lineage = "s0/norm", provider = "roofline", status = "direct", duration = 1.0e-06 : f64}
+  %w = cplan.alloc "w" {source = "w", device = "d0", space = "device", offset = 0 : i64, size = 100 : i64, alignment = 64 : i64, lifetime = "weight"}
+  %a = cplan.alloc "a" {source = "a", device = "d0", space = "device", offset = 128 : i64, size = 64 : i64, alignment = 64 : i64, lifetime = "transient"}
+  %e = cplan.alloc "e" {source = "e", device = "d0", space = "link", offset = 0 : i64, size = 64 : i64, alignment = 64 : i64, lifetime = "edge"}
+  %c = cplan.alloc "c" {source = "c", device = "d1", space = "device", offset = 0 : i64, size = 64 : i64, alignment = 64 : i64, lifetime = "transient"}
+  %t0 = cplan.command "t0" (%w) -> (%a) after(%t2) {task = "t0", op = "rms_norm", impl = "vq.rms_norm", device = "d0", engine = "compute", lineage = "s0/norm", provider = "roofline", status = "direct", duration = 1.0e-06 : f64}
   // CHECK:      invalid.mlir:[[# @LINE - 1]]:3: error: [AB-S-1] command dependencies must be closed and acyclic (dependency_cycle): command dependencies form a cycle through 't0' (s0/norm), 't1' (s0/send), 't2' (s1/add)
-  // CHECK-NEXT: {{^}}  cplan.command {id = "t0", task = "t0", op = "rms_norm",
-  cplan.command {id = "t1", task = "t1", op = "send", impl = "vq.send", device = "d0", engine = "copy", deps = ["t0"], reads = ["a"], writes = ["e"], lineage = "s0/send", provider = "roofline", status = "direct", duration = 1.0e-06 : f64, link = "l0"}
-  cplan.command {id = "t2", task = "t2", op = "add", impl = "vq.add", device = "d1", engine = "compute", deps = ["t1"], reads = ["e"], writes = ["c"], lineage = "s1/add", provider = "roofline", status = "direct", duration = 1.0e-06 : f64}
-  cplan.sync {signal = "t0", wait = "t1"}
-  cplan.sync {signal = "t1", wait = "t2"}
+  // CHECK-NEXT: {{^}}  %t0 = cplan.command "t0" {{.*}}{task = "t0", op = "rms_norm",
+  %t1 = cplan.command "t1" (%a) -> (%e) after(%t0) {task = "t1", op = "send", impl = "vq.send", device = "d0", engine = "copy", lineage = "s0/send", provider = "roofline", status = "direct", duration = 1.0e-06 : f64, link = "l0"}
+  %t2 = cplan.command "t2" (%e) -> (%c) after(%t1) {task = "t2", op = "add", impl = "vq.add", device = "d1", engine = "compute", lineage = "s1/add", provider = "roofline", status = "direct", duration = 1.0e-06 : f64}
+  cplan.sync %t0 -> %t1
+  cplan.sync %t1 -> %t2
   cplan.queue_schedule {
-    cplan.queue {device = "d0", engine = "compute", order = ["t0"]}
-    cplan.queue {device = "d0", engine = "copy", order = ["t1"]}
-    cplan.queue {device = "d1", engine = "compute", order = ["t2"]}
-  }
-}
-
-// -----
-
-// AB-S-2: a queue orders an unknown command
-cplan.plan attributes {binder = "reference-queue", target = "t", deployment = "d", evidence = "e", risk = "strict", source = "s"} {
-  cplan.device {id = "d0", capacity = {device = 4096 : i64, link = 1024 : i64}, engines = {compute = 1 : i64, copy = 1 : i64}}
-  cplan.device {id = "d1", capacity = {device = 4096 : i64}, engines = {compute = 1 : i64}}
-  cplan.link {id = "l0", src = "d0", dst = "d1", capacity = 1024 : i64}
-  cplan.alloc {id = "w", source = "w", device = "d0", space = "device", offset = 0 : i64, size = 100 : i64, alignment = 64 : i64, lifetime = "weight"}
-  cplan.alloc {id = "a", source = "a", device = "d0", space = "device", offset = 128 : i64, size = 64 : i64, alignment = 64 : i64, lifetime = "transient"}
-  cplan.alloc {id = "e", source = "e", device = "d0", space = "link", offset = 0 : i64, size = 64 : i64, alignment = 64 : i64, lifetime = "edge"}
-  cplan.alloc {id = "c", source = "c", device = "d1", space = "device", offset = 0 : i64, size = 64 : i64, alignment = 64 : i64, lifetime = "transient"}
-  cplan.command {id = "t0", task = "t0", op = "rms_norm", impl = "vq.rms_norm", device = "d0", engine = "compute", deps = [], reads = ["w"], writes = ["a"], lineage = "s0/norm", provider = "roofline", status = "direct", duration = 1.0e-06 : f64}
-  cplan.command {id = "t1", task = "t1", op = "send", impl = "vq.send", device = "d0", engine = "copy", deps = ["t0"], reads = ["a"], writes = ["e"], lineage = "s0/send", provider = "roofline", status = "direct", duration = 1.0e-06 : f64, link = "l0"}
-  cplan.command {id = "t2", task = "t2", op = "add", impl = "vq.add", device = "d1", engine = "compute", deps = ["t1"], reads = ["e"], writes = ["c"], lineage = "s1/add", provider = "roofline", status = "direct", duration = 1.0e-06 : f64}
-  cplan.sync {signal = "t0", wait = "t1"}
-  cplan.sync {signal = "t1", wait = "t2"}
-  cplan.queue_schedule {
-    cplan.queue {device = "d0", engine = "compute", order = ["t0"]}
-    cplan.queue {device = "d0", engine = "copy", order = ["t1"]}
-    cplan.queue {device = "d1", engine = "compute", order = ["t2", "t9"]}
-    // CHECK:      invalid.mlir:[[# @LINE - 1]]:5: error: [AB-S-2] queue order and signal/wait edges must not deadlock and must enforce every dependency (unknown_command): queue d1/compute orders unknown command 't9'
-    // CHECK-NEXT: {{^}}  cplan.queue {device = "d1", engine = "compute", order = ["t2", "t9"]}
-  }
-}
-
-// -----
-
-// AB-S-2: a slot holds an unknown command
-cplan.plan attributes {binder = "reference-slot", target = "t", deployment = "d", evidence = "e", risk = "accept-missing", source = "s"} {
-  cplan.device {id = "d0", capacity = {device = 4096 : i64}, engines = {df = 2 : i64}}
-  cplan.alloc {id = "a", source = "a", device = "d0", space = "device", offset = 0 : i64, size = 64 : i64, alignment = 64 : i64, lifetime = "transient"}
-  cplan.alloc {id = "b", source = "b", device = "d0", space = "device", offset = 64 : i64, size = 64 : i64, alignment = 64 : i64, lifetime = "transient"}
-  cplan.command {id = "t0", task = "t0", op = "rms_norm", impl = "vs.rms_norm", device = "d0", engine = "df", deps = [], reads = [], writes = ["a"], lineage = "s0/a", provider = "roofline", status = "direct", duration = 1.0e-06 : f64}
-  cplan.command {id = "t1", task = "t1", op = "add", impl = "vs.add", device = "d0", engine = "df", deps = ["t0"], reads = ["a"], writes = ["b"], lineage = "s0/b", provider = "", status = "missing"}
-  cplan.slot_dataflow {
-    cplan.slot {id = "s0", device = "d0", engine = "df", commands = ["t0", "t1", "t9"]}
-    // CHECK:      invalid.mlir:[[# @LINE - 1]]:5: error: [AB-S-2] queue order and signal/wait edges must not deadlock and must enforce every dependency (unknown_command): slot 's0' holds unknown command 't9'
-    // CHECK-NEXT: {{^}}  cplan.slot {id = "s0", device = "d0", engine = "df",
-    cplan.fire {command = "t0", slot = "s0", after = []}
-    cplan.fire {command = "t1", slot = "s0", after = ["t0"]}
-    cplan.fire {command = "t9", slot = "s0", after = []}
-  }
-}
-
-// -----
-
-// AB-S-2: a sync names an unknown command
-cplan.plan attributes {binder = "reference-queue", target = "t", deployment = "d", evidence = "e", risk = "strict", source = "s"} {
-  cplan.device {id = "d0", capacity = {device = 4096 : i64, link = 1024 : i64}, engines = {compute = 1 : i64, copy = 1 : i64}}
-  cplan.device {id = "d1", capacity = {device = 4096 : i64}, engines = {compute = 1 : i64}}
-  cplan.link {id = "l0", src = "d0", dst = "d1", capacity = 1024 : i64}
-  cplan.alloc {id = "w", source = "w", device = "d0", space = "device", offset = 0 : i64, size = 100 : i64, alignment = 64 : i64, lifetime = "weight"}
-  cplan.alloc {id = "a", source = "a", device = "d0", space = "device", offset = 128 : i64, size = 64 : i64, alignment = 64 : i64, lifetime = "transient"}
-  cplan.alloc {id = "e", source = "e", device = "d0", space = "link", offset = 0 : i64, size = 64 : i64, alignment = 64 : i64, lifetime = "edge"}
-  cplan.alloc {id = "c", source = "c", device = "d1", space = "device", offset = 0 : i64, size = 64 : i64, alignment = 64 : i64, lifetime = "transient"}
-  cplan.command {id = "t0", task = "t0", op = "rms_norm", impl = "vq.rms_norm", device = "d0", engine = "compute", deps = [], reads = ["w"], writes = ["a"], lineage = "s0/norm", provider = "roofline", status = "direct", duration = 1.0e-06 : f64}
-  cplan.command {id = "t1", task = "t1", op = "send", impl = "vq.send", device = "d0", engine = "copy", deps = ["t0"], reads = ["a"], writes = ["e"], lineage = "s0/send", provider = "roofline", status = "direct", duration = 1.0e-06 : f64, link = "l0"}
-  cplan.command {id = "t2", task = "t2", op = "add", impl = "vq.add", device = "d1", engine = "compute", deps = ["t1"], reads = ["e"], writes = ["c"], lineage = "s1/add", provider = "roofline", status = "direct", duration = 1.0e-06 : f64}
-  cplan.sync {signal = "t0", wait = "t1"}
-  cplan.sync {signal = "t1", wait = "t2"}
-  cplan.sync {signal = "t9", wait = "t2"}
-  // CHECK:      invalid.mlir:[[# @LINE - 1]]:3: error: [AB-S-2] queue order and signal/wait edges must not deadlock and must enforce every dependency (unknown_command): sync t9 -> t2 names unknown command 't9'
-  // CHECK-NEXT: {{^}}  cplan.sync {signal = "t9", wait = "t2"}
-  cplan.queue_schedule {
-    cplan.queue {device = "d0", engine = "compute", order = ["t0"]}
-    cplan.queue {device = "d0", engine = "copy", order = ["t1"]}
-    cplan.queue {device = "d1", engine = "compute", order = ["t2"]}
+    cplan.queue "d0" "compute" [%t0]
+    cplan.queue "d0" "copy" [%t1]
+    cplan.queue "d1" "compute" [%t2]
   }
 }
 
@@ -612,21 +494,21 @@ cplan.plan attributes {binder = "reference-queue", target = "t", deployment = "d
   cplan.device {id = "d0", capacity = {device = 4096 : i64, link = 1024 : i64}, engines = {compute = 1 : i64, copy = 1 : i64}}
   cplan.device {id = "d1", capacity = {device = 4096 : i64}, engines = {compute = 1 : i64}}
   cplan.link {id = "l0", src = "d0", dst = "d1", capacity = 1024 : i64}
-  cplan.alloc {id = "w", source = "w", device = "d0", space = "device", offset = 0 : i64, size = 100 : i64, alignment = 64 : i64, lifetime = "weight"}
-  cplan.alloc {id = "a", source = "a", device = "d0", space = "device", offset = 128 : i64, size = 64 : i64, alignment = 64 : i64, lifetime = "transient"}
-  cplan.alloc {id = "e", source = "e", device = "d0", space = "link", offset = 0 : i64, size = 64 : i64, alignment = 64 : i64, lifetime = "edge"}
-  cplan.alloc {id = "c", source = "c", device = "d1", space = "device", offset = 0 : i64, size = 64 : i64, alignment = 64 : i64, lifetime = "transient"}
-  cplan.command {id = "t0", task = "t0", op = "rms_norm", impl = "vq.rms_norm", device = "d0", engine = "compute", deps = [], reads = ["w"], writes = ["a"], lineage = "s0/norm", provider = "roofline", status = "direct", duration = 1.0e-06 : f64}
-  cplan.command {id = "t1", task = "t1", op = "send", impl = "vq.send", device = "d0", engine = "copy", deps = ["t0"], reads = ["a"], writes = ["e"], lineage = "s0/send", provider = "roofline", status = "direct", duration = 1.0e-06 : f64, link = "l0"}
-  cplan.command {id = "t2", task = "t2", op = "add", impl = "vq.add", device = "d1", engine = "compute", deps = ["t1"], reads = ["e"], writes = ["c"], lineage = "s1/add", provider = "roofline", status = "direct", duration = 1.0e-06 : f64}
+  %w = cplan.alloc "w" {source = "w", device = "d0", space = "device", offset = 0 : i64, size = 100 : i64, alignment = 64 : i64, lifetime = "weight"}
+  %a = cplan.alloc "a" {source = "a", device = "d0", space = "device", offset = 128 : i64, size = 64 : i64, alignment = 64 : i64, lifetime = "transient"}
+  %e = cplan.alloc "e" {source = "e", device = "d0", space = "link", offset = 0 : i64, size = 64 : i64, alignment = 64 : i64, lifetime = "edge"}
+  %c = cplan.alloc "c" {source = "c", device = "d1", space = "device", offset = 0 : i64, size = 64 : i64, alignment = 64 : i64, lifetime = "transient"}
+  %t0 = cplan.command "t0" (%w) -> (%a) {task = "t0", op = "rms_norm", impl = "vq.rms_norm", device = "d0", engine = "compute", lineage = "s0/norm", provider = "roofline", status = "direct", duration = 1.0e-06 : f64}
+  %t1 = cplan.command "t1" (%a) -> (%e) after(%t0) {task = "t1", op = "send", impl = "vq.send", device = "d0", engine = "copy", lineage = "s0/send", provider = "roofline", status = "direct", duration = 1.0e-06 : f64, link = "l0"}
+  %t2 = cplan.command "t2" (%e) -> (%c) after(%t1) {task = "t2", op = "add", impl = "vq.add", device = "d1", engine = "compute", lineage = "s1/add", provider = "roofline", status = "direct", duration = 1.0e-06 : f64}
   // CHECK:      invalid.mlir:[[# @LINE - 1]]:3: error: [AB-S-2] queue order and signal/wait edges must not deadlock and must enforce every dependency (unscheduled_command): command 't2' (s1/add) is in no queue
-  // CHECK-NEXT: {{^}}  cplan.command {id = "t2", task = "t2", op = "add", impl = "vq.add",
-  cplan.sync {signal = "t0", wait = "t1"}
-  cplan.sync {signal = "t1", wait = "t2"}
+  // CHECK-NEXT: {{^}}  %t2 = cplan.command "t2" {{.*}}{task = "t2", op = "add", impl = "vq.add",
+  cplan.sync %t0 -> %t1
+  cplan.sync %t1 -> %t2
   cplan.queue_schedule {
-    cplan.queue {device = "d0", engine = "compute", order = ["t0"]}
-    cplan.queue {device = "d0", engine = "copy", order = ["t1"]}
-    cplan.queue {device = "d1", engine = "compute", order = []}
+    cplan.queue "d0" "compute" [%t0]
+    cplan.queue "d0" "copy" [%t1]
+    cplan.queue "d1" "compute" []
   }
 }
 
@@ -637,21 +519,21 @@ cplan.plan attributes {binder = "reference-queue", target = "t", deployment = "d
   cplan.device {id = "d0", capacity = {device = 4096 : i64, link = 1024 : i64}, engines = {compute = 1 : i64, copy = 1 : i64}}
   cplan.device {id = "d1", capacity = {device = 4096 : i64}, engines = {compute = 1 : i64}}
   cplan.link {id = "l0", src = "d0", dst = "d1", capacity = 1024 : i64}
-  cplan.alloc {id = "w", source = "w", device = "d0", space = "device", offset = 0 : i64, size = 100 : i64, alignment = 64 : i64, lifetime = "weight"}
-  cplan.alloc {id = "a", source = "a", device = "d0", space = "device", offset = 128 : i64, size = 64 : i64, alignment = 64 : i64, lifetime = "transient"}
-  cplan.alloc {id = "e", source = "e", device = "d0", space = "link", offset = 0 : i64, size = 64 : i64, alignment = 64 : i64, lifetime = "edge"}
-  cplan.alloc {id = "c", source = "c", device = "d1", space = "device", offset = 0 : i64, size = 64 : i64, alignment = 64 : i64, lifetime = "transient"}
-  cplan.command {id = "t0", task = "t0", op = "rms_norm", impl = "vq.rms_norm", device = "d0", engine = "compute", deps = [], reads = ["w"], writes = ["a"], lineage = "s0/norm", provider = "roofline", status = "direct", duration = 1.0e-06 : f64}
+  %w = cplan.alloc "w" {source = "w", device = "d0", space = "device", offset = 0 : i64, size = 100 : i64, alignment = 64 : i64, lifetime = "weight"}
+  %a = cplan.alloc "a" {source = "a", device = "d0", space = "device", offset = 128 : i64, size = 64 : i64, alignment = 64 : i64, lifetime = "transient"}
+  %e = cplan.alloc "e" {source = "e", device = "d0", space = "link", offset = 0 : i64, size = 64 : i64, alignment = 64 : i64, lifetime = "edge"}
+  %c = cplan.alloc "c" {source = "c", device = "d1", space = "device", offset = 0 : i64, size = 64 : i64, alignment = 64 : i64, lifetime = "transient"}
+  %t0 = cplan.command "t0" (%w) -> (%a) {task = "t0", op = "rms_norm", impl = "vq.rms_norm", device = "d0", engine = "compute", lineage = "s0/norm", provider = "roofline", status = "direct", duration = 1.0e-06 : f64}
   // CHECK:      invalid.mlir:[[# @LINE - 1]]:3: error: [AB-S-2] queue order and signal/wait edges must not deadlock and must enforce every dependency (placement_mismatch): command 't0' (s0/norm) is placed on d0/compute but its queue is on d0/copy
-  // CHECK-NEXT: {{^}}  cplan.command {id = "t0", task = "t0", op = "rms_norm",
-  cplan.command {id = "t1", task = "t1", op = "send", impl = "vq.send", device = "d0", engine = "copy", deps = ["t0"], reads = ["a"], writes = ["e"], lineage = "s0/send", provider = "roofline", status = "direct", duration = 1.0e-06 : f64, link = "l0"}
-  cplan.command {id = "t2", task = "t2", op = "add", impl = "vq.add", device = "d1", engine = "compute", deps = ["t1"], reads = ["e"], writes = ["c"], lineage = "s1/add", provider = "roofline", status = "direct", duration = 1.0e-06 : f64}
-  cplan.sync {signal = "t0", wait = "t1"}
-  cplan.sync {signal = "t1", wait = "t2"}
+  // CHECK-NEXT: {{^}}  %t0 = cplan.command "t0" {{.*}}{task = "t0", op = "rms_norm",
+  %t1 = cplan.command "t1" (%a) -> (%e) after(%t0) {task = "t1", op = "send", impl = "vq.send", device = "d0", engine = "copy", lineage = "s0/send", provider = "roofline", status = "direct", duration = 1.0e-06 : f64, link = "l0"}
+  %t2 = cplan.command "t2" (%e) -> (%c) after(%t1) {task = "t2", op = "add", impl = "vq.add", device = "d1", engine = "compute", lineage = "s1/add", provider = "roofline", status = "direct", duration = 1.0e-06 : f64}
+  cplan.sync %t0 -> %t1
+  cplan.sync %t1 -> %t2
   cplan.queue_schedule {
-    cplan.queue {device = "d0", engine = "compute", order = []}
-    cplan.queue {device = "d0", engine = "copy", order = ["t0", "t1"]}
-    cplan.queue {device = "d1", engine = "compute", order = ["t2"]}
+    cplan.queue "d0" "compute" []
+    cplan.queue "d0" "copy" [%t0, %t1]
+    cplan.queue "d1" "compute" [%t2]
   }
 }
 
@@ -662,22 +544,22 @@ cplan.plan attributes {binder = "reference-queue", target = "t", deployment = "d
   cplan.device {id = "d0", capacity = {device = 4096 : i64, link = 1024 : i64}, engines = {compute = 1 : i64, copy = 1 : i64}}
   cplan.device {id = "d1", capacity = {device = 4096 : i64}, engines = {compute = 1 : i64}}
   cplan.link {id = "l0", src = "d0", dst = "d1", capacity = 1024 : i64}
-  cplan.alloc {id = "w", source = "w", device = "d0", space = "device", offset = 0 : i64, size = 100 : i64, alignment = 64 : i64, lifetime = "weight"}
-  cplan.alloc {id = "a", source = "a", device = "d0", space = "device", offset = 128 : i64, size = 64 : i64, alignment = 64 : i64, lifetime = "transient"}
-  cplan.alloc {id = "e", source = "e", device = "d0", space = "link", offset = 0 : i64, size = 64 : i64, alignment = 64 : i64, lifetime = "edge"}
-  cplan.alloc {id = "c", source = "c", device = "d1", space = "device", offset = 0 : i64, size = 64 : i64, alignment = 64 : i64, lifetime = "transient"}
-  cplan.command {id = "t0", task = "t0", op = "rms_norm", impl = "vq.rms_norm", device = "d0", engine = "compute", deps = [], reads = ["w"], writes = ["a"], lineage = "s0/norm", provider = "roofline", status = "direct", duration = 1.0e-06 : f64}
+  %w = cplan.alloc "w" {source = "w", device = "d0", space = "device", offset = 0 : i64, size = 100 : i64, alignment = 64 : i64, lifetime = "weight"}
+  %a = cplan.alloc "a" {source = "a", device = "d0", space = "device", offset = 128 : i64, size = 64 : i64, alignment = 64 : i64, lifetime = "transient"}
+  %e = cplan.alloc "e" {source = "e", device = "d0", space = "link", offset = 0 : i64, size = 64 : i64, alignment = 64 : i64, lifetime = "edge"}
+  %c = cplan.alloc "c" {source = "c", device = "d1", space = "device", offset = 0 : i64, size = 64 : i64, alignment = 64 : i64, lifetime = "transient"}
+  %t0 = cplan.command "t0" (%w) -> (%a) {task = "t0", op = "rms_norm", impl = "vq.rms_norm", device = "d0", engine = "compute", lineage = "s0/norm", provider = "roofline", status = "direct", duration = 1.0e-06 : f64}
   // CHECK:      invalid.mlir:[[# @LINE - 1]]:3: error: [AB-S-2] queue order and signal/wait edges must not deadlock and must enforce every dependency (deadlock): queue order and signal/wait edges form a cycle (deadlock) through 't0' (s0/norm), 't1' (s0/send), 't2' (s1/add)
-  // CHECK-NEXT: {{^}}  cplan.command {id = "t0", task = "t0", op = "rms_norm",
-  cplan.command {id = "t1", task = "t1", op = "send", impl = "vq.send", device = "d0", engine = "copy", deps = ["t0"], reads = ["a"], writes = ["e"], lineage = "s0/send", provider = "roofline", status = "direct", duration = 1.0e-06 : f64, link = "l0"}
-  cplan.command {id = "t2", task = "t2", op = "add", impl = "vq.add", device = "d1", engine = "compute", deps = ["t1"], reads = ["e"], writes = ["c"], lineage = "s1/add", provider = "roofline", status = "direct", duration = 1.0e-06 : f64}
-  cplan.sync {signal = "t0", wait = "t1"}
-  cplan.sync {signal = "t2", wait = "t0"}
-  cplan.sync {signal = "t1", wait = "t2"}
+  // CHECK-NEXT: {{^}}  %t0 = cplan.command "t0" {{.*}}{task = "t0", op = "rms_norm",
+  %t1 = cplan.command "t1" (%a) -> (%e) after(%t0) {task = "t1", op = "send", impl = "vq.send", device = "d0", engine = "copy", lineage = "s0/send", provider = "roofline", status = "direct", duration = 1.0e-06 : f64, link = "l0"}
+  %t2 = cplan.command "t2" (%e) -> (%c) after(%t1) {task = "t2", op = "add", impl = "vq.add", device = "d1", engine = "compute", lineage = "s1/add", provider = "roofline", status = "direct", duration = 1.0e-06 : f64}
+  cplan.sync %t0 -> %t1
+  cplan.sync %t2 -> %t0
+  cplan.sync %t1 -> %t2
   cplan.queue_schedule {
-    cplan.queue {device = "d0", engine = "compute", order = ["t0"]}
-    cplan.queue {device = "d0", engine = "copy", order = ["t1"]}
-    cplan.queue {device = "d1", engine = "compute", order = ["t2"]}
+    cplan.queue "d0" "compute" [%t0]
+    cplan.queue "d0" "copy" [%t1]
+    cplan.queue "d1" "compute" [%t2]
   }
 }
 
@@ -688,20 +570,20 @@ cplan.plan attributes {binder = "reference-queue", target = "t", deployment = "d
   cplan.device {id = "d0", capacity = {device = 4096 : i64, link = 1024 : i64}, engines = {compute = 1 : i64, copy = 1 : i64}}
   cplan.device {id = "d1", capacity = {device = 4096 : i64}, engines = {compute = 1 : i64}}
   cplan.link {id = "l0", src = "d0", dst = "d1", capacity = 1024 : i64}
-  cplan.alloc {id = "w", source = "w", device = "d0", space = "device", offset = 0 : i64, size = 100 : i64, alignment = 64 : i64, lifetime = "weight"}
-  cplan.alloc {id = "a", source = "a", device = "d0", space = "device", offset = 128 : i64, size = 64 : i64, alignment = 64 : i64, lifetime = "transient"}
-  cplan.alloc {id = "e", source = "e", device = "d0", space = "link", offset = 0 : i64, size = 64 : i64, alignment = 64 : i64, lifetime = "edge"}
-  cplan.alloc {id = "c", source = "c", device = "d1", space = "device", offset = 0 : i64, size = 64 : i64, alignment = 64 : i64, lifetime = "transient"}
-  cplan.command {id = "t0", task = "t0", op = "rms_norm", impl = "vq.rms_norm", device = "d0", engine = "compute", deps = [], reads = ["w"], writes = ["a"], lineage = "s0/norm", provider = "roofline", status = "direct", duration = 1.0e-06 : f64}
-  cplan.command {id = "t1", task = "t1", op = "send", impl = "vq.send", device = "d0", engine = "copy", deps = ["t0"], reads = ["a"], writes = ["e"], lineage = "s0/send", provider = "roofline", status = "direct", duration = 1.0e-06 : f64, link = "l0"}
-  cplan.command {id = "t2", task = "t2", op = "add", impl = "vq.add", device = "d1", engine = "compute", deps = ["t1"], reads = ["e"], writes = ["c"], lineage = "s1/add", provider = "roofline", status = "direct", duration = 1.0e-06 : f64}
+  %w = cplan.alloc "w" {source = "w", device = "d0", space = "device", offset = 0 : i64, size = 100 : i64, alignment = 64 : i64, lifetime = "weight"}
+  %a = cplan.alloc "a" {source = "a", device = "d0", space = "device", offset = 128 : i64, size = 64 : i64, alignment = 64 : i64, lifetime = "transient"}
+  %e = cplan.alloc "e" {source = "e", device = "d0", space = "link", offset = 0 : i64, size = 64 : i64, alignment = 64 : i64, lifetime = "edge"}
+  %c = cplan.alloc "c" {source = "c", device = "d1", space = "device", offset = 0 : i64, size = 64 : i64, alignment = 64 : i64, lifetime = "transient"}
+  %t0 = cplan.command "t0" (%w) -> (%a) {task = "t0", op = "rms_norm", impl = "vq.rms_norm", device = "d0", engine = "compute", lineage = "s0/norm", provider = "roofline", status = "direct", duration = 1.0e-06 : f64}
+  %t1 = cplan.command "t1" (%a) -> (%e) after(%t0) {task = "t1", op = "send", impl = "vq.send", device = "d0", engine = "copy", lineage = "s0/send", provider = "roofline", status = "direct", duration = 1.0e-06 : f64, link = "l0"}
+  %t2 = cplan.command "t2" (%e) -> (%c) after(%t1) {task = "t2", op = "add", impl = "vq.add", device = "d1", engine = "compute", lineage = "s1/add", provider = "roofline", status = "direct", duration = 1.0e-06 : f64}
   // CHECK:      invalid.mlir:[[# @LINE - 1]]:3: error: [AB-S-2] queue order and signal/wait edges must not deadlock and must enforce every dependency (unenforced_dependency): dependency 't1' (s0/send) -> 't2' (s1/add) is not enforced by queue order or signal/wait (missing wait)
-  // CHECK-NEXT: {{^}}  cplan.command {id = "t2", task = "t2", op = "add", impl = "vq.add",
-  cplan.sync {signal = "t0", wait = "t1"}
+  // CHECK-NEXT: {{^}}  %t2 = cplan.command "t2" {{.*}}{task = "t2", op = "add", impl = "vq.add",
+  cplan.sync %t0 -> %t1
   cplan.queue_schedule {
-    cplan.queue {device = "d0", engine = "compute", order = ["t0"]}
-    cplan.queue {device = "d0", engine = "copy", order = ["t1"]}
-    cplan.queue {device = "d1", engine = "compute", order = ["t2"]}
+    cplan.queue "d0" "compute" [%t0]
+    cplan.queue "d0" "copy" [%t1]
+    cplan.queue "d1" "compute" [%t2]
   }
 }
 
@@ -712,21 +594,21 @@ cplan.plan attributes {binder = "reference-queue", target = "t", deployment = "d
   cplan.device {id = "d0", capacity = {device = 4096 : i64, link = 1024 : i64}, engines = {compute = 1 : i64, copy = 1 : i64}}
   cplan.device {id = "d1", capacity = {device = 4096 : i64}, engines = {compute = 1 : i64}}
   cplan.link {id = "l0", src = "d0", dst = "d1", capacity = 1024 : i64}
-  cplan.alloc {id = "w", source = "w", device = "d0", space = "device", offset = 0 : i64, size = 100 : i64, alignment = 64 : i64, lifetime = "weight"}
-  cplan.alloc {id = "a", source = "a", device = "d0", space = "device", offset = 128 : i64, size = 64 : i64, alignment = 64 : i64, lifetime = "transient"}
-  cplan.alloc {id = "e", source = "e", device = "d0", space = "link", offset = 0 : i64, size = 64 : i64, alignment = 64 : i64, lifetime = "edge"}
-  cplan.alloc {id = "c", source = "c", device = "d1", space = "device", offset = 0 : i64, size = 64 : i64, alignment = 64 : i64, lifetime = "transient"}
-  cplan.command {id = "t0", task = "t0", op = "rms_norm", impl = "vq.rms_norm", device = "d0", engine = "compute", deps = [], reads = ["w"], writes = ["a"], lineage = "s0/norm", provider = "roofline", status = "direct", duration = 1.0e-06 : f64}
-  cplan.command {id = "t1", task = "t1", op = "send", impl = "vq.send", device = "d0", engine = "copy", deps = ["t0"], reads = ["a"], writes = ["e"], lineage = "s0/send", provider = "roofline", status = "direct", duration = 1.0e-06 : f64, link = "l0"}
-  cplan.command {id = "t2", task = "t2", op = "add", impl = "generic", device = "d1", engine = "compute", deps = ["t1"], reads = ["e"], writes = ["c"], lineage = "s1/add", provider = "roofline", status = "direct", duration = 1.0e-06 : f64}
+  %w = cplan.alloc "w" {source = "w", device = "d0", space = "device", offset = 0 : i64, size = 100 : i64, alignment = 64 : i64, lifetime = "weight"}
+  %a = cplan.alloc "a" {source = "a", device = "d0", space = "device", offset = 128 : i64, size = 64 : i64, alignment = 64 : i64, lifetime = "transient"}
+  %e = cplan.alloc "e" {source = "e", device = "d0", space = "link", offset = 0 : i64, size = 64 : i64, alignment = 64 : i64, lifetime = "edge"}
+  %c = cplan.alloc "c" {source = "c", device = "d1", space = "device", offset = 0 : i64, size = 64 : i64, alignment = 64 : i64, lifetime = "transient"}
+  %t0 = cplan.command "t0" (%w) -> (%a) {task = "t0", op = "rms_norm", impl = "vq.rms_norm", device = "d0", engine = "compute", lineage = "s0/norm", provider = "roofline", status = "direct", duration = 1.0e-06 : f64}
+  %t1 = cplan.command "t1" (%a) -> (%e) after(%t0) {task = "t1", op = "send", impl = "vq.send", device = "d0", engine = "copy", lineage = "s0/send", provider = "roofline", status = "direct", duration = 1.0e-06 : f64, link = "l0"}
+  %t2 = cplan.command "t2" (%e) -> (%c) after(%t1) {task = "t2", op = "add", impl = "generic", device = "d1", engine = "compute", lineage = "s1/add", provider = "roofline", status = "direct", duration = 1.0e-06 : f64}
   // CHECK:      invalid.mlir:[[# @LINE - 1]]:3: error: [AB-S-3] every command needs a legal implementation and placement (no_implementation): command 't2' (s1/add) has no legal implementation ('generic')
-  // CHECK-NEXT: {{^}}  cplan.command {id = "t2", task = "t2", op = "add", impl = "generic",
-  cplan.sync {signal = "t0", wait = "t1"}
-  cplan.sync {signal = "t1", wait = "t2"}
+  // CHECK-NEXT: {{^}}  %t2 = cplan.command "t2" {{.*}}{task = "t2", op = "add", impl = "generic",
+  cplan.sync %t0 -> %t1
+  cplan.sync %t1 -> %t2
   cplan.queue_schedule {
-    cplan.queue {device = "d0", engine = "compute", order = ["t0"]}
-    cplan.queue {device = "d0", engine = "copy", order = ["t1"]}
-    cplan.queue {device = "d1", engine = "compute", order = ["t2"]}
+    cplan.queue "d0" "compute" [%t0]
+    cplan.queue "d0" "copy" [%t1]
+    cplan.queue "d1" "compute" [%t2]
   }
 }
 
@@ -737,21 +619,21 @@ cplan.plan attributes {binder = "reference-queue", target = "t", deployment = "d
   cplan.device {id = "d0", capacity = {device = 4096 : i64, link = 1024 : i64}, engines = {compute = 1 : i64, copy = 1 : i64}}
   cplan.device {id = "d1", capacity = {device = 4096 : i64}, engines = {compute = 1 : i64}}
   cplan.link {id = "l0", src = "d0", dst = "d1", capacity = 1024 : i64}
-  cplan.alloc {id = "w", source = "w", device = "d0", space = "device", offset = 0 : i64, size = 100 : i64, alignment = 64 : i64, lifetime = "weight"}
-  cplan.alloc {id = "a", source = "a", device = "d0", space = "device", offset = 128 : i64, size = 64 : i64, alignment = 64 : i64, lifetime = "transient"}
-  cplan.alloc {id = "e", source = "e", device = "d0", space = "link", offset = 0 : i64, size = 64 : i64, alignment = 64 : i64, lifetime = "edge"}
-  cplan.alloc {id = "c", source = "c", device = "d1", space = "device", offset = 0 : i64, size = 64 : i64, alignment = 64 : i64, lifetime = "transient"}
-  cplan.command {id = "t0", task = "t0", op = "rms_norm", impl = "vq.rms_norm", device = "d0", engine = "compute", deps = [], reads = ["w"], writes = ["a"], lineage = "s0/norm", provider = "roofline", status = "direct", duration = 1.0e-06 : f64}
-  cplan.command {id = "t1", task = "t1", op = "send", impl = "vq.send", device = "d0", engine = "copy", deps = ["t0"], reads = ["a"], writes = ["e"], lineage = "s0/send", provider = "roofline", status = "direct", duration = 1.0e-06 : f64, link = "l0"}
-  cplan.command {id = "t2", task = "t2", op = "add", impl = "vq.add", device = "d7", engine = "compute", deps = ["t1"], reads = ["e"], writes = ["c"], lineage = "s1/add", provider = "roofline", status = "direct", duration = 1.0e-06 : f64}
+  %w = cplan.alloc "w" {source = "w", device = "d0", space = "device", offset = 0 : i64, size = 100 : i64, alignment = 64 : i64, lifetime = "weight"}
+  %a = cplan.alloc "a" {source = "a", device = "d0", space = "device", offset = 128 : i64, size = 64 : i64, alignment = 64 : i64, lifetime = "transient"}
+  %e = cplan.alloc "e" {source = "e", device = "d0", space = "link", offset = 0 : i64, size = 64 : i64, alignment = 64 : i64, lifetime = "edge"}
+  %c = cplan.alloc "c" {source = "c", device = "d1", space = "device", offset = 0 : i64, size = 64 : i64, alignment = 64 : i64, lifetime = "transient"}
+  %t0 = cplan.command "t0" (%w) -> (%a) {task = "t0", op = "rms_norm", impl = "vq.rms_norm", device = "d0", engine = "compute", lineage = "s0/norm", provider = "roofline", status = "direct", duration = 1.0e-06 : f64}
+  %t1 = cplan.command "t1" (%a) -> (%e) after(%t0) {task = "t1", op = "send", impl = "vq.send", device = "d0", engine = "copy", lineage = "s0/send", provider = "roofline", status = "direct", duration = 1.0e-06 : f64, link = "l0"}
+  %t2 = cplan.command "t2" (%e) -> (%c) after(%t1) {task = "t2", op = "add", impl = "vq.add", device = "d7", engine = "compute", lineage = "s1/add", provider = "roofline", status = "direct", duration = 1.0e-06 : f64}
   // CHECK:      invalid.mlir:[[# @LINE - 1]]:3: error: [AB-S-3] every command needs a legal implementation and placement (unknown_device): command 't2' (s1/add) is placed on undeclared device 'd7'
-  // CHECK-NEXT: {{^}}  cplan.command {id = "t2", task = "t2", op = "add", impl = "vq.add",
-  cplan.sync {signal = "t0", wait = "t1"}
-  cplan.sync {signal = "t1", wait = "t2"}
+  // CHECK-NEXT: {{^}}  %t2 = cplan.command "t2" {{.*}}{task = "t2", op = "add", impl = "vq.add",
+  cplan.sync %t0 -> %t1
+  cplan.sync %t1 -> %t2
   cplan.queue_schedule {
-    cplan.queue {device = "d0", engine = "compute", order = ["t0"]}
-    cplan.queue {device = "d0", engine = "copy", order = ["t1"]}
-    cplan.queue {device = "d7", engine = "compute", order = ["t2"]}
+    cplan.queue "d0" "compute" [%t0]
+    cplan.queue "d0" "copy" [%t1]
+    cplan.queue "d7" "compute" [%t2]
   }
 }
 
@@ -762,21 +644,21 @@ cplan.plan attributes {binder = "reference-queue", target = "t", deployment = "d
   cplan.device {id = "d0", capacity = {device = 4096 : i64, link = 1024 : i64}, engines = {compute = 1 : i64, copy = 1 : i64}}
   cplan.device {id = "d1", capacity = {device = 4096 : i64}, engines = {compute = 1 : i64}}
   cplan.link {id = "l0", src = "d0", dst = "d1", capacity = 1024 : i64}
-  cplan.alloc {id = "w", source = "w", device = "d0", space = "device", offset = 0 : i64, size = 100 : i64, alignment = 64 : i64, lifetime = "weight"}
-  cplan.alloc {id = "a", source = "a", device = "d0", space = "device", offset = 128 : i64, size = 64 : i64, alignment = 64 : i64, lifetime = "transient"}
-  cplan.alloc {id = "e", source = "e", device = "d0", space = "link", offset = 0 : i64, size = 64 : i64, alignment = 64 : i64, lifetime = "edge"}
-  cplan.alloc {id = "c", source = "c", device = "d1", space = "device", offset = 0 : i64, size = 64 : i64, alignment = 64 : i64, lifetime = "transient"}
-  cplan.command {id = "t0", task = "t0", op = "rms_norm", impl = "vq.rms_norm", device = "d0", engine = "compute", deps = [], reads = ["w"], writes = ["a"], lineage = "s0/norm", provider = "roofline", status = "direct", duration = 1.0e-06 : f64}
-  cplan.command {id = "t1", task = "t1", op = "send", impl = "vq.send", device = "d0", engine = "copy", deps = ["t0"], reads = ["a"], writes = ["e"], lineage = "s0/send", provider = "roofline", status = "direct", duration = 1.0e-06 : f64, link = "l0"}
-  cplan.command {id = "t2", task = "t2", op = "add", impl = "vq.add", device = "d1", engine = "copy", deps = ["t1"], reads = ["e"], writes = ["c"], lineage = "s1/add", provider = "roofline", status = "direct", duration = 1.0e-06 : f64}
+  %w = cplan.alloc "w" {source = "w", device = "d0", space = "device", offset = 0 : i64, size = 100 : i64, alignment = 64 : i64, lifetime = "weight"}
+  %a = cplan.alloc "a" {source = "a", device = "d0", space = "device", offset = 128 : i64, size = 64 : i64, alignment = 64 : i64, lifetime = "transient"}
+  %e = cplan.alloc "e" {source = "e", device = "d0", space = "link", offset = 0 : i64, size = 64 : i64, alignment = 64 : i64, lifetime = "edge"}
+  %c = cplan.alloc "c" {source = "c", device = "d1", space = "device", offset = 0 : i64, size = 64 : i64, alignment = 64 : i64, lifetime = "transient"}
+  %t0 = cplan.command "t0" (%w) -> (%a) {task = "t0", op = "rms_norm", impl = "vq.rms_norm", device = "d0", engine = "compute", lineage = "s0/norm", provider = "roofline", status = "direct", duration = 1.0e-06 : f64}
+  %t1 = cplan.command "t1" (%a) -> (%e) after(%t0) {task = "t1", op = "send", impl = "vq.send", device = "d0", engine = "copy", lineage = "s0/send", provider = "roofline", status = "direct", duration = 1.0e-06 : f64, link = "l0"}
+  %t2 = cplan.command "t2" (%e) -> (%c) after(%t1) {task = "t2", op = "add", impl = "vq.add", device = "d1", engine = "copy", lineage = "s1/add", provider = "roofline", status = "direct", duration = 1.0e-06 : f64}
   // CHECK:      invalid.mlir:[[# @LINE - 1]]:3: error: [AB-S-3] every command needs a legal implementation and placement (unknown_engine): command 't2' (s1/add) is placed on engine 'copy' that device 'd1' lacks
-  // CHECK-NEXT: {{^}}  cplan.command {id = "t2", task = "t2", op = "add", impl = "vq.add",
-  cplan.sync {signal = "t0", wait = "t1"}
-  cplan.sync {signal = "t1", wait = "t2"}
+  // CHECK-NEXT: {{^}}  %t2 = cplan.command "t2" {{.*}}{task = "t2", op = "add", impl = "vq.add",
+  cplan.sync %t0 -> %t1
+  cplan.sync %t1 -> %t2
   cplan.queue_schedule {
-    cplan.queue {device = "d0", engine = "compute", order = ["t0"]}
-    cplan.queue {device = "d0", engine = "copy", order = ["t1"]}
-    cplan.queue {device = "d1", engine = "copy", order = ["t2"]}
+    cplan.queue "d0" "compute" [%t0]
+    cplan.queue "d0" "copy" [%t1]
+    cplan.queue "d1" "copy" [%t2]
   }
 }
 
@@ -787,21 +669,21 @@ cplan.plan attributes {binder = "reference-queue", target = "t", deployment = "d
   cplan.device {id = "d0", capacity = {device = 4096 : i64, link = 1024 : i64}, engines = {compute = 1 : i64, copy = 1 : i64}}
   cplan.device {id = "d1", capacity = {device = 4096 : i64}, engines = {compute = 1 : i64}}
   cplan.link {id = "l0", src = "d0", dst = "d1", capacity = 1024 : i64}
-  cplan.alloc {id = "w", source = "w", device = "d0", space = "device", offset = 0 : i64, size = 100 : i64, alignment = 64 : i64, lifetime = "weight"}
-  cplan.alloc {id = "a", source = "a", device = "d0", space = "device", offset = 128 : i64, size = 64 : i64, alignment = 64 : i64, lifetime = "transient"}
-  cplan.alloc {id = "e", source = "e", device = "d0", space = "link", offset = 0 : i64, size = 64 : i64, alignment = 64 : i64, lifetime = "edge"}
-  cplan.alloc {id = "c", source = "c", device = "d1", space = "device", offset = 0 : i64, size = 64 : i64, alignment = 64 : i64, lifetime = "transient"}
-  cplan.command {id = "t0", task = "t0", op = "rms_norm", impl = "vq.rms_norm", device = "d0", engine = "compute", deps = [], reads = ["w"], writes = ["a"], lineage = "s0/norm", provider = "roofline", status = "direct", duration = 1.0e-06 : f64}
-  cplan.command {id = "t1", task = "t1", op = "send", impl = "vq.send", device = "d0", engine = "copy", deps = ["t0"], reads = ["a"], writes = ["e"], lineage = "s0/send", provider = "roofline", status = "direct", duration = 1.0e-06 : f64, link = "l9"}
+  %w = cplan.alloc "w" {source = "w", device = "d0", space = "device", offset = 0 : i64, size = 100 : i64, alignment = 64 : i64, lifetime = "weight"}
+  %a = cplan.alloc "a" {source = "a", device = "d0", space = "device", offset = 128 : i64, size = 64 : i64, alignment = 64 : i64, lifetime = "transient"}
+  %e = cplan.alloc "e" {source = "e", device = "d0", space = "link", offset = 0 : i64, size = 64 : i64, alignment = 64 : i64, lifetime = "edge"}
+  %c = cplan.alloc "c" {source = "c", device = "d1", space = "device", offset = 0 : i64, size = 64 : i64, alignment = 64 : i64, lifetime = "transient"}
+  %t0 = cplan.command "t0" (%w) -> (%a) {task = "t0", op = "rms_norm", impl = "vq.rms_norm", device = "d0", engine = "compute", lineage = "s0/norm", provider = "roofline", status = "direct", duration = 1.0e-06 : f64}
+  %t1 = cplan.command "t1" (%a) -> (%e) after(%t0) {task = "t1", op = "send", impl = "vq.send", device = "d0", engine = "copy", lineage = "s0/send", provider = "roofline", status = "direct", duration = 1.0e-06 : f64, link = "l9"}
   // CHECK:      invalid.mlir:[[# @LINE - 1]]:3: error: [AB-S-3] every command needs a legal implementation and placement (unknown_link): command 't1' (s0/send) uses undeclared link 'l9'
-  // CHECK-NEXT: {{^}}  cplan.command {id = "t1", task = "t1", op = "send", impl = "vq.send",
-  cplan.command {id = "t2", task = "t2", op = "add", impl = "vq.add", device = "d1", engine = "compute", deps = ["t1"], reads = ["e"], writes = ["c"], lineage = "s1/add", provider = "roofline", status = "direct", duration = 1.0e-06 : f64}
-  cplan.sync {signal = "t0", wait = "t1"}
-  cplan.sync {signal = "t1", wait = "t2"}
+  // CHECK-NEXT: {{^}}  %t1 = cplan.command "t1" {{.*}}{task = "t1", op = "send", impl = "vq.send",
+  %t2 = cplan.command "t2" (%e) -> (%c) after(%t1) {task = "t2", op = "add", impl = "vq.add", device = "d1", engine = "compute", lineage = "s1/add", provider = "roofline", status = "direct", duration = 1.0e-06 : f64}
+  cplan.sync %t0 -> %t1
+  cplan.sync %t1 -> %t2
   cplan.queue_schedule {
-    cplan.queue {device = "d0", engine = "compute", order = ["t0"]}
-    cplan.queue {device = "d0", engine = "copy", order = ["t1"]}
-    cplan.queue {device = "d1", engine = "compute", order = ["t2"]}
+    cplan.queue "d0" "compute" [%t0]
+    cplan.queue "d0" "copy" [%t1]
+    cplan.queue "d1" "compute" [%t2]
   }
 }
 
@@ -812,46 +694,21 @@ cplan.plan attributes {binder = "reference-queue", target = "t", deployment = "d
   cplan.device {id = "d0", capacity = {device = 4096 : i64, link = 1024 : i64}, engines = {compute = 1 : i64, copy = 1 : i64}}
   cplan.device {id = "d1", capacity = {device = 4096 : i64}, engines = {compute = 1 : i64}}
   cplan.link {id = "l0", src = "d1", dst = "d0", capacity = 1024 : i64}
-  cplan.alloc {id = "w", source = "w", device = "d0", space = "device", offset = 0 : i64, size = 100 : i64, alignment = 64 : i64, lifetime = "weight"}
-  cplan.alloc {id = "a", source = "a", device = "d0", space = "device", offset = 128 : i64, size = 64 : i64, alignment = 64 : i64, lifetime = "transient"}
-  cplan.alloc {id = "e", source = "e", device = "d0", space = "link", offset = 0 : i64, size = 64 : i64, alignment = 64 : i64, lifetime = "edge"}
-  cplan.alloc {id = "c", source = "c", device = "d1", space = "device", offset = 0 : i64, size = 64 : i64, alignment = 64 : i64, lifetime = "transient"}
-  cplan.command {id = "t0", task = "t0", op = "rms_norm", impl = "vq.rms_norm", device = "d0", engine = "compute", deps = [], reads = ["w"], writes = ["a"], lineage = "s0/norm", provider = "roofline", status = "direct", duration = 1.0e-06 : f64}
-  cplan.command {id = "t1", task = "t1", op = "send", impl = "vq.send", device = "d0", engine = "copy", deps = ["t0"], reads = ["a"], writes = ["e"], lineage = "s0/send", provider = "roofline", status = "direct", duration = 1.0e-06 : f64, link = "l0"}
+  %w = cplan.alloc "w" {source = "w", device = "d0", space = "device", offset = 0 : i64, size = 100 : i64, alignment = 64 : i64, lifetime = "weight"}
+  %a = cplan.alloc "a" {source = "a", device = "d0", space = "device", offset = 128 : i64, size = 64 : i64, alignment = 64 : i64, lifetime = "transient"}
+  %e = cplan.alloc "e" {source = "e", device = "d0", space = "link", offset = 0 : i64, size = 64 : i64, alignment = 64 : i64, lifetime = "edge"}
+  %c = cplan.alloc "c" {source = "c", device = "d1", space = "device", offset = 0 : i64, size = 64 : i64, alignment = 64 : i64, lifetime = "transient"}
+  %t0 = cplan.command "t0" (%w) -> (%a) {task = "t0", op = "rms_norm", impl = "vq.rms_norm", device = "d0", engine = "compute", lineage = "s0/norm", provider = "roofline", status = "direct", duration = 1.0e-06 : f64}
+  %t1 = cplan.command "t1" (%a) -> (%e) after(%t0) {task = "t1", op = "send", impl = "vq.send", device = "d0", engine = "copy", lineage = "s0/send", provider = "roofline", status = "direct", duration = 1.0e-06 : f64, link = "l0"}
   // CHECK:      invalid.mlir:[[# @LINE - 1]]:3: error: [AB-S-3] every command needs a legal implementation and placement (link_placement): command 't1' (s0/send) on 'd0' uses link 'l0' leaving 'd1'
-  // CHECK-NEXT: {{^}}  cplan.command {id = "t1", task = "t1", op = "send", impl = "vq.send",
-  cplan.command {id = "t2", task = "t2", op = "add", impl = "vq.add", device = "d1", engine = "compute", deps = ["t1"], reads = ["e"], writes = ["c"], lineage = "s1/add", provider = "roofline", status = "direct", duration = 1.0e-06 : f64}
-  cplan.sync {signal = "t0", wait = "t1"}
-  cplan.sync {signal = "t1", wait = "t2"}
+  // CHECK-NEXT: {{^}}  %t1 = cplan.command "t1" {{.*}}{task = "t1", op = "send", impl = "vq.send",
+  %t2 = cplan.command "t2" (%e) -> (%c) after(%t1) {task = "t2", op = "add", impl = "vq.add", device = "d1", engine = "compute", lineage = "s1/add", provider = "roofline", status = "direct", duration = 1.0e-06 : f64}
+  cplan.sync %t0 -> %t1
+  cplan.sync %t1 -> %t2
   cplan.queue_schedule {
-    cplan.queue {device = "d0", engine = "compute", order = ["t0"]}
-    cplan.queue {device = "d0", engine = "copy", order = ["t1"]}
-    cplan.queue {device = "d1", engine = "compute", order = ["t2"]}
-  }
-}
-
-// -----
-
-// AB-S-4: an access of an unallocated buffer
-cplan.plan attributes {binder = "reference-queue", target = "t", deployment = "d", evidence = "e", risk = "strict", source = "s"} {
-  cplan.device {id = "d0", capacity = {device = 4096 : i64, link = 1024 : i64}, engines = {compute = 1 : i64, copy = 1 : i64}}
-  cplan.device {id = "d1", capacity = {device = 4096 : i64}, engines = {compute = 1 : i64}}
-  cplan.link {id = "l0", src = "d0", dst = "d1", capacity = 1024 : i64}
-  cplan.alloc {id = "w", source = "w", device = "d0", space = "device", offset = 0 : i64, size = 100 : i64, alignment = 64 : i64, lifetime = "weight"}
-  cplan.alloc {id = "a", source = "a", device = "d0", space = "device", offset = 128 : i64, size = 64 : i64, alignment = 64 : i64, lifetime = "transient"}
-  cplan.alloc {id = "e", source = "e", device = "d0", space = "link", offset = 0 : i64, size = 64 : i64, alignment = 64 : i64, lifetime = "edge"}
-  cplan.alloc {id = "c", source = "c", device = "d1", space = "device", offset = 0 : i64, size = 64 : i64, alignment = 64 : i64, lifetime = "transient"}
-  cplan.command {id = "t0", task = "t0", op = "rms_norm", impl = "vq.rms_norm", device = "d0", engine = "compute", deps = [], reads = ["w"], writes = ["a"], lineage = "s0/norm", provider = "roofline", status = "direct", duration = 1.0e-06 : f64}
-  cplan.command {id = "t1", task = "t1", op = "send", impl = "vq.send", device = "d0", engine = "copy", deps = ["t0"], reads = ["a"], writes = ["e"], lineage = "s0/send", provider = "roofline", status = "direct", duration = 1.0e-06 : f64, link = "l0"}
-  cplan.command {id = "t2", task = "t2", op = "add", impl = "vq.add", device = "d1", engine = "compute", deps = ["t1"], reads = ["e", "x"], writes = ["c"], lineage = "s1/add", provider = "roofline", status = "direct", duration = 1.0e-06 : f64}
-  // CHECK:      invalid.mlir:[[# @LINE - 1]]:3: error: [AB-S-4] buffer lifetimes must cover all producers and consumers (unknown_buffer): command 't2' (s1/add) accesses unallocated buffer 'x'
-  // CHECK-NEXT: {{^}}  cplan.command {id = "t2", task = "t2", op = "add", impl = "vq.add",
-  cplan.sync {signal = "t0", wait = "t1"}
-  cplan.sync {signal = "t1", wait = "t2"}
-  cplan.queue_schedule {
-    cplan.queue {device = "d0", engine = "compute", order = ["t0"]}
-    cplan.queue {device = "d0", engine = "copy", order = ["t1"]}
-    cplan.queue {device = "d1", engine = "compute", order = ["t2"]}
+    cplan.queue "d0" "compute" [%t0]
+    cplan.queue "d0" "copy" [%t1]
+    cplan.queue "d1" "compute" [%t2]
   }
 }
 
@@ -862,21 +719,21 @@ cplan.plan attributes {binder = "reference-queue", target = "t", deployment = "d
   cplan.device {id = "d0", capacity = {device = 4096 : i64, link = 1024 : i64}, engines = {compute = 1 : i64, copy = 1 : i64}}
   cplan.device {id = "d1", capacity = {device = 4096 : i64}, engines = {compute = 1 : i64}}
   cplan.link {id = "l0", src = "d0", dst = "d1", capacity = 1024 : i64}
-  cplan.alloc {id = "w", source = "w", device = "d0", space = "device", offset = 0 : i64, size = 100 : i64, alignment = 64 : i64, lifetime = "weight"}
-  cplan.alloc {id = "a", source = "a", device = "d0", space = "device", offset = 128 : i64, size = 64 : i64, alignment = 64 : i64, lifetime = "transient"}
-  cplan.alloc {id = "e", source = "e", device = "d0", space = "link", offset = 0 : i64, size = 64 : i64, alignment = 64 : i64, lifetime = "edge"}
-  cplan.alloc {id = "c", source = "c", device = "d1", space = "device", offset = 0 : i64, size = 64 : i64, alignment = 64 : i64, lifetime = "transient"}
-  cplan.command {id = "t0", task = "t0", op = "rms_norm", impl = "vq.rms_norm", device = "d0", engine = "compute", deps = [], reads = ["w"], writes = ["a"], lineage = "s0/norm", provider = "roofline", status = "direct", duration = 1.0e-06 : f64}
-  cplan.command {id = "t1", task = "t1", op = "send", impl = "vq.send", device = "d0", engine = "copy", deps = ["t0"], reads = ["a"], writes = ["e"], lineage = "s0/send", provider = "roofline", status = "direct", duration = 1.0e-06 : f64, link = "l0"}
-  cplan.command {id = "t2", task = "t2", op = "add", impl = "vq.add", device = "d1", engine = "compute", deps = ["t1"], reads = ["e", "a"], writes = ["c"], lineage = "s1/add", provider = "roofline", status = "direct", duration = 1.0e-06 : f64}
+  %w = cplan.alloc "w" {source = "w", device = "d0", space = "device", offset = 0 : i64, size = 100 : i64, alignment = 64 : i64, lifetime = "weight"}
+  %a = cplan.alloc "a" {source = "a", device = "d0", space = "device", offset = 128 : i64, size = 64 : i64, alignment = 64 : i64, lifetime = "transient"}
+  %e = cplan.alloc "e" {source = "e", device = "d0", space = "link", offset = 0 : i64, size = 64 : i64, alignment = 64 : i64, lifetime = "edge"}
+  %c = cplan.alloc "c" {source = "c", device = "d1", space = "device", offset = 0 : i64, size = 64 : i64, alignment = 64 : i64, lifetime = "transient"}
+  %t0 = cplan.command "t0" (%w) -> (%a) {task = "t0", op = "rms_norm", impl = "vq.rms_norm", device = "d0", engine = "compute", lineage = "s0/norm", provider = "roofline", status = "direct", duration = 1.0e-06 : f64}
+  %t1 = cplan.command "t1" (%a) -> (%e) after(%t0) {task = "t1", op = "send", impl = "vq.send", device = "d0", engine = "copy", lineage = "s0/send", provider = "roofline", status = "direct", duration = 1.0e-06 : f64, link = "l0"}
+  %t2 = cplan.command "t2" (%e, %a) -> (%c) after(%t1) {task = "t2", op = "add", impl = "vq.add", device = "d1", engine = "compute", lineage = "s1/add", provider = "roofline", status = "direct", duration = 1.0e-06 : f64}
   // CHECK:      invalid.mlir:[[# @LINE - 1]]:3: error: [AB-S-4] buffer lifetimes must cover all producers and consumers (buffer_placement): command 't2' (s1/add) on 'd1' accesses buffer 'a' (source 'a') allocated on 'd0'
-  // CHECK-NEXT: {{^}}  cplan.command {id = "t2", task = "t2", op = "add", impl = "vq.add",
-  cplan.sync {signal = "t0", wait = "t1"}
-  cplan.sync {signal = "t1", wait = "t2"}
+  // CHECK-NEXT: {{^}}  %t2 = cplan.command "t2" {{.*}}{task = "t2", op = "add", impl = "vq.add",
+  cplan.sync %t0 -> %t1
+  cplan.sync %t1 -> %t2
   cplan.queue_schedule {
-    cplan.queue {device = "d0", engine = "compute", order = ["t0"]}
-    cplan.queue {device = "d0", engine = "copy", order = ["t1"]}
-    cplan.queue {device = "d1", engine = "compute", order = ["t2"]}
+    cplan.queue "d0" "compute" [%t0]
+    cplan.queue "d0" "copy" [%t1]
+    cplan.queue "d1" "compute" [%t2]
   }
 }
 
@@ -887,21 +744,21 @@ cplan.plan attributes {binder = "reference-queue", target = "t", deployment = "d
   cplan.device {id = "d0", capacity = {device = 4096 : i64, link = 1024 : i64}, engines = {compute = 1 : i64, copy = 1 : i64}}
   cplan.device {id = "d1", capacity = {device = 4096 : i64}, engines = {compute = 1 : i64}}
   cplan.link {id = "l0", src = "d0", dst = "d1", capacity = 1024 : i64}
-  cplan.alloc {id = "w", source = "w", device = "d0", space = "device", offset = 0 : i64, size = 100 : i64, alignment = 64 : i64, lifetime = "weight"}
-  cplan.alloc {id = "a", source = "a", device = "d0", space = "device", offset = 128 : i64, size = 64 : i64, alignment = 64 : i64, lifetime = "transient"}
-  cplan.alloc {id = "e", source = "e", device = "d0", space = "link", offset = 0 : i64, size = 64 : i64, alignment = 64 : i64, lifetime = "edge"}
-  cplan.alloc {id = "c", source = "c", device = "d1", space = "device", offset = 0 : i64, size = 64 : i64, alignment = 64 : i64, lifetime = "transient"}
-  cplan.command {id = "t0", task = "t0", op = "rms_norm", impl = "vq.rms_norm", device = "d0", engine = "compute", deps = [], reads = ["w"], writes = [], lineage = "s0/norm", provider = "roofline", status = "direct", duration = 1.0e-06 : f64}
-  cplan.command {id = "t1", task = "t1", op = "send", impl = "vq.send", device = "d0", engine = "copy", deps = ["t0"], reads = ["a"], writes = ["e"], lineage = "s0/send", provider = "roofline", status = "direct", duration = 1.0e-06 : f64, link = "l0"}
+  %w = cplan.alloc "w" {source = "w", device = "d0", space = "device", offset = 0 : i64, size = 100 : i64, alignment = 64 : i64, lifetime = "weight"}
+  %a = cplan.alloc "a" {source = "a", device = "d0", space = "device", offset = 128 : i64, size = 64 : i64, alignment = 64 : i64, lifetime = "transient"}
+  %e = cplan.alloc "e" {source = "e", device = "d0", space = "link", offset = 0 : i64, size = 64 : i64, alignment = 64 : i64, lifetime = "edge"}
+  %c = cplan.alloc "c" {source = "c", device = "d1", space = "device", offset = 0 : i64, size = 64 : i64, alignment = 64 : i64, lifetime = "transient"}
+  %t0 = cplan.command "t0" (%w) -> () {task = "t0", op = "rms_norm", impl = "vq.rms_norm", device = "d0", engine = "compute", lineage = "s0/norm", provider = "roofline", status = "direct", duration = 1.0e-06 : f64}
+  %t1 = cplan.command "t1" (%a) -> (%e) after(%t0) {task = "t1", op = "send", impl = "vq.send", device = "d0", engine = "copy", lineage = "s0/send", provider = "roofline", status = "direct", duration = 1.0e-06 : f64, link = "l0"}
   // CHECK:      invalid.mlir:[[# @LINE - 1]]:3: error: [AB-S-4] buffer lifetimes must cover all producers and consumers (lifetime_gap): transient buffer 'a' (source 'a') is read by 't1' (s0/send) before any producer is guaranteed to have written it (producers: none)
-  // CHECK-NEXT: {{^}}  cplan.command {id = "t1", task = "t1", op = "send", impl = "vq.send",
-  cplan.command {id = "t2", task = "t2", op = "add", impl = "vq.add", device = "d1", engine = "compute", deps = ["t1"], reads = ["e"], writes = ["c"], lineage = "s1/add", provider = "roofline", status = "direct", duration = 1.0e-06 : f64}
-  cplan.sync {signal = "t0", wait = "t1"}
-  cplan.sync {signal = "t1", wait = "t2"}
+  // CHECK-NEXT: {{^}}  %t1 = cplan.command "t1" {{.*}}{task = "t1", op = "send", impl = "vq.send",
+  %t2 = cplan.command "t2" (%e) -> (%c) after(%t1) {task = "t2", op = "add", impl = "vq.add", device = "d1", engine = "compute", lineage = "s1/add", provider = "roofline", status = "direct", duration = 1.0e-06 : f64}
+  cplan.sync %t0 -> %t1
+  cplan.sync %t1 -> %t2
   cplan.queue_schedule {
-    cplan.queue {device = "d0", engine = "compute", order = ["t0"]}
-    cplan.queue {device = "d0", engine = "copy", order = ["t1"]}
-    cplan.queue {device = "d1", engine = "compute", order = ["t2"]}
+    cplan.queue "d0" "compute" [%t0]
+    cplan.queue "d0" "copy" [%t1]
+    cplan.queue "d1" "compute" [%t2]
   }
 }
 
@@ -912,22 +769,22 @@ cplan.plan attributes {binder = "reference-queue", target = "t", deployment = "d
   cplan.device {id = "d0", capacity = {device = 4096 : i64, link = 1024 : i64}, engines = {compute = 1 : i64, copy = 1 : i64}}
   cplan.device {id = "d1", capacity = {device = 4096 : i64}, engines = {compute = 1 : i64}}
   cplan.link {id = "l0", src = "d0", dst = "d1", capacity = 1024 : i64}
-  cplan.alloc {id = "w", source = "w", device = "d0", space = "device", offset = 0 : i64, size = 100 : i64, alignment = 64 : i64, lifetime = "weight"}
-  cplan.alloc {id = "a", source = "a", device = "d0", space = "device", offset = 128 : i64, size = 64 : i64, alignment = 64 : i64, lifetime = "transient"}
-  cplan.alloc {id = "e", source = "e", device = "d0", space = "link", offset = 0 : i64, size = 64 : i64, alignment = 64 : i64, lifetime = "edge"}
-  cplan.alloc {id = "c", source = "c", device = "d1", space = "device", offset = 0 : i64, size = 64 : i64, alignment = 64 : i64, lifetime = "transient"}
-  cplan.alloc {id = "c", source = "c2", device = "d1", space = "device", offset = 64 : i64, size = 64 : i64, alignment = 64 : i64, lifetime = "transient"}
+  %w = cplan.alloc "w" {source = "w", device = "d0", space = "device", offset = 0 : i64, size = 100 : i64, alignment = 64 : i64, lifetime = "weight"}
+  %a = cplan.alloc "a" {source = "a", device = "d0", space = "device", offset = 128 : i64, size = 64 : i64, alignment = 64 : i64, lifetime = "transient"}
+  %e = cplan.alloc "e" {source = "e", device = "d0", space = "link", offset = 0 : i64, size = 64 : i64, alignment = 64 : i64, lifetime = "edge"}
+  %c = cplan.alloc "c" {source = "c", device = "d1", space = "device", offset = 0 : i64, size = 64 : i64, alignment = 64 : i64, lifetime = "transient"}
+  %c2 = cplan.alloc "c" {source = "c2", device = "d1", space = "device", offset = 64 : i64, size = 64 : i64, alignment = 64 : i64, lifetime = "transient"}
   // CHECK:      invalid.mlir:[[# @LINE - 1]]:3: error: [AB-S-4] buffer lifetimes must cover all producers and consumers (duplicate_alloc): allocation id 'c' (source 'c2') is declared twice
-  // CHECK-NEXT: {{^}}  cplan.alloc {id = "c", source = "c2", device = "d1",
-  cplan.command {id = "t0", task = "t0", op = "rms_norm", impl = "vq.rms_norm", device = "d0", engine = "compute", deps = [], reads = ["w"], writes = ["a"], lineage = "s0/norm", provider = "roofline", status = "direct", duration = 1.0e-06 : f64}
-  cplan.command {id = "t1", task = "t1", op = "send", impl = "vq.send", device = "d0", engine = "copy", deps = ["t0"], reads = ["a"], writes = ["e"], lineage = "s0/send", provider = "roofline", status = "direct", duration = 1.0e-06 : f64, link = "l0"}
-  cplan.command {id = "t2", task = "t2", op = "add", impl = "vq.add", device = "d1", engine = "compute", deps = ["t1"], reads = ["e"], writes = ["c"], lineage = "s1/add", provider = "roofline", status = "direct", duration = 1.0e-06 : f64}
-  cplan.sync {signal = "t0", wait = "t1"}
-  cplan.sync {signal = "t1", wait = "t2"}
+  // CHECK-NEXT: {{^}}  %c2 = cplan.alloc "c" {source = "c2", device = "d1",
+  %t0 = cplan.command "t0" (%w) -> (%a) {task = "t0", op = "rms_norm", impl = "vq.rms_norm", device = "d0", engine = "compute", lineage = "s0/norm", provider = "roofline", status = "direct", duration = 1.0e-06 : f64}
+  %t1 = cplan.command "t1" (%a) -> (%e) after(%t0) {task = "t1", op = "send", impl = "vq.send", device = "d0", engine = "copy", lineage = "s0/send", provider = "roofline", status = "direct", duration = 1.0e-06 : f64, link = "l0"}
+  %t2 = cplan.command "t2" (%e) -> (%c) after(%t1) {task = "t2", op = "add", impl = "vq.add", device = "d1", engine = "compute", lineage = "s1/add", provider = "roofline", status = "direct", duration = 1.0e-06 : f64}
+  cplan.sync %t0 -> %t1
+  cplan.sync %t1 -> %t2
   cplan.queue_schedule {
-    cplan.queue {device = "d0", engine = "compute", order = ["t0"]}
-    cplan.queue {device = "d0", engine = "copy", order = ["t1"]}
-    cplan.queue {device = "d1", engine = "compute", order = ["t2"]}
+    cplan.queue "d0" "compute" [%t0]
+    cplan.queue "d0" "copy" [%t1]
+    cplan.queue "d1" "compute" [%t2]
   }
 }
 
@@ -938,21 +795,21 @@ cplan.plan attributes {binder = "reference-queue", target = "t", deployment = "d
   cplan.device {id = "d0", capacity = {device = 4096 : i64, link = 1024 : i64}, engines = {compute = 1 : i64, copy = 1 : i64}}
   cplan.device {id = "d1", capacity = {device = 4096 : i64}, engines = {compute = 1 : i64}}
   cplan.link {id = "l0", src = "d0", dst = "d1", capacity = 1024 : i64}
-  cplan.alloc {id = "w", source = "w", device = "d0", space = "device", offset = 0 : i64, size = 100 : i64, alignment = 64 : i64, lifetime = "weight"}
-  cplan.alloc {id = "a", source = "a", device = "d0", space = "device", offset = 64 : i64, size = 64 : i64, alignment = 64 : i64, lifetime = "transient"}
+  %w = cplan.alloc "w" {source = "w", device = "d0", space = "device", offset = 0 : i64, size = 100 : i64, alignment = 64 : i64, lifetime = "weight"}
+  %a = cplan.alloc "a" {source = "a", device = "d0", space = "device", offset = 64 : i64, size = 64 : i64, alignment = 64 : i64, lifetime = "transient"}
   // CHECK:      invalid.mlir:[[# @LINE - 1]]:3: error: [AB-S-5] reused allocations must not overlap in any legal execution (unsafe_reuse): d0/device: allocations 'w' [0, 100) and 'a' [64, 128) overlap; a weight buffer is live for the whole plan
-  // CHECK-NEXT: {{^}}  cplan.alloc {id = "a", source = "a", device = "d0", space = "device",
-  cplan.alloc {id = "e", source = "e", device = "d0", space = "link", offset = 0 : i64, size = 64 : i64, alignment = 64 : i64, lifetime = "edge"}
-  cplan.alloc {id = "c", source = "c", device = "d1", space = "device", offset = 0 : i64, size = 64 : i64, alignment = 64 : i64, lifetime = "transient"}
-  cplan.command {id = "t0", task = "t0", op = "rms_norm", impl = "vq.rms_norm", device = "d0", engine = "compute", deps = [], reads = ["w"], writes = ["a"], lineage = "s0/norm", provider = "roofline", status = "direct", duration = 1.0e-06 : f64}
-  cplan.command {id = "t1", task = "t1", op = "send", impl = "vq.send", device = "d0", engine = "copy", deps = ["t0"], reads = ["a"], writes = ["e"], lineage = "s0/send", provider = "roofline", status = "direct", duration = 1.0e-06 : f64, link = "l0"}
-  cplan.command {id = "t2", task = "t2", op = "add", impl = "vq.add", device = "d1", engine = "compute", deps = ["t1"], reads = ["e"], writes = ["c"], lineage = "s1/add", provider = "roofline", status = "direct", duration = 1.0e-06 : f64}
-  cplan.sync {signal = "t0", wait = "t1"}
-  cplan.sync {signal = "t1", wait = "t2"}
+  // CHECK-NEXT: {{^}}  %a = cplan.alloc "a" {source = "a", device = "d0", space = "device",
+  %e = cplan.alloc "e" {source = "e", device = "d0", space = "link", offset = 0 : i64, size = 64 : i64, alignment = 64 : i64, lifetime = "edge"}
+  %c = cplan.alloc "c" {source = "c", device = "d1", space = "device", offset = 0 : i64, size = 64 : i64, alignment = 64 : i64, lifetime = "transient"}
+  %t0 = cplan.command "t0" (%w) -> (%a) {task = "t0", op = "rms_norm", impl = "vq.rms_norm", device = "d0", engine = "compute", lineage = "s0/norm", provider = "roofline", status = "direct", duration = 1.0e-06 : f64}
+  %t1 = cplan.command "t1" (%a) -> (%e) after(%t0) {task = "t1", op = "send", impl = "vq.send", device = "d0", engine = "copy", lineage = "s0/send", provider = "roofline", status = "direct", duration = 1.0e-06 : f64, link = "l0"}
+  %t2 = cplan.command "t2" (%e) -> (%c) after(%t1) {task = "t2", op = "add", impl = "vq.add", device = "d1", engine = "compute", lineage = "s1/add", provider = "roofline", status = "direct", duration = 1.0e-06 : f64}
+  cplan.sync %t0 -> %t1
+  cplan.sync %t1 -> %t2
   cplan.queue_schedule {
-    cplan.queue {device = "d0", engine = "compute", order = ["t0"]}
-    cplan.queue {device = "d0", engine = "copy", order = ["t1"]}
-    cplan.queue {device = "d1", engine = "compute", order = ["t2"]}
+    cplan.queue "d0" "compute" [%t0]
+    cplan.queue "d0" "copy" [%t1]
+    cplan.queue "d1" "compute" [%t2]
   }
 }
 
@@ -966,19 +823,19 @@ cplan.plan attributes {binder = "reference-queue", target = "t", deployment = "d
   // CHECK:      invalid.mlir:[[# @LINE - 1]]:3: error: [AB-S-6] device, memory-space, engine and link capacities must be respected (duplicate_device): device id 'd1' is declared twice
   // CHECK-NEXT: {{^}}  cplan.device {id = "d1", capacity = {device = 8192 : i64},
   cplan.link {id = "l0", src = "d0", dst = "d1", capacity = 1024 : i64}
-  cplan.alloc {id = "w", source = "w", device = "d0", space = "device", offset = 0 : i64, size = 100 : i64, alignment = 64 : i64, lifetime = "weight"}
-  cplan.alloc {id = "a", source = "a", device = "d0", space = "device", offset = 128 : i64, size = 64 : i64, alignment = 64 : i64, lifetime = "transient"}
-  cplan.alloc {id = "e", source = "e", device = "d0", space = "link", offset = 0 : i64, size = 64 : i64, alignment = 64 : i64, lifetime = "edge"}
-  cplan.alloc {id = "c", source = "c", device = "d1", space = "device", offset = 0 : i64, size = 64 : i64, alignment = 64 : i64, lifetime = "transient"}
-  cplan.command {id = "t0", task = "t0", op = "rms_norm", impl = "vq.rms_norm", device = "d0", engine = "compute", deps = [], reads = ["w"], writes = ["a"], lineage = "s0/norm", provider = "roofline", status = "direct", duration = 1.0e-06 : f64}
-  cplan.command {id = "t1", task = "t1", op = "send", impl = "vq.send", device = "d0", engine = "copy", deps = ["t0"], reads = ["a"], writes = ["e"], lineage = "s0/send", provider = "roofline", status = "direct", duration = 1.0e-06 : f64, link = "l0"}
-  cplan.command {id = "t2", task = "t2", op = "add", impl = "vq.add", device = "d1", engine = "compute", deps = ["t1"], reads = ["e"], writes = ["c"], lineage = "s1/add", provider = "roofline", status = "direct", duration = 1.0e-06 : f64}
-  cplan.sync {signal = "t0", wait = "t1"}
-  cplan.sync {signal = "t1", wait = "t2"}
+  %w = cplan.alloc "w" {source = "w", device = "d0", space = "device", offset = 0 : i64, size = 100 : i64, alignment = 64 : i64, lifetime = "weight"}
+  %a = cplan.alloc "a" {source = "a", device = "d0", space = "device", offset = 128 : i64, size = 64 : i64, alignment = 64 : i64, lifetime = "transient"}
+  %e = cplan.alloc "e" {source = "e", device = "d0", space = "link", offset = 0 : i64, size = 64 : i64, alignment = 64 : i64, lifetime = "edge"}
+  %c = cplan.alloc "c" {source = "c", device = "d1", space = "device", offset = 0 : i64, size = 64 : i64, alignment = 64 : i64, lifetime = "transient"}
+  %t0 = cplan.command "t0" (%w) -> (%a) {task = "t0", op = "rms_norm", impl = "vq.rms_norm", device = "d0", engine = "compute", lineage = "s0/norm", provider = "roofline", status = "direct", duration = 1.0e-06 : f64}
+  %t1 = cplan.command "t1" (%a) -> (%e) after(%t0) {task = "t1", op = "send", impl = "vq.send", device = "d0", engine = "copy", lineage = "s0/send", provider = "roofline", status = "direct", duration = 1.0e-06 : f64, link = "l0"}
+  %t2 = cplan.command "t2" (%e) -> (%c) after(%t1) {task = "t2", op = "add", impl = "vq.add", device = "d1", engine = "compute", lineage = "s1/add", provider = "roofline", status = "direct", duration = 1.0e-06 : f64}
+  cplan.sync %t0 -> %t1
+  cplan.sync %t1 -> %t2
   cplan.queue_schedule {
-    cplan.queue {device = "d0", engine = "compute", order = ["t0"]}
-    cplan.queue {device = "d0", engine = "copy", order = ["t1"]}
-    cplan.queue {device = "d1", engine = "compute", order = ["t2"]}
+    cplan.queue "d0" "compute" [%t0]
+    cplan.queue "d0" "copy" [%t1]
+    cplan.queue "d1" "compute" [%t2]
   }
 }
 
@@ -992,19 +849,19 @@ cplan.plan attributes {binder = "reference-queue", target = "t", deployment = "d
   cplan.link {id = "l0", src = "d0", dst = "d1", capacity = 512 : i64}
   // CHECK:      invalid.mlir:[[# @LINE - 1]]:3: error: [AB-S-6] device, memory-space, engine and link capacities must be respected (duplicate_link): link id 'l0' is declared twice
   // CHECK-NEXT: {{^}}  cplan.link {id = "l0", src = "d0", dst = "d1", capacity = 512 : i64}
-  cplan.alloc {id = "w", source = "w", device = "d0", space = "device", offset = 0 : i64, size = 100 : i64, alignment = 64 : i64, lifetime = "weight"}
-  cplan.alloc {id = "a", source = "a", device = "d0", space = "device", offset = 128 : i64, size = 64 : i64, alignment = 64 : i64, lifetime = "transient"}
-  cplan.alloc {id = "e", source = "e", device = "d0", space = "link", offset = 0 : i64, size = 64 : i64, alignment = 64 : i64, lifetime = "edge"}
-  cplan.alloc {id = "c", source = "c", device = "d1", space = "device", offset = 0 : i64, size = 64 : i64, alignment = 64 : i64, lifetime = "transient"}
-  cplan.command {id = "t0", task = "t0", op = "rms_norm", impl = "vq.rms_norm", device = "d0", engine = "compute", deps = [], reads = ["w"], writes = ["a"], lineage = "s0/norm", provider = "roofline", status = "direct", duration = 1.0e-06 : f64}
-  cplan.command {id = "t1", task = "t1", op = "send", impl = "vq.send", device = "d0", engine = "copy", deps = ["t0"], reads = ["a"], writes = ["e"], lineage = "s0/send", provider = "roofline", status = "direct", duration = 1.0e-06 : f64, link = "l0"}
-  cplan.command {id = "t2", task = "t2", op = "add", impl = "vq.add", device = "d1", engine = "compute", deps = ["t1"], reads = ["e"], writes = ["c"], lineage = "s1/add", provider = "roofline", status = "direct", duration = 1.0e-06 : f64}
-  cplan.sync {signal = "t0", wait = "t1"}
-  cplan.sync {signal = "t1", wait = "t2"}
+  %w = cplan.alloc "w" {source = "w", device = "d0", space = "device", offset = 0 : i64, size = 100 : i64, alignment = 64 : i64, lifetime = "weight"}
+  %a = cplan.alloc "a" {source = "a", device = "d0", space = "device", offset = 128 : i64, size = 64 : i64, alignment = 64 : i64, lifetime = "transient"}
+  %e = cplan.alloc "e" {source = "e", device = "d0", space = "link", offset = 0 : i64, size = 64 : i64, alignment = 64 : i64, lifetime = "edge"}
+  %c = cplan.alloc "c" {source = "c", device = "d1", space = "device", offset = 0 : i64, size = 64 : i64, alignment = 64 : i64, lifetime = "transient"}
+  %t0 = cplan.command "t0" (%w) -> (%a) {task = "t0", op = "rms_norm", impl = "vq.rms_norm", device = "d0", engine = "compute", lineage = "s0/norm", provider = "roofline", status = "direct", duration = 1.0e-06 : f64}
+  %t1 = cplan.command "t1" (%a) -> (%e) after(%t0) {task = "t1", op = "send", impl = "vq.send", device = "d0", engine = "copy", lineage = "s0/send", provider = "roofline", status = "direct", duration = 1.0e-06 : f64, link = "l0"}
+  %t2 = cplan.command "t2" (%e) -> (%c) after(%t1) {task = "t2", op = "add", impl = "vq.add", device = "d1", engine = "compute", lineage = "s1/add", provider = "roofline", status = "direct", duration = 1.0e-06 : f64}
+  cplan.sync %t0 -> %t1
+  cplan.sync %t1 -> %t2
   cplan.queue_schedule {
-    cplan.queue {device = "d0", engine = "compute", order = ["t0"]}
-    cplan.queue {device = "d0", engine = "copy", order = ["t1"]}
-    cplan.queue {device = "d1", engine = "compute", order = ["t2"]}
+    cplan.queue "d0" "compute" [%t0]
+    cplan.queue "d0" "copy" [%t1]
+    cplan.queue "d1" "compute" [%t2]
   }
 }
 
@@ -1015,22 +872,22 @@ cplan.plan attributes {binder = "reference-queue", target = "t", deployment = "d
   cplan.device {id = "d0", capacity = {device = 4096 : i64, link = 1024 : i64}, engines = {compute = 1 : i64, copy = 1 : i64}}
   cplan.device {id = "d1", capacity = {device = 4096 : i64}, engines = {compute = 1 : i64}}
   cplan.link {id = "l0", src = "d0", dst = "d1", capacity = 1024 : i64}
-  cplan.alloc {id = "w", source = "w", device = "d0", space = "device", offset = 0 : i64, size = 100 : i64, alignment = 64 : i64, lifetime = "weight"}
-  cplan.alloc {id = "a", source = "a", device = "d0", space = "device", offset = 128 : i64, size = 64 : i64, alignment = 64 : i64, lifetime = "transient"}
-  cplan.alloc {id = "e", source = "e", device = "d0", space = "link", offset = 0 : i64, size = 64 : i64, alignment = 64 : i64, lifetime = "edge"}
-  cplan.alloc {id = "c", source = "c", device = "d1", space = "device", offset = 0 : i64, size = 64 : i64, alignment = 64 : i64, lifetime = "transient"}
-  cplan.alloc {id = "x", source = "x", device = "d7", space = "device", offset = 0 : i64, size = 64 : i64, alignment = 64 : i64, lifetime = "transient"}
+  %w = cplan.alloc "w" {source = "w", device = "d0", space = "device", offset = 0 : i64, size = 100 : i64, alignment = 64 : i64, lifetime = "weight"}
+  %a = cplan.alloc "a" {source = "a", device = "d0", space = "device", offset = 128 : i64, size = 64 : i64, alignment = 64 : i64, lifetime = "transient"}
+  %e = cplan.alloc "e" {source = "e", device = "d0", space = "link", offset = 0 : i64, size = 64 : i64, alignment = 64 : i64, lifetime = "edge"}
+  %c = cplan.alloc "c" {source = "c", device = "d1", space = "device", offset = 0 : i64, size = 64 : i64, alignment = 64 : i64, lifetime = "transient"}
+  %x = cplan.alloc "x" {source = "x", device = "d7", space = "device", offset = 0 : i64, size = 64 : i64, alignment = 64 : i64, lifetime = "transient"}
   // CHECK:      invalid.mlir:[[# @LINE - 1]]:3: error: [AB-S-6] device, memory-space, engine and link capacities must be respected (unknown_device): allocation 'x' is on undeclared device 'd7'
-  // CHECK-NEXT: {{^}}  cplan.alloc {id = "x", source = "x", device = "d7", space = "device",
-  cplan.command {id = "t0", task = "t0", op = "rms_norm", impl = "vq.rms_norm", device = "d0", engine = "compute", deps = [], reads = ["w"], writes = ["a"], lineage = "s0/norm", provider = "roofline", status = "direct", duration = 1.0e-06 : f64}
-  cplan.command {id = "t1", task = "t1", op = "send", impl = "vq.send", device = "d0", engine = "copy", deps = ["t0"], reads = ["a"], writes = ["e"], lineage = "s0/send", provider = "roofline", status = "direct", duration = 1.0e-06 : f64, link = "l0"}
-  cplan.command {id = "t2", task = "t2", op = "add", impl = "vq.add", device = "d1", engine = "compute", deps = ["t1"], reads = ["e"], writes = ["c"], lineage = "s1/add", provider = "roofline", status = "direct", duration = 1.0e-06 : f64}
-  cplan.sync {signal = "t0", wait = "t1"}
-  cplan.sync {signal = "t1", wait = "t2"}
+  // CHECK-NEXT: {{^}}  %x = cplan.alloc "x" {source = "x", device = "d7", space = "device",
+  %t0 = cplan.command "t0" (%w) -> (%a) {task = "t0", op = "rms_norm", impl = "vq.rms_norm", device = "d0", engine = "compute", lineage = "s0/norm", provider = "roofline", status = "direct", duration = 1.0e-06 : f64}
+  %t1 = cplan.command "t1" (%a) -> (%e) after(%t0) {task = "t1", op = "send", impl = "vq.send", device = "d0", engine = "copy", lineage = "s0/send", provider = "roofline", status = "direct", duration = 1.0e-06 : f64, link = "l0"}
+  %t2 = cplan.command "t2" (%e) -> (%c) after(%t1) {task = "t2", op = "add", impl = "vq.add", device = "d1", engine = "compute", lineage = "s1/add", provider = "roofline", status = "direct", duration = 1.0e-06 : f64}
+  cplan.sync %t0 -> %t1
+  cplan.sync %t1 -> %t2
   cplan.queue_schedule {
-    cplan.queue {device = "d0", engine = "compute", order = ["t0"]}
-    cplan.queue {device = "d0", engine = "copy", order = ["t1"]}
-    cplan.queue {device = "d1", engine = "compute", order = ["t2"]}
+    cplan.queue "d0" "compute" [%t0]
+    cplan.queue "d0" "copy" [%t1]
+    cplan.queue "d1" "compute" [%t2]
   }
 }
 
@@ -1041,21 +898,21 @@ cplan.plan attributes {binder = "reference-queue", target = "t", deployment = "d
   cplan.device {id = "d0", capacity = {device = 4096 : i64, link = 1024 : i64}, engines = {compute = 1 : i64, copy = 1 : i64}}
   cplan.device {id = "d1", capacity = {device = 4096 : i64}, engines = {compute = 1 : i64}}
   cplan.link {id = "l0", src = "d0", dst = "d1", capacity = 1024 : i64}
-  cplan.alloc {id = "w", source = "w", device = "d0", space = "device", offset = 0 : i64, size = 100 : i64, alignment = 64 : i64, lifetime = "weight"}
-  cplan.alloc {id = "a", source = "a", device = "d0", space = "device", offset = 128 : i64, size = 64 : i64, alignment = 64 : i64, lifetime = "transient"}
-  cplan.alloc {id = "e", source = "e", device = "d0", space = "link", offset = 0 : i64, size = 64 : i64, alignment = 64 : i64, lifetime = "edge"}
-  cplan.alloc {id = "c", source = "c", device = "d1", space = "host", offset = 0 : i64, size = 64 : i64, alignment = 64 : i64, lifetime = "transient"}
+  %w = cplan.alloc "w" {source = "w", device = "d0", space = "device", offset = 0 : i64, size = 100 : i64, alignment = 64 : i64, lifetime = "weight"}
+  %a = cplan.alloc "a" {source = "a", device = "d0", space = "device", offset = 128 : i64, size = 64 : i64, alignment = 64 : i64, lifetime = "transient"}
+  %e = cplan.alloc "e" {source = "e", device = "d0", space = "link", offset = 0 : i64, size = 64 : i64, alignment = 64 : i64, lifetime = "edge"}
+  %c = cplan.alloc "c" {source = "c", device = "d1", space = "host", offset = 0 : i64, size = 64 : i64, alignment = 64 : i64, lifetime = "transient"}
   // CHECK:      invalid.mlir:[[# @LINE - 1]]:3: error: [AB-S-6] device, memory-space, engine and link capacities must be respected (unknown_space): allocation 'c' is in memory space 'host' that device 'd1' lacks
-  // CHECK-NEXT: {{^}}  cplan.alloc {id = "c", source = "c", device = "d1", space = "host",
-  cplan.command {id = "t0", task = "t0", op = "rms_norm", impl = "vq.rms_norm", device = "d0", engine = "compute", deps = [], reads = ["w"], writes = ["a"], lineage = "s0/norm", provider = "roofline", status = "direct", duration = 1.0e-06 : f64}
-  cplan.command {id = "t1", task = "t1", op = "send", impl = "vq.send", device = "d0", engine = "copy", deps = ["t0"], reads = ["a"], writes = ["e"], lineage = "s0/send", provider = "roofline", status = "direct", duration = 1.0e-06 : f64, link = "l0"}
-  cplan.command {id = "t2", task = "t2", op = "add", impl = "vq.add", device = "d1", engine = "compute", deps = ["t1"], reads = ["e"], writes = ["c"], lineage = "s1/add", provider = "roofline", status = "direct", duration = 1.0e-06 : f64}
-  cplan.sync {signal = "t0", wait = "t1"}
-  cplan.sync {signal = "t1", wait = "t2"}
+  // CHECK-NEXT: {{^}}  %c = cplan.alloc "c" {source = "c", device = "d1", space = "host",
+  %t0 = cplan.command "t0" (%w) -> (%a) {task = "t0", op = "rms_norm", impl = "vq.rms_norm", device = "d0", engine = "compute", lineage = "s0/norm", provider = "roofline", status = "direct", duration = 1.0e-06 : f64}
+  %t1 = cplan.command "t1" (%a) -> (%e) after(%t0) {task = "t1", op = "send", impl = "vq.send", device = "d0", engine = "copy", lineage = "s0/send", provider = "roofline", status = "direct", duration = 1.0e-06 : f64, link = "l0"}
+  %t2 = cplan.command "t2" (%e) -> (%c) after(%t1) {task = "t2", op = "add", impl = "vq.add", device = "d1", engine = "compute", lineage = "s1/add", provider = "roofline", status = "direct", duration = 1.0e-06 : f64}
+  cplan.sync %t0 -> %t1
+  cplan.sync %t1 -> %t2
   cplan.queue_schedule {
-    cplan.queue {device = "d0", engine = "compute", order = ["t0"]}
-    cplan.queue {device = "d0", engine = "copy", order = ["t1"]}
-    cplan.queue {device = "d1", engine = "compute", order = ["t2"]}
+    cplan.queue "d0" "compute" [%t0]
+    cplan.queue "d0" "copy" [%t1]
+    cplan.queue "d1" "compute" [%t2]
   }
 }
 
@@ -1066,21 +923,21 @@ cplan.plan attributes {binder = "reference-queue", target = "t", deployment = "d
   cplan.device {id = "d0", capacity = {device = 4096 : i64, link = 1024 : i64}, engines = {compute = 1 : i64, copy = 1 : i64}}
   cplan.device {id = "d1", capacity = {device = 32 : i64}, engines = {compute = 1 : i64}}
   cplan.link {id = "l0", src = "d0", dst = "d1", capacity = 1024 : i64}
-  cplan.alloc {id = "w", source = "w", device = "d0", space = "device", offset = 0 : i64, size = 100 : i64, alignment = 64 : i64, lifetime = "weight"}
-  cplan.alloc {id = "a", source = "a", device = "d0", space = "device", offset = 128 : i64, size = 64 : i64, alignment = 64 : i64, lifetime = "transient"}
-  cplan.alloc {id = "e", source = "e", device = "d0", space = "link", offset = 0 : i64, size = 64 : i64, alignment = 64 : i64, lifetime = "edge"}
-  cplan.alloc {id = "c", source = "c", device = "d1", space = "device", offset = 0 : i64, size = 64 : i64, alignment = 64 : i64, lifetime = "transient"}
+  %w = cplan.alloc "w" {source = "w", device = "d0", space = "device", offset = 0 : i64, size = 100 : i64, alignment = 64 : i64, lifetime = "weight"}
+  %a = cplan.alloc "a" {source = "a", device = "d0", space = "device", offset = 128 : i64, size = 64 : i64, alignment = 64 : i64, lifetime = "transient"}
+  %e = cplan.alloc "e" {source = "e", device = "d0", space = "link", offset = 0 : i64, size = 64 : i64, alignment = 64 : i64, lifetime = "edge"}
+  %c = cplan.alloc "c" {source = "c", device = "d1", space = "device", offset = 0 : i64, size = 64 : i64, alignment = 64 : i64, lifetime = "transient"}
   // CHECK:      invalid.mlir:[[# @LINE - 1]]:3: error: [AB-S-6] device, memory-space, engine and link capacities must be respected (capacity_exceeded): device 'd1' memory space 'device': peak 64 bytes exceeds capacity 32; largest: c (64 B)
-  // CHECK-NEXT: {{^}}  cplan.alloc {id = "c", source = "c", device = "d1", space = "device",
-  cplan.command {id = "t0", task = "t0", op = "rms_norm", impl = "vq.rms_norm", device = "d0", engine = "compute", deps = [], reads = ["w"], writes = ["a"], lineage = "s0/norm", provider = "roofline", status = "direct", duration = 1.0e-06 : f64}
-  cplan.command {id = "t1", task = "t1", op = "send", impl = "vq.send", device = "d0", engine = "copy", deps = ["t0"], reads = ["a"], writes = ["e"], lineage = "s0/send", provider = "roofline", status = "direct", duration = 1.0e-06 : f64, link = "l0"}
-  cplan.command {id = "t2", task = "t2", op = "add", impl = "vq.add", device = "d1", engine = "compute", deps = ["t1"], reads = ["e"], writes = ["c"], lineage = "s1/add", provider = "roofline", status = "direct", duration = 1.0e-06 : f64}
-  cplan.sync {signal = "t0", wait = "t1"}
-  cplan.sync {signal = "t1", wait = "t2"}
+  // CHECK-NEXT: {{^}}  %c = cplan.alloc "c" {source = "c", device = "d1", space = "device",
+  %t0 = cplan.command "t0" (%w) -> (%a) {task = "t0", op = "rms_norm", impl = "vq.rms_norm", device = "d0", engine = "compute", lineage = "s0/norm", provider = "roofline", status = "direct", duration = 1.0e-06 : f64}
+  %t1 = cplan.command "t1" (%a) -> (%e) after(%t0) {task = "t1", op = "send", impl = "vq.send", device = "d0", engine = "copy", lineage = "s0/send", provider = "roofline", status = "direct", duration = 1.0e-06 : f64, link = "l0"}
+  %t2 = cplan.command "t2" (%e) -> (%c) after(%t1) {task = "t2", op = "add", impl = "vq.add", device = "d1", engine = "compute", lineage = "s1/add", provider = "roofline", status = "direct", duration = 1.0e-06 : f64}
+  cplan.sync %t0 -> %t1
+  cplan.sync %t1 -> %t2
   cplan.queue_schedule {
-    cplan.queue {device = "d0", engine = "compute", order = ["t0"]}
-    cplan.queue {device = "d0", engine = "copy", order = ["t1"]}
-    cplan.queue {device = "d1", engine = "compute", order = ["t2"]}
+    cplan.queue "d0" "compute" [%t0]
+    cplan.queue "d0" "copy" [%t1]
+    cplan.queue "d1" "compute" [%t2]
   }
 }
 
@@ -1091,22 +948,22 @@ cplan.plan attributes {binder = "reference-queue", target = "t", deployment = "d
   cplan.device {id = "d0", capacity = {device = 4096 : i64, link = 1024 : i64}, engines = {compute = 1 : i64, copy = 1 : i64}}
   cplan.device {id = "d1", capacity = {device = 4096 : i64}, engines = {compute = 1 : i64}}
   cplan.link {id = "l0", src = "d0", dst = "d1", capacity = 1024 : i64}
-  cplan.alloc {id = "w", source = "w", device = "d0", space = "device", offset = 0 : i64, size = 100 : i64, alignment = 64 : i64, lifetime = "weight"}
-  cplan.alloc {id = "a", source = "a", device = "d0", space = "device", offset = 128 : i64, size = 64 : i64, alignment = 64 : i64, lifetime = "transient"}
-  cplan.alloc {id = "e", source = "e", device = "d0", space = "link", offset = 0 : i64, size = 64 : i64, alignment = 64 : i64, lifetime = "edge"}
-  cplan.alloc {id = "c", source = "c", device = "d1", space = "device", offset = 0 : i64, size = 64 : i64, alignment = 64 : i64, lifetime = "transient"}
-  cplan.command {id = "t0", task = "t0", op = "rms_norm", impl = "vq.rms_norm", device = "d0", engine = "compute", deps = [], reads = ["w"], writes = ["a"], lineage = "s0/norm", provider = "roofline", status = "direct", duration = 1.0e-06 : f64}
-  cplan.command {id = "t1", task = "t1", op = "send", impl = "vq.send", device = "d0", engine = "copy", deps = ["t0"], reads = ["a"], writes = ["e"], lineage = "s0/send", provider = "roofline", status = "direct", duration = 1.0e-06 : f64, link = "l0"}
-  cplan.command {id = "t2", task = "t2", op = "add", impl = "vq.add", device = "d1", engine = "compute", deps = ["t1"], reads = ["e"], writes = ["c"], lineage = "s1/add", provider = "roofline", status = "direct", duration = 1.0e-06 : f64}
-  cplan.sync {signal = "t0", wait = "t1"}
-  cplan.sync {signal = "t1", wait = "t2"}
+  %w = cplan.alloc "w" {source = "w", device = "d0", space = "device", offset = 0 : i64, size = 100 : i64, alignment = 64 : i64, lifetime = "weight"}
+  %a = cplan.alloc "a" {source = "a", device = "d0", space = "device", offset = 128 : i64, size = 64 : i64, alignment = 64 : i64, lifetime = "transient"}
+  %e = cplan.alloc "e" {source = "e", device = "d0", space = "link", offset = 0 : i64, size = 64 : i64, alignment = 64 : i64, lifetime = "edge"}
+  %c = cplan.alloc "c" {source = "c", device = "d1", space = "device", offset = 0 : i64, size = 64 : i64, alignment = 64 : i64, lifetime = "transient"}
+  %t0 = cplan.command "t0" (%w) -> (%a) {task = "t0", op = "rms_norm", impl = "vq.rms_norm", device = "d0", engine = "compute", lineage = "s0/norm", provider = "roofline", status = "direct", duration = 1.0e-06 : f64}
+  %t1 = cplan.command "t1" (%a) -> (%e) after(%t0) {task = "t1", op = "send", impl = "vq.send", device = "d0", engine = "copy", lineage = "s0/send", provider = "roofline", status = "direct", duration = 1.0e-06 : f64, link = "l0"}
+  %t2 = cplan.command "t2" (%e) -> (%c) after(%t1) {task = "t2", op = "add", impl = "vq.add", device = "d1", engine = "compute", lineage = "s1/add", provider = "roofline", status = "direct", duration = 1.0e-06 : f64}
+  cplan.sync %t0 -> %t1
+  cplan.sync %t1 -> %t2
   cplan.queue_schedule {
-    cplan.queue {device = "d0", engine = "compute", order = ["t0"]}
-    cplan.queue {device = "d0", engine = "copy", order = ["t1"]}
-    cplan.queue {device = "d1", engine = "compute", order = ["t2"]}
-    cplan.queue {device = "d1", engine = "dma", order = []}
+    cplan.queue "d0" "compute" [%t0]
+    cplan.queue "d0" "copy" [%t1]
+    cplan.queue "d1" "compute" [%t2]
+    cplan.queue "d1" "dma" []
     // CHECK:      invalid.mlir:[[# @LINE - 1]]:5: error: [AB-S-6] device, memory-space, engine and link capacities must be respected (unknown_engine): d1/dma is used by the schedule but not declared
-    // CHECK-NEXT: {{^}}  cplan.queue {device = "d1", engine = "dma", order = []}
+    // CHECK-NEXT: {{^}}  cplan.queue "d1" "dma" []
   }
 }
 
@@ -1115,17 +972,17 @@ cplan.plan attributes {binder = "reference-queue", target = "t", deployment = "d
 // AB-S-6: more slots than the engine has
 cplan.plan attributes {binder = "reference-slot", target = "t", deployment = "d", evidence = "e", risk = "accept-missing", source = "s"} {
   cplan.device {id = "d0", capacity = {device = 4096 : i64}, engines = {df = 1 : i64}}
-  cplan.alloc {id = "a", source = "a", device = "d0", space = "device", offset = 0 : i64, size = 64 : i64, alignment = 64 : i64, lifetime = "transient"}
-  cplan.alloc {id = "b", source = "b", device = "d0", space = "device", offset = 64 : i64, size = 64 : i64, alignment = 64 : i64, lifetime = "transient"}
-  cplan.command {id = "t0", task = "t0", op = "rms_norm", impl = "vs.rms_norm", device = "d0", engine = "df", deps = [], reads = [], writes = ["a"], lineage = "s0/a", provider = "roofline", status = "direct", duration = 1.0e-06 : f64}
-  cplan.command {id = "t1", task = "t1", op = "add", impl = "vs.add", device = "d0", engine = "df", deps = ["t0"], reads = ["a"], writes = ["b"], lineage = "s0/b", provider = "", status = "missing"}
+  %a = cplan.alloc "a" {source = "a", device = "d0", space = "device", offset = 0 : i64, size = 64 : i64, alignment = 64 : i64, lifetime = "transient"}
+  %b = cplan.alloc "b" {source = "b", device = "d0", space = "device", offset = 64 : i64, size = 64 : i64, alignment = 64 : i64, lifetime = "transient"}
+  %t0 = cplan.command "t0" () -> (%a) {task = "t0", op = "rms_norm", impl = "vs.rms_norm", device = "d0", engine = "df", lineage = "s0/a", provider = "roofline", status = "direct", duration = 1.0e-06 : f64}
+  %t1 = cplan.command "t1" (%a) -> (%b) after(%t0) {task = "t1", op = "add", impl = "vs.add", device = "d0", engine = "df", lineage = "s0/b", provider = "", status = "missing"}
   cplan.slot_dataflow {
-    cplan.slot {id = "s0", device = "d0", engine = "df", commands = ["t0"]}
+    cplan.slot "s0" on "d0" "df" [%t0]
     // CHECK:      invalid.mlir:[[# @LINE - 1]]:5: error: [AB-S-6] device, memory-space, engine and link capacities must be respected (engine_oversubscribed): engine d0/df has 1 slot(s) but the schedule uses 2
-    // CHECK-NEXT: {{^}}  cplan.slot {id = "s0", device = "d0", engine = "df",
-    cplan.slot {id = "s1", device = "d0", engine = "df", commands = ["t1"]}
-    cplan.fire {command = "t0", slot = "s0", after = []}
-    cplan.fire {command = "t1", slot = "s1", after = ["t0"]}
+    // CHECK-NEXT: {{^}}  cplan.slot "s0" on "d0" "df"
+    cplan.slot "s1" on "d0" "df" [%t1]
+    cplan.fire %t0 on "s0" after []
+    cplan.fire %t1 on "s1" after [%t0]
   }
 }
 
@@ -1136,21 +993,21 @@ cplan.plan attributes {binder = "reference-queue", target = "t", deployment = "d
   cplan.device {id = "d0", capacity = {device = 4096 : i64, link = 1024 : i64}, engines = {compute = 1 : i64, copy = 1 : i64}}
   cplan.device {id = "d1", capacity = {device = 4096 : i64}, engines = {compute = 1 : i64}}
   cplan.link {id = "l0", src = "d0", dst = "d1", capacity = 16 : i64}
-  cplan.alloc {id = "w", source = "w", device = "d0", space = "device", offset = 0 : i64, size = 100 : i64, alignment = 64 : i64, lifetime = "weight"}
-  cplan.alloc {id = "a", source = "a", device = "d0", space = "device", offset = 128 : i64, size = 64 : i64, alignment = 64 : i64, lifetime = "transient"}
-  cplan.alloc {id = "e", source = "e", device = "d0", space = "link", offset = 0 : i64, size = 64 : i64, alignment = 64 : i64, lifetime = "edge"}
-  cplan.alloc {id = "c", source = "c", device = "d1", space = "device", offset = 0 : i64, size = 64 : i64, alignment = 64 : i64, lifetime = "transient"}
-  cplan.command {id = "t0", task = "t0", op = "rms_norm", impl = "vq.rms_norm", device = "d0", engine = "compute", deps = [], reads = ["w"], writes = ["a"], lineage = "s0/norm", provider = "roofline", status = "direct", duration = 1.0e-06 : f64}
-  cplan.command {id = "t1", task = "t1", op = "send", impl = "vq.send", device = "d0", engine = "copy", deps = ["t0"], reads = ["a"], writes = ["e"], lineage = "s0/send", provider = "roofline", status = "direct", duration = 1.0e-06 : f64, link = "l0"}
+  %w = cplan.alloc "w" {source = "w", device = "d0", space = "device", offset = 0 : i64, size = 100 : i64, alignment = 64 : i64, lifetime = "weight"}
+  %a = cplan.alloc "a" {source = "a", device = "d0", space = "device", offset = 128 : i64, size = 64 : i64, alignment = 64 : i64, lifetime = "transient"}
+  %e = cplan.alloc "e" {source = "e", device = "d0", space = "link", offset = 0 : i64, size = 64 : i64, alignment = 64 : i64, lifetime = "edge"}
+  %c = cplan.alloc "c" {source = "c", device = "d1", space = "device", offset = 0 : i64, size = 64 : i64, alignment = 64 : i64, lifetime = "transient"}
+  %t0 = cplan.command "t0" (%w) -> (%a) {task = "t0", op = "rms_norm", impl = "vq.rms_norm", device = "d0", engine = "compute", lineage = "s0/norm", provider = "roofline", status = "direct", duration = 1.0e-06 : f64}
+  %t1 = cplan.command "t1" (%a) -> (%e) after(%t0) {task = "t1", op = "send", impl = "vq.send", device = "d0", engine = "copy", lineage = "s0/send", provider = "roofline", status = "direct", duration = 1.0e-06 : f64, link = "l0"}
   // CHECK:      invalid.mlir:[[# @LINE - 1]]:3: error: [AB-S-6] device, memory-space, engine and link capacities must be respected (link_capacity): command 't1' (s0/send) moves 64 bytes over link 'l0' of capacity 16
-  // CHECK-NEXT: {{^}}  cplan.command {id = "t1", task = "t1", op = "send", impl = "vq.send",
-  cplan.command {id = "t2", task = "t2", op = "add", impl = "vq.add", device = "d1", engine = "compute", deps = ["t1"], reads = ["e"], writes = ["c"], lineage = "s1/add", provider = "roofline", status = "direct", duration = 1.0e-06 : f64}
-  cplan.sync {signal = "t0", wait = "t1"}
-  cplan.sync {signal = "t1", wait = "t2"}
+  // CHECK-NEXT: {{^}}  %t1 = cplan.command "t1" {{.*}}{task = "t1", op = "send", impl = "vq.send",
+  %t2 = cplan.command "t2" (%e) -> (%c) after(%t1) {task = "t2", op = "add", impl = "vq.add", device = "d1", engine = "compute", lineage = "s1/add", provider = "roofline", status = "direct", duration = 1.0e-06 : f64}
+  cplan.sync %t0 -> %t1
+  cplan.sync %t1 -> %t2
   cplan.queue_schedule {
-    cplan.queue {device = "d0", engine = "compute", order = ["t0"]}
-    cplan.queue {device = "d0", engine = "copy", order = ["t1"]}
-    cplan.queue {device = "d1", engine = "compute", order = ["t2"]}
+    cplan.queue "d0" "compute" [%t0]
+    cplan.queue "d0" "copy" [%t1]
+    cplan.queue "d1" "compute" [%t2]
   }
 }
 
@@ -1161,20 +1018,20 @@ cplan.plan attributes {binder = "reference-queue", target = "t", deployment = "d
   cplan.device {id = "d0", capacity = {device = 4096 : i64, link = 1024 : i64}, engines = {compute = 1 : i64, copy = 1 : i64}}
   cplan.device {id = "d1", capacity = {device = 4096 : i64}, engines = {compute = 1 : i64}}
   cplan.link {id = "l0", src = "d0", dst = "d1", capacity = 1024 : i64}
-  cplan.alloc {id = "w", source = "w", device = "d0", space = "device", offset = 0 : i64, size = 100 : i64, alignment = 64 : i64, lifetime = "weight"}
-  cplan.alloc {id = "a", source = "a", device = "d0", space = "device", offset = 128 : i64, size = 64 : i64, alignment = 64 : i64, lifetime = "transient"}
-  cplan.alloc {id = "e", source = "e", device = "d0", space = "link", offset = 0 : i64, size = 64 : i64, alignment = 64 : i64, lifetime = "edge"}
-  cplan.alloc {id = "c", source = "c", device = "d1", space = "device", offset = 0 : i64, size = 64 : i64, alignment = 64 : i64, lifetime = "transient"}
-  cplan.command {id = "t0", task = "t0", op = "rms_norm", impl = "vq.rms_norm", device = "d0", engine = "compute", deps = [], reads = ["w"], writes = ["a"], lineage = "s0/norm", provider = "roofline", status = "direct", duration = 1.0e-06 : f64}
-  cplan.command {id = "t1", task = "t1", op = "send", impl = "vq.send", device = "d0", engine = "copy", deps = ["t0"], reads = ["a"], writes = ["e"], lineage = "s0/send", provider = "roofline", status = "direct", duration = 1.0e-06 : f64, link = "l0"}
-  cplan.command {id = "t2", task = "t2", op = "add", impl = "vq.add", device = "d1", engine = "compute", deps = ["t1"], reads = ["e"], writes = ["c"], lineage = "s1/add", provider = "roofline", status = "missing"}
+  %w = cplan.alloc "w" {source = "w", device = "d0", space = "device", offset = 0 : i64, size = 100 : i64, alignment = 64 : i64, lifetime = "weight"}
+  %a = cplan.alloc "a" {source = "a", device = "d0", space = "device", offset = 128 : i64, size = 64 : i64, alignment = 64 : i64, lifetime = "transient"}
+  %e = cplan.alloc "e" {source = "e", device = "d0", space = "link", offset = 0 : i64, size = 64 : i64, alignment = 64 : i64, lifetime = "edge"}
+  %c = cplan.alloc "c" {source = "c", device = "d1", space = "device", offset = 0 : i64, size = 64 : i64, alignment = 64 : i64, lifetime = "transient"}
+  %t0 = cplan.command "t0" (%w) -> (%a) {task = "t0", op = "rms_norm", impl = "vq.rms_norm", device = "d0", engine = "compute", lineage = "s0/norm", provider = "roofline", status = "direct", duration = 1.0e-06 : f64}
+  %t1 = cplan.command "t1" (%a) -> (%e) after(%t0) {task = "t1", op = "send", impl = "vq.send", device = "d0", engine = "copy", lineage = "s0/send", provider = "roofline", status = "direct", duration = 1.0e-06 : f64, link = "l0"}
+  %t2 = cplan.command "t2" (%e) -> (%c) after(%t1) {task = "t2", op = "add", impl = "vq.add", device = "d1", engine = "compute", lineage = "s1/add", provider = "roofline", status = "missing"}
   // CHECK:      invalid.mlir:[[# @LINE - 1]]:3: error: [AB-S-7] every cost used must be present or covered by the risk policy (cost_not_covered): command 't2' (s1/add) uses a missing cost (provider 'roofline') that risk policy 'strict' does not cover
-  // CHECK-NEXT: {{^}}  cplan.command {id = "t2", task = "t2", op = "add", impl = "vq.add",
-  cplan.sync {signal = "t0", wait = "t1"}
-  cplan.sync {signal = "t1", wait = "t2"}
+  // CHECK-NEXT: {{^}}  %t2 = cplan.command "t2" {{.*}}{task = "t2", op = "add", impl = "vq.add",
+  cplan.sync %t0 -> %t1
+  cplan.sync %t1 -> %t2
   cplan.queue_schedule {
-    cplan.queue {device = "d0", engine = "compute", order = ["t0"]}
-    cplan.queue {device = "d0", engine = "copy", order = ["t1"]}
-    cplan.queue {device = "d1", engine = "compute", order = ["t2"]}
+    cplan.queue "d0" "compute" [%t0]
+    cplan.queue "d0" "copy" [%t1]
+    cplan.queue "d1" "compute" [%t2]
   }
 }
