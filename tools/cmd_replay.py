@@ -13,7 +13,11 @@ The generation options, their defaults and the output are those of ``pipeplan ru
 * ``local`` / ``inproc`` / ``ray``: the normal runtime. The package's deployment (stage -> device, layer
   range) is re-planned into ProvisionStages (:func:`pipeplan.runtime.replay.package_provisions`), and
   every stage worker binds the package's stage program (:func:`~pipeplan.runtime.replay.compiled_stages`)
-  on the chosen backend, with ``--target`` kernels (cpu = quantized weights and C kernels, the default; reference torch; cuda = Triton);
+  on the chosen backend, with ``--target`` kernels (cpu = quantized weights and C kernels, the default; reference
+  torch). ``--target cuda`` needs a package compiled for ``cuda-triton``: every stage runs the package's lowered
+  ``tmachine.mlir`` (its device's streams) through the tmachine interpreter
+  (:func:`~pipeplan.runtime.replay.tmachine_stages`), launching the Triton kernels with the lowered grids and
+  arguments, as ``pipeplan run --target cuda`` does (another package: ``error[unsupported_program]``);
 * ``direct``: :func:`pipeplan.runtime.replay.replay_package`, the instruction-by-instruction replay in this
   process with the reference kernels (greedy), which records the measured TimelineBundle: ``--timeline``
   writes it, ``--trace`` its Chrome trace (only this backend records them).
@@ -61,7 +65,7 @@ def main(args: argparse.Namespace) -> int:
 
     from pipeplan.dialects.vmachine import abi_of
     from pipeplan.errors import RunPlanRejection
-    from pipeplan.runtime.replay import compiled_stages, load_package, package_provisions
+    from pipeplan.runtime.replay import compiled_stages, load_package, package_provisions, tmachine_stages
     from pipeplan.tools.generation import (
         check_fault_stage,
         check_generation_options,
@@ -85,7 +89,7 @@ def main(args: argparse.Namespace) -> int:
         n_stages = len(pkg.manifest.get("deployment", {}).get("stages", []))
         if backend is not None:
             provisions = package_provisions(pkg, args.model)
-            programs = compiled_stages(pkg)
+            programs = tmachine_stages(pkg) if args.target == "cuda" else compiled_stages(pkg)
             n_stages = len(provisions)
             check_fault_stage(fi, n_stages)
     result, _, _ = generate_text(args, model=args.model, backend=backend, provisions=provisions, programs=programs,

@@ -257,3 +257,60 @@ def test_run_cuda_timeline_is_the_executed_instructions(runs):
                                                and 0 <= e["start_s"] <= e["end_s"] for e in bundle["events"])
     chrome = json.loads((Path(doc["_trace"]) / "chrome.json").read_text())
     assert len(chrome["traceEvents"]) >= len(bundle["events"])
+
+
+REPLAY_POOL = "".join(f'[[nodes]]\nid = "n{i}"\nmemory_bytes = 1073741824\nbandwidth_bytes_per_s = 1.0e11\n'
+                      f'flops_per_s = 1.0e12\nlink_bandwidth_bytes_per_s = 1.0e9\n' for i in range(2))
+
+
+@pytest.fixture(scope="module")
+def replay_packages(tmp_path_factory, stories_path):
+    """``(cuda-triton package, virtual-queue package)`` of stories260K over 2 stages (reference-queue binder,
+    the 5-row prefill; the tmachine program with the Triton CPU interpreter's launch configurations)."""
+    from pipeplan.compiler.replay_package import compile_plan_to_package, print_module
+    from pipeplan.frontend.gguf_facts import read_model_facts
+    from pipeplan.frontend.planner import plan_run
+    from pipeplan.frontend.pool import load_pool_toml
+    from pipeplan.plan_types import RuntimeConfig
+
+    d = tmp_path_factory.mktemp("tm-pkg")
+    (d / "pool.toml").write_text(REPLAY_POOL)
+    plan = plan_run(read_model_facts(stories_path), RuntimeConfig(max_seq_len=MAX_SEQ), load_pool_toml(d / "pool.toml"), 2)
+    (d / "plan.mlir").write_text(print_module(plan))
+    return tuple(compile_plan_to_package(d / "plan.mlir", target, None, d / target, pool=d / "pool.toml",
+                                         binder="reference-queue", prompt_len=PREFILL_ROWS, decode_tokens=2,
+                                         interpret=True) for target in ("cuda-triton", "virtual-queue"))
+
+
+@pytest.mark.slow
+def test_replay_cuda_executes_the_packaged_tmachine_program(cache, replay_packages, stories_path, expected_cases, tmp_path):
+    """Issue 13 item 5 / AB-M-1, AB-M-2, AB-M-4: `pipeplan replay PKG --target cuda` (a cuda-triton package, 2
+    stages, inproc) runs the package's lowered ``tmachine.mlir`` through the tmachine interpreter, not the
+    vmachine stage programs: llama.cpp's greedy ids, and every stage executed its device's instructions of
+    that program per step run, each once, in stream order, launches with the IR's kernel and grid."""
+    pkg, _ = replay_packages
+    case = expected_cases[0]
+    manifest = json.loads((pkg / "manifest.json").read_text())
+    assert manifest["tmachine"] == {"file": "tmachine.mlir", "interpret": True} and "tmachine.mlir" in manifest["files"]
+    rc, out, err = _cli(["replay", str(pkg), "--model", str(stories_path), "--prompt", case["prompt"], "--target", "cuda",
+                         "--backend", "inproc", "--max-tokens", "2", "--json"], tmp_path)
+    assert rc == 0, err
+    assert json.loads(out)["token_ids"] == case["greedy_ids"][:2]
+    prog = TMachineStageProgram((pkg / "tmachine.mlir").read_text(), "", source="pkg").parse()
+    for s in range(2):
+        events = [json.loads(line) for line in (tmp_path / f"stage{s}.jsonl").read_text().splitlines()]
+        step_runs = _runs(events)
+        assert [r[0]["step"] for r in step_runs] == ["prefill", "decode"]
+        for r in step_runs:
+            _check_step_run(prog, f"n{s}", r)
+
+
+def test_replay_cuda_needs_a_tmachine_package(cache, replay_packages, stories_path, tmp_path):
+    """Issue 13 item 5 / AB-M-2: `pipeplan replay --target cuda` of a package compiled for another target (no
+    ``tmachine.mlir``) is ``error[unsupported_program]`` (exit 2, before any stage runs), not the vmachine
+    program on the Triton kernel table."""
+    _, vq = replay_packages
+    assert not (vq / "tmachine.mlir").exists()
+    rc, out, err = _cli(["replay", str(vq), "--model", str(stories_path), "--prompt", "Hi", "--target", "cuda",
+                         "--backend", "inproc", "--max-tokens", "1"], tmp_path)
+    assert rc == 2 and out == "" and err.startswith("error[unsupported_program]: ") and "cuda-triton" in err
