@@ -266,7 +266,8 @@ REPLAY_POOL = "".join(f'[[nodes]]\nid = "n{i}"\nmemory_bytes = 1073741824\nbandw
 @pytest.fixture(scope="module")
 def replay_packages(tmp_path_factory, stories_path):
     """``(cuda-triton package, virtual-queue package)`` of stories260K over 2 stages (reference-queue binder,
-    the 5-row prefill; the tmachine program with the Triton CPU interpreter's launch configurations)."""
+    the 5-row prefill; the tmachine program with the Triton CPU interpreter's launch configurations): the first
+    by ``pipeplan compile --target cuda-triton --interpret``, the second by the API."""
     from pipeplan.compiler.replay_package import compile_plan_to_package, print_module
     from pipeplan.frontend.gguf_facts import read_model_facts
     from pipeplan.frontend.planner import plan_run
@@ -277,9 +278,13 @@ def replay_packages(tmp_path_factory, stories_path):
     (d / "pool.toml").write_text(REPLAY_POOL)
     plan = plan_run(read_model_facts(stories_path), RuntimeConfig(max_seq_len=MAX_SEQ), load_pool_toml(d / "pool.toml"), 2)
     (d / "plan.mlir").write_text(print_module(plan))
-    return tuple(compile_plan_to_package(d / "plan.mlir", target, None, d / target, pool=d / "pool.toml",
-                                         binder="reference-queue", prompt_len=PREFILL_ROWS, decode_tokens=2,
-                                         interpret=True) for target in ("cuda-triton", "virtual-queue"))
+    with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+        assert main(["compile", str(d / "plan.mlir"), "--nodes", str(d / "pool.toml"), "--target", "cuda-triton",
+                     "--interpret", "--binder", "reference-queue", "--prompt-len", str(PREFILL_ROWS), "--evidence",
+                     "roofline", "--decode-tokens", "2", "-o", str(d / "cuda-triton")]) == 0
+    vq = compile_plan_to_package(d / "plan.mlir", "virtual-queue", None, d / "virtual-queue", pool=d / "pool.toml",
+                                 binder="reference-queue", prompt_len=PREFILL_ROWS, decode_tokens=2)
+    return d / "cuda-triton", vq
 
 
 @pytest.mark.slow
@@ -292,6 +297,7 @@ def test_replay_cuda_executes_the_packaged_tmachine_program(cache, replay_packag
     case = expected_cases[0]
     manifest = json.loads((pkg / "manifest.json").read_text())
     assert manifest["tmachine"] == {"file": "tmachine.mlir", "interpret": True} and "tmachine.mlir" in manifest["files"]
+    assert manifest["target"]["name"] == "cuda-triton"
     rc, out, err = _cli(["replay", str(pkg), "--model", str(stories_path), "--prompt", case["prompt"], "--target", "cuda",
                          "--backend", "inproc", "--max-tokens", "2", "--json"], tmp_path)
     assert rc == 0, err
@@ -310,7 +316,27 @@ def test_replay_cuda_needs_a_tmachine_package(cache, replay_packages, stories_pa
     ``tmachine.mlir``) is ``error[unsupported_program]`` (exit 2, before any stage runs), not the vmachine
     program on the Triton kernel table."""
     _, vq = replay_packages
-    assert not (vq / "tmachine.mlir").exists()
+    assert not (vq / "tmachine.mlir").exists() and "tmachine" not in json.loads((vq / "manifest.json").read_text())
     rc, out, err = _cli(["replay", str(vq), "--model", str(stories_path), "--prompt", "Hi", "--target", "cuda",
                          "--backend", "inproc", "--max-tokens", "1"], tmp_path)
     assert rc == 2 and out == "" and err.startswith("error[unsupported_program]: ") and "cuda-triton" in err
+
+
+def test_cuda_package_rebuilds_identically_and_detects_tampering(cache, replay_packages, tmp_path):
+    """Issue 13 item 5 / AB-M-2, AB-M-3: a cuda-triton package's ``tmachine.mlir`` is a pure function of the
+    inputs (a rebuild is byte-identical) and covered by the manifest's digests (an edited copy is
+    ``bad_package`` naming it)."""
+    import shutil
+
+    from pipeplan.compiler.replay_package import PackageError, compile_plan_to_package, verify_package
+
+    pkg, _ = replay_packages
+    again = compile_plan_to_package(pkg.parent / "plan.mlir", "cuda-triton", ("roofline",), tmp_path / "again",
+                                    pool=pkg.parent / "pool.toml", binder="reference-queue", prompt_len=PREFILL_ROWS,
+                                    decode_tokens=2, interpret=True)
+    assert (again / "tmachine.mlir").read_bytes() == (pkg / "tmachine.mlir").read_bytes()
+    bad = tmp_path / "bad"
+    shutil.copytree(pkg, bad)
+    (bad / "tmachine.mlir").write_text((pkg / "tmachine.mlir").read_text().replace("gemv", "gemw", 1))
+    with pytest.raises(PackageError, match="tmachine.mlir has digest"):
+        verify_package(bad)
