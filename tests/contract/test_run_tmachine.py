@@ -11,6 +11,7 @@ trace with the cached program file the run reports (``--json`` ``package.path``)
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import io
 import json
 import os
@@ -298,17 +299,26 @@ def test_replay_cuda_executes_the_packaged_tmachine_program(cache, replay_packag
     manifest = json.loads((pkg / "manifest.json").read_text())
     assert manifest["tmachine"] == {"file": "tmachine.mlir", "interpret": True} and "tmachine.mlir" in manifest["files"]
     assert manifest["target"]["name"] == "cuda-triton"
+    trace = tmp_path / "trace"
+    trace.mkdir()
     rc, out, err = _cli(["replay", str(pkg), "--model", str(stories_path), "--prompt", case["prompt"], "--target", "cuda",
-                         "--backend", "inproc", "--max-tokens", "2", "--json"], tmp_path)
+                         "--backend", "inproc", "--max-tokens", "2", "--json", "--timeline", str(tmp_path / "m.json"),
+                         "--trace", str(tmp_path / "chrome.json")], trace)
     assert rc == 0, err
     assert json.loads(out)["token_ids"] == case["greedy_ids"][:2]
-    prog = TMachineStageProgram((pkg / "tmachine.mlir").read_text(), "", source="pkg").parse()
+    text = (pkg / "tmachine.mlir").read_text()
+    prog = TMachineStageProgram(text, "", source="pkg").parse()
     for s in range(2):
-        events = [json.loads(line) for line in (tmp_path / f"stage{s}.jsonl").read_text().splitlines()]
+        events = [json.loads(line) for line in (trace / f"stage{s}.jsonl").read_text().splitlines()]
         step_runs = _runs(events)
         assert [r[0]["step"] for r in step_runs] == ["prefill", "decode"]
         for r in step_runs:
             _check_step_run(prog, f"n{s}", r)
+    bundle = json.loads((tmp_path / "m.json").read_text())  # the measured timeline is those instructions
+    assert bundle["kind"] == "measured" and bundle["schedule"] == ["prefill", "decode"]
+    assert bundle["digests"]["machine"] == f"sha256:{hashlib.sha256(text.encode()).hexdigest()}"
+    assert len(bundle["events"]) == sum(len((trace / f"stage{s}.jsonl").read_text().splitlines()) for s in range(2))
+    assert json.loads((tmp_path / "chrome.json").read_text())["traceEvents"]
 
 
 def test_replay_cuda_needs_a_tmachine_package(cache, replay_packages, stories_path, tmp_path):
