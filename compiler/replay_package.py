@@ -12,6 +12,10 @@ and writes a directory:
 * ``program.mlir`` — the ``vmachine.program`` (a ``builtin.module``), what the runtime replays;
 * ``lineage.json`` — detachable: instruction id -> lineage path (model op -> stage/block -> portable
   task -> candidate -> concrete command -> machine instruction) and command id -> instruction id;
+* ``tmachine.mlir`` — only for a ``cuda-triton`` target: the ``tmachine.program`` lowered from the same
+  concrete plan (``convert-cplan-to-triton`` with the package's model ABI; ``interpret``: launch
+  configurations for Triton's CPU interpreter, recorded in the manifest's ``tmachine``), what
+  ``pipeplan replay --target cuda`` runs through the tmachine interpreter;
 * ``predicted.timeline.json`` — the TimelineBundle of the simulation (prefill chunks + K decode
   tokens) with the projection summary, published with concrete/evidence/policy digests;
 * ``manifest.json`` — target and deployment identity, portable/concrete/machine digests, plugin and
@@ -48,11 +52,13 @@ from pipeplan.analysis.timeline import TimelineBundle, bundle_from_simulation
 from pipeplan.api import parse_module, register_pipeplan
 from pipeplan.dialects.bindings import TargetBindingOp
 from pipeplan.dialects.cplan import plan_from_ir
+from pipeplan.dialects.pplan import PlanOp as PPlanOp
 from pipeplan.dialects.runplan_build import plan_node_pool, runplan_spec_from_module
 from pipeplan.dialects.vmachine import ENGINE_REVISION, KernelOp
 from pipeplan.errors import PipeplanError
 from pipeplan.files.atomic import OutputPathError, check_output_file, current_umask, write_file_atomic
 from pipeplan.files.paths import InputPathError, check_input_file, file_kind
+from pipeplan.transforms.convert_cplan_to_triton import lower_plan as lower_tmachine
 from pipeplan.transforms.convert_cplan_to_vmachine import abi_from_facts, lower_module
 from pipeplan.transforms.convert_pplan_to_cplan import ConvertPplanToCplanPass
 from pipeplan.transforms.convert_runplan_to_pplan import ConvertRunplanToPplanPass
@@ -71,7 +77,9 @@ from pipeplan.transforms.pplan_select_implementations import PplanSelectImplemen
 PACKAGE_FORMAT = "pipeplan-replay-package/1"
 LINEAGE_FORMAT = "pipeplan-lineage/1"
 ANALYSIS_REVISION = "pipeplan-simulate/1"
-FILES = ("program.mlir", "lineage.json", "predicted.timeline.json")
+TMACHINE_FILE = "tmachine.mlir"
+TMACHINE_TARGET = "cuda-triton"
+FILES = ("program.mlir", "lineage.json", "predicted.timeline.json", TMACHINE_FILE)
 MANIFEST = "manifest.json"
 SELF_DIGEST_KEY = "manifest_digest"
 
@@ -212,9 +220,29 @@ def _target_binding(module) -> dict[str, Any]:
     return {}
 
 
-def build_package_files(module, spec, *, target: str, decode_tokens: int = 16, prompt_chunks: int = 1
-                        ) -> dict[str, str]:
-    """The package's file contents (name -> text) from a compiled module (:func:`compile_plan`).
+def _tmachine_text(module, plan_op, abi, interpret: bool) -> str:
+    """The printed ``tmachine.program`` of the compiled module's concrete plan (``convert-cplan-to-triton``'s
+    :func:`~pipeplan.transforms.convert_cplan_to_triton.lower_plan` with the model ABI). Raises
+    PackageError with the lowering's message (unsupported kernel/dtype, no queue extension)."""
+    from xdsl.dialects.builtin import ModuleOp
+    from xdsl.utils.exceptions import PassFailedException
+
+    pplans = [o for o in module.ops if isinstance(o, PPlanOp)]
+    if len(pplans) != 1:
+        raise PackageError(f"the cuda-triton lowering needs the portable plan (found {len(pplans)} pplan.plan)")
+    try:
+        prog = lower_tmachine(plan_op, pplans[0], abi, interpret)
+    except PassFailedException as e:
+        msg, code = _diagnostic(" ".join(str(e).split()))
+        raise PackageError(msg, code=code) from None
+    return print_module(ModuleOp([prog]))
+
+
+def build_package_files(module, spec, *, target: str, decode_tokens: int = 16, prompt_chunks: int = 1,
+                        interpret: bool = False) -> dict[str, str]:
+    """The package's file contents (name -> text) from a compiled module (:func:`compile_plan`); a
+    ``cuda-triton`` target adds ``tmachine.mlir`` (``interpret``: its launch configurations are the Triton
+    CPU interpreter's).
 
     Raises MachineVerifyError (lineage path) or PipeplanError from the lowering or the simulation.
     """
@@ -238,6 +266,10 @@ def build_package_files(module, spec, *, target: str, decode_tokens: int = 16, p
                "commands": dict(sorted(low.instruction_of.items())),
                "cross_step_syncs": low.cross_step_syncs}
     files = {"program.mlir": program_text, "lineage.json": _dumps(lineage), "predicted.timeline.json": bundle.dumps()}
+    tmachine: dict[str, Any] = {}
+    if target.startswith(TMACHINE_TARGET):
+        files[TMACHINE_FILE] = _tmachine_text(module, plan_op, abi, interpret)
+        tmachine = {"tmachine": {"file": TMACHINE_FILE, "interpret": bool(interpret)}}
     stages = []
     for st in low.program.body.block.ops:
         if st.name == "vmachine.stage":
@@ -260,6 +292,7 @@ def build_package_files(module, spec, *, target: str, decode_tokens: int = 16, p
         "evidence": {"fingerprint": digests["evidence"], "policy": digests["policy"], "identity": plan.evidence,
                      "risk": plan.risk, "statuses": dict(sorted(_count(c.status for c in cmds.values()).items()))},
         "lineage": {"file": "lineage.json", "detachable": True},
+        **tmachine,
         "files": {name: sha256_hex(text.encode()) for name, text in sorted(files.items())},
     }
     manifest[SELF_DIGEST_KEY] = manifest_self_digest(manifest)
@@ -400,7 +433,8 @@ def check_package_dir(out_dir: str | Path, *, option: str = "-o") -> dict[str, A
 def compile_plan_to_package(plan_module, target: str = "virtual-queue", evidence: Sequence[str] | str | None = None,
                             out_dir: str | Path = "package", *, pool: str | Path | None = None, prompt_len: int = 8,
                             binder: str = "list-schedule", decode_tokens: int = 16, prompt_chunks: int = 1,
-                            trace: str | Path | None = None, timeline: str | Path | None = None) -> Path:
+                            trace: str | Path | None = None, timeline: str | Path | None = None,
+                            interpret: bool = False) -> Path:
     """Compile a RunPlan (module, IR text or path) into a replay package directory (module docstring).
 
     Args:
@@ -412,6 +446,8 @@ def compile_plan_to_package(plan_module, target: str = "virtual-queue", evidence
         decode_tokens / prompt_chunks: the simulated run in ``predicted.timeline.json``.
         trace: also write the predicted Chrome trace (Perfetto / chrome://tracing) here.
         timeline: also write the predicted TimelineBundle JSON (a copy of ``predicted.timeline.json``) here.
+        interpret: a ``cuda-triton`` target's ``tmachine.mlir`` uses the Triton CPU interpreter's launch
+            configurations (default: the GPU's).
     Returns: the package directory.
     Raises: PackageError (missing binding, compile failure with the pass's message, ``bad_output_path``,
     ``write_failed``), OutputPathError (``trace``/``timeline`` not writable), MachineVerifyError. Output
@@ -423,7 +459,8 @@ def compile_plan_to_package(plan_module, target: str = "virtual-queue", evidence
     if timeline is not None:
         check_output_file(timeline, "--timeline")
     module, spec = compile_plan(plan_module, target, evidence, pool=pool, prompt_len=prompt_len, binder=binder)
-    files = build_package_files(module, spec, target=target, decode_tokens=decode_tokens, prompt_chunks=prompt_chunks)
+    files = build_package_files(module, spec, target=target, decode_tokens=decode_tokens, prompt_chunks=prompt_chunks,
+                                interpret=interpret)
     out = write_package(files, out_dir)
     if trace is not None:
         TimelineBundle.from_json(json.loads(files["predicted.timeline.json"])).write_chrome_trace(trace, "--trace")
@@ -476,6 +513,6 @@ def verify_package(pkg_dir: str | Path) -> dict[str, Any]:
     return manifest
 
 
-__all__ = ["FILES", "MANIFEST", "PACKAGE_FORMAT", "PackageError", "build_package_files", "check_package_dir", "compile_plan",
+__all__ = ["FILES", "MANIFEST", "PACKAGE_FORMAT", "TMACHINE_FILE", "PackageError", "build_package_files", "check_package_dir", "compile_plan",
            "compile_plan_to_package", "manifest_self_digest", "print_module", "read_own_manifest", "sha256_hex",
            "verify_package", "write_package"]

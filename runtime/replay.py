@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import gc
 import json
+import os
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -35,6 +36,7 @@ from pipeplan.analysis.timeline import SyncEvent, TimelineBundle, TimelineEvent
 from pipeplan.api import parse_module, register_pipeplan
 from pipeplan.compiler.replay_package import (
     PACKAGE_FORMAT,
+    TMACHINE_FILE,
     PackageError,
     compile_plan_to_package,
     print_module,
@@ -67,12 +69,12 @@ from pipeplan.frontend.planner import plan_run
 from pipeplan.frontend.pool import local_peaks, local_pool, physical_memory_bytes, pool_toml
 from pipeplan.models.stage_program import KernelCall
 from pipeplan.plan_types import NodePool, NodeSpec, RuntimeConfig
+from pipeplan.runtime.tmachine_run import TRACE_ENV, TMachineStageProgram
 from pipeplan.transforms.convert_cplan_to_vmachine import abi_from_facts, hparams_of
 
 if TYPE_CHECKING:
     import torch
     from pipeplan.runtime.stage import StageProgram
-    from pipeplan.runtime.tmachine_run import TMachineStageProgram
 
 
 class ReplayError(PipeplanError):
@@ -205,6 +207,38 @@ def load_compiled_stages(pkg_dir: str | Path, *, verify: bool = True) -> dict[in
     """:func:`compiled_stages` of the package in ``pkg_dir`` (digests checked unless ``verify=False``).
     Raises PackageError / ReplayError like :func:`load_package`."""
     return compiled_stages(load_package(pkg_dir, verify=verify))
+
+
+def tmachine_stages(pkg: Package, trace: str | None = None) -> dict[int, TMachineStageProgram]:
+    """stage -> the :class:`~pipeplan.runtime.tmachine_run.TMachineStageProgram` of a ``cuda-triton`` package
+    (its ``tmachine.mlir``, the streams of the stage's device; rows of the vmachine program's steps): what
+    ``pipeplan replay --target cuda`` binds, so every stage runs the lowered tmachine program through the
+    tmachine interpreter. ``trace`` None: ``$PIPEPLAN_TMACHINE_TRACE``.
+
+    Raises ReplayError ``unsupported_program`` (the package holds no tmachine program: compiled for
+    another target), ``invalid_runtime_config`` (two stages on one device: a stage runs its device's
+    streams); PipeplanError(``tmachine:parse``) for a program that does not parse or verify."""
+    if TMACHINE_FILE not in pkg.manifest.get("files", {}):
+        target = pkg.manifest.get("target", {}).get("name", "?")
+        raise ReplayError(f"{pkg.path}: the package was compiled for target '{target}' and holds no tmachine program "
+                          f"(--target cuda replays {TMACHINE_FILE}: compile with --target cuda-triton)",
+                          code="unsupported_program", where=TMACHINE_FILE)
+    path = pkg.path / TMACHINE_FILE
+    text = path.read_text(encoding="utf-8")
+    devices: dict[int, str] = {}
+    for st in pkg.manifest.get("deployment", {}).get("stages", []):
+        s, d = int(st["stage"]), str(st["device"])
+        if d in devices.values():
+            raise ReplayError(f"{pkg.path}: --target cuda runs each stage as the tmachine streams of its device, but "
+                              f"stage {s} shares device {d}", code="invalid_runtime_config", where=f"stage {s}")
+        devices[s] = d
+    rows = {step.name_.data: step.rows.value.data for st in pkg.program.body.block.ops if isinstance(st, StageOp)
+            for step in st.body.block.ops if isinstance(step, StepOp)}
+    trace = os.environ.get(TRACE_ENV, "") if trace is None else trace
+    out = {s: TMachineStageProgram(text, d, rows, f"{path} stage {s}", trace) for s, d in sorted(devices.items())}
+    if out:
+        out[min(out)].parse()  # a tampered file fails here, not in every stage
+    return out
 
 
 STAGES_CACHE_FORMAT = "pipeplan-stage-programs/1"

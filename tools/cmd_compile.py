@@ -4,11 +4,13 @@ Usage::
 
     pipeplan compile PLAN.mlir [--nodes POOL.toml] [--target virtual-queue] [--evidence roofline]
                      [--evidence measured:TABLE.json ...] [--prompt-len 8] [--binder list-schedule]
-                     [--decode-tokens 16] [--kernels cpu|reference] [--parallel N [--prompt-tokens P] [--micro-batches M]]
+                     [--decode-tokens 16] [--interpret] [--kernels cpu|reference] [--parallel N [--prompt-tokens P] [--micro-batches M]]
                      -o PKG [--trace trace.json] [--timeline predicted.json]
 
 Runs :func:`pipeplan.compiler.replay_package.compile_plan_to_package` (the whole chain from the
-RunPlan to the vmachine program, the predicted timeline and the manifest). The DeploymentBinding comes
+RunPlan to the vmachine program, the predicted timeline and the manifest; for ``--target cuda-triton`` also
+the lowered ``tmachine.mlir`` that ``pipeplan replay --target cuda`` runs, with ``--interpret`` for Triton's
+CPU interpreter's launch configurations). The DeploymentBinding comes
 from ``--nodes``, else from the node specs the plan carries (``pipeplan plan`` records them); a plan
 naming its nodes by id only without ``--nodes`` is ``error[missing_binding]``. ``--evidence`` may be
 repeated: providers in policy order; without it the cached calibration of this machine + the plan's
@@ -56,6 +58,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="where `pipeplan calibrate` cached its evidence (default $PIPEPLAN_CACHE or ~/.cache/pipeplan)")
     parser.add_argument("--prompt-len", type=int, default=8, help="rows of the prefill step (default %(default)s)")
     parser.add_argument("--binder", default="list-schedule", help="list-schedule | reference-queue (default %(default)s)")
+    parser.add_argument("--interpret", action="store_true",
+                        help="cuda-triton: lower tmachine.mlir with the launch configurations of Triton's CPU interpreter")
     parser.add_argument("--decode-tokens", type=int, default=16, help="decode tokens simulated (default %(default)s)")
     parser.add_argument("--kernels", choices=("cpu", "reference"),
                         help="whose calibration to use (default: cpu's, else reference's)")
@@ -95,7 +99,7 @@ def main(args: argparse.Namespace) -> int:
     choice = plan_evidence(args.evidence, args.plan, target=targets, cache_dir=args.cache_dir)
     out = compile_plan_to_package(args.plan, args.target, choice.providers, args.output, pool=args.nodes,
                                   prompt_len=args.prompt_len, binder=args.binder, decode_tokens=args.decode_tokens,
-                                  trace=args.trace, timeline=args.timeline)
+                                  trace=args.trace, timeline=args.timeline, interpret=args.interpret)
     manifest = json.loads((out / "manifest.json").read_text())
     print(choice.message, file=sys.stderr)
     print(f"package {out}")

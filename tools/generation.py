@@ -130,7 +130,7 @@ def check_generation_options(args: argparse.Namespace):
                               f"--backend local|inproc|ray", where="backend")
     elif (args.timeline or args.trace) and not (args.target == "cuda" and getattr(args, "tmachine_timeline", False)):
         raise OptionError("--timeline/--trace are recorded by the direct replay (--backend direct) and by `pipeplan "
-                          "run --target cuda` only", where="backend")
+                          "run|replay --target cuda` only", where="backend")
     if args.timeline:
         check_output_file(args.timeline, "--timeline")
     if args.trace:

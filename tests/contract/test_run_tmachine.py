@@ -11,6 +11,7 @@ trace with the cached program file the run reports (``--json`` ``package.path``)
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import io
 import json
 import os
@@ -257,3 +258,95 @@ def test_run_cuda_timeline_is_the_executed_instructions(runs):
                                                and 0 <= e["start_s"] <= e["end_s"] for e in bundle["events"])
     chrome = json.loads((Path(doc["_trace"]) / "chrome.json").read_text())
     assert len(chrome["traceEvents"]) >= len(bundle["events"])
+
+
+REPLAY_POOL = "".join(f'[[nodes]]\nid = "n{i}"\nmemory_bytes = 1073741824\nbandwidth_bytes_per_s = 1.0e11\n'
+                      f'flops_per_s = 1.0e12\nlink_bandwidth_bytes_per_s = 1.0e9\n' for i in range(2))
+
+
+@pytest.fixture(scope="module")
+def replay_packages(tmp_path_factory, stories_path):
+    """``(cuda-triton package, virtual-queue package)`` of stories260K over 2 stages (reference-queue binder,
+    the 5-row prefill; the tmachine program with the Triton CPU interpreter's launch configurations): the first
+    by ``pipeplan compile --target cuda-triton --interpret``, the second by the API."""
+    from pipeplan.compiler.replay_package import compile_plan_to_package, print_module
+    from pipeplan.frontend.gguf_facts import read_model_facts
+    from pipeplan.frontend.planner import plan_run
+    from pipeplan.frontend.pool import load_pool_toml
+    from pipeplan.plan_types import RuntimeConfig
+
+    d = tmp_path_factory.mktemp("tm-pkg")
+    (d / "pool.toml").write_text(REPLAY_POOL)
+    plan = plan_run(read_model_facts(stories_path), RuntimeConfig(max_seq_len=MAX_SEQ), load_pool_toml(d / "pool.toml"), 2)
+    (d / "plan.mlir").write_text(print_module(plan))
+    with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+        assert main(["compile", str(d / "plan.mlir"), "--nodes", str(d / "pool.toml"), "--target", "cuda-triton",
+                     "--interpret", "--binder", "reference-queue", "--prompt-len", str(PREFILL_ROWS), "--evidence",
+                     "roofline", "--decode-tokens", "2", "-o", str(d / "cuda-triton")]) == 0
+    vq = compile_plan_to_package(d / "plan.mlir", "virtual-queue", None, d / "virtual-queue", pool=d / "pool.toml",
+                                 binder="reference-queue", prompt_len=PREFILL_ROWS, decode_tokens=2)
+    return d / "cuda-triton", vq
+
+
+@pytest.mark.slow
+def test_replay_cuda_executes_the_packaged_tmachine_program(cache, replay_packages, stories_path, expected_cases, tmp_path):
+    """Issue 13 item 5 / AB-M-1, AB-M-2, AB-M-4: `pipeplan replay PKG --target cuda` (a cuda-triton package, 2
+    stages, inproc) runs the package's lowered ``tmachine.mlir`` through the tmachine interpreter, not the
+    vmachine stage programs: llama.cpp's greedy ids, and every stage executed its device's instructions of
+    that program per step run, each once, in stream order, launches with the IR's kernel and grid."""
+    pkg, _ = replay_packages
+    case = expected_cases[0]
+    manifest = json.loads((pkg / "manifest.json").read_text())
+    assert manifest["tmachine"] == {"file": "tmachine.mlir", "interpret": True} and "tmachine.mlir" in manifest["files"]
+    assert manifest["target"]["name"] == "cuda-triton"
+    trace = tmp_path / "trace"
+    trace.mkdir()
+    rc, out, err = _cli(["replay", str(pkg), "--model", str(stories_path), "--prompt", case["prompt"], "--target", "cuda",
+                         "--backend", "inproc", "--max-tokens", "2", "--json", "--timeline", str(tmp_path / "m.json"),
+                         "--trace", str(tmp_path / "chrome.json")], trace)
+    assert rc == 0, err
+    assert json.loads(out)["token_ids"] == case["greedy_ids"][:2]
+    text = (pkg / "tmachine.mlir").read_text()
+    prog = TMachineStageProgram(text, "", source="pkg").parse()
+    for s in range(2):
+        events = [json.loads(line) for line in (trace / f"stage{s}.jsonl").read_text().splitlines()]
+        step_runs = _runs(events)
+        assert [r[0]["step"] for r in step_runs] == ["prefill", "decode"]
+        for r in step_runs:
+            _check_step_run(prog, f"n{s}", r)
+    bundle = json.loads((tmp_path / "m.json").read_text())  # the measured timeline is those instructions
+    assert bundle["kind"] == "measured" and bundle["schedule"] == ["prefill", "decode"]
+    assert bundle["digests"]["machine"] == f"sha256:{hashlib.sha256(text.encode()).hexdigest()}"
+    assert len(bundle["events"]) == sum(len((trace / f"stage{s}.jsonl").read_text().splitlines()) for s in range(2))
+    assert json.loads((tmp_path / "chrome.json").read_text())["traceEvents"]
+
+
+def test_replay_cuda_needs_a_tmachine_package(cache, replay_packages, stories_path, tmp_path):
+    """Issue 13 item 5 / AB-M-2: `pipeplan replay --target cuda` of a package compiled for another target (no
+    ``tmachine.mlir``) is ``error[unsupported_program]`` (exit 2, before any stage runs), not the vmachine
+    program on the Triton kernel table."""
+    _, vq = replay_packages
+    assert not (vq / "tmachine.mlir").exists() and "tmachine" not in json.loads((vq / "manifest.json").read_text())
+    rc, out, err = _cli(["replay", str(vq), "--model", str(stories_path), "--prompt", "Hi", "--target", "cuda",
+                         "--backend", "inproc", "--max-tokens", "1"], tmp_path)
+    assert rc == 2 and out == "" and err.startswith("error[unsupported_program]: ") and "cuda-triton" in err
+
+
+def test_cuda_package_rebuilds_identically_and_detects_tampering(cache, replay_packages, tmp_path):
+    """Issue 13 item 5 / AB-M-2, AB-M-3: a cuda-triton package's ``tmachine.mlir`` is a pure function of the
+    inputs (a rebuild is byte-identical) and covered by the manifest's digests (an edited copy is
+    ``bad_package`` naming it)."""
+    import shutil
+
+    from pipeplan.compiler.replay_package import PackageError, compile_plan_to_package, verify_package
+
+    pkg, _ = replay_packages
+    again = compile_plan_to_package(pkg.parent / "plan.mlir", "cuda-triton", ("roofline",), tmp_path / "again",
+                                    pool=pkg.parent / "pool.toml", binder="reference-queue", prompt_len=PREFILL_ROWS,
+                                    decode_tokens=2, interpret=True)
+    assert (again / "tmachine.mlir").read_bytes() == (pkg / "tmachine.mlir").read_bytes()
+    bad = tmp_path / "bad"
+    shutil.copytree(pkg, bad)
+    (bad / "tmachine.mlir").write_text((pkg / "tmachine.mlir").read_text().replace("gemv", "gemw", 1))
+    with pytest.raises(PackageError, match="tmachine.mlir has digest"):
+        verify_package(bad)
