@@ -17,7 +17,7 @@ from __future__ import annotations
 import re
 
 from xdsl.context import Context
-from xdsl.dialects.builtin import StringAttr
+from xdsl.dialects.builtin import FloatAttr, IntegerAttr, StringAttr
 from xdsl.ir import TypeAttribute
 from xdsl.parser import Parser
 from xdsl.parser.generic_parser import ParserState
@@ -100,6 +100,7 @@ class FastMLIRLexer(MLIRLexer):
         return FastToken(kind, _span(start, end, self.input), content[start:end])
 
 
+_INT_TYPE = re.compile(r"(?:i|si|ui)[0-9]+|index")
 _NUMBER_TYPES: dict[str, TypeAttribute] = {}
 """``i64``, ``index``, ``f32``, ... by spelling: types are immutable values, so one instance is shared."""
 
@@ -112,6 +113,7 @@ class FastParser(Parser):
         super().__init__(ctx, "", name)
         text = input.decode("utf-8") if isinstance(input, bytes) else input
         self._parser_state = ParserState(FastMLIRLexer(Input(text, name)))
+        self._int_attrs: dict[tuple[str, str | None], IntegerAttr] = {}
 
     def _consume_token(self, expected_kind: MLIRTokenKind | None = None) -> MLIRToken:
         state = self._parser_state
@@ -160,6 +162,33 @@ class FastParser(Parser):
             return cached
         self._parser_state.current_token = self._parser_state.lexer.lex()
         return cached
+
+    def parse_optional_builtin_int_or_float_attr(self) -> IntegerAttr | FloatAttr | None:
+        # ``42`` or ``42 : i64`` (an integer literal, optionally an integer type): one shared attribute per
+        # spelling in this input (attributes are immutable values); anything else is xDSL's own path
+        state = self._parser_state
+        token = state.current_token
+        if token.kind is not _INT or not isinstance(token, FastToken):
+            return super().parse_optional_builtin_int_or_float_attr()
+        lexer = state.lexer
+        pos = lexer.pos
+        after = lexer.lex()
+        type_name = None
+        if after.kind is _K.COLON:
+            spelled = lexer.lex()
+            if spelled.kind is _BARE and _INT_TYPE.fullmatch(spelled.text):
+                type_name = spelled.text
+            else:
+                type_name = ""  # some other type: not cached
+        key = (token.text, type_name)
+        if type_name != "" and (cached := self._int_attrs.get(key)) is not None:
+            state.current_token = after if type_name is None else lexer.lex()
+            return cached
+        lexer.pos = pos
+        attr = super().parse_optional_builtin_int_or_float_attr()
+        if type_name != "" and isinstance(attr, IntegerAttr):
+            self._int_attrs[key] = attr
+        return attr
 
     def _parse_optional_string_attr(self) -> StringAttr | None:
         value = self.parse_optional_str_literal()
