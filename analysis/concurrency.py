@@ -540,15 +540,15 @@ def costs_from_bundle(doc: Mapping[str, Any], *, prefill_rows: int = 8, evidence
 
 @functools.lru_cache(maxsize=16)
 def _prefill_rows_of(program: str, _mtime_ns: int) -> int:
+    from pipeplan.dialects.parsing import FastParser
     from pipeplan.dialects.vmachine import StageOp, StepOp, Vmachine
     from xdsl.context import Context
     from xdsl.dialects.builtin import Builtin
-    from xdsl.parser import Parser
 
     ctx = Context()
     ctx.load_dialect(Builtin)
     ctx.load_dialect(Vmachine)
-    module = Parser(ctx, Path(program).read_text(), program).parse_module()
+    module = FastParser(ctx, Path(program).read_text(), program).parse_module()
     stages = sorted((op for op in module.walk() if isinstance(op, StageOp)), key=lambda st: st.index.value.data)
     if not stages:
         return 1

@@ -185,6 +185,7 @@ def _opt(args: list[str], tmp: Path) -> float:
 def pipeline_phase(repeat: int) -> tuple[list[dict], dict]:
     """Phase 4: runplan -> vmachine of the 70B-shaped 8-stage plan in one invocation; parse of the largest IR."""
     from pipeplan.api import register_pipeplan
+    from pipeplan.dialects.diagnostics import parse_located
     from pipeplan.frontend.planner import plan_run
     from pipeplan.frontend.pool import pool_toml
     from xdsl.context import Context
@@ -212,14 +213,17 @@ def pipeline_phase(repeat: int) -> tuple[list[dict], dict]:
         largest = max(range(len(rows)), key=lambda i: rows[i]["bytes"])
         text = (plan if largest == 0 else tmp / f"ir{largest - 1}.mlir").read_text()
         ctx = register_pipeplan(Context())
-        best = float("inf")
+        best = xdsl_best = float("inf")
         for _ in range(max(repeat, 1)):
             t = time.perf_counter()
-            module = Parser(ctx, text).parse_module()
+            module = parse_located(ctx, text, "largest.mlir")  # what pipeplan-opt and the API parse with
             best = min(best, time.perf_counter() - t)
+            t = time.perf_counter()
+            Parser(ctx, text).parse_module()  # xDSL's own parser, for reference
+            xdsl_best = min(xdsl_best, time.perf_counter() - t)
         ops = sum(1 for _ in module.walk())
     summary = {"pipeline_s": whole, "target_pipeline_under_3s": whole < 3.0, "largest_ir": rows[largest]["ir"],
-               "largest_ir_bytes": rows[largest]["bytes"], "largest_ir_ops": ops, "parse_s": best,
+               "largest_ir_bytes": rows[largest]["bytes"], "largest_ir_ops": ops, "parse_s": best, "xdsl_parse_s": xdsl_best,
                "target_parse_under_2s": best < 2.0}
     return rows, summary
 
@@ -290,7 +294,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"pipeline: 70B-shaped 80 blocks x {PIPELINE_STAGES} stages runplan -> vmachine in one pipeplan-opt "
               f"invocation {s['pipeline_s']:.2f} s (target < 3 s: {'met' if s['target_pipeline_under_3s'] else 'NOT met'})"
               f"; parse of the largest IR ({s['largest_ir']} output, {s['largest_ir_bytes'] / 1e6:.2f} MB, "
-              f"{s['largest_ir_ops']} ops) {s['parse_s']:.2f} s (target < 2 s: "
+              f"{s['largest_ir_ops']} ops) {s['parse_s']:.2f} s, xDSL's Parser {s['xdsl_parse_s']:.2f} s (target < 2 s: "
               f"{'met' if s['target_parse_under_2s'] else 'NOT met'})")
         print(f"          IR after each pass: {sizes}")
     wall = time.perf_counter() - t0

@@ -21,12 +21,12 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import NoReturn, Self, cast
 
+from pipeplan.dialects.parsing import FastParser
 from pipeplan.errors import PipeplanError
 from xdsl.context import Context
 from xdsl.dialects.builtin import FileLineColLoc, IntAttr, LocationAttr, StringAttr, UnknownLoc
 from xdsl.ir import Attribute, Block, Operation, Region, SSAValue
 from xdsl.irdl import IRDLOperation
-from xdsl.parser import Parser
 from xdsl.printer import Printer
 from xdsl.utils.exceptions import PassFailedException, VerifyException
 
@@ -181,8 +181,8 @@ class PipeplanOp(IRDLOperation):
         raise underlying_error
 
 
-class LocatingParser(Parser):
-    """xDSL's parser that sets the location of every op it parses without an explicit ``loc(...)`` to
+class LocatingParser(FastParser):
+    """:class:`~pipeplan.dialects.parsing.FastParser` (xDSL's parser, faster lexer) that sets the location of every op it parses without an explicit ``loc(...)`` to
     ``FileLineColLoc(name, line, col)`` of the op's first token. ``line_offset`` is added to the line
     (``--split-input-file`` chunks). Line numbers are counted incrementally (ops are parsed in text
     order), so the cost is linear in the input."""
