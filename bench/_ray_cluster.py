@@ -81,10 +81,8 @@ def compiled_stages(model, nodes: Sequence[str], *, max_seq_len: int = 256, memo
     from pipeplan.runtime.replay import compile_for_run
 
     facts = read_model_facts(model)
-    peaks = local_peaks()  # this machine's peaks: the roofline costs the compiled package's timeline needs
-    pool = NodePool(tuple(NodeSpec(n, memory_bytes, bandwidth_bytes_per_s=peaks.bandwidth_bytes_per_s,
-                                   flops_per_s=peaks.flops_per_s,
-                                   link_bandwidth_bytes_per_s=peaks.link_bandwidth_bytes_per_s) for n in nodes))
+    rates = local_peaks().node_rates()  # this machine's peaks: the roofline costs of the package's timeline
+    pool = NodePool(tuple(NodeSpec(n, memory_bytes, **rates) for n in nodes))
     config = RuntimeConfig(max_seq_len=max_seq_len, parallel=parallel, ring_slots=max(2, parallel))
     module = plan_run(facts, config, pool, len(nodes), list(nodes))
     compiled = compile_for_run(module, pool_toml(pool), prompt_len=prompt_len)

@@ -231,6 +231,11 @@ class LocalPeaks:
     link_bandwidth_bytes_per_s: float
     source: str
 
+    def node_rates(self) -> dict[str, float]:
+        """The peaks as :class:`~pipeplan.plan_types.NodeSpec` keyword arguments."""
+        return {"bandwidth_bytes_per_s": self.bandwidth_bytes_per_s, "flops_per_s": self.flops_per_s,
+                "link_bandwidth_bytes_per_s": self.link_bandwidth_bytes_per_s}
+
 
 def _sig3(x: float) -> float:
     """``x`` rounded to 3 significant digits (a probe is not more precise, and the IR prints it short)."""
@@ -344,9 +349,7 @@ def local_pool(n: int, memory_bytes: int | None = None, *, peaks: LocalPeaks | N
     if isinstance(n, bool) or not isinstance(n, int) or not 1 <= n <= MAX_LOCAL_NODES:
         raise _bad("local pool", f"the number of local nodes must be an integer in [1, {MAX_LOCAL_NODES}], got {n!r}")
     mem = physical_memory_bytes() if memory_bytes is None else memory_bytes
-    rates = {} if peaks is None else {"bandwidth_bytes_per_s": peaks.bandwidth_bytes_per_s,
-                                      "flops_per_s": peaks.flops_per_s,
-                                      "link_bandwidth_bytes_per_s": peaks.link_bandwidth_bytes_per_s}
+    rates = {} if peaks is None else peaks.node_rates()
     pool = NodePool(tuple(NodeSpec(id=f"local{i}", memory_bytes=mem, **rates) for i in range(n)))
     validate_pool(pool, "local pool")
     return pool

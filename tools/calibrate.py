@@ -34,7 +34,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -750,6 +750,11 @@ CONTENTION_MAX = 4.0
 """Largest memory contention :func:`fit_runtime_terms` fits (each of two computing stages 5x slower)."""
 
 
+def _with_terms(costs: Any, cores: int, frame_s: float, wake_s: float, contention: float) -> Any:
+    """``costs`` with the runtime terms the loop fits (``orch_s = frame_s``) on ``cores`` cores."""
+    return replace(costs, frame_s=frame_s, orch_s=frame_s, wake_s=wake_s, cores=cores, contention=contention)
+
+
 def fit_runtime_terms(costs: Any, rate_one: float, rate_busy: float, n_busy: int, prompt_len: int, tokens: int,
                       cores: int) -> dict[str, float]:
     """``{"wake_s", "frame_s", "contention"}`` of the runtime model (:mod:`pipeplan.analysis.concurrency`,
@@ -763,8 +768,6 @@ def fit_runtime_terms(costs: Any, rate_one: float, rate_busy: float, n_busy: int
     costs its ring hop, measured with the hops). On one core: ``wake_s`` from the one-sequence cycle and
     ``frame_s`` by bisection on the busy rate (three alternations), ``contention`` 0 (one stage computes at a
     time). Terms that the rates cannot make positive are 0."""
-    import dataclasses
-
     from pipeplan.analysis.concurrency import consumers_spin, default_micro_batches, predict_concurrent
 
     s = costs.stages
@@ -772,8 +775,8 @@ def fit_runtime_terms(costs: Any, rate_one: float, rate_busy: float, n_busy: int
     m_busy = default_micro_batches(n_busy, s)
 
     def rate(f: float, w: float, c: float = 0.0) -> float:
-        cc = dataclasses.replace(costs, frame_s=f, orch_s=f, wake_s=w, cores=cores, contention=c)
-        return predict_concurrent(cc, n_busy, prompt_len, tokens, micro_batches=m_busy).aggregate_tok_s
+        return predict_concurrent(_with_terms(costs, cores, f, w, c), n_busy, prompt_len, tokens,
+                                  micro_batches=m_busy).aggregate_tok_s
 
     def solve(fn: Callable[[float], float], top: float) -> float:
         """The x in [0, top] where the decreasing ``fn(x)`` meets ``rate_busy`` (0 when fn(0) is at or below it)."""
@@ -808,7 +811,7 @@ def measure_loop(plan_module, package: str | Path, *, prompt_len: int = 8, token
     "contention", "fit_residual"}``; ``fit_residual`` is the largest relative error of the fitted model on the two measured rates
     (large when the busy run was not faster than one sequence: a loaded machine).
     Raises StageFault / RunRequestError from the pipeline."""
-    from pipeplan.analysis.concurrency import stage_costs
+    from pipeplan.analysis.concurrency import predict_concurrent, stage_costs
     from pipeplan.dialects.runplan_build import project_provisions, runplan_spec_from_module
     from pipeplan.runtime.backends import usable_cores
     from pipeplan.runtime.orchestrator import GenRequest, Pipeline
@@ -826,14 +829,9 @@ def measure_loop(plan_module, package: str | Path, *, prompt_len: int = 8, token
             pipe.generate_concurrent([GenRequest([1, 2], prompt_len + tokens - 2) for _ in range(n)])
             rates.append(_pipeline_rate(pipe, vocab, n, prompt_len, tokens, repeats))
     one, busy = rates
-    import dataclasses
-
-    from pipeplan.analysis.concurrency import predict_concurrent
-
     cores = usable_cores()
     terms = fit_runtime_terms(costs, one, busy, n_busy, prompt_len, tokens, cores)
-    fitted = dataclasses.replace(costs, frame_s=terms["frame_s"], orch_s=terms["frame_s"], wake_s=terms["wake_s"],
-                                 cores=cores, contention=terms["contention"])
+    fitted = _with_terms(costs, cores, terms["frame_s"], terms["wake_s"], terms["contention"])
     back = [predict_concurrent(fitted, n, prompt_len, tokens).aggregate_tok_s for n in (1, n_busy)]
     residual = max(abs(b - m) / m for b, m in zip(back, (one, busy), strict=True) if m > 0) if one > 0 else 1.0
     return {"sequences": n_busy, "tokens": tokens, "rate_one_tok_s": one, "rate_busy_tok_s": busy, "cores": cores,
