@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import gc
 import json
-import os
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -69,7 +68,7 @@ from pipeplan.frontend.planner import plan_run
 from pipeplan.frontend.pool import local_peaks, local_pool, physical_memory_bytes, pool_toml
 from pipeplan.models.stage_program import KernelCall
 from pipeplan.plan_types import NodePool, NodeSpec, RuntimeConfig
-from pipeplan.runtime.tmachine_run import TRACE_ENV, TMachineStageProgram
+from pipeplan.runtime.tmachine_run import TMachineStageProgram, shared_device, tmachine_stage_programs
 from pipeplan.transforms.convert_cplan_to_vmachine import abi_from_facts, hparams_of
 
 if TYPE_CHECKING:
@@ -225,17 +224,15 @@ def tmachine_stages(pkg: Package, trace: str | None = None) -> dict[int, TMachin
                           code="unsupported_program", where=TMACHINE_FILE)
     path = pkg.path / TMACHINE_FILE
     text = path.read_text(encoding="utf-8")
-    devices: dict[int, str] = {}
-    for st in pkg.manifest.get("deployment", {}).get("stages", []):
-        s, d = int(st["stage"]), str(st["device"])
-        if d in devices.values():
-            raise ReplayError(f"{pkg.path}: --target cuda runs each stage as the tmachine streams of its device, but "
-                              f"stage {s} shares device {d}", code="invalid_runtime_config", where=f"stage {s}")
-        devices[s] = d
+    devices = {int(st["stage"]): str(st["device"]) for st in pkg.manifest.get("deployment", {}).get("stages", [])}
+    shared = shared_device(devices)
+    if shared is not None:
+        _, s, d = shared
+        raise ReplayError(f"{pkg.path}: --target cuda runs each stage as the tmachine streams of its device, but "
+                          f"stage {s} shares device {d}", code="invalid_runtime_config", where=f"stage {s}")
     rows = {step.name_.data: step.rows.value.data for st in pkg.program.body.block.ops if isinstance(st, StageOp)
             for step in st.body.block.ops if isinstance(step, StepOp)}
-    trace = os.environ.get(TRACE_ENV, "") if trace is None else trace
-    out = {s: TMachineStageProgram(text, d, rows, f"{path} stage {s}", trace) for s, d in sorted(devices.items())}
+    out = tmachine_stage_programs(text, devices, rows, path, trace)
     if out:
         out[min(out)].parse()  # a tampered file fails here, not in every stage
     return out

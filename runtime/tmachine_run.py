@@ -163,18 +163,36 @@ def lower_for_run(plan_module, pool_path: str | Path, model: str | Path, *, evid
     return prog
 
 
+def shared_device(devices: Mapping[int, str]) -> tuple[int, int, str] | None:
+    """``(earlier stage, stage, device)`` of the first two stages of ``devices`` (stage -> device) on one
+    device, else None: a tmachine stage runs its device's streams, so each needs its own device."""
+    seen: dict[str, int] = {}
+    for s, d in sorted(devices.items()):
+        if d in seen:
+            return seen[d], s, d
+        seen[d] = s
+    return None
+
+
+def tmachine_stage_programs(text: str, devices: Mapping[int, str], rows: Mapping[str, int], where: str | Path,
+                   trace: str | None = None) -> dict[int, TMachineStageProgram]:
+    """stage -> its :class:`TMachineStageProgram` of the program ``text`` (the streams of its device in
+    ``devices``; ``rows`` per step), named ``<where> stage <k>``. ``trace`` None: ``$PIPEPLAN_TMACHINE_TRACE``."""
+    trace = os.environ.get(TRACE_ENV, "") if trace is None else trace
+    return {s: TMachineStageProgram(text, d, dict(rows), f"{where} stage {s}", trace) for s, d in sorted(devices.items())}
+
+
 def _stage_devices(plan_module) -> dict[int, str]:
     from pipeplan.dialects.runplan_build import project_provisions
     from pipeplan.errors import RunPlanRejection
 
     devices = {p.stage: p.node_id for p in project_provisions(plan_module)}
-    seen: dict[str, int] = {}
-    for s, d in sorted(devices.items()):
-        if d in seen:
-            raise RunPlanRejection(f"--target cuda runs each stage as the tmachine streams of its node, but stages "
-                                   f"{seen[d]} and {s} are both on node {d} (give each stage its own node)",
-                                   code="invalid_runtime_config", where=f"stage {s}")
-        seen[d] = s
+    shared = shared_device(devices)
+    if shared is not None:
+        first, s, d = shared
+        raise RunPlanRejection(f"--target cuda runs each stage as the tmachine streams of its node, but stages "
+                               f"{first} and {s} are both on node {d} (give each stage its own node)",
+                               code="invalid_runtime_config", where=f"stage {s}")
     return devices
 
 
@@ -205,7 +223,7 @@ def compile_tmachine_for_run(plan_module, pool_text: str, model: str | Path, *, 
     trace = os.environ.get(TRACE_ENV, "") if trace is None else trace
 
     def stages(text: str) -> dict[int, TMachineStageProgram]:
-        return {s: TMachineStageProgram(text, d, rows, f"{final} stage {s}", trace) for s, d in devices.items()}
+        return tmachine_stage_programs(text, devices, rows, final, trace)
 
     if final.is_file():
         try:
@@ -371,6 +389,6 @@ class TMachineStage:
         return self._logits[slot][it.last_step or "decode"][-1]
 
 
-__all__ = ["TRACE_ENV", "JsonlTrace", "TMachineRun", "TMachineStage", "TMachineStageProgram",
+__all__ = ["TRACE_ENV", "JsonlTrace", "shared_device", "tmachine_stage_programs", "TMachineRun", "TMachineStage", "TMachineStageProgram",
            "append_traces", "compile_tmachine_for_run", "interpret_default", "lower_for_run", "measured_timeline",
            "read_traces"]
