@@ -5,6 +5,12 @@ A ``vmachine.program`` is what the runtime replays. It holds:
 
 * ``vmachine.abi`` — the model kernel ABI the static kernel attributes come from (llama
   hyper-parameters and ``max_seq_len``); the runtime checks its model against it;
+SSA dataflow (destination-passing): ``vmachine.buffer`` yields a ``!vmachine.buffer`` and ``vmachine.edge`` an
+``!vmachine.edge`` at program level (so they dominate every stage); instructions take the buffers they read
+and write and the edge as operands; ``vmachine.token`` (in a step, before its queues) yields the
+``!vmachine.token`` its ``signal``/``wait`` take. String ids stay as properties of the defining ops; the
+instructions' ``ins``/``outs``/``src``/``dst``/``edge``/``token`` accessors derive them from the operands.
+
 * ``vmachine.buffer`` — every allocation of the concrete plan (same id, device, memory space, offset,
   size, lifetime) and the runtime *binding name* a stage program uses for it (``blk.0.attn_in``,
   ``blk.0.attn_q.weight``, ``blk.0.cache_k``, ``input``, ``output``, ...);
@@ -13,11 +19,11 @@ A ``vmachine.program`` is what the runtime replays. It holds:
   step (``prefill``, ``decode``; ``rows`` = rows the step's buffers hold), holding one
   ``vmachine.queue`` per engine the stage uses, holding instructions in queue order:
 
-  - ``vmachine.kernel`` — ``outs = kernel(*ins, **attrs)`` over buffer ids (``start_pos`` is the
-    step's runtime position), the runtime kernel table's names;
+  - ``vmachine.kernel`` — ``writes = kernel(*reads, **attrs)`` over buffer values (flag ``start_pos``: it
+    also takes the step's runtime position), the runtime kernel table's names;
   - ``vmachine.recv`` / ``vmachine.send`` — take / put the step's object on an edge;
   - ``vmachine.sample`` — greedy token (argmax of the last logits row);
-  - ``vmachine.signal`` / ``vmachine.wait`` — the concrete plan's signal/wait edges (``token``).
+  - ``vmachine.signal`` / ``vmachine.wait`` — the concrete plan's signal/wait edges (a ``vmachine.token``).
 
 Every instruction carries ``id`` (unique in the program) and ``cmd``, the concrete command it lowers
 (signal/wait: ``signal`` and ``wait`` commands). Lineage beyond the command id lives in the
@@ -35,29 +41,34 @@ never influence it (AB-T-3).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from pipeplan.dialects.carriers import (
     PropsInAttrDict,
     build_op,
-    check_strs,
     i64_of,
     scalar_attr,
     str_tuple,
+    strings,
 )
 from pipeplan.dialects.diagnostics import IRVerifyError, PipeplanOp
 from pipeplan.errors import PipeplanError
-from xdsl.dialects.builtin import ArrayAttr, DictionaryAttr, FloatAttr, IntegerAttr, StringAttr, f64
-from xdsl.ir import Attribute, Dialect, Operation, Region
+from xdsl.dialects.builtin import ArrayAttr, DictionaryAttr, FloatAttr, IntegerAttr, StringAttr, UnitAttr, f64
+from xdsl.ir import Attribute, Dialect, Operation, ParametrizedAttribute, Region, SSAValue, TypeAttribute
 from xdsl.irdl import (
+    AttrSizedOperandSegments,
     ParsePropInAttrDict,
+    irdl_attr_definition,
     irdl_op_definition,
+    operand_def,
     opt_prop_def,
     prop_def,
     region_def,
+    result_def,
     traits_def,
+    var_operand_def,
 )
 from xdsl.traits import HasParent, NoTerminator
 from xdsl.utils.exceptions import VerifyException
@@ -260,21 +271,57 @@ class AbiOp(PropsInAttrDict):
                 raise VerifyException(f"vmachine.abi: {f} must be >= 0, got {a.value.data}")
 
 
+@irdl_attr_definition
+class BufferType(ParametrizedAttribute, TypeAttribute):
+    """``!vmachine.buffer``: one allocation of the program, defined by ``vmachine.buffer`` (program level,
+    so it dominates every stage) and taken by the instructions that read or write it."""
+
+    name = "vmachine.buffer"
+
+
+@irdl_attr_definition
+class EdgeType(ParametrizedAttribute, TypeAttribute):
+    """``!vmachine.edge``: an edge object between stages, defined by ``vmachine.edge``; taken by
+    ``vmachine.recv``/``vmachine.send``."""
+
+    name = "vmachine.edge"
+
+
+@irdl_attr_definition
+class TokenType(ParametrizedAttribute, TypeAttribute):
+    """``!vmachine.token``: a signal/wait token of one step, defined by ``vmachine.token``; taken by
+    ``vmachine.signal`` and ``vmachine.wait``."""
+
+    name = "vmachine.token"
+
+
+def buffer_id(v: SSAValue) -> str:
+    """The id of the ``vmachine.buffer`` defining ``v`` ("" when another op defines it)."""
+    o = v.owner
+    return o.id.data if isinstance(o, BufferOp) else ""
+
+
+def _ids(vs: Sequence[SSAValue]) -> tuple[str, ...]:
+    return tuple(buffer_id(v) for v in vs)
+
+
 @irdl_op_definition
-class BufferOp(PropsInAttrDict):
-    """One allocation of the concrete plan and the runtime binding name a stage program uses for it.
+class BufferOp(PipeplanOp):
+    """One allocation of the concrete plan and the runtime binding name a stage program uses for it;
+    yields the ``!vmachine.buffer`` value instructions take.
 
     ``stage``/``step`` say whose program binds it (``step = ""`` for persistent buffers: weights, KV
     cache; ``stage = -1`` for edge objects). ``offset`` is a multiple of ``alignment``.
 
     ```mlir
-    vmachine.buffer {id = "alloc.decode.s0.blk.0.attn_in", name = "blk.0.attn_in", stage = 0 : i64,
-                     step = "decode", device = "n0", space = "device", offset = 0 : i64, size = 256 : i64,
-                     alignment = 64 : i64, lifetime = "transient"}
+    %blk.0.attn_in = vmachine.buffer "alloc.decode.s0.blk.0.attn_in" {name = "blk.0.attn_in", stage = 0 : i64,
+        step = "decode", device = "n0", space = "device", offset = 0 : i64, size = 256 : i64,
+        alignment = 64 : i64, lifetime = "transient"}
     ```
     """
 
     name = "vmachine.buffer"
+    irdl_options = (ParsePropInAttrDict(),)
     id = prop_def(StringAttr)
     name_ = prop_def(StringAttr, prop_name="name")
     stage = prop_def(IntegerAttr)
@@ -285,7 +332,9 @@ class BufferOp(PropsInAttrDict):
     size = prop_def(IntegerAttr)
     alignment = prop_def(IntegerAttr)
     lifetime = prop_def(StringAttr)
+    result = result_def(BufferType)
     traits = traits_def(HasParent(ProgramOp))
+    assembly_format = "$id attr-dict"
 
     def verify_(self) -> None:
         off, size, al = self.offset.value.data, self.size.value.data, self.alignment.value.data
@@ -294,22 +343,37 @@ class BufferOp(PropsInAttrDict):
 
 
 @irdl_op_definition
-class EdgeOp(PropsInAttrDict):
-    """An edge object between stages: ``producer``/``consumer`` stage indices (-1: orchestrator),
-    ``buffer`` its allocation, ``link`` the link a transfer uses ("" none).
+class EdgeOp(PipeplanOp):
+    """An edge object between stages: ``producer``/``consumer`` stage indices (-1: orchestrator), the
+    operand its allocation, ``link`` the link a transfer uses ("" none); yields the ``!vmachine.edge``
+    value recv/send take. ``buffer`` is the allocation's id.
 
     ```mlir
-    vmachine.edge {id = "e1", buffer = "alloc.edge.e1", producer = 0 : i64, consumer = 1 : i64, link = "link.n0.n1"}
+    %e1 = vmachine.edge "e1" %edge.e1 {producer = 0 : i64, consumer = 1 : i64, link = "link.n0.n1"}
     ```
     """
 
     name = "vmachine.edge"
+    irdl_options = (ParsePropInAttrDict(),)
     id = prop_def(StringAttr)
-    buffer = prop_def(StringAttr)
+    allocation = operand_def(BufferType)
     producer = prop_def(IntegerAttr)
     consumer = prop_def(IntegerAttr)
     link = prop_def(StringAttr)
+    result = result_def(EdgeType)
     traits = traits_def(HasParent(ProgramOp))
+    assembly_format = "$id $allocation attr-dict"
+
+    @property
+    def buffer(self) -> StringAttr:
+        """Id of the edge object's allocation."""
+        return StringAttr(buffer_id(self.allocation))
+
+
+def edge_id(v: SSAValue) -> str:
+    """The id of the ``vmachine.edge`` defining ``v`` ("" when another op defines it)."""
+    o = v.owner
+    return o.id.data if isinstance(o, EdgeOp) else ""
 
 
 @irdl_op_definition
@@ -346,11 +410,14 @@ class StageOp(PipeplanOp):
 
 @irdl_op_definition
 class StepOp(PipeplanOp):
-    """The instructions of one step (``prefill``, ``decode``) of a stage; ``rows`` is the most rows
-    (tokens) its buffers hold.
+    """The instructions of one step (``prefill``, ``decode``) of a stage: its ``vmachine.token`` ops, then
+    its queues; ``rows`` is the most rows (tokens) its buffers hold.
 
     ```mlir
-    vmachine.step {name = "prefill", rows = 8 : i64} {
+    vmachine.step attributes {name = "prefill", rows = 8 : i64} {
+      %sync.0 = vmachine.token "sync.0" {signal = "c0", wait = "c1"}
+      vmachine.queue attributes {engine = "queue.compute"} {
+      }
     }
     ```
     """
@@ -366,9 +433,14 @@ class StepOp(PipeplanOp):
     def verify_(self) -> None:
         if self.rows.value.data < 1:
             raise VerifyException(f"step '{self.name_.data}': rows must be >= 1")
+        queued = False
         for o in self.body.block.ops:
+            if isinstance(o, TokenOp) and not queued:
+                continue
             if not isinstance(o, QueueOp):
-                raise IRVerifyError(f"vmachine.step may hold only vmachine.queue ops, found '{o.name}'", op=o)
+                raise IRVerifyError(f"vmachine.step may hold only vmachine.token ops then vmachine.queue ops, "
+                                    f"found '{o.name}'", op=o)
+            queued = True
 
 
 @irdl_op_definition
@@ -376,8 +448,8 @@ class QueueOp(PipeplanOp):
     """An in-order queue (an engine of the stage's device): its instructions run in order.
 
     ```mlir
-    vmachine.queue {engine = "queue.copy"} {
-      vmachine.recv {id = "i0", cmd = "cmd.decode.s0.recv.e0", edge = "e0", dst = "alloc.decode.s0.input"}
+    vmachine.queue attributes {engine = "queue.copy"} {
+      vmachine.recv "i0" %e0 -> %decode.s0.input {cmd = "cmd.decode.s0.recv.e0"}
     }
     ```
     """
@@ -396,44 +468,84 @@ class QueueOp(PipeplanOp):
 
 
 @irdl_op_definition
-class KernelOp(PropsInAttrDict):
-    """``outs = kernel(*ins, **attrs)``: ``kernel`` from :data:`KERNEL_ABI`; ``ins``/``outs`` buffer
-    ids (``"start_pos"`` for the position); ``block`` the GGUF block (-1 none).
+class TokenOp(PipeplanOp):
+    """A signal/wait token of the step (the concrete signal/wait edge ``signal`` -> ``wait``, command ids);
+    yields the ``!vmachine.token`` that one ``vmachine.signal`` and the ``vmachine.wait`` ops of the step's
+    queues take. Placed in the step before its queues, so it dominates both.
 
     ```mlir
-    vmachine.kernel {id = "i3", cmd = "cmd.decode.s0.b0.rms_norm.attn_norm", kernel = "rms_norm",
-                     ins = ["alloc.decode.s0.h0", "alloc.s0.w.blk.0.attn_norm.weight"],
-                     outs = ["alloc.decode.s0.blk.0.attn_in"], attrs = {eps = 1.0e-05 : f64}, block = 0 : i64}
+    %sync.0 = vmachine.token "sync.0" {signal = "cmd.decode.s0.recv.e0", wait = "cmd.decode.s0.embedding_gather.token_embd"}
+    ```
+    """
+
+    name = "vmachine.token"
+    irdl_options = (ParsePropInAttrDict(),)
+    id = prop_def(StringAttr)
+    signal = prop_def(StringAttr)
+    wait = prop_def(StringAttr)
+    result = result_def(TokenType)
+    traits = traits_def(HasParent(StepOp))
+    assembly_format = "$id attr-dict"
+
+
+@irdl_op_definition
+class KernelOp(PropsInAttrDict):
+    """``writes = kernel(*reads, **attrs)``: ``kernel`` from :data:`KERNEL_ABI`; ``reads``/``writes`` the
+    buffers it reads and writes (destination-passing); ``start_pos`` marks a kernel that also takes the
+    step's runtime position; ``block`` the GGUF block (-1 none). ``ins``/``outs`` give the runtime calling
+    convention as buffer ids (in-place writes passed after the reads, then ``"start_pos"``).
+
+    ```mlir
+    vmachine.kernel "i3" "rms_norm" (%decode.s0.h0, %s0.w.blk.0.attn_norm.weight) -> (%decode.s0.blk.0.attn_in)
+        {cmd = "cmd.decode.s0.b0.rms_norm.attn_norm", attrs = {eps = 1.0e-05 : f64}, block = 0 : i64}
     ```
     """
 
     name = "vmachine.kernel"
+    irdl_options = (ParsePropInAttrDict(), AttrSizedOperandSegments(as_property=True))
     KEYWORD_DICTS: ClassVar[tuple[str, ...]] = ("attrs",)
     id = prop_def(StringAttr)
     cmd = prop_def(StringAttr)
     kernel = prop_def(StringAttr)
-    ins = prop_def(ArrayAttr)
-    outs = prop_def(ArrayAttr)
+    reads = var_operand_def(BufferType)
+    writes = var_operand_def(BufferType)
+    start_pos = opt_prop_def(UnitAttr)
     attrs = prop_def(DictionaryAttr)
     block = prop_def(IntegerAttr)
     traits = traits_def(HasParent(QueueOp))
+    assembly_format = ("$id $kernel ` ` `(` $reads `)` `->` `(` $writes `)` (`start_pos` $start_pos^)? "
+                       "attr-dict")
+
+    @property
+    def ins(self) -> ArrayAttr:
+        """The runtime call's inputs (buffer ids): reads, in-place writes, ``"start_pos"``."""
+        sig = KERNEL_ABI.get(self.kernel.data)
+        ids = _ids(self.reads) + (_ids(self.writes) if sig is not None and sig.inplace else ())
+        return strings(ids + ((START_POS,) if self.start_pos is not None else ()))
+
+    @property
+    def outs(self) -> ArrayAttr:
+        """The runtime call's outputs (buffer ids; none for an in-place kernel)."""
+        sig = KERNEL_ABI.get(self.kernel.data)
+        return strings(() if sig is not None and sig.inplace else _ids(self.writes))
 
     def verify_(self) -> None:
         k = self.kernel.data
         where = f"instruction '{self.id.data}' (command '{self.cmd.data}')"
-        check_strs(self.ins, f"{where}: ins")
-        check_strs(self.outs, f"{where}: outs")
         sig = KERNEL_ABI.get(k)
         if sig is None:
             raise VerifyException(f"{where}: kernel '{k}' is not in the virtual target's kernel ABI")
         n_in = sig.reads + (sig.writes if sig.inplace else 0) + (1 if sig.start_pos else 0)
         n_out = 0 if sig.inplace else sig.writes
-        ins = strs(self.ins)
-        if len(ins) != n_in or len(self.outs.data) != n_out:
+        n_r, n_w = len(self.reads), len(self.writes)
+        got_in = n_r + (n_w if sig.inplace else 0) + (1 if self.start_pos is not None else 0)
+        got_out = 0 if sig.inplace else n_w
+        if n_r != sig.reads or n_w != sig.writes:
             raise VerifyException(f"{where}: kernel '{k}' takes {n_in} inputs and {n_out} outputs, got "
-                                  f"{len(ins)} and {len(self.outs.data)}")
-        if sig.start_pos and ins[-1] != START_POS:
-            raise VerifyException(f"{where}: kernel '{k}' takes '{START_POS}' as its last input")
+                                  f"{got_in} and {got_out}")
+        if sig.start_pos != (self.start_pos is not None):
+            raise VerifyException(f"{where}: kernel '{k}' takes '{START_POS}' as its last input"
+                                  if sig.start_pos else f"{where}: kernel '{k}' takes no '{START_POS}'")
         missing = set(sig.attrs) - set(self.attrs.data)
         if missing:
             raise VerifyException(f"{where}: kernel '{k}' needs attributes {sorted(missing)}")
@@ -441,98 +553,146 @@ class KernelOp(PropsInAttrDict):
 
 @irdl_op_definition
 class RecvOp(PropsInAttrDict):
-    """Take the step's object from ``edge`` into buffer ``dst``.
+    """Take the step's object from edge ``channel`` into buffer ``target`` (``edge``/``dst``: their ids).
 
     ```mlir
-    vmachine.recv {id = "i0", cmd = "cmd.decode.s1.recv.e1", edge = "e1", dst = "alloc.decode.s1.input"}
+    vmachine.recv "i0" %e1 -> %decode.s1.input {cmd = "cmd.decode.s1.recv.e1"}
     ```
     """
 
     name = "vmachine.recv"
     id = prop_def(StringAttr)
     cmd = prop_def(StringAttr)
-    edge = prop_def(StringAttr)
-    dst = prop_def(StringAttr)
+    channel = operand_def(EdgeType)
+    target = operand_def(BufferType)
     traits = traits_def(HasParent(QueueOp))
+    assembly_format = "$id $channel `->` $target attr-dict"
+
+    @property
+    def edge(self) -> StringAttr:
+        return StringAttr(edge_id(self.channel))
+
+    @property
+    def dst(self) -> StringAttr:
+        return StringAttr(buffer_id(self.target))
 
 
 @irdl_op_definition
 class SendOp(PropsInAttrDict):
-    """Put buffer ``src`` as the step's object on ``edge``.
+    """Put buffer ``source`` as the step's object on edge ``channel`` (``src``/``edge``: their ids).
 
     ```mlir
-    vmachine.send {id = "i9", cmd = "cmd.decode.s0.send.e1", edge = "e1", src = "alloc.decode.s0.output"}
+    vmachine.send "i9" %decode.s0.output -> %e1 {cmd = "cmd.decode.s0.send.e1"}
     ```
     """
 
     name = "vmachine.send"
     id = prop_def(StringAttr)
     cmd = prop_def(StringAttr)
-    edge = prop_def(StringAttr)
-    src = prop_def(StringAttr)
+    source = operand_def(BufferType)
+    channel = operand_def(EdgeType)
     traits = traits_def(HasParent(QueueOp))
+    assembly_format = "$id $source `->` $channel attr-dict"
+
+    @property
+    def edge(self) -> StringAttr:
+        return StringAttr(edge_id(self.channel))
+
+    @property
+    def src(self) -> StringAttr:
+        return StringAttr(buffer_id(self.source))
 
 
 @irdl_op_definition
 class SampleOp(PropsInAttrDict):
-    """Greedy sampling: ``dst`` = argmax of the last row of logits ``src`` (llama.cpp greedy).
+    """Greedy sampling: ``target`` = argmax of the last row of logits ``source`` (llama.cpp greedy;
+    ``src``/``dst``: their ids).
 
     ```mlir
-    vmachine.sample {id = "i8", cmd = "cmd.decode.s2.argmax.token", src = "alloc.decode.s2.output",
-                     dst = "alloc.decode.s2.token"}
+    vmachine.sample "i8" %decode.s2.output -> %decode.s2.token {cmd = "cmd.decode.s2.argmax.token"}
     ```
     """
 
     name = "vmachine.sample"
     id = prop_def(StringAttr)
     cmd = prop_def(StringAttr)
-    src = prop_def(StringAttr)
-    dst = prop_def(StringAttr)
+    source = operand_def(BufferType)
+    target = operand_def(BufferType)
     traits = traits_def(HasParent(QueueOp))
+    assembly_format = "$id $source `->` $target attr-dict"
+
+    @property
+    def src(self) -> StringAttr:
+        return StringAttr(buffer_id(self.source))
+
+    @property
+    def dst(self) -> StringAttr:
+        return StringAttr(buffer_id(self.target))
+
+
+class _SyncOp(PropsInAttrDict):
+    """Signal/wait on a step's ``vmachine.token``: ``token`` its id, ``signal``/``wait`` its commands."""
+
+    @property
+    def _tok(self) -> TokenOp | None:
+        o = self.event.owner  # type: ignore[attr-defined]
+        return o if isinstance(o, TokenOp) else None
+
+    @property
+    def token(self) -> StringAttr:
+        t = self._tok
+        return t.id if t is not None else StringAttr("")
+
+    @property
+    def signal(self) -> StringAttr:
+        t = self._tok
+        return t.signal if t is not None else StringAttr("")
+
+    @property
+    def wait(self) -> StringAttr:
+        t = self._tok
+        return t.wait if t is not None else StringAttr("")
 
 
 @irdl_op_definition
-class SignalOp(PropsInAttrDict):
-    """Signal ``token`` (the concrete signal/wait edge ``signal`` -> ``wait``) after the previous
-    instruction of this queue completed.
+class SignalOp(_SyncOp):
+    """Signal token ``event`` after the previous instruction of this queue completed.
 
     ```mlir
-    vmachine.signal {id = "i2", token = "sync.0", signal = "cmd.decode.s0.recv.e0", wait = "cmd.decode.s0.embedding_gather.token_embd"}
+    vmachine.signal "i2" %sync.0
     ```
     """
 
     name = "vmachine.signal"
     id = prop_def(StringAttr)
-    token = prop_def(StringAttr)
-    signal = prop_def(StringAttr)
-    wait = prop_def(StringAttr)
+    event = operand_def(TokenType)
     traits = traits_def(HasParent(QueueOp))
+    assembly_format = "$id $event attr-dict"
 
 
 @irdl_op_definition
-class WaitOp(PropsInAttrDict):
-    """Block this queue until ``token`` is signalled.
+class WaitOp(_SyncOp):
+    """Block this queue until token ``event`` is signalled.
 
     ```mlir
-    vmachine.wait {id = "i3", token = "sync.0", signal = "cmd.decode.s0.recv.e0", wait = "cmd.decode.s0.embedding_gather.token_embd"}
+    vmachine.wait "i3" %sync.0
     ```
     """
 
     name = "vmachine.wait"
     id = prop_def(StringAttr)
-    token = prop_def(StringAttr)
-    signal = prop_def(StringAttr)
-    wait = prop_def(StringAttr)
+    event = operand_def(TokenType)
     traits = traits_def(HasParent(QueueOp))
+    assembly_format = "$id $event attr-dict"
 
 
 INSTRUCTIONS = (KernelOp, RecvOp, SendOp, SampleOp, SignalOp, WaitOp)
 
 Vmachine = Dialect(
     "vmachine",
-    [ProgramOp, AbiOp, BufferOp, EdgeOp, StageOp, StepOp, QueueOp, KernelOp, RecvOp, SendOp, SampleOp, SignalOp,
-     WaitOp],
-    [],
+    [ProgramOp, AbiOp, BufferOp, EdgeOp, StageOp, StepOp, TokenOp, QueueOp, KernelOp, RecvOp, SendOp, SampleOp,
+     SignalOp, WaitOp],
+    [BufferType, EdgeType, TokenType],
 )
 
 
@@ -751,7 +911,7 @@ def check_program(program: ProgramOp, lineage: Mapping[str, str] | None = None) 
 
 __all__ = [
     "ABI_FIELDS", "ENGINE_REVISION", "INSTRUCTIONS", "KERNEL_ABI", "START_POS", "AbiOp", "BufferOp", "EdgeOp",
-    "KernelOp", "KernelSig", "MachineVerifyError", "ProgramOp", "QueueOp", "RecvOp", "SampleOp", "SendOp", "SignalOp",
+    "BufferType", "EdgeType", "KernelOp", "KernelSig", "TokenOp", "TokenType", "buffer_id", "edge_id", "MachineVerifyError", "ProgramOp", "QueueOp", "RecvOp", "SampleOp", "SendOp", "SignalOp",
     "StageOp", "StepOp", "Vmachine", "WaitOp", "abi_of", "abi_op", "attr_value", "build", "check_program", "instruction_cmd",
     "linearize", "strs", "to_attr", "verify_machine",
 ]

@@ -159,7 +159,8 @@ def stage_programs(program: ProgramOp, lineage: Mapping[str, str] | None = None)
             assert isinstance(step, StepOp)
             engine_of = {}
             for q in step.body.block.ops:
-                assert isinstance(q, QueueOp)
+                if not isinstance(q, QueueOp):
+                    continue  # vmachine.token
                 for o in q.body.block.ops:
                     engine_of[o.id.data] = q.engine.data  # type: ignore[attr-defined]
             order = linearize(step, lineage)

@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from pipeplan.analysis.simulate import parse_step
-from pipeplan.dialects.carriers import build_op, i64_of, scalar_attr, string, strings
+from pipeplan.dialects.carriers import build_op, i64_of, scalar_attr, string
 from pipeplan.dialects.cplan import Command, ConcretePlan, PlanOp, QueueSchedule, plan_from_ir
 from pipeplan.dialects.vmachine import (
     ENGINE_REVISION,
@@ -41,7 +41,9 @@ from pipeplan.dialects.vmachine import (
     START_POS,
     AbiOp,
     BufferOp,
+    BufferType,
     EdgeOp,
+    EdgeType,
     KernelOp,
     MachineVerifyError,
     ProgramOp,
@@ -52,6 +54,8 @@ from pipeplan.dialects.vmachine import (
     SignalOp,
     StageOp,
     StepOp,
+    TokenOp,
+    TokenType,
     WaitOp,
     abi_of,
     abi_op,
@@ -60,12 +64,13 @@ from pipeplan.dialects.vmachine import (
 from pipeplan.errors import PipeplanError
 from pipeplan.models.stage_program import HParams, ProgramError, build_stage_program
 from xdsl.context import Context
-from xdsl.dialects.builtin import DictionaryAttr, ModuleOp
-from xdsl.ir import Attribute, Operation
+from xdsl.dialects.builtin import DenseArrayBase, DictionaryAttr, ModuleOp, UnitAttr, i32
+from xdsl.ir import Attribute, Operation, SSAValue
 from xdsl.passes import ModulePass
 from xdsl.utils.exceptions import PassFailedException
 
 _BLK = re.compile(r"^blk\.(\d+)\.")
+_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_.$-]*$")
 
 
 @dataclass
@@ -210,12 +215,47 @@ def lower_plan(plan: ConcretePlan, abi: Mapping[str, Any], *, concrete: str = ""
             op.attributes["timing"] = t
         return op
 
+    # program-level values: buffers (allocations) and edges, so they dominate every stage
+    body_ops: list[Operation] = [abi_op(abi)]
+    bv: dict[str, SSAValue] = {}
+    for a in plan.allocs:
+        st, step, name = names[a.id]
+        b = BufferOp.create(properties={
+            "id": string(a.id), "name": string(name), "stage": i64_of(st), "step": string(step), "device": string(a.device),
+            "space": string(a.space), "offset": i64_of(a.offset), "size": i64_of(a.size), "alignment": i64_of(a.alignment),
+            "lifetime": string(a.lifetime)}, result_types=[BufferType()])
+        b.result.name_hint = _hint(a.id[len("alloc."):] if a.id.startswith("alloc.") else a.id)
+        bv[a.id] = b.result
+        body_ops.append(b)
+    ev: dict[str, SSAValue] = {}
+    for eid in sorted(edge_rows):
+        e = edge_rows[eid]
+        if e["buffer"] not in bv:
+            raise PipeplanError(f"edge '{eid}': its object '{e['buffer']}' is not an allocation of the plan",
+                                code="unsupported_plan", where=eid)
+        eo = EdgeOp.create(operands=[bv[e["buffer"]]], properties={
+            "id": string(eid), "producer": i64_of(e["producer"]), "consumer": i64_of(e["consumer"]),
+            "link": string(e["link"])}, result_types=[EdgeType()])
+        eo.result.name_hint = _hint(eid)
+        ev[eid] = eo.result
+        body_ops.append(eo)
+
     stage_ops: list[Operation] = []
     for st in stages:
         used: dict[tuple, str] = {}
         step_ops: list[Operation] = []
         for step in steps:
             q_ops: list[Operation] = []
+            tokens: dict[int, TokenOp] = {}
+
+            def token(k: int, s: Any, tokens: dict[int, TokenOp] = tokens) -> SSAValue:
+                t = tokens.get(k)
+                if t is None:
+                    t = tokens[k] = TokenOp.create(properties={"id": string(f"sync.{k}"), "signal": string(s.signal),
+                                                               "wait": string(s.wait)}, result_types=[TokenType()])
+                    t.result.name_hint = f"sync.{k}"
+                return t.result
+
             for engine, order in queues:
                 body: list[Operation] = []
                 for cid in order:
@@ -224,18 +264,16 @@ def lower_plan(plan: ConcretePlan, abi: Mapping[str, Any], *, concrete: str = ""
                     c = cmds[cid]
                     for k, s in wait_before.get(cid, ()):
                         iid = new_id()
-                        body.append(build_op(WaitOp, {"id": string(iid), "token": string(f"sync.{k}"), "signal": string(s.signal),
-                                                   "wait": string(s.wait)}))
+                        body.append(WaitOp.create(operands=[token(k, s)], properties={"id": string(iid)}))
                         out.lineage[iid] = f"{c.lineage} -> command {c.id} -> wait sync.{k} from {s.signal} -> " \
                                            f"instruction {iid}"
                     iid = new_id()
                     out.instruction_of[cid] = iid
                     out.lineage[iid] = _path(c, iid)
-                    body.append(with_timing(_instruction(c, iid, nm, ref[st], used, out.lineage[iid]), cid))
+                    body.append(with_timing(_instruction(c, iid, nm, ref[st], used, out.lineage[iid], bv, ev), cid))
                     for k, s in sig_after.get(cid, ()):
                         sid = new_id()
-                        body.append(build_op(SignalOp, {"id": string(sid), "token": string(f"sync.{k}"), "signal": string(s.signal),
-                                                     "wait": string(s.wait)}))
+                        body.append(SignalOp.create(operands=[token(k, s)], properties={"id": string(sid)}))
                         out.lineage[sid] = f"{c.lineage} -> command {c.id} -> signal sync.{k} to {s.wait} -> " \
                                            f"instruction {sid}"
                 if body:
@@ -243,7 +281,8 @@ def lower_plan(plan: ConcretePlan, abi: Mapping[str, Any], *, concrete: str = ""
             if not q_ops:
                 continue
             rows = _rows(plan, step, st, allocs, names, hp.n_embd)
-            step_ops.append(build_op(StepOp, {"name": string(step), "rows": i64_of(rows)}, q_ops))
+            step_ops.append(build_op(StepOp, {"name": string(step), "rows": i64_of(rows)},
+                                     [tokens[k] for k in sorted(tokens)] + q_ops))
             missing = [k for k in ref[st] if (step, k) not in used]
             if missing:
                 call = missing[0]
@@ -253,17 +292,6 @@ def lower_plan(plan: ConcretePlan, abi: Mapping[str, Any], *, concrete: str = ""
         ls, le = ranges[st]
         stage_ops.append(build_op(StageOp, {"index": i64_of(st), "device": string(device[st]), "layer_start": i64_of(ls),
                                          "layer_end": i64_of(le)}, step_ops))
-    body_ops: list[Operation] = [abi_op(abi)]
-    for a in plan.allocs:
-        st, step, name = names[a.id]
-        body_ops.append(build_op(BufferOp, {
-            "id": string(a.id), "name": string(name), "stage": i64_of(st), "step": string(step), "device": string(a.device),
-            "space": string(a.space), "offset": i64_of(a.offset), "size": i64_of(a.size), "alignment": i64_of(a.alignment),
-            "lifetime": string(a.lifetime)}))
-    for eid in sorted(edge_rows):
-        e = edge_rows[eid]
-        body_ops.append(build_op(EdgeOp, {"id": string(eid), "buffer": string(e["buffer"]), "producer": i64_of(e["producer"]),
-                                       "consumer": i64_of(e["consumer"]), "link": string(e["link"])}))
     body_ops += stage_ops
     prog = build_op(ProgramOp, {
         "target": string(plan.target), "deployment": string(plan.deployment), "concrete": string(concrete),
@@ -286,14 +314,29 @@ def _rows(plan: ConcretePlan, step: str, stage: int, allocs, names, n_embd: int)
     return 1
 
 
-def _instruction(c: Command, iid: str, nm, ref: dict[tuple, Any], used: dict[tuple, str], path: str) -> Operation:
+def _hint(name: str) -> str | None:
+    """A printable SSA name hint of an id (None when the id has characters a name cannot hold)."""
+    return name if _NAME.match(name) else None
+
+
+def _instruction(c: Command, iid: str, nm, ref: dict[tuple, Any], used: dict[tuple, str], path: str,
+                 bv: Mapping[str, SSAValue], ev: Mapping[str, SSAValue]) -> Operation:
     step = parse_step(c.task)[0]  # type: ignore[index]
+
+    def buf(aid: str) -> SSAValue:
+        v = bv.get(aid)
+        if v is None:
+            raise PipeplanError(f"command '{c.id}' ({c.lineage}): buffer '{aid}' is not an allocation of the plan",
+                                code="unsupported_plan", where=c.id)
+        return v
+
+    props = {"id": string(iid), "cmd": string(c.id)}
     if c.op == "recv":
-        return build_op(RecvOp, {"id": string(iid), "cmd": string(c.id), "edge": string(c.task.split(".")[3]), "dst": string(c.writes[0])})
+        return RecvOp.create(operands=[ev[c.task.split(".")[3]], buf(c.writes[0])], properties=props)
     if c.op == "send":
-        return build_op(SendOp, {"id": string(iid), "cmd": string(c.id), "edge": string(c.task.split(".")[3]), "src": string(c.reads[0])})
+        return SendOp.create(operands=[buf(c.reads[0]), ev[c.task.split(".")[3]]], properties=props)
     if c.op == "argmax":
-        return build_op(SampleOp, {"id": string(iid), "cmd": string(c.id), "src": string(c.reads[0]), "dst": string(c.writes[0])})
+        return SampleOp.create(operands=[buf(c.reads[0]), buf(c.writes[0])], properties=props)
     sig = KERNEL_ABI.get(c.op)
     if sig is None:
         raise MachineVerifyError(f"command '{c.id}': op '{c.op}' has no virtual-target instruction", path=path,
@@ -313,8 +356,11 @@ def _instruction(c: Command, iid: str, nm, ref: dict[tuple, Any], used: dict[tup
                                  f"'{used[(step, key)]}'", path=path, where=c.id)
     used[(step, key)] = c.id
     attrs = DictionaryAttr({k: scalar_attr(v) for k, v in sorted(call.attrs.items())})
-    return build_op(KernelOp, {"id": string(iid), "cmd": string(c.id), "kernel": string(c.op), "ins": strings(ins), "outs": strings(outs),
-                            "attrs": attrs, "block": i64_of(-1 if call.block is None else call.block)})
+    props.update(kernel=string(c.op), attrs=attrs, block=i64_of(-1 if call.block is None else call.block),
+                 operandSegmentSizes=DenseArrayBase.from_list(i32, [len(c.reads), len(c.writes)]))
+    if sig.start_pos:
+        props["start_pos"] = UnitAttr()
+    return KernelOp.create(operands=[buf(a) for a in (*c.reads, *c.writes)], properties=props)
 
 
 def _max_seq_len_from_plan(plan: ConcretePlan, abi_partial: Mapping[str, Any]) -> int:

@@ -35,12 +35,14 @@ from pipeplan.transforms.observers import (
 from xdsl.context import Context
 from xdsl.dialects.builtin import (
     ArrayAttr,
+    DenseArrayBase,
     DictionaryAttr,
     FloatAttr,
     IntegerAttr,
     ModuleOp,
     StringAttr,
     f64,
+    i32,
     i64,
 )
 
@@ -227,12 +229,16 @@ def test_abi_legality_vmachine_and_tmachine_ok(stages):
 def test_abi_legality_vmachine_names_bad_kernel_and_unknown_buffer(stages):
     m = stages["vmachine"].clone()
     k = next(o for o in _ops(m, vmachine.KernelOp) if o.kernel.data == "rms_norm")
-    k.properties["ins"] = ArrayAttr(k.ins.data[:1])
+    segments = [len(k.reads) - 1, len(k.writes)]  # one read instead of two
+    k.operands = k.operands[1:]
+    k.properties["operandSegmentSizes"] = DenseArrayBase.from_list(i32, segments)
     obs = AbiLegality().observe(m)
     assert not obs.ok and any(f"instruction '{k.id.data}'" in f and "takes 2 inputs" in f for f in obs.findings)
     m = stages["vmachine"].clone()
     k = next(o for o in _ops(m, vmachine.KernelOp) if o.kernel.data == "rms_norm")
-    k.properties["ins"] = ArrayAttr([StringAttr("alloc.nowhere"), *k.ins.data[1:]])
+    nowhere = k.reads[0].owner.clone()  # a buffer op outside the program: not declared there
+    nowhere.properties["id"] = StringAttr("alloc.nowhere")
+    k.operands = [nowhere.results[0], *k.operands[1:]]
     obs = AbiLegality().observe(m)
     assert not obs.ok and any(f"instruction '{k.id.data}'" in f and "alloc.nowhere" in f for f in obs.findings)
 

@@ -21,7 +21,7 @@ from pipeplan.plan_types import NodePool, NodeSpec, RuntimeConfig
 from pipeplan.transforms.cplan_verify import CplanVerifyPass
 from xdsl.context import Context
 from xdsl.printer import Printer
-from xdsl.utils.exceptions import VerifyException
+from xdsl.utils.exceptions import ParseError, VerifyException
 
 SHORT = 2048
 """Upper bound (bytes) of a whole diagnostic for a 3-stage program."""
@@ -136,16 +136,21 @@ def test_cplan_overlap_points_at_alloc(three_stage):
 
 
 def test_vmachine_unknown_buffer_points_at_instruction(three_stage):
-    """AB-M-1: a machine instruction reading a buffer the program does not declare is rejected on parse, at
-    that instruction."""
+    """AB-M-1: a machine instruction reading a buffer the program does not declare is rejected on parse: an
+    undefined !vmachine.buffer value is a parse error, and a declared buffer the stage does not bind (another
+    stage's, on another device) is rejected at that instruction."""
     text = three_stage["vmachine"]
-    m = re.search(r'(vmachine\.kernel \{id = "([^"]+)"[^\n]*?ins = \[)"([^"]+)"', text)
+    m = re.search(r'(vmachine\.kernel "([^"]+)" "[a-z_]+" \()(%[^,)]+)', text)
     assert m
-    bad = text.replace(m.group(0), m.group(1) + '"alloc.ghost"', 1)
+    with pytest.raises(ParseError, match="alloc.ghost"):
+        parse_module(_ctx(), text.replace(m.group(0), m.group(1) + "%alloc.ghost", 1), "bad.mlir")
+    other = re.search(r'(%[\w.]+) = vmachine\.buffer "[^"]+" \{name = "[^"]+", stage = 2 : i64', text)
+    assert other and m.group(3) != other.group(1)
+    bad = text.replace(m.group(0), m.group(1) + other.group(1), 1)
     e = _rejects(bad)
-    assert e.invariant == "AB-M-1" and "names buffer 'alloc.ghost' that the program does not declare" in e.message
+    assert e.invariant == "AB-M-1" and "is on device 'n2', not the stage's 'n0'" in e.message, e.message
     assert isinstance(e.op, vmachine.KernelOp) and e.op.id.data == m.group(2)
-    _check_short(e, bad, _line_col(bad, f'vmachine.kernel {{id = "{m.group(2)}"'))
+    _check_short(e, bad, _line_col(bad, f'vmachine.kernel "{m.group(2)}"'))
 
 
 @pytest.mark.parametrize("change,needle", [

@@ -36,23 +36,25 @@ builtin.module {
 
 // CHECK:      vmachine.program attributes {target = "virtual-queue@1", deployment = "deployment:n0", concrete = "sha256:{{[0-9a-f]+}}", portable = "sha256:00", binder = "list-schedule", engine = "pipeplan-vmachine/1"} {
 // CHECK-NEXT:   vmachine.abi {n_embd = 64 : i64
-// CHECK:        vmachine.buffer {id = "alloc.s0.w.token_embd.weight", name = "token_embd.weight", stage = 0 : i64, step = "", device = "n0", space = "device"
-// CHECK:        vmachine.edge {id = "e0", buffer = "alloc.edge.e0", producer = -1 : i64, consumer = 0 : i64, link = ""}
-// CHECK-NEXT:   vmachine.edge {id = "e1", buffer = "alloc.edge.e1", producer = 0 : i64, consumer = -1 : i64, link = ""}
+// CHECK:        %s0.w.token_embd.weight = vmachine.buffer "alloc.s0.w.token_embd.weight" {name = "token_embd.weight", stage = 0 : i64, step = "", device = "n0", space = "device"
+// CHECK:        %e0 = vmachine.edge "e0" %edge.e0 {producer = -1 : i64, consumer = 0 : i64, link = ""}
+// CHECK-NEXT:   %e1 = vmachine.edge "e1" %edge.e1 {producer = 0 : i64, consumer = -1 : i64, link = ""}
 // CHECK-NEXT:   vmachine.stage attributes {index = 0 : i64, device = "n0", layer_start = 0 : i64, layer_end = 0 : i64} {
 // CHECK-NEXT:     vmachine.step attributes {name = "decode", rows = 1 : i64} {
+// CHECK-NEXT:       %sync.0 = vmachine.token "sync.0" {signal = "cmd.decode.s0.recv.e0", wait = "cmd.decode.s0.embedding_gather.token_embd"}
+// CHECK-NEXT:       %sync.1 = vmachine.token "sync.1" {signal = "cmd.decode.s0.argmax.token", wait = "cmd.decode.s0.send.e1"}
 // CHECK-NEXT:       vmachine.queue attributes {engine = "queue.copy"} {
-// CHECK-NEXT:         vmachine.recv {id = "i0", cmd = "cmd.decode.s0.recv.e0", edge = "e0", dst = "alloc.decode.s0.input"}
-// CHECK-NEXT:         vmachine.signal {id = "i1", token = "sync.0", signal = "cmd.decode.s0.recv.e0", wait = "cmd.decode.s0.embedding_gather.token_embd"}
-// CHECK-NEXT:         vmachine.wait {id = "i2", token = "sync.1", signal = "cmd.decode.s0.argmax.token", wait = "cmd.decode.s0.send.e1"}
-// CHECK-NEXT:         vmachine.send {id = "i3", cmd = "cmd.decode.s0.send.e1", edge = "e1", src = "alloc.decode.s0.token"}
+// CHECK-NEXT:         vmachine.recv "i0" %e0 -> %decode.s0.input {cmd = "cmd.decode.s0.recv.e0"}
+// CHECK-NEXT:         vmachine.signal "i1" %sync.0
+// CHECK-NEXT:         vmachine.wait "i2" %sync.1
+// CHECK-NEXT:         vmachine.send "i3" %decode.s0.token -> %e1 {cmd = "cmd.decode.s0.send.e1"}
 // CHECK-NEXT:       }
 // CHECK-NEXT:       vmachine.queue attributes {engine = "queue.compute"} {
-// CHECK-NEXT:         vmachine.wait {id = "i4", token = "sync.0"
-// CHECK-NEXT:         vmachine.kernel {id = "i5", cmd = "cmd.decode.s0.embedding_gather.token_embd", kernel = "embedding_gather", ins = ["alloc.decode.s0.input", "alloc.s0.w.token_embd.weight"], outs = ["alloc.decode.s0.h0"], attrs = {}, block = -1 : i64}
-// CHECK-NEXT:         vmachine.kernel {id = "i6", cmd = "cmd.decode.s0.last_row.h_last", kernel = "last_row", ins = ["alloc.decode.s0.h0"], outs = ["alloc.decode.s0.h_last"], attrs = {if = "last_only"}, block = -1 : i64}
-// CHECK-NEXT:         vmachine.kernel {id = "i7", cmd = "cmd.decode.s0.rms_norm.output_norm", kernel = "rms_norm", {{.*}} attrs = {eps = 1.000000e-05 : f64}
-// CHECK-NEXT:         vmachine.kernel {id = "i8", cmd = "cmd.decode.s0.matmul.output", kernel = "matmul"
-// CHECK-NEXT:         vmachine.sample {id = "i9", cmd = "cmd.decode.s0.argmax.token", src = "alloc.decode.s0.output", dst = "alloc.decode.s0.token"}
-// CHECK-NEXT:         vmachine.signal {id = "i10", token = "sync.1"
+// CHECK-NEXT:         vmachine.wait "i4" %sync.0
+// CHECK-NEXT:         vmachine.kernel "i5" "embedding_gather" (%decode.s0.input, %s0.w.token_embd.weight) -> (%decode.s0.h0) {cmd = "cmd.decode.s0.embedding_gather.token_embd", attrs = {}, block = -1 : i64}
+// CHECK-NEXT:         vmachine.kernel "i6" "last_row" (%decode.s0.h0) -> (%decode.s0.h_last) {cmd = "cmd.decode.s0.last_row.h_last", attrs = {if = "last_only"}, block = -1 : i64}
+// CHECK-NEXT:         vmachine.kernel "i7" "rms_norm" {{.*}} attrs = {eps = 1.000000e-05 : f64}
+// CHECK-NEXT:         vmachine.kernel "i8" "matmul"
+// CHECK-NEXT:         vmachine.sample "i9" %decode.s0.output -> %decode.s0.token {cmd = "cmd.decode.s0.argmax.token"}
+// CHECK-NEXT:         vmachine.signal "i10" %sync.1
 // CHECK-NOT:  cplan.

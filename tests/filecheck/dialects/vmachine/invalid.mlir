@@ -10,24 +10,27 @@
 vmachine.program attributes {target = "virtual-queue@1", deployment = "d", concrete = "c", portable = "p", binder = "list-schedule", engine = "pipeplan-vmachine/1"} {
 // CHECK:      invalid.mlir:[[# @LINE - 1]]:1: error: a vmachine.program needs exactly one vmachine.abi, found 0
 // CHECK-NEXT: {{^}}  vmachine.program attributes {target = "virtual-queue@1",
-  vmachine.buffer {id = "b.in", name = "input", stage = 0 : i64, step = "decode", device = "n0", space = "device", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64, lifetime = "transient"}
-  vmachine.buffer {id = "b.x", name = "blk.0.q", stage = 0 : i64, step = "", device = "n0", space = "device", offset = 64 : i64, size = 256 : i64, alignment = 64 : i64, lifetime = "kv"}
-  vmachine.buffer {id = "b.t", name = "rope.table", stage = 0 : i64, step = "", device = "n0", space = "device", offset = 320 : i64, size = 64 : i64, alignment = 64 : i64, lifetime = "weight"}
-  vmachine.buffer {id = "b.y", name = "output", stage = 0 : i64, step = "decode", device = "n0", space = "device", offset = 384 : i64, size = 256 : i64, alignment = 64 : i64, lifetime = "transient"}
-  vmachine.buffer {id = "b.tok", name = "token", stage = 0 : i64, step = "decode", device = "n0", space = "device", offset = 640 : i64, size = 4 : i64, alignment = 64 : i64, lifetime = "transient"}
-  vmachine.edge {id = "e0", buffer = "b.e0", producer = -1 : i64, consumer = 0 : i64, link = ""}
-  vmachine.edge {id = "e1", buffer = "b.e1", producer = 0 : i64, consumer = -1 : i64, link = ""}
+  %b.in = vmachine.buffer "b.in" {name = "input", stage = 0 : i64, step = "decode", device = "n0", space = "device", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64, lifetime = "transient"}
+  %b.x = vmachine.buffer "b.x" {name = "blk.0.q", stage = 0 : i64, step = "", device = "n0", space = "device", offset = 64 : i64, size = 256 : i64, alignment = 64 : i64, lifetime = "kv"}
+  %b.t = vmachine.buffer "b.t" {name = "rope.table", stage = 0 : i64, step = "", device = "n0", space = "device", offset = 320 : i64, size = 64 : i64, alignment = 64 : i64, lifetime = "weight"}
+  %b.y = vmachine.buffer "b.y" {name = "output", stage = 0 : i64, step = "decode", device = "n0", space = "device", offset = 384 : i64, size = 256 : i64, alignment = 64 : i64, lifetime = "transient"}
+  %b.tok = vmachine.buffer "b.tok" {name = "token", stage = 0 : i64, step = "decode", device = "n0", space = "device", offset = 640 : i64, size = 4 : i64, alignment = 64 : i64, lifetime = "transient"}
+  %b.e0 = vmachine.buffer "b.e0" {name = "e0", stage = -1 : i64, step = "", device = "n0", space = "link", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64, lifetime = "edge"}
+  %e0 = vmachine.edge "e0" %b.e0 {producer = -1 : i64, consumer = 0 : i64, link = ""}
+  %b.e1 = vmachine.buffer "b.e1" {name = "e1", stage = -1 : i64, step = "", device = "n0", space = "link", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64, lifetime = "edge"}
+  %e1 = vmachine.edge "e1" %b.e1 {producer = 0 : i64, consumer = -1 : i64, link = ""}
   vmachine.stage attributes {index = 0 : i64, device = "n0", layer_start = 0 : i64, layer_end = 1 : i64} {
     vmachine.step attributes {name = "decode", rows = 1 : i64} {
+      %sync.0 = vmachine.token "sync.0" {signal = "c0", wait = "c1"}
       vmachine.queue attributes {engine = "queue.copy"} {
-        vmachine.recv {id = "i0", cmd = "c0", edge = "e0", dst = "b.in"}
-        vmachine.signal {id = "i1", token = "sync.0", signal = "c0", wait = "c1"}
+        vmachine.recv "i0" %e0 -> %b.in {cmd = "c0"}
+        vmachine.signal "i1" %sync.0
       }
       vmachine.queue attributes {engine = "queue.compute"} {
-        vmachine.wait {id = "i2", token = "sync.0", signal = "c0", wait = "c1"}
-        vmachine.kernel {id = "i3", cmd = "c1", kernel = "rope", ins = ["b.x", "b.t", "start_pos"], outs = ["b.y"], attrs = {head_dim = 8 : i64, n_heads = 8 : i64, rope_dim = 8 : i64}, block = 0 : i64}
-        vmachine.sample {id = "i4", cmd = "c2", src = "b.y", dst = "b.tok"}
-        vmachine.send {id = "i5", cmd = "c3", edge = "e1", src = "b.tok"}
+        vmachine.wait "i2" %sync.0
+        vmachine.kernel "i3" "rope" (%b.x, %b.t) -> (%b.y) start_pos {cmd = "c1", attrs = {head_dim = 8 : i64, n_heads = 8 : i64, rope_dim = 8 : i64}, block = 0 : i64}
+        vmachine.sample "i4" %b.y -> %b.tok {cmd = "c2"}
+        vmachine.send "i5" %b.tok -> %e1 {cmd = "c3"}
       }
     }
   }
@@ -42,24 +45,27 @@ vmachine.program attributes {target = "virtual-queue@1", deployment = "d", concr
   // CHECK:      invalid.mlir:[[# @LINE - 1]]:3: error: unexpected op 'builtin.module' in a vmachine.program body
   // CHECK-NEXT: {{^}}  builtin.module {
   }
-  vmachine.buffer {id = "b.in", name = "input", stage = 0 : i64, step = "decode", device = "n0", space = "device", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64, lifetime = "transient"}
-  vmachine.buffer {id = "b.x", name = "blk.0.q", stage = 0 : i64, step = "", device = "n0", space = "device", offset = 64 : i64, size = 256 : i64, alignment = 64 : i64, lifetime = "kv"}
-  vmachine.buffer {id = "b.t", name = "rope.table", stage = 0 : i64, step = "", device = "n0", space = "device", offset = 320 : i64, size = 64 : i64, alignment = 64 : i64, lifetime = "weight"}
-  vmachine.buffer {id = "b.y", name = "output", stage = 0 : i64, step = "decode", device = "n0", space = "device", offset = 384 : i64, size = 256 : i64, alignment = 64 : i64, lifetime = "transient"}
-  vmachine.buffer {id = "b.tok", name = "token", stage = 0 : i64, step = "decode", device = "n0", space = "device", offset = 640 : i64, size = 4 : i64, alignment = 64 : i64, lifetime = "transient"}
-  vmachine.edge {id = "e0", buffer = "b.e0", producer = -1 : i64, consumer = 0 : i64, link = ""}
-  vmachine.edge {id = "e1", buffer = "b.e1", producer = 0 : i64, consumer = -1 : i64, link = ""}
+  %b.in = vmachine.buffer "b.in" {name = "input", stage = 0 : i64, step = "decode", device = "n0", space = "device", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64, lifetime = "transient"}
+  %b.x = vmachine.buffer "b.x" {name = "blk.0.q", stage = 0 : i64, step = "", device = "n0", space = "device", offset = 64 : i64, size = 256 : i64, alignment = 64 : i64, lifetime = "kv"}
+  %b.t = vmachine.buffer "b.t" {name = "rope.table", stage = 0 : i64, step = "", device = "n0", space = "device", offset = 320 : i64, size = 64 : i64, alignment = 64 : i64, lifetime = "weight"}
+  %b.y = vmachine.buffer "b.y" {name = "output", stage = 0 : i64, step = "decode", device = "n0", space = "device", offset = 384 : i64, size = 256 : i64, alignment = 64 : i64, lifetime = "transient"}
+  %b.tok = vmachine.buffer "b.tok" {name = "token", stage = 0 : i64, step = "decode", device = "n0", space = "device", offset = 640 : i64, size = 4 : i64, alignment = 64 : i64, lifetime = "transient"}
+  %b.e0 = vmachine.buffer "b.e0" {name = "e0", stage = -1 : i64, step = "", device = "n0", space = "link", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64, lifetime = "edge"}
+  %e0 = vmachine.edge "e0" %b.e0 {producer = -1 : i64, consumer = 0 : i64, link = ""}
+  %b.e1 = vmachine.buffer "b.e1" {name = "e1", stage = -1 : i64, step = "", device = "n0", space = "link", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64, lifetime = "edge"}
+  %e1 = vmachine.edge "e1" %b.e1 {producer = 0 : i64, consumer = -1 : i64, link = ""}
   vmachine.stage attributes {index = 0 : i64, device = "n0", layer_start = 0 : i64, layer_end = 1 : i64} {
     vmachine.step attributes {name = "decode", rows = 1 : i64} {
+      %sync.0 = vmachine.token "sync.0" {signal = "c0", wait = "c1"}
       vmachine.queue attributes {engine = "queue.copy"} {
-        vmachine.recv {id = "i0", cmd = "c0", edge = "e0", dst = "b.in"}
-        vmachine.signal {id = "i1", token = "sync.0", signal = "c0", wait = "c1"}
+        vmachine.recv "i0" %e0 -> %b.in {cmd = "c0"}
+        vmachine.signal "i1" %sync.0
       }
       vmachine.queue attributes {engine = "queue.compute"} {
-        vmachine.wait {id = "i2", token = "sync.0", signal = "c0", wait = "c1"}
-        vmachine.kernel {id = "i3", cmd = "c1", kernel = "rope", ins = ["b.x", "b.t", "start_pos"], outs = ["b.y"], attrs = {head_dim = 8 : i64, n_heads = 8 : i64, rope_dim = 8 : i64}, block = 0 : i64}
-        vmachine.sample {id = "i4", cmd = "c2", src = "b.y", dst = "b.tok"}
-        vmachine.send {id = "i5", cmd = "c3", edge = "e1", src = "b.tok"}
+        vmachine.wait "i2" %sync.0
+        vmachine.kernel "i3" "rope" (%b.x, %b.t) -> (%b.y) start_pos {cmd = "c1", attrs = {head_dim = 8 : i64, n_heads = 8 : i64, rope_dim = 8 : i64}, block = 0 : i64}
+        vmachine.sample "i4" %b.y -> %b.tok {cmd = "c2"}
+        vmachine.send "i5" %b.tok -> %e1 {cmd = "c3"}
       }
     }
   }
@@ -70,26 +76,29 @@ vmachine.program attributes {target = "virtual-queue@1", deployment = "d", concr
 // program: two instructions with one id
 vmachine.program attributes {target = "virtual-queue@1", deployment = "d", concrete = "c", portable = "p", binder = "list-schedule", engine = "pipeplan-vmachine/1"} {
   vmachine.abi {n_embd = 64 : i64, n_head = 8 : i64, n_head_kv = 4 : i64, n_ff = 172 : i64, n_vocab = 512 : i64, n_ctx = 2048 : i64, rope_dim = 8 : i64, n_layer = 5 : i64, max_seq_len = 64 : i64, rope_base = 1.000000e+04 : f64, rms_eps = 1.000000e-05 : f64, tied_embedding = 0 : i64}
-  vmachine.buffer {id = "b.in", name = "input", stage = 0 : i64, step = "decode", device = "n0", space = "device", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64, lifetime = "transient"}
-  vmachine.buffer {id = "b.x", name = "blk.0.q", stage = 0 : i64, step = "", device = "n0", space = "device", offset = 64 : i64, size = 256 : i64, alignment = 64 : i64, lifetime = "kv"}
-  vmachine.buffer {id = "b.t", name = "rope.table", stage = 0 : i64, step = "", device = "n0", space = "device", offset = 320 : i64, size = 64 : i64, alignment = 64 : i64, lifetime = "weight"}
-  vmachine.buffer {id = "b.y", name = "output", stage = 0 : i64, step = "decode", device = "n0", space = "device", offset = 384 : i64, size = 256 : i64, alignment = 64 : i64, lifetime = "transient"}
-  vmachine.buffer {id = "b.tok", name = "token", stage = 0 : i64, step = "decode", device = "n0", space = "device", offset = 640 : i64, size = 4 : i64, alignment = 64 : i64, lifetime = "transient"}
-  vmachine.edge {id = "e0", buffer = "b.e0", producer = -1 : i64, consumer = 0 : i64, link = ""}
-  vmachine.edge {id = "e1", buffer = "b.e1", producer = 0 : i64, consumer = -1 : i64, link = ""}
+  %b.in = vmachine.buffer "b.in" {name = "input", stage = 0 : i64, step = "decode", device = "n0", space = "device", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64, lifetime = "transient"}
+  %b.x = vmachine.buffer "b.x" {name = "blk.0.q", stage = 0 : i64, step = "", device = "n0", space = "device", offset = 64 : i64, size = 256 : i64, alignment = 64 : i64, lifetime = "kv"}
+  %b.t = vmachine.buffer "b.t" {name = "rope.table", stage = 0 : i64, step = "", device = "n0", space = "device", offset = 320 : i64, size = 64 : i64, alignment = 64 : i64, lifetime = "weight"}
+  %b.y = vmachine.buffer "b.y" {name = "output", stage = 0 : i64, step = "decode", device = "n0", space = "device", offset = 384 : i64, size = 256 : i64, alignment = 64 : i64, lifetime = "transient"}
+  %b.tok = vmachine.buffer "b.tok" {name = "token", stage = 0 : i64, step = "decode", device = "n0", space = "device", offset = 640 : i64, size = 4 : i64, alignment = 64 : i64, lifetime = "transient"}
+  %b.e0 = vmachine.buffer "b.e0" {name = "e0", stage = -1 : i64, step = "", device = "n0", space = "link", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64, lifetime = "edge"}
+  %e0 = vmachine.edge "e0" %b.e0 {producer = -1 : i64, consumer = 0 : i64, link = ""}
+  %b.e1 = vmachine.buffer "b.e1" {name = "e1", stage = -1 : i64, step = "", device = "n0", space = "link", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64, lifetime = "edge"}
+  %e1 = vmachine.edge "e1" %b.e1 {producer = 0 : i64, consumer = -1 : i64, link = ""}
   vmachine.stage attributes {index = 0 : i64, device = "n0", layer_start = 0 : i64, layer_end = 1 : i64} {
     vmachine.step attributes {name = "decode", rows = 1 : i64} {
+      %sync.0 = vmachine.token "sync.0" {signal = "c0", wait = "c1"}
       vmachine.queue attributes {engine = "queue.copy"} {
-        vmachine.recv {id = "i0", cmd = "c0", edge = "e0", dst = "b.in"}
-        vmachine.signal {id = "i1", token = "sync.0", signal = "c0", wait = "c1"}
+        vmachine.recv "i0" %e0 -> %b.in {cmd = "c0"}
+        vmachine.signal "i1" %sync.0
       }
       vmachine.queue attributes {engine = "queue.compute"} {
-        vmachine.wait {id = "i2", token = "sync.0", signal = "c0", wait = "c1"}
-        vmachine.kernel {id = "i3", cmd = "c1", kernel = "rope", ins = ["b.x", "b.t", "start_pos"], outs = ["b.y"], attrs = {head_dim = 8 : i64, n_heads = 8 : i64, rope_dim = 8 : i64}, block = 0 : i64}
-        vmachine.sample {id = "i4", cmd = "c2", src = "b.y", dst = "b.tok"}
-        vmachine.send {id = "i4", cmd = "c3", edge = "e1", src = "b.tok"}
+        vmachine.wait "i2" %sync.0
+        vmachine.kernel "i3" "rope" (%b.x, %b.t) -> (%b.y) start_pos {cmd = "c1", attrs = {head_dim = 8 : i64, n_heads = 8 : i64, rope_dim = 8 : i64}, block = 0 : i64}
+        vmachine.sample "i4" %b.y -> %b.tok {cmd = "c2"}
+        vmachine.send "i4" %b.tok -> %e1 {cmd = "c3"}
         // CHECK:      invalid.mlir:[[# @LINE - 1]]:9: error: duplicate instruction id 'i4'
-        // CHECK-NEXT: {{^}}  vmachine.send {id = "i4", cmd = "c3", edge = "e1", src = "b.tok"}
+        // CHECK-NEXT: {{^}}  vmachine.send "i4" %b.tok -> %e1 {cmd = "c3"}
       }
     }
   }
@@ -102,24 +111,27 @@ vmachine.program attributes {target = "virtual-queue@1", deployment = "d", concr
   vmachine.abi {n_embd = 64 : i64, n_head = 8 : i64, n_head_kv = 4 : i64, n_ff = 172 : i64, n_vocab = 512 : i64, n_ctx = 2048 : i64, rope_dim = 8 : i64, n_layer = 5 : i64, max_seq_len = 0 : i64, rope_base = 1.000000e+04 : f64, rms_eps = 1.000000e-05 : f64, tied_embedding = 0 : i64}
   // CHECK:      invalid.mlir:[[# @LINE - 1]]:3: error: vmachine.abi: max_seq_len must be positive, got 0
   // CHECK-NEXT: {{^}}  vmachine.abi {n_embd = 64 : i64, n_head = 8 : i64,
-  vmachine.buffer {id = "b.in", name = "input", stage = 0 : i64, step = "decode", device = "n0", space = "device", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64, lifetime = "transient"}
-  vmachine.buffer {id = "b.x", name = "blk.0.q", stage = 0 : i64, step = "", device = "n0", space = "device", offset = 64 : i64, size = 256 : i64, alignment = 64 : i64, lifetime = "kv"}
-  vmachine.buffer {id = "b.t", name = "rope.table", stage = 0 : i64, step = "", device = "n0", space = "device", offset = 320 : i64, size = 64 : i64, alignment = 64 : i64, lifetime = "weight"}
-  vmachine.buffer {id = "b.y", name = "output", stage = 0 : i64, step = "decode", device = "n0", space = "device", offset = 384 : i64, size = 256 : i64, alignment = 64 : i64, lifetime = "transient"}
-  vmachine.buffer {id = "b.tok", name = "token", stage = 0 : i64, step = "decode", device = "n0", space = "device", offset = 640 : i64, size = 4 : i64, alignment = 64 : i64, lifetime = "transient"}
-  vmachine.edge {id = "e0", buffer = "b.e0", producer = -1 : i64, consumer = 0 : i64, link = ""}
-  vmachine.edge {id = "e1", buffer = "b.e1", producer = 0 : i64, consumer = -1 : i64, link = ""}
+  %b.in = vmachine.buffer "b.in" {name = "input", stage = 0 : i64, step = "decode", device = "n0", space = "device", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64, lifetime = "transient"}
+  %b.x = vmachine.buffer "b.x" {name = "blk.0.q", stage = 0 : i64, step = "", device = "n0", space = "device", offset = 64 : i64, size = 256 : i64, alignment = 64 : i64, lifetime = "kv"}
+  %b.t = vmachine.buffer "b.t" {name = "rope.table", stage = 0 : i64, step = "", device = "n0", space = "device", offset = 320 : i64, size = 64 : i64, alignment = 64 : i64, lifetime = "weight"}
+  %b.y = vmachine.buffer "b.y" {name = "output", stage = 0 : i64, step = "decode", device = "n0", space = "device", offset = 384 : i64, size = 256 : i64, alignment = 64 : i64, lifetime = "transient"}
+  %b.tok = vmachine.buffer "b.tok" {name = "token", stage = 0 : i64, step = "decode", device = "n0", space = "device", offset = 640 : i64, size = 4 : i64, alignment = 64 : i64, lifetime = "transient"}
+  %b.e0 = vmachine.buffer "b.e0" {name = "e0", stage = -1 : i64, step = "", device = "n0", space = "link", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64, lifetime = "edge"}
+  %e0 = vmachine.edge "e0" %b.e0 {producer = -1 : i64, consumer = 0 : i64, link = ""}
+  %b.e1 = vmachine.buffer "b.e1" {name = "e1", stage = -1 : i64, step = "", device = "n0", space = "link", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64, lifetime = "edge"}
+  %e1 = vmachine.edge "e1" %b.e1 {producer = 0 : i64, consumer = -1 : i64, link = ""}
   vmachine.stage attributes {index = 0 : i64, device = "n0", layer_start = 0 : i64, layer_end = 1 : i64} {
     vmachine.step attributes {name = "decode", rows = 1 : i64} {
+      %sync.0 = vmachine.token "sync.0" {signal = "c0", wait = "c1"}
       vmachine.queue attributes {engine = "queue.copy"} {
-        vmachine.recv {id = "i0", cmd = "c0", edge = "e0", dst = "b.in"}
-        vmachine.signal {id = "i1", token = "sync.0", signal = "c0", wait = "c1"}
+        vmachine.recv "i0" %e0 -> %b.in {cmd = "c0"}
+        vmachine.signal "i1" %sync.0
       }
       vmachine.queue attributes {engine = "queue.compute"} {
-        vmachine.wait {id = "i2", token = "sync.0", signal = "c0", wait = "c1"}
-        vmachine.kernel {id = "i3", cmd = "c1", kernel = "rope", ins = ["b.x", "b.t", "start_pos"], outs = ["b.y"], attrs = {head_dim = 8 : i64, n_heads = 8 : i64, rope_dim = 8 : i64}, block = 0 : i64}
-        vmachine.sample {id = "i4", cmd = "c2", src = "b.y", dst = "b.tok"}
-        vmachine.send {id = "i5", cmd = "c3", edge = "e1", src = "b.tok"}
+        vmachine.wait "i2" %sync.0
+        vmachine.kernel "i3" "rope" (%b.x, %b.t) -> (%b.y) start_pos {cmd = "c1", attrs = {head_dim = 8 : i64, n_heads = 8 : i64, rope_dim = 8 : i64}, block = 0 : i64}
+        vmachine.sample "i4" %b.y -> %b.tok {cmd = "c2"}
+        vmachine.send "i5" %b.tok -> %e1 {cmd = "c3"}
       }
     }
   }
@@ -132,24 +144,27 @@ vmachine.program attributes {target = "virtual-queue@1", deployment = "d", concr
   vmachine.abi {n_embd = 64 : i64, n_head = 8 : i64, n_head_kv = 4 : i64, n_ff = 172 : i64, n_vocab = 512 : i64, n_ctx = 2048 : i64, rope_dim = 8 : i64, n_layer = 5 : i64, max_seq_len = 64 : i64, rope_base = 1.000000e+04 : f64, rms_eps = 1.000000e-05 : f64, tied_embedding = 0 : i64, n_swa = -1 : i64}
   // CHECK:      invalid.mlir:[[# @LINE - 1]]:3: error: vmachine.abi: n_swa must be >= 0, got -1
   // CHECK-NEXT: {{^}}  vmachine.abi {n_embd = 64 : i64, n_head = 8 : i64,
-  vmachine.buffer {id = "b.in", name = "input", stage = 0 : i64, step = "decode", device = "n0", space = "device", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64, lifetime = "transient"}
-  vmachine.buffer {id = "b.x", name = "blk.0.q", stage = 0 : i64, step = "", device = "n0", space = "device", offset = 64 : i64, size = 256 : i64, alignment = 64 : i64, lifetime = "kv"}
-  vmachine.buffer {id = "b.t", name = "rope.table", stage = 0 : i64, step = "", device = "n0", space = "device", offset = 320 : i64, size = 64 : i64, alignment = 64 : i64, lifetime = "weight"}
-  vmachine.buffer {id = "b.y", name = "output", stage = 0 : i64, step = "decode", device = "n0", space = "device", offset = 384 : i64, size = 256 : i64, alignment = 64 : i64, lifetime = "transient"}
-  vmachine.buffer {id = "b.tok", name = "token", stage = 0 : i64, step = "decode", device = "n0", space = "device", offset = 640 : i64, size = 4 : i64, alignment = 64 : i64, lifetime = "transient"}
-  vmachine.edge {id = "e0", buffer = "b.e0", producer = -1 : i64, consumer = 0 : i64, link = ""}
-  vmachine.edge {id = "e1", buffer = "b.e1", producer = 0 : i64, consumer = -1 : i64, link = ""}
+  %b.in = vmachine.buffer "b.in" {name = "input", stage = 0 : i64, step = "decode", device = "n0", space = "device", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64, lifetime = "transient"}
+  %b.x = vmachine.buffer "b.x" {name = "blk.0.q", stage = 0 : i64, step = "", device = "n0", space = "device", offset = 64 : i64, size = 256 : i64, alignment = 64 : i64, lifetime = "kv"}
+  %b.t = vmachine.buffer "b.t" {name = "rope.table", stage = 0 : i64, step = "", device = "n0", space = "device", offset = 320 : i64, size = 64 : i64, alignment = 64 : i64, lifetime = "weight"}
+  %b.y = vmachine.buffer "b.y" {name = "output", stage = 0 : i64, step = "decode", device = "n0", space = "device", offset = 384 : i64, size = 256 : i64, alignment = 64 : i64, lifetime = "transient"}
+  %b.tok = vmachine.buffer "b.tok" {name = "token", stage = 0 : i64, step = "decode", device = "n0", space = "device", offset = 640 : i64, size = 4 : i64, alignment = 64 : i64, lifetime = "transient"}
+  %b.e0 = vmachine.buffer "b.e0" {name = "e0", stage = -1 : i64, step = "", device = "n0", space = "link", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64, lifetime = "edge"}
+  %e0 = vmachine.edge "e0" %b.e0 {producer = -1 : i64, consumer = 0 : i64, link = ""}
+  %b.e1 = vmachine.buffer "b.e1" {name = "e1", stage = -1 : i64, step = "", device = "n0", space = "link", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64, lifetime = "edge"}
+  %e1 = vmachine.edge "e1" %b.e1 {producer = 0 : i64, consumer = -1 : i64, link = ""}
   vmachine.stage attributes {index = 0 : i64, device = "n0", layer_start = 0 : i64, layer_end = 1 : i64} {
     vmachine.step attributes {name = "decode", rows = 1 : i64} {
+      %sync.0 = vmachine.token "sync.0" {signal = "c0", wait = "c1"}
       vmachine.queue attributes {engine = "queue.copy"} {
-        vmachine.recv {id = "i0", cmd = "c0", edge = "e0", dst = "b.in"}
-        vmachine.signal {id = "i1", token = "sync.0", signal = "c0", wait = "c1"}
+        vmachine.recv "i0" %e0 -> %b.in {cmd = "c0"}
+        vmachine.signal "i1" %sync.0
       }
       vmachine.queue attributes {engine = "queue.compute"} {
-        vmachine.wait {id = "i2", token = "sync.0", signal = "c0", wait = "c1"}
-        vmachine.kernel {id = "i3", cmd = "c1", kernel = "rope", ins = ["b.x", "b.t", "start_pos"], outs = ["b.y"], attrs = {head_dim = 8 : i64, n_heads = 8 : i64, rope_dim = 8 : i64}, block = 0 : i64}
-        vmachine.sample {id = "i4", cmd = "c2", src = "b.y", dst = "b.tok"}
-        vmachine.send {id = "i5", cmd = "c3", edge = "e1", src = "b.tok"}
+        vmachine.wait "i2" %sync.0
+        vmachine.kernel "i3" "rope" (%b.x, %b.t) -> (%b.y) start_pos {cmd = "c1", attrs = {head_dim = 8 : i64, n_heads = 8 : i64, rope_dim = 8 : i64}, block = 0 : i64}
+        vmachine.sample "i4" %b.y -> %b.tok {cmd = "c2"}
+        vmachine.send "i5" %b.tok -> %e1 {cmd = "c3"}
       }
     }
   }
@@ -160,26 +175,29 @@ vmachine.program attributes {target = "virtual-queue@1", deployment = "d", concr
 // buffer: a misaligned offset
 vmachine.program attributes {target = "virtual-queue@1", deployment = "d", concrete = "c", portable = "p", binder = "list-schedule", engine = "pipeplan-vmachine/1"} {
   vmachine.abi {n_embd = 64 : i64, n_head = 8 : i64, n_head_kv = 4 : i64, n_ff = 172 : i64, n_vocab = 512 : i64, n_ctx = 2048 : i64, rope_dim = 8 : i64, n_layer = 5 : i64, max_seq_len = 64 : i64, rope_base = 1.000000e+04 : f64, rms_eps = 1.000000e-05 : f64, tied_embedding = 0 : i64}
-  vmachine.buffer {id = "b.in", name = "input", stage = 0 : i64, step = "decode", device = "n0", space = "device", offset = 3 : i64, size = 4 : i64, alignment = 64 : i64, lifetime = "transient"}
+  %b.in = vmachine.buffer "b.in" {name = "input", stage = 0 : i64, step = "decode", device = "n0", space = "device", offset = 3 : i64, size = 4 : i64, alignment = 64 : i64, lifetime = "transient"}
   // CHECK:      invalid.mlir:[[# @LINE - 1]]:3: error: buffer 'b.in': offset 3 / size 4 / alignment 64 invalid
-  // CHECK-NEXT: {{^}}  vmachine.buffer {id = "b.in", name = "input", stage = 0 : i64,
-  vmachine.buffer {id = "b.x", name = "blk.0.q", stage = 0 : i64, step = "", device = "n0", space = "device", offset = 64 : i64, size = 256 : i64, alignment = 64 : i64, lifetime = "kv"}
-  vmachine.buffer {id = "b.t", name = "rope.table", stage = 0 : i64, step = "", device = "n0", space = "device", offset = 320 : i64, size = 64 : i64, alignment = 64 : i64, lifetime = "weight"}
-  vmachine.buffer {id = "b.y", name = "output", stage = 0 : i64, step = "decode", device = "n0", space = "device", offset = 384 : i64, size = 256 : i64, alignment = 64 : i64, lifetime = "transient"}
-  vmachine.buffer {id = "b.tok", name = "token", stage = 0 : i64, step = "decode", device = "n0", space = "device", offset = 640 : i64, size = 4 : i64, alignment = 64 : i64, lifetime = "transient"}
-  vmachine.edge {id = "e0", buffer = "b.e0", producer = -1 : i64, consumer = 0 : i64, link = ""}
-  vmachine.edge {id = "e1", buffer = "b.e1", producer = 0 : i64, consumer = -1 : i64, link = ""}
+  // CHECK-NEXT: {{^}}  %b.in = vmachine.buffer "b.in" {name = "input", stage = 0 : i64,
+  %b.x = vmachine.buffer "b.x" {name = "blk.0.q", stage = 0 : i64, step = "", device = "n0", space = "device", offset = 64 : i64, size = 256 : i64, alignment = 64 : i64, lifetime = "kv"}
+  %b.t = vmachine.buffer "b.t" {name = "rope.table", stage = 0 : i64, step = "", device = "n0", space = "device", offset = 320 : i64, size = 64 : i64, alignment = 64 : i64, lifetime = "weight"}
+  %b.y = vmachine.buffer "b.y" {name = "output", stage = 0 : i64, step = "decode", device = "n0", space = "device", offset = 384 : i64, size = 256 : i64, alignment = 64 : i64, lifetime = "transient"}
+  %b.tok = vmachine.buffer "b.tok" {name = "token", stage = 0 : i64, step = "decode", device = "n0", space = "device", offset = 640 : i64, size = 4 : i64, alignment = 64 : i64, lifetime = "transient"}
+  %b.e0 = vmachine.buffer "b.e0" {name = "e0", stage = -1 : i64, step = "", device = "n0", space = "link", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64, lifetime = "edge"}
+  %e0 = vmachine.edge "e0" %b.e0 {producer = -1 : i64, consumer = 0 : i64, link = ""}
+  %b.e1 = vmachine.buffer "b.e1" {name = "e1", stage = -1 : i64, step = "", device = "n0", space = "link", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64, lifetime = "edge"}
+  %e1 = vmachine.edge "e1" %b.e1 {producer = 0 : i64, consumer = -1 : i64, link = ""}
   vmachine.stage attributes {index = 0 : i64, device = "n0", layer_start = 0 : i64, layer_end = 1 : i64} {
     vmachine.step attributes {name = "decode", rows = 1 : i64} {
+      %sync.0 = vmachine.token "sync.0" {signal = "c0", wait = "c1"}
       vmachine.queue attributes {engine = "queue.copy"} {
-        vmachine.recv {id = "i0", cmd = "c0", edge = "e0", dst = "b.in"}
-        vmachine.signal {id = "i1", token = "sync.0", signal = "c0", wait = "c1"}
+        vmachine.recv "i0" %e0 -> %b.in {cmd = "c0"}
+        vmachine.signal "i1" %sync.0
       }
       vmachine.queue attributes {engine = "queue.compute"} {
-        vmachine.wait {id = "i2", token = "sync.0", signal = "c0", wait = "c1"}
-        vmachine.kernel {id = "i3", cmd = "c1", kernel = "rope", ins = ["b.x", "b.t", "start_pos"], outs = ["b.y"], attrs = {head_dim = 8 : i64, n_heads = 8 : i64, rope_dim = 8 : i64}, block = 0 : i64}
-        vmachine.sample {id = "i4", cmd = "c2", src = "b.y", dst = "b.tok"}
-        vmachine.send {id = "i5", cmd = "c3", edge = "e1", src = "b.tok"}
+        vmachine.wait "i2" %sync.0
+        vmachine.kernel "i3" "rope" (%b.x, %b.t) -> (%b.y) start_pos {cmd = "c1", attrs = {head_dim = 8 : i64, n_heads = 8 : i64, rope_dim = 8 : i64}, block = 0 : i64}
+        vmachine.sample "i4" %b.y -> %b.tok {cmd = "c2"}
+        vmachine.send "i5" %b.tok -> %e1 {cmd = "c3"}
       }
     }
   }
@@ -190,26 +208,29 @@ vmachine.program attributes {target = "virtual-queue@1", deployment = "d", concr
 // stage: a reversed layer range
 vmachine.program attributes {target = "virtual-queue@1", deployment = "d", concrete = "c", portable = "p", binder = "list-schedule", engine = "pipeplan-vmachine/1"} {
   vmachine.abi {n_embd = 64 : i64, n_head = 8 : i64, n_head_kv = 4 : i64, n_ff = 172 : i64, n_vocab = 512 : i64, n_ctx = 2048 : i64, rope_dim = 8 : i64, n_layer = 5 : i64, max_seq_len = 64 : i64, rope_base = 1.000000e+04 : f64, rms_eps = 1.000000e-05 : f64, tied_embedding = 0 : i64}
-  vmachine.buffer {id = "b.in", name = "input", stage = 0 : i64, step = "decode", device = "n0", space = "device", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64, lifetime = "transient"}
-  vmachine.buffer {id = "b.x", name = "blk.0.q", stage = 0 : i64, step = "", device = "n0", space = "device", offset = 64 : i64, size = 256 : i64, alignment = 64 : i64, lifetime = "kv"}
-  vmachine.buffer {id = "b.t", name = "rope.table", stage = 0 : i64, step = "", device = "n0", space = "device", offset = 320 : i64, size = 64 : i64, alignment = 64 : i64, lifetime = "weight"}
-  vmachine.buffer {id = "b.y", name = "output", stage = 0 : i64, step = "decode", device = "n0", space = "device", offset = 384 : i64, size = 256 : i64, alignment = 64 : i64, lifetime = "transient"}
-  vmachine.buffer {id = "b.tok", name = "token", stage = 0 : i64, step = "decode", device = "n0", space = "device", offset = 640 : i64, size = 4 : i64, alignment = 64 : i64, lifetime = "transient"}
-  vmachine.edge {id = "e0", buffer = "b.e0", producer = -1 : i64, consumer = 0 : i64, link = ""}
-  vmachine.edge {id = "e1", buffer = "b.e1", producer = 0 : i64, consumer = -1 : i64, link = ""}
+  %b.in = vmachine.buffer "b.in" {name = "input", stage = 0 : i64, step = "decode", device = "n0", space = "device", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64, lifetime = "transient"}
+  %b.x = vmachine.buffer "b.x" {name = "blk.0.q", stage = 0 : i64, step = "", device = "n0", space = "device", offset = 64 : i64, size = 256 : i64, alignment = 64 : i64, lifetime = "kv"}
+  %b.t = vmachine.buffer "b.t" {name = "rope.table", stage = 0 : i64, step = "", device = "n0", space = "device", offset = 320 : i64, size = 64 : i64, alignment = 64 : i64, lifetime = "weight"}
+  %b.y = vmachine.buffer "b.y" {name = "output", stage = 0 : i64, step = "decode", device = "n0", space = "device", offset = 384 : i64, size = 256 : i64, alignment = 64 : i64, lifetime = "transient"}
+  %b.tok = vmachine.buffer "b.tok" {name = "token", stage = 0 : i64, step = "decode", device = "n0", space = "device", offset = 640 : i64, size = 4 : i64, alignment = 64 : i64, lifetime = "transient"}
+  %b.e0 = vmachine.buffer "b.e0" {name = "e0", stage = -1 : i64, step = "", device = "n0", space = "link", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64, lifetime = "edge"}
+  %e0 = vmachine.edge "e0" %b.e0 {producer = -1 : i64, consumer = 0 : i64, link = ""}
+  %b.e1 = vmachine.buffer "b.e1" {name = "e1", stage = -1 : i64, step = "", device = "n0", space = "link", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64, lifetime = "edge"}
+  %e1 = vmachine.edge "e1" %b.e1 {producer = 0 : i64, consumer = -1 : i64, link = ""}
   vmachine.stage attributes {index = 0 : i64, device = "n0", layer_start = 2 : i64, layer_end = 1 : i64} {
   // CHECK:      invalid.mlir:[[# @LINE - 1]]:3: error: stage 0: layer range is reversed
   // CHECK-NEXT: {{^}}  vmachine.stage attributes {index = 0 : i64, device = "n0",
     vmachine.step attributes {name = "decode", rows = 1 : i64} {
+      %sync.0 = vmachine.token "sync.0" {signal = "c0", wait = "c1"}
       vmachine.queue attributes {engine = "queue.copy"} {
-        vmachine.recv {id = "i0", cmd = "c0", edge = "e0", dst = "b.in"}
-        vmachine.signal {id = "i1", token = "sync.0", signal = "c0", wait = "c1"}
+        vmachine.recv "i0" %e0 -> %b.in {cmd = "c0"}
+        vmachine.signal "i1" %sync.0
       }
       vmachine.queue attributes {engine = "queue.compute"} {
-        vmachine.wait {id = "i2", token = "sync.0", signal = "c0", wait = "c1"}
-        vmachine.kernel {id = "i3", cmd = "c1", kernel = "rope", ins = ["b.x", "b.t", "start_pos"], outs = ["b.y"], attrs = {head_dim = 8 : i64, n_heads = 8 : i64, rope_dim = 8 : i64}, block = 0 : i64}
-        vmachine.sample {id = "i4", cmd = "c2", src = "b.y", dst = "b.tok"}
-        vmachine.send {id = "i5", cmd = "c3", edge = "e1", src = "b.tok"}
+        vmachine.wait "i2" %sync.0
+        vmachine.kernel "i3" "rope" (%b.x, %b.t) -> (%b.y) start_pos {cmd = "c1", attrs = {head_dim = 8 : i64, n_heads = 8 : i64, rope_dim = 8 : i64}, block = 0 : i64}
+        vmachine.sample "i4" %b.y -> %b.tok {cmd = "c2"}
+        vmachine.send "i5" %b.tok -> %e1 {cmd = "c3"}
       }
     }
   }
@@ -220,28 +241,31 @@ vmachine.program attributes {target = "virtual-queue@1", deployment = "d", concr
 // stage: an op that is not a step
 vmachine.program attributes {target = "virtual-queue@1", deployment = "d", concrete = "c", portable = "p", binder = "list-schedule", engine = "pipeplan-vmachine/1"} {
   vmachine.abi {n_embd = 64 : i64, n_head = 8 : i64, n_head_kv = 4 : i64, n_ff = 172 : i64, n_vocab = 512 : i64, n_ctx = 2048 : i64, rope_dim = 8 : i64, n_layer = 5 : i64, max_seq_len = 64 : i64, rope_base = 1.000000e+04 : f64, rms_eps = 1.000000e-05 : f64, tied_embedding = 0 : i64}
-  vmachine.buffer {id = "b.in", name = "input", stage = 0 : i64, step = "decode", device = "n0", space = "device", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64, lifetime = "transient"}
-  vmachine.buffer {id = "b.x", name = "blk.0.q", stage = 0 : i64, step = "", device = "n0", space = "device", offset = 64 : i64, size = 256 : i64, alignment = 64 : i64, lifetime = "kv"}
-  vmachine.buffer {id = "b.t", name = "rope.table", stage = 0 : i64, step = "", device = "n0", space = "device", offset = 320 : i64, size = 64 : i64, alignment = 64 : i64, lifetime = "weight"}
-  vmachine.buffer {id = "b.y", name = "output", stage = 0 : i64, step = "decode", device = "n0", space = "device", offset = 384 : i64, size = 256 : i64, alignment = 64 : i64, lifetime = "transient"}
-  vmachine.buffer {id = "b.tok", name = "token", stage = 0 : i64, step = "decode", device = "n0", space = "device", offset = 640 : i64, size = 4 : i64, alignment = 64 : i64, lifetime = "transient"}
-  vmachine.edge {id = "e0", buffer = "b.e0", producer = -1 : i64, consumer = 0 : i64, link = ""}
-  vmachine.edge {id = "e1", buffer = "b.e1", producer = 0 : i64, consumer = -1 : i64, link = ""}
+  %b.in = vmachine.buffer "b.in" {name = "input", stage = 0 : i64, step = "decode", device = "n0", space = "device", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64, lifetime = "transient"}
+  %b.x = vmachine.buffer "b.x" {name = "blk.0.q", stage = 0 : i64, step = "", device = "n0", space = "device", offset = 64 : i64, size = 256 : i64, alignment = 64 : i64, lifetime = "kv"}
+  %b.t = vmachine.buffer "b.t" {name = "rope.table", stage = 0 : i64, step = "", device = "n0", space = "device", offset = 320 : i64, size = 64 : i64, alignment = 64 : i64, lifetime = "weight"}
+  %b.y = vmachine.buffer "b.y" {name = "output", stage = 0 : i64, step = "decode", device = "n0", space = "device", offset = 384 : i64, size = 256 : i64, alignment = 64 : i64, lifetime = "transient"}
+  %b.tok = vmachine.buffer "b.tok" {name = "token", stage = 0 : i64, step = "decode", device = "n0", space = "device", offset = 640 : i64, size = 4 : i64, alignment = 64 : i64, lifetime = "transient"}
+  %b.e0 = vmachine.buffer "b.e0" {name = "e0", stage = -1 : i64, step = "", device = "n0", space = "link", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64, lifetime = "edge"}
+  %e0 = vmachine.edge "e0" %b.e0 {producer = -1 : i64, consumer = 0 : i64, link = ""}
+  %b.e1 = vmachine.buffer "b.e1" {name = "e1", stage = -1 : i64, step = "", device = "n0", space = "link", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64, lifetime = "edge"}
+  %e1 = vmachine.edge "e1" %b.e1 {producer = 0 : i64, consumer = -1 : i64, link = ""}
   vmachine.stage attributes {index = 0 : i64, device = "n0", layer_start = 0 : i64, layer_end = 1 : i64} {
     builtin.module {
     // CHECK:      invalid.mlir:[[# @LINE - 1]]:5: error: vmachine.stage may hold only vmachine.step ops, found 'builtin.module'
     // CHECK-NEXT: {{^}}  builtin.module {
     }
     vmachine.step attributes {name = "decode", rows = 1 : i64} {
+      %sync.0 = vmachine.token "sync.0" {signal = "c0", wait = "c1"}
       vmachine.queue attributes {engine = "queue.copy"} {
-        vmachine.recv {id = "i0", cmd = "c0", edge = "e0", dst = "b.in"}
-        vmachine.signal {id = "i1", token = "sync.0", signal = "c0", wait = "c1"}
+        vmachine.recv "i0" %e0 -> %b.in {cmd = "c0"}
+        vmachine.signal "i1" %sync.0
       }
       vmachine.queue attributes {engine = "queue.compute"} {
-        vmachine.wait {id = "i2", token = "sync.0", signal = "c0", wait = "c1"}
-        vmachine.kernel {id = "i3", cmd = "c1", kernel = "rope", ins = ["b.x", "b.t", "start_pos"], outs = ["b.y"], attrs = {head_dim = 8 : i64, n_heads = 8 : i64, rope_dim = 8 : i64}, block = 0 : i64}
-        vmachine.sample {id = "i4", cmd = "c2", src = "b.y", dst = "b.tok"}
-        vmachine.send {id = "i5", cmd = "c3", edge = "e1", src = "b.tok"}
+        vmachine.wait "i2" %sync.0
+        vmachine.kernel "i3" "rope" (%b.x, %b.t) -> (%b.y) start_pos {cmd = "c1", attrs = {head_dim = 8 : i64, n_heads = 8 : i64, rope_dim = 8 : i64}, block = 0 : i64}
+        vmachine.sample "i4" %b.y -> %b.tok {cmd = "c2"}
+        vmachine.send "i5" %b.tok -> %e1 {cmd = "c3"}
       }
     }
   }
@@ -252,31 +276,34 @@ vmachine.program attributes {target = "virtual-queue@1", deployment = "d", concr
 // stage: two steps of one name
 vmachine.program attributes {target = "virtual-queue@1", deployment = "d", concrete = "c", portable = "p", binder = "list-schedule", engine = "pipeplan-vmachine/1"} {
   vmachine.abi {n_embd = 64 : i64, n_head = 8 : i64, n_head_kv = 4 : i64, n_ff = 172 : i64, n_vocab = 512 : i64, n_ctx = 2048 : i64, rope_dim = 8 : i64, n_layer = 5 : i64, max_seq_len = 64 : i64, rope_base = 1.000000e+04 : f64, rms_eps = 1.000000e-05 : f64, tied_embedding = 0 : i64}
-  vmachine.buffer {id = "b.in", name = "input", stage = 0 : i64, step = "decode", device = "n0", space = "device", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64, lifetime = "transient"}
-  vmachine.buffer {id = "b.x", name = "blk.0.q", stage = 0 : i64, step = "", device = "n0", space = "device", offset = 64 : i64, size = 256 : i64, alignment = 64 : i64, lifetime = "kv"}
-  vmachine.buffer {id = "b.t", name = "rope.table", stage = 0 : i64, step = "", device = "n0", space = "device", offset = 320 : i64, size = 64 : i64, alignment = 64 : i64, lifetime = "weight"}
-  vmachine.buffer {id = "b.y", name = "output", stage = 0 : i64, step = "decode", device = "n0", space = "device", offset = 384 : i64, size = 256 : i64, alignment = 64 : i64, lifetime = "transient"}
-  vmachine.buffer {id = "b.tok", name = "token", stage = 0 : i64, step = "decode", device = "n0", space = "device", offset = 640 : i64, size = 4 : i64, alignment = 64 : i64, lifetime = "transient"}
-  vmachine.edge {id = "e0", buffer = "b.e0", producer = -1 : i64, consumer = 0 : i64, link = ""}
-  vmachine.edge {id = "e1", buffer = "b.e1", producer = 0 : i64, consumer = -1 : i64, link = ""}
+  %b.in = vmachine.buffer "b.in" {name = "input", stage = 0 : i64, step = "decode", device = "n0", space = "device", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64, lifetime = "transient"}
+  %b.x = vmachine.buffer "b.x" {name = "blk.0.q", stage = 0 : i64, step = "", device = "n0", space = "device", offset = 64 : i64, size = 256 : i64, alignment = 64 : i64, lifetime = "kv"}
+  %b.t = vmachine.buffer "b.t" {name = "rope.table", stage = 0 : i64, step = "", device = "n0", space = "device", offset = 320 : i64, size = 64 : i64, alignment = 64 : i64, lifetime = "weight"}
+  %b.y = vmachine.buffer "b.y" {name = "output", stage = 0 : i64, step = "decode", device = "n0", space = "device", offset = 384 : i64, size = 256 : i64, alignment = 64 : i64, lifetime = "transient"}
+  %b.tok = vmachine.buffer "b.tok" {name = "token", stage = 0 : i64, step = "decode", device = "n0", space = "device", offset = 640 : i64, size = 4 : i64, alignment = 64 : i64, lifetime = "transient"}
+  %b.e0 = vmachine.buffer "b.e0" {name = "e0", stage = -1 : i64, step = "", device = "n0", space = "link", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64, lifetime = "edge"}
+  %e0 = vmachine.edge "e0" %b.e0 {producer = -1 : i64, consumer = 0 : i64, link = ""}
+  %b.e1 = vmachine.buffer "b.e1" {name = "e1", stage = -1 : i64, step = "", device = "n0", space = "link", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64, lifetime = "edge"}
+  %e1 = vmachine.edge "e1" %b.e1 {producer = 0 : i64, consumer = -1 : i64, link = ""}
   vmachine.stage attributes {index = 0 : i64, device = "n0", layer_start = 0 : i64, layer_end = 1 : i64} {
     vmachine.step attributes {name = "decode", rows = 1 : i64} {
+      %sync.0 = vmachine.token "sync.0" {signal = "c0", wait = "c1"}
       vmachine.queue attributes {engine = "queue.copy"} {
-        vmachine.recv {id = "i0", cmd = "c0", edge = "e0", dst = "b.in"}
-        vmachine.signal {id = "i1", token = "sync.0", signal = "c0", wait = "c1"}
+        vmachine.recv "i0" %e0 -> %b.in {cmd = "c0"}
+        vmachine.signal "i1" %sync.0
       }
       vmachine.queue attributes {engine = "queue.compute"} {
-        vmachine.wait {id = "i2", token = "sync.0", signal = "c0", wait = "c1"}
-        vmachine.kernel {id = "i3", cmd = "c1", kernel = "rope", ins = ["b.x", "b.t", "start_pos"], outs = ["b.y"], attrs = {head_dim = 8 : i64, n_heads = 8 : i64, rope_dim = 8 : i64}, block = 0 : i64}
-        vmachine.sample {id = "i4", cmd = "c2", src = "b.y", dst = "b.tok"}
-        vmachine.send {id = "i5", cmd = "c3", edge = "e1", src = "b.tok"}
+        vmachine.wait "i2" %sync.0
+        vmachine.kernel "i3" "rope" (%b.x, %b.t) -> (%b.y) start_pos {cmd = "c1", attrs = {head_dim = 8 : i64, n_heads = 8 : i64, rope_dim = 8 : i64}, block = 0 : i64}
+        vmachine.sample "i4" %b.y -> %b.tok {cmd = "c2"}
+        vmachine.send "i5" %b.tok -> %e1 {cmd = "c3"}
       }
     }
     vmachine.step attributes {name = "decode", rows = 2 : i64} {
     // CHECK:      invalid.mlir:[[# @LINE - 1]]:5: error: stage 0: duplicate step name 'decode'
     // CHECK-NEXT: {{^}}  vmachine.step attributes {name = "decode", rows = 2 : i64} {
       vmachine.queue attributes {engine = "queue.copy"} {
-        vmachine.recv {id = "i6", cmd = "c6", edge = "e0", dst = "b.in"}
+        vmachine.recv "i6" %e0 -> %b.in {cmd = "c6"}
       }
     }
   }
@@ -287,26 +314,29 @@ vmachine.program attributes {target = "virtual-queue@1", deployment = "d", concr
 // step: no rows
 vmachine.program attributes {target = "virtual-queue@1", deployment = "d", concrete = "c", portable = "p", binder = "list-schedule", engine = "pipeplan-vmachine/1"} {
   vmachine.abi {n_embd = 64 : i64, n_head = 8 : i64, n_head_kv = 4 : i64, n_ff = 172 : i64, n_vocab = 512 : i64, n_ctx = 2048 : i64, rope_dim = 8 : i64, n_layer = 5 : i64, max_seq_len = 64 : i64, rope_base = 1.000000e+04 : f64, rms_eps = 1.000000e-05 : f64, tied_embedding = 0 : i64}
-  vmachine.buffer {id = "b.in", name = "input", stage = 0 : i64, step = "decode", device = "n0", space = "device", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64, lifetime = "transient"}
-  vmachine.buffer {id = "b.x", name = "blk.0.q", stage = 0 : i64, step = "", device = "n0", space = "device", offset = 64 : i64, size = 256 : i64, alignment = 64 : i64, lifetime = "kv"}
-  vmachine.buffer {id = "b.t", name = "rope.table", stage = 0 : i64, step = "", device = "n0", space = "device", offset = 320 : i64, size = 64 : i64, alignment = 64 : i64, lifetime = "weight"}
-  vmachine.buffer {id = "b.y", name = "output", stage = 0 : i64, step = "decode", device = "n0", space = "device", offset = 384 : i64, size = 256 : i64, alignment = 64 : i64, lifetime = "transient"}
-  vmachine.buffer {id = "b.tok", name = "token", stage = 0 : i64, step = "decode", device = "n0", space = "device", offset = 640 : i64, size = 4 : i64, alignment = 64 : i64, lifetime = "transient"}
-  vmachine.edge {id = "e0", buffer = "b.e0", producer = -1 : i64, consumer = 0 : i64, link = ""}
-  vmachine.edge {id = "e1", buffer = "b.e1", producer = 0 : i64, consumer = -1 : i64, link = ""}
+  %b.in = vmachine.buffer "b.in" {name = "input", stage = 0 : i64, step = "decode", device = "n0", space = "device", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64, lifetime = "transient"}
+  %b.x = vmachine.buffer "b.x" {name = "blk.0.q", stage = 0 : i64, step = "", device = "n0", space = "device", offset = 64 : i64, size = 256 : i64, alignment = 64 : i64, lifetime = "kv"}
+  %b.t = vmachine.buffer "b.t" {name = "rope.table", stage = 0 : i64, step = "", device = "n0", space = "device", offset = 320 : i64, size = 64 : i64, alignment = 64 : i64, lifetime = "weight"}
+  %b.y = vmachine.buffer "b.y" {name = "output", stage = 0 : i64, step = "decode", device = "n0", space = "device", offset = 384 : i64, size = 256 : i64, alignment = 64 : i64, lifetime = "transient"}
+  %b.tok = vmachine.buffer "b.tok" {name = "token", stage = 0 : i64, step = "decode", device = "n0", space = "device", offset = 640 : i64, size = 4 : i64, alignment = 64 : i64, lifetime = "transient"}
+  %b.e0 = vmachine.buffer "b.e0" {name = "e0", stage = -1 : i64, step = "", device = "n0", space = "link", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64, lifetime = "edge"}
+  %e0 = vmachine.edge "e0" %b.e0 {producer = -1 : i64, consumer = 0 : i64, link = ""}
+  %b.e1 = vmachine.buffer "b.e1" {name = "e1", stage = -1 : i64, step = "", device = "n0", space = "link", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64, lifetime = "edge"}
+  %e1 = vmachine.edge "e1" %b.e1 {producer = 0 : i64, consumer = -1 : i64, link = ""}
   vmachine.stage attributes {index = 0 : i64, device = "n0", layer_start = 0 : i64, layer_end = 1 : i64} {
     vmachine.step attributes {name = "decode", rows = 0 : i64} {
     // CHECK:      invalid.mlir:[[# @LINE - 1]]:5: error: step 'decode': rows must be >= 1
     // CHECK-NEXT: {{^}}  vmachine.step attributes {name = "decode", rows = 0 : i64} {
+      %sync.0 = vmachine.token "sync.0" {signal = "c0", wait = "c1"}
       vmachine.queue attributes {engine = "queue.copy"} {
-        vmachine.recv {id = "i0", cmd = "c0", edge = "e0", dst = "b.in"}
-        vmachine.signal {id = "i1", token = "sync.0", signal = "c0", wait = "c1"}
+        vmachine.recv "i0" %e0 -> %b.in {cmd = "c0"}
+        vmachine.signal "i1" %sync.0
       }
       vmachine.queue attributes {engine = "queue.compute"} {
-        vmachine.wait {id = "i2", token = "sync.0", signal = "c0", wait = "c1"}
-        vmachine.kernel {id = "i3", cmd = "c1", kernel = "rope", ins = ["b.x", "b.t", "start_pos"], outs = ["b.y"], attrs = {head_dim = 8 : i64, n_heads = 8 : i64, rope_dim = 8 : i64}, block = 0 : i64}
-        vmachine.sample {id = "i4", cmd = "c2", src = "b.y", dst = "b.tok"}
-        vmachine.send {id = "i5", cmd = "c3", edge = "e1", src = "b.tok"}
+        vmachine.wait "i2" %sync.0
+        vmachine.kernel "i3" "rope" (%b.x, %b.t) -> (%b.y) start_pos {cmd = "c1", attrs = {head_dim = 8 : i64, n_heads = 8 : i64, rope_dim = 8 : i64}, block = 0 : i64}
+        vmachine.sample "i4" %b.y -> %b.tok {cmd = "c2"}
+        vmachine.send "i5" %b.tok -> %e1 {cmd = "c3"}
       }
     }
   }
@@ -317,28 +347,31 @@ vmachine.program attributes {target = "virtual-queue@1", deployment = "d", concr
 // step: an op that is not a queue
 vmachine.program attributes {target = "virtual-queue@1", deployment = "d", concrete = "c", portable = "p", binder = "list-schedule", engine = "pipeplan-vmachine/1"} {
   vmachine.abi {n_embd = 64 : i64, n_head = 8 : i64, n_head_kv = 4 : i64, n_ff = 172 : i64, n_vocab = 512 : i64, n_ctx = 2048 : i64, rope_dim = 8 : i64, n_layer = 5 : i64, max_seq_len = 64 : i64, rope_base = 1.000000e+04 : f64, rms_eps = 1.000000e-05 : f64, tied_embedding = 0 : i64}
-  vmachine.buffer {id = "b.in", name = "input", stage = 0 : i64, step = "decode", device = "n0", space = "device", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64, lifetime = "transient"}
-  vmachine.buffer {id = "b.x", name = "blk.0.q", stage = 0 : i64, step = "", device = "n0", space = "device", offset = 64 : i64, size = 256 : i64, alignment = 64 : i64, lifetime = "kv"}
-  vmachine.buffer {id = "b.t", name = "rope.table", stage = 0 : i64, step = "", device = "n0", space = "device", offset = 320 : i64, size = 64 : i64, alignment = 64 : i64, lifetime = "weight"}
-  vmachine.buffer {id = "b.y", name = "output", stage = 0 : i64, step = "decode", device = "n0", space = "device", offset = 384 : i64, size = 256 : i64, alignment = 64 : i64, lifetime = "transient"}
-  vmachine.buffer {id = "b.tok", name = "token", stage = 0 : i64, step = "decode", device = "n0", space = "device", offset = 640 : i64, size = 4 : i64, alignment = 64 : i64, lifetime = "transient"}
-  vmachine.edge {id = "e0", buffer = "b.e0", producer = -1 : i64, consumer = 0 : i64, link = ""}
-  vmachine.edge {id = "e1", buffer = "b.e1", producer = 0 : i64, consumer = -1 : i64, link = ""}
+  %b.in = vmachine.buffer "b.in" {name = "input", stage = 0 : i64, step = "decode", device = "n0", space = "device", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64, lifetime = "transient"}
+  %b.x = vmachine.buffer "b.x" {name = "blk.0.q", stage = 0 : i64, step = "", device = "n0", space = "device", offset = 64 : i64, size = 256 : i64, alignment = 64 : i64, lifetime = "kv"}
+  %b.t = vmachine.buffer "b.t" {name = "rope.table", stage = 0 : i64, step = "", device = "n0", space = "device", offset = 320 : i64, size = 64 : i64, alignment = 64 : i64, lifetime = "weight"}
+  %b.y = vmachine.buffer "b.y" {name = "output", stage = 0 : i64, step = "decode", device = "n0", space = "device", offset = 384 : i64, size = 256 : i64, alignment = 64 : i64, lifetime = "transient"}
+  %b.tok = vmachine.buffer "b.tok" {name = "token", stage = 0 : i64, step = "decode", device = "n0", space = "device", offset = 640 : i64, size = 4 : i64, alignment = 64 : i64, lifetime = "transient"}
+  %b.e0 = vmachine.buffer "b.e0" {name = "e0", stage = -1 : i64, step = "", device = "n0", space = "link", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64, lifetime = "edge"}
+  %e0 = vmachine.edge "e0" %b.e0 {producer = -1 : i64, consumer = 0 : i64, link = ""}
+  %b.e1 = vmachine.buffer "b.e1" {name = "e1", stage = -1 : i64, step = "", device = "n0", space = "link", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64, lifetime = "edge"}
+  %e1 = vmachine.edge "e1" %b.e1 {producer = 0 : i64, consumer = -1 : i64, link = ""}
   vmachine.stage attributes {index = 0 : i64, device = "n0", layer_start = 0 : i64, layer_end = 1 : i64} {
     vmachine.step attributes {name = "decode", rows = 1 : i64} {
+      %sync.0 = vmachine.token "sync.0" {signal = "c0", wait = "c1"}
       builtin.module {
-      // CHECK:      invalid.mlir:[[# @LINE - 1]]:7: error: vmachine.step may hold only vmachine.queue ops, found 'builtin.module'
+      // CHECK:      invalid.mlir:[[# @LINE - 1]]:7: error: vmachine.step may hold only vmachine.token ops then vmachine.queue ops, found 'builtin.module'
       // CHECK-NEXT: {{^}}  builtin.module {
       }
       vmachine.queue attributes {engine = "queue.copy"} {
-        vmachine.recv {id = "i0", cmd = "c0", edge = "e0", dst = "b.in"}
-        vmachine.signal {id = "i1", token = "sync.0", signal = "c0", wait = "c1"}
+        vmachine.recv "i0" %e0 -> %b.in {cmd = "c0"}
+        vmachine.signal "i1" %sync.0
       }
       vmachine.queue attributes {engine = "queue.compute"} {
-        vmachine.wait {id = "i2", token = "sync.0", signal = "c0", wait = "c1"}
-        vmachine.kernel {id = "i3", cmd = "c1", kernel = "rope", ins = ["b.x", "b.t", "start_pos"], outs = ["b.y"], attrs = {head_dim = 8 : i64, n_heads = 8 : i64, rope_dim = 8 : i64}, block = 0 : i64}
-        vmachine.sample {id = "i4", cmd = "c2", src = "b.y", dst = "b.tok"}
-        vmachine.send {id = "i5", cmd = "c3", edge = "e1", src = "b.tok"}
+        vmachine.wait "i2" %sync.0
+        vmachine.kernel "i3" "rope" (%b.x, %b.t) -> (%b.y) start_pos {cmd = "c1", attrs = {head_dim = 8 : i64, n_heads = 8 : i64, rope_dim = 8 : i64}, block = 0 : i64}
+        vmachine.sample "i4" %b.y -> %b.tok {cmd = "c2"}
+        vmachine.send "i5" %b.tok -> %e1 {cmd = "c3"}
       }
     }
   }
@@ -349,28 +382,31 @@ vmachine.program attributes {target = "virtual-queue@1", deployment = "d", concr
 // queue: an op that is not an instruction
 vmachine.program attributes {target = "virtual-queue@1", deployment = "d", concrete = "c", portable = "p", binder = "list-schedule", engine = "pipeplan-vmachine/1"} {
   vmachine.abi {n_embd = 64 : i64, n_head = 8 : i64, n_head_kv = 4 : i64, n_ff = 172 : i64, n_vocab = 512 : i64, n_ctx = 2048 : i64, rope_dim = 8 : i64, n_layer = 5 : i64, max_seq_len = 64 : i64, rope_base = 1.000000e+04 : f64, rms_eps = 1.000000e-05 : f64, tied_embedding = 0 : i64}
-  vmachine.buffer {id = "b.in", name = "input", stage = 0 : i64, step = "decode", device = "n0", space = "device", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64, lifetime = "transient"}
-  vmachine.buffer {id = "b.x", name = "blk.0.q", stage = 0 : i64, step = "", device = "n0", space = "device", offset = 64 : i64, size = 256 : i64, alignment = 64 : i64, lifetime = "kv"}
-  vmachine.buffer {id = "b.t", name = "rope.table", stage = 0 : i64, step = "", device = "n0", space = "device", offset = 320 : i64, size = 64 : i64, alignment = 64 : i64, lifetime = "weight"}
-  vmachine.buffer {id = "b.y", name = "output", stage = 0 : i64, step = "decode", device = "n0", space = "device", offset = 384 : i64, size = 256 : i64, alignment = 64 : i64, lifetime = "transient"}
-  vmachine.buffer {id = "b.tok", name = "token", stage = 0 : i64, step = "decode", device = "n0", space = "device", offset = 640 : i64, size = 4 : i64, alignment = 64 : i64, lifetime = "transient"}
-  vmachine.edge {id = "e0", buffer = "b.e0", producer = -1 : i64, consumer = 0 : i64, link = ""}
-  vmachine.edge {id = "e1", buffer = "b.e1", producer = 0 : i64, consumer = -1 : i64, link = ""}
+  %b.in = vmachine.buffer "b.in" {name = "input", stage = 0 : i64, step = "decode", device = "n0", space = "device", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64, lifetime = "transient"}
+  %b.x = vmachine.buffer "b.x" {name = "blk.0.q", stage = 0 : i64, step = "", device = "n0", space = "device", offset = 64 : i64, size = 256 : i64, alignment = 64 : i64, lifetime = "kv"}
+  %b.t = vmachine.buffer "b.t" {name = "rope.table", stage = 0 : i64, step = "", device = "n0", space = "device", offset = 320 : i64, size = 64 : i64, alignment = 64 : i64, lifetime = "weight"}
+  %b.y = vmachine.buffer "b.y" {name = "output", stage = 0 : i64, step = "decode", device = "n0", space = "device", offset = 384 : i64, size = 256 : i64, alignment = 64 : i64, lifetime = "transient"}
+  %b.tok = vmachine.buffer "b.tok" {name = "token", stage = 0 : i64, step = "decode", device = "n0", space = "device", offset = 640 : i64, size = 4 : i64, alignment = 64 : i64, lifetime = "transient"}
+  %b.e0 = vmachine.buffer "b.e0" {name = "e0", stage = -1 : i64, step = "", device = "n0", space = "link", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64, lifetime = "edge"}
+  %e0 = vmachine.edge "e0" %b.e0 {producer = -1 : i64, consumer = 0 : i64, link = ""}
+  %b.e1 = vmachine.buffer "b.e1" {name = "e1", stage = -1 : i64, step = "", device = "n0", space = "link", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64, lifetime = "edge"}
+  %e1 = vmachine.edge "e1" %b.e1 {producer = 0 : i64, consumer = -1 : i64, link = ""}
   vmachine.stage attributes {index = 0 : i64, device = "n0", layer_start = 0 : i64, layer_end = 1 : i64} {
     vmachine.step attributes {name = "decode", rows = 1 : i64} {
+      %sync.0 = vmachine.token "sync.0" {signal = "c0", wait = "c1"}
       vmachine.queue attributes {engine = "queue.copy"} {
         builtin.module {
         // CHECK:      invalid.mlir:[[# @LINE - 1]]:9: error: vmachine.queue may hold only instructions, found 'builtin.module'
         // CHECK-NEXT: {{^}}  builtin.module {
         }
-        vmachine.recv {id = "i0", cmd = "c0", edge = "e0", dst = "b.in"}
-        vmachine.signal {id = "i1", token = "sync.0", signal = "c0", wait = "c1"}
+        vmachine.recv "i0" %e0 -> %b.in {cmd = "c0"}
+        vmachine.signal "i1" %sync.0
       }
       vmachine.queue attributes {engine = "queue.compute"} {
-        vmachine.wait {id = "i2", token = "sync.0", signal = "c0", wait = "c1"}
-        vmachine.kernel {id = "i3", cmd = "c1", kernel = "rope", ins = ["b.x", "b.t", "start_pos"], outs = ["b.y"], attrs = {head_dim = 8 : i64, n_heads = 8 : i64, rope_dim = 8 : i64}, block = 0 : i64}
-        vmachine.sample {id = "i4", cmd = "c2", src = "b.y", dst = "b.tok"}
-        vmachine.send {id = "i5", cmd = "c3", edge = "e1", src = "b.tok"}
+        vmachine.wait "i2" %sync.0
+        vmachine.kernel "i3" "rope" (%b.x, %b.t) -> (%b.y) start_pos {cmd = "c1", attrs = {head_dim = 8 : i64, n_heads = 8 : i64, rope_dim = 8 : i64}, block = 0 : i64}
+        vmachine.sample "i4" %b.y -> %b.tok {cmd = "c2"}
+        vmachine.send "i5" %b.tok -> %e1 {cmd = "c3"}
       }
     }
   }
@@ -381,26 +417,29 @@ vmachine.program attributes {target = "virtual-queue@1", deployment = "d", concr
 // kernel: outside the kernel ABI
 vmachine.program attributes {target = "virtual-queue@1", deployment = "d", concrete = "c", portable = "p", binder = "list-schedule", engine = "pipeplan-vmachine/1"} {
   vmachine.abi {n_embd = 64 : i64, n_head = 8 : i64, n_head_kv = 4 : i64, n_ff = 172 : i64, n_vocab = 512 : i64, n_ctx = 2048 : i64, rope_dim = 8 : i64, n_layer = 5 : i64, max_seq_len = 64 : i64, rope_base = 1.000000e+04 : f64, rms_eps = 1.000000e-05 : f64, tied_embedding = 0 : i64}
-  vmachine.buffer {id = "b.in", name = "input", stage = 0 : i64, step = "decode", device = "n0", space = "device", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64, lifetime = "transient"}
-  vmachine.buffer {id = "b.x", name = "blk.0.q", stage = 0 : i64, step = "", device = "n0", space = "device", offset = 64 : i64, size = 256 : i64, alignment = 64 : i64, lifetime = "kv"}
-  vmachine.buffer {id = "b.t", name = "rope.table", stage = 0 : i64, step = "", device = "n0", space = "device", offset = 320 : i64, size = 64 : i64, alignment = 64 : i64, lifetime = "weight"}
-  vmachine.buffer {id = "b.y", name = "output", stage = 0 : i64, step = "decode", device = "n0", space = "device", offset = 384 : i64, size = 256 : i64, alignment = 64 : i64, lifetime = "transient"}
-  vmachine.buffer {id = "b.tok", name = "token", stage = 0 : i64, step = "decode", device = "n0", space = "device", offset = 640 : i64, size = 4 : i64, alignment = 64 : i64, lifetime = "transient"}
-  vmachine.edge {id = "e0", buffer = "b.e0", producer = -1 : i64, consumer = 0 : i64, link = ""}
-  vmachine.edge {id = "e1", buffer = "b.e1", producer = 0 : i64, consumer = -1 : i64, link = ""}
+  %b.in = vmachine.buffer "b.in" {name = "input", stage = 0 : i64, step = "decode", device = "n0", space = "device", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64, lifetime = "transient"}
+  %b.x = vmachine.buffer "b.x" {name = "blk.0.q", stage = 0 : i64, step = "", device = "n0", space = "device", offset = 64 : i64, size = 256 : i64, alignment = 64 : i64, lifetime = "kv"}
+  %b.t = vmachine.buffer "b.t" {name = "rope.table", stage = 0 : i64, step = "", device = "n0", space = "device", offset = 320 : i64, size = 64 : i64, alignment = 64 : i64, lifetime = "weight"}
+  %b.y = vmachine.buffer "b.y" {name = "output", stage = 0 : i64, step = "decode", device = "n0", space = "device", offset = 384 : i64, size = 256 : i64, alignment = 64 : i64, lifetime = "transient"}
+  %b.tok = vmachine.buffer "b.tok" {name = "token", stage = 0 : i64, step = "decode", device = "n0", space = "device", offset = 640 : i64, size = 4 : i64, alignment = 64 : i64, lifetime = "transient"}
+  %b.e0 = vmachine.buffer "b.e0" {name = "e0", stage = -1 : i64, step = "", device = "n0", space = "link", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64, lifetime = "edge"}
+  %e0 = vmachine.edge "e0" %b.e0 {producer = -1 : i64, consumer = 0 : i64, link = ""}
+  %b.e1 = vmachine.buffer "b.e1" {name = "e1", stage = -1 : i64, step = "", device = "n0", space = "link", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64, lifetime = "edge"}
+  %e1 = vmachine.edge "e1" %b.e1 {producer = 0 : i64, consumer = -1 : i64, link = ""}
   vmachine.stage attributes {index = 0 : i64, device = "n0", layer_start = 0 : i64, layer_end = 1 : i64} {
     vmachine.step attributes {name = "decode", rows = 1 : i64} {
+      %sync.0 = vmachine.token "sync.0" {signal = "c0", wait = "c1"}
       vmachine.queue attributes {engine = "queue.copy"} {
-        vmachine.recv {id = "i0", cmd = "c0", edge = "e0", dst = "b.in"}
-        vmachine.signal {id = "i1", token = "sync.0", signal = "c0", wait = "c1"}
+        vmachine.recv "i0" %e0 -> %b.in {cmd = "c0"}
+        vmachine.signal "i1" %sync.0
       }
       vmachine.queue attributes {engine = "queue.compute"} {
-        vmachine.wait {id = "i2", token = "sync.0", signal = "c0", wait = "c1"}
-        vmachine.kernel {id = "i3", cmd = "c1", kernel = "frobnicate", ins = ["b.x", "b.t", "start_pos"], outs = ["b.y"], attrs = {head_dim = 8 : i64, n_heads = 8 : i64, rope_dim = 8 : i64}, block = 0 : i64}
+        vmachine.wait "i2" %sync.0
+        vmachine.kernel "i3" "frobnicate" (%b.x, %b.t) -> (%b.y) start_pos {cmd = "c1", attrs = {head_dim = 8 : i64, n_heads = 8 : i64, rope_dim = 8 : i64}, block = 0 : i64}
         // CHECK:      invalid.mlir:[[# @LINE - 1]]:9: error: instruction 'i3' (command 'c1'): kernel 'frobnicate' is not in the virtual target's kernel ABI
-        // CHECK-NEXT: {{^}}  vmachine.kernel {id = "i3", cmd = "c1", kernel = "frobnicate",
-        vmachine.sample {id = "i4", cmd = "c2", src = "b.y", dst = "b.tok"}
-        vmachine.send {id = "i5", cmd = "c3", edge = "e1", src = "b.tok"}
+        // CHECK-NEXT: {{^}}  vmachine.kernel "i3" "frobnicate" (
+        vmachine.sample "i4" %b.y -> %b.tok {cmd = "c2"}
+        vmachine.send "i5" %b.tok -> %e1 {cmd = "c3"}
       }
     }
   }
@@ -411,26 +450,29 @@ vmachine.program attributes {target = "virtual-queue@1", deployment = "d", concr
 // kernel: wrong arity
 vmachine.program attributes {target = "virtual-queue@1", deployment = "d", concrete = "c", portable = "p", binder = "list-schedule", engine = "pipeplan-vmachine/1"} {
   vmachine.abi {n_embd = 64 : i64, n_head = 8 : i64, n_head_kv = 4 : i64, n_ff = 172 : i64, n_vocab = 512 : i64, n_ctx = 2048 : i64, rope_dim = 8 : i64, n_layer = 5 : i64, max_seq_len = 64 : i64, rope_base = 1.000000e+04 : f64, rms_eps = 1.000000e-05 : f64, tied_embedding = 0 : i64}
-  vmachine.buffer {id = "b.in", name = "input", stage = 0 : i64, step = "decode", device = "n0", space = "device", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64, lifetime = "transient"}
-  vmachine.buffer {id = "b.x", name = "blk.0.q", stage = 0 : i64, step = "", device = "n0", space = "device", offset = 64 : i64, size = 256 : i64, alignment = 64 : i64, lifetime = "kv"}
-  vmachine.buffer {id = "b.t", name = "rope.table", stage = 0 : i64, step = "", device = "n0", space = "device", offset = 320 : i64, size = 64 : i64, alignment = 64 : i64, lifetime = "weight"}
-  vmachine.buffer {id = "b.y", name = "output", stage = 0 : i64, step = "decode", device = "n0", space = "device", offset = 384 : i64, size = 256 : i64, alignment = 64 : i64, lifetime = "transient"}
-  vmachine.buffer {id = "b.tok", name = "token", stage = 0 : i64, step = "decode", device = "n0", space = "device", offset = 640 : i64, size = 4 : i64, alignment = 64 : i64, lifetime = "transient"}
-  vmachine.edge {id = "e0", buffer = "b.e0", producer = -1 : i64, consumer = 0 : i64, link = ""}
-  vmachine.edge {id = "e1", buffer = "b.e1", producer = 0 : i64, consumer = -1 : i64, link = ""}
+  %b.in = vmachine.buffer "b.in" {name = "input", stage = 0 : i64, step = "decode", device = "n0", space = "device", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64, lifetime = "transient"}
+  %b.x = vmachine.buffer "b.x" {name = "blk.0.q", stage = 0 : i64, step = "", device = "n0", space = "device", offset = 64 : i64, size = 256 : i64, alignment = 64 : i64, lifetime = "kv"}
+  %b.t = vmachine.buffer "b.t" {name = "rope.table", stage = 0 : i64, step = "", device = "n0", space = "device", offset = 320 : i64, size = 64 : i64, alignment = 64 : i64, lifetime = "weight"}
+  %b.y = vmachine.buffer "b.y" {name = "output", stage = 0 : i64, step = "decode", device = "n0", space = "device", offset = 384 : i64, size = 256 : i64, alignment = 64 : i64, lifetime = "transient"}
+  %b.tok = vmachine.buffer "b.tok" {name = "token", stage = 0 : i64, step = "decode", device = "n0", space = "device", offset = 640 : i64, size = 4 : i64, alignment = 64 : i64, lifetime = "transient"}
+  %b.e0 = vmachine.buffer "b.e0" {name = "e0", stage = -1 : i64, step = "", device = "n0", space = "link", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64, lifetime = "edge"}
+  %e0 = vmachine.edge "e0" %b.e0 {producer = -1 : i64, consumer = 0 : i64, link = ""}
+  %b.e1 = vmachine.buffer "b.e1" {name = "e1", stage = -1 : i64, step = "", device = "n0", space = "link", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64, lifetime = "edge"}
+  %e1 = vmachine.edge "e1" %b.e1 {producer = 0 : i64, consumer = -1 : i64, link = ""}
   vmachine.stage attributes {index = 0 : i64, device = "n0", layer_start = 0 : i64, layer_end = 1 : i64} {
     vmachine.step attributes {name = "decode", rows = 1 : i64} {
+      %sync.0 = vmachine.token "sync.0" {signal = "c0", wait = "c1"}
       vmachine.queue attributes {engine = "queue.copy"} {
-        vmachine.recv {id = "i0", cmd = "c0", edge = "e0", dst = "b.in"}
-        vmachine.signal {id = "i1", token = "sync.0", signal = "c0", wait = "c1"}
+        vmachine.recv "i0" %e0 -> %b.in {cmd = "c0"}
+        vmachine.signal "i1" %sync.0
       }
       vmachine.queue attributes {engine = "queue.compute"} {
-        vmachine.wait {id = "i2", token = "sync.0", signal = "c0", wait = "c1"}
-        vmachine.kernel {id = "i3", cmd = "c1", kernel = "rope", ins = ["b.x", "start_pos"], outs = ["b.y"], attrs = {head_dim = 8 : i64, n_heads = 8 : i64, rope_dim = 8 : i64}, block = 0 : i64}
+        vmachine.wait "i2" %sync.0
+        vmachine.kernel "i3" "rope" (%b.x) -> (%b.y) start_pos {cmd = "c1", attrs = {head_dim = 8 : i64, n_heads = 8 : i64, rope_dim = 8 : i64}, block = 0 : i64}
         // CHECK:      invalid.mlir:[[# @LINE - 1]]:9: error: instruction 'i3' (command 'c1'): kernel 'rope' takes 3 inputs and 1 outputs, got 2 and 1
-        // CHECK-NEXT: {{^}}  vmachine.kernel {id = "i3", cmd = "c1", kernel = "rope",
-        vmachine.sample {id = "i4", cmd = "c2", src = "b.y", dst = "b.tok"}
-        vmachine.send {id = "i5", cmd = "c3", edge = "e1", src = "b.tok"}
+        // CHECK-NEXT: {{^}}  vmachine.kernel "i3" "rope" (
+        vmachine.sample "i4" %b.y -> %b.tok {cmd = "c2"}
+        vmachine.send "i5" %b.tok -> %e1 {cmd = "c3"}
       }
     }
   }
@@ -441,26 +483,29 @@ vmachine.program attributes {target = "virtual-queue@1", deployment = "d", concr
 // kernel: start_pos not last
 vmachine.program attributes {target = "virtual-queue@1", deployment = "d", concrete = "c", portable = "p", binder = "list-schedule", engine = "pipeplan-vmachine/1"} {
   vmachine.abi {n_embd = 64 : i64, n_head = 8 : i64, n_head_kv = 4 : i64, n_ff = 172 : i64, n_vocab = 512 : i64, n_ctx = 2048 : i64, rope_dim = 8 : i64, n_layer = 5 : i64, max_seq_len = 64 : i64, rope_base = 1.000000e+04 : f64, rms_eps = 1.000000e-05 : f64, tied_embedding = 0 : i64}
-  vmachine.buffer {id = "b.in", name = "input", stage = 0 : i64, step = "decode", device = "n0", space = "device", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64, lifetime = "transient"}
-  vmachine.buffer {id = "b.x", name = "blk.0.q", stage = 0 : i64, step = "", device = "n0", space = "device", offset = 64 : i64, size = 256 : i64, alignment = 64 : i64, lifetime = "kv"}
-  vmachine.buffer {id = "b.t", name = "rope.table", stage = 0 : i64, step = "", device = "n0", space = "device", offset = 320 : i64, size = 64 : i64, alignment = 64 : i64, lifetime = "weight"}
-  vmachine.buffer {id = "b.y", name = "output", stage = 0 : i64, step = "decode", device = "n0", space = "device", offset = 384 : i64, size = 256 : i64, alignment = 64 : i64, lifetime = "transient"}
-  vmachine.buffer {id = "b.tok", name = "token", stage = 0 : i64, step = "decode", device = "n0", space = "device", offset = 640 : i64, size = 4 : i64, alignment = 64 : i64, lifetime = "transient"}
-  vmachine.edge {id = "e0", buffer = "b.e0", producer = -1 : i64, consumer = 0 : i64, link = ""}
-  vmachine.edge {id = "e1", buffer = "b.e1", producer = 0 : i64, consumer = -1 : i64, link = ""}
+  %b.in = vmachine.buffer "b.in" {name = "input", stage = 0 : i64, step = "decode", device = "n0", space = "device", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64, lifetime = "transient"}
+  %b.x = vmachine.buffer "b.x" {name = "blk.0.q", stage = 0 : i64, step = "", device = "n0", space = "device", offset = 64 : i64, size = 256 : i64, alignment = 64 : i64, lifetime = "kv"}
+  %b.t = vmachine.buffer "b.t" {name = "rope.table", stage = 0 : i64, step = "", device = "n0", space = "device", offset = 320 : i64, size = 64 : i64, alignment = 64 : i64, lifetime = "weight"}
+  %b.y = vmachine.buffer "b.y" {name = "output", stage = 0 : i64, step = "decode", device = "n0", space = "device", offset = 384 : i64, size = 256 : i64, alignment = 64 : i64, lifetime = "transient"}
+  %b.tok = vmachine.buffer "b.tok" {name = "token", stage = 0 : i64, step = "decode", device = "n0", space = "device", offset = 640 : i64, size = 4 : i64, alignment = 64 : i64, lifetime = "transient"}
+  %b.e0 = vmachine.buffer "b.e0" {name = "e0", stage = -1 : i64, step = "", device = "n0", space = "link", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64, lifetime = "edge"}
+  %e0 = vmachine.edge "e0" %b.e0 {producer = -1 : i64, consumer = 0 : i64, link = ""}
+  %b.e1 = vmachine.buffer "b.e1" {name = "e1", stage = -1 : i64, step = "", device = "n0", space = "link", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64, lifetime = "edge"}
+  %e1 = vmachine.edge "e1" %b.e1 {producer = 0 : i64, consumer = -1 : i64, link = ""}
   vmachine.stage attributes {index = 0 : i64, device = "n0", layer_start = 0 : i64, layer_end = 1 : i64} {
     vmachine.step attributes {name = "decode", rows = 1 : i64} {
+      %sync.0 = vmachine.token "sync.0" {signal = "c0", wait = "c1"}
       vmachine.queue attributes {engine = "queue.copy"} {
-        vmachine.recv {id = "i0", cmd = "c0", edge = "e0", dst = "b.in"}
-        vmachine.signal {id = "i1", token = "sync.0", signal = "c0", wait = "c1"}
+        vmachine.recv "i0" %e0 -> %b.in {cmd = "c0"}
+        vmachine.signal "i1" %sync.0
       }
       vmachine.queue attributes {engine = "queue.compute"} {
-        vmachine.wait {id = "i2", token = "sync.0", signal = "c0", wait = "c1"}
-        vmachine.kernel {id = "i3", cmd = "c1", kernel = "rope", ins = ["b.x", "start_pos", "b.t"], outs = ["b.y"], attrs = {head_dim = 8 : i64, n_heads = 8 : i64, rope_dim = 8 : i64}, block = 0 : i64}
+        vmachine.wait "i2" %sync.0
+        vmachine.kernel "i3" "rope" (%b.x, %b.t) -> (%b.y) {cmd = "c1", attrs = {head_dim = 8 : i64, n_heads = 8 : i64, rope_dim = 8 : i64}, block = 0 : i64}
         // CHECK:      invalid.mlir:[[# @LINE - 1]]:9: error: instruction 'i3' (command 'c1'): kernel 'rope' takes 'start_pos' as its last input
-        // CHECK-NEXT: {{^}}  vmachine.kernel {id = "i3", cmd = "c1", kernel = "rope",
-        vmachine.sample {id = "i4", cmd = "c2", src = "b.y", dst = "b.tok"}
-        vmachine.send {id = "i5", cmd = "c3", edge = "e1", src = "b.tok"}
+        // CHECK-NEXT: {{^}}  vmachine.kernel "i3" "rope" (
+        vmachine.sample "i4" %b.y -> %b.tok {cmd = "c2"}
+        vmachine.send "i5" %b.tok -> %e1 {cmd = "c3"}
       }
     }
   }
@@ -471,56 +516,29 @@ vmachine.program attributes {target = "virtual-queue@1", deployment = "d", concr
 // kernel: a missing static attribute
 vmachine.program attributes {target = "virtual-queue@1", deployment = "d", concrete = "c", portable = "p", binder = "list-schedule", engine = "pipeplan-vmachine/1"} {
   vmachine.abi {n_embd = 64 : i64, n_head = 8 : i64, n_head_kv = 4 : i64, n_ff = 172 : i64, n_vocab = 512 : i64, n_ctx = 2048 : i64, rope_dim = 8 : i64, n_layer = 5 : i64, max_seq_len = 64 : i64, rope_base = 1.000000e+04 : f64, rms_eps = 1.000000e-05 : f64, tied_embedding = 0 : i64}
-  vmachine.buffer {id = "b.in", name = "input", stage = 0 : i64, step = "decode", device = "n0", space = "device", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64, lifetime = "transient"}
-  vmachine.buffer {id = "b.x", name = "blk.0.q", stage = 0 : i64, step = "", device = "n0", space = "device", offset = 64 : i64, size = 256 : i64, alignment = 64 : i64, lifetime = "kv"}
-  vmachine.buffer {id = "b.t", name = "rope.table", stage = 0 : i64, step = "", device = "n0", space = "device", offset = 320 : i64, size = 64 : i64, alignment = 64 : i64, lifetime = "weight"}
-  vmachine.buffer {id = "b.y", name = "output", stage = 0 : i64, step = "decode", device = "n0", space = "device", offset = 384 : i64, size = 256 : i64, alignment = 64 : i64, lifetime = "transient"}
-  vmachine.buffer {id = "b.tok", name = "token", stage = 0 : i64, step = "decode", device = "n0", space = "device", offset = 640 : i64, size = 4 : i64, alignment = 64 : i64, lifetime = "transient"}
-  vmachine.edge {id = "e0", buffer = "b.e0", producer = -1 : i64, consumer = 0 : i64, link = ""}
-  vmachine.edge {id = "e1", buffer = "b.e1", producer = 0 : i64, consumer = -1 : i64, link = ""}
+  %b.in = vmachine.buffer "b.in" {name = "input", stage = 0 : i64, step = "decode", device = "n0", space = "device", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64, lifetime = "transient"}
+  %b.x = vmachine.buffer "b.x" {name = "blk.0.q", stage = 0 : i64, step = "", device = "n0", space = "device", offset = 64 : i64, size = 256 : i64, alignment = 64 : i64, lifetime = "kv"}
+  %b.t = vmachine.buffer "b.t" {name = "rope.table", stage = 0 : i64, step = "", device = "n0", space = "device", offset = 320 : i64, size = 64 : i64, alignment = 64 : i64, lifetime = "weight"}
+  %b.y = vmachine.buffer "b.y" {name = "output", stage = 0 : i64, step = "decode", device = "n0", space = "device", offset = 384 : i64, size = 256 : i64, alignment = 64 : i64, lifetime = "transient"}
+  %b.tok = vmachine.buffer "b.tok" {name = "token", stage = 0 : i64, step = "decode", device = "n0", space = "device", offset = 640 : i64, size = 4 : i64, alignment = 64 : i64, lifetime = "transient"}
+  %b.e0 = vmachine.buffer "b.e0" {name = "e0", stage = -1 : i64, step = "", device = "n0", space = "link", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64, lifetime = "edge"}
+  %e0 = vmachine.edge "e0" %b.e0 {producer = -1 : i64, consumer = 0 : i64, link = ""}
+  %b.e1 = vmachine.buffer "b.e1" {name = "e1", stage = -1 : i64, step = "", device = "n0", space = "link", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64, lifetime = "edge"}
+  %e1 = vmachine.edge "e1" %b.e1 {producer = 0 : i64, consumer = -1 : i64, link = ""}
   vmachine.stage attributes {index = 0 : i64, device = "n0", layer_start = 0 : i64, layer_end = 1 : i64} {
     vmachine.step attributes {name = "decode", rows = 1 : i64} {
+      %sync.0 = vmachine.token "sync.0" {signal = "c0", wait = "c1"}
       vmachine.queue attributes {engine = "queue.copy"} {
-        vmachine.recv {id = "i0", cmd = "c0", edge = "e0", dst = "b.in"}
-        vmachine.signal {id = "i1", token = "sync.0", signal = "c0", wait = "c1"}
+        vmachine.recv "i0" %e0 -> %b.in {cmd = "c0"}
+        vmachine.signal "i1" %sync.0
       }
       vmachine.queue attributes {engine = "queue.compute"} {
-        vmachine.wait {id = "i2", token = "sync.0", signal = "c0", wait = "c1"}
-        vmachine.kernel {id = "i3", cmd = "c1", kernel = "rope", ins = ["b.x", "b.t", "start_pos"], outs = ["b.y"], attrs = {head_dim = 8 : i64, n_heads = 8 : i64}, block = 0 : i64}
+        vmachine.wait "i2" %sync.0
+        vmachine.kernel "i3" "rope" (%b.x, %b.t) -> (%b.y) start_pos {cmd = "c1", attrs = {head_dim = 8 : i64, n_heads = 8 : i64}, block = 0 : i64}
         // CHECK:      invalid.mlir:[[# @LINE - 1]]:9: error: instruction 'i3' (command 'c1'): kernel 'rope' needs attributes ['rope_dim']
-        // CHECK-NEXT: {{^}}  vmachine.kernel {id = "i3", cmd = "c1", kernel = "rope",
-        vmachine.sample {id = "i4", cmd = "c2", src = "b.y", dst = "b.tok"}
-        vmachine.send {id = "i5", cmd = "c3", edge = "e1", src = "b.tok"}
-      }
-    }
-  }
-}
-
-// -----
-
-// kernel: ins that are not strings (the shared string-array check)
-vmachine.program attributes {target = "virtual-queue@1", deployment = "d", concrete = "c", portable = "p", binder = "list-schedule", engine = "pipeplan-vmachine/1"} {
-  vmachine.abi {n_embd = 64 : i64, n_head = 8 : i64, n_head_kv = 4 : i64, n_ff = 172 : i64, n_vocab = 512 : i64, n_ctx = 2048 : i64, rope_dim = 8 : i64, n_layer = 5 : i64, max_seq_len = 64 : i64, rope_base = 1.000000e+04 : f64, rms_eps = 1.000000e-05 : f64, tied_embedding = 0 : i64}
-  vmachine.buffer {id = "b.in", name = "input", stage = 0 : i64, step = "decode", device = "n0", space = "device", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64, lifetime = "transient"}
-  vmachine.buffer {id = "b.x", name = "blk.0.q", stage = 0 : i64, step = "", device = "n0", space = "device", offset = 64 : i64, size = 256 : i64, alignment = 64 : i64, lifetime = "kv"}
-  vmachine.buffer {id = "b.t", name = "rope.table", stage = 0 : i64, step = "", device = "n0", space = "device", offset = 320 : i64, size = 64 : i64, alignment = 64 : i64, lifetime = "weight"}
-  vmachine.buffer {id = "b.y", name = "output", stage = 0 : i64, step = "decode", device = "n0", space = "device", offset = 384 : i64, size = 256 : i64, alignment = 64 : i64, lifetime = "transient"}
-  vmachine.buffer {id = "b.tok", name = "token", stage = 0 : i64, step = "decode", device = "n0", space = "device", offset = 640 : i64, size = 4 : i64, alignment = 64 : i64, lifetime = "transient"}
-  vmachine.edge {id = "e0", buffer = "b.e0", producer = -1 : i64, consumer = 0 : i64, link = ""}
-  vmachine.edge {id = "e1", buffer = "b.e1", producer = 0 : i64, consumer = -1 : i64, link = ""}
-  vmachine.stage attributes {index = 0 : i64, device = "n0", layer_start = 0 : i64, layer_end = 1 : i64} {
-    vmachine.step attributes {name = "decode", rows = 1 : i64} {
-      vmachine.queue attributes {engine = "queue.copy"} {
-        vmachine.recv {id = "i0", cmd = "c0", edge = "e0", dst = "b.in"}
-        vmachine.signal {id = "i1", token = "sync.0", signal = "c0", wait = "c1"}
-      }
-      vmachine.queue attributes {engine = "queue.compute"} {
-        vmachine.wait {id = "i2", token = "sync.0", signal = "c0", wait = "c1"}
-        vmachine.kernel {id = "i3", cmd = "c1", kernel = "rope", ins = ["b.x", 2 : i64, "start_pos"], outs = ["b.y"], attrs = {head_dim = 8 : i64, n_heads = 8 : i64, rope_dim = 8 : i64}, block = 0 : i64}
-        // CHECK:      invalid.mlir:[[# @LINE - 1]]:9: error: instruction 'i3' (command 'c1'): ins must be an array of strings, got 2 : i64
-        // CHECK-NEXT: {{^}}  vmachine.kernel {id = "i3", cmd = "c1", kernel = "rope",
-        vmachine.sample {id = "i4", cmd = "c2", src = "b.y", dst = "b.tok"}
-        vmachine.send {id = "i5", cmd = "c3", edge = "e1", src = "b.tok"}
+        // CHECK-NEXT: {{^}}  vmachine.kernel "i3" "rope" (
+        vmachine.sample "i4" %b.y -> %b.tok {cmd = "c2"}
+        vmachine.send "i5" %b.tok -> %e1 {cmd = "c3"}
       }
     }
   }
@@ -531,28 +549,32 @@ vmachine.program attributes {target = "virtual-queue@1", deployment = "d", concr
 // AB-M-1: queues that deadlock (each waits for a token the other signals later)
 vmachine.program attributes {target = "virtual-queue@1", deployment = "d", concrete = "c", portable = "p", binder = "list-schedule", engine = "pipeplan-vmachine/1"} {
   vmachine.abi {n_embd = 64 : i64, n_head = 8 : i64, n_head_kv = 4 : i64, n_ff = 172 : i64, n_vocab = 512 : i64, n_ctx = 2048 : i64, rope_dim = 8 : i64, n_layer = 5 : i64, max_seq_len = 64 : i64, rope_base = 1.000000e+04 : f64, rms_eps = 1.000000e-05 : f64, tied_embedding = 0 : i64}
-  vmachine.buffer {id = "b.in", name = "input", stage = 0 : i64, step = "decode", device = "n0", space = "device", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64, lifetime = "transient"}
-  vmachine.buffer {id = "b.x", name = "blk.0.q", stage = 0 : i64, step = "", device = "n0", space = "device", offset = 64 : i64, size = 256 : i64, alignment = 64 : i64, lifetime = "kv"}
-  vmachine.buffer {id = "b.t", name = "rope.table", stage = 0 : i64, step = "", device = "n0", space = "device", offset = 320 : i64, size = 64 : i64, alignment = 64 : i64, lifetime = "weight"}
-  vmachine.buffer {id = "b.y", name = "output", stage = 0 : i64, step = "decode", device = "n0", space = "device", offset = 384 : i64, size = 256 : i64, alignment = 64 : i64, lifetime = "transient"}
-  vmachine.buffer {id = "b.tok", name = "token", stage = 0 : i64, step = "decode", device = "n0", space = "device", offset = 640 : i64, size = 4 : i64, alignment = 64 : i64, lifetime = "transient"}
-  vmachine.edge {id = "e0", buffer = "b.e0", producer = -1 : i64, consumer = 0 : i64, link = ""}
-  vmachine.edge {id = "e1", buffer = "b.e1", producer = 0 : i64, consumer = -1 : i64, link = ""}
+  %b.in = vmachine.buffer "b.in" {name = "input", stage = 0 : i64, step = "decode", device = "n0", space = "device", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64, lifetime = "transient"}
+  %b.x = vmachine.buffer "b.x" {name = "blk.0.q", stage = 0 : i64, step = "", device = "n0", space = "device", offset = 64 : i64, size = 256 : i64, alignment = 64 : i64, lifetime = "kv"}
+  %b.t = vmachine.buffer "b.t" {name = "rope.table", stage = 0 : i64, step = "", device = "n0", space = "device", offset = 320 : i64, size = 64 : i64, alignment = 64 : i64, lifetime = "weight"}
+  %b.y = vmachine.buffer "b.y" {name = "output", stage = 0 : i64, step = "decode", device = "n0", space = "device", offset = 384 : i64, size = 256 : i64, alignment = 64 : i64, lifetime = "transient"}
+  %b.tok = vmachine.buffer "b.tok" {name = "token", stage = 0 : i64, step = "decode", device = "n0", space = "device", offset = 640 : i64, size = 4 : i64, alignment = 64 : i64, lifetime = "transient"}
+  %b.e0 = vmachine.buffer "b.e0" {name = "e0", stage = -1 : i64, step = "", device = "n0", space = "link", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64, lifetime = "edge"}
+  %e0 = vmachine.edge "e0" %b.e0 {producer = -1 : i64, consumer = 0 : i64, link = ""}
+  %b.e1 = vmachine.buffer "b.e1" {name = "e1", stage = -1 : i64, step = "", device = "n0", space = "link", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64, lifetime = "edge"}
+  %e1 = vmachine.edge "e1" %b.e1 {producer = 0 : i64, consumer = -1 : i64, link = ""}
   vmachine.stage attributes {index = 0 : i64, device = "n0", layer_start = 0 : i64, layer_end = 1 : i64} {
     vmachine.step attributes {name = "decode", rows = 1 : i64} {
+      %sync.1 = vmachine.token "sync.1" {signal = "c2", wait = "c0"}
+      %sync.0 = vmachine.token "sync.0" {signal = "c0", wait = "c1"}
       vmachine.queue attributes {engine = "queue.copy"} {
-        vmachine.recv {id = "i0", cmd = "c0", edge = "e0", dst = "b.in"}
-        vmachine.wait {id = "i7", token = "sync.1", signal = "c2", wait = "c0"}
+        vmachine.recv "i0" %e0 -> %b.in {cmd = "c0"}
+        vmachine.wait "i7" %sync.1
         // CHECK:      invalid.mlir:[[# @LINE - 1]]:9: error: [AB-M-1] a machine program must respect its dataflow and kernel ABI: step 'decode': queues deadlock: instruction 'i7' waits for token 'sync.1' that no runnable instruction signals
-        // CHECK-NEXT: {{^}}  vmachine.wait {id = "i7", token = "sync.1", signal = "c2",
-        vmachine.signal {id = "i1", token = "sync.0", signal = "c0", wait = "c1"}
+        // CHECK-NEXT: {{^}}  vmachine.wait "i7" %sync.1
+        vmachine.signal "i1" %sync.0
       }
       vmachine.queue attributes {engine = "queue.compute"} {
-        vmachine.wait {id = "i2", token = "sync.0", signal = "c0", wait = "c1"}
-        vmachine.kernel {id = "i3", cmd = "c1", kernel = "rope", ins = ["b.x", "b.t", "start_pos"], outs = ["b.y"], attrs = {head_dim = 8 : i64, n_heads = 8 : i64, rope_dim = 8 : i64}, block = 0 : i64}
-        vmachine.sample {id = "i4", cmd = "c2", src = "b.y", dst = "b.tok"}
-        vmachine.signal {id = "i8", token = "sync.1", signal = "c2", wait = "c0"}
-        vmachine.send {id = "i5", cmd = "c3", edge = "e1", src = "b.tok"}
+        vmachine.wait "i2" %sync.0
+        vmachine.kernel "i3" "rope" (%b.x, %b.t) -> (%b.y) start_pos {cmd = "c1", attrs = {head_dim = 8 : i64, n_heads = 8 : i64, rope_dim = 8 : i64}, block = 0 : i64}
+        vmachine.sample "i4" %b.y -> %b.tok {cmd = "c2"}
+        vmachine.signal "i8" %sync.1
+        vmachine.send "i5" %b.tok -> %e1 {cmd = "c3"}
       }
     }
   }
@@ -563,27 +585,30 @@ vmachine.program attributes {target = "virtual-queue@1", deployment = "d", concr
 // AB-M-1: a token signalled twice
 vmachine.program attributes {target = "virtual-queue@1", deployment = "d", concrete = "c", portable = "p", binder = "list-schedule", engine = "pipeplan-vmachine/1"} {
   vmachine.abi {n_embd = 64 : i64, n_head = 8 : i64, n_head_kv = 4 : i64, n_ff = 172 : i64, n_vocab = 512 : i64, n_ctx = 2048 : i64, rope_dim = 8 : i64, n_layer = 5 : i64, max_seq_len = 64 : i64, rope_base = 1.000000e+04 : f64, rms_eps = 1.000000e-05 : f64, tied_embedding = 0 : i64}
-  vmachine.buffer {id = "b.in", name = "input", stage = 0 : i64, step = "decode", device = "n0", space = "device", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64, lifetime = "transient"}
-  vmachine.buffer {id = "b.x", name = "blk.0.q", stage = 0 : i64, step = "", device = "n0", space = "device", offset = 64 : i64, size = 256 : i64, alignment = 64 : i64, lifetime = "kv"}
-  vmachine.buffer {id = "b.t", name = "rope.table", stage = 0 : i64, step = "", device = "n0", space = "device", offset = 320 : i64, size = 64 : i64, alignment = 64 : i64, lifetime = "weight"}
-  vmachine.buffer {id = "b.y", name = "output", stage = 0 : i64, step = "decode", device = "n0", space = "device", offset = 384 : i64, size = 256 : i64, alignment = 64 : i64, lifetime = "transient"}
-  vmachine.buffer {id = "b.tok", name = "token", stage = 0 : i64, step = "decode", device = "n0", space = "device", offset = 640 : i64, size = 4 : i64, alignment = 64 : i64, lifetime = "transient"}
-  vmachine.edge {id = "e0", buffer = "b.e0", producer = -1 : i64, consumer = 0 : i64, link = ""}
-  vmachine.edge {id = "e1", buffer = "b.e1", producer = 0 : i64, consumer = -1 : i64, link = ""}
+  %b.in = vmachine.buffer "b.in" {name = "input", stage = 0 : i64, step = "decode", device = "n0", space = "device", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64, lifetime = "transient"}
+  %b.x = vmachine.buffer "b.x" {name = "blk.0.q", stage = 0 : i64, step = "", device = "n0", space = "device", offset = 64 : i64, size = 256 : i64, alignment = 64 : i64, lifetime = "kv"}
+  %b.t = vmachine.buffer "b.t" {name = "rope.table", stage = 0 : i64, step = "", device = "n0", space = "device", offset = 320 : i64, size = 64 : i64, alignment = 64 : i64, lifetime = "weight"}
+  %b.y = vmachine.buffer "b.y" {name = "output", stage = 0 : i64, step = "decode", device = "n0", space = "device", offset = 384 : i64, size = 256 : i64, alignment = 64 : i64, lifetime = "transient"}
+  %b.tok = vmachine.buffer "b.tok" {name = "token", stage = 0 : i64, step = "decode", device = "n0", space = "device", offset = 640 : i64, size = 4 : i64, alignment = 64 : i64, lifetime = "transient"}
+  %b.e0 = vmachine.buffer "b.e0" {name = "e0", stage = -1 : i64, step = "", device = "n0", space = "link", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64, lifetime = "edge"}
+  %e0 = vmachine.edge "e0" %b.e0 {producer = -1 : i64, consumer = 0 : i64, link = ""}
+  %b.e1 = vmachine.buffer "b.e1" {name = "e1", stage = -1 : i64, step = "", device = "n0", space = "link", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64, lifetime = "edge"}
+  %e1 = vmachine.edge "e1" %b.e1 {producer = 0 : i64, consumer = -1 : i64, link = ""}
   vmachine.stage attributes {index = 0 : i64, device = "n0", layer_start = 0 : i64, layer_end = 1 : i64} {
     vmachine.step attributes {name = "decode", rows = 1 : i64} {
+      %sync.0 = vmachine.token "sync.0" {signal = "c0", wait = "c1"}
       vmachine.queue attributes {engine = "queue.copy"} {
-        vmachine.recv {id = "i0", cmd = "c0", edge = "e0", dst = "b.in"}
-        vmachine.signal {id = "i1", token = "sync.0", signal = "c0", wait = "c1"}
+        vmachine.recv "i0" %e0 -> %b.in {cmd = "c0"}
+        vmachine.signal "i1" %sync.0
       }
       vmachine.queue attributes {engine = "queue.compute"} {
-        vmachine.wait {id = "i2", token = "sync.0", signal = "c0", wait = "c1"}
-        vmachine.kernel {id = "i3", cmd = "c1", kernel = "rope", ins = ["b.x", "b.t", "start_pos"], outs = ["b.y"], attrs = {head_dim = 8 : i64, n_heads = 8 : i64, rope_dim = 8 : i64}, block = 0 : i64}
-        vmachine.sample {id = "i4", cmd = "c2", src = "b.y", dst = "b.tok"}
-        vmachine.send {id = "i5", cmd = "c3", edge = "e1", src = "b.tok"}
-        vmachine.signal {id = "i6", token = "sync.0", signal = "c0", wait = "c1"}
+        vmachine.wait "i2" %sync.0
+        vmachine.kernel "i3" "rope" (%b.x, %b.t) -> (%b.y) start_pos {cmd = "c1", attrs = {head_dim = 8 : i64, n_heads = 8 : i64, rope_dim = 8 : i64}, block = 0 : i64}
+        vmachine.sample "i4" %b.y -> %b.tok {cmd = "c2"}
+        vmachine.send "i5" %b.tok -> %e1 {cmd = "c3"}
+        vmachine.signal "i6" %sync.0
         // CHECK:      invalid.mlir:[[# @LINE - 1]]:9: error: [AB-M-1] a machine program must respect its dataflow and kernel ABI: token 'sync.0' is signalled 2 times
-        // CHECK-NEXT: {{^}}  vmachine.signal {id = "i6", token = "sync.0", signal = "c0",
+        // CHECK-NEXT: {{^}}  vmachine.signal "i6" %sync.0
       }
     }
   }
@@ -594,27 +619,30 @@ vmachine.program attributes {target = "virtual-queue@1", deployment = "d", concr
 // AB-M-1: a buffer id declared twice
 vmachine.program attributes {target = "virtual-queue@1", deployment = "d", concrete = "c", portable = "p", binder = "list-schedule", engine = "pipeplan-vmachine/1"} {
   vmachine.abi {n_embd = 64 : i64, n_head = 8 : i64, n_head_kv = 4 : i64, n_ff = 172 : i64, n_vocab = 512 : i64, n_ctx = 2048 : i64, rope_dim = 8 : i64, n_layer = 5 : i64, max_seq_len = 64 : i64, rope_base = 1.000000e+04 : f64, rms_eps = 1.000000e-05 : f64, tied_embedding = 0 : i64}
-  vmachine.buffer {id = "b.in", name = "input", stage = 0 : i64, step = "decode", device = "n0", space = "device", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64, lifetime = "transient"}
-  vmachine.buffer {id = "b.x", name = "blk.0.q", stage = 0 : i64, step = "", device = "n0", space = "device", offset = 64 : i64, size = 256 : i64, alignment = 64 : i64, lifetime = "kv"}
-  vmachine.buffer {id = "b.t", name = "rope.table", stage = 0 : i64, step = "", device = "n0", space = "device", offset = 320 : i64, size = 64 : i64, alignment = 64 : i64, lifetime = "weight"}
-  vmachine.buffer {id = "b.y", name = "output", stage = 0 : i64, step = "decode", device = "n0", space = "device", offset = 384 : i64, size = 256 : i64, alignment = 64 : i64, lifetime = "transient"}
-  vmachine.buffer {id = "b.tok", name = "token", stage = 0 : i64, step = "decode", device = "n0", space = "device", offset = 640 : i64, size = 4 : i64, alignment = 64 : i64, lifetime = "transient"}
-  vmachine.buffer {id = "b.t", name = "rope.table2", stage = 0 : i64, step = "", device = "n0", space = "device", offset = 704 : i64, size = 64 : i64, alignment = 64 : i64, lifetime = "weight"}
+  %b.in = vmachine.buffer "b.in" {name = "input", stage = 0 : i64, step = "decode", device = "n0", space = "device", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64, lifetime = "transient"}
+  %b.x = vmachine.buffer "b.x" {name = "blk.0.q", stage = 0 : i64, step = "", device = "n0", space = "device", offset = 64 : i64, size = 256 : i64, alignment = 64 : i64, lifetime = "kv"}
+  %b.t = vmachine.buffer "b.t" {name = "rope.table", stage = 0 : i64, step = "", device = "n0", space = "device", offset = 320 : i64, size = 64 : i64, alignment = 64 : i64, lifetime = "weight"}
+  %b.y = vmachine.buffer "b.y" {name = "output", stage = 0 : i64, step = "decode", device = "n0", space = "device", offset = 384 : i64, size = 256 : i64, alignment = 64 : i64, lifetime = "transient"}
+  %b.tok = vmachine.buffer "b.tok" {name = "token", stage = 0 : i64, step = "decode", device = "n0", space = "device", offset = 640 : i64, size = 4 : i64, alignment = 64 : i64, lifetime = "transient"}
+  %b.t2 = vmachine.buffer "b.t" {name = "rope.table2", stage = 0 : i64, step = "", device = "n0", space = "device", offset = 704 : i64, size = 64 : i64, alignment = 64 : i64, lifetime = "weight"}
   // CHECK:      invalid.mlir:[[# @LINE - 1]]:3: error: [AB-M-1] a machine program must respect its dataflow and kernel ABI: buffer id 'b.t' is declared twice
-  // CHECK-NEXT: {{^}}  vmachine.buffer {id = "b.t", name = "rope.table2", stage = 0 : i64,
-  vmachine.edge {id = "e0", buffer = "b.e0", producer = -1 : i64, consumer = 0 : i64, link = ""}
-  vmachine.edge {id = "e1", buffer = "b.e1", producer = 0 : i64, consumer = -1 : i64, link = ""}
+  // CHECK-NEXT: {{^}}  %b.t2 = vmachine.buffer "b.t" {name = "rope.table2", stage = 0 : i64,
+  %b.e0 = vmachine.buffer "b.e0" {name = "e0", stage = -1 : i64, step = "", device = "n0", space = "link", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64, lifetime = "edge"}
+  %e0 = vmachine.edge "e0" %b.e0 {producer = -1 : i64, consumer = 0 : i64, link = ""}
+  %b.e1 = vmachine.buffer "b.e1" {name = "e1", stage = -1 : i64, step = "", device = "n0", space = "link", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64, lifetime = "edge"}
+  %e1 = vmachine.edge "e1" %b.e1 {producer = 0 : i64, consumer = -1 : i64, link = ""}
   vmachine.stage attributes {index = 0 : i64, device = "n0", layer_start = 0 : i64, layer_end = 1 : i64} {
     vmachine.step attributes {name = "decode", rows = 1 : i64} {
+      %sync.0 = vmachine.token "sync.0" {signal = "c0", wait = "c1"}
       vmachine.queue attributes {engine = "queue.copy"} {
-        vmachine.recv {id = "i0", cmd = "c0", edge = "e0", dst = "b.in"}
-        vmachine.signal {id = "i1", token = "sync.0", signal = "c0", wait = "c1"}
+        vmachine.recv "i0" %e0 -> %b.in {cmd = "c0"}
+        vmachine.signal "i1" %sync.0
       }
       vmachine.queue attributes {engine = "queue.compute"} {
-        vmachine.wait {id = "i2", token = "sync.0", signal = "c0", wait = "c1"}
-        vmachine.kernel {id = "i3", cmd = "c1", kernel = "rope", ins = ["b.x", "b.t", "start_pos"], outs = ["b.y"], attrs = {head_dim = 8 : i64, n_heads = 8 : i64, rope_dim = 8 : i64}, block = 0 : i64}
-        vmachine.sample {id = "i4", cmd = "c2", src = "b.y", dst = "b.tok"}
-        vmachine.send {id = "i5", cmd = "c3", edge = "e1", src = "b.tok"}
+        vmachine.wait "i2" %sync.0
+        vmachine.kernel "i3" "rope" (%b.x, %b.t) -> (%b.y) start_pos {cmd = "c1", attrs = {head_dim = 8 : i64, n_heads = 8 : i64, rope_dim = 8 : i64}, block = 0 : i64}
+        vmachine.sample "i4" %b.y -> %b.tok {cmd = "c2"}
+        vmachine.send "i5" %b.tok -> %e1 {cmd = "c3"}
       }
     }
   }
@@ -625,26 +653,29 @@ vmachine.program attributes {target = "virtual-queue@1", deployment = "d", concr
 // AB-M-1: an edge id declared twice
 vmachine.program attributes {target = "virtual-queue@1", deployment = "d", concrete = "c", portable = "p", binder = "list-schedule", engine = "pipeplan-vmachine/1"} {
   vmachine.abi {n_embd = 64 : i64, n_head = 8 : i64, n_head_kv = 4 : i64, n_ff = 172 : i64, n_vocab = 512 : i64, n_ctx = 2048 : i64, rope_dim = 8 : i64, n_layer = 5 : i64, max_seq_len = 64 : i64, rope_base = 1.000000e+04 : f64, rms_eps = 1.000000e-05 : f64, tied_embedding = 0 : i64}
-  vmachine.buffer {id = "b.in", name = "input", stage = 0 : i64, step = "decode", device = "n0", space = "device", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64, lifetime = "transient"}
-  vmachine.buffer {id = "b.x", name = "blk.0.q", stage = 0 : i64, step = "", device = "n0", space = "device", offset = 64 : i64, size = 256 : i64, alignment = 64 : i64, lifetime = "kv"}
-  vmachine.buffer {id = "b.t", name = "rope.table", stage = 0 : i64, step = "", device = "n0", space = "device", offset = 320 : i64, size = 64 : i64, alignment = 64 : i64, lifetime = "weight"}
-  vmachine.buffer {id = "b.y", name = "output", stage = 0 : i64, step = "decode", device = "n0", space = "device", offset = 384 : i64, size = 256 : i64, alignment = 64 : i64, lifetime = "transient"}
-  vmachine.buffer {id = "b.tok", name = "token", stage = 0 : i64, step = "decode", device = "n0", space = "device", offset = 640 : i64, size = 4 : i64, alignment = 64 : i64, lifetime = "transient"}
-  vmachine.edge {id = "e0", buffer = "b.e0", producer = -1 : i64, consumer = 0 : i64, link = ""}
-  vmachine.edge {id = "e0", buffer = "b.e1", producer = 0 : i64, consumer = -1 : i64, link = ""}
+  %b.in = vmachine.buffer "b.in" {name = "input", stage = 0 : i64, step = "decode", device = "n0", space = "device", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64, lifetime = "transient"}
+  %b.x = vmachine.buffer "b.x" {name = "blk.0.q", stage = 0 : i64, step = "", device = "n0", space = "device", offset = 64 : i64, size = 256 : i64, alignment = 64 : i64, lifetime = "kv"}
+  %b.t = vmachine.buffer "b.t" {name = "rope.table", stage = 0 : i64, step = "", device = "n0", space = "device", offset = 320 : i64, size = 64 : i64, alignment = 64 : i64, lifetime = "weight"}
+  %b.y = vmachine.buffer "b.y" {name = "output", stage = 0 : i64, step = "decode", device = "n0", space = "device", offset = 384 : i64, size = 256 : i64, alignment = 64 : i64, lifetime = "transient"}
+  %b.tok = vmachine.buffer "b.tok" {name = "token", stage = 0 : i64, step = "decode", device = "n0", space = "device", offset = 640 : i64, size = 4 : i64, alignment = 64 : i64, lifetime = "transient"}
+  %b.e0 = vmachine.buffer "b.e0" {name = "e0", stage = -1 : i64, step = "", device = "n0", space = "link", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64, lifetime = "edge"}
+  %e0 = vmachine.edge "e0" %b.e0 {producer = -1 : i64, consumer = 0 : i64, link = ""}
+  %b.e1 = vmachine.buffer "b.e1" {name = "e0", stage = -1 : i64, step = "", device = "n0", space = "link", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64, lifetime = "edge"}
+  %e0b = vmachine.edge "e0" %b.e1 {producer = 0 : i64, consumer = -1 : i64, link = ""}
   // CHECK:      invalid.mlir:[[# @LINE - 1]]:3: error: [AB-M-1] a machine program must respect its dataflow and kernel ABI: edge id 'e0' is declared twice
-  // CHECK-NEXT: {{^}}  vmachine.edge {id = "e0", buffer = "b.e1", producer = 0 : i64,
+  // CHECK-NEXT: {{^}}  %e0b = vmachine.edge "e0" %b.e1 {
   vmachine.stage attributes {index = 0 : i64, device = "n0", layer_start = 0 : i64, layer_end = 1 : i64} {
     vmachine.step attributes {name = "decode", rows = 1 : i64} {
+      %sync.0 = vmachine.token "sync.0" {signal = "c0", wait = "c1"}
       vmachine.queue attributes {engine = "queue.copy"} {
-        vmachine.recv {id = "i0", cmd = "c0", edge = "e0", dst = "b.in"}
-        vmachine.signal {id = "i1", token = "sync.0", signal = "c0", wait = "c1"}
+        vmachine.recv "i0" %e0 -> %b.in {cmd = "c0"}
+        vmachine.signal "i1" %sync.0
       }
       vmachine.queue attributes {engine = "queue.compute"} {
-        vmachine.wait {id = "i2", token = "sync.0", signal = "c0", wait = "c1"}
-        vmachine.kernel {id = "i3", cmd = "c1", kernel = "rope", ins = ["b.x", "b.t", "start_pos"], outs = ["b.y"], attrs = {head_dim = 8 : i64, n_heads = 8 : i64, rope_dim = 8 : i64}, block = 0 : i64}
-        vmachine.sample {id = "i4", cmd = "c2", src = "b.y", dst = "b.tok"}
-        vmachine.send {id = "i5", cmd = "c3", edge = "e1", src = "b.tok"}
+        vmachine.wait "i2" %sync.0
+        vmachine.kernel "i3" "rope" (%b.x, %b.t) -> (%b.y) start_pos {cmd = "c1", attrs = {head_dim = 8 : i64, n_heads = 8 : i64, rope_dim = 8 : i64}, block = 0 : i64}
+        vmachine.sample "i4" %b.y -> %b.tok {cmd = "c2"}
+        vmachine.send "i5" %b.tok -> %e0b {cmd = "c3"}
       }
     }
   }
@@ -655,24 +686,27 @@ vmachine.program attributes {target = "virtual-queue@1", deployment = "d", concr
 // AB-M-1: a stage declared twice
 vmachine.program attributes {target = "virtual-queue@1", deployment = "d", concrete = "c", portable = "p", binder = "list-schedule", engine = "pipeplan-vmachine/1"} {
   vmachine.abi {n_embd = 64 : i64, n_head = 8 : i64, n_head_kv = 4 : i64, n_ff = 172 : i64, n_vocab = 512 : i64, n_ctx = 2048 : i64, rope_dim = 8 : i64, n_layer = 5 : i64, max_seq_len = 64 : i64, rope_base = 1.000000e+04 : f64, rms_eps = 1.000000e-05 : f64, tied_embedding = 0 : i64}
-  vmachine.buffer {id = "b.in", name = "input", stage = 0 : i64, step = "decode", device = "n0", space = "device", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64, lifetime = "transient"}
-  vmachine.buffer {id = "b.x", name = "blk.0.q", stage = 0 : i64, step = "", device = "n0", space = "device", offset = 64 : i64, size = 256 : i64, alignment = 64 : i64, lifetime = "kv"}
-  vmachine.buffer {id = "b.t", name = "rope.table", stage = 0 : i64, step = "", device = "n0", space = "device", offset = 320 : i64, size = 64 : i64, alignment = 64 : i64, lifetime = "weight"}
-  vmachine.buffer {id = "b.y", name = "output", stage = 0 : i64, step = "decode", device = "n0", space = "device", offset = 384 : i64, size = 256 : i64, alignment = 64 : i64, lifetime = "transient"}
-  vmachine.buffer {id = "b.tok", name = "token", stage = 0 : i64, step = "decode", device = "n0", space = "device", offset = 640 : i64, size = 4 : i64, alignment = 64 : i64, lifetime = "transient"}
-  vmachine.edge {id = "e0", buffer = "b.e0", producer = -1 : i64, consumer = 0 : i64, link = ""}
-  vmachine.edge {id = "e1", buffer = "b.e1", producer = 0 : i64, consumer = -1 : i64, link = ""}
+  %b.in = vmachine.buffer "b.in" {name = "input", stage = 0 : i64, step = "decode", device = "n0", space = "device", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64, lifetime = "transient"}
+  %b.x = vmachine.buffer "b.x" {name = "blk.0.q", stage = 0 : i64, step = "", device = "n0", space = "device", offset = 64 : i64, size = 256 : i64, alignment = 64 : i64, lifetime = "kv"}
+  %b.t = vmachine.buffer "b.t" {name = "rope.table", stage = 0 : i64, step = "", device = "n0", space = "device", offset = 320 : i64, size = 64 : i64, alignment = 64 : i64, lifetime = "weight"}
+  %b.y = vmachine.buffer "b.y" {name = "output", stage = 0 : i64, step = "decode", device = "n0", space = "device", offset = 384 : i64, size = 256 : i64, alignment = 64 : i64, lifetime = "transient"}
+  %b.tok = vmachine.buffer "b.tok" {name = "token", stage = 0 : i64, step = "decode", device = "n0", space = "device", offset = 640 : i64, size = 4 : i64, alignment = 64 : i64, lifetime = "transient"}
+  %b.e0 = vmachine.buffer "b.e0" {name = "e0", stage = -1 : i64, step = "", device = "n0", space = "link", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64, lifetime = "edge"}
+  %e0 = vmachine.edge "e0" %b.e0 {producer = -1 : i64, consumer = 0 : i64, link = ""}
+  %b.e1 = vmachine.buffer "b.e1" {name = "e1", stage = -1 : i64, step = "", device = "n0", space = "link", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64, lifetime = "edge"}
+  %e1 = vmachine.edge "e1" %b.e1 {producer = 0 : i64, consumer = -1 : i64, link = ""}
   vmachine.stage attributes {index = 0 : i64, device = "n0", layer_start = 0 : i64, layer_end = 1 : i64} {
     vmachine.step attributes {name = "decode", rows = 1 : i64} {
+      %sync.0 = vmachine.token "sync.0" {signal = "c0", wait = "c1"}
       vmachine.queue attributes {engine = "queue.copy"} {
-        vmachine.recv {id = "i0", cmd = "c0", edge = "e0", dst = "b.in"}
-        vmachine.signal {id = "i1", token = "sync.0", signal = "c0", wait = "c1"}
+        vmachine.recv "i0" %e0 -> %b.in {cmd = "c0"}
+        vmachine.signal "i1" %sync.0
       }
       vmachine.queue attributes {engine = "queue.compute"} {
-        vmachine.wait {id = "i2", token = "sync.0", signal = "c0", wait = "c1"}
-        vmachine.kernel {id = "i3", cmd = "c1", kernel = "rope", ins = ["b.x", "b.t", "start_pos"], outs = ["b.y"], attrs = {head_dim = 8 : i64, n_heads = 8 : i64, rope_dim = 8 : i64}, block = 0 : i64}
-        vmachine.sample {id = "i4", cmd = "c2", src = "b.y", dst = "b.tok"}
-        vmachine.send {id = "i5", cmd = "c3", edge = "e1", src = "b.tok"}
+        vmachine.wait "i2" %sync.0
+        vmachine.kernel "i3" "rope" (%b.x, %b.t) -> (%b.y) start_pos {cmd = "c1", attrs = {head_dim = 8 : i64, n_heads = 8 : i64, rope_dim = 8 : i64}, block = 0 : i64}
+        vmachine.sample "i4" %b.y -> %b.tok {cmd = "c2"}
+        vmachine.send "i5" %b.tok -> %e1 {cmd = "c3"}
       }
     }
   }
@@ -681,7 +715,7 @@ vmachine.program attributes {target = "virtual-queue@1", deployment = "d", concr
   // CHECK-NEXT: {{^}}  vmachine.stage attributes {index = 0 : i64, device = "n0",
     vmachine.step attributes {name = "decode", rows = 1 : i64} {
       vmachine.queue attributes {engine = "queue.copy"} {
-        vmachine.recv {id = "i6", cmd = "c6", edge = "e0", dst = "b.in"}
+        vmachine.recv "i6" %e0 -> %b.in {cmd = "c6"}
       }
     }
   }
@@ -692,56 +726,29 @@ vmachine.program attributes {target = "virtual-queue@1", deployment = "d", concr
 // AB-M-1: an edge to a stage the program lacks
 vmachine.program attributes {target = "virtual-queue@1", deployment = "d", concrete = "c", portable = "p", binder = "list-schedule", engine = "pipeplan-vmachine/1"} {
   vmachine.abi {n_embd = 64 : i64, n_head = 8 : i64, n_head_kv = 4 : i64, n_ff = 172 : i64, n_vocab = 512 : i64, n_ctx = 2048 : i64, rope_dim = 8 : i64, n_layer = 5 : i64, max_seq_len = 64 : i64, rope_base = 1.000000e+04 : f64, rms_eps = 1.000000e-05 : f64, tied_embedding = 0 : i64}
-  vmachine.buffer {id = "b.in", name = "input", stage = 0 : i64, step = "decode", device = "n0", space = "device", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64, lifetime = "transient"}
-  vmachine.buffer {id = "b.x", name = "blk.0.q", stage = 0 : i64, step = "", device = "n0", space = "device", offset = 64 : i64, size = 256 : i64, alignment = 64 : i64, lifetime = "kv"}
-  vmachine.buffer {id = "b.t", name = "rope.table", stage = 0 : i64, step = "", device = "n0", space = "device", offset = 320 : i64, size = 64 : i64, alignment = 64 : i64, lifetime = "weight"}
-  vmachine.buffer {id = "b.y", name = "output", stage = 0 : i64, step = "decode", device = "n0", space = "device", offset = 384 : i64, size = 256 : i64, alignment = 64 : i64, lifetime = "transient"}
-  vmachine.buffer {id = "b.tok", name = "token", stage = 0 : i64, step = "decode", device = "n0", space = "device", offset = 640 : i64, size = 4 : i64, alignment = 64 : i64, lifetime = "transient"}
-  vmachine.edge {id = "e0", buffer = "b.e0", producer = -1 : i64, consumer = 0 : i64, link = ""}
-  vmachine.edge {id = "e1", buffer = "b.e1", producer = 0 : i64, consumer = 3 : i64, link = ""}
+  %b.in = vmachine.buffer "b.in" {name = "input", stage = 0 : i64, step = "decode", device = "n0", space = "device", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64, lifetime = "transient"}
+  %b.x = vmachine.buffer "b.x" {name = "blk.0.q", stage = 0 : i64, step = "", device = "n0", space = "device", offset = 64 : i64, size = 256 : i64, alignment = 64 : i64, lifetime = "kv"}
+  %b.t = vmachine.buffer "b.t" {name = "rope.table", stage = 0 : i64, step = "", device = "n0", space = "device", offset = 320 : i64, size = 64 : i64, alignment = 64 : i64, lifetime = "weight"}
+  %b.y = vmachine.buffer "b.y" {name = "output", stage = 0 : i64, step = "decode", device = "n0", space = "device", offset = 384 : i64, size = 256 : i64, alignment = 64 : i64, lifetime = "transient"}
+  %b.tok = vmachine.buffer "b.tok" {name = "token", stage = 0 : i64, step = "decode", device = "n0", space = "device", offset = 640 : i64, size = 4 : i64, alignment = 64 : i64, lifetime = "transient"}
+  %b.e0 = vmachine.buffer "b.e0" {name = "e0", stage = -1 : i64, step = "", device = "n0", space = "link", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64, lifetime = "edge"}
+  %e0 = vmachine.edge "e0" %b.e0 {producer = -1 : i64, consumer = 0 : i64, link = ""}
+  %b.e1 = vmachine.buffer "b.e1" {name = "e1", stage = -1 : i64, step = "", device = "n0", space = "link", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64, lifetime = "edge"}
+  %e1 = vmachine.edge "e1" %b.e1 {producer = 0 : i64, consumer = 3 : i64, link = ""}
   // CHECK:      invalid.mlir:[[# @LINE - 1]]:3: error: [AB-M-1] a machine program must respect its dataflow and kernel ABI: edge 'e1': consumer 3 is neither a stage of the program nor -1 (the orchestrator)
-  // CHECK-NEXT: {{^}}  vmachine.edge {id = "e1", buffer = "b.e1", producer = 0 : i64,
+  // CHECK-NEXT: {{^}}  %e1 = vmachine.edge "e1" %b.e1 {
   vmachine.stage attributes {index = 0 : i64, device = "n0", layer_start = 0 : i64, layer_end = 1 : i64} {
     vmachine.step attributes {name = "decode", rows = 1 : i64} {
+      %sync.0 = vmachine.token "sync.0" {signal = "c0", wait = "c1"}
       vmachine.queue attributes {engine = "queue.copy"} {
-        vmachine.recv {id = "i0", cmd = "c0", edge = "e0", dst = "b.in"}
-        vmachine.signal {id = "i1", token = "sync.0", signal = "c0", wait = "c1"}
+        vmachine.recv "i0" %e0 -> %b.in {cmd = "c0"}
+        vmachine.signal "i1" %sync.0
       }
       vmachine.queue attributes {engine = "queue.compute"} {
-        vmachine.wait {id = "i2", token = "sync.0", signal = "c0", wait = "c1"}
-        vmachine.kernel {id = "i3", cmd = "c1", kernel = "rope", ins = ["b.x", "b.t", "start_pos"], outs = ["b.y"], attrs = {head_dim = 8 : i64, n_heads = 8 : i64, rope_dim = 8 : i64}, block = 0 : i64}
-        vmachine.sample {id = "i4", cmd = "c2", src = "b.y", dst = "b.tok"}
-        vmachine.send {id = "i5", cmd = "c3", edge = "e1", src = "b.tok"}
-      }
-    }
-  }
-}
-
-// -----
-
-// AB-M-1: an instruction naming an undeclared buffer
-vmachine.program attributes {target = "virtual-queue@1", deployment = "d", concrete = "c", portable = "p", binder = "list-schedule", engine = "pipeplan-vmachine/1"} {
-  vmachine.abi {n_embd = 64 : i64, n_head = 8 : i64, n_head_kv = 4 : i64, n_ff = 172 : i64, n_vocab = 512 : i64, n_ctx = 2048 : i64, rope_dim = 8 : i64, n_layer = 5 : i64, max_seq_len = 64 : i64, rope_base = 1.000000e+04 : f64, rms_eps = 1.000000e-05 : f64, tied_embedding = 0 : i64}
-  vmachine.buffer {id = "b.in", name = "input", stage = 0 : i64, step = "decode", device = "n0", space = "device", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64, lifetime = "transient"}
-  vmachine.buffer {id = "b.x", name = "blk.0.q", stage = 0 : i64, step = "", device = "n0", space = "device", offset = 64 : i64, size = 256 : i64, alignment = 64 : i64, lifetime = "kv"}
-  vmachine.buffer {id = "b.t", name = "rope.table", stage = 0 : i64, step = "", device = "n0", space = "device", offset = 320 : i64, size = 64 : i64, alignment = 64 : i64, lifetime = "weight"}
-  vmachine.buffer {id = "b.y", name = "output", stage = 0 : i64, step = "decode", device = "n0", space = "device", offset = 384 : i64, size = 256 : i64, alignment = 64 : i64, lifetime = "transient"}
-  vmachine.buffer {id = "b.tok", name = "token", stage = 0 : i64, step = "decode", device = "n0", space = "device", offset = 640 : i64, size = 4 : i64, alignment = 64 : i64, lifetime = "transient"}
-  vmachine.edge {id = "e0", buffer = "b.e0", producer = -1 : i64, consumer = 0 : i64, link = ""}
-  vmachine.edge {id = "e1", buffer = "b.e1", producer = 0 : i64, consumer = -1 : i64, link = ""}
-  vmachine.stage attributes {index = 0 : i64, device = "n0", layer_start = 0 : i64, layer_end = 1 : i64} {
-    vmachine.step attributes {name = "decode", rows = 1 : i64} {
-      vmachine.queue attributes {engine = "queue.copy"} {
-        vmachine.recv {id = "i0", cmd = "c0", edge = "e0", dst = "b.in"}
-        vmachine.signal {id = "i1", token = "sync.0", signal = "c0", wait = "c1"}
-      }
-      vmachine.queue attributes {engine = "queue.compute"} {
-        vmachine.wait {id = "i2", token = "sync.0", signal = "c0", wait = "c1"}
-        vmachine.kernel {id = "i3", cmd = "c1", kernel = "rope", ins = ["b.ghost", "b.t", "start_pos"], outs = ["b.y"], attrs = {head_dim = 8 : i64, n_heads = 8 : i64, rope_dim = 8 : i64}, block = 0 : i64}
-        // CHECK:      invalid.mlir:[[# @LINE - 1]]:9: error: [AB-M-1] a machine program must respect its dataflow and kernel ABI: instruction 'i3' (command 'c1'): names buffer 'b.ghost' that the program does not declare
-        // CHECK-NEXT: {{^}}  vmachine.kernel {id = "i3", cmd = "c1", kernel = "rope",
-        vmachine.sample {id = "i4", cmd = "c2", src = "b.y", dst = "b.tok"}
-        vmachine.send {id = "i5", cmd = "c3", edge = "e1", src = "b.tok"}
+        vmachine.wait "i2" %sync.0
+        vmachine.kernel "i3" "rope" (%b.x, %b.t) -> (%b.y) start_pos {cmd = "c1", attrs = {head_dim = 8 : i64, n_heads = 8 : i64, rope_dim = 8 : i64}, block = 0 : i64}
+        vmachine.sample "i4" %b.y -> %b.tok {cmd = "c2"}
+        vmachine.send "i5" %b.tok -> %e1 {cmd = "c3"}
       }
     }
   }
@@ -752,26 +759,29 @@ vmachine.program attributes {target = "virtual-queue@1", deployment = "d", concr
 // AB-M-1: a buffer on another device than the stage
 vmachine.program attributes {target = "virtual-queue@1", deployment = "d", concrete = "c", portable = "p", binder = "list-schedule", engine = "pipeplan-vmachine/1"} {
   vmachine.abi {n_embd = 64 : i64, n_head = 8 : i64, n_head_kv = 4 : i64, n_ff = 172 : i64, n_vocab = 512 : i64, n_ctx = 2048 : i64, rope_dim = 8 : i64, n_layer = 5 : i64, max_seq_len = 64 : i64, rope_base = 1.000000e+04 : f64, rms_eps = 1.000000e-05 : f64, tied_embedding = 0 : i64}
-  vmachine.buffer {id = "b.in", name = "input", stage = 0 : i64, step = "decode", device = "n0", space = "device", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64, lifetime = "transient"}
-  vmachine.buffer {id = "b.x", name = "blk.0.q", stage = 0 : i64, step = "", device = "n0", space = "device", offset = 64 : i64, size = 256 : i64, alignment = 64 : i64, lifetime = "kv"}
-  vmachine.buffer {id = "b.t", name = "rope.table", stage = 0 : i64, step = "", device = "n1", space = "device", offset = 320 : i64, size = 64 : i64, alignment = 64 : i64, lifetime = "weight"}
-  vmachine.buffer {id = "b.y", name = "output", stage = 0 : i64, step = "decode", device = "n0", space = "device", offset = 384 : i64, size = 256 : i64, alignment = 64 : i64, lifetime = "transient"}
-  vmachine.buffer {id = "b.tok", name = "token", stage = 0 : i64, step = "decode", device = "n0", space = "device", offset = 640 : i64, size = 4 : i64, alignment = 64 : i64, lifetime = "transient"}
-  vmachine.edge {id = "e0", buffer = "b.e0", producer = -1 : i64, consumer = 0 : i64, link = ""}
-  vmachine.edge {id = "e1", buffer = "b.e1", producer = 0 : i64, consumer = -1 : i64, link = ""}
+  %b.in = vmachine.buffer "b.in" {name = "input", stage = 0 : i64, step = "decode", device = "n0", space = "device", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64, lifetime = "transient"}
+  %b.x = vmachine.buffer "b.x" {name = "blk.0.q", stage = 0 : i64, step = "", device = "n0", space = "device", offset = 64 : i64, size = 256 : i64, alignment = 64 : i64, lifetime = "kv"}
+  %b.t = vmachine.buffer "b.t" {name = "rope.table", stage = 0 : i64, step = "", device = "n1", space = "device", offset = 320 : i64, size = 64 : i64, alignment = 64 : i64, lifetime = "weight"}
+  %b.y = vmachine.buffer "b.y" {name = "output", stage = 0 : i64, step = "decode", device = "n0", space = "device", offset = 384 : i64, size = 256 : i64, alignment = 64 : i64, lifetime = "transient"}
+  %b.tok = vmachine.buffer "b.tok" {name = "token", stage = 0 : i64, step = "decode", device = "n0", space = "device", offset = 640 : i64, size = 4 : i64, alignment = 64 : i64, lifetime = "transient"}
+  %b.e0 = vmachine.buffer "b.e0" {name = "e0", stage = -1 : i64, step = "", device = "n0", space = "link", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64, lifetime = "edge"}
+  %e0 = vmachine.edge "e0" %b.e0 {producer = -1 : i64, consumer = 0 : i64, link = ""}
+  %b.e1 = vmachine.buffer "b.e1" {name = "e1", stage = -1 : i64, step = "", device = "n0", space = "link", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64, lifetime = "edge"}
+  %e1 = vmachine.edge "e1" %b.e1 {producer = 0 : i64, consumer = -1 : i64, link = ""}
   vmachine.stage attributes {index = 0 : i64, device = "n0", layer_start = 0 : i64, layer_end = 1 : i64} {
     vmachine.step attributes {name = "decode", rows = 1 : i64} {
+      %sync.0 = vmachine.token "sync.0" {signal = "c0", wait = "c1"}
       vmachine.queue attributes {engine = "queue.copy"} {
-        vmachine.recv {id = "i0", cmd = "c0", edge = "e0", dst = "b.in"}
-        vmachine.signal {id = "i1", token = "sync.0", signal = "c0", wait = "c1"}
+        vmachine.recv "i0" %e0 -> %b.in {cmd = "c0"}
+        vmachine.signal "i1" %sync.0
       }
       vmachine.queue attributes {engine = "queue.compute"} {
-        vmachine.wait {id = "i2", token = "sync.0", signal = "c0", wait = "c1"}
-        vmachine.kernel {id = "i3", cmd = "c1", kernel = "rope", ins = ["b.x", "b.t", "start_pos"], outs = ["b.y"], attrs = {head_dim = 8 : i64, n_heads = 8 : i64, rope_dim = 8 : i64}, block = 0 : i64}
+        vmachine.wait "i2" %sync.0
+        vmachine.kernel "i3" "rope" (%b.x, %b.t) -> (%b.y) start_pos {cmd = "c1", attrs = {head_dim = 8 : i64, n_heads = 8 : i64, rope_dim = 8 : i64}, block = 0 : i64}
         // CHECK:      invalid.mlir:[[# @LINE - 1]]:9: error: [AB-M-1] a machine program must respect its dataflow and kernel ABI: instruction 'i3' (command 'c1'): buffer 'b.t' is on device 'n1', not the stage's 'n0'
-        // CHECK-NEXT: {{^}}  vmachine.kernel {id = "i3", cmd = "c1", kernel = "rope",
-        vmachine.sample {id = "i4", cmd = "c2", src = "b.y", dst = "b.tok"}
-        vmachine.send {id = "i5", cmd = "c3", edge = "e1", src = "b.tok"}
+        // CHECK-NEXT: {{^}}  vmachine.kernel "i3" "rope" (
+        vmachine.sample "i4" %b.y -> %b.tok {cmd = "c2"}
+        vmachine.send "i5" %b.tok -> %e1 {cmd = "c3"}
       }
     }
   }
@@ -782,26 +792,29 @@ vmachine.program attributes {target = "virtual-queue@1", deployment = "d", concr
 // AB-M-1: a buffer of another stage
 vmachine.program attributes {target = "virtual-queue@1", deployment = "d", concrete = "c", portable = "p", binder = "list-schedule", engine = "pipeplan-vmachine/1"} {
   vmachine.abi {n_embd = 64 : i64, n_head = 8 : i64, n_head_kv = 4 : i64, n_ff = 172 : i64, n_vocab = 512 : i64, n_ctx = 2048 : i64, rope_dim = 8 : i64, n_layer = 5 : i64, max_seq_len = 64 : i64, rope_base = 1.000000e+04 : f64, rms_eps = 1.000000e-05 : f64, tied_embedding = 0 : i64}
-  vmachine.buffer {id = "b.in", name = "input", stage = 0 : i64, step = "decode", device = "n0", space = "device", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64, lifetime = "transient"}
-  vmachine.buffer {id = "b.x", name = "blk.0.q", stage = 0 : i64, step = "", device = "n0", space = "device", offset = 64 : i64, size = 256 : i64, alignment = 64 : i64, lifetime = "kv"}
-  vmachine.buffer {id = "b.t", name = "rope.table", stage = 0 : i64, step = "", device = "n0", space = "device", offset = 320 : i64, size = 64 : i64, alignment = 64 : i64, lifetime = "weight"}
-  vmachine.buffer {id = "b.y", name = "output", stage = 1 : i64, step = "decode", device = "n0", space = "device", offset = 384 : i64, size = 256 : i64, alignment = 64 : i64, lifetime = "transient"}
-  vmachine.buffer {id = "b.tok", name = "token", stage = 0 : i64, step = "decode", device = "n0", space = "device", offset = 640 : i64, size = 4 : i64, alignment = 64 : i64, lifetime = "transient"}
-  vmachine.edge {id = "e0", buffer = "b.e0", producer = -1 : i64, consumer = 0 : i64, link = ""}
-  vmachine.edge {id = "e1", buffer = "b.e1", producer = 0 : i64, consumer = -1 : i64, link = ""}
+  %b.in = vmachine.buffer "b.in" {name = "input", stage = 0 : i64, step = "decode", device = "n0", space = "device", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64, lifetime = "transient"}
+  %b.x = vmachine.buffer "b.x" {name = "blk.0.q", stage = 0 : i64, step = "", device = "n0", space = "device", offset = 64 : i64, size = 256 : i64, alignment = 64 : i64, lifetime = "kv"}
+  %b.t = vmachine.buffer "b.t" {name = "rope.table", stage = 0 : i64, step = "", device = "n0", space = "device", offset = 320 : i64, size = 64 : i64, alignment = 64 : i64, lifetime = "weight"}
+  %b.y = vmachine.buffer "b.y" {name = "output", stage = 1 : i64, step = "decode", device = "n0", space = "device", offset = 384 : i64, size = 256 : i64, alignment = 64 : i64, lifetime = "transient"}
+  %b.tok = vmachine.buffer "b.tok" {name = "token", stage = 0 : i64, step = "decode", device = "n0", space = "device", offset = 640 : i64, size = 4 : i64, alignment = 64 : i64, lifetime = "transient"}
+  %b.e0 = vmachine.buffer "b.e0" {name = "e0", stage = -1 : i64, step = "", device = "n0", space = "link", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64, lifetime = "edge"}
+  %e0 = vmachine.edge "e0" %b.e0 {producer = -1 : i64, consumer = 0 : i64, link = ""}
+  %b.e1 = vmachine.buffer "b.e1" {name = "e1", stage = -1 : i64, step = "", device = "n0", space = "link", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64, lifetime = "edge"}
+  %e1 = vmachine.edge "e1" %b.e1 {producer = 0 : i64, consumer = -1 : i64, link = ""}
   vmachine.stage attributes {index = 0 : i64, device = "n0", layer_start = 0 : i64, layer_end = 1 : i64} {
     vmachine.step attributes {name = "decode", rows = 1 : i64} {
+      %sync.0 = vmachine.token "sync.0" {signal = "c0", wait = "c1"}
       vmachine.queue attributes {engine = "queue.copy"} {
-        vmachine.recv {id = "i0", cmd = "c0", edge = "e0", dst = "b.in"}
-        vmachine.signal {id = "i1", token = "sync.0", signal = "c0", wait = "c1"}
+        vmachine.recv "i0" %e0 -> %b.in {cmd = "c0"}
+        vmachine.signal "i1" %sync.0
       }
       vmachine.queue attributes {engine = "queue.compute"} {
-        vmachine.wait {id = "i2", token = "sync.0", signal = "c0", wait = "c1"}
-        vmachine.kernel {id = "i3", cmd = "c1", kernel = "rope", ins = ["b.x", "b.t", "start_pos"], outs = ["b.y"], attrs = {head_dim = 8 : i64, n_heads = 8 : i64, rope_dim = 8 : i64}, block = 0 : i64}
+        vmachine.wait "i2" %sync.0
+        vmachine.kernel "i3" "rope" (%b.x, %b.t) -> (%b.y) start_pos {cmd = "c1", attrs = {head_dim = 8 : i64, n_heads = 8 : i64, rope_dim = 8 : i64}, block = 0 : i64}
         // CHECK:      invalid.mlir:[[# @LINE - 1]]:9: error: [AB-M-1] a machine program must respect its dataflow and kernel ABI: instruction 'i3' (command 'c1'): buffer 'b.y' belongs to stage 1 step 'decode'
-        // CHECK-NEXT: {{^}}  vmachine.kernel {id = "i3", cmd = "c1", kernel = "rope",
-        vmachine.sample {id = "i4", cmd = "c2", src = "b.y", dst = "b.tok"}
-        vmachine.send {id = "i5", cmd = "c3", edge = "e1", src = "b.tok"}
+        // CHECK-NEXT: {{^}}  vmachine.kernel "i3" "rope" (
+        vmachine.sample "i4" %b.y -> %b.tok {cmd = "c2"}
+        vmachine.send "i5" %b.tok -> %e1 {cmd = "c3"}
       }
     }
   }
@@ -812,56 +825,29 @@ vmachine.program attributes {target = "virtual-queue@1", deployment = "d", concr
 // AB-M-1: a kernel reading a step buffer nothing wrote
 vmachine.program attributes {target = "virtual-queue@1", deployment = "d", concrete = "c", portable = "p", binder = "list-schedule", engine = "pipeplan-vmachine/1"} {
   vmachine.abi {n_embd = 64 : i64, n_head = 8 : i64, n_head_kv = 4 : i64, n_ff = 172 : i64, n_vocab = 512 : i64, n_ctx = 2048 : i64, rope_dim = 8 : i64, n_layer = 5 : i64, max_seq_len = 64 : i64, rope_base = 1.000000e+04 : f64, rms_eps = 1.000000e-05 : f64, tied_embedding = 0 : i64}
-  vmachine.buffer {id = "b.in", name = "input", stage = 0 : i64, step = "decode", device = "n0", space = "device", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64, lifetime = "transient"}
-  vmachine.buffer {id = "b.x", name = "blk.0.q", stage = 0 : i64, step = "decode", device = "n0", space = "device", offset = 64 : i64, size = 256 : i64, alignment = 64 : i64, lifetime = "kv"}
-  vmachine.buffer {id = "b.t", name = "rope.table", stage = 0 : i64, step = "", device = "n0", space = "device", offset = 320 : i64, size = 64 : i64, alignment = 64 : i64, lifetime = "weight"}
-  vmachine.buffer {id = "b.y", name = "output", stage = 0 : i64, step = "decode", device = "n0", space = "device", offset = 384 : i64, size = 256 : i64, alignment = 64 : i64, lifetime = "transient"}
-  vmachine.buffer {id = "b.tok", name = "token", stage = 0 : i64, step = "decode", device = "n0", space = "device", offset = 640 : i64, size = 4 : i64, alignment = 64 : i64, lifetime = "transient"}
-  vmachine.edge {id = "e0", buffer = "b.e0", producer = -1 : i64, consumer = 0 : i64, link = ""}
-  vmachine.edge {id = "e1", buffer = "b.e1", producer = 0 : i64, consumer = -1 : i64, link = ""}
+  %b.in = vmachine.buffer "b.in" {name = "input", stage = 0 : i64, step = "decode", device = "n0", space = "device", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64, lifetime = "transient"}
+  %b.x = vmachine.buffer "b.x" {name = "blk.0.q", stage = 0 : i64, step = "decode", device = "n0", space = "device", offset = 64 : i64, size = 256 : i64, alignment = 64 : i64, lifetime = "kv"}
+  %b.t = vmachine.buffer "b.t" {name = "rope.table", stage = 0 : i64, step = "", device = "n0", space = "device", offset = 320 : i64, size = 64 : i64, alignment = 64 : i64, lifetime = "weight"}
+  %b.y = vmachine.buffer "b.y" {name = "output", stage = 0 : i64, step = "decode", device = "n0", space = "device", offset = 384 : i64, size = 256 : i64, alignment = 64 : i64, lifetime = "transient"}
+  %b.tok = vmachine.buffer "b.tok" {name = "token", stage = 0 : i64, step = "decode", device = "n0", space = "device", offset = 640 : i64, size = 4 : i64, alignment = 64 : i64, lifetime = "transient"}
+  %b.e0 = vmachine.buffer "b.e0" {name = "e0", stage = -1 : i64, step = "", device = "n0", space = "link", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64, lifetime = "edge"}
+  %e0 = vmachine.edge "e0" %b.e0 {producer = -1 : i64, consumer = 0 : i64, link = ""}
+  %b.e1 = vmachine.buffer "b.e1" {name = "e1", stage = -1 : i64, step = "", device = "n0", space = "link", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64, lifetime = "edge"}
+  %e1 = vmachine.edge "e1" %b.e1 {producer = 0 : i64, consumer = -1 : i64, link = ""}
   vmachine.stage attributes {index = 0 : i64, device = "n0", layer_start = 0 : i64, layer_end = 1 : i64} {
     vmachine.step attributes {name = "decode", rows = 1 : i64} {
+      %sync.0 = vmachine.token "sync.0" {signal = "c0", wait = "c1"}
       vmachine.queue attributes {engine = "queue.copy"} {
-        vmachine.recv {id = "i0", cmd = "c0", edge = "e0", dst = "b.in"}
-        vmachine.signal {id = "i1", token = "sync.0", signal = "c0", wait = "c1"}
+        vmachine.recv "i0" %e0 -> %b.in {cmd = "c0"}
+        vmachine.signal "i1" %sync.0
       }
       vmachine.queue attributes {engine = "queue.compute"} {
-        vmachine.wait {id = "i2", token = "sync.0", signal = "c0", wait = "c1"}
-        vmachine.kernel {id = "i3", cmd = "c1", kernel = "rope", ins = ["b.x", "b.t", "start_pos"], outs = ["b.y"], attrs = {head_dim = 8 : i64, n_heads = 8 : i64, rope_dim = 8 : i64}, block = 0 : i64}
+        vmachine.wait "i2" %sync.0
+        vmachine.kernel "i3" "rope" (%b.x, %b.t) -> (%b.y) start_pos {cmd = "c1", attrs = {head_dim = 8 : i64, n_heads = 8 : i64, rope_dim = 8 : i64}, block = 0 : i64}
         // CHECK:      invalid.mlir:[[# @LINE - 1]]:9: error: [AB-M-1] a machine program must respect its dataflow and kernel ABI: instruction 'i3' (command 'c1'): kernel 'rope' reads buffer 'b.x' before it is written in step 'decode'
-        // CHECK-NEXT: {{^}}  vmachine.kernel {id = "i3", cmd = "c1", kernel = "rope",
-        vmachine.sample {id = "i4", cmd = "c2", src = "b.y", dst = "b.tok"}
-        vmachine.send {id = "i5", cmd = "c3", edge = "e1", src = "b.tok"}
-      }
-    }
-  }
-}
-
-// -----
-
-// AB-M-1: a send on an undeclared edge
-vmachine.program attributes {target = "virtual-queue@1", deployment = "d", concrete = "c", portable = "p", binder = "list-schedule", engine = "pipeplan-vmachine/1"} {
-  vmachine.abi {n_embd = 64 : i64, n_head = 8 : i64, n_head_kv = 4 : i64, n_ff = 172 : i64, n_vocab = 512 : i64, n_ctx = 2048 : i64, rope_dim = 8 : i64, n_layer = 5 : i64, max_seq_len = 64 : i64, rope_base = 1.000000e+04 : f64, rms_eps = 1.000000e-05 : f64, tied_embedding = 0 : i64}
-  vmachine.buffer {id = "b.in", name = "input", stage = 0 : i64, step = "decode", device = "n0", space = "device", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64, lifetime = "transient"}
-  vmachine.buffer {id = "b.x", name = "blk.0.q", stage = 0 : i64, step = "", device = "n0", space = "device", offset = 64 : i64, size = 256 : i64, alignment = 64 : i64, lifetime = "kv"}
-  vmachine.buffer {id = "b.t", name = "rope.table", stage = 0 : i64, step = "", device = "n0", space = "device", offset = 320 : i64, size = 64 : i64, alignment = 64 : i64, lifetime = "weight"}
-  vmachine.buffer {id = "b.y", name = "output", stage = 0 : i64, step = "decode", device = "n0", space = "device", offset = 384 : i64, size = 256 : i64, alignment = 64 : i64, lifetime = "transient"}
-  vmachine.buffer {id = "b.tok", name = "token", stage = 0 : i64, step = "decode", device = "n0", space = "device", offset = 640 : i64, size = 4 : i64, alignment = 64 : i64, lifetime = "transient"}
-  vmachine.edge {id = "e0", buffer = "b.e0", producer = -1 : i64, consumer = 0 : i64, link = ""}
-  vmachine.edge {id = "e1", buffer = "b.e1", producer = 0 : i64, consumer = -1 : i64, link = ""}
-  vmachine.stage attributes {index = 0 : i64, device = "n0", layer_start = 0 : i64, layer_end = 1 : i64} {
-    vmachine.step attributes {name = "decode", rows = 1 : i64} {
-      vmachine.queue attributes {engine = "queue.copy"} {
-        vmachine.recv {id = "i0", cmd = "c0", edge = "e0", dst = "b.in"}
-        vmachine.signal {id = "i1", token = "sync.0", signal = "c0", wait = "c1"}
-      }
-      vmachine.queue attributes {engine = "queue.compute"} {
-        vmachine.wait {id = "i2", token = "sync.0", signal = "c0", wait = "c1"}
-        vmachine.kernel {id = "i3", cmd = "c1", kernel = "rope", ins = ["b.x", "b.t", "start_pos"], outs = ["b.y"], attrs = {head_dim = 8 : i64, n_heads = 8 : i64, rope_dim = 8 : i64}, block = 0 : i64}
-        vmachine.sample {id = "i4", cmd = "c2", src = "b.y", dst = "b.tok"}
-        vmachine.send {id = "i5", cmd = "c3", edge = "e9", src = "b.tok"}
-        // CHECK:      invalid.mlir:[[# @LINE - 1]]:9: error: [AB-M-1] a machine program must respect its dataflow and kernel ABI: instruction 'i5' (command 'c3'): uses edge 'e9' that the program does not declare
-        // CHECK-NEXT: {{^}}  vmachine.send {id = "i5", cmd = "c3", edge = "e9", src = "b.tok"}
+        // CHECK-NEXT: {{^}}  vmachine.kernel "i3" "rope" (
+        vmachine.sample "i4" %b.y -> %b.tok {cmd = "c2"}
+        vmachine.send "i5" %b.tok -> %e1 {cmd = "c3"}
       }
     }
   }
@@ -872,26 +858,29 @@ vmachine.program attributes {target = "virtual-queue@1", deployment = "d", concr
 // AB-M-1: a receive on an edge another stage consumes
 vmachine.program attributes {target = "virtual-queue@1", deployment = "d", concrete = "c", portable = "p", binder = "list-schedule", engine = "pipeplan-vmachine/1"} {
   vmachine.abi {n_embd = 64 : i64, n_head = 8 : i64, n_head_kv = 4 : i64, n_ff = 172 : i64, n_vocab = 512 : i64, n_ctx = 2048 : i64, rope_dim = 8 : i64, n_layer = 5 : i64, max_seq_len = 64 : i64, rope_base = 1.000000e+04 : f64, rms_eps = 1.000000e-05 : f64, tied_embedding = 0 : i64}
-  vmachine.buffer {id = "b.in", name = "input", stage = 0 : i64, step = "decode", device = "n0", space = "device", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64, lifetime = "transient"}
-  vmachine.buffer {id = "b.x", name = "blk.0.q", stage = 0 : i64, step = "", device = "n0", space = "device", offset = 64 : i64, size = 256 : i64, alignment = 64 : i64, lifetime = "kv"}
-  vmachine.buffer {id = "b.t", name = "rope.table", stage = 0 : i64, step = "", device = "n0", space = "device", offset = 320 : i64, size = 64 : i64, alignment = 64 : i64, lifetime = "weight"}
-  vmachine.buffer {id = "b.y", name = "output", stage = 0 : i64, step = "decode", device = "n0", space = "device", offset = 384 : i64, size = 256 : i64, alignment = 64 : i64, lifetime = "transient"}
-  vmachine.buffer {id = "b.tok", name = "token", stage = 0 : i64, step = "decode", device = "n0", space = "device", offset = 640 : i64, size = 4 : i64, alignment = 64 : i64, lifetime = "transient"}
-  vmachine.edge {id = "e0", buffer = "b.e0", producer = 0 : i64, consumer = -1 : i64, link = ""}
-  vmachine.edge {id = "e1", buffer = "b.e1", producer = 0 : i64, consumer = -1 : i64, link = ""}
+  %b.in = vmachine.buffer "b.in" {name = "input", stage = 0 : i64, step = "decode", device = "n0", space = "device", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64, lifetime = "transient"}
+  %b.x = vmachine.buffer "b.x" {name = "blk.0.q", stage = 0 : i64, step = "", device = "n0", space = "device", offset = 64 : i64, size = 256 : i64, alignment = 64 : i64, lifetime = "kv"}
+  %b.t = vmachine.buffer "b.t" {name = "rope.table", stage = 0 : i64, step = "", device = "n0", space = "device", offset = 320 : i64, size = 64 : i64, alignment = 64 : i64, lifetime = "weight"}
+  %b.y = vmachine.buffer "b.y" {name = "output", stage = 0 : i64, step = "decode", device = "n0", space = "device", offset = 384 : i64, size = 256 : i64, alignment = 64 : i64, lifetime = "transient"}
+  %b.tok = vmachine.buffer "b.tok" {name = "token", stage = 0 : i64, step = "decode", device = "n0", space = "device", offset = 640 : i64, size = 4 : i64, alignment = 64 : i64, lifetime = "transient"}
+  %b.e0 = vmachine.buffer "b.e0" {name = "e0", stage = -1 : i64, step = "", device = "n0", space = "link", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64, lifetime = "edge"}
+  %e0 = vmachine.edge "e0" %b.e0 {producer = 0 : i64, consumer = -1 : i64, link = ""}
+  %b.e1 = vmachine.buffer "b.e1" {name = "e1", stage = -1 : i64, step = "", device = "n0", space = "link", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64, lifetime = "edge"}
+  %e1 = vmachine.edge "e1" %b.e1 {producer = 0 : i64, consumer = -1 : i64, link = ""}
   vmachine.stage attributes {index = 0 : i64, device = "n0", layer_start = 0 : i64, layer_end = 1 : i64} {
     vmachine.step attributes {name = "decode", rows = 1 : i64} {
+      %sync.0 = vmachine.token "sync.0" {signal = "c0", wait = "c1"}
       vmachine.queue attributes {engine = "queue.copy"} {
-        vmachine.recv {id = "i0", cmd = "c0", edge = "e0", dst = "b.in"}
+        vmachine.recv "i0" %e0 -> %b.in {cmd = "c0"}
         // CHECK:      invalid.mlir:[[# @LINE - 1]]:9: error: [AB-M-1] a machine program must respect its dataflow and kernel ABI: instruction 'i0' (command 'c0'): receives on edge 'e0' whose consumer is stage -1
-        // CHECK-NEXT: {{^}}  vmachine.recv {id = "i0", cmd = "c0", edge = "e0", dst = "b.in"}
-        vmachine.signal {id = "i1", token = "sync.0", signal = "c0", wait = "c1"}
+        // CHECK-NEXT: {{^}}  vmachine.recv "i0" %e0 -> %b.in {cmd = "c0"}
+        vmachine.signal "i1" %sync.0
       }
       vmachine.queue attributes {engine = "queue.compute"} {
-        vmachine.wait {id = "i2", token = "sync.0", signal = "c0", wait = "c1"}
-        vmachine.kernel {id = "i3", cmd = "c1", kernel = "rope", ins = ["b.x", "b.t", "start_pos"], outs = ["b.y"], attrs = {head_dim = 8 : i64, n_heads = 8 : i64, rope_dim = 8 : i64}, block = 0 : i64}
-        vmachine.sample {id = "i4", cmd = "c2", src = "b.y", dst = "b.tok"}
-        vmachine.send {id = "i5", cmd = "c3", edge = "e1", src = "b.tok"}
+        vmachine.wait "i2" %sync.0
+        vmachine.kernel "i3" "rope" (%b.x, %b.t) -> (%b.y) start_pos {cmd = "c1", attrs = {head_dim = 8 : i64, n_heads = 8 : i64, rope_dim = 8 : i64}, block = 0 : i64}
+        vmachine.sample "i4" %b.y -> %b.tok {cmd = "c2"}
+        vmachine.send "i5" %b.tok -> %e1 {cmd = "c3"}
       }
     }
   }
@@ -902,26 +891,29 @@ vmachine.program attributes {target = "virtual-queue@1", deployment = "d", concr
 // AB-M-1: a send on an edge another stage produces
 vmachine.program attributes {target = "virtual-queue@1", deployment = "d", concrete = "c", portable = "p", binder = "list-schedule", engine = "pipeplan-vmachine/1"} {
   vmachine.abi {n_embd = 64 : i64, n_head = 8 : i64, n_head_kv = 4 : i64, n_ff = 172 : i64, n_vocab = 512 : i64, n_ctx = 2048 : i64, rope_dim = 8 : i64, n_layer = 5 : i64, max_seq_len = 64 : i64, rope_base = 1.000000e+04 : f64, rms_eps = 1.000000e-05 : f64, tied_embedding = 0 : i64}
-  vmachine.buffer {id = "b.in", name = "input", stage = 0 : i64, step = "decode", device = "n0", space = "device", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64, lifetime = "transient"}
-  vmachine.buffer {id = "b.x", name = "blk.0.q", stage = 0 : i64, step = "", device = "n0", space = "device", offset = 64 : i64, size = 256 : i64, alignment = 64 : i64, lifetime = "kv"}
-  vmachine.buffer {id = "b.t", name = "rope.table", stage = 0 : i64, step = "", device = "n0", space = "device", offset = 320 : i64, size = 64 : i64, alignment = 64 : i64, lifetime = "weight"}
-  vmachine.buffer {id = "b.y", name = "output", stage = 0 : i64, step = "decode", device = "n0", space = "device", offset = 384 : i64, size = 256 : i64, alignment = 64 : i64, lifetime = "transient"}
-  vmachine.buffer {id = "b.tok", name = "token", stage = 0 : i64, step = "decode", device = "n0", space = "device", offset = 640 : i64, size = 4 : i64, alignment = 64 : i64, lifetime = "transient"}
-  vmachine.edge {id = "e0", buffer = "b.e0", producer = -1 : i64, consumer = 0 : i64, link = ""}
-  vmachine.edge {id = "e1", buffer = "b.e1", producer = -1 : i64, consumer = 0 : i64, link = ""}
+  %b.in = vmachine.buffer "b.in" {name = "input", stage = 0 : i64, step = "decode", device = "n0", space = "device", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64, lifetime = "transient"}
+  %b.x = vmachine.buffer "b.x" {name = "blk.0.q", stage = 0 : i64, step = "", device = "n0", space = "device", offset = 64 : i64, size = 256 : i64, alignment = 64 : i64, lifetime = "kv"}
+  %b.t = vmachine.buffer "b.t" {name = "rope.table", stage = 0 : i64, step = "", device = "n0", space = "device", offset = 320 : i64, size = 64 : i64, alignment = 64 : i64, lifetime = "weight"}
+  %b.y = vmachine.buffer "b.y" {name = "output", stage = 0 : i64, step = "decode", device = "n0", space = "device", offset = 384 : i64, size = 256 : i64, alignment = 64 : i64, lifetime = "transient"}
+  %b.tok = vmachine.buffer "b.tok" {name = "token", stage = 0 : i64, step = "decode", device = "n0", space = "device", offset = 640 : i64, size = 4 : i64, alignment = 64 : i64, lifetime = "transient"}
+  %b.e0 = vmachine.buffer "b.e0" {name = "e0", stage = -1 : i64, step = "", device = "n0", space = "link", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64, lifetime = "edge"}
+  %e0 = vmachine.edge "e0" %b.e0 {producer = -1 : i64, consumer = 0 : i64, link = ""}
+  %b.e1 = vmachine.buffer "b.e1" {name = "e1", stage = -1 : i64, step = "", device = "n0", space = "link", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64, lifetime = "edge"}
+  %e1 = vmachine.edge "e1" %b.e1 {producer = -1 : i64, consumer = 0 : i64, link = ""}
   vmachine.stage attributes {index = 0 : i64, device = "n0", layer_start = 0 : i64, layer_end = 1 : i64} {
     vmachine.step attributes {name = "decode", rows = 1 : i64} {
+      %sync.0 = vmachine.token "sync.0" {signal = "c0", wait = "c1"}
       vmachine.queue attributes {engine = "queue.copy"} {
-        vmachine.recv {id = "i0", cmd = "c0", edge = "e0", dst = "b.in"}
-        vmachine.signal {id = "i1", token = "sync.0", signal = "c0", wait = "c1"}
+        vmachine.recv "i0" %e0 -> %b.in {cmd = "c0"}
+        vmachine.signal "i1" %sync.0
       }
       vmachine.queue attributes {engine = "queue.compute"} {
-        vmachine.wait {id = "i2", token = "sync.0", signal = "c0", wait = "c1"}
-        vmachine.kernel {id = "i3", cmd = "c1", kernel = "rope", ins = ["b.x", "b.t", "start_pos"], outs = ["b.y"], attrs = {head_dim = 8 : i64, n_heads = 8 : i64, rope_dim = 8 : i64}, block = 0 : i64}
-        vmachine.sample {id = "i4", cmd = "c2", src = "b.y", dst = "b.tok"}
-        vmachine.send {id = "i5", cmd = "c3", edge = "e1", src = "b.tok"}
+        vmachine.wait "i2" %sync.0
+        vmachine.kernel "i3" "rope" (%b.x, %b.t) -> (%b.y) start_pos {cmd = "c1", attrs = {head_dim = 8 : i64, n_heads = 8 : i64, rope_dim = 8 : i64}, block = 0 : i64}
+        vmachine.sample "i4" %b.y -> %b.tok {cmd = "c2"}
+        vmachine.send "i5" %b.tok -> %e1 {cmd = "c3"}
         // CHECK:      invalid.mlir:[[# @LINE - 1]]:9: error: [AB-M-1] a machine program must respect its dataflow and kernel ABI: instruction 'i5' (command 'c3'): sends on edge 'e1' whose producer is stage -1
-        // CHECK-NEXT: {{^}}  vmachine.send {id = "i5", cmd = "c3", edge = "e1", src = "b.tok"}
+        // CHECK-NEXT: {{^}}  vmachine.send "i5" %b.tok -> %e1 {cmd = "c3"}
       }
     }
   }
@@ -932,26 +924,29 @@ vmachine.program attributes {target = "virtual-queue@1", deployment = "d", concr
 // AB-M-1: a send of a buffer before it is written
 vmachine.program attributes {target = "virtual-queue@1", deployment = "d", concrete = "c", portable = "p", binder = "list-schedule", engine = "pipeplan-vmachine/1"} {
   vmachine.abi {n_embd = 64 : i64, n_head = 8 : i64, n_head_kv = 4 : i64, n_ff = 172 : i64, n_vocab = 512 : i64, n_ctx = 2048 : i64, rope_dim = 8 : i64, n_layer = 5 : i64, max_seq_len = 64 : i64, rope_base = 1.000000e+04 : f64, rms_eps = 1.000000e-05 : f64, tied_embedding = 0 : i64}
-  vmachine.buffer {id = "b.in", name = "input", stage = 0 : i64, step = "decode", device = "n0", space = "device", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64, lifetime = "transient"}
-  vmachine.buffer {id = "b.x", name = "blk.0.q", stage = 0 : i64, step = "", device = "n0", space = "device", offset = 64 : i64, size = 256 : i64, alignment = 64 : i64, lifetime = "kv"}
-  vmachine.buffer {id = "b.t", name = "rope.table", stage = 0 : i64, step = "", device = "n0", space = "device", offset = 320 : i64, size = 64 : i64, alignment = 64 : i64, lifetime = "weight"}
-  vmachine.buffer {id = "b.y", name = "output", stage = 0 : i64, step = "decode", device = "n0", space = "device", offset = 384 : i64, size = 256 : i64, alignment = 64 : i64, lifetime = "transient"}
-  vmachine.buffer {id = "b.tok", name = "token", stage = 0 : i64, step = "decode", device = "n0", space = "device", offset = 640 : i64, size = 4 : i64, alignment = 64 : i64, lifetime = "transient"}
-  vmachine.edge {id = "e0", buffer = "b.e0", producer = -1 : i64, consumer = 0 : i64, link = ""}
-  vmachine.edge {id = "e1", buffer = "b.e1", producer = 0 : i64, consumer = -1 : i64, link = ""}
+  %b.in = vmachine.buffer "b.in" {name = "input", stage = 0 : i64, step = "decode", device = "n0", space = "device", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64, lifetime = "transient"}
+  %b.x = vmachine.buffer "b.x" {name = "blk.0.q", stage = 0 : i64, step = "", device = "n0", space = "device", offset = 64 : i64, size = 256 : i64, alignment = 64 : i64, lifetime = "kv"}
+  %b.t = vmachine.buffer "b.t" {name = "rope.table", stage = 0 : i64, step = "", device = "n0", space = "device", offset = 320 : i64, size = 64 : i64, alignment = 64 : i64, lifetime = "weight"}
+  %b.y = vmachine.buffer "b.y" {name = "output", stage = 0 : i64, step = "decode", device = "n0", space = "device", offset = 384 : i64, size = 256 : i64, alignment = 64 : i64, lifetime = "transient"}
+  %b.tok = vmachine.buffer "b.tok" {name = "token", stage = 0 : i64, step = "decode", device = "n0", space = "device", offset = 640 : i64, size = 4 : i64, alignment = 64 : i64, lifetime = "transient"}
+  %b.e0 = vmachine.buffer "b.e0" {name = "e0", stage = -1 : i64, step = "", device = "n0", space = "link", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64, lifetime = "edge"}
+  %e0 = vmachine.edge "e0" %b.e0 {producer = -1 : i64, consumer = 0 : i64, link = ""}
+  %b.e1 = vmachine.buffer "b.e1" {name = "e1", stage = -1 : i64, step = "", device = "n0", space = "link", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64, lifetime = "edge"}
+  %e1 = vmachine.edge "e1" %b.e1 {producer = 0 : i64, consumer = -1 : i64, link = ""}
   vmachine.stage attributes {index = 0 : i64, device = "n0", layer_start = 0 : i64, layer_end = 1 : i64} {
     vmachine.step attributes {name = "decode", rows = 1 : i64} {
+      %sync.0 = vmachine.token "sync.0" {signal = "c0", wait = "c1"}
       vmachine.queue attributes {engine = "queue.copy"} {
-        vmachine.recv {id = "i0", cmd = "c0", edge = "e0", dst = "b.in"}
-        vmachine.signal {id = "i1", token = "sync.0", signal = "c0", wait = "c1"}
+        vmachine.recv "i0" %e0 -> %b.in {cmd = "c0"}
+        vmachine.signal "i1" %sync.0
       }
       vmachine.queue attributes {engine = "queue.compute"} {
-        vmachine.wait {id = "i2", token = "sync.0", signal = "c0", wait = "c1"}
-        vmachine.kernel {id = "i3", cmd = "c1", kernel = "rope", ins = ["b.x", "b.t", "start_pos"], outs = ["b.y"], attrs = {head_dim = 8 : i64, n_heads = 8 : i64, rope_dim = 8 : i64}, block = 0 : i64}
-        vmachine.send {id = "i5", cmd = "c3", edge = "e1", src = "b.tok"}
+        vmachine.wait "i2" %sync.0
+        vmachine.kernel "i3" "rope" (%b.x, %b.t) -> (%b.y) start_pos {cmd = "c1", attrs = {head_dim = 8 : i64, n_heads = 8 : i64, rope_dim = 8 : i64}, block = 0 : i64}
+        vmachine.send "i5" %b.tok -> %e1 {cmd = "c3"}
         // CHECK:      invalid.mlir:[[# @LINE - 1]]:9: error: [AB-M-1] a machine program must respect its dataflow and kernel ABI: instruction 'i5' (command 'c3'): sends buffer 'b.tok' before it is written in step 'decode'
-        // CHECK-NEXT: {{^}}  vmachine.send {id = "i5", cmd = "c3", edge = "e1", src = "b.tok"}
-        vmachine.sample {id = "i4", cmd = "c2", src = "b.y", dst = "b.tok"}
+        // CHECK-NEXT: {{^}}  vmachine.send "i5" %b.tok -> %e1 {cmd = "c3"}
+        vmachine.sample "i4" %b.y -> %b.tok {cmd = "c2"}
       }
     }
   }
@@ -962,26 +957,29 @@ vmachine.program attributes {target = "virtual-queue@1", deployment = "d", concr
 // AB-M-1: a sample of a buffer before it is written
 vmachine.program attributes {target = "virtual-queue@1", deployment = "d", concrete = "c", portable = "p", binder = "list-schedule", engine = "pipeplan-vmachine/1"} {
   vmachine.abi {n_embd = 64 : i64, n_head = 8 : i64, n_head_kv = 4 : i64, n_ff = 172 : i64, n_vocab = 512 : i64, n_ctx = 2048 : i64, rope_dim = 8 : i64, n_layer = 5 : i64, max_seq_len = 64 : i64, rope_base = 1.000000e+04 : f64, rms_eps = 1.000000e-05 : f64, tied_embedding = 0 : i64}
-  vmachine.buffer {id = "b.in", name = "input", stage = 0 : i64, step = "decode", device = "n0", space = "device", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64, lifetime = "transient"}
-  vmachine.buffer {id = "b.x", name = "blk.0.q", stage = 0 : i64, step = "", device = "n0", space = "device", offset = 64 : i64, size = 256 : i64, alignment = 64 : i64, lifetime = "kv"}
-  vmachine.buffer {id = "b.t", name = "rope.table", stage = 0 : i64, step = "", device = "n0", space = "device", offset = 320 : i64, size = 64 : i64, alignment = 64 : i64, lifetime = "weight"}
-  vmachine.buffer {id = "b.y", name = "output", stage = 0 : i64, step = "decode", device = "n0", space = "device", offset = 384 : i64, size = 256 : i64, alignment = 64 : i64, lifetime = "transient"}
-  vmachine.buffer {id = "b.tok", name = "token", stage = 0 : i64, step = "decode", device = "n0", space = "device", offset = 640 : i64, size = 4 : i64, alignment = 64 : i64, lifetime = "transient"}
-  vmachine.edge {id = "e0", buffer = "b.e0", producer = -1 : i64, consumer = 0 : i64, link = ""}
-  vmachine.edge {id = "e1", buffer = "b.e1", producer = 0 : i64, consumer = -1 : i64, link = ""}
+  %b.in = vmachine.buffer "b.in" {name = "input", stage = 0 : i64, step = "decode", device = "n0", space = "device", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64, lifetime = "transient"}
+  %b.x = vmachine.buffer "b.x" {name = "blk.0.q", stage = 0 : i64, step = "", device = "n0", space = "device", offset = 64 : i64, size = 256 : i64, alignment = 64 : i64, lifetime = "kv"}
+  %b.t = vmachine.buffer "b.t" {name = "rope.table", stage = 0 : i64, step = "", device = "n0", space = "device", offset = 320 : i64, size = 64 : i64, alignment = 64 : i64, lifetime = "weight"}
+  %b.y = vmachine.buffer "b.y" {name = "output", stage = 0 : i64, step = "decode", device = "n0", space = "device", offset = 384 : i64, size = 256 : i64, alignment = 64 : i64, lifetime = "transient"}
+  %b.tok = vmachine.buffer "b.tok" {name = "token", stage = 0 : i64, step = "decode", device = "n0", space = "device", offset = 640 : i64, size = 4 : i64, alignment = 64 : i64, lifetime = "transient"}
+  %b.e0 = vmachine.buffer "b.e0" {name = "e0", stage = -1 : i64, step = "", device = "n0", space = "link", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64, lifetime = "edge"}
+  %e0 = vmachine.edge "e0" %b.e0 {producer = -1 : i64, consumer = 0 : i64, link = ""}
+  %b.e1 = vmachine.buffer "b.e1" {name = "e1", stage = -1 : i64, step = "", device = "n0", space = "link", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64, lifetime = "edge"}
+  %e1 = vmachine.edge "e1" %b.e1 {producer = 0 : i64, consumer = -1 : i64, link = ""}
   vmachine.stage attributes {index = 0 : i64, device = "n0", layer_start = 0 : i64, layer_end = 1 : i64} {
     vmachine.step attributes {name = "decode", rows = 1 : i64} {
+      %sync.0 = vmachine.token "sync.0" {signal = "c0", wait = "c1"}
       vmachine.queue attributes {engine = "queue.copy"} {
-        vmachine.recv {id = "i0", cmd = "c0", edge = "e0", dst = "b.in"}
-        vmachine.signal {id = "i1", token = "sync.0", signal = "c0", wait = "c1"}
+        vmachine.recv "i0" %e0 -> %b.in {cmd = "c0"}
+        vmachine.signal "i1" %sync.0
       }
       vmachine.queue attributes {engine = "queue.compute"} {
-        vmachine.wait {id = "i2", token = "sync.0", signal = "c0", wait = "c1"}
-        vmachine.kernel {id = "i3", cmd = "c1", kernel = "rope", ins = ["b.x", "b.t", "start_pos"], outs = ["b.y"], attrs = {head_dim = 8 : i64, n_heads = 8 : i64, rope_dim = 8 : i64}, block = 0 : i64}
-        vmachine.sample {id = "i4", cmd = "c2", src = "b.tok", dst = "b.tok"}
+        vmachine.wait "i2" %sync.0
+        vmachine.kernel "i3" "rope" (%b.x, %b.t) -> (%b.y) start_pos {cmd = "c1", attrs = {head_dim = 8 : i64, n_heads = 8 : i64, rope_dim = 8 : i64}, block = 0 : i64}
+        vmachine.sample "i4" %b.tok -> %b.tok {cmd = "c2"}
         // CHECK:      invalid.mlir:[[# @LINE - 1]]:9: error: [AB-M-1] a machine program must respect its dataflow and kernel ABI: instruction 'i4' (command 'c2'): samples buffer 'b.tok' before it is written in step 'decode'
-        // CHECK-NEXT: {{^}}  vmachine.sample {id = "i4", cmd = "c2", src = "b.tok", dst = "b.tok"}
-        vmachine.send {id = "i5", cmd = "c3", edge = "e1", src = "b.tok"}
+        // CHECK-NEXT: {{^}}  vmachine.sample "i4" %b.tok -> %b.tok {cmd = "c2"}
+        vmachine.send "i5" %b.tok -> %e1 {cmd = "c3"}
       }
     }
   }
@@ -992,26 +990,30 @@ vmachine.program attributes {target = "virtual-queue@1", deployment = "d", concr
 // AB-M-1: a wait for a token nothing signals
 vmachine.program attributes {target = "virtual-queue@1", deployment = "d", concrete = "c", portable = "p", binder = "list-schedule", engine = "pipeplan-vmachine/1"} {
   vmachine.abi {n_embd = 64 : i64, n_head = 8 : i64, n_head_kv = 4 : i64, n_ff = 172 : i64, n_vocab = 512 : i64, n_ctx = 2048 : i64, rope_dim = 8 : i64, n_layer = 5 : i64, max_seq_len = 64 : i64, rope_base = 1.000000e+04 : f64, rms_eps = 1.000000e-05 : f64, tied_embedding = 0 : i64}
-  vmachine.buffer {id = "b.in", name = "input", stage = 0 : i64, step = "decode", device = "n0", space = "device", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64, lifetime = "transient"}
-  vmachine.buffer {id = "b.x", name = "blk.0.q", stage = 0 : i64, step = "", device = "n0", space = "device", offset = 64 : i64, size = 256 : i64, alignment = 64 : i64, lifetime = "kv"}
-  vmachine.buffer {id = "b.t", name = "rope.table", stage = 0 : i64, step = "", device = "n0", space = "device", offset = 320 : i64, size = 64 : i64, alignment = 64 : i64, lifetime = "weight"}
-  vmachine.buffer {id = "b.y", name = "output", stage = 0 : i64, step = "decode", device = "n0", space = "device", offset = 384 : i64, size = 256 : i64, alignment = 64 : i64, lifetime = "transient"}
-  vmachine.buffer {id = "b.tok", name = "token", stage = 0 : i64, step = "decode", device = "n0", space = "device", offset = 640 : i64, size = 4 : i64, alignment = 64 : i64, lifetime = "transient"}
-  vmachine.edge {id = "e0", buffer = "b.e0", producer = -1 : i64, consumer = 0 : i64, link = ""}
-  vmachine.edge {id = "e1", buffer = "b.e1", producer = 0 : i64, consumer = -1 : i64, link = ""}
+  %b.in = vmachine.buffer "b.in" {name = "input", stage = 0 : i64, step = "decode", device = "n0", space = "device", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64, lifetime = "transient"}
+  %b.x = vmachine.buffer "b.x" {name = "blk.0.q", stage = 0 : i64, step = "", device = "n0", space = "device", offset = 64 : i64, size = 256 : i64, alignment = 64 : i64, lifetime = "kv"}
+  %b.t = vmachine.buffer "b.t" {name = "rope.table", stage = 0 : i64, step = "", device = "n0", space = "device", offset = 320 : i64, size = 64 : i64, alignment = 64 : i64, lifetime = "weight"}
+  %b.y = vmachine.buffer "b.y" {name = "output", stage = 0 : i64, step = "decode", device = "n0", space = "device", offset = 384 : i64, size = 256 : i64, alignment = 64 : i64, lifetime = "transient"}
+  %b.tok = vmachine.buffer "b.tok" {name = "token", stage = 0 : i64, step = "decode", device = "n0", space = "device", offset = 640 : i64, size = 4 : i64, alignment = 64 : i64, lifetime = "transient"}
+  %b.e0 = vmachine.buffer "b.e0" {name = "e0", stage = -1 : i64, step = "", device = "n0", space = "link", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64, lifetime = "edge"}
+  %e0 = vmachine.edge "e0" %b.e0 {producer = -1 : i64, consumer = 0 : i64, link = ""}
+  %b.e1 = vmachine.buffer "b.e1" {name = "e1", stage = -1 : i64, step = "", device = "n0", space = "link", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64, lifetime = "edge"}
+  %e1 = vmachine.edge "e1" %b.e1 {producer = 0 : i64, consumer = -1 : i64, link = ""}
   vmachine.stage attributes {index = 0 : i64, device = "n0", layer_start = 0 : i64, layer_end = 1 : i64} {
     vmachine.step attributes {name = "decode", rows = 1 : i64} {
+      %sync.0 = vmachine.token "sync.0" {signal = "c0", wait = "c1"}
+      %sync.7 = vmachine.token "sync.7" {signal = "c0", wait = "c1"}
       vmachine.queue attributes {engine = "queue.copy"} {
-        vmachine.recv {id = "i0", cmd = "c0", edge = "e0", dst = "b.in"}
-        vmachine.signal {id = "i1", token = "sync.0", signal = "c0", wait = "c1"}
+        vmachine.recv "i0" %e0 -> %b.in {cmd = "c0"}
+        vmachine.signal "i1" %sync.0
       }
       vmachine.queue attributes {engine = "queue.compute"} {
-        vmachine.wait {id = "i2", token = "sync.7", signal = "c0", wait = "c1"}
+        vmachine.wait "i2" %sync.7
         // CHECK:      invalid.mlir:[[# @LINE - 1]]:9: error: [AB-M-1] a machine program must respect its dataflow and kernel ABI: instruction 'i2' (command 'c1'): waits for token 'sync.7' that nothing signals
-        // CHECK-NEXT: {{^}}  vmachine.wait {id = "i2", token = "sync.7", signal = "c0",
-        vmachine.kernel {id = "i3", cmd = "c1", kernel = "rope", ins = ["b.x", "b.t", "start_pos"], outs = ["b.y"], attrs = {head_dim = 8 : i64, n_heads = 8 : i64, rope_dim = 8 : i64}, block = 0 : i64}
-        vmachine.sample {id = "i4", cmd = "c2", src = "b.y", dst = "b.tok"}
-        vmachine.send {id = "i5", cmd = "c3", edge = "e1", src = "b.tok"}
+        // CHECK-NEXT: {{^}}  vmachine.wait "i2" %sync.7
+        vmachine.kernel "i3" "rope" (%b.x, %b.t) -> (%b.y) start_pos {cmd = "c1", attrs = {head_dim = 8 : i64, n_heads = 8 : i64, rope_dim = 8 : i64}, block = 0 : i64}
+        vmachine.sample "i4" %b.y -> %b.tok {cmd = "c2"}
+        vmachine.send "i5" %b.tok -> %e1 {cmd = "c3"}
       }
     }
   }
@@ -1022,34 +1024,109 @@ vmachine.program attributes {target = "virtual-queue@1", deployment = "d", concr
 // AB-M-1: a wait for a token of a later stage
 vmachine.program attributes {target = "virtual-queue@1", deployment = "d", concrete = "c", portable = "p", binder = "list-schedule", engine = "pipeplan-vmachine/1"} {
   vmachine.abi {n_embd = 64 : i64, n_head = 8 : i64, n_head_kv = 4 : i64, n_ff = 172 : i64, n_vocab = 512 : i64, n_ctx = 2048 : i64, rope_dim = 8 : i64, n_layer = 5 : i64, max_seq_len = 64 : i64, rope_base = 1.000000e+04 : f64, rms_eps = 1.000000e-05 : f64, tied_embedding = 0 : i64}
-  vmachine.buffer {id = "b.in", name = "input", stage = 0 : i64, step = "decode", device = "n0", space = "device", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64, lifetime = "transient"}
-  vmachine.buffer {id = "b.x", name = "blk.0.q", stage = 0 : i64, step = "", device = "n0", space = "device", offset = 64 : i64, size = 256 : i64, alignment = 64 : i64, lifetime = "kv"}
-  vmachine.buffer {id = "b.t", name = "rope.table", stage = 0 : i64, step = "", device = "n0", space = "device", offset = 320 : i64, size = 64 : i64, alignment = 64 : i64, lifetime = "weight"}
-  vmachine.buffer {id = "b.y", name = "output", stage = 0 : i64, step = "decode", device = "n0", space = "device", offset = 384 : i64, size = 256 : i64, alignment = 64 : i64, lifetime = "transient"}
-  vmachine.buffer {id = "b.tok", name = "token", stage = 0 : i64, step = "decode", device = "n0", space = "device", offset = 640 : i64, size = 4 : i64, alignment = 64 : i64, lifetime = "transient"}
-  vmachine.edge {id = "e0", buffer = "b.e0", producer = -1 : i64, consumer = 0 : i64, link = ""}
-  vmachine.edge {id = "e1", buffer = "b.e1", producer = 0 : i64, consumer = -1 : i64, link = ""}
+  %b.in = vmachine.buffer "b.in" {name = "input", stage = 0 : i64, step = "decode", device = "n0", space = "device", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64, lifetime = "transient"}
+  %b.x = vmachine.buffer "b.x" {name = "blk.0.q", stage = 0 : i64, step = "", device = "n0", space = "device", offset = 64 : i64, size = 256 : i64, alignment = 64 : i64, lifetime = "kv"}
+  %b.t = vmachine.buffer "b.t" {name = "rope.table", stage = 0 : i64, step = "", device = "n0", space = "device", offset = 320 : i64, size = 64 : i64, alignment = 64 : i64, lifetime = "weight"}
+  %b.y = vmachine.buffer "b.y" {name = "output", stage = 0 : i64, step = "decode", device = "n0", space = "device", offset = 384 : i64, size = 256 : i64, alignment = 64 : i64, lifetime = "transient"}
+  %b.tok = vmachine.buffer "b.tok" {name = "token", stage = 0 : i64, step = "decode", device = "n0", space = "device", offset = 640 : i64, size = 4 : i64, alignment = 64 : i64, lifetime = "transient"}
+  %b.e0 = vmachine.buffer "b.e0" {name = "e0", stage = -1 : i64, step = "", device = "n0", space = "link", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64, lifetime = "edge"}
+  %e0 = vmachine.edge "e0" %b.e0 {producer = -1 : i64, consumer = 0 : i64, link = ""}
+  %b.e1 = vmachine.buffer "b.e1" {name = "e1", stage = -1 : i64, step = "", device = "n0", space = "link", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64, lifetime = "edge"}
+  %e1 = vmachine.edge "e1" %b.e1 {producer = 0 : i64, consumer = -1 : i64, link = ""}
   vmachine.stage attributes {index = 0 : i64, device = "n0", layer_start = 0 : i64, layer_end = 1 : i64} {
     vmachine.step attributes {name = "decode", rows = 1 : i64} {
+      %sync.0 = vmachine.token "sync.0" {signal = "c0", wait = "c1"}
+      %sync.9 = vmachine.token "sync.9" {signal = "c0", wait = "c1"}
       vmachine.queue attributes {engine = "queue.copy"} {
-        vmachine.recv {id = "i0", cmd = "c0", edge = "e0", dst = "b.in"}
-        vmachine.signal {id = "i1", token = "sync.0", signal = "c0", wait = "c1"}
+        vmachine.recv "i0" %e0 -> %b.in {cmd = "c0"}
+        vmachine.signal "i1" %sync.0
       }
       vmachine.queue attributes {engine = "queue.compute"} {
-        vmachine.wait {id = "i2", token = "sync.9", signal = "c0", wait = "c1"}
+        vmachine.wait "i2" %sync.9
         // CHECK:      invalid.mlir:[[# @LINE - 1]]:9: error: [AB-M-1] a machine program must respect its dataflow and kernel ABI: instruction 'i2' (command 'c1'): waits for token 'sync.9' signalled by later stage 1
-        // CHECK-NEXT: {{^}}  vmachine.wait {id = "i2", token = "sync.9", signal = "c0",
-        vmachine.kernel {id = "i3", cmd = "c1", kernel = "rope", ins = ["b.x", "b.t", "start_pos"], outs = ["b.y"], attrs = {head_dim = 8 : i64, n_heads = 8 : i64, rope_dim = 8 : i64}, block = 0 : i64}
-        vmachine.sample {id = "i4", cmd = "c2", src = "b.y", dst = "b.tok"}
-        vmachine.send {id = "i5", cmd = "c3", edge = "e1", src = "b.tok"}
+        // CHECK-NEXT: {{^}}  vmachine.wait "i2" %sync.9
+        vmachine.kernel "i3" "rope" (%b.x, %b.t) -> (%b.y) start_pos {cmd = "c1", attrs = {head_dim = 8 : i64, n_heads = 8 : i64, rope_dim = 8 : i64}, block = 0 : i64}
+        vmachine.sample "i4" %b.y -> %b.tok {cmd = "c2"}
+        vmachine.send "i5" %b.tok -> %e1 {cmd = "c3"}
       }
     }
   }
   vmachine.stage attributes {index = 1 : i64, device = "n0", layer_start = 1 : i64, layer_end = 2 : i64} {
     vmachine.step attributes {name = "decode", rows = 1 : i64} {
+      %sync.9 = vmachine.token "sync.9" {signal = "c0", wait = "c1"}
       vmachine.queue attributes {engine = "queue.compute"} {
-        vmachine.signal {id = "i9", token = "sync.9", signal = "c9", wait = "c1"}
+        vmachine.signal "i9" %sync.9
       }
     }
   }
 }
+
+// -----
+
+// program: an instruction reads a value no vmachine.buffer of the program defines (one from outside it)
+%ghost = builtin.unrealized_conversion_cast to !vmachine.buffer
+vmachine.program attributes {target = "virtual-queue@1", deployment = "d", concrete = "c", portable = "p", binder = "list-schedule", engine = "pipeplan-vmachine/1"} {
+  vmachine.abi {n_embd = 64 : i64, n_head = 8 : i64, n_head_kv = 4 : i64, n_ff = 172 : i64, n_vocab = 512 : i64, n_ctx = 2048 : i64, rope_dim = 8 : i64, n_layer = 5 : i64, max_seq_len = 64 : i64, rope_base = 1.000000e+04 : f64, rms_eps = 1.000000e-05 : f64, tied_embedding = 0 : i64}
+  %b.in = vmachine.buffer "b.in" {name = "input", stage = 0 : i64, step = "decode", device = "n0", space = "device", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64, lifetime = "transient"}
+  %b.x = vmachine.buffer "b.x" {name = "blk.0.q", stage = 0 : i64, step = "", device = "n0", space = "device", offset = 64 : i64, size = 256 : i64, alignment = 64 : i64, lifetime = "kv"}
+  %b.t = vmachine.buffer "b.t" {name = "rope.table", stage = 0 : i64, step = "", device = "n0", space = "device", offset = 320 : i64, size = 64 : i64, alignment = 64 : i64, lifetime = "weight"}
+  %b.y = vmachine.buffer "b.y" {name = "output", stage = 0 : i64, step = "decode", device = "n0", space = "device", offset = 384 : i64, size = 256 : i64, alignment = 64 : i64, lifetime = "transient"}
+  %b.tok = vmachine.buffer "b.tok" {name = "token", stage = 0 : i64, step = "decode", device = "n0", space = "device", offset = 640 : i64, size = 4 : i64, alignment = 64 : i64, lifetime = "transient"}
+  %b.e0 = vmachine.buffer "b.e0" {name = "e0", stage = -1 : i64, step = "", device = "n0", space = "link", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64, lifetime = "edge"}
+  %e0 = vmachine.edge "e0" %b.e0 {producer = -1 : i64, consumer = 0 : i64, link = ""}
+  %b.e1 = vmachine.buffer "b.e1" {name = "e1", stage = -1 : i64, step = "", device = "n0", space = "link", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64, lifetime = "edge"}
+  %e1 = vmachine.edge "e1" %b.e1 {producer = 0 : i64, consumer = -1 : i64, link = ""}
+  vmachine.stage attributes {index = 0 : i64, device = "n0", layer_start = 0 : i64, layer_end = 1 : i64} {
+    vmachine.step attributes {name = "decode", rows = 1 : i64} {
+      %sync.0 = vmachine.token "sync.0" {signal = "c0", wait = "c1"}
+      vmachine.queue attributes {engine = "queue.copy"} {
+        vmachine.recv "i0" %e0 -> %b.in {cmd = "c0"}
+        vmachine.signal "i1" %sync.0
+      }
+      vmachine.queue attributes {engine = "queue.compute"} {
+        vmachine.wait "i2" %sync.0
+        vmachine.kernel "i3" "rope" (%ghost, %b.t) -> (%b.y) start_pos {cmd = "c1", attrs = {head_dim = 8 : i64, n_heads = 8 : i64, rope_dim = 8 : i64}, block = 0 : i64}
+        // CHECK:      invalid.mlir:[[# @LINE - 1]]:9: error: [AB-M-1] a machine program must respect its dataflow and kernel ABI: instruction 'i3' (command 'c1'): names buffer '' that the program does not declare
+        // CHECK-NEXT: {{^}}  vmachine.kernel "i3" "rope" (%ghost, %b.t)
+        vmachine.sample "i4" %b.y -> %b.tok {cmd = "c2"}
+        vmachine.send "i5" %b.tok -> %e1 {cmd = "c3"}
+      }
+    }
+  }
+}
+
+
+// -----
+
+// program: an instruction uses a value no vmachine.edge of the program defines (one from outside it)
+%nowhere = builtin.unrealized_conversion_cast to !vmachine.edge
+vmachine.program attributes {target = "virtual-queue@1", deployment = "d", concrete = "c", portable = "p", binder = "list-schedule", engine = "pipeplan-vmachine/1"} {
+  vmachine.abi {n_embd = 64 : i64, n_head = 8 : i64, n_head_kv = 4 : i64, n_ff = 172 : i64, n_vocab = 512 : i64, n_ctx = 2048 : i64, rope_dim = 8 : i64, n_layer = 5 : i64, max_seq_len = 64 : i64, rope_base = 1.000000e+04 : f64, rms_eps = 1.000000e-05 : f64, tied_embedding = 0 : i64}
+  %b.in = vmachine.buffer "b.in" {name = "input", stage = 0 : i64, step = "decode", device = "n0", space = "device", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64, lifetime = "transient"}
+  %b.x = vmachine.buffer "b.x" {name = "blk.0.q", stage = 0 : i64, step = "", device = "n0", space = "device", offset = 64 : i64, size = 256 : i64, alignment = 64 : i64, lifetime = "kv"}
+  %b.t = vmachine.buffer "b.t" {name = "rope.table", stage = 0 : i64, step = "", device = "n0", space = "device", offset = 320 : i64, size = 64 : i64, alignment = 64 : i64, lifetime = "weight"}
+  %b.y = vmachine.buffer "b.y" {name = "output", stage = 0 : i64, step = "decode", device = "n0", space = "device", offset = 384 : i64, size = 256 : i64, alignment = 64 : i64, lifetime = "transient"}
+  %b.tok = vmachine.buffer "b.tok" {name = "token", stage = 0 : i64, step = "decode", device = "n0", space = "device", offset = 640 : i64, size = 4 : i64, alignment = 64 : i64, lifetime = "transient"}
+  %b.e0 = vmachine.buffer "b.e0" {name = "e0", stage = -1 : i64, step = "", device = "n0", space = "link", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64, lifetime = "edge"}
+  %e0 = vmachine.edge "e0" %b.e0 {producer = -1 : i64, consumer = 0 : i64, link = ""}
+  %b.e1 = vmachine.buffer "b.e1" {name = "e1", stage = -1 : i64, step = "", device = "n0", space = "link", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64, lifetime = "edge"}
+  %e1 = vmachine.edge "e1" %b.e1 {producer = 0 : i64, consumer = -1 : i64, link = ""}
+  vmachine.stage attributes {index = 0 : i64, device = "n0", layer_start = 0 : i64, layer_end = 1 : i64} {
+    vmachine.step attributes {name = "decode", rows = 1 : i64} {
+      %sync.0 = vmachine.token "sync.0" {signal = "c0", wait = "c1"}
+      vmachine.queue attributes {engine = "queue.copy"} {
+        vmachine.recv "i0" %nowhere -> %b.in {cmd = "c0"}
+        // CHECK:      invalid.mlir:[[# @LINE - 1]]:9: error: [AB-M-1] a machine program must respect its dataflow and kernel ABI: instruction 'i0' (command 'c0'): uses edge '' that the program does not declare
+        // CHECK-NEXT: {{^}}  vmachine.recv "i0" %nowhere -> %b.in {cmd = "c0"}
+        vmachine.signal "i1" %sync.0
+      }
+      vmachine.queue attributes {engine = "queue.compute"} {
+        vmachine.wait "i2" %sync.0
+        vmachine.kernel "i3" "rope" (%b.x, %b.t) -> (%b.y) start_pos {cmd = "c1", attrs = {head_dim = 8 : i64, n_heads = 8 : i64, rope_dim = 8 : i64}, block = 0 : i64}
+        vmachine.sample "i4" %b.y -> %b.tok {cmd = "c2"}
+        vmachine.send "i5" %b.tok -> %e1 {cmd = "c3"}
+      }
+    }
+  }
+}
+

@@ -10,4 +10,5 @@
 // vmachine ops store properties in declaration order, so the custom text does not change.
 
 // MLIR:      "vmachine.program"() <{binder = "list-schedule", concrete = "sha256:00", deployment = "deployment:n0"
-// MLIR:      "vmachine.kernel"() <{attrs = {head_dim = 8 : i64, n_heads = 8 : i64, rope_dim = 8 : i64}, block = 0 : i64, cmd = "c1"
+// MLIR:      "vmachine.edge"(%1) <{consumer = 0 : i64, id = "e0", link = "", producer = -1 : i64}> : (!vmachine.buffer) -> !vmachine.edge
+// MLIR:      "vmachine.kernel"(%3, %4, %5) <{attrs = {head_dim = 8 : i64, n_heads = 8 : i64, rope_dim = 8 : i64}, block = 0 : i64, cmd = "c1"
