@@ -207,7 +207,7 @@ class ProgramOp(PipeplanOp):
             raise VerifyException(f"a vmachine.program needs exactly one vmachine.abi, found {len(abis)}")
         ids: set[str] = set()
         for o in self.body.block.ops:
-            if not isinstance(o, AbiOp | BufferOp | EdgeOp | StageOp):
+            if not isinstance(o, AbiOp | BufferOp | EdgeOp | TokenOp | StageOp):
                 raise IRVerifyError(f"unexpected op '{o.name}' in a vmachine.program body", op=o)
         for o in self.walk():
             if isinstance(o, INSTRUCTIONS):
@@ -470,8 +470,9 @@ class QueueOp(PipeplanOp):
 @irdl_op_definition
 class TokenOp(PipeplanOp):
     """A signal/wait token of the step (the concrete signal/wait edge ``signal`` -> ``wait``, command ids);
-    yields the ``!vmachine.token`` that one ``vmachine.signal`` and the ``vmachine.wait`` ops of the step's
-    queues take. Placed in the step before its queues, so it dominates both.
+    yields the ``!vmachine.token`` that one ``vmachine.signal`` and the ``vmachine.wait`` ops take. Placed in
+    the step before its queues when both are in that step; at program level (before the stages) when the
+    signal and the wait are in different stages, so it dominates both.
 
     ```mlir
     %sync.0 = vmachine.token "sync.0" {signal = "cmd.decode.s0.recv.e0", wait = "cmd.decode.s0.embedding_gather.token_embd"}
@@ -484,7 +485,7 @@ class TokenOp(PipeplanOp):
     signal = prop_def(StringAttr)
     wait = prop_def(StringAttr)
     result = result_def(TokenType)
-    traits = traits_def(HasParent(StepOp))
+    traits = traits_def(HasParent(StepOp, ProgramOp))
     assembly_format = "$id attr-dict"
 
 

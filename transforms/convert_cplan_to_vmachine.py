@@ -241,6 +241,7 @@ def lower_plan(plan: ConcretePlan, abi: Mapping[str, Any], *, concrete: str = ""
         body_ops.append(eo)
 
     stage_ops: list[Operation] = []
+    program_tokens: dict[int, TokenOp] = {}
     for st in stages:
         used: dict[tuple, str] = {}
         step_ops: list[Operation] = []
@@ -249,9 +250,10 @@ def lower_plan(plan: ConcretePlan, abi: Mapping[str, Any], *, concrete: str = ""
             tokens: dict[int, TokenOp] = {}
 
             def token(k: int, s: Any, tokens: dict[int, TokenOp] = tokens) -> SSAValue:
-                t = tokens.get(k)
+                shared = where[s.signal][1] != where[s.wait][1]  # across stages: a program-level token
+                t = (program_tokens if shared else tokens).get(k)
                 if t is None:
-                    t = tokens[k] = TokenOp.create(properties={"id": string(f"sync.{k}"), "signal": string(s.signal),
+                    t = (program_tokens if shared else tokens)[k] = TokenOp.create(properties={"id": string(f"sync.{k}"), "signal": string(s.signal),
                                                                "wait": string(s.wait)}, result_types=[TokenType()])
                     t.result.name_hint = f"sync.{k}"
                 return t.result
@@ -292,7 +294,7 @@ def lower_plan(plan: ConcretePlan, abi: Mapping[str, Any], *, concrete: str = ""
         ls, le = ranges[st]
         stage_ops.append(build_op(StageOp, {"index": i64_of(st), "device": string(device[st]), "layer_start": i64_of(ls),
                                          "layer_end": i64_of(le)}, step_ops))
-    body_ops += stage_ops
+    body_ops += [program_tokens[k] for k in sorted(program_tokens)] + stage_ops
     prog = build_op(ProgramOp, {
         "target": string(plan.target), "deployment": string(plan.deployment), "concrete": string(concrete),
         "portable": string(plan.source), "binder": string(plan.binder), "engine": string(ENGINE_REVISION)}, body_ops)

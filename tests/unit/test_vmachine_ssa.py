@@ -36,7 +36,7 @@ def test_every_instruction_has_ssa_dataflow(program):
     """AB-M-1: buffers and edges are program-level values; every kernel takes the buffers it reads and writes
     (at least one of each), recv/send/sample take their buffer and
     edge values, signal/wait take a token defined in their own step; no instruction carries a string buffer,
-    edge or token property."""
+    edge or token property; each token is one signal's, shared with its waits."""
     top = list(program.body.block.ops)
     stages = [o for o in top if isinstance(o, vm.StageOp)]
     assert len(stages) == 2
@@ -52,8 +52,8 @@ def test_every_instruction_has_ssa_dataflow(program):
             assert isinstance(owner, vm.BufferOp | vm.EdgeOp | vm.TokenOp), (o.id.data, owner)
             if isinstance(owner, vm.BufferOp | vm.EdgeOp):
                 assert owner.parent_op() is program  # dominates every stage
-            else:
-                assert owner.parent_op() is o.parent_op().parent_op()  # the instruction's step
+            else:  # the instruction's step, or the program for a signal/wait pair across stages
+                assert owner.parent_op() in (o.parent_op().parent_op(), program)
         if isinstance(o, vm.KernelOp):
             assert o.reads and o.writes and all(isinstance(v.type, vm.BufferType) for v in o.operands)
         elif isinstance(o, vm.RecvOp):
@@ -62,6 +62,12 @@ def test_every_instruction_has_ssa_dataflow(program):
             assert isinstance(o.channel.type, vm.EdgeType) and o.edge.data and o.src.data
         elif isinstance(o, vm.SignalOp | vm.WaitOp):
             assert isinstance(o.event.type, vm.TokenType) and o.token.data.startswith("sync.")
+    tokens = [o for o in program.walk() if isinstance(o, vm.TokenOp)]
+    assert tokens and len({t.id.data for t in tokens}) == len(tokens)
+    for t in tokens:  # one signal and its waits share the token value
+        users = [u.operation for u in t.result.uses]
+        assert sum(isinstance(u, vm.SignalOp) for u in users) == 1 and any(isinstance(u, vm.WaitOp) for u in users)
+    assert any(isinstance(t.parent_op(), vm.ProgramOp) for t in tokens)  # stage 0 -> stage 1 syncs
     edges = [o for o in top if isinstance(o, vm.EdgeOp)]
     assert edges and all(isinstance(e.allocation.owner, vm.BufferOp) for e in edges)
     # the string accessors the runtime reads are derived from the operands
