@@ -296,9 +296,15 @@ class TokenType(ParametrizedAttribute, TypeAttribute):
 
 
 def buffer_id(v: SSAValue) -> str:
-    """The id of the ``vmachine.buffer`` defining ``v`` ("" when another op defines it)."""
+    """The id of the ``vmachine.buffer`` defining ``v``; for a value defined elsewhere, its SSA name
+    (``%b.ghost``), which the program's verifier then rejects as undeclared."""
     o = v.owner
-    return o.id.data if isinstance(o, BufferOp) else ""
+    return o.id.data if isinstance(o, BufferOp) else _foreign(v)
+
+
+def _foreign(v: SSAValue) -> str:
+    """``%name`` of a value no op of this dialect defines (``%?`` when it has no name)."""
+    return f"%{v.name_hint or '?'}"
 
 
 def _ids(vs: Sequence[SSAValue]) -> tuple[str, ...]:
@@ -371,9 +377,9 @@ class EdgeOp(PipeplanOp):
 
 
 def edge_id(v: SSAValue) -> str:
-    """The id of the ``vmachine.edge`` defining ``v`` ("" when another op defines it)."""
+    """The id of the ``vmachine.edge`` defining ``v``; for a value defined elsewhere, its SSA name."""
     o = v.owner
-    return o.id.data if isinstance(o, EdgeOp) else ""
+    return o.id.data if isinstance(o, EdgeOp) else _foreign(v)
 
 
 @irdl_op_definition

@@ -13,6 +13,6 @@ vmachine.program attributes {target = "t", deployment = "d", concrete = "c", por
     }
   }
 }
-// CHECK:      vmachine-unknown-buffer.mlir:11:9: error: [AB-M-1] a machine program must respect its dataflow and kernel ABI: instruction 'i0' (command 'c0'): names buffer '' that the program does not declare
+// CHECK:      vmachine-unknown-buffer.mlir:11:9: error: [AB-M-1] a machine program must respect its dataflow and kernel ABI: instruction 'i0' (command 'c0'): names buffer '%b.ghost' that the program does not declare
 // CHECK-NEXT: {{^}}  vmachine.kernel "i0" "add" (%b.ghost, %b.y) -> (%b.y) {cmd = "c0", attrs = {}, block = 0 : i64}{{$}}
 // CHECK-NOT:  vmachine.program

@@ -1086,7 +1086,7 @@ vmachine.program attributes {target = "virtual-queue@1", deployment = "d", concr
       vmachine.queue attributes {engine = "queue.compute"} {
         vmachine.wait "i2" %sync.0
         vmachine.kernel "i3" "rope" (%ghost, %b.t) -> (%b.y) start_pos {cmd = "c1", attrs = {head_dim = 8 : i64, n_heads = 8 : i64, rope_dim = 8 : i64}, block = 0 : i64}
-        // CHECK:      invalid.mlir:[[# @LINE - 1]]:9: error: [AB-M-1] a machine program must respect its dataflow and kernel ABI: instruction 'i3' (command 'c1'): names buffer '' that the program does not declare
+        // CHECK:      invalid.mlir:[[# @LINE - 1]]:9: error: [AB-M-1] a machine program must respect its dataflow and kernel ABI: instruction 'i3' (command 'c1'): names buffer '%ghost' that the program does not declare
         // CHECK-NEXT: {{^}}  vmachine.kernel "i3" "rope" (%ghost, %b.t)
         vmachine.sample "i4" %b.y -> %b.tok {cmd = "c2"}
         vmachine.send "i5" %b.tok -> %e1 {cmd = "c3"}
@@ -1116,7 +1116,7 @@ vmachine.program attributes {target = "virtual-queue@1", deployment = "d", concr
       %sync.0 = vmachine.token "sync.0" {signal = "c0", wait = "c1"}
       vmachine.queue attributes {engine = "queue.copy"} {
         vmachine.recv "i0" %nowhere -> %b.in {cmd = "c0"}
-        // CHECK:      invalid.mlir:[[# @LINE - 1]]:9: error: [AB-M-1] a machine program must respect its dataflow and kernel ABI: instruction 'i0' (command 'c0'): uses edge '' that the program does not declare
+        // CHECK:      invalid.mlir:[[# @LINE - 1]]:9: error: [AB-M-1] a machine program must respect its dataflow and kernel ABI: instruction 'i0' (command 'c0'): uses edge '%nowhere' that the program does not declare
         // CHECK-NEXT: {{^}}  vmachine.recv "i0" %nowhere -> %b.in {cmd = "c0"}
         vmachine.signal "i1" %sync.0
       }
