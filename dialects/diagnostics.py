@@ -137,19 +137,24 @@ def located(err: Exception, op: Operation | None) -> IRVerifyError:
     return IRVerifyError(str(err).split("\n")[0] or type(err).__name__, op=op)
 
 
+_SEGMENT_SIZES = ("operandSegmentSizes", "resultSegmentSizes")
+"""Segment-size properties: last, where xDSL's builders put them, so a generic print is the same after a
+generic parse."""
+
+
 class PipeplanOp(IRDLOperation):
     """Base of the pipeplan ops: a verifier failure raises :class:`IRVerifyError` naming this op (or the
     op a region verifier named), instead of xDSL's print of the whole module attached to the error.
 
     Properties are stored in the op definition's declaration order whatever order the text (or a
-    builder) gave them in, so a custom print is the same after upstream MLIR, which sorts property
-    dictionaries, printed the op (``mlir-opt --mlir-print-op-generic`` round trip)."""
+    builder) gave them in (segment sizes last), so a custom or generic print is the same after upstream MLIR,
+    which sorts property dictionaries, printed the op (``mlir-opt --mlir-print-op-generic`` round trip)."""
 
     @classmethod
     def _declared_order(cls, props: Mapping[str, Attribute | None] | None) -> dict[str, Attribute | None] | None:
         if not props:
             return None if props is None else dict(props)
-        order = cls.get_irdl_definition().properties
+        order = [k for k in cls.get_irdl_definition().properties if k not in _SEGMENT_SIZES]
         out = {k: props[k] for k in order if k in props}
         out.update((k, v) for k, v in props.items() if k not in out)
         return out

@@ -3,10 +3,13 @@
 // RUN: pipeplan-opt %s --print-op-generic | mlir-opt-19 --allow-unregistered-dialect --mlir-print-op-generic > %t.mlir
 // RUN: pipeplan-opt %t.mlir > %t.back
 // RUN: diff %t.custom %t.back
+// RUN: pipeplan-opt %s --print-op-generic > %t.generic
+// RUN: pipeplan-opt %t.mlir --print-op-generic > %t.generic.back
+// RUN: diff %t.generic %t.generic.back
 // RUN: filecheck %s --input-file=%t.mlir --check-prefix=MLIR
 // RUN: filecheck %s --input-file=%t.back
 
-// Interop with upstream mlir-opt. Every runplan op (plan, tensor, stage, edge, provision_stage) in
+// Interop with upstream mlir-opt (the generic text, too, is byte-identical after mlir-opt: second diff). Every runplan op (plan, tensor, stage, edge, provision_stage) in
 // generic form goes through mlir-opt-19 as an unregistered op -- the plan's block has no
 // terminator, stage values are !runplan.stage SSA values (MLIR renumbers them; the custom printer
 // names them %s<index> / %orch again), records are #runplan.<name><...> attributes whose body MLIR
