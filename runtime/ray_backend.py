@@ -106,7 +106,13 @@ from pipeplan.runtime.transport import (
 
 try:  # ray is an optional dependency: only this backend needs it
     import ray
-    from ray.exceptions import GetTimeoutError, RayActorError, RayChannelError, RayChannelTimeoutError
+    from ray.exceptions import (
+        ActorUnavailableError,
+        GetTimeoutError,
+        RayActorError,
+        RayChannelError,
+        RayChannelTimeoutError,
+    )
     from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 except ImportError:  # pragma: no cover - exercised only without ray
     ray = None  # type: ignore[assignment]
@@ -115,6 +121,10 @@ NODE_LABEL = "pipeplan.node"
 """Ray node label whose value is the pool node id the Ray node carries."""
 RESOURCE_PREFIX = "pipeplan_node:"
 """Custom resource ``pipeplan_node:<node id>`` marking a Ray node as carrying that pool node id."""
+UNAVAILABLE_POLLS = 3
+"""Consecutive event polls of a stage failing with ``ActorUnavailableError`` (Ray: temporarily unreachable, may
+come back) after which the stage counts as dead; fewer are retried, so a slow RPC under load does not make a
+live stage the one a fault is blamed on."""
 EVENT_POLL_S = 0.5
 """Seconds one event long-poll waits inside an actor before returning empty."""
 RESOLVE_TIMEOUT_S = 30.0
@@ -1095,6 +1105,7 @@ class RayBackend(Backend):
         self._poll: dict[int, Any] = {}
         self._events: collections.deque = collections.deque()
         self._dead: dict[int, str] = {}
+        self._unavailable: dict[int, int] = {}
         self._finished: dict[int, str] = {}
         self._expect_exit = False
         self._stopped = False
@@ -1202,9 +1213,15 @@ class RayBackend(Backend):
             del self._poll[s]
             try:
                 evs, finished = ray.get(ref)
+            except ActorUnavailableError as e:
+                self._unavailable[s] = self._unavailable.get(s, 0) + 1
+                if self._unavailable[s] >= UNAVAILABLE_POLLS:
+                    self._mark_dead(s, e)
+                continue
             except RayActorError as e:
                 self._mark_dead(s, e)
                 continue
+            self._unavailable.pop(s, None)
             self._cursor[s] += len(evs)
             self._events.extend(evs)
             if finished is not None:
