@@ -28,6 +28,7 @@ from xdsl.dialects.builtin import FileLineColLoc, IntAttr, LocationAttr, StringA
 from xdsl.ir import Attribute, Block, Operation, Region, SSAValue
 from xdsl.irdl import IRDLOperation
 from xdsl.printer import Printer
+from xdsl.traits import NoTerminator
 from xdsl.utils.exceptions import PassFailedException, VerifyException
 
 OP_TEXT_LIMIT = 160
@@ -180,10 +181,92 @@ class PipeplanOp(IRDLOperation):
         return super().build(operands=operands, result_types=result_types, attributes=attributes,
                              properties=cls._declared_order(properties), successors=successors, regions=regions)
 
+    def verify(self, verify_nested_ops: bool = True) -> None:
+        """xDSL's op verification (structure, IRDL constraints, ``verify_``), with a subtree that has not
+        changed since it last verified skipped (:func:`verify_cached`)."""
+        if not verify_nested_ops:
+            super().verify(verify_nested_ops=False)
+            return
+        verify_cached(self)
+
     def emit_error(self, message: str, underlying_error: Exception) -> NoReturn:
         if isinstance(underlying_error, VerifyException):
             raise located(underlying_error, self) from None
         raise underlying_error
+
+
+_Memo = dict[Operation, tuple[object, ...]]
+
+
+def _attrs(op: Operation, memo: _Memo) -> tuple[object, ...]:
+    """``op``'s properties and attributes (values), computed once per verification walk."""
+    t = memo.get(op)
+    if t is None:
+        t = memo[op] = (*op.properties.values(), None, *op.attributes.values())
+    return t
+
+
+def _verify_key(op: Operation, memo: _Memo) -> list[object]:
+    """What an op's verification reads, as a flat list: its parent block and the parent op's attributes, its
+    operands, their types and defining ops' attributes, result types, attributes, successors, and per region
+    the blocks, their argument types and ops. Attributes are immutable values and IR objects compare by
+    identity, so an equal key means the same verification result."""
+    parent = op.parent_op()
+    key: list[object] = [op.parent, None if parent is None else _attrs(parent, memo), len(op.operands)]
+    for v in op.operands:
+        owner = v.owner
+        key += (v, v.type, _attrs(owner, memo) if isinstance(owner, Operation) else None)
+    key.append(len(op.results))
+    key.extend(r.type for r in op.results)
+    key.append(_attrs(op, memo))
+    key.append(len(op.successors))
+    key.extend(op.successors)
+    for region in op.regions:
+        key.append(region)
+        for block in region.blocks:
+            key += (block, len(block.args))
+            key.extend(a.type for a in block.args)
+            key.extend(block.ops)
+            key.append(None)
+    return key
+
+
+def _same(a: list[object], b: list[object]) -> bool:
+    return len(a) == len(b) and all(x is y or x == y for x, y in zip(a, b, strict=True))
+
+
+def verify_cached(op: PipeplanOp, memo: _Memo | None = None) -> bool:
+    """Verify ``op`` and its nested ops as ``Operation.verify`` does, skipping each pipeplan op whose
+    subtree verified before and has not changed since (same :func:`_verify_key` for it and every nested
+    op). A pass pipeline verifies the whole module after each pass (``xdsl-opt``, ``mlir-opt
+    -verify-each``); passes rewrite one dialect at a time, so the others re-verify in linear time without
+    re-running their verifiers. Returns whether anything was verified. Raises what the verifiers raise."""
+    if memo is None:
+        memo = {}
+    key = _verify_key(op, memo)
+    prev = op.__dict__.get("_pp_verified")
+    changed = prev is None or not _same(prev, key)
+    for region in op.regions:
+        for block in region.blocks:
+            for child in block.ops:
+                if child.parent is not block:
+                    raise ValueError("Parent pointer of operation does not refer to containing block")
+                if isinstance(child, PipeplanOp):
+                    changed = verify_cached(child, memo) or changed
+                else:
+                    child.verify()
+                    changed = True
+    if not changed:
+        return False
+    op.__dict__.pop("_pp_verified", None)
+    for region in op.regions:  # the structural checks Block.verify makes beside its ops'
+        for block in region.blocks:
+            if not block.ops and len(region.blocks) == 1 and not op.has_trait(NoTerminator):
+                raise VerifyException(f"Operation {op.name} contains empty block in single-block region that "
+                                      "expects at least a terminator")
+    Operation.verify(op, verify_nested_ops=False)
+    op.__dict__["_pp_verified"] = key
+    return True
 
 
 class LocatingParser(FastParser):

@@ -1363,6 +1363,21 @@ def _enc(a: Attribute) -> str:
     return str(a)
 
 
+def _props_text(o: Operation) -> str:
+    """``name key=value ...`` of :func:`canonical_text` for one op, kept on the op while its property
+    values are the same objects (attributes are immutable), so an unchanged plan re-encodes in linear time
+    without re-printing its properties."""
+    props = o.properties
+    vals = (*props.items(),)
+    cached = o.__dict__.get("_pp_props_text")
+    if cached is not None and len(cached[0]) == len(vals) \
+            and all(a[0] == b[0] and a[1] is b[1] for a, b in zip(cached[0], vals, strict=True)):
+        return cached[1]
+    text = o.name + " " + " ".join(f"{k}={_enc(props[k])}" for k in sorted(props))
+    o.__dict__["_pp_props_text"] = (vals, text)
+    return text
+
+
 def canonical_text(op: Operation) -> str:
     """The canonical printed form of ``op`` and everything nested in it.
 
@@ -1377,8 +1392,7 @@ def canonical_text(op: Operation) -> str:
     lines = []
     ids: dict[SSAValue, int] = {}
     for o in op.walk():
-        props = o.properties
-        line = o.name + " " + " ".join(f"{k}={_enc(props[k])}" for k in sorted(props))
+        line = _props_text(o)
         if o.operands:
             line += " (" + ",".join(f"%{ids.get(v, -1)}" for v in o.operands) + ")"
         if o.results:
