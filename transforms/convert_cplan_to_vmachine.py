@@ -116,10 +116,11 @@ def _path(c: Command, iid: str) -> str:
 
 
 def lower_plan(plan: ConcretePlan, abi: Mapping[str, Any], *, concrete: str = "",
-               timings: Mapping[str, Attribute] | None = None) -> Lowered:
+               timings: Mapping[str, Attribute] | None = None, verify: bool = True) -> Lowered:
     """Lower ``plan`` for the model kernel ABI ``abi`` (module docstring); ``concrete`` is the plan's
     digest to record, ``timings`` the ``timing`` annotation of each command id (copied onto its
-    instruction as an annotation).
+    instruction as an annotation). ``verify=False`` leaves machine verification (:func:`verify_machine`)
+    to the caller, e.g. once the program is in its module.
 
     Raises MachineVerifyError (with the lineage path) or PipeplanError(code ``unsupported_plan``)
     for a plan this target cannot lower (unknown step, a stage spread over devices, unknown buffer).
@@ -301,7 +302,8 @@ def lower_plan(plan: ConcretePlan, abi: Mapping[str, Any], *, concrete: str = ""
     assert isinstance(prog, ProgramOp)
     out.program = prog
     out.cross_step_syncs = len(syncs) - len(same)
-    verify_machine(prog, out.lineage)
+    if verify:
+        verify_machine(prog, out.lineage)
     return out
 
 
@@ -419,13 +421,18 @@ class ConvertCplanToVmachinePass(ModulePass):
             plan_op = find_cplan(op)
             plan = plan_from_ir(plan_op)
             abi, abi_input = abi_for_module(op, plan, self.model)
-            low = _lower_plan_op(plan_op, plan, abi)
+            low = _lower_plan_op(plan_op, plan, abi, verify=False)
         except PipeplanError as e:
+            raise PassFailedException(f"convert-cplan-to-vmachine: {e.one_line()}") from None
+        op.body.block.add_op(low.program)  # verified where it stays, so the pipeline's verify finds it verified
+        try:
+            verify_machine(low.program, low.lineage)
+        except PipeplanError as e:
+            low.program.detach()
             raise PassFailedException(f"convert-cplan-to-vmachine: {e.one_line()}") from None
         for o in [plan_op] + ([abi_input] if abi_input is not None else []):
             o.detach()
             o.erase()
-        op.body.block.add_op(low.program)
         left = [o.name for o in op.walk() if o.name.startswith("cplan.")]
         if left:
             raise PassFailedException(f"convert-cplan-to-vmachine: cplan ops remain: {left[:3]}")
@@ -440,11 +447,11 @@ def lower_module(module: ModuleOp, abi: Mapping[str, Any]) -> Lowered:
     return _lower_plan_op(plan_op, plan_from_ir(plan_op), abi)
 
 
-def _lower_plan_op(plan_op: PlanOp, plan: ConcretePlan, abi: Mapping[str, Any]) -> Lowered:
+def _lower_plan_op(plan_op: PlanOp, plan: ConcretePlan, abi: Mapping[str, Any], verify: bool = True) -> Lowered:
     """:func:`lower_plan` of ``plan`` (the value of ``plan_op``) with ``plan_op``'s concrete digest and
     the timing annotations of its ops (keyed by op id). Raises PipeplanError / MachineVerifyError."""
     from pipeplan.transforms.cplan_project_timing import TIMING, concrete_digest
 
     timings = {o.id.data: o.attributes[TIMING] for o in plan_op.body.block.ops
                if TIMING in o.attributes and hasattr(o, "id")}
-    return lower_plan(plan, abi, concrete=concrete_digest(plan_op), timings=timings)
+    return lower_plan(plan, abi, concrete=concrete_digest(plan_op), timings=timings, verify=verify)
