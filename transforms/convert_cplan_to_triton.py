@@ -7,7 +7,11 @@ give each command's exact shape and dtypes, the portable buffers the KV-cache / 
 
 Each concrete allocation becomes one ``tmachine.buffer`` (its id, device and lifetime; dtype, shape and
 origin of the portable buffer it holds), and each concrete command one instruction in its queue's
-``tmachine.stream``, in queue order, tagged with its portable task's ``step``. Kernel names are
+``tmachine.stream``, in queue order, tagged with its portable task's ``step``; a command that a command of
+another queue depends on signals a program-level ``tmachine.token``, which that command's instruction waits
+for. Two phases: :func:`place_commands` builds the skeleton (buffers, tokens, streams holding the placed
+``cplan.command`` ops in queue order), then the :class:`LowerCommand` ``RewritePattern``, driven by a
+``PatternRewriteWalker``, rewrites each placed command into its one instruction (1:1). Kernel names are
 ``module:function`` within the target's kernel package (the IR names no runtime import path):
 
 ==================  ==========================================================================
