@@ -3,66 +3,121 @@ artifact emission", AB-M-1).
 
 ``convert-cplan-to-triton`` lowers each concrete command of a ``cuda-triton`` concrete plan to one
 machine instruction; nothing is added that the concrete plan did not decide (AB-M-4): streams are the
-plan's queues, instruction order is the queue order, cross-stream ``waits`` are the plan's
-dependencies on commands of other queues.
+plan's queues, instruction order is the queue order, cross-stream waits are the plan's dependencies on
+commands of other queues.
+
+SSA dataflow: ``tmachine.buffer`` yields a ``!tmachine.buffer`` and ``tmachine.token`` a ``!tmachine.token``
+at program level, before the streams (so they dominate every stream); instructions take the buffers they
+use as operands, ``waits(...)`` the tokens of the instructions of other streams they wait for, and
+``signal`` the token they complete (an instruction another stream waits on signals exactly one token).
+String ids stay properties of the defining ops; :func:`buffer_id`, :func:`token_id` and the instructions'
+``arg_ids``/``src``/``dst``/``wait_cmds`` accessors derive them from the operands.
 
 * ``tmachine.program`` (``target``, ``concrete`` = sha256 of the concrete plan it lowers,
-  ``revision``) holds the ``tmachine.buffer`` declarations (the plan's allocations) and one
-  ``tmachine.stream`` per (device, engine) queue;
-* ``tmachine.buffer``: one concrete allocation -- ``id`` (the alloc id instructions name), ``device``,
+  ``revision``) holds the ``tmachine.buffer`` declarations (the plan's allocations), the
+  ``tmachine.token`` timepoints, then one ``tmachine.stream`` per (device, engine) queue;
+* ``tmachine.buffer``: one concrete allocation -- ``id`` (the alloc id), ``device``,
   ``dtype``/``shape`` (of the portable buffer it holds), ``lifetime`` (``weight``, ``kv``, ``transient``,
   ``edge``) and ``origin`` (the GGUF tensor name of a weight, ``rope_table``/``rope_table_swa``,
   ``blk.N.cache_k``/``cache_v``, ``<step>:<value>`` of a transient, ``edge <id> (<kind>)``);
+* ``tmachine.token``: the completion of one instruction that an instruction of another stream waits for;
 * ``tmachine.stream`` holds instructions in queue order:
 
   - ``tmachine.launch``: one Triton kernel launch -- ``kernel`` (``module:function`` of a ``@triton.jit``
     kernel, the module named within the target's kernel package: the IR names no runtime import path,
-    the runtime resolves the package from ``target``), ``grid`` (3 positive ints),
-    ``meta`` (constexpr meta-parameters: block sizes, format codes, ``num_warps``), ``args`` (buffer
-    arguments, concrete alloc ids, in kernel parameter order), ``scalars`` (scalar arguments: ints,
-    floats, or a ``"$<name>"`` bound at run time: ``"$start_pos"`` the step's position, any other
-    ``"$<attr>"`` the attribute of that name of the stage-program kernel call the command lowers, recorded
-    so when the lowering had no model ABI), ``autotune`` (the runtime may retune the block sizes per its
-    key; the grid is then recomputed from them);
-  - ``tmachine.view``: a command that is a view, not a kernel (``last_row``);
-  - ``tmachine.copy``: a copy-engine transfer (edge ``send``/``recv``) of ``bytes`` from ``src`` to ``dst``.
+    the runtime resolves the package from ``target``), the buffer arguments (operands, in kernel parameter
+    order), ``grid`` (3 positive ints), ``meta`` (constexpr meta-parameters: block sizes, format codes,
+    ``num_warps``), ``scalars`` (scalar arguments: ints, floats, or a ``"$<name>"`` bound at run time:
+    ``"$start_pos"`` the step's position, any other ``"$<attr>"`` the attribute of that name of the
+    stage-program kernel call the command lowers, recorded so when the lowering had no model ABI),
+    ``autotune`` (the runtime may retune the block sizes per its key; the grid is then recomputed);
+  - ``tmachine.view``: a command that is a view, not a kernel (``last_row``; operands: source, target);
+  - ``tmachine.copy``: a copy-engine transfer (edge ``send``/``recv``) of ``bytes`` from one buffer to another.
 
 Every instruction carries ``id``, ``cmd`` (the concrete command it lowers), ``step`` (optional: the
-plan step it belongs to, ``prefill``/``decode``; absent, it runs in every step), ``waits`` (commands of
-other streams that must complete first) and ``lineage`` (the concrete command's lineage path, so a
-diagnostic reaches model op -> stage/block -> portable task -> candidate -> command -> instruction,
-AB-D-1).
+plan step it belongs to, ``prefill``/``decode``; absent, it runs in every step) and ``lineage`` (the
+concrete command's lineage path, so a diagnostic reaches model op -> stage/block -> portable task ->
+candidate -> command -> instruction, AB-D-1).
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import ClassVar
 
-from pipeplan.dialects.carriers import PropsInAttrDict, check_strs
+from pipeplan.dialects.carriers import PropsInAttrDict
 from pipeplan.dialects.diagnostics import IRVerifyError, PipeplanOp
 from pipeplan.dialects.graph import cycle_members, stable_topo_order
 from xdsl.dialects.builtin import (
-    ArrayAttr,
     DenseArrayBase,
     DictionaryAttr,
     FloatAttr,
     IntegerAttr,
     StringAttr,
 )
-from xdsl.ir import Dialect, Operation
+from xdsl.ir import Dialect, Operation, ParametrizedAttribute, SSAValue, TypeAttribute
 from xdsl.irdl import (
+    AttrSizedOperandSegments,
     ParsePropInAttrDict,
+    irdl_attr_definition,
     irdl_op_definition,
+    operand_def,
+    opt_operand_def,
     opt_prop_def,
     prop_def,
     region_def,
+    result_def,
     traits_def,
+    var_operand_def,
 )
 from xdsl.traits import HasParent, NoTerminator
 from xdsl.utils.exceptions import VerifyException
 
-REVISION = "pipeplan-tmachine/1"
-"""Revision of this MachineIR and its lowering."""
+REVISION = "pipeplan-tmachine/2"
+"""Revision of this MachineIR and its lowering (2: SSA buffers and tokens)."""
+
+
+@irdl_attr_definition
+class BufferType(ParametrizedAttribute, TypeAttribute):
+    """``!tmachine.buffer``: one allocation, defined by ``tmachine.buffer`` at program level (so it
+    dominates every stream) and taken by the instructions that use it."""
+
+    name = "tmachine.buffer"
+
+
+@irdl_attr_definition
+class TokenType(ParametrizedAttribute, TypeAttribute):
+    """``!tmachine.token``: the completion of one instruction, defined by ``tmachine.token`` at program level;
+    the instruction signals it (``signal``), instructions of other streams wait for it (``waits``)."""
+
+    name = "tmachine.token"
+
+
+def _foreign(v: SSAValue) -> str:
+    """``%name`` of a value no op of this dialect's program defines (``%?`` when it has no name)."""
+    return f"%{v.name_hint or '?'}"
+
+
+def buffer_id(v: SSAValue) -> str:
+    """The id of the ``tmachine.buffer`` defining ``v``; for a value defined elsewhere, its SSA name
+    (``%b.ghost``), which the program's verifier rejects as undeclared."""
+    o = v.owner
+    return o.id.data if isinstance(o, BufferOp) else _foreign(v)
+
+
+def token_id(v: SSAValue) -> str:
+    """The id of the ``tmachine.token`` defining ``v``; for a value defined elsewhere, its SSA name."""
+    o = v.owner
+    return o.id.data if isinstance(o, TokenOp) else _foreign(v)
+
+
+def signaller(v: SSAValue) -> Operation | None:
+    """The first instruction that signals token ``v`` (takes it as its ``signal`` operand), or None."""
+    for u in v.uses:
+        o = u.operation
+        if isinstance(o, INSTRUCTIONS) and o.signal is v:
+            return o
+    return None
 
 
 @irdl_op_definition
@@ -70,13 +125,16 @@ class ProgramOp(PipeplanOp):
     """A Triton machine program: the lowering of one concrete plan.
 
     ```mlir
-    tmachine.program attributes {target = "cuda-triton@1", concrete = "sha256:00", revision = "pipeplan-tmachine/1"} {
-      tmachine.buffer {id = "b0", device = "n0", dtype = "f32", shape = array<i64: 4, 64>, lifetime = "transient",
+    tmachine.program attributes {target = "cuda-triton@1", concrete = "sha256:00", revision = "pipeplan-tmachine/2"} {
+      %x = tmachine.buffer "b0" {device = "n0", dtype = "f32", shape = array<i64: 4, 64>, lifetime = "transient",
         origin = "prefill:h0"}
-      tmachine.stream {device = "n0", engine = "cuda.stream"} {
-        tmachine.launch {id = "i.c0", cmd = "c0", kernel = "rmsnorm:_rms_norm_kernel",
-          grid = array<i64: 4, 1, 1>, meta = {BLOCK_D = 64 : i64}, args = ["b0", "w0", "b1"],
-          scalars = {D = 64 : i64}, autotune = false, waits = [], lineage = "blk.0.attn_norm -> c0"}
+      %w = tmachine.buffer "w0" {device = "n0", dtype = "f32", shape = array<i64: 64>, lifetime = "weight",
+        origin = "blk.0.attn_norm.weight"}
+      %y = tmachine.buffer "b1" {device = "n0", dtype = "f32", shape = array<i64: 4, 64>, lifetime = "transient",
+        origin = "prefill:blk.0.attn_in"}
+      tmachine.stream attributes {device = "n0", engine = "cuda.stream"} {
+        tmachine.launch "i.c0" "rmsnorm:_rms_norm_kernel" (%x, %w, %y) {cmd = "c0", grid = array<i64: 4, 1, 1>,
+          meta = {BLOCK_D = 64 : i64}, scalars = {D = 64 : i64}, autotune = false, lineage = "blk.0.attn_norm -> c0"}
       }
     }
     ```
@@ -97,11 +155,14 @@ class ProgramOp(PipeplanOp):
         seen: set[str] = set()
         for b in self.body.blocks:
             for op in b.ops:
-                if isinstance(op, BufferOp):
+                if isinstance(op, BufferOp | TokenOp):
+                    if seen:
+                        raise IRVerifyError(f"'{op.name}' after a tmachine.stream (buffers and tokens come before the "
+                                            "streams that use them)", op=op)
                     continue
                 if not isinstance(op, StreamOp):
-                    raise IRVerifyError(f"unexpected op '{op.name}' in a tmachine.program (buffers and streams only)",
-                                        op=op)
+                    raise IRVerifyError(f"unexpected op '{op.name}' in a tmachine.program (buffers, tokens and "
+                                        "streams only)", op=op)
                 key = f"{op.device.data}/{op.engine.data}"
                 if key in seen:
                     raise IRVerifyError(f"stream {key} appears twice", op=op)
@@ -110,23 +171,27 @@ class ProgramOp(PipeplanOp):
 
 
 @irdl_op_definition
-class BufferOp(PropsInAttrDict):
-    """One concrete allocation the instructions name by ``id`` (see the module docstring).
+class BufferOp(PipeplanOp):
+    """One concrete allocation (``id``: the alloc id; see the module docstring); yields the
+    ``!tmachine.buffer`` the instructions take.
 
     ```mlir
-    tmachine.buffer {id = "alloc.s0.blk.0.cache_k", device = "n0", dtype = "f32", shape = array<i64: 64, 4, 8>,
-      lifetime = "kv", origin = "blk.0.cache_k"}
+    %s0.blk.0.cache_k = tmachine.buffer "alloc.s0.blk.0.cache_k" {device = "n0", dtype = "f32",
+      shape = array<i64: 64, 4, 8>, lifetime = "kv", origin = "blk.0.cache_k"}
     ```
     """
 
     name = "tmachine.buffer"
+    irdl_options = (ParsePropInAttrDict(),)
     id = prop_def(StringAttr)
     device = prop_def(StringAttr)
     dtype = prop_def(StringAttr)
     shape = prop_def(DenseArrayBase)
     lifetime = prop_def(StringAttr)
     origin = prop_def(StringAttr)
+    result = result_def(BufferType)
     traits = traits_def(HasParent(ProgramOp))
+    assembly_format = "$id attr-dict"
 
     def verify_(self) -> None:
         if self.lifetime.data not in LIFETIMES:
@@ -141,12 +206,31 @@ LIFETIMES = ("weight", "kv", "transient", "edge")
 
 
 @irdl_op_definition
+class TokenOp(PipeplanOp):
+    """The completion of one instruction that instructions of other streams wait for: yields the
+    ``!tmachine.token`` that instruction signals and the waiting instructions take (program level, before
+    the streams, so it dominates all of them).
+
+    ```mlir
+    %done.c0 = tmachine.token "done.c0"
+    ```
+    """
+
+    name = "tmachine.token"
+    irdl_options = (ParsePropInAttrDict(),)
+    id = prop_def(StringAttr)
+    result = result_def(TokenType)
+    traits = traits_def(HasParent(ProgramOp))
+    assembly_format = "$id attr-dict"
+
+
+@irdl_op_definition
 class StreamOp(PipeplanOp):
     """One queue (CUDA stream or copy engine) of a device; its instructions run in order.
 
     ```mlir
-    tmachine.stream {device = "n0", engine = "cuda.copy"} {
-      tmachine.copy {id = "i.c9", cmd = "c9", src = "e0", dst = "b0", bytes = 16 : i64, waits = [], lineage = "edge:e0"}
+    tmachine.stream attributes {device = "n0", engine = "cuda.copy"} {
+      tmachine.copy "i.c9" %e0 -> %b0 signal %done.c9 {cmd = "c9", bytes = 16 : i64, lineage = "edge:e0"}
     }
     ```
     """
@@ -162,36 +246,70 @@ class StreamOp(PipeplanOp):
     def verify_(self) -> None:
         for b in self.body.blocks:
             for op in b.ops:
-                if not isinstance(op, LaunchOp | ViewOp | CopyOp):
+                if not isinstance(op, INSTRUCTIONS):
                     raise IRVerifyError(f"unexpected op '{op.name}' in a tmachine.stream", op=op)
 
 
+class _Instruction(PropsInAttrDict):
+    """Common accessors of the instructions: the buffers they use, the commands they wait for."""
+
+    irdl_options = (ParsePropInAttrDict(), AttrSizedOperandSegments(as_property=True))
+
+    def buffers(self) -> Sequence[SSAValue]:
+        """The ``!tmachine.buffer`` operands, in operand order."""
+        raise NotImplementedError
+
+    def tokens(self) -> Sequence[SSAValue]:
+        """The ``!tmachine.token`` operands this instruction waits for."""
+        return self.waits  # type: ignore[attr-defined,no-any-return]
+
+    @property
+    def arg_ids(self) -> tuple[str, ...]:
+        """The ids of the buffers it uses (operand order)."""
+        return tuple(buffer_id(v) for v in self.buffers())
+
+    @property
+    def wait_cmds(self) -> tuple[str, ...]:
+        """The commands it waits for: the ``cmd`` of each wait token's signaller ("" when none signals it)."""
+        out = []
+        for t in self.tokens():
+            s = signaller(t)
+            out.append(s.cmd.data if s is not None else "")  # type: ignore[attr-defined]
+        return tuple(out)
+
+
 @irdl_op_definition
-class LaunchOp(PropsInAttrDict):
-    """One Triton kernel launch (see the module docstring).
+class LaunchOp(_Instruction):
+    """One Triton kernel launch (see the module docstring): ``args`` the buffer arguments in kernel parameter
+    order, ``waits`` the tokens of other streams' instructions to wait for, ``signal`` the token it completes.
 
     ```mlir
-    tmachine.launch {id = "i.c1", cmd = "c1", kernel = "gemv:_gemv_kernel",
-      grid = array<i64: 4, 1, 1>, meta = {FMT = 3 : i64, USE_DOT = 0 : i64, BLOCK_M = 1 : i64, BLOCK_N = 16 : i64,
-      BLOCK_K = 256 : i64}, args = ["x", "w", "y"], scalars = {M = 1 : i64, N = 64 : i64, K = 64 : i64},
-      autotune = true, waits = [], lineage = "blk.0.attn_q -> c1"}
+    tmachine.launch "i.c1" "gemv:_gemv_kernel" (%x, %w, %y) waits(%done.c0) {cmd = "c1",
+      grid = array<i64: 4, 1, 1>, meta = {BLOCK_K = 256 : i64, BLOCK_M = 1 : i64, BLOCK_N = 16 : i64, FMT = 3 : i64,
+      USE_DOT = 0 : i64}, scalars = {K = 64 : i64, M = 1 : i64, N = 64 : i64}, autotune = true,
+      lineage = "blk.0.attn_q -> c1"}
     ```
     """
 
     name = "tmachine.launch"
     KEYWORD_DICTS: ClassVar[tuple[str, ...]] = ("meta", "scalars")
     id = prop_def(StringAttr)
-    cmd = prop_def(StringAttr)
     kernel = prop_def(StringAttr)
+    args = var_operand_def(BufferType)
+    waits = var_operand_def(TokenType)
+    signal = opt_operand_def(TokenType)
+    cmd = prop_def(StringAttr)
     grid = prop_def(DenseArrayBase)
     meta = prop_def(DictionaryAttr)
-    args = prop_def(ArrayAttr)
     scalars = prop_def(DictionaryAttr)
     autotune = prop_def(IntegerAttr)
     step = opt_prop_def(StringAttr)
-    waits = prop_def(ArrayAttr)
     lineage = prop_def(StringAttr)
     traits = traits_def(HasParent(StreamOp))
+    assembly_format = ("$id $kernel ` ` `(` $args `)` (`waits` `(` $waits^ `)`)? (`signal` $signal^)? attr-dict")
+
+    def buffers(self) -> Sequence[SSAValue]:
+        return self.args
 
     def verify_(self) -> None:
         name = self.id.data
@@ -206,28 +324,32 @@ class LaunchOp(PropsInAttrDict):
         for k, v in self.scalars.data.items():
             if not isinstance(v, IntegerAttr | FloatAttr) and not (isinstance(v, StringAttr) and v.data.startswith("$")):
                 raise VerifyException(f"{ABI_INVARIANT}: launch '{name}': scalar '{k}' must be a number or a '$runtime' name, got {v}")
-        check_strs(self.args, f"launch '{name}': args")
-        check_strs(self.waits, f"launch '{name}': waits")
 
 
 @irdl_op_definition
-class ViewOp(PropsInAttrDict):
-    """A command that is a view of a buffer, not a kernel (``last_row``).
+class ViewOp(_Instruction):
+    """A command that is a view of buffer ``source`` into ``target``, not a kernel (``last_row``).
 
     ```mlir
-    tmachine.view {id = "i.c5", cmd = "c5", kind = "last_row", args = ["b3", "b4"], waits = [], lineage = "h_last"}
+    tmachine.view "i.c5" "last_row" %b3 -> %b4 {cmd = "c5", lineage = "h_last"}
     ```
     """
 
     name = "tmachine.view"
     id = prop_def(StringAttr)
-    cmd = prop_def(StringAttr)
     kind = prop_def(StringAttr)
-    args = prop_def(ArrayAttr)
+    source = operand_def(BufferType)
+    target = operand_def(BufferType)
+    waits = var_operand_def(TokenType)
+    signal = opt_operand_def(TokenType)
+    cmd = prop_def(StringAttr)
     step = opt_prop_def(StringAttr)
-    waits = prop_def(ArrayAttr)
     lineage = prop_def(StringAttr)
     traits = traits_def(HasParent(StreamOp))
+    assembly_format = ("$id $kind $source `->` $target (`waits` `(` $waits^ `)`)? (`signal` $signal^)? attr-dict")
+
+    def buffers(self) -> Sequence[SSAValue]:
+        return (self.source, self.target)
 
     def verify_(self) -> None:
         if self.kind.data not in ("last_row",):
@@ -235,24 +357,38 @@ class ViewOp(PropsInAttrDict):
 
 
 @irdl_op_definition
-class CopyOp(PropsInAttrDict):
-    """A copy-engine transfer of ``bytes`` from alloc ``src`` to alloc ``dst`` (edge send/recv).
+class CopyOp(_Instruction):
+    """A copy-engine transfer of ``bytes`` from buffer ``source`` to buffer ``target`` (edge send/recv;
+    ``src``/``dst``: their ids).
 
     ```mlir
-    tmachine.copy {id = "i.c9", cmd = "c9", src = "e0", dst = "b0", bytes = 16 : i64, waits = [], lineage = "edge:e0"}
+    tmachine.copy "i.c9" %e0 -> %b0 signal %done.c9 {cmd = "c9", bytes = 16 : i64, lineage = "edge:e0"}
     ```
     """
 
     name = "tmachine.copy"
     id = prop_def(StringAttr)
+    source = operand_def(BufferType)
+    target = operand_def(BufferType)
+    waits = var_operand_def(TokenType)
+    signal = opt_operand_def(TokenType)
     cmd = prop_def(StringAttr)
-    src = prop_def(StringAttr)
-    dst = prop_def(StringAttr)
     bytes = prop_def(IntegerAttr)
     step = opt_prop_def(StringAttr)
-    waits = prop_def(ArrayAttr)
     lineage = prop_def(StringAttr)
     traits = traits_def(HasParent(StreamOp))
+    assembly_format = ("$id $source `->` $target (`waits` `(` $waits^ `)`)? (`signal` $signal^)? attr-dict")
+
+    def buffers(self) -> Sequence[SSAValue]:
+        return (self.source, self.target)
+
+    @property
+    def src(self) -> StringAttr:
+        return StringAttr(buffer_id(self.source))
+
+    @property
+    def dst(self) -> StringAttr:
+        return StringAttr(buffer_id(self.target))
 
     def verify_(self) -> None:
         if self.bytes.value.data < 0:
@@ -269,69 +405,84 @@ ABI_INVARIANT = "[AB-M-1] a machine program must respect its launch ABI and stre
 
 
 def check_streams(program: ProgramOp) -> None:
-    """Whole-program checks of a ``tmachine.program`` whose ops passed their own verifiers: instruction
-    ids unique; an instruction's ``step``, when present, one of :data:`STEPS`; every instruction's buffer
-    arguments are non-empty alloc ids and, when the program declares its buffers, declared ones (buffer ids
-    unique); every ``waits`` entry names a command lowered by an instruction of another stream; stream order
-    plus waits is acyclic (no deadlock). Raises IRVerifyError at the offending instruction."""
-    streams = [list(b.ops) for s in _streams(program) for b in s.body.blocks]
-    declared: set[str] = set()
-    for buf in (o for b in program.body.blocks for o in b.ops if isinstance(o, BufferOp)):
-        if buf.id.data in declared:
-            raise IRVerifyError(f"{ABI_INVARIANT}: duplicate buffer id '{buf.id.data}'", op=buf)
-        declared.add(buf.id.data)
-    by_cmd: dict[str, tuple[int, int]] = {}
-    ids: set[str] = set()
+    """Whole-program checks of a ``tmachine.program`` whose ops passed their own verifiers, from its SSA
+    structure: buffer, token and instruction ids unique; an instruction's ``step``, when present, one of
+    :data:`STEPS`; every buffer operand is a ``tmachine.buffer`` of this program with a non-empty id, every
+    token operand a ``tmachine.token`` of this program; each token is signalled by one instruction, and an
+    instruction waits only for tokens signalled in another stream; stream order plus waits is acyclic (no
+    deadlock). Raises IRVerifyError at the offending instruction (or buffer/token op)."""
+    top = [o for b in program.body.blocks for o in b.ops]
+    for kind in (BufferOp, TokenOp):
+        ids: set[str] = set()
+        for o in top:
+            if isinstance(o, kind):
+                if o.id.data in ids:
+                    raise IRVerifyError(f"{ABI_INVARIANT}: duplicate {o.name.split('.')[1]} id '{o.id.data}'", op=o)
+                ids.add(o.id.data)
+    mine = {o for o in top if isinstance(o, BufferOp | TokenOp)}
+    streams = [[o for b in s.body.blocks for o in b.ops if isinstance(o, INSTRUCTIONS)] for s in _streams(program)]
+    stream_of: dict[Operation, int] = {}
+    signals: dict[SSAValue, Operation] = {}
+    iids: set[str] = set()
     for si, ops in enumerate(streams):
-        for k, o in enumerate(ops):
-            if not isinstance(o, INSTRUCTIONS):
-                continue
-            if o.id.data in ids:
-                raise IRVerifyError(f"{ABI_INVARIANT}: duplicate instruction id '{o.id.data}'", op=o)
-            ids.add(o.id.data)
+        for o in ops:
+            iid = o.id.data
+            if iid in iids:
+                raise IRVerifyError(f"{ABI_INVARIANT}: duplicate instruction id '{iid}'", op=o)
+            iids.add(iid)
+            stream_of[o] = si
             if o.step is not None and o.step.data not in STEPS:
-                raise IRVerifyError(f"{ABI_INVARIANT}: instruction '{o.id.data}' belongs to step '{o.step.data}', "
+                raise IRVerifyError(f"{ABI_INVARIANT}: instruction '{iid}' belongs to step '{o.step.data}', "
                                     f"not one of {', '.join(STEPS)}", op=o)
-            by_cmd.setdefault(o.cmd.data, (si, k))
-            names = [o.src.data, o.dst.data] if isinstance(o, CopyOp) else [a.data for a in o.args.data
-                                                                             if isinstance(a, StringAttr)]
-            if any(not n for n in names):
-                raise IRVerifyError(f"{ABI_INVARIANT}: instruction '{o.id.data}' has an empty buffer argument", op=o)
-            unknown = [n for n in names if declared and n not in declared]
-            if unknown:
-                raise IRVerifyError(f"{ABI_INVARIANT}: instruction '{o.id.data}' names buffer '{unknown[0]}', which "
-                                    "the program does not declare", op=o)
-    preds: list[list[int]] = []
-    node: dict[tuple[int, int], int] = {}
+            for v in o.buffers():
+                if v.owner not in mine:
+                    raise IRVerifyError(f"{ABI_INVARIANT}: instruction '{iid}' names buffer '{buffer_id(v)}', which "
+                                        "the program does not declare", op=o)
+                if not buffer_id(v):
+                    raise IRVerifyError(f"{ABI_INVARIANT}: instruction '{iid}' has an empty buffer argument", op=o)
+            for v in [*o.waits, *([o.signal] if o.signal is not None else [])]:
+                if v.owner not in mine:
+                    raise IRVerifyError(f"{ABI_INVARIANT}: instruction '{iid}' uses token '{token_id(v)}', which the "
+                                        "program does not declare", op=o)
+            if o.signal is not None:
+                first = signals.setdefault(o.signal, o)
+                if first is not o:
+                    raise IRVerifyError(f"{ABI_INVARIANT}: token '{token_id(o.signal)}' is signalled by instruction "
+                                        f"'{first.id.data}' and by '{iid}'", op=o)  # type: ignore[attr-defined]
+    node: dict[Operation, int] = {}
     flat: list[Operation] = []
-    for si, ops in enumerate(streams):
-        for k, o in enumerate(ops):
-            node[(si, k)] = len(flat)
+    for ops in streams:
+        for o in ops:
+            node[o] = len(flat)
             flat.append(o)
+    preds: list[list[int]] = []
     for si, ops in enumerate(streams):
         for k, o in enumerate(ops):
-            ps = [node[(si, k - 1)]] if k else []
-            for w in (x.data for x in o.waits.data if isinstance(x, StringAttr)) if isinstance(o, INSTRUCTIONS) else ():
-                src = by_cmd.get(w)
+            ps = [node[ops[k - 1]]] if k else []
+            for t in o.waits:
+                src = signals.get(t)
                 if src is None:
-                    raise IRVerifyError(f"{ABI_INVARIANT}: instruction '{o.id.data}' waits for command '{w}' that no "
-                                        f"instruction of the program lowers", op=o)
-                if src[0] == si:
-                    raise IRVerifyError(f"{ABI_INVARIANT}: instruction '{o.id.data}' waits for command '{w}' of its "
-                                        f"own stream (stream order already orders them)", op=o)
+                    raise IRVerifyError(f"{ABI_INVARIANT}: instruction '{o.id.data}' waits for token '{token_id(t)}' "
+                                        "that no instruction of the program signals", op=o)
+                if stream_of[src] == si:
+                    raise IRVerifyError(f"{ABI_INVARIANT}: instruction '{o.id.data}' waits for token '{token_id(t)}' "
+                                        f"signalled by '{src.id.data}' of its own stream (stream order already "  # type: ignore[attr-defined]
+                                        "orders them)", op=o)
                 ps.append(node[src])
             preds.append(ps)
     if stable_topo_order(len(flat), preds) is None:
         o = flat[cycle_members(len(flat), preds)[0]]
         raise IRVerifyError(f"{ABI_INVARIANT}: stream order and waits deadlock at instruction "
-                            f"'{getattr(o, 'id', StringAttr('?')).data}'", op=o)
+                            f"'{o.id.data}'", op=o)  # type: ignore[attr-defined]
 
 
 def _streams(program: ProgramOp) -> list[StreamOp]:
     return [o for b in program.body.blocks for o in b.ops if isinstance(o, StreamOp)]
 
 
-Tmachine = Dialect("tmachine", [ProgramOp, BufferOp, StreamOp, LaunchOp, ViewOp, CopyOp], [])
+Tmachine = Dialect("tmachine", [ProgramOp, BufferOp, TokenOp, StreamOp, LaunchOp, ViewOp, CopyOp],
+                   [BufferType, TokenType])
 
-__all__ = ["ABI_INVARIANT", "BufferOp", "CopyOp", "LIFETIMES", "INSTRUCTIONS", "LaunchOp", "ProgramOp", "REVISION", "StreamOp", "Tmachine",
-           "ViewOp", "check_streams"]
+__all__ = ["ABI_INVARIANT", "BufferOp", "BufferType", "CopyOp", "LIFETIMES", "INSTRUCTIONS", "LaunchOp", "ProgramOp",
+           "REVISION", "STEPS", "StreamOp", "TokenOp", "TokenType", "Tmachine", "ViewOp", "buffer_id", "check_streams",
+           "signaller", "token_id"]

@@ -18,8 +18,9 @@ the program is resolved once into bound callables per step, then each step only 
   rope bases; ``kv`` -> zeros, persistent across steps (:meth:`TMachineInterpreter.reset`);
   ``transient`` and ``edge`` -> one tensor each of the IR's dtype and shape, allocated once.
 * **Steps**: an instruction belongs to the step named by its ``step`` (absent: every step). A step runs
-  its instructions in stream order, an instruction after the instructions of the selected streams its
-  ``waits`` name (waits on other devices' instructions are the edge exchange: the caller's rows).
+  its instructions in stream order, an instruction after the instructions of the selected streams that
+  signal the tokens its ``waits`` operands take (waits on other devices' instructions are the edge exchange:
+  the caller's rows). Buffer arguments are the instructions' SSA operands (each a ``tmachine.buffer`` value).
   ``tmachine.copy`` copies ``bytes`` bytes; ``tmachine.view`` ``last_row`` copies the last row.
 * **Edges**: the inbound edges of the selected streams (recv sources no selected instruction writes)
   receive the caller's rows; the outbound ones (send destinations no selected instruction reads) are
@@ -44,7 +45,15 @@ from typing import Any, Protocol
 
 import torch
 from pipeplan.dialects.graph import stable_topo_order
-from pipeplan.dialects.triton_machine import BufferOp, CopyOp, LaunchOp, ProgramOp, StreamOp, ViewOp
+from pipeplan.dialects.triton_machine import (
+    BufferOp,
+    CopyOp,
+    LaunchOp,
+    ProgramOp,
+    StreamOp,
+    ViewOp,
+    signaller,
+)
 from pipeplan.errors import PipeplanError
 from xdsl.dialects.builtin import FloatAttr, IntegerAttr, StringAttr
 
@@ -91,10 +100,6 @@ class TMachineListener(Protocol):
     """Receives each executed instruction (launch events, timing)."""
 
     def on_instruction(self, event: InstructionEvent) -> None: ...
-
-
-def _strs(a: Any) -> list[str]:
-    return [x.data for x in a.data if isinstance(x, StringAttr)]
 
 
 def _value(a: Any) -> Any:
@@ -184,7 +189,7 @@ class TMachineInterpreter:
     # ------------------------------------------------------------------ binding
     @staticmethod
     def _names(o: LaunchOp | ViewOp | CopyOp) -> list[str]:
-        return [o.src.data, o.dst.data] if isinstance(o, CopyOp) else _strs(o.args)
+        return list(o.arg_ids)
 
     def _bind_buffer(self, name: str, weights: Mapping[str, Any], rope_bases: Mapping[str, float]) -> torch.Tensor:
         decl = self.decls.get(name)
@@ -260,7 +265,7 @@ class TMachineInterpreter:
                 d.copy_(s)
             return copy
         if isinstance(op, ViewOp):
-            x, y = (self.buffers[n] for n in _strs(op.args))
+            x, y = (self.buffers[n] for n in op.arg_ids)
 
             def last_row(_pos: int) -> None:
                 y.reshape(-1).copy_(x[-1].reshape(-1))
@@ -271,7 +276,7 @@ class TMachineInterpreter:
         fn = self._kernel(op)
         meta = {k: _value(v) for k, v in op.meta.data.items()}
         scalars = {k: self._scalar(op, k, _value(v)) for k, v in op.scalars.data.items()}
-        args = [self.buffers[n] for n in _strs(op.args)]
+        args = [self.buffers[n] for n in op.arg_ids]
         ptrs = [p for p in fn.arg_names if p.endswith("_ptr")]
         if len(ptrs) != len(args):
             raise TMachineError("abi", f"launch '{op.id.data}': kernel {op.kernel.data} takes {len(ptrs)} buffers "
@@ -317,13 +322,13 @@ class TMachineInterpreter:
     def _order(self, streams: list[tuple[StreamOp, list[LaunchOp | ViewOp | CopyOp]]]
                ) -> list[LaunchOp | ViewOp | CopyOp]:
         flat = [o for _, ops in streams for o in ops]
-        node = {o.cmd.data: i for i, o in enumerate(flat)}
+        node: dict[Any, int] = {o: i for i, o in enumerate(flat)}
         preds: list[list[int]] = []
         i = 0
         for _, ops in streams:
             for k, o in enumerate(ops):
                 ps = [i - 1] if k else []
-                ps += [node[w] for w in _strs(o.waits) if w in node]
+                ps += [node[w] for t in o.waits if (w := signaller(t)) in node]
                 preds.append(ps)
                 i += 1
         order = stable_topo_order(len(flat), preds)
@@ -332,8 +337,8 @@ class TMachineInterpreter:
         return [flat[j] for j in order]
 
     def _edges(self, step: str, ops: list[LaunchOp | ViewOp | CopyOp]) -> None:
-        written = {n for o in ops for n in ([o.dst.data] if isinstance(o, CopyOp) else _strs(o.args)[-1:])}
-        read = {n for o in ops for n in ([o.src.data] if isinstance(o, CopyOp) else _strs(o.args))}
+        written = {o.arg_ids[-1] for o in ops if o.arg_ids}
+        read = {n for o in ops for n in (o.arg_ids[:1] if isinstance(o, CopyOp) else o.arg_ids)}
         edges = {n for n, d in self.decls.items() if d.lifetime.data == "edge"}
         self.inbound[step] = [o.src.data for o in ops if isinstance(o, CopyOp) and o.src.data in edges
                               and o.src.data not in written]

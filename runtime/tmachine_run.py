@@ -370,7 +370,7 @@ class TMachineStage:
 
         for op, _ in it.steps[step]:
             if isinstance(op, LaunchOp) and op.kernel.data == "argmax:_argmax_kernel":
-                return it.buffers[op.args.data[0].data]  # type: ignore[attr-defined]
+                return it.buffers[op.arg_ids[0]]
         raise TMachineError("abi", f"step '{step}' of the last stage has no argmax launch (its logits)", where=step)
 
     def reset(self, slot: int) -> None:

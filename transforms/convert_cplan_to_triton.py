@@ -7,7 +7,11 @@ give each command's exact shape and dtypes, the portable buffers the KV-cache / 
 
 Each concrete allocation becomes one ``tmachine.buffer`` (its id, device and lifetime; dtype, shape and
 origin of the portable buffer it holds), and each concrete command one instruction in its queue's
-``tmachine.stream``, in queue order, tagged with its portable task's ``step``. Kernel names are
+``tmachine.stream``, in queue order, tagged with its portable task's ``step``; a command that a command of
+another queue depends on signals a program-level ``tmachine.token``, which that command's instruction waits
+for. Two phases: :func:`place_commands` builds the skeleton (buffers, tokens, streams holding the placed
+``cplan.command`` ops in queue order), then the :class:`LowerCommand` ``RewritePattern``, driven by a
+``PatternRewriteWalker``, rewrites each placed command into its one instruction (1:1). Kernel names are
 ``module:function`` within the target's kernel package (the IR names no runtime import path):
 
 ==================  ==========================================================================
@@ -55,15 +59,26 @@ The ``cplan.plan`` op is replaced by the ``tmachine.program``; the portable plan
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
-from pipeplan.dialects.carriers import scalar_attr, strings
+from pipeplan.dialects.carriers import scalar_attr
 from pipeplan.dialects.cplan import AllocOp, CommandOp, PlanOp, QueueOp, QueueScheduleOp, plan_from_ir
 from pipeplan.dialects.pplan import BufferInfo, TaskOp, fingerprint, ints
 from pipeplan.dialects.pplan import PlanOp as PPlanOp
-from pipeplan.dialects.triton_machine import REVISION, CopyOp, LaunchOp, ProgramOp, StreamOp, ViewOp
+from pipeplan.dialects.triton_machine import (
+    REVISION,
+    BufferType,
+    CopyOp,
+    LaunchOp,
+    ProgramOp,
+    StreamOp,
+    TokenOp,
+    TokenType,
+    ViewOp,
+)
 from pipeplan.dialects.triton_machine import BufferOp as MachineBufferOp
 from pipeplan.dialects.vmachine import AbiOp
 from pipeplan.errors import PipeplanError
@@ -80,18 +95,23 @@ from pipeplan.targets.triton_formats import (
 )
 from xdsl.context import Context
 from xdsl.dialects.builtin import (
-    ArrayAttr,
     DenseArrayBase,
     DictionaryAttr,
     IntegerAttr,
     ModuleOp,
     StringAttr,
     i1,
+    i32,
     i64,
 )
-from xdsl.ir import Block, Operation, Region
-from xdsl.irdl import IRDLOperation
+from xdsl.ir import Attribute, Block, Operation, Region, SSAValue
 from xdsl.passes import ModulePass
+from xdsl.pattern_rewriter import (
+    PatternRewriter,
+    PatternRewriteWalker,
+    RewritePattern,
+    op_type_rewrite_pattern,
+)
 from xdsl.rewriter import Rewriter
 from xdsl.utils.exceptions import PassFailedException
 
@@ -118,15 +138,42 @@ class _Reject(Exception):
     pass
 
 
+@dataclass(frozen=True)
+class Sync:
+    """The SSA values one instruction takes besides its properties: ``values`` alloc id -> its
+    ``!tmachine.buffer``, ``waits`` the tokens of other streams' instructions it waits for, ``signal`` the token
+    it completes (None: no other stream waits for it), ``step`` its plan step (None: every step)."""
+
+    values: Mapping[str, SSAValue]
+    waits: Sequence[SSAValue] = ()
+    signal: SSAValue | None = None
+    step: str | None = None
+
+    def buf(self, aid: str) -> SSAValue:
+        """The buffer value of alloc ``aid``. Raises _Reject when the program declares no such buffer."""
+        v = self.values.get(aid)
+        if v is None:
+            raise _Reject(f"buffer {aid!r}, which is not an allocation of the plan")
+        return v
+
+    def build(self, cls: type[LaunchOp | ViewOp | CopyOp], buffers: Sequence[SSAValue],
+              props: dict[str, Attribute]) -> Operation:
+        """The instruction ``cls`` over ``buffers`` (launch: its args; view/copy: source, target)."""
+        if self.step is not None:
+            props["step"] = StringAttr(self.step)
+        sync = [list(self.waits), self.signal]
+        operands = [list(buffers), *sync] if cls is LaunchOp else [*buffers, *sync]
+        return cls.build(operands=operands, properties=props)
+
+
 def _launch(cmd: CommandOp, kernel: str, grid: tuple[int, ...], meta: dict, args: list[str], scalars: dict,
-            waits: list[str], autotune: bool = False) -> LaunchOp:
+            sync: Sync, autotune: bool = False) -> Operation:
     g = list(grid) + [1] * (3 - len(grid))
-    return LaunchOp.create(properties={
-        "id": StringAttr(f"i.{cmd.id.data}"), "cmd": cmd.id, "kernel": StringAttr(kernel),
+    return sync.build(LaunchOp, [sync.buf(a) for a in args], {
+        "id": StringAttr(f"i.{cmd.id.data}"), "kernel": StringAttr(kernel), "cmd": cmd.id,
         "grid": DenseArrayBase.from_list(i64, g), "meta": DictionaryAttr({k: scalar_attr(v) for k, v in meta.items()}),
-        "args": strings(args),
         "scalars": DictionaryAttr({k: scalar_attr(v) for k, v in scalars.items()}),
-        "autotune": IntegerAttr(int(autotune), i1), "waits": strings(waits),
+        "autotune": IntegerAttr(int(autotune), i1),
         "lineage": StringAttr(f"{cmd.lineage.data} -> concrete command {cmd.id.data}")})
 
 
@@ -196,7 +243,7 @@ def _shape(bufs: Mapping[str, BufferInfo], ref: str) -> tuple[int, ...]:
 
 
 def _lower_kernel(cmd: CommandOp, task: TaskOp, bufs: Mapping[str, BufferInfo], attrs: KernelAttrs,
-                  waits: list[str], interpret: bool = False) -> LaunchOp:
+                  waits: Sync, interpret: bool = False) -> Operation:
     """One compute command -> its launch (module table); raises _Reject with the reason."""
     op = task.op.data
     shape = ints(task.work)
@@ -297,15 +344,15 @@ def _stage_cache(bufs: Mapping[str, BufferInfo], task: TaskOp) -> tuple[int, ...
     return best
 
 
-def lower_command(cmd: CommandOp, task: TaskOp, bufs: Mapping[str, BufferInfo], attrs: KernelAttrs, waits: list[str],
+def lower_command(cmd: CommandOp, task: TaskOp, bufs: Mapping[str, BufferInfo], attrs: KernelAttrs, sync: Sync,
                   sizes: Mapping[str, int], interpret: bool = False) -> Operation:
     """One concrete command -> its instruction (module table).
 
     Args:
         cmd: the command. task: its portable task. bufs: the portable buffers by name. attrs: where kernel-call
-            attributes come from (:class:`KernelAttrs`). waits: commands of other streams it waits for.
-            sizes: alloc id -> bytes (copy sizes). interpret: block sizes for Triton's CPU interpreter (the
-            kernels' ``interpreting()`` choice: fewest programs) instead of the GPU's.
+            attributes come from (:class:`KernelAttrs`). sync: the buffer values, the tokens it waits for and
+            signals, its step (:class:`Sync`). sizes: alloc id -> bytes (copy sizes). interpret: block sizes for
+            Triton's CPU interpreter (the kernels' ``interpreting()`` choice: fewest programs) instead of the GPU's.
 
     Raises:
         PassFailedException: ``no Triton kernel for <reason> at <lineage> -> concrete command <id>``.
@@ -319,27 +366,146 @@ def lower_command(cmd: CommandOp, task: TaskOp, bufs: Mapping[str, BufferInfo], 
         why = unsupported(str(task.op.data), task.dtypes(), ints(task.work), impl)
         if why is not None:
             raise _Reject(why)
-        if impl in ("triton.send", "triton.recv"):
-            src, dst = cmd.reads.data[0].data, cmd.writes.data[0].data
-            return CopyOp.create(properties={
-                "id": StringAttr(f"i.{cid}"), "cmd": cmd.id, "src": StringAttr(src), "dst": StringAttr(dst),
-                "bytes": IntegerAttr(min(sizes[src], sizes[dst]), i64),
-                "waits": strings(waits), "lineage": StringAttr(where)})
-        if impl == "triton.last_row":
-            return ViewOp.create(properties={
-                "id": StringAttr(f"i.{cid}"), "cmd": cmd.id, "kind": StringAttr("last_row"),
-                "args": ArrayAttr([*cmd.reads.data, *cmd.writes.data]),
-                "waits": strings(waits), "lineage": StringAttr(where)})
+        reads, writes = [a.data for a in cmd.reads.data], [a.data for a in cmd.writes.data]
+        if impl in ("triton.send", "triton.recv", "triton.last_row"):
+            if len(reads) != 1 or len(writes) != 1:
+                raise _Reject(f"{impl} reading {len(reads)} and writing {len(writes)} buffers (one each)")
+            ends = [sync.buf(reads[0]), sync.buf(writes[0])]
+            if impl == "triton.last_row":
+                return sync.build(ViewOp, ends, {"id": StringAttr(f"i.{cid}"), "kind": StringAttr("last_row"),
+                                                      "cmd": cmd.id, "lineage": StringAttr(where)})
+            return sync.build(CopyOp, ends, {"id": StringAttr(f"i.{cid}"), "cmd": cmd.id,
+                                                  "bytes": IntegerAttr(min(sizes[reads[0]], sizes[writes[0]]), i64),
+                                                  "lineage": StringAttr(where)})
         if impl.split(".", 1)[1].removesuffix("_tc") != task.op.data:
             raise _Reject(f"implementation {impl} for op {task.op.data}")
-        return _lower_kernel(cmd, task, bufs, attrs, waits, interpret)
+        return _lower_kernel(cmd, task, bufs, attrs, sync, interpret)
     except _Reject as r:
         raise PassFailedException(f"{PASS}: no Triton kernel for {r} at {where}") from None
 
 
+@dataclass
+class Lowering:
+    """What :class:`LowerCommand` needs beyond the command (built by :func:`place_commands`): the portable
+    ``tasks`` by id and ``bufs`` by name, kernel-call ``attrs``, alloc ``sizes`` (bytes), ``interpret``, and the
+    program's SSA values: ``values`` alloc id -> ``!tmachine.buffer``; ``waits`` command id -> the tokens of
+    the commands of other streams it depends on; ``signal`` command id -> the token it completes."""
+
+    tasks: Mapping[str, TaskOp]
+    bufs: Mapping[str, BufferInfo]
+    attrs: KernelAttrs
+    sizes: Mapping[str, int]
+    interpret: bool = False
+    values: dict[str, SSAValue] = field(default_factory=dict)
+    waits: dict[str, list[SSAValue]] = field(default_factory=dict)
+    signal: dict[str, SSAValue] = field(default_factory=dict)
+
+
+class LowerCommand(RewritePattern):
+    """``cplan.command`` placed in its ``tmachine.stream`` -> its one instruction (module table), 1:1: the
+    command's alloc operands become the program's buffer values, its dependencies on commands of other streams
+    ``waits`` tokens, and it signals its own token when another stream waits for it. Commands outside a
+    stream do not match.
+
+    Raises PassFailedException (from :func:`lower_command`, or a command whose task the portable plan lacks)."""
+
+    def __init__(self, env: Lowering):
+        self.env = env
+
+    @op_type_rewrite_pattern
+    def match_and_rewrite(self, op: CommandOp, rewriter: PatternRewriter) -> None:
+        if not isinstance(op.parent_op(), StreamOp):
+            return
+        env, cid = self.env, op.id.data
+        task = env.tasks.get(op.task.data)
+        if task is None:
+            raise PassFailedException(f"{PASS}: concrete command {cid} names task @{op.task.data}, which the "
+                                      "portable plan does not hold (run convert-pplan-to-cplan{keep_source=true})")
+        sync = Sync(env.values, env.waits.get(cid, ()), env.signal.get(cid), task.step_name)
+        ins = lower_command(op, task, env.bufs, env.attrs, sync, env.sizes, env.interpret)
+        rewriter.replace(op, ins, new_results=[None])  # its timepoint: no uses left (place_commands)
+
+
+_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_.$-]*$")
+
+
+def _hint(name: str) -> str | None:
+    """A printable SSA name hint of an id (None when the id has characters a name cannot hold)."""
+    return name if _NAME.match(name) else None
+
+
+def place_commands(plan: PlanOp, pplan: PPlanOp, abi: Mapping[str, Any] | None = None, interpret: bool = False
+                   ) -> tuple[ProgramOp, Lowering]:
+    """The skeleton of the ``tmachine.program`` of ``plan`` (which it consumes: pass a clone to keep it):
+    one ``tmachine.buffer`` per allocation, one ``tmachine.token`` per command that a command of another
+    queue depends on, and one ``tmachine.stream`` per queue holding that queue's ``cplan.command`` ops in
+    queue order, their dependencies recorded in the returned :class:`Lowering` (the plan keeps only its
+    allocations: the queue extension and syncs are dropped, and each placed command's ``after`` operands). :class:`LowerCommand` then rewrites each
+    placed command into its instruction.
+
+    Raises:
+        PassFailedException: wrong target or extension, an allocation whose buffer the portable plan lacks.
+    """
+    value = plan_from_ir(plan)
+    if not value.target.startswith("cuda-triton"):
+        raise PassFailedException(f"{PASS}: the concrete plan targets '{value.target}', not cuda-triton")
+    ext = [o for o in plan.body.walk() if isinstance(o, QueueScheduleOp)]
+    if not ext:
+        raise PassFailedException(f"{PASS}: the cuda-triton target runs queues; this plan has no cplan.queue_schedule "
+                                  "extension (bind it with a queue binder)")
+    bufs = {b.name: b for b in pplan.buffers()}
+    env = Lowering({t.task_id: t for t in pplan.tasks()}, bufs, KernelAttrs.for_plan(pplan, bufs, abi),
+                   {a.id: a.size for a in value.allocs}, interpret)
+    concrete = StringAttr(f"sha256:{fingerprint(plan)}")
+    cmds = {o.id.data: o for o in plan.body.walk() if isinstance(o, CommandOp)}
+    queues = [(q.device, q.engine, [s.data for s in q.order.data]) for q in ext[0].body.walk() if isinstance(q, QueueOp)]
+    queue_of = {c: k for k, (_, _, order) in enumerate(queues) for c in order}
+    decls: list[Operation] = []
+    for a in (o for o in plan.body.walk() if isinstance(o, AllocOp)):
+        b = _buffer(a, bufs)
+        b.result.name_hint = _hint(a.id.data.removeprefix("alloc."))
+        env.values[a.id.data] = b.result
+        decls.append(b)
+    tokens: list[TokenOp] = []
+    for _, _, order in queues:
+        for cid in order:
+            for d in cmds[cid].deps.data:
+                dep = d.data
+                if queue_of.get(dep) == queue_of[cid]:
+                    continue
+                if dep not in env.signal:
+                    t = TokenOp.create(properties={"id": StringAttr(f"done.{dep}")}, result_types=[TokenType()])
+                    t.result.name_hint = _hint(f"done.{dep.removeprefix('cmd.')}")
+                    env.signal[dep] = t.result
+                    tokens.append(t)
+                env.waits.setdefault(cid, []).append(env.signal[dep])
+    pos = {c: (k, i) for k, (_, _, order) in enumerate(queues) for i, c in enumerate(order)}
+    tokens.sort(key=lambda t: pos.get(t.id.data.removeprefix("done."), (len(queues), 0)))  # signaller order
+    for o in [o for o in plan.body.block.ops if not isinstance(o, AllocOp | CommandOp)]:
+        o.detach()  # the queue extension and the syncs: their order is the streams', their edges the tokens
+        o.erase()
+    streams = []
+    for device, engine, order in queues:
+        placed = []
+        for cid in order:
+            c = cmds[cid]
+            c.detach()
+            n_in, n_out = len(c.reads.data), len(c.writes.data)
+            c.operands = c.operands[:n_in + n_out]  # dependencies: now env.waits / env.signal
+            c.properties["operandSegmentSizes"] = DenseArrayBase.from_list(i32, [n_in, n_out, 0])
+            placed.append(c)
+        streams.append(StreamOp.create(properties={"device": device, "engine": engine},
+                                       regions=[Region(Block(placed))]))
+    prog = ProgramOp.create(properties={"target": plan.target, "concrete": concrete, "revision": StringAttr(REVISION)},
+                            regions=[Region(Block([*decls, *tokens, *streams]))])
+    return prog, env
+
+
 def lower_plan(plan: PlanOp, pplan: PPlanOp, abi: Mapping[str, Any] | None = None, interpret: bool = False
                ) -> ProgramOp:
-    """The ``tmachine.program`` of one concrete plan (module docstring); ``abi`` the model kernel ABI
+    """The ``tmachine.program`` of one concrete plan (module docstring; ``plan`` is not changed): the skeleton
+    of :func:`place_commands` on a clone of ``plan``, then :class:`LowerCommand` applied by a
+    ``PatternRewriteWalker`` to every placed command. ``abi`` the model kernel ABI
     (:func:`pipeplan.transforms.convert_cplan_to_vmachine.abi_for_module`) the call attributes come from,
     or None (they are then ``"$<attr>"`` runtime names); ``interpret``: launch configurations for Triton's
     CPU interpreter (:func:`lower_command`).
@@ -349,41 +515,12 @@ def lower_plan(plan: PlanOp, pplan: PPlanOp, abi: Mapping[str, Any] | None = Non
             plan, an implementation or dtype/shape the Triton kernels do not provide (message carries
             the lineage path).
     """
-    value = plan_from_ir(plan)
-    if not value.target.startswith("cuda-triton"):
-        raise PassFailedException(f"{PASS}: the concrete plan targets '{value.target}', not cuda-triton")
-    ext = [o for o in plan.body.walk() if isinstance(o, QueueScheduleOp)]
-    if not ext:
-        raise PassFailedException(f"{PASS}: the cuda-triton target runs queues; this plan has no cplan.queue_schedule "
-                                  "extension (bind it with a queue binder)")
-    tasks = {t.task_id: t for t in pplan.tasks()}
-    bufs = {b.name: b for b in pplan.buffers()}
-    attrs = KernelAttrs.for_plan(pplan, bufs, abi)
-    cmds = {o.id.data: o for o in plan.body.walk() if isinstance(o, CommandOp)}
-    sizes = {a.id: a.size for a in value.allocs}
-    queue_of = {c: (q.device.data, q.engine.data) for q in ext[0].body.walk() if isinstance(q, QueueOp)
-                for c in (s.data for s in q.order.data)}
-    streams = []
-    for q in (o for o in ext[0].body.walk() if isinstance(o, QueueOp)):
-        key = (q.device.data, q.engine.data)
-        ops = []
-        for cid in (s.data for s in q.order.data):
-            cmd = cmds[cid]
-            task = tasks.get(cmd.task.data)
-            if task is None:
-                raise PassFailedException(f"{PASS}: concrete command {cid} names task @{cmd.task.data}, which the "
-                                          "portable plan does not hold (run convert-pplan-to-cplan{keep_source=true})")
-            waits = [d.data for d in cmd.deps.data if queue_of.get(d.data) != key]
-            ins = lower_command(cmd, task, bufs, attrs, waits, sizes, interpret)
-            props = {**ins.properties, "step": StringAttr(task.step_name)}
-            assert isinstance(ins, IRDLOperation)
-            order = ins.get_irdl_definition().properties  # declared order: the parsed form prints the same
-            ops.append(type(ins).create(properties={k: props[k] for k in order if k in props}))
-        streams.append(StreamOp.create(properties={"device": q.device, "engine": q.engine},
-                                       regions=[Region(Block(ops))]))
-    decls = [_buffer(a, bufs) for a in plan.body.walk() if isinstance(a, AllocOp)]
-    return ProgramOp.create(properties={"target": plan.target, "concrete": StringAttr(f"sha256:{fingerprint(plan)}"),
-                                        "revision": StringAttr(REVISION)}, regions=[Region(Block([*decls, *streams]))])
+    prog, env = place_commands(plan.clone(), pplan, abi, interpret)
+    PatternRewriteWalker(LowerCommand(env), apply_recursively=False).rewrite_region(prog.body)
+    left = [o for o in prog.walk() if isinstance(o, CommandOp)]
+    if left:
+        raise PassFailedException(f"{PASS}: concrete command {left[0].id.data} was not lowered")
+    return prog
 
 
 def _buffer(alloc: AllocOp, bufs: Mapping[str, BufferInfo]) -> MachineBufferOp:
@@ -398,7 +535,8 @@ def _buffer(alloc: AllocOp, bufs: Mapping[str, BufferInfo]) -> MachineBufferOp:
     return MachineBufferOp.create(properties={"id": alloc.id, "device": alloc.device,
                                               "dtype": StringAttr(src.type.dtype),
                                               "shape": DenseArrayBase.from_list(i64, src.type.shape),
-                                              "lifetime": alloc.lifetime, "origin": StringAttr(src.origin)})
+                                              "lifetime": alloc.lifetime, "origin": StringAttr(src.origin)},
+                                  result_types=[BufferType()])
 
 
 @dataclass(frozen=True)

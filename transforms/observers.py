@@ -460,14 +460,14 @@ class AbiLegality(Observer):
         streams = [list(b.ops) for s in prog.walk() if isinstance(s, tmachine.StreamOp) for b in s.body.blocks]
         flat = [o for ops in streams for o in ops if isinstance(o, tmachine.INSTRUCTIONS)]
         index = {id(o): i for i, o in enumerate(flat)}
-        by_cmd = {o.cmd.data: i for i, o in enumerate(flat)}
+        node = {o: i for i, o in enumerate(flat)}
         preds: list[list[int]] = [[] for _ in flat]
         for ops in streams:
             ins = [o for o in ops if isinstance(o, tmachine.INSTRUCTIONS)]
             for a, b in zip(ins, ins[1:]):
                 preds[index[id(b)]].append(index[id(a)])
         for i, o in enumerate(flat):
-            preds[i] += [by_cmd[w] for w in _str_list(o.waits) if w in by_cmd]
+            preds[i] += [node[w] for t in o.waits if (w := tmachine.signaller(t)) in node]
         topo = stable_topo_order(len(flat), preds)
         anc = ancestor_sets(len(flat), preds, topo) if topo is not None else [0] * len(flat)
         findings: list[str] = []
@@ -481,7 +481,7 @@ class AbiLegality(Observer):
                 reads_of.append([])
                 continue
             reads, writes = task.reads(), task.writes()
-            args = [o.src.data, o.dst.data] if isinstance(o, tmachine.CopyOp) else _str_list(o.args)
+            args = list(o.arg_ids)
             if len(args) != len(reads) + len(writes):
                 kernel = o.kernel.data if isinstance(o, tmachine.LaunchOp) else o.name
                 findings.append(f"instruction '{o.id.data}' ({kernel}) passes {len(args)} buffer args, its task "

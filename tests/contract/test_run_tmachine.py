@@ -116,7 +116,7 @@ def _check_step_run(prog: ProgramOp, device: str, run: list[dict]) -> None:
     for ev in run:
         op = mine[ev["id"]]
         assert ev["op"] == op.name and ev["step"] == step
-        for w in (x.data for x in op.waits.data):
+        for w in op.wait_cmds:
             if w in by_cmd:  # a wait on another device's instruction is the edge exchange
                 assert at[by_cmd[w]] < at[ev["id"]]
         if isinstance(op, LaunchOp):

@@ -24,7 +24,7 @@ from pipeplan.runtime.tmachine_interp import (
     instructions,
     step_of,
 )
-from xdsl.dialects.builtin import ArrayAttr, StringAttr
+from xdsl.dialects.builtin import StringAttr
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
@@ -158,7 +158,7 @@ def test_each_launch_runs_once_per_step_in_order_with_its_grid(one_stage_run, lo
                 op = launches[ev.id]
                 assert ev.kernel == op.kernel.data and list(ev.grid) == list(op.grid.get_values())
             op = next(o for _, ops in streams for o in ops if o.id.data == ev.id)
-            for w in (x.data for x in op.waits.data):
+            for w in op.wait_cmds:
                 if by_cmd[w] in at:  # a wait on another step's instruction is ordered by the step order
                     assert at[by_cmd[w]] < at[ev.id]
     n_launch = sum(1 for r in runs for ev in r if ev.op == "tmachine.launch")
@@ -170,7 +170,12 @@ def _mutated(prog: ProgramOp, cmd: str, **props) -> ProgramOp:
     p = prog.clone()
     op = next(o for o in p.walk() if isinstance(o, LaunchOp) and o.cmd.data == cmd)
     for k, v in props.items():
-        op.properties[k] = v
+        if k == "arg1":  # the second buffer argument: a tmachine.buffer op of that id outside the program
+            ghost = op.args[1].owner.clone()
+            ghost.properties["id"] = v
+            op.operands = [op.operands[0], ghost.results[0], *op.operands[2:]]
+        else:
+            op.properties[k] = v
     return p
 
 
@@ -182,8 +187,7 @@ RMS = "cmd.decode.s0.b0.rms_norm.attn_norm"
      "launch 'i.cmd.decode.s0.b0.rms_norm.attn_norm': kernel 'rmsnorm:_no_such_kernel' is not a function of "
      "pipeplan.runtime.kernels.triton"),
     ({"kernel": StringAttr("nomodule:_rms_norm_kernel")}, "tmachine:unknown_kernel", "kernel 'nomodule:_rms_norm_kernel'"),
-    ({"args": ArrayAttr([StringAttr("alloc.decode.s0.h0"), StringAttr("alloc.nowhere"),
-                         StringAttr("alloc.decode.s0.blk.0.attn_in")])}, "tmachine:unknown_buffer",
+    ({"arg1": StringAttr("alloc.nowhere")}, "tmachine:unknown_buffer",
      "instruction argument 'alloc.nowhere' names no tmachine.buffer of the program"),
 ], ids=["unknown-kernel", "unknown-module", "unknown-alloc"])
 def test_interpreter_rejects_unknown_kernel_and_alloc(lowered, stories_path, props, code, needle):

@@ -321,8 +321,8 @@ def test_tmachine_launch_verifier(bad, msg):
     props[key] = val
     text = ('tmachine.program attributes {target = "cuda-triton@1", concrete = "sha256:00", revision = "r"} {\n'
             ' tmachine.stream attributes {device = "n0", engine = "cuda.stream"} {\n'
-            f'  tmachine.launch {{id = "i", cmd = "c", kernel = {props["kernel"]}, grid = {props["grid"]}, meta = {{}}, '
-            f'args = [], scalars = {props["scalars"]}, autotune = false, waits = [], lineage = "l"}}\n }}\n}}')
+            f'  tmachine.launch "i" {props["kernel"]} () {{cmd = "c", grid = {props["grid"]}, meta = {{}}, '
+            f'scalars = {props["scalars"]}, autotune = false, lineage = "l"}}\n }}\n}}')
     with pytest.raises(VerifyException, match=msg.replace("$", r"\$").replace("(", r"\(")):
         _parse(text).verify()
 

@@ -34,7 +34,6 @@ from pipeplan.transforms.observers import (
 )
 from xdsl.context import Context
 from xdsl.dialects.builtin import (
-    ArrayAttr,
     DenseArrayBase,
     DictionaryAttr,
     FloatAttr,
@@ -247,13 +246,15 @@ def test_abi_legality_tmachine_names_arg_count_and_unwritten_read(stages):
     m = stages["tmachine"].clone()
     launches = _ops(m, tmachine.LaunchOp)
     a, b = launches[0], launches[3]
-    a.properties["args"] = ArrayAttr(a.args.data[:-1])
-    late = launches[-1].args.data[-1]  # written by the last launch, so after b in stream order
-    b.properties["args"] = ArrayAttr([late, *b.args.data[1:]])
+    n_args, rest = len(a.args), a.operands[len(a.args):]
+    a.operands = [*a.operands[:n_args - 1], *rest]  # one buffer argument fewer
+    a.properties["operandSegmentSizes"] = DenseArrayBase.from_list(i32, [n_args - 1, len(a.waits), int(a.signal is not None)])
+    late = launches[-1].args[-1]  # written by the last launch, so after b in stream order
+    b.operands = [late, *b.operands[1:]]
     obs = AbiLegality().observe(m)
     assert not obs.ok
     assert any(f"instruction '{a.id.data}'" in f and "buffer args" in f for f in obs.findings)
-    assert any(f"instruction '{b.id.data}' reads buffer '{late.data}'" in f for f in obs.findings)
+    assert any(f"instruction '{b.id.data}' reads buffer '{tmachine.buffer_id(late)}'" in f for f in obs.findings)
 
 
 # --------------------------------------------------------------------------- registry and hook

@@ -26,13 +26,15 @@ from pipeplan.dialects.pplan import (
     TableOp,
     TaskOp,
 )
+from pipeplan.dialects.triton_machine import BufferOp as MachineBufferOp
+from pipeplan.dialects.triton_machine import BufferType as MachineBufferType
 from pipeplan.dialects.triton_machine import CopyOp, LaunchOp, ViewOp
 from pipeplan.models.stage_program import KernelCall
 from pipeplan.targets import get_target
 from pipeplan.targets.triton_formats import DTYPES, OPERANDS, WEIGHT_FORMATS
-from pipeplan.transforms.convert_cplan_to_triton import KernelAttrs, lower_command
+from pipeplan.transforms.convert_cplan_to_triton import KernelAttrs, Sync, lower_command
 from pipeplan.transforms.pplan_legalize import task_requirements
-from xdsl.dialects.builtin import StringAttr
+from xdsl.dialects.builtin import DenseArrayBase, StringAttr, i64
 from xdsl.utils.exceptions import PassFailedException
 
 T, D, V, S = 3, 256, 300, 64
@@ -113,12 +115,21 @@ def _command(op: str, dtypes: tuple[str, ...], impl: str | None = None, stage: i
     return cmd, task, bufs
 
 
+def _sync(cmd) -> Sync:
+    """The buffer values of the command's allocations (``tmachine.buffer`` ops of the same ids, unattached)."""
+    props = {"device": StringAttr("n0"), "dtype": StringAttr("f32"), "shape": DenseArrayBase.from_list(i64, [1]),
+             "lifetime": StringAttr("transient"), "origin": StringAttr("x")}
+    ids = [a.data for a in (*cmd.reads.data, *cmd.writes.data)]
+    return Sync({a: MachineBufferOp.create(properties={"id": StringAttr(a), **props},
+                                           result_types=[MachineBufferType()]).result for a in ids})
+
+
 def _lower(op, dtypes, impl=None, calls=None, **kw):
     """Lower one ``op`` task; ``calls``: stage 0's kernel calls the attributes come from (None: runtime names)."""
     cmd, task, bufs = _command(op, tuple(dtypes), impl, **kw)
     sizes = {a.data: 1024 for a in (*cmd.reads.data, *cmd.writes.data)}
     attrs = KernelAttrs(bufs, None) if calls is None else KernelAttrs.from_programs(bufs, {0: calls})
-    return lower_command(cmd, task, bufs, attrs, [], sizes)
+    return lower_command(cmd, task, bufs, attrs, _sync(cmd), sizes)
 
 
 PLUGIN = get_target("cuda-triton")
@@ -205,7 +216,7 @@ def test_lowering_gemma3_pieces_with_call_attributes():
     assert _kv(n, "scalars") == {"H": H, "HD": HD, "eps": 1e-6} and _kv(n, "meta") == {"BLOCK_H": 4, "BLOCK_D": 256}
     r = low("rope", ("f32",) * 3)
     assert _kv(r, "scalars") == {"start_pos": "$start_pos", "H": H, "HD": HD, "ROPE_DIM": HD, "NEOX": 1}
-    assert [a.data for a in r.args.data][1] == "alloc.s0.rope_table_swa"  # the rope table operand
+    assert r.arg_ids[1] == "alloc.s0.rope_table_swa"  # the rope table operand
     a = low("attention", ("f32",) * 4)
     assert _kv(a, "scalars") == {"start_pos": "$start_pos", "T": T, "H": H, "HKV": HKV, "HD_K": HD, "HD_V": HD,
                                  "scale": 0.0625, "WINDOW": 512}
@@ -253,7 +264,7 @@ def test_lowered_window_attention_launch_runs_as_recorded():
 
     calls = [KernelCall("attention", (), ("blk.0.attn",), {"scale": 0.2, "window": 4}, 0)]
     cmd, task, bufs = _command("attention", ("f32",) * 4)
-    op = lower_command(cmd, task, bufs, KernelAttrs.from_programs(bufs, {0: calls}), [], {})
+    op = lower_command(cmd, task, bufs, KernelAttrs.from_programs(bufs, {0: calls}), _sync(cmd), {})
     mod, fn = op.kernel.data.split(":")
     kernel = importlib.import_module(f"pipeplan.runtime.kernels.triton.{mod}").__dict__[fn]  # the target's package
     sc, meta = _kv(op, "scalars"), _kv(op, "meta")

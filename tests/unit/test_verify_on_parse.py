@@ -155,23 +155,27 @@ def test_vmachine_unknown_buffer_points_at_instruction(three_stage):
 
 @pytest.mark.parametrize("change,needle", [
     ('grid = array<i64: 0, 1, 1>', "grid must be 3 positive integers"),
-    ('args = ["x", ""]', "has an empty buffer argument"),
-    ('waits = ["c9"]', "waits for command 'c9' that no instruction of the program lowers"),
+    ('y = ""', "has an empty buffer argument"),
+    ('waits = waits(%t)', "waits for token 'done.c9' that no instruction of the program signals"),
 ])
 def test_tmachine_launch_points_at_launch(change, needle):
-    """AB-M-1: a tmachine launch with a bad grid, an empty buffer argument or a wait on a command nothing lowers
-    is rejected on parse, at the launch (line 3, column 5)."""
-    props = {"grid": "array<i64: 1, 1, 1>", "args": '["x", "y"]', "waits": "[]"}
+    """AB-M-1: a tmachine launch with a bad grid, an empty buffer argument (its buffer's id is empty) or a wait on a
+    token nothing signals is rejected on parse, at the launch (line 6, column 5)."""
+    props = {"grid": "array<i64: 1, 1, 1>", "y": '"y"', "waits": ""}
     key, val = change.split(" = ", 1)
     props[key] = val
+    buf = '{device = "n0", dtype = "f32", shape = array<i64: 1, 4>, lifetime = "transient", origin = "decode:x"}'
     text = ('tmachine.program attributes {target = "cuda-triton@1", concrete = "sha256:00", revision = "r"} {\n'
+            f'  %x = tmachine.buffer "x" {buf}\n'
+            f'  %y = tmachine.buffer {props["y"]} {buf}\n'
+            '  %t = tmachine.token "done.c9"\n'
             '  tmachine.stream attributes {device = "n0", engine = "cuda.stream"} {\n'
-            f'    tmachine.launch {{id = "i.c1", cmd = "c1", kernel = "m:f", grid = {props["grid"]}, meta = {{}}, '
-            f'args = {props["args"]}, scalars = {{}}, autotune = false, waits = {props["waits"]}, lineage = "l"}}\n'
+            f'    tmachine.launch "i.c1" "m:f" (%x, %y) {props["waits"]} {{cmd = "c1", grid = {props["grid"]}, '
+            'meta = {}, scalars = {}, autotune = false, lineage = "l"}\n'
             '  }\n}\n')
     e = _rejects(text, "t.mlir")
     assert e.invariant == "AB-M-1" and needle in e.message and isinstance(e.op, triton_machine.LaunchOp)
-    assert e.location == ("t.mlir", 3, 5)
+    assert e.location == ("t.mlir", 6, 5)
 
 
 _SMALL_CPLAN = """cplan.plan attributes {binder = "reference-queue", target = "vq@1", deployment = "dep", evidence = "e", risk = "strict", source = "s"} {

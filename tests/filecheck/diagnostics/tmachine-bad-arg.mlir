@@ -1,8 +1,10 @@
 // RUN: not pipeplan-opt %s 2>&1 | filecheck %s
-// AB-M-1: a tmachine launch with an empty buffer argument, and one waiting for a command nothing lowers, are rejected on parse.
+// AB-M-1: a tmachine launch whose buffer argument is a tmachine.buffer with an empty id is rejected on parse, at the launch.
 tmachine.program attributes {target = "cuda-triton@1", concrete = "sha256:00", revision = "r"} {
+  %x = tmachine.buffer "x" {device = "n0", dtype = "f32", shape = array<i64: 1, 4>, lifetime = "transient", origin = "decode:x"}
+  %y = tmachine.buffer "" {device = "n0", dtype = "f32", shape = array<i64: 1, 4>, lifetime = "transient", origin = "decode:x"}
   tmachine.stream attributes {device = "n0", engine = "cuda.stream"} {
-    tmachine.launch {id = "i.c1", cmd = "c1", kernel = "m:f", grid = array<i64: 1, 1, 1>, meta = {}, args = ["x", ""], scalars = {}, autotune = false, waits = [], lineage = "l"}
+    tmachine.launch "i.c1" "m:f" (%x, %y) {cmd = "c1", grid = array<i64: 1, 1, 1>, meta = {}, scalars = {}, autotune = false, lineage = "l"}
   }
 }
-// CHECK:      tmachine-bad-arg.mlir:5:5: error: [AB-M-1] a machine program must respect its launch ABI and stream order: instruction 'i.c1' has an empty buffer argument
+// CHECK:      tmachine-bad-arg.mlir:7:5: error: [AB-M-1] a machine program must respect its launch ABI and stream order: instruction 'i.c1' has an empty buffer argument

@@ -1,432 +1,522 @@
 // RUN: %verify-located | filecheck %s
 // Every tmachine verifier message, one case each: the op verifiers (program target and body, buffer
 // lifetime and shape, the launch ABI of one launch, view kind, copy size) and the whole-program checks AB-M-1
-// that tmachine.program's verifier runs on parse (unique buffer and instruction ids, known steps, declared
-// non-empty buffer arguments, waits on commands of other streams, no deadlock). Each case is the sound program
-// of ops.mlir with one change; the CHECK lines below the offending op show the message, its location and that
-// op's text, never the whole module.
+// that tmachine.program's verifier runs on parse from the SSA structure (buffers and tokens before the streams;
+// unique buffer, token and instruction ids; known steps; buffer and token operands declared by the program, buffer
+// ids non-empty; each token signalled once; waits on tokens signalled by another stream; no deadlock). Each case is
+// the sound program of ops.mlir with one change; the CHECK lines below the offending op show the message, its
+// location and that op's text, never the whole module.
 
 // program: a target that is not cuda-triton
-tmachine.program attributes {target = "virtual-queue@1", concrete = "sha256:00", revision = "pipeplan-tmachine/1"} {
+tmachine.program attributes {target = "virtual-queue@1", concrete = "sha256:00", revision = "pipeplan-tmachine/2"} {
 // CHECK:      invalid.mlir:[[# @LINE - 1]]:1: error: tmachine.program targets 'virtual-queue@1', expected a cuda-triton target
 // CHECK-NEXT: {{^}}  tmachine.program attributes {target = "virtual-queue@1",
-  tmachine.buffer {id = "e0", device = "n0", dtype = "i32", shape = array<i64: 64>, lifetime = "edge", origin = "edge e0 (token_in)"}
-  tmachine.buffer {id = "b0", device = "n0", dtype = "i32", shape = array<i64: 4>, lifetime = "transient", origin = "prefill:input"}
-  tmachine.buffer {id = "w", device = "n0", dtype = "f32", shape = array<i64: 64, 64>, lifetime = "weight", origin = "blk.0.attn_q.weight"}
-  tmachine.buffer {id = "b1", device = "n0", dtype = "f32", shape = array<i64: 4, 64>, lifetime = "transient", origin = "prefill:q"}
-  tmachine.buffer {id = "b2", device = "n0", dtype = "f32", shape = array<i64: 1, 64>, lifetime = "transient", origin = "prefill:h_last"}
+  %e0 = tmachine.buffer "e0" {device = "n0", dtype = "i32", shape = array<i64: 64>, lifetime = "edge", origin = "edge e0 (token_in)"}
+  %b0 = tmachine.buffer "b0" {device = "n0", dtype = "i32", shape = array<i64: 4>, lifetime = "transient", origin = "prefill:input"}
+  %w = tmachine.buffer "w" {device = "n0", dtype = "f32", shape = array<i64: 64, 64>, lifetime = "weight", origin = "blk.0.attn_q.weight"}
+  %b1 = tmachine.buffer "b1" {device = "n0", dtype = "f32", shape = array<i64: 4, 64>, lifetime = "transient", origin = "prefill:q"}
+  %b2 = tmachine.buffer "b2" {device = "n0", dtype = "f32", shape = array<i64: 1, 64>, lifetime = "transient", origin = "prefill:h_last"}
+  %done.c0 = tmachine.token "done.c0"
   tmachine.stream attributes {device = "n0", engine = "cuda.copy"} {
-    tmachine.copy {id = "i.c0", cmd = "c0", src = "e0", dst = "b0", bytes = 16 : i64, step = "prefill", waits = [], lineage = "edge:e0"}
+    tmachine.copy "i.c0" %e0 -> %b0 signal %done.c0 {cmd = "c0", bytes = 16 : i64, step = "prefill", lineage = "edge:e0"}
   }
   tmachine.stream attributes {device = "n0", engine = "cuda.stream"} {
-    tmachine.launch {id = "i.c1", cmd = "c1", kernel = "gemv:_gemv_kernel", grid = array<i64: 4, 1, 1>, meta = {FMT = 3 : i64, BLOCK_M = 1 : i64}, args = ["b0", "w", "b1"], scalars = {N = 64 : i64, K = 64 : i64, start_pos = "$start_pos"}, autotune = true, waits = ["c0"], lineage = "blk.0.attn_q -> c1"}
-    tmachine.view {id = "i.c2", cmd = "c2", kind = "last_row", args = ["b1", "b2"], waits = [], lineage = "h_last"}
+    tmachine.launch "i.c1" "gemv:_gemv_kernel" (%b0, %w, %b1) waits(%done.c0) {cmd = "c1", grid = array<i64: 4, 1, 1>, meta = {FMT = 3 : i64, BLOCK_M = 1 : i64}, scalars = {N = 64 : i64, K = 64 : i64, start_pos = "$start_pos"}, autotune = true, lineage = "blk.0.attn_q -> c1"}
+    tmachine.view "i.c2" "last_row" %b1 -> %b2 {cmd = "c2", lineage = "h_last"}
   }
 }
 
 // -----
 
-// program: an op that is neither buffer nor stream
-tmachine.program attributes {target = "cuda-triton@1", concrete = "sha256:00", revision = "pipeplan-tmachine/1"} {
-  tmachine.buffer {id = "e0", device = "n0", dtype = "i32", shape = array<i64: 64>, lifetime = "edge", origin = "edge e0 (token_in)"}
-  tmachine.buffer {id = "b0", device = "n0", dtype = "i32", shape = array<i64: 4>, lifetime = "transient", origin = "prefill:input"}
-  tmachine.buffer {id = "w", device = "n0", dtype = "f32", shape = array<i64: 64, 64>, lifetime = "weight", origin = "blk.0.attn_q.weight"}
-  tmachine.buffer {id = "b1", device = "n0", dtype = "f32", shape = array<i64: 4, 64>, lifetime = "transient", origin = "prefill:q"}
-  tmachine.buffer {id = "b2", device = "n0", dtype = "f32", shape = array<i64: 1, 64>, lifetime = "transient", origin = "prefill:h_last"}
+// program: an op that is neither buffer, token nor stream
+tmachine.program attributes {target = "cuda-triton@1", concrete = "sha256:00", revision = "pipeplan-tmachine/2"} {
+  %e0 = tmachine.buffer "e0" {device = "n0", dtype = "i32", shape = array<i64: 64>, lifetime = "edge", origin = "edge e0 (token_in)"}
+  %b0 = tmachine.buffer "b0" {device = "n0", dtype = "i32", shape = array<i64: 4>, lifetime = "transient", origin = "prefill:input"}
+  %w = tmachine.buffer "w" {device = "n0", dtype = "f32", shape = array<i64: 64, 64>, lifetime = "weight", origin = "blk.0.attn_q.weight"}
+  %b1 = tmachine.buffer "b1" {device = "n0", dtype = "f32", shape = array<i64: 4, 64>, lifetime = "transient", origin = "prefill:q"}
+  %b2 = tmachine.buffer "b2" {device = "n0", dtype = "f32", shape = array<i64: 1, 64>, lifetime = "transient", origin = "prefill:h_last"}
+  %done.c0 = tmachine.token "done.c0"
   builtin.module {
-  // CHECK:      invalid.mlir:[[# @LINE - 1]]:3: error: unexpected op 'builtin.module' in a tmachine.program (buffers and streams only)
+  // CHECK:      invalid.mlir:[[# @LINE - 1]]:3: error: unexpected op 'builtin.module' in a tmachine.program (buffers, tokens and streams only)
   // CHECK-NEXT: {{^}}  builtin.module {
   }
   tmachine.stream attributes {device = "n0", engine = "cuda.copy"} {
-    tmachine.copy {id = "i.c0", cmd = "c0", src = "e0", dst = "b0", bytes = 16 : i64, step = "prefill", waits = [], lineage = "edge:e0"}
+    tmachine.copy "i.c0" %e0 -> %b0 signal %done.c0 {cmd = "c0", bytes = 16 : i64, step = "prefill", lineage = "edge:e0"}
   }
   tmachine.stream attributes {device = "n0", engine = "cuda.stream"} {
-    tmachine.launch {id = "i.c1", cmd = "c1", kernel = "gemv:_gemv_kernel", grid = array<i64: 4, 1, 1>, meta = {FMT = 3 : i64, BLOCK_M = 1 : i64}, args = ["b0", "w", "b1"], scalars = {N = 64 : i64, K = 64 : i64, start_pos = "$start_pos"}, autotune = true, waits = ["c0"], lineage = "blk.0.attn_q -> c1"}
-    tmachine.view {id = "i.c2", cmd = "c2", kind = "last_row", args = ["b1", "b2"], waits = [], lineage = "h_last"}
+    tmachine.launch "i.c1" "gemv:_gemv_kernel" (%b0, %w, %b1) waits(%done.c0) {cmd = "c1", grid = array<i64: 4, 1, 1>, meta = {FMT = 3 : i64, BLOCK_M = 1 : i64}, scalars = {N = 64 : i64, K = 64 : i64, start_pos = "$start_pos"}, autotune = true, lineage = "blk.0.attn_q -> c1"}
+    tmachine.view "i.c2" "last_row" %b1 -> %b2 {cmd = "c2", lineage = "h_last"}
+  }
+}
+
+// -----
+
+// program: a buffer declared after a stream (it would not dominate that stream's uses)
+tmachine.program attributes {target = "cuda-triton@1", concrete = "sha256:00", revision = "pipeplan-tmachine/2"} {
+  %e0 = tmachine.buffer "e0" {device = "n0", dtype = "i32", shape = array<i64: 64>, lifetime = "edge", origin = "edge e0 (token_in)"}
+  %b0 = tmachine.buffer "b0" {device = "n0", dtype = "i32", shape = array<i64: 4>, lifetime = "transient", origin = "prefill:input"}
+  %w = tmachine.buffer "w" {device = "n0", dtype = "f32", shape = array<i64: 64, 64>, lifetime = "weight", origin = "blk.0.attn_q.weight"}
+  %b1 = tmachine.buffer "b1" {device = "n0", dtype = "f32", shape = array<i64: 4, 64>, lifetime = "transient", origin = "prefill:q"}
+  %b2 = tmachine.buffer "b2" {device = "n0", dtype = "f32", shape = array<i64: 1, 64>, lifetime = "transient", origin = "prefill:h_last"}
+  %done.c0 = tmachine.token "done.c0"
+  tmachine.stream attributes {device = "n0", engine = "cuda.copy"} {
+    tmachine.copy "i.c0" %e0 -> %b0 signal %done.c0 {cmd = "c0", bytes = 16 : i64, step = "prefill", lineage = "edge:e0"}
+  }
+  %late = tmachine.buffer "late" {device = "n0", dtype = "f32", shape = array<i64: 1>, lifetime = "transient", origin = "prefill:x"}
+  // CHECK:      invalid.mlir:[[# @LINE - 1]]:3: error: 'tmachine.buffer' after a tmachine.stream (buffers and tokens come before the streams that use them)
+  // CHECK-NEXT: {{^}}  %late = tmachine.buffer "late"
+  tmachine.stream attributes {device = "n0", engine = "cuda.stream"} {
+    tmachine.launch "i.c1" "gemv:_gemv_kernel" (%b0, %w, %b1) waits(%done.c0) {cmd = "c1", grid = array<i64: 4, 1, 1>, meta = {FMT = 3 : i64, BLOCK_M = 1 : i64}, scalars = {N = 64 : i64, K = 64 : i64, start_pos = "$start_pos"}, autotune = true, lineage = "blk.0.attn_q -> c1"}
+    tmachine.view "i.c2" "last_row" %b1 -> %b2 {cmd = "c2", lineage = "h_last"}
   }
 }
 
 // -----
 
 // program: two streams of one engine
-tmachine.program attributes {target = "cuda-triton@1", concrete = "sha256:00", revision = "pipeplan-tmachine/1"} {
-  tmachine.buffer {id = "e0", device = "n0", dtype = "i32", shape = array<i64: 64>, lifetime = "edge", origin = "edge e0 (token_in)"}
-  tmachine.buffer {id = "b0", device = "n0", dtype = "i32", shape = array<i64: 4>, lifetime = "transient", origin = "prefill:input"}
-  tmachine.buffer {id = "w", device = "n0", dtype = "f32", shape = array<i64: 64, 64>, lifetime = "weight", origin = "blk.0.attn_q.weight"}
-  tmachine.buffer {id = "b1", device = "n0", dtype = "f32", shape = array<i64: 4, 64>, lifetime = "transient", origin = "prefill:q"}
-  tmachine.buffer {id = "b2", device = "n0", dtype = "f32", shape = array<i64: 1, 64>, lifetime = "transient", origin = "prefill:h_last"}
+tmachine.program attributes {target = "cuda-triton@1", concrete = "sha256:00", revision = "pipeplan-tmachine/2"} {
+  %e0 = tmachine.buffer "e0" {device = "n0", dtype = "i32", shape = array<i64: 64>, lifetime = "edge", origin = "edge e0 (token_in)"}
+  %b0 = tmachine.buffer "b0" {device = "n0", dtype = "i32", shape = array<i64: 4>, lifetime = "transient", origin = "prefill:input"}
+  %w = tmachine.buffer "w" {device = "n0", dtype = "f32", shape = array<i64: 64, 64>, lifetime = "weight", origin = "blk.0.attn_q.weight"}
+  %b1 = tmachine.buffer "b1" {device = "n0", dtype = "f32", shape = array<i64: 4, 64>, lifetime = "transient", origin = "prefill:q"}
+  %b2 = tmachine.buffer "b2" {device = "n0", dtype = "f32", shape = array<i64: 1, 64>, lifetime = "transient", origin = "prefill:h_last"}
+  %done.c0 = tmachine.token "done.c0"
   tmachine.stream attributes {engine = "cuda.stream", device = "n0"} {
   }
   tmachine.stream attributes {device = "n0", engine = "cuda.copy"} {
-    tmachine.copy {id = "i.c0", cmd = "c0", src = "e0", dst = "b0", bytes = 16 : i64, step = "prefill", waits = [], lineage = "edge:e0"}
+    tmachine.copy "i.c0" %e0 -> %b0 signal %done.c0 {cmd = "c0", bytes = 16 : i64, step = "prefill", lineage = "edge:e0"}
   }
   tmachine.stream attributes {device = "n0", engine = "cuda.stream"} {
   // CHECK:      invalid.mlir:[[# @LINE - 1]]:3: error: stream n0/cuda.stream appears twice
   // CHECK-NEXT: {{^}}  tmachine.stream attributes {device = "n0", engine = "cuda.stream"} {
-    tmachine.launch {id = "i.c1", cmd = "c1", kernel = "gemv:_gemv_kernel", grid = array<i64: 4, 1, 1>, meta = {FMT = 3 : i64, BLOCK_M = 1 : i64}, args = ["b0", "w", "b1"], scalars = {N = 64 : i64, K = 64 : i64, start_pos = "$start_pos"}, autotune = true, waits = ["c0"], lineage = "blk.0.attn_q -> c1"}
-    tmachine.view {id = "i.c2", cmd = "c2", kind = "last_row", args = ["b1", "b2"], waits = [], lineage = "h_last"}
+    tmachine.launch "i.c1" "gemv:_gemv_kernel" (%b0, %w, %b1) waits(%done.c0) {cmd = "c1", grid = array<i64: 4, 1, 1>, meta = {FMT = 3 : i64, BLOCK_M = 1 : i64}, scalars = {N = 64 : i64, K = 64 : i64, start_pos = "$start_pos"}, autotune = true, lineage = "blk.0.attn_q -> c1"}
+    tmachine.view "i.c2" "last_row" %b1 -> %b2 {cmd = "c2", lineage = "h_last"}
   }
 }
 
 // -----
 
 // buffer: unknown lifetime
-tmachine.program attributes {target = "cuda-triton@1", concrete = "sha256:00", revision = "pipeplan-tmachine/1"} {
-  tmachine.buffer {id = "e0", device = "n0", dtype = "i32", shape = array<i64: 64>, lifetime = "edge", origin = "edge e0 (token_in)"}
-  tmachine.buffer {id = "b0", device = "n0", dtype = "i32", shape = array<i64: 4>, lifetime = "transient", origin = "prefill:input"}
-  tmachine.buffer {id = "w", device = "n0", dtype = "f32", shape = array<i64: 64, 64>, lifetime = "weight", origin = "blk.0.attn_q.weight"}
-  tmachine.buffer {id = "b1", device = "n0", dtype = "f32", shape = array<i64: 4, 64>, lifetime = "transient", origin = "prefill:q"}
-  tmachine.buffer {id = "b2", device = "n0", dtype = "f32", shape = array<i64: 1, 64>, lifetime = "scratch", origin = "prefill:h_last"}
+tmachine.program attributes {target = "cuda-triton@1", concrete = "sha256:00", revision = "pipeplan-tmachine/2"} {
+  %e0 = tmachine.buffer "e0" {device = "n0", dtype = "i32", shape = array<i64: 64>, lifetime = "edge", origin = "edge e0 (token_in)"}
+  %b0 = tmachine.buffer "b0" {device = "n0", dtype = "i32", shape = array<i64: 4>, lifetime = "transient", origin = "prefill:input"}
+  %w = tmachine.buffer "w" {device = "n0", dtype = "f32", shape = array<i64: 64, 64>, lifetime = "weight", origin = "blk.0.attn_q.weight"}
+  %b1 = tmachine.buffer "b1" {device = "n0", dtype = "f32", shape = array<i64: 4, 64>, lifetime = "transient", origin = "prefill:q"}
+  %b2 = tmachine.buffer "b2" {device = "n0", dtype = "f32", shape = array<i64: 1, 64>, lifetime = "scratch", origin = "prefill:h_last"}
   // CHECK:      invalid.mlir:[[# @LINE - 1]]:3: error: buffer 'b2': lifetime 'scratch' is not one of weight, kv, transient, edge
-  // CHECK-NEXT: {{^}}  tmachine.buffer {id = "b2", device = "n0", dtype = "f32",
+  // CHECK-NEXT: {{^}}  %b2 = tmachine.buffer "b2" {device = "n0", dtype = "f32",
+  %done.c0 = tmachine.token "done.c0"
   tmachine.stream attributes {device = "n0", engine = "cuda.copy"} {
-    tmachine.copy {id = "i.c0", cmd = "c0", src = "e0", dst = "b0", bytes = 16 : i64, step = "prefill", waits = [], lineage = "edge:e0"}
+    tmachine.copy "i.c0" %e0 -> %b0 signal %done.c0 {cmd = "c0", bytes = 16 : i64, step = "prefill", lineage = "edge:e0"}
   }
   tmachine.stream attributes {device = "n0", engine = "cuda.stream"} {
-    tmachine.launch {id = "i.c1", cmd = "c1", kernel = "gemv:_gemv_kernel", grid = array<i64: 4, 1, 1>, meta = {FMT = 3 : i64, BLOCK_M = 1 : i64}, args = ["b0", "w", "b1"], scalars = {N = 64 : i64, K = 64 : i64, start_pos = "$start_pos"}, autotune = true, waits = ["c0"], lineage = "blk.0.attn_q -> c1"}
-    tmachine.view {id = "i.c2", cmd = "c2", kind = "last_row", args = ["b1", "b2"], waits = [], lineage = "h_last"}
+    tmachine.launch "i.c1" "gemv:_gemv_kernel" (%b0, %w, %b1) waits(%done.c0) {cmd = "c1", grid = array<i64: 4, 1, 1>, meta = {FMT = 3 : i64, BLOCK_M = 1 : i64}, scalars = {N = 64 : i64, K = 64 : i64, start_pos = "$start_pos"}, autotune = true, lineage = "blk.0.attn_q -> c1"}
+    tmachine.view "i.c2" "last_row" %b1 -> %b2 {cmd = "c2", lineage = "h_last"}
   }
 }
 
 // -----
 
 // buffer: a negative dimension
-tmachine.program attributes {target = "cuda-triton@1", concrete = "sha256:00", revision = "pipeplan-tmachine/1"} {
-  tmachine.buffer {id = "e0", device = "n0", dtype = "i32", shape = array<i64: 64>, lifetime = "edge", origin = "edge e0 (token_in)"}
-  tmachine.buffer {id = "b0", device = "n0", dtype = "i32", shape = array<i64: 4>, lifetime = "transient", origin = "prefill:input"}
-  tmachine.buffer {id = "w", device = "n0", dtype = "f32", shape = array<i64: 64, 64>, lifetime = "weight", origin = "blk.0.attn_q.weight"}
-  tmachine.buffer {id = "b1", device = "n0", dtype = "f32", shape = array<i64: 4, 64>, lifetime = "transient", origin = "prefill:q"}
-  tmachine.buffer {id = "b2", device = "n0", dtype = "f32", shape = array<i64: -1, 64>, lifetime = "transient", origin = "prefill:h_last"}
+tmachine.program attributes {target = "cuda-triton@1", concrete = "sha256:00", revision = "pipeplan-tmachine/2"} {
+  %e0 = tmachine.buffer "e0" {device = "n0", dtype = "i32", shape = array<i64: 64>, lifetime = "edge", origin = "edge e0 (token_in)"}
+  %b0 = tmachine.buffer "b0" {device = "n0", dtype = "i32", shape = array<i64: 4>, lifetime = "transient", origin = "prefill:input"}
+  %w = tmachine.buffer "w" {device = "n0", dtype = "f32", shape = array<i64: 64, 64>, lifetime = "weight", origin = "blk.0.attn_q.weight"}
+  %b1 = tmachine.buffer "b1" {device = "n0", dtype = "f32", shape = array<i64: 4, 64>, lifetime = "transient", origin = "prefill:q"}
+  %b2 = tmachine.buffer "b2" {device = "n0", dtype = "f32", shape = array<i64: -1, 64>, lifetime = "transient", origin = "prefill:h_last"}
   // CHECK:      invalid.mlir:[[# @LINE - 1]]:3: error: buffer 'b2': shape must be non-negative integers
-  // CHECK-NEXT: {{^}}  tmachine.buffer {id = "b2", device = "n0", dtype = "f32",
+  // CHECK-NEXT: {{^}}  %b2 = tmachine.buffer "b2" {device = "n0", dtype = "f32",
+  %done.c0 = tmachine.token "done.c0"
   tmachine.stream attributes {device = "n0", engine = "cuda.copy"} {
-    tmachine.copy {id = "i.c0", cmd = "c0", src = "e0", dst = "b0", bytes = 16 : i64, step = "prefill", waits = [], lineage = "edge:e0"}
+    tmachine.copy "i.c0" %e0 -> %b0 signal %done.c0 {cmd = "c0", bytes = 16 : i64, step = "prefill", lineage = "edge:e0"}
   }
   tmachine.stream attributes {device = "n0", engine = "cuda.stream"} {
-    tmachine.launch {id = "i.c1", cmd = "c1", kernel = "gemv:_gemv_kernel", grid = array<i64: 4, 1, 1>, meta = {FMT = 3 : i64, BLOCK_M = 1 : i64}, args = ["b0", "w", "b1"], scalars = {N = 64 : i64, K = 64 : i64, start_pos = "$start_pos"}, autotune = true, waits = ["c0"], lineage = "blk.0.attn_q -> c1"}
-    tmachine.view {id = "i.c2", cmd = "c2", kind = "last_row", args = ["b1", "b2"], waits = [], lineage = "h_last"}
+    tmachine.launch "i.c1" "gemv:_gemv_kernel" (%b0, %w, %b1) waits(%done.c0) {cmd = "c1", grid = array<i64: 4, 1, 1>, meta = {FMT = 3 : i64, BLOCK_M = 1 : i64}, scalars = {N = 64 : i64, K = 64 : i64, start_pos = "$start_pos"}, autotune = true, lineage = "blk.0.attn_q -> c1"}
+    tmachine.view "i.c2" "last_row" %b1 -> %b2 {cmd = "c2", lineage = "h_last"}
   }
 }
 
 // -----
 
 // stream: an op that is not an instruction
-tmachine.program attributes {target = "cuda-triton@1", concrete = "sha256:00", revision = "pipeplan-tmachine/1"} {
-  tmachine.buffer {id = "e0", device = "n0", dtype = "i32", shape = array<i64: 64>, lifetime = "edge", origin = "edge e0 (token_in)"}
-  tmachine.buffer {id = "b0", device = "n0", dtype = "i32", shape = array<i64: 4>, lifetime = "transient", origin = "prefill:input"}
-  tmachine.buffer {id = "w", device = "n0", dtype = "f32", shape = array<i64: 64, 64>, lifetime = "weight", origin = "blk.0.attn_q.weight"}
-  tmachine.buffer {id = "b1", device = "n0", dtype = "f32", shape = array<i64: 4, 64>, lifetime = "transient", origin = "prefill:q"}
-  tmachine.buffer {id = "b2", device = "n0", dtype = "f32", shape = array<i64: 1, 64>, lifetime = "transient", origin = "prefill:h_last"}
+tmachine.program attributes {target = "cuda-triton@1", concrete = "sha256:00", revision = "pipeplan-tmachine/2"} {
+  %e0 = tmachine.buffer "e0" {device = "n0", dtype = "i32", shape = array<i64: 64>, lifetime = "edge", origin = "edge e0 (token_in)"}
+  %b0 = tmachine.buffer "b0" {device = "n0", dtype = "i32", shape = array<i64: 4>, lifetime = "transient", origin = "prefill:input"}
+  %w = tmachine.buffer "w" {device = "n0", dtype = "f32", shape = array<i64: 64, 64>, lifetime = "weight", origin = "blk.0.attn_q.weight"}
+  %b1 = tmachine.buffer "b1" {device = "n0", dtype = "f32", shape = array<i64: 4, 64>, lifetime = "transient", origin = "prefill:q"}
+  %b2 = tmachine.buffer "b2" {device = "n0", dtype = "f32", shape = array<i64: 1, 64>, lifetime = "transient", origin = "prefill:h_last"}
+  %done.c0 = tmachine.token "done.c0"
   tmachine.stream attributes {device = "n0", engine = "cuda.copy"} {
-    tmachine.copy {id = "i.c0", cmd = "c0", src = "e0", dst = "b0", bytes = 16 : i64, step = "prefill", waits = [], lineage = "edge:e0"}
-  }
-  tmachine.stream attributes {device = "n0", engine = "cuda.stream"} {
-    tmachine.launch {id = "i.c1", cmd = "c1", kernel = "gemv:_gemv_kernel", grid = array<i64: 4, 1, 1>, meta = {FMT = 3 : i64, BLOCK_M = 1 : i64}, args = ["b0", "w", "b1"], scalars = {N = 64 : i64, K = 64 : i64, start_pos = "$start_pos"}, autotune = true, waits = ["c0"], lineage = "blk.0.attn_q -> c1"}
-    tmachine.view {id = "i.c2", cmd = "c2", kind = "last_row", args = ["b1", "b2"], waits = [], lineage = "h_last"}
+    tmachine.copy "i.c0" %e0 -> %b0 signal %done.c0 {cmd = "c0", bytes = 16 : i64, step = "prefill", lineage = "edge:e0"}
     builtin.module {
     // CHECK:      invalid.mlir:[[# @LINE - 1]]:5: error: unexpected op 'builtin.module' in a tmachine.stream
     // CHECK-NEXT: {{^}}  builtin.module {
     }
+  }
+  tmachine.stream attributes {device = "n0", engine = "cuda.stream"} {
+    tmachine.launch "i.c1" "gemv:_gemv_kernel" (%b0, %w, %b1) waits(%done.c0) {cmd = "c1", grid = array<i64: 4, 1, 1>, meta = {FMT = 3 : i64, BLOCK_M = 1 : i64}, scalars = {N = 64 : i64, K = 64 : i64, start_pos = "$start_pos"}, autotune = true, lineage = "blk.0.attn_q -> c1"}
+    tmachine.view "i.c2" "last_row" %b1 -> %b2 {cmd = "c2", lineage = "h_last"}
   }
 }
 
 // -----
 
 // launch: a grid that is not 3 positive integers
-tmachine.program attributes {target = "cuda-triton@1", concrete = "sha256:00", revision = "pipeplan-tmachine/1"} {
-  tmachine.buffer {id = "e0", device = "n0", dtype = "i32", shape = array<i64: 64>, lifetime = "edge", origin = "edge e0 (token_in)"}
-  tmachine.buffer {id = "b0", device = "n0", dtype = "i32", shape = array<i64: 4>, lifetime = "transient", origin = "prefill:input"}
-  tmachine.buffer {id = "w", device = "n0", dtype = "f32", shape = array<i64: 64, 64>, lifetime = "weight", origin = "blk.0.attn_q.weight"}
-  tmachine.buffer {id = "b1", device = "n0", dtype = "f32", shape = array<i64: 4, 64>, lifetime = "transient", origin = "prefill:q"}
-  tmachine.buffer {id = "b2", device = "n0", dtype = "f32", shape = array<i64: 1, 64>, lifetime = "transient", origin = "prefill:h_last"}
+tmachine.program attributes {target = "cuda-triton@1", concrete = "sha256:00", revision = "pipeplan-tmachine/2"} {
+  %e0 = tmachine.buffer "e0" {device = "n0", dtype = "i32", shape = array<i64: 64>, lifetime = "edge", origin = "edge e0 (token_in)"}
+  %b0 = tmachine.buffer "b0" {device = "n0", dtype = "i32", shape = array<i64: 4>, lifetime = "transient", origin = "prefill:input"}
+  %w = tmachine.buffer "w" {device = "n0", dtype = "f32", shape = array<i64: 64, 64>, lifetime = "weight", origin = "blk.0.attn_q.weight"}
+  %b1 = tmachine.buffer "b1" {device = "n0", dtype = "f32", shape = array<i64: 4, 64>, lifetime = "transient", origin = "prefill:q"}
+  %b2 = tmachine.buffer "b2" {device = "n0", dtype = "f32", shape = array<i64: 1, 64>, lifetime = "transient", origin = "prefill:h_last"}
+  %done.c0 = tmachine.token "done.c0"
   tmachine.stream attributes {device = "n0", engine = "cuda.copy"} {
-    tmachine.copy {id = "i.c0", cmd = "c0", src = "e0", dst = "b0", bytes = 16 : i64, step = "prefill", waits = [], lineage = "edge:e0"}
+    tmachine.copy "i.c0" %e0 -> %b0 signal %done.c0 {cmd = "c0", bytes = 16 : i64, step = "prefill", lineage = "edge:e0"}
   }
   tmachine.stream attributes {device = "n0", engine = "cuda.stream"} {
-    tmachine.launch {id = "i.c1", cmd = "c1", kernel = "gemv:_gemv_kernel", grid = array<i64: 4, 0, 1>, meta = {FMT = 3 : i64, BLOCK_M = 1 : i64}, args = ["b0", "w", "b1"], scalars = {N = 64 : i64, K = 64 : i64, start_pos = "$start_pos"}, autotune = true, waits = ["c0"], lineage = "blk.0.attn_q -> c1"}
+    tmachine.launch "i.c1" "gemv:_gemv_kernel" (%b0, %w, %b1) waits(%done.c0) {cmd = "c1", grid = array<i64: 4, 0, 1>, meta = {FMT = 3 : i64, BLOCK_M = 1 : i64}, scalars = {N = 64 : i64, K = 64 : i64, start_pos = "$start_pos"}, autotune = true, lineage = "blk.0.attn_q -> c1"}
     // CHECK:      invalid.mlir:[[# @LINE - 1]]:5: error: [AB-M-1] a machine program must respect its launch ABI and stream order: launch 'i.c1': grid must be 3 positive integers, got [4, 0, 1]
-    // CHECK-NEXT: {{^}}  tmachine.launch {id = "i.c1", cmd = "c1",
-    tmachine.view {id = "i.c2", cmd = "c2", kind = "last_row", args = ["b1", "b2"], waits = [], lineage = "h_last"}
+    // CHECK-NEXT: {{^}}  tmachine.launch "i.c1" "gemv:_gemv_kernel"
+    tmachine.view "i.c2" "last_row" %b1 -> %b2 {cmd = "c2", lineage = "h_last"}
   }
 }
 
 // -----
 
 // launch: a kernel that is not module:function
-tmachine.program attributes {target = "cuda-triton@1", concrete = "sha256:00", revision = "pipeplan-tmachine/1"} {
-  tmachine.buffer {id = "e0", device = "n0", dtype = "i32", shape = array<i64: 64>, lifetime = "edge", origin = "edge e0 (token_in)"}
-  tmachine.buffer {id = "b0", device = "n0", dtype = "i32", shape = array<i64: 4>, lifetime = "transient", origin = "prefill:input"}
-  tmachine.buffer {id = "w", device = "n0", dtype = "f32", shape = array<i64: 64, 64>, lifetime = "weight", origin = "blk.0.attn_q.weight"}
-  tmachine.buffer {id = "b1", device = "n0", dtype = "f32", shape = array<i64: 4, 64>, lifetime = "transient", origin = "prefill:q"}
-  tmachine.buffer {id = "b2", device = "n0", dtype = "f32", shape = array<i64: 1, 64>, lifetime = "transient", origin = "prefill:h_last"}
+tmachine.program attributes {target = "cuda-triton@1", concrete = "sha256:00", revision = "pipeplan-tmachine/2"} {
+  %e0 = tmachine.buffer "e0" {device = "n0", dtype = "i32", shape = array<i64: 64>, lifetime = "edge", origin = "edge e0 (token_in)"}
+  %b0 = tmachine.buffer "b0" {device = "n0", dtype = "i32", shape = array<i64: 4>, lifetime = "transient", origin = "prefill:input"}
+  %w = tmachine.buffer "w" {device = "n0", dtype = "f32", shape = array<i64: 64, 64>, lifetime = "weight", origin = "blk.0.attn_q.weight"}
+  %b1 = tmachine.buffer "b1" {device = "n0", dtype = "f32", shape = array<i64: 4, 64>, lifetime = "transient", origin = "prefill:q"}
+  %b2 = tmachine.buffer "b2" {device = "n0", dtype = "f32", shape = array<i64: 1, 64>, lifetime = "transient", origin = "prefill:h_last"}
+  %done.c0 = tmachine.token "done.c0"
   tmachine.stream attributes {device = "n0", engine = "cuda.copy"} {
-    tmachine.copy {id = "i.c0", cmd = "c0", src = "e0", dst = "b0", bytes = 16 : i64, step = "prefill", waits = [], lineage = "edge:e0"}
+    tmachine.copy "i.c0" %e0 -> %b0 signal %done.c0 {cmd = "c0", bytes = 16 : i64, step = "prefill", lineage = "edge:e0"}
   }
   tmachine.stream attributes {device = "n0", engine = "cuda.stream"} {
-    tmachine.launch {id = "i.c1", cmd = "c1", kernel = "gemv_kernel", grid = array<i64: 4, 1, 1>, meta = {FMT = 3 : i64, BLOCK_M = 1 : i64}, args = ["b0", "w", "b1"], scalars = {N = 64 : i64, K = 64 : i64, start_pos = "$start_pos"}, autotune = true, waits = ["c0"], lineage = "blk.0.attn_q -> c1"}
+    tmachine.launch "i.c1" "gemv_kernel" (%b0, %w, %b1) waits(%done.c0) {cmd = "c1", grid = array<i64: 4, 1, 1>, meta = {FMT = 3 : i64, BLOCK_M = 1 : i64}, scalars = {N = 64 : i64, K = 64 : i64, start_pos = "$start_pos"}, autotune = true, lineage = "blk.0.attn_q -> c1"}
     // CHECK:      invalid.mlir:[[# @LINE - 1]]:5: error: [AB-M-1] a machine program must respect its launch ABI and stream order: launch 'i.c1': kernel 'gemv_kernel' is not 'module:function'
-    // CHECK-NEXT: {{^}}  tmachine.launch {id = "i.c1", cmd = "c1", kernel = "gemv_kernel",
-    tmachine.view {id = "i.c2", cmd = "c2", kind = "last_row", args = ["b1", "b2"], waits = [], lineage = "h_last"}
+    // CHECK-NEXT: {{^}}  tmachine.launch "i.c1" "gemv_kernel"
+    tmachine.view "i.c2" "last_row" %b1 -> %b2 {cmd = "c2", lineage = "h_last"}
   }
 }
 
 // -----
 
 // launch: a meta-parameter that is not an integer
-tmachine.program attributes {target = "cuda-triton@1", concrete = "sha256:00", revision = "pipeplan-tmachine/1"} {
-  tmachine.buffer {id = "e0", device = "n0", dtype = "i32", shape = array<i64: 64>, lifetime = "edge", origin = "edge e0 (token_in)"}
-  tmachine.buffer {id = "b0", device = "n0", dtype = "i32", shape = array<i64: 4>, lifetime = "transient", origin = "prefill:input"}
-  tmachine.buffer {id = "w", device = "n0", dtype = "f32", shape = array<i64: 64, 64>, lifetime = "weight", origin = "blk.0.attn_q.weight"}
-  tmachine.buffer {id = "b1", device = "n0", dtype = "f32", shape = array<i64: 4, 64>, lifetime = "transient", origin = "prefill:q"}
-  tmachine.buffer {id = "b2", device = "n0", dtype = "f32", shape = array<i64: 1, 64>, lifetime = "transient", origin = "prefill:h_last"}
+tmachine.program attributes {target = "cuda-triton@1", concrete = "sha256:00", revision = "pipeplan-tmachine/2"} {
+  %e0 = tmachine.buffer "e0" {device = "n0", dtype = "i32", shape = array<i64: 64>, lifetime = "edge", origin = "edge e0 (token_in)"}
+  %b0 = tmachine.buffer "b0" {device = "n0", dtype = "i32", shape = array<i64: 4>, lifetime = "transient", origin = "prefill:input"}
+  %w = tmachine.buffer "w" {device = "n0", dtype = "f32", shape = array<i64: 64, 64>, lifetime = "weight", origin = "blk.0.attn_q.weight"}
+  %b1 = tmachine.buffer "b1" {device = "n0", dtype = "f32", shape = array<i64: 4, 64>, lifetime = "transient", origin = "prefill:q"}
+  %b2 = tmachine.buffer "b2" {device = "n0", dtype = "f32", shape = array<i64: 1, 64>, lifetime = "transient", origin = "prefill:h_last"}
+  %done.c0 = tmachine.token "done.c0"
   tmachine.stream attributes {device = "n0", engine = "cuda.copy"} {
-    tmachine.copy {id = "i.c0", cmd = "c0", src = "e0", dst = "b0", bytes = 16 : i64, step = "prefill", waits = [], lineage = "edge:e0"}
+    tmachine.copy "i.c0" %e0 -> %b0 signal %done.c0 {cmd = "c0", bytes = 16 : i64, step = "prefill", lineage = "edge:e0"}
   }
   tmachine.stream attributes {device = "n0", engine = "cuda.stream"} {
-    tmachine.launch {id = "i.c1", cmd = "c1", kernel = "gemv:_gemv_kernel", grid = array<i64: 4, 1, 1>, meta = {FMT = "q4_k", BLOCK_M = 1 : i64}, args = ["b0", "w", "b1"], scalars = {N = 64 : i64, K = 64 : i64, start_pos = "$start_pos"}, autotune = true, waits = ["c0"], lineage = "blk.0.attn_q -> c1"}
+    tmachine.launch "i.c1" "gemv:_gemv_kernel" (%b0, %w, %b1) waits(%done.c0) {cmd = "c1", grid = array<i64: 4, 1, 1>, meta = {FMT = "q4_k", BLOCK_M = 1 : i64}, scalars = {N = 64 : i64, K = 64 : i64, start_pos = "$start_pos"}, autotune = true, lineage = "blk.0.attn_q -> c1"}
     // CHECK:      invalid.mlir:[[# @LINE - 1]]:5: error: [AB-M-1] a machine program must respect its launch ABI and stream order: launch 'i.c1': meta-parameter 'FMT' must be an integer, got "q4_k"
-    // CHECK-NEXT: {{^}}  tmachine.launch {id = "i.c1", cmd = "c1",
-    tmachine.view {id = "i.c2", cmd = "c2", kind = "last_row", args = ["b1", "b2"], waits = [], lineage = "h_last"}
+    // CHECK-NEXT: {{^}}  tmachine.launch "i.c1" "gemv:_gemv_kernel"
+    tmachine.view "i.c2" "last_row" %b1 -> %b2 {cmd = "c2", lineage = "h_last"}
   }
 }
 
 // -----
 
 // launch: a scalar that is neither a number nor a $runtime name
-tmachine.program attributes {target = "cuda-triton@1", concrete = "sha256:00", revision = "pipeplan-tmachine/1"} {
-  tmachine.buffer {id = "e0", device = "n0", dtype = "i32", shape = array<i64: 64>, lifetime = "edge", origin = "edge e0 (token_in)"}
-  tmachine.buffer {id = "b0", device = "n0", dtype = "i32", shape = array<i64: 4>, lifetime = "transient", origin = "prefill:input"}
-  tmachine.buffer {id = "w", device = "n0", dtype = "f32", shape = array<i64: 64, 64>, lifetime = "weight", origin = "blk.0.attn_q.weight"}
-  tmachine.buffer {id = "b1", device = "n0", dtype = "f32", shape = array<i64: 4, 64>, lifetime = "transient", origin = "prefill:q"}
-  tmachine.buffer {id = "b2", device = "n0", dtype = "f32", shape = array<i64: 1, 64>, lifetime = "transient", origin = "prefill:h_last"}
+tmachine.program attributes {target = "cuda-triton@1", concrete = "sha256:00", revision = "pipeplan-tmachine/2"} {
+  %e0 = tmachine.buffer "e0" {device = "n0", dtype = "i32", shape = array<i64: 64>, lifetime = "edge", origin = "edge e0 (token_in)"}
+  %b0 = tmachine.buffer "b0" {device = "n0", dtype = "i32", shape = array<i64: 4>, lifetime = "transient", origin = "prefill:input"}
+  %w = tmachine.buffer "w" {device = "n0", dtype = "f32", shape = array<i64: 64, 64>, lifetime = "weight", origin = "blk.0.attn_q.weight"}
+  %b1 = tmachine.buffer "b1" {device = "n0", dtype = "f32", shape = array<i64: 4, 64>, lifetime = "transient", origin = "prefill:q"}
+  %b2 = tmachine.buffer "b2" {device = "n0", dtype = "f32", shape = array<i64: 1, 64>, lifetime = "transient", origin = "prefill:h_last"}
+  %done.c0 = tmachine.token "done.c0"
   tmachine.stream attributes {device = "n0", engine = "cuda.copy"} {
-    tmachine.copy {id = "i.c0", cmd = "c0", src = "e0", dst = "b0", bytes = 16 : i64, step = "prefill", waits = [], lineage = "edge:e0"}
+    tmachine.copy "i.c0" %e0 -> %b0 signal %done.c0 {cmd = "c0", bytes = 16 : i64, step = "prefill", lineage = "edge:e0"}
   }
   tmachine.stream attributes {device = "n0", engine = "cuda.stream"} {
-    tmachine.launch {id = "i.c1", cmd = "c1", kernel = "gemv:_gemv_kernel", grid = array<i64: 4, 1, 1>, meta = {FMT = 3 : i64, BLOCK_M = 1 : i64}, args = ["b0", "w", "b1"], scalars = {N = 64 : i64, K = 64 : i64, start_pos = "start_pos"}, autotune = true, waits = ["c0"], lineage = "blk.0.attn_q -> c1"}
+    tmachine.launch "i.c1" "gemv:_gemv_kernel" (%b0, %w, %b1) waits(%done.c0) {cmd = "c1", grid = array<i64: 4, 1, 1>, meta = {FMT = 3 : i64, BLOCK_M = 1 : i64}, scalars = {N = 64 : i64, K = 64 : i64, start_pos = "start_pos"}, autotune = true, lineage = "blk.0.attn_q -> c1"}
     // CHECK:      invalid.mlir:[[# @LINE - 1]]:5: error: [AB-M-1] a machine program must respect its launch ABI and stream order: launch 'i.c1': scalar 'start_pos' must be a number or a '$runtime' name, got "start_pos"
-    // CHECK-NEXT: {{^}}  tmachine.launch {id = "i.c1", cmd = "c1",
-    tmachine.view {id = "i.c2", cmd = "c2", kind = "last_row", args = ["b1", "b2"], waits = [], lineage = "h_last"}
-  }
-}
-
-// -----
-
-// launch: args that are not strings (the shared string-array check)
-tmachine.program attributes {target = "cuda-triton@1", concrete = "sha256:00", revision = "pipeplan-tmachine/1"} {
-  tmachine.buffer {id = "e0", device = "n0", dtype = "i32", shape = array<i64: 64>, lifetime = "edge", origin = "edge e0 (token_in)"}
-  tmachine.buffer {id = "b0", device = "n0", dtype = "i32", shape = array<i64: 4>, lifetime = "transient", origin = "prefill:input"}
-  tmachine.buffer {id = "w", device = "n0", dtype = "f32", shape = array<i64: 64, 64>, lifetime = "weight", origin = "blk.0.attn_q.weight"}
-  tmachine.buffer {id = "b1", device = "n0", dtype = "f32", shape = array<i64: 4, 64>, lifetime = "transient", origin = "prefill:q"}
-  tmachine.buffer {id = "b2", device = "n0", dtype = "f32", shape = array<i64: 1, 64>, lifetime = "transient", origin = "prefill:h_last"}
-  tmachine.stream attributes {device = "n0", engine = "cuda.copy"} {
-    tmachine.copy {id = "i.c0", cmd = "c0", src = "e0", dst = "b0", bytes = 16 : i64, step = "prefill", waits = [], lineage = "edge:e0"}
-  }
-  tmachine.stream attributes {device = "n0", engine = "cuda.stream"} {
-    tmachine.launch {id = "i.c1", cmd = "c1", kernel = "gemv:_gemv_kernel", grid = array<i64: 4, 1, 1>, meta = {FMT = 3 : i64, BLOCK_M = 1 : i64}, args = ["b0", 1 : i64, "b1"], scalars = {N = 64 : i64, K = 64 : i64, start_pos = "$start_pos"}, autotune = true, waits = ["c0"], lineage = "blk.0.attn_q -> c1"}
-    // CHECK:      invalid.mlir:[[# @LINE - 1]]:5: error: launch 'i.c1': args must be an array of strings, got 1 : i64
-    // CHECK-NEXT: {{^}}  tmachine.launch {id = "i.c1", cmd = "c1",
-    tmachine.view {id = "i.c2", cmd = "c2", kind = "last_row", args = ["b1", "b2"], waits = [], lineage = "h_last"}
+    // CHECK-NEXT: {{^}}  tmachine.launch "i.c1" "gemv:_gemv_kernel"
+    tmachine.view "i.c2" "last_row" %b1 -> %b2 {cmd = "c2", lineage = "h_last"}
   }
 }
 
 // -----
 
 // view: unknown view kind
-tmachine.program attributes {target = "cuda-triton@1", concrete = "sha256:00", revision = "pipeplan-tmachine/1"} {
-  tmachine.buffer {id = "e0", device = "n0", dtype = "i32", shape = array<i64: 64>, lifetime = "edge", origin = "edge e0 (token_in)"}
-  tmachine.buffer {id = "b0", device = "n0", dtype = "i32", shape = array<i64: 4>, lifetime = "transient", origin = "prefill:input"}
-  tmachine.buffer {id = "w", device = "n0", dtype = "f32", shape = array<i64: 64, 64>, lifetime = "weight", origin = "blk.0.attn_q.weight"}
-  tmachine.buffer {id = "b1", device = "n0", dtype = "f32", shape = array<i64: 4, 64>, lifetime = "transient", origin = "prefill:q"}
-  tmachine.buffer {id = "b2", device = "n0", dtype = "f32", shape = array<i64: 1, 64>, lifetime = "transient", origin = "prefill:h_last"}
+tmachine.program attributes {target = "cuda-triton@1", concrete = "sha256:00", revision = "pipeplan-tmachine/2"} {
+  %e0 = tmachine.buffer "e0" {device = "n0", dtype = "i32", shape = array<i64: 64>, lifetime = "edge", origin = "edge e0 (token_in)"}
+  %b0 = tmachine.buffer "b0" {device = "n0", dtype = "i32", shape = array<i64: 4>, lifetime = "transient", origin = "prefill:input"}
+  %w = tmachine.buffer "w" {device = "n0", dtype = "f32", shape = array<i64: 64, 64>, lifetime = "weight", origin = "blk.0.attn_q.weight"}
+  %b1 = tmachine.buffer "b1" {device = "n0", dtype = "f32", shape = array<i64: 4, 64>, lifetime = "transient", origin = "prefill:q"}
+  %b2 = tmachine.buffer "b2" {device = "n0", dtype = "f32", shape = array<i64: 1, 64>, lifetime = "transient", origin = "prefill:h_last"}
+  %done.c0 = tmachine.token "done.c0"
   tmachine.stream attributes {device = "n0", engine = "cuda.copy"} {
-    tmachine.copy {id = "i.c0", cmd = "c0", src = "e0", dst = "b0", bytes = 16 : i64, step = "prefill", waits = [], lineage = "edge:e0"}
+    tmachine.copy "i.c0" %e0 -> %b0 signal %done.c0 {cmd = "c0", bytes = 16 : i64, step = "prefill", lineage = "edge:e0"}
   }
   tmachine.stream attributes {device = "n0", engine = "cuda.stream"} {
-    tmachine.launch {id = "i.c1", cmd = "c1", kernel = "gemv:_gemv_kernel", grid = array<i64: 4, 1, 1>, meta = {FMT = 3 : i64, BLOCK_M = 1 : i64}, args = ["b0", "w", "b1"], scalars = {N = 64 : i64, K = 64 : i64, start_pos = "$start_pos"}, autotune = true, waits = ["c0"], lineage = "blk.0.attn_q -> c1"}
-    tmachine.view {id = "i.c2", cmd = "c2", kind = "first_row", args = ["b1", "b2"], waits = [], lineage = "h_last"}
+    tmachine.launch "i.c1" "gemv:_gemv_kernel" (%b0, %w, %b1) waits(%done.c0) {cmd = "c1", grid = array<i64: 4, 1, 1>, meta = {FMT = 3 : i64, BLOCK_M = 1 : i64}, scalars = {N = 64 : i64, K = 64 : i64, start_pos = "$start_pos"}, autotune = true, lineage = "blk.0.attn_q -> c1"}
+    tmachine.view "i.c2" "first_row" %b1 -> %b2 {cmd = "c2", lineage = "h_last"}
     // CHECK:      invalid.mlir:[[# @LINE - 1]]:5: error: view 'i.c2': unknown view kind 'first_row'
-    // CHECK-NEXT: {{^}}  tmachine.view {id = "i.c2", cmd = "c2", kind = "first_row",
+    // CHECK-NEXT: {{^}}  tmachine.view "i.c2" "first_row" %b1 -> %b2
   }
 }
 
 // -----
 
 // copy: negative bytes
-tmachine.program attributes {target = "cuda-triton@1", concrete = "sha256:00", revision = "pipeplan-tmachine/1"} {
-  tmachine.buffer {id = "e0", device = "n0", dtype = "i32", shape = array<i64: 64>, lifetime = "edge", origin = "edge e0 (token_in)"}
-  tmachine.buffer {id = "b0", device = "n0", dtype = "i32", shape = array<i64: 4>, lifetime = "transient", origin = "prefill:input"}
-  tmachine.buffer {id = "w", device = "n0", dtype = "f32", shape = array<i64: 64, 64>, lifetime = "weight", origin = "blk.0.attn_q.weight"}
-  tmachine.buffer {id = "b1", device = "n0", dtype = "f32", shape = array<i64: 4, 64>, lifetime = "transient", origin = "prefill:q"}
-  tmachine.buffer {id = "b2", device = "n0", dtype = "f32", shape = array<i64: 1, 64>, lifetime = "transient", origin = "prefill:h_last"}
+tmachine.program attributes {target = "cuda-triton@1", concrete = "sha256:00", revision = "pipeplan-tmachine/2"} {
+  %e0 = tmachine.buffer "e0" {device = "n0", dtype = "i32", shape = array<i64: 64>, lifetime = "edge", origin = "edge e0 (token_in)"}
+  %b0 = tmachine.buffer "b0" {device = "n0", dtype = "i32", shape = array<i64: 4>, lifetime = "transient", origin = "prefill:input"}
+  %w = tmachine.buffer "w" {device = "n0", dtype = "f32", shape = array<i64: 64, 64>, lifetime = "weight", origin = "blk.0.attn_q.weight"}
+  %b1 = tmachine.buffer "b1" {device = "n0", dtype = "f32", shape = array<i64: 4, 64>, lifetime = "transient", origin = "prefill:q"}
+  %b2 = tmachine.buffer "b2" {device = "n0", dtype = "f32", shape = array<i64: 1, 64>, lifetime = "transient", origin = "prefill:h_last"}
+  %done.c0 = tmachine.token "done.c0"
   tmachine.stream attributes {device = "n0", engine = "cuda.copy"} {
-    tmachine.copy {id = "i.c0", cmd = "c0", src = "e0", dst = "b0", bytes = -16 : i64, step = "prefill", waits = [], lineage = "edge:e0"}
+    tmachine.copy "i.c0" %e0 -> %b0 signal %done.c0 {cmd = "c0", bytes = -1 : i64, step = "prefill", lineage = "edge:e0"}
     // CHECK:      invalid.mlir:[[# @LINE - 1]]:5: error: copy 'i.c0': bytes must be >= 0
-    // CHECK-NEXT: {{^}}  tmachine.copy {id = "i.c0", cmd = "c0", src = "e0", dst = "b0",
+    // CHECK-NEXT: {{^}}  tmachine.copy "i.c0" %e0 -> %b0 signal %done.c0
   }
   tmachine.stream attributes {device = "n0", engine = "cuda.stream"} {
-    tmachine.launch {id = "i.c1", cmd = "c1", kernel = "gemv:_gemv_kernel", grid = array<i64: 4, 1, 1>, meta = {FMT = 3 : i64, BLOCK_M = 1 : i64}, args = ["b0", "w", "b1"], scalars = {N = 64 : i64, K = 64 : i64, start_pos = "$start_pos"}, autotune = true, waits = ["c0"], lineage = "blk.0.attn_q -> c1"}
-    tmachine.view {id = "i.c2", cmd = "c2", kind = "last_row", args = ["b1", "b2"], waits = [], lineage = "h_last"}
+    tmachine.launch "i.c1" "gemv:_gemv_kernel" (%b0, %w, %b1) waits(%done.c0) {cmd = "c1", grid = array<i64: 4, 1, 1>, meta = {FMT = 3 : i64, BLOCK_M = 1 : i64}, scalars = {N = 64 : i64, K = 64 : i64, start_pos = "$start_pos"}, autotune = true, lineage = "blk.0.attn_q -> c1"}
+    tmachine.view "i.c2" "last_row" %b1 -> %b2 {cmd = "c2", lineage = "h_last"}
   }
 }
 
 // -----
 
-// AB-M-1: a buffer id declared twice
-tmachine.program attributes {target = "cuda-triton@1", concrete = "sha256:00", revision = "pipeplan-tmachine/1"} {
-  tmachine.buffer {id = "e0", device = "n0", dtype = "i32", shape = array<i64: 64>, lifetime = "edge", origin = "edge e0 (token_in)"}
-  tmachine.buffer {id = "b0", device = "n0", dtype = "i32", shape = array<i64: 4>, lifetime = "transient", origin = "prefill:input"}
-  tmachine.buffer {id = "w", device = "n0", dtype = "f32", shape = array<i64: 64, 64>, lifetime = "weight", origin = "blk.0.attn_q.weight"}
-  tmachine.buffer {id = "b1", device = "n0", dtype = "f32", shape = array<i64: 4, 64>, lifetime = "transient", origin = "prefill:q"}
-  tmachine.buffer {id = "b2", device = "n0", dtype = "f32", shape = array<i64: 1, 64>, lifetime = "transient", origin = "prefill:h_last"}
-  tmachine.buffer {id = "b2", device = "n0", dtype = "f32", shape = array<i64: 1, 64>, lifetime = "transient", origin = "decode:h_last"}
-  // CHECK:      invalid.mlir:[[# @LINE - 1]]:3: error: [AB-M-1] a machine program must respect its launch ABI and stream order: duplicate buffer id 'b2'
-  // CHECK-NEXT: {{^}}  tmachine.buffer {id = "b2", device = "n0", dtype = "f32",
+// program: two buffers with one id
+tmachine.program attributes {target = "cuda-triton@1", concrete = "sha256:00", revision = "pipeplan-tmachine/2"} {
+  %e0 = tmachine.buffer "e0" {device = "n0", dtype = "i32", shape = array<i64: 64>, lifetime = "edge", origin = "edge e0 (token_in)"}
+  %b0 = tmachine.buffer "b0" {device = "n0", dtype = "i32", shape = array<i64: 4>, lifetime = "transient", origin = "prefill:input"}
+  %w = tmachine.buffer "w" {device = "n0", dtype = "f32", shape = array<i64: 64, 64>, lifetime = "weight", origin = "blk.0.attn_q.weight"}
+  %b1 = tmachine.buffer "b1" {device = "n0", dtype = "f32", shape = array<i64: 4, 64>, lifetime = "transient", origin = "prefill:q"}
+  %b2 = tmachine.buffer "b1" {device = "n0", dtype = "f32", shape = array<i64: 1, 64>, lifetime = "transient", origin = "prefill:h_last"}
+  // CHECK:      invalid.mlir:[[# @LINE - 1]]:3: error: [AB-M-1] a machine program must respect its launch ABI and stream order: duplicate buffer id 'b1'
+  // CHECK-NEXT: {{^}}  %b2 = tmachine.buffer "b1"
+  %done.c0 = tmachine.token "done.c0"
   tmachine.stream attributes {device = "n0", engine = "cuda.copy"} {
-    tmachine.copy {id = "i.c0", cmd = "c0", src = "e0", dst = "b0", bytes = 16 : i64, step = "prefill", waits = [], lineage = "edge:e0"}
+    tmachine.copy "i.c0" %e0 -> %b0 signal %done.c0 {cmd = "c0", bytes = 16 : i64, step = "prefill", lineage = "edge:e0"}
   }
   tmachine.stream attributes {device = "n0", engine = "cuda.stream"} {
-    tmachine.launch {id = "i.c1", cmd = "c1", kernel = "gemv:_gemv_kernel", grid = array<i64: 4, 1, 1>, meta = {FMT = 3 : i64, BLOCK_M = 1 : i64}, args = ["b0", "w", "b1"], scalars = {N = 64 : i64, K = 64 : i64, start_pos = "$start_pos"}, autotune = true, waits = ["c0"], lineage = "blk.0.attn_q -> c1"}
-    tmachine.view {id = "i.c2", cmd = "c2", kind = "last_row", args = ["b1", "b2"], waits = [], lineage = "h_last"}
+    tmachine.launch "i.c1" "gemv:_gemv_kernel" (%b0, %w, %b1) waits(%done.c0) {cmd = "c1", grid = array<i64: 4, 1, 1>, meta = {FMT = 3 : i64, BLOCK_M = 1 : i64}, scalars = {N = 64 : i64, K = 64 : i64, start_pos = "$start_pos"}, autotune = true, lineage = "blk.0.attn_q -> c1"}
+    tmachine.view "i.c2" "last_row" %b1 -> %b2 {cmd = "c2", lineage = "h_last"}
   }
 }
 
 // -----
 
-// AB-M-1: an instruction id used twice
-tmachine.program attributes {target = "cuda-triton@1", concrete = "sha256:00", revision = "pipeplan-tmachine/1"} {
-  tmachine.buffer {id = "e0", device = "n0", dtype = "i32", shape = array<i64: 64>, lifetime = "edge", origin = "edge e0 (token_in)"}
-  tmachine.buffer {id = "b0", device = "n0", dtype = "i32", shape = array<i64: 4>, lifetime = "transient", origin = "prefill:input"}
-  tmachine.buffer {id = "w", device = "n0", dtype = "f32", shape = array<i64: 64, 64>, lifetime = "weight", origin = "blk.0.attn_q.weight"}
-  tmachine.buffer {id = "b1", device = "n0", dtype = "f32", shape = array<i64: 4, 64>, lifetime = "transient", origin = "prefill:q"}
-  tmachine.buffer {id = "b2", device = "n0", dtype = "f32", shape = array<i64: 1, 64>, lifetime = "transient", origin = "prefill:h_last"}
+// program: two tokens with one id
+tmachine.program attributes {target = "cuda-triton@1", concrete = "sha256:00", revision = "pipeplan-tmachine/2"} {
+  %e0 = tmachine.buffer "e0" {device = "n0", dtype = "i32", shape = array<i64: 64>, lifetime = "edge", origin = "edge e0 (token_in)"}
+  %b0 = tmachine.buffer "b0" {device = "n0", dtype = "i32", shape = array<i64: 4>, lifetime = "transient", origin = "prefill:input"}
+  %w = tmachine.buffer "w" {device = "n0", dtype = "f32", shape = array<i64: 64, 64>, lifetime = "weight", origin = "blk.0.attn_q.weight"}
+  %b1 = tmachine.buffer "b1" {device = "n0", dtype = "f32", shape = array<i64: 4, 64>, lifetime = "transient", origin = "prefill:q"}
+  %b2 = tmachine.buffer "b2" {device = "n0", dtype = "f32", shape = array<i64: 1, 64>, lifetime = "transient", origin = "prefill:h_last"}
+  %done.c0 = tmachine.token "done.c0"
+  %done.c1 = tmachine.token "done.c0"
+  // CHECK:      invalid.mlir:[[# @LINE - 1]]:3: error: [AB-M-1] a machine program must respect its launch ABI and stream order: duplicate token id 'done.c0'
+  // CHECK-NEXT: {{^}}  %done.c1 = tmachine.token "done.c0"
   tmachine.stream attributes {device = "n0", engine = "cuda.copy"} {
-    tmachine.copy {id = "i.c0", cmd = "c0", src = "e0", dst = "b0", bytes = 16 : i64, step = "prefill", waits = [], lineage = "edge:e0"}
+    tmachine.copy "i.c0" %e0 -> %b0 signal %done.c0 {cmd = "c0", bytes = 16 : i64, step = "prefill", lineage = "edge:e0"}
   }
   tmachine.stream attributes {device = "n0", engine = "cuda.stream"} {
-    tmachine.launch {id = "i.c1", cmd = "c1", kernel = "gemv:_gemv_kernel", grid = array<i64: 4, 1, 1>, meta = {FMT = 3 : i64, BLOCK_M = 1 : i64}, args = ["b0", "w", "b1"], scalars = {N = 64 : i64, K = 64 : i64, start_pos = "$start_pos"}, autotune = true, waits = ["c0"], lineage = "blk.0.attn_q -> c1"}
-    tmachine.view {id = "i.c1", cmd = "c2", kind = "last_row", args = ["b1", "b2"], waits = [], lineage = "h_last"}
+    tmachine.launch "i.c1" "gemv:_gemv_kernel" (%b0, %w, %b1) waits(%done.c0) {cmd = "c1", grid = array<i64: 4, 1, 1>, meta = {FMT = 3 : i64, BLOCK_M = 1 : i64}, scalars = {N = 64 : i64, K = 64 : i64, start_pos = "$start_pos"}, autotune = true, lineage = "blk.0.attn_q -> c1"}
+    tmachine.view "i.c2" "last_row" %b1 -> %b2 {cmd = "c2", lineage = "h_last"}
+  }
+}
+
+// -----
+
+// program: two instructions with one id
+tmachine.program attributes {target = "cuda-triton@1", concrete = "sha256:00", revision = "pipeplan-tmachine/2"} {
+  %e0 = tmachine.buffer "e0" {device = "n0", dtype = "i32", shape = array<i64: 64>, lifetime = "edge", origin = "edge e0 (token_in)"}
+  %b0 = tmachine.buffer "b0" {device = "n0", dtype = "i32", shape = array<i64: 4>, lifetime = "transient", origin = "prefill:input"}
+  %w = tmachine.buffer "w" {device = "n0", dtype = "f32", shape = array<i64: 64, 64>, lifetime = "weight", origin = "blk.0.attn_q.weight"}
+  %b1 = tmachine.buffer "b1" {device = "n0", dtype = "f32", shape = array<i64: 4, 64>, lifetime = "transient", origin = "prefill:q"}
+  %b2 = tmachine.buffer "b2" {device = "n0", dtype = "f32", shape = array<i64: 1, 64>, lifetime = "transient", origin = "prefill:h_last"}
+  %done.c0 = tmachine.token "done.c0"
+  tmachine.stream attributes {device = "n0", engine = "cuda.copy"} {
+    tmachine.copy "i.c0" %e0 -> %b0 signal %done.c0 {cmd = "c0", bytes = 16 : i64, step = "prefill", lineage = "edge:e0"}
+  }
+  tmachine.stream attributes {device = "n0", engine = "cuda.stream"} {
+    tmachine.launch "i.c1" "gemv:_gemv_kernel" (%b0, %w, %b1) waits(%done.c0) {cmd = "c1", grid = array<i64: 4, 1, 1>, meta = {FMT = 3 : i64, BLOCK_M = 1 : i64}, scalars = {N = 64 : i64, K = 64 : i64, start_pos = "$start_pos"}, autotune = true, lineage = "blk.0.attn_q -> c1"}
+    tmachine.view "i.c1" "last_row" %b1 -> %b2 {cmd = "c2", lineage = "h_last"}
     // CHECK:      invalid.mlir:[[# @LINE - 1]]:5: error: [AB-M-1] a machine program must respect its launch ABI and stream order: duplicate instruction id 'i.c1'
-    // CHECK-NEXT: {{^}}  tmachine.view {id = "i.c1", cmd = "c2", kind = "last_row",
+    // CHECK-NEXT: {{^}}  tmachine.view "i.c1" "last_row"
   }
 }
 
 // -----
 
-// AB-M-1: an instruction of an unknown step
-tmachine.program attributes {target = "cuda-triton@1", concrete = "sha256:00", revision = "pipeplan-tmachine/1"} {
-  tmachine.buffer {id = "e0", device = "n0", dtype = "i32", shape = array<i64: 64>, lifetime = "edge", origin = "edge e0 (token_in)"}
-  tmachine.buffer {id = "b0", device = "n0", dtype = "i32", shape = array<i64: 4>, lifetime = "transient", origin = "prefill:input"}
-  tmachine.buffer {id = "w", device = "n0", dtype = "f32", shape = array<i64: 64, 64>, lifetime = "weight", origin = "blk.0.attn_q.weight"}
-  tmachine.buffer {id = "b1", device = "n0", dtype = "f32", shape = array<i64: 4, 64>, lifetime = "transient", origin = "prefill:q"}
-  tmachine.buffer {id = "b2", device = "n0", dtype = "f32", shape = array<i64: 1, 64>, lifetime = "transient", origin = "prefill:h_last"}
+// instruction: a step that is not prefill or decode
+tmachine.program attributes {target = "cuda-triton@1", concrete = "sha256:00", revision = "pipeplan-tmachine/2"} {
+  %e0 = tmachine.buffer "e0" {device = "n0", dtype = "i32", shape = array<i64: 64>, lifetime = "edge", origin = "edge e0 (token_in)"}
+  %b0 = tmachine.buffer "b0" {device = "n0", dtype = "i32", shape = array<i64: 4>, lifetime = "transient", origin = "prefill:input"}
+  %w = tmachine.buffer "w" {device = "n0", dtype = "f32", shape = array<i64: 64, 64>, lifetime = "weight", origin = "blk.0.attn_q.weight"}
+  %b1 = tmachine.buffer "b1" {device = "n0", dtype = "f32", shape = array<i64: 4, 64>, lifetime = "transient", origin = "prefill:q"}
+  %b2 = tmachine.buffer "b2" {device = "n0", dtype = "f32", shape = array<i64: 1, 64>, lifetime = "transient", origin = "prefill:h_last"}
+  %done.c0 = tmachine.token "done.c0"
   tmachine.stream attributes {device = "n0", engine = "cuda.copy"} {
-    tmachine.copy {id = "i.c0", cmd = "c0", src = "e0", dst = "b0", bytes = 16 : i64, step = "warmup", waits = [], lineage = "edge:e0"}
+    tmachine.copy "i.c0" %e0 -> %b0 signal %done.c0 {cmd = "c0", bytes = 16 : i64, step = "warmup", lineage = "edge:e0"}
     // CHECK:      invalid.mlir:[[# @LINE - 1]]:5: error: [AB-M-1] a machine program must respect its launch ABI and stream order: instruction 'i.c0' belongs to step 'warmup', not one of prefill, decode
-    // CHECK-NEXT: {{^}}  tmachine.copy {id = "i.c0", cmd = "c0", src = "e0", dst = "b0",
+    // CHECK-NEXT: {{^}}  tmachine.copy "i.c0" %e0 -> %b0
   }
   tmachine.stream attributes {device = "n0", engine = "cuda.stream"} {
-    tmachine.launch {id = "i.c1", cmd = "c1", kernel = "gemv:_gemv_kernel", grid = array<i64: 4, 1, 1>, meta = {FMT = 3 : i64, BLOCK_M = 1 : i64}, args = ["b0", "w", "b1"], scalars = {N = 64 : i64, K = 64 : i64, start_pos = "$start_pos"}, autotune = true, waits = ["c0"], lineage = "blk.0.attn_q -> c1"}
-    tmachine.view {id = "i.c2", cmd = "c2", kind = "last_row", args = ["b1", "b2"], waits = [], lineage = "h_last"}
+    tmachine.launch "i.c1" "gemv:_gemv_kernel" (%b0, %w, %b1) waits(%done.c0) {cmd = "c1", grid = array<i64: 4, 1, 1>, meta = {FMT = 3 : i64, BLOCK_M = 1 : i64}, scalars = {N = 64 : i64, K = 64 : i64, start_pos = "$start_pos"}, autotune = true, lineage = "blk.0.attn_q -> c1"}
+    tmachine.view "i.c2" "last_row" %b1 -> %b2 {cmd = "c2", lineage = "h_last"}
   }
 }
 
 // -----
 
-// AB-M-1: an empty buffer argument
-tmachine.program attributes {target = "cuda-triton@1", concrete = "sha256:00", revision = "pipeplan-tmachine/1"} {
-  tmachine.buffer {id = "e0", device = "n0", dtype = "i32", shape = array<i64: 64>, lifetime = "edge", origin = "edge e0 (token_in)"}
-  tmachine.buffer {id = "b0", device = "n0", dtype = "i32", shape = array<i64: 4>, lifetime = "transient", origin = "prefill:input"}
-  tmachine.buffer {id = "w", device = "n0", dtype = "f32", shape = array<i64: 64, 64>, lifetime = "weight", origin = "blk.0.attn_q.weight"}
-  tmachine.buffer {id = "b1", device = "n0", dtype = "f32", shape = array<i64: 4, 64>, lifetime = "transient", origin = "prefill:q"}
-  tmachine.buffer {id = "b2", device = "n0", dtype = "f32", shape = array<i64: 1, 64>, lifetime = "transient", origin = "prefill:h_last"}
+// instruction: a buffer argument whose buffer has an empty id
+tmachine.program attributes {target = "cuda-triton@1", concrete = "sha256:00", revision = "pipeplan-tmachine/2"} {
+  %e0 = tmachine.buffer "e0" {device = "n0", dtype = "i32", shape = array<i64: 64>, lifetime = "edge", origin = "edge e0 (token_in)"}
+  %b0 = tmachine.buffer "b0" {device = "n0", dtype = "i32", shape = array<i64: 4>, lifetime = "transient", origin = "prefill:input"}
+  %w = tmachine.buffer "" {device = "n0", dtype = "f32", shape = array<i64: 64, 64>, lifetime = "weight", origin = "blk.0.attn_q.weight"}
+  %b1 = tmachine.buffer "b1" {device = "n0", dtype = "f32", shape = array<i64: 4, 64>, lifetime = "transient", origin = "prefill:q"}
+  %b2 = tmachine.buffer "b2" {device = "n0", dtype = "f32", shape = array<i64: 1, 64>, lifetime = "transient", origin = "prefill:h_last"}
+  %done.c0 = tmachine.token "done.c0"
   tmachine.stream attributes {device = "n0", engine = "cuda.copy"} {
-    tmachine.copy {id = "i.c0", cmd = "c0", src = "e0", dst = "b0", bytes = 16 : i64, step = "prefill", waits = [], lineage = "edge:e0"}
+    tmachine.copy "i.c0" %e0 -> %b0 signal %done.c0 {cmd = "c0", bytes = 16 : i64, step = "prefill", lineage = "edge:e0"}
   }
   tmachine.stream attributes {device = "n0", engine = "cuda.stream"} {
-    tmachine.launch {id = "i.c1", cmd = "c1", kernel = "gemv:_gemv_kernel", grid = array<i64: 4, 1, 1>, meta = {FMT = 3 : i64, BLOCK_M = 1 : i64}, args = ["b0", "", "b1"], scalars = {N = 64 : i64, K = 64 : i64, start_pos = "$start_pos"}, autotune = true, waits = ["c0"], lineage = "blk.0.attn_q -> c1"}
+    tmachine.launch "i.c1" "gemv:_gemv_kernel" (%b0, %w, %b1) waits(%done.c0) {cmd = "c1", grid = array<i64: 4, 1, 1>, meta = {FMT = 3 : i64, BLOCK_M = 1 : i64}, scalars = {N = 64 : i64, K = 64 : i64, start_pos = "$start_pos"}, autotune = true, lineage = "blk.0.attn_q -> c1"}
     // CHECK:      invalid.mlir:[[# @LINE - 1]]:5: error: [AB-M-1] a machine program must respect its launch ABI and stream order: instruction 'i.c1' has an empty buffer argument
-    // CHECK-NEXT: {{^}}  tmachine.launch {id = "i.c1", cmd = "c1",
-    tmachine.view {id = "i.c2", cmd = "c2", kind = "last_row", args = ["b1", "b2"], waits = [], lineage = "h_last"}
+    // CHECK-NEXT: {{^}}  tmachine.launch "i.c1" "gemv:_gemv_kernel"
+    tmachine.view "i.c2" "last_row" %b1 -> %b2 {cmd = "c2", lineage = "h_last"}
   }
 }
 
 // -----
 
-// AB-M-1: a launch argument the program does not declare
-tmachine.program attributes {target = "cuda-triton@1", concrete = "sha256:00", revision = "pipeplan-tmachine/1"} {
-  tmachine.buffer {id = "e0", device = "n0", dtype = "i32", shape = array<i64: 64>, lifetime = "edge", origin = "edge e0 (token_in)"}
-  tmachine.buffer {id = "b0", device = "n0", dtype = "i32", shape = array<i64: 4>, lifetime = "transient", origin = "prefill:input"}
-  tmachine.buffer {id = "w", device = "n0", dtype = "f32", shape = array<i64: 64, 64>, lifetime = "weight", origin = "blk.0.attn_q.weight"}
-  tmachine.buffer {id = "b1", device = "n0", dtype = "f32", shape = array<i64: 4, 64>, lifetime = "transient", origin = "prefill:q"}
-  tmachine.buffer {id = "b2", device = "n0", dtype = "f32", shape = array<i64: 1, 64>, lifetime = "transient", origin = "prefill:h_last"}
+// instruction: a buffer value defined outside the program
+%w.ghost = builtin.unrealized_conversion_cast to !tmachine.buffer
+tmachine.program attributes {target = "cuda-triton@1", concrete = "sha256:00", revision = "pipeplan-tmachine/2"} {
+  %e0 = tmachine.buffer "e0" {device = "n0", dtype = "i32", shape = array<i64: 64>, lifetime = "edge", origin = "edge e0 (token_in)"}
+  %b0 = tmachine.buffer "b0" {device = "n0", dtype = "i32", shape = array<i64: 4>, lifetime = "transient", origin = "prefill:input"}
+  %w = tmachine.buffer "w" {device = "n0", dtype = "f32", shape = array<i64: 64, 64>, lifetime = "weight", origin = "blk.0.attn_q.weight"}
+  %b1 = tmachine.buffer "b1" {device = "n0", dtype = "f32", shape = array<i64: 4, 64>, lifetime = "transient", origin = "prefill:q"}
+  %b2 = tmachine.buffer "b2" {device = "n0", dtype = "f32", shape = array<i64: 1, 64>, lifetime = "transient", origin = "prefill:h_last"}
+  %done.c0 = tmachine.token "done.c0"
   tmachine.stream attributes {device = "n0", engine = "cuda.copy"} {
-    tmachine.copy {id = "i.c0", cmd = "c0", src = "e0", dst = "b0", bytes = 16 : i64, step = "prefill", waits = [], lineage = "edge:e0"}
+    tmachine.copy "i.c0" %e0 -> %b0 signal %done.c0 {cmd = "c0", bytes = 16 : i64, step = "prefill", lineage = "edge:e0"}
   }
   tmachine.stream attributes {device = "n0", engine = "cuda.stream"} {
-    tmachine.launch {id = "i.c1", cmd = "c1", kernel = "gemv:_gemv_kernel", grid = array<i64: 4, 1, 1>, meta = {FMT = 3 : i64, BLOCK_M = 1 : i64}, args = ["b0", "w9", "b1"], scalars = {N = 64 : i64, K = 64 : i64, start_pos = "$start_pos"}, autotune = true, waits = ["c0"], lineage = "blk.0.attn_q -> c1"}
-    // CHECK:      invalid.mlir:[[# @LINE - 1]]:5: error: [AB-M-1] a machine program must respect its launch ABI and stream order: instruction 'i.c1' names buffer 'w9', which the program does not declare
-    // CHECK-NEXT: {{^}}  tmachine.launch {id = "i.c1", cmd = "c1",
-    tmachine.view {id = "i.c2", cmd = "c2", kind = "last_row", args = ["b1", "b2"], waits = [], lineage = "h_last"}
+    tmachine.launch "i.c1" "gemv:_gemv_kernel" (%b0, %w.ghost, %b1) waits(%done.c0) {cmd = "c1", grid = array<i64: 4, 1, 1>, meta = {FMT = 3 : i64, BLOCK_M = 1 : i64}, scalars = {N = 64 : i64, K = 64 : i64, start_pos = "$start_pos"}, autotune = true, lineage = "blk.0.attn_q -> c1"}
+    // CHECK:      invalid.mlir:[[# @LINE - 1]]:5: error: [AB-M-1] a machine program must respect its launch ABI and stream order: instruction 'i.c1' names buffer '%w.ghost', which the program does not declare
+    // CHECK-NEXT: {{^}}  tmachine.launch "i.c1" "gemv:_gemv_kernel" (%b0, %w.ghost, %b1)
+    tmachine.view "i.c2" "last_row" %b1 -> %b2 {cmd = "c2", lineage = "h_last"}
   }
 }
 
 // -----
 
-// AB-M-1: a wait for a command no instruction lowers
-tmachine.program attributes {target = "cuda-triton@1", concrete = "sha256:00", revision = "pipeplan-tmachine/1"} {
-  tmachine.buffer {id = "e0", device = "n0", dtype = "i32", shape = array<i64: 64>, lifetime = "edge", origin = "edge e0 (token_in)"}
-  tmachine.buffer {id = "b0", device = "n0", dtype = "i32", shape = array<i64: 4>, lifetime = "transient", origin = "prefill:input"}
-  tmachine.buffer {id = "w", device = "n0", dtype = "f32", shape = array<i64: 64, 64>, lifetime = "weight", origin = "blk.0.attn_q.weight"}
-  tmachine.buffer {id = "b1", device = "n0", dtype = "f32", shape = array<i64: 4, 64>, lifetime = "transient", origin = "prefill:q"}
-  tmachine.buffer {id = "b2", device = "n0", dtype = "f32", shape = array<i64: 1, 64>, lifetime = "transient", origin = "prefill:h_last"}
+// instruction: a token value defined outside the program
+%done.ghost = builtin.unrealized_conversion_cast to !tmachine.token
+tmachine.program attributes {target = "cuda-triton@1", concrete = "sha256:00", revision = "pipeplan-tmachine/2"} {
+  %e0 = tmachine.buffer "e0" {device = "n0", dtype = "i32", shape = array<i64: 64>, lifetime = "edge", origin = "edge e0 (token_in)"}
+  %b0 = tmachine.buffer "b0" {device = "n0", dtype = "i32", shape = array<i64: 4>, lifetime = "transient", origin = "prefill:input"}
+  %w = tmachine.buffer "w" {device = "n0", dtype = "f32", shape = array<i64: 64, 64>, lifetime = "weight", origin = "blk.0.attn_q.weight"}
+  %b1 = tmachine.buffer "b1" {device = "n0", dtype = "f32", shape = array<i64: 4, 64>, lifetime = "transient", origin = "prefill:q"}
+  %b2 = tmachine.buffer "b2" {device = "n0", dtype = "f32", shape = array<i64: 1, 64>, lifetime = "transient", origin = "prefill:h_last"}
+  %done.c0 = tmachine.token "done.c0"
   tmachine.stream attributes {device = "n0", engine = "cuda.copy"} {
-    tmachine.copy {id = "i.c0", cmd = "c0", src = "e0", dst = "b0", bytes = 16 : i64, step = "prefill", waits = [], lineage = "edge:e0"}
+    tmachine.copy "i.c0" %e0 -> %b0 signal %done.c0 {cmd = "c0", bytes = 16 : i64, step = "prefill", lineage = "edge:e0"}
   }
   tmachine.stream attributes {device = "n0", engine = "cuda.stream"} {
-    tmachine.launch {id = "i.c1", cmd = "c1", kernel = "gemv:_gemv_kernel", grid = array<i64: 4, 1, 1>, meta = {FMT = 3 : i64, BLOCK_M = 1 : i64}, args = ["b0", "w", "b1"], scalars = {N = 64 : i64, K = 64 : i64, start_pos = "$start_pos"}, autotune = true, waits = ["c7"], lineage = "blk.0.attn_q -> c1"}
-    // CHECK:      invalid.mlir:[[# @LINE - 1]]:5: error: [AB-M-1] a machine program must respect its launch ABI and stream order: instruction 'i.c1' waits for command 'c7' that no instruction of the program lowers
-    // CHECK-NEXT: {{^}}  tmachine.launch {id = "i.c1", cmd = "c1",
-    tmachine.view {id = "i.c2", cmd = "c2", kind = "last_row", args = ["b1", "b2"], waits = [], lineage = "h_last"}
+    tmachine.launch "i.c1" "gemv:_gemv_kernel" (%b0, %w, %b1) waits(%done.ghost) {cmd = "c1", grid = array<i64: 4, 1, 1>, meta = {FMT = 3 : i64, BLOCK_M = 1 : i64}, scalars = {N = 64 : i64, K = 64 : i64, start_pos = "$start_pos"}, autotune = true, lineage = "blk.0.attn_q -> c1"}
+    // CHECK:      invalid.mlir:[[# @LINE - 1]]:5: error: [AB-M-1] a machine program must respect its launch ABI and stream order: instruction 'i.c1' uses token '%done.ghost', which the program does not declare
+    // CHECK-NEXT: {{^}}  tmachine.launch "i.c1" "gemv:_gemv_kernel"
+    tmachine.view "i.c2" "last_row" %b1 -> %b2 {cmd = "c2", lineage = "h_last"}
   }
 }
 
 // -----
 
-// AB-M-1: a wait on the instruction's own stream
-tmachine.program attributes {target = "cuda-triton@1", concrete = "sha256:00", revision = "pipeplan-tmachine/1"} {
-  tmachine.buffer {id = "e0", device = "n0", dtype = "i32", shape = array<i64: 64>, lifetime = "edge", origin = "edge e0 (token_in)"}
-  tmachine.buffer {id = "b0", device = "n0", dtype = "i32", shape = array<i64: 4>, lifetime = "transient", origin = "prefill:input"}
-  tmachine.buffer {id = "w", device = "n0", dtype = "f32", shape = array<i64: 64, 64>, lifetime = "weight", origin = "blk.0.attn_q.weight"}
-  tmachine.buffer {id = "b1", device = "n0", dtype = "f32", shape = array<i64: 4, 64>, lifetime = "transient", origin = "prefill:q"}
-  tmachine.buffer {id = "b2", device = "n0", dtype = "f32", shape = array<i64: 1, 64>, lifetime = "transient", origin = "prefill:h_last"}
+// token: signalled by two instructions
+tmachine.program attributes {target = "cuda-triton@1", concrete = "sha256:00", revision = "pipeplan-tmachine/2"} {
+  %e0 = tmachine.buffer "e0" {device = "n0", dtype = "i32", shape = array<i64: 64>, lifetime = "edge", origin = "edge e0 (token_in)"}
+  %b0 = tmachine.buffer "b0" {device = "n0", dtype = "i32", shape = array<i64: 4>, lifetime = "transient", origin = "prefill:input"}
+  %w = tmachine.buffer "w" {device = "n0", dtype = "f32", shape = array<i64: 64, 64>, lifetime = "weight", origin = "blk.0.attn_q.weight"}
+  %b1 = tmachine.buffer "b1" {device = "n0", dtype = "f32", shape = array<i64: 4, 64>, lifetime = "transient", origin = "prefill:q"}
+  %b2 = tmachine.buffer "b2" {device = "n0", dtype = "f32", shape = array<i64: 1, 64>, lifetime = "transient", origin = "prefill:h_last"}
+  %done.c0 = tmachine.token "done.c0"
   tmachine.stream attributes {device = "n0", engine = "cuda.copy"} {
-    tmachine.copy {id = "i.c0", cmd = "c0", src = "e0", dst = "b0", bytes = 16 : i64, step = "prefill", waits = [], lineage = "edge:e0"}
+    tmachine.copy "i.c0" %e0 -> %b0 signal %done.c0 {cmd = "c0", bytes = 16 : i64, step = "prefill", lineage = "edge:e0"}
   }
   tmachine.stream attributes {device = "n0", engine = "cuda.stream"} {
-    tmachine.launch {id = "i.c1", cmd = "c1", kernel = "gemv:_gemv_kernel", grid = array<i64: 4, 1, 1>, meta = {FMT = 3 : i64, BLOCK_M = 1 : i64}, args = ["b0", "w", "b1"], scalars = {N = 64 : i64, K = 64 : i64, start_pos = "$start_pos"}, autotune = true, waits = ["c0"], lineage = "blk.0.attn_q -> c1"}
-    tmachine.view {id = "i.c2", cmd = "c2", kind = "last_row", args = ["b1", "b2"], waits = ["c1"], lineage = "h_last"}
-    // CHECK:      invalid.mlir:[[# @LINE - 1]]:5: error: [AB-M-1] a machine program must respect its launch ABI and stream order: instruction 'i.c2' waits for command 'c1' of its own stream (stream order already orders them)
-    // CHECK-NEXT: {{^}}  tmachine.view {id = "i.c2", cmd = "c2", kind = "last_row",
+    tmachine.launch "i.c1" "gemv:_gemv_kernel" (%b0, %w, %b1) waits(%done.c0) {cmd = "c1", grid = array<i64: 4, 1, 1>, meta = {FMT = 3 : i64, BLOCK_M = 1 : i64}, scalars = {N = 64 : i64, K = 64 : i64, start_pos = "$start_pos"}, autotune = true, lineage = "blk.0.attn_q -> c1"}
+    tmachine.view "i.c2" "last_row" %b1 -> %b2 signal %done.c0 {cmd = "c2", lineage = "h_last"}
+    // CHECK:      invalid.mlir:[[# @LINE - 1]]:5: error: [AB-M-1] a machine program must respect its launch ABI and stream order: token 'done.c0' is signalled by instruction 'i.c0' and by 'i.c2'
+    // CHECK-NEXT: {{^}}  tmachine.view "i.c2" "last_row" %b1 -> %b2 signal %done.c0
   }
 }
 
 // -----
 
-// AB-M-1: stream order and waits that deadlock
-tmachine.program attributes {target = "cuda-triton@1", concrete = "sha256:00", revision = "pipeplan-tmachine/1"} {
-  tmachine.buffer {id = "e0", device = "n0", dtype = "i32", shape = array<i64: 64>, lifetime = "edge", origin = "edge e0 (token_in)"}
-  tmachine.buffer {id = "b0", device = "n0", dtype = "i32", shape = array<i64: 4>, lifetime = "transient", origin = "prefill:input"}
-  tmachine.buffer {id = "w", device = "n0", dtype = "f32", shape = array<i64: 64, 64>, lifetime = "weight", origin = "blk.0.attn_q.weight"}
-  tmachine.buffer {id = "b1", device = "n0", dtype = "f32", shape = array<i64: 4, 64>, lifetime = "transient", origin = "prefill:q"}
-  tmachine.buffer {id = "b2", device = "n0", dtype = "f32", shape = array<i64: 1, 64>, lifetime = "transient", origin = "prefill:h_last"}
+// wait: a token no instruction signals
+tmachine.program attributes {target = "cuda-triton@1", concrete = "sha256:00", revision = "pipeplan-tmachine/2"} {
+  %e0 = tmachine.buffer "e0" {device = "n0", dtype = "i32", shape = array<i64: 64>, lifetime = "edge", origin = "edge e0 (token_in)"}
+  %b0 = tmachine.buffer "b0" {device = "n0", dtype = "i32", shape = array<i64: 4>, lifetime = "transient", origin = "prefill:input"}
+  %w = tmachine.buffer "w" {device = "n0", dtype = "f32", shape = array<i64: 64, 64>, lifetime = "weight", origin = "blk.0.attn_q.weight"}
+  %b1 = tmachine.buffer "b1" {device = "n0", dtype = "f32", shape = array<i64: 4, 64>, lifetime = "transient", origin = "prefill:q"}
+  %b2 = tmachine.buffer "b2" {device = "n0", dtype = "f32", shape = array<i64: 1, 64>, lifetime = "transient", origin = "prefill:h_last"}
+  %done.c0 = tmachine.token "done.c0"
   tmachine.stream attributes {device = "n0", engine = "cuda.copy"} {
-    tmachine.copy {id = "i.c0", cmd = "c0", src = "e0", dst = "b0", bytes = 16 : i64, step = "prefill", waits = ["c2"], lineage = "edge:e0"}
+    tmachine.copy "i.c0" %e0 -> %b0 {cmd = "c0", bytes = 16 : i64, step = "prefill", lineage = "edge:e0"}
+  }
+  tmachine.stream attributes {device = "n0", engine = "cuda.stream"} {
+    tmachine.launch "i.c1" "gemv:_gemv_kernel" (%b0, %w, %b1) waits(%done.c0) {cmd = "c1", grid = array<i64: 4, 1, 1>, meta = {FMT = 3 : i64, BLOCK_M = 1 : i64}, scalars = {N = 64 : i64, K = 64 : i64, start_pos = "$start_pos"}, autotune = true, lineage = "blk.0.attn_q -> c1"}
+    // CHECK:      invalid.mlir:[[# @LINE - 1]]:5: error: [AB-M-1] a machine program must respect its launch ABI and stream order: instruction 'i.c1' waits for token 'done.c0' that no instruction of the program signals
+    // CHECK-NEXT: {{^}}  tmachine.launch "i.c1" "gemv:_gemv_kernel"
+    tmachine.view "i.c2" "last_row" %b1 -> %b2 {cmd = "c2", lineage = "h_last"}
+  }
+}
+
+// -----
+
+// wait: a token of its own stream
+tmachine.program attributes {target = "cuda-triton@1", concrete = "sha256:00", revision = "pipeplan-tmachine/2"} {
+  %e0 = tmachine.buffer "e0" {device = "n0", dtype = "i32", shape = array<i64: 64>, lifetime = "edge", origin = "edge e0 (token_in)"}
+  %b0 = tmachine.buffer "b0" {device = "n0", dtype = "i32", shape = array<i64: 4>, lifetime = "transient", origin = "prefill:input"}
+  %w = tmachine.buffer "w" {device = "n0", dtype = "f32", shape = array<i64: 64, 64>, lifetime = "weight", origin = "blk.0.attn_q.weight"}
+  %b1 = tmachine.buffer "b1" {device = "n0", dtype = "f32", shape = array<i64: 4, 64>, lifetime = "transient", origin = "prefill:q"}
+  %b2 = tmachine.buffer "b2" {device = "n0", dtype = "f32", shape = array<i64: 1, 64>, lifetime = "transient", origin = "prefill:h_last"}
+  %done.c0 = tmachine.token "done.c0"
+  %done.c1 = tmachine.token "done.c1"
+  tmachine.stream attributes {device = "n0", engine = "cuda.copy"} {
+    tmachine.copy "i.c0" %e0 -> %b0 signal %done.c0 {cmd = "c0", bytes = 16 : i64, step = "prefill", lineage = "edge:e0"}
+  }
+  tmachine.stream attributes {device = "n0", engine = "cuda.stream"} {
+    tmachine.launch "i.c1" "gemv:_gemv_kernel" (%b0, %w, %b1) signal %done.c1 {cmd = "c1", grid = array<i64: 4, 1, 1>, meta = {FMT = 3 : i64, BLOCK_M = 1 : i64}, scalars = {N = 64 : i64, K = 64 : i64, start_pos = "$start_pos"}, autotune = true, lineage = "blk.0.attn_q -> c1"}
+    tmachine.view "i.c2" "last_row" %b1 -> %b2 waits(%done.c1) {cmd = "c2", lineage = "h_last"}
+    // CHECK:      invalid.mlir:[[# @LINE - 1]]:5: error: [AB-M-1] a machine program must respect its launch ABI and stream order: instruction 'i.c2' waits for token 'done.c1' signalled by 'i.c1' of its own stream (stream order already orders them)
+    // CHECK-NEXT: {{^}}  tmachine.view "i.c2" "last_row" %b1 -> %b2 waits(%done.c1)
+  }
+}
+
+// -----
+
+// program: stream order and waits deadlock
+tmachine.program attributes {target = "cuda-triton@1", concrete = "sha256:00", revision = "pipeplan-tmachine/2"} {
+  %e0 = tmachine.buffer "e0" {device = "n0", dtype = "i32", shape = array<i64: 64>, lifetime = "edge", origin = "edge e0 (token_in)"}
+  %b0 = tmachine.buffer "b0" {device = "n0", dtype = "i32", shape = array<i64: 4>, lifetime = "transient", origin = "prefill:input"}
+  %w = tmachine.buffer "w" {device = "n0", dtype = "f32", shape = array<i64: 64, 64>, lifetime = "weight", origin = "blk.0.attn_q.weight"}
+  %b1 = tmachine.buffer "b1" {device = "n0", dtype = "f32", shape = array<i64: 4, 64>, lifetime = "transient", origin = "prefill:q"}
+  %b2 = tmachine.buffer "b2" {device = "n0", dtype = "f32", shape = array<i64: 1, 64>, lifetime = "transient", origin = "prefill:h_last"}
+  %done.c0 = tmachine.token "done.c0"
+  %done.c2 = tmachine.token "done.c2"
+  tmachine.stream attributes {device = "n0", engine = "cuda.copy"} {
+    tmachine.copy "i.c0" %e0 -> %b0 waits(%done.c2) signal %done.c0 {cmd = "c0", bytes = 16 : i64, step = "prefill", lineage = "edge:e0"}
     // CHECK:      invalid.mlir:[[# @LINE - 1]]:5: error: [AB-M-1] a machine program must respect its launch ABI and stream order: stream order and waits deadlock at instruction 'i.c0'
-    // CHECK-NEXT: {{^}}  tmachine.copy {id = "i.c0", cmd = "c0", src = "e0", dst = "b0",
+    // CHECK-NEXT: {{^}}  tmachine.copy "i.c0" %e0 -> %b0 waits(%done.c2)
   }
   tmachine.stream attributes {device = "n0", engine = "cuda.stream"} {
-    tmachine.launch {id = "i.c1", cmd = "c1", kernel = "gemv:_gemv_kernel", grid = array<i64: 4, 1, 1>, meta = {FMT = 3 : i64, BLOCK_M = 1 : i64}, args = ["b0", "w", "b1"], scalars = {N = 64 : i64, K = 64 : i64, start_pos = "$start_pos"}, autotune = true, waits = ["c0"], lineage = "blk.0.attn_q -> c1"}
-    tmachine.view {id = "i.c2", cmd = "c2", kind = "last_row", args = ["b1", "b2"], waits = [], lineage = "h_last"}
+    tmachine.launch "i.c1" "gemv:_gemv_kernel" (%b0, %w, %b1) waits(%done.c0) {cmd = "c1", grid = array<i64: 4, 1, 1>, meta = {FMT = 3 : i64, BLOCK_M = 1 : i64}, scalars = {N = 64 : i64, K = 64 : i64, start_pos = "$start_pos"}, autotune = true, lineage = "blk.0.attn_q -> c1"}
+    tmachine.view "i.c2" "last_row" %b1 -> %b2 signal %done.c2 {cmd = "c2", lineage = "h_last"}
   }
 }

@@ -12,5 +12,6 @@
 // unregistered op and parses back to the same custom text (diff). MLIR sorts property dictionaries; the
 // tmachine ops store properties in declaration order, so the custom text does not change.
 
-// MLIR:      "tmachine.program"() <{concrete = "sha256:00", revision = "pipeplan-tmachine/1", target = "cuda-triton@1"}>
-// MLIR:      "tmachine.launch"() <{args = ["b0", "w", "b1"], autotune = true, cmd = "c1", grid = array<i64: 4, 1, 1>
+// MLIR:      "tmachine.program"() <{concrete = "sha256:00", revision = "pipeplan-tmachine/2", target = "cuda-triton@1"}>
+// MLIR:      "tmachine.copy"(%0, %1, %6) <{bytes = 16 : i64, cmd = "c0", id = "i.c0", lineage = "edge:e0", operandSegmentSizes = array<i32: 1, 1, 0, 1>, step = "prefill"}> : (!tmachine.buffer, !tmachine.buffer, !tmachine.token) -> ()
+// MLIR:      "tmachine.launch"(%1, %2, %3, %6) <{autotune = true, cmd = "c1", grid = array<i64: 4, 1, 1>, id = "i.c1", kernel = "gemv:_gemv_kernel"
