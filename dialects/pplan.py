@@ -17,9 +17,12 @@ A portable plan states *what* work a run does, before any target is chosen. Buff
   a buffer, memory space, alignment) is not repeated; a task states its op, work shape, flops,
   bytes per access and lineage.
 
-Analysis results never live inside ``pplan.plan``: bindings (``dialects/bindings.py``),
-implementation candidates (``pplan.candidates``) and costs (``pplan.costed_view``) are sibling ops
-at module level, naming tasks by task id (``<step>.s<stage>.<task>``). The **portable digest**
+Analysis results are never properties of the plan: bindings (``dialects/bindings.py``) and the
+analysis headers ``pplan.candidates`` (target, digest) and ``pplan.costed_view`` (provenance) are
+sibling ops at module level; a task's implementation candidates and their costs are typed
+*discardable* attributes of the task (``pplan.candidates = [#pplan.candidate<..>]``,
+``pplan.costs = [#pplan.cost<..>]``), so they sit next to the work they describe and name it by
+position, not by a symbol; the target revision is stated once, on the target binding. The **portable digest**
 (:func:`portable_digest`) is the sha256 of the canonical print of the ``pplan.plan`` op with every
 discardable attribute stripped, so binding, legalization, selection and cost resolution cannot
 change it (AB-G-2, AB-C-2).
@@ -537,12 +540,20 @@ class TaskOp(PipeplanOp):
     (lineage), ``flops`` (a multiply-add counts 2), ``work`` (work shape; ``matmul``: ``[M, N, K]``),
     ``bytes`` (bytes of each access: ins, then writes; <= the buffer's bytes). Dtypes, memory space,
     alignment (the smallest of the operands') and collective kind (``send``/``recv`` ops) follow from
-    the types and the op.
+    the types and the op. Discardable attributes: ``pplan.candidates`` (:class:`CandidateAttr`s) and
+    ``pplan.costs`` (:class:`CostAttr`s, each naming a candidate by rule), set by legalization,
+    selection and cost resolution.
 
-    Example:
+    Syntax: ``["<task>"] <op>(<ins>) [updates(..)] [after(..)] [-> "<out>"] at "<model op>" [blk N]
+    [work [..]] [flops N] [bytes [..]] [token] [attr-dict] : <result types>``; what is elided takes its
+    default: the task name :func:`default_task_name`, the block :func:`default_block`, the work shape
+    the fresh result's shape, flops :func:`default_flops`, bytes every buffer whole.
+
+    Example (task ``b0.matmul.attn_q`` of block 0, flops 8192, bytes [256, 16384, 256]):
     ```mlir
-    %3 = pplan.task "b0.matmul.attn_q" matmul(%1, %2) -> "blk.0.q" at "blk.0.attn_q" blk 0 work [1, 64, 64]
-      flops 8192 bytes [256, 16384, 256] : !pplan.buffer<1x64xf32>
+    %3 = pplan.task matmul(%1, %2) -> "blk.0.q" at "blk.0.attn_q" work [1, 64, 64]
+      {pplan.candidates = [#pplan.candidate<"vq.matmul", "queue.compute", 0>],
+       pplan.costs = [#pplan.cost<"vq.matmul", 1.0e-06 s, roofline, direct, conf 0.5>]} : !pplan.buffer<1x64xf32>
     ```
     """
 
@@ -1117,7 +1128,7 @@ class PlanOp(PipeplanOp):
       %0 = pplan.edge_object "e0" token_in : !pplan.buffer<16xi32, edge>
       pplan.step decode {
         pplan.stage 0 {
-          %1 = pplan.task "recv.e0" recv(%0) -> "input" at "edge:e0" work [1] bytes [4, 4] : !pplan.buffer<1xi32>
+          %1 = pplan.task recv(%0) -> "input" at "edge:e0" bytes [4, 4] : !pplan.buffer<1xi32>
           pplan.yield
         }
         pplan.yield
