@@ -15,7 +15,7 @@ PERSISTENT_LIFETIMES = ("weight", "kv", "edge")
 
 COST_STATUSES = ("direct", "fallback", "out_of_domain", "missing")
 """Cost status of a command: the CostedTaskView's ``direct | fallback | out_of_domain`` (see
-``pplan.cost``), or ``missing`` when no estimate priced the selected implementation."""
+``#pplan.cost``), or ``missing`` when no estimate priced the selected implementation."""
 
 RISK_POLICIES = ("strict", "accept-fallback", "accept-out-of-domain", "accept-missing")
 """Explicit risk policies (AB-S-7), each accepting the statuses of the previous one and one more:

@@ -17,9 +17,12 @@ A portable plan states *what* work a run does, before any target is chosen. Buff
   a buffer, memory space, alignment) is not repeated; a task states its op, work shape, flops,
   bytes per access and lineage.
 
-Analysis results never live inside ``pplan.plan``: bindings (``dialects/bindings.py``),
-implementation candidates (``pplan.candidates``) and costs (``pplan.costed_view``) are sibling ops
-at module level, naming tasks by task id (``<step>.s<stage>.<task>``). The **portable digest**
+Analysis results are never properties of the plan: bindings (``dialects/bindings.py``) and the
+analysis headers ``pplan.candidates`` (target, digest) and ``pplan.costed_view`` (provenance) are
+sibling ops at module level; a task's implementation candidates and their costs are typed
+*discardable* attributes of the task (``pplan.candidates = [#pplan.candidate<..>]``,
+``pplan.costs = [#pplan.cost<..>]``), so they sit next to the work they describe and name it by
+position, not by a symbol; the target revision is stated once, on the target binding. The **portable digest**
 (:func:`portable_digest`) is the sha256 of the canonical print of the ``pplan.plan`` op with every
 discardable attribute stripped, so binding, legalization, selection and cost resolution cannot
 change it (AB-G-2, AB-C-2).
@@ -221,6 +224,35 @@ class StepAttr(EnumAttribute[Step], SpacedOpaqueSyntaxAttribute):
     name = "pplan.step"
 
 
+class EvidenceKind(StrEnum):
+    """The evidence provider that priced a cost (``pplan.evidence_policy`` providers, by kind)."""
+
+    ROOFLINE = "roofline"
+    MEASURED = "measured"
+
+
+class CostStatus(StrEnum):
+    """Status of a resolved estimate (COST_STATUSES, see CostAttr)."""
+
+    DIRECT = "direct"
+    FALLBACK = "fallback"
+    OUT_OF_DOMAIN = "out_of_domain"
+
+
+@irdl_attr_definition
+class EvidenceKindAttr(EnumAttribute[EvidenceKind], SpacedOpaqueSyntaxAttribute):
+    """``#pplan<evidence roofline>``: the provider kind of a ``#pplan.cost`` (printed bare inside it)."""
+
+    name = "pplan.evidence"
+
+
+@irdl_attr_definition
+class CostStatusAttr(EnumAttribute[CostStatus], SpacedOpaqueSyntaxAttribute):
+    """``#pplan<cost_status direct>``: the status of a ``#pplan.cost`` (printed bare inside it)."""
+
+    name = "pplan.cost_status"
+
+
 DEFAULT_ALIGNMENT = 64
 """Alignment (bytes) a ``!pplan.buffer`` type states when it prints none."""
 
@@ -315,6 +347,14 @@ class TokenType(ParametrizedAttribute, TypeAttribute):
     """``!pplan.token``: an ordering value, for orders that data does not imply (the token loop)."""
 
     name = "pplan.token"
+
+
+def _nbytes_or_0(t: Attribute) -> int:
+    """Bytes of a buffer type; 0 for another type or an invalid one (its verifier reports it)."""
+    try:
+        return t.nbytes if isinstance(t, BufferType) else 0
+    except ValueError:
+        return 0
 
 
 def _buffer_type(v: SSAValue) -> BufferType:
@@ -455,6 +495,37 @@ DeclOp = WeightOp | TableOp | KvOp | EdgeObjectOp
 
 
 # --------------------------------------------------------------------------- tasks
+_BLK = re.compile(r"blk\.(\d+)\.")
+
+
+def default_block(model_op: str) -> int:
+    """The block a task's lineage names: ``N`` of a ``blk.N.`` model op, else -1 (the printed default)."""
+    m = _BLK.match(model_op)
+    return int(m.group(1)) if m else -1
+
+
+def default_flops(op: str, work: Sequence[int]) -> int:
+    """The printed default of a task's flops: ``2*M*N*K`` for a ``matmul`` of work ``[M, N, K]``, else 0."""
+    return 2 * math.prod(work) if op == "matmul" and len(work) == 3 else 0
+
+
+def default_task_name(op: str, model_op: str, block: int) -> str:
+    """The task name ``convert-runplan-to-pplan`` derives from op and lineage (the printed default):
+    ``recv.e0`` (``edge:e0``), ``b0.matmul.attn_q`` (``blk.0.attn_q``), ``b0.rope.q`` (``blk.0.rope(q)``),
+    ``b0.kv_cache_write`` (``blk.0.kv_cache_write()``), ``matmul.output`` (``output``)."""
+    if model_op.startswith("edge:") and op in ("send", "recv"):
+        return f"{op}.{model_op[len('edge:'):]}"
+    pre, rest = "", model_op
+    if block >= 0:
+        pre = f"b{block}."
+        if rest.startswith(f"blk.{block}."):
+            rest = rest[len(f"blk.{block}."):]
+    if rest.startswith(op + "(") and rest.endswith(")"):
+        label = rest[len(op) + 1:-1]
+        return pre + op + (f".{label}" if label else "")
+    return f"{pre}{op}.{rest}"
+
+
 @irdl_op_definition
 class TaskOp(PipeplanOp):
     """One portable task: the exact work of one runtime kernel call or one edge transfer.
@@ -469,12 +540,20 @@ class TaskOp(PipeplanOp):
     (lineage), ``flops`` (a multiply-add counts 2), ``work`` (work shape; ``matmul``: ``[M, N, K]``),
     ``bytes`` (bytes of each access: ins, then writes; <= the buffer's bytes). Dtypes, memory space,
     alignment (the smallest of the operands') and collective kind (``send``/``recv`` ops) follow from
-    the types and the op.
+    the types and the op. Discardable attributes: ``pplan.candidates`` (:class:`CandidateAttr`s) and
+    ``pplan.costs`` (:class:`CostAttr`s, each naming a candidate by rule), set by legalization,
+    selection and cost resolution.
 
-    Example:
+    Syntax: ``["<task>"] <op>(<ins>) [updates(..)] [after(..)] [-> "<out>"] at "<model op>" [blk N]
+    [work [..]] [flops N] [bytes [..]] [token] [attr-dict] : <result types>``; what is elided takes its
+    default: the task name :func:`default_task_name`, the block :func:`default_block`, the work shape
+    the fresh result's shape, flops :func:`default_flops`, bytes every buffer whole.
+
+    Example (task ``b0.matmul.attn_q`` of block 0, flops 8192, bytes [256, 16384, 256]):
     ```mlir
-    %3 = pplan.task "b0.matmul.attn_q" matmul(%1, %2) -> "blk.0.q" at "blk.0.attn_q" blk 0 work [1, 64, 64]
-      flops 8192 bytes [256, 16384, 256] : !pplan.buffer<1x64xf32>
+    %3 = pplan.task matmul(%1, %2) -> "blk.0.q" at "blk.0.attn_q" work [1, 64, 64]
+      {pplan.candidates = [#pplan.candidate<"vq.matmul", "queue.compute", 0>],
+       pplan.costs = [#pplan.cost<"vq.matmul", 1.0e-06 s, roofline, direct, conf 0.5>]} : !pplan.buffer<1x64xf32>
     ```
     """
 
@@ -604,10 +683,51 @@ class TaskOp(PipeplanOp):
         where = f"stage {self.stage_index}" + (f" block {blk}" if blk >= 0 else "")
         return f"model op {self.model_op.data} -> {where} ({self.step_name}) -> task @{self.task_id}"
 
+    # ---- analysis annotations (discardable: outside the portable digest)
+    @property
+    def candidates(self) -> tuple[CandidateAttr, ...]:
+        """The task's implementation candidates (its ``pplan.candidates`` attribute; empty when absent)."""
+        a = self.attributes.get(CANDIDATES_ATTR)
+        return tuple(c for c in a.data if isinstance(c, CandidateAttr)) if isinstance(a, ArrayAttr) else ()
+
+    @property
+    def costs(self) -> tuple[CostAttr, ...]:
+        """The resolved costs of the task's candidates (its ``pplan.costs`` attribute; empty when absent)."""
+        a = self.attributes.get(COSTS_ATTR)
+        return tuple(c for c in a.data if isinstance(c, CostAttr)) if isinstance(a, ArrayAttr) else ()
+
+    def selected_candidate(self) -> CandidateAttr | None:
+        """The rank-0 candidate, or None before selection."""
+        return next((c for c in self.candidates if c.rank == 0), None)
+
+    def cost_of(self, rule: str) -> CostAttr | None:
+        """The cost of the candidate admitted by ``rule``, or None."""
+        return next((c for c in self.costs if c.rule == rule), None)
+
+    def set_candidates(self, cands: Sequence[CandidateAttr], *, keep_costs: bool = False) -> None:
+        """Replace the candidates; costs are dropped, or with ``keep_costs`` those of candidates still there
+        (their rule) are kept."""
+        costs = self.costs
+        self.attributes.pop(COSTS_ATTR, None)
+        self.attributes[CANDIDATES_ATTR] = ArrayAttr(tuple(cands))
+        rules = {c.rule for c in cands}
+        if keep_costs and costs:
+            self.set_costs([c for c in costs if c.rule in rules])
+
+    def set_costs(self, costs: Sequence[CostAttr]) -> None:
+        """Replace the costs (kept after the candidates, the order MLIR sorts discardable attributes in)."""
+        self.attributes[COSTS_ATTR] = ArrayAttr(tuple(costs))
+
     # ---- syntax
+    def default_bytes(self) -> tuple[int, ...]:
+        """Bytes of each access when the whole buffer moves (the printed default)."""
+        return tuple(_buffer_type(v).nbytes for v in (*self.ins, *self.written))
+
     def print(self, printer: Printer) -> None:
-        printer.print_string(" ")
-        printer.print_string_literal(self.task.data)
+        blk = self.block.value.data
+        if self.task.data != default_task_name(str(self.op.data), self.model_op.data, blk):
+            printer.print_string(" ")
+            printer.print_string_literal(self.task.data)
         printer.print_string(f" {self.op.data}")
         _print_values(printer, self.ins)
         if self.updates:
@@ -621,23 +741,33 @@ class TaskOp(PipeplanOp):
             printer.print_string_literal(self.out.data)
         printer.print_string(" at ")
         printer.print_string_literal(self.model_op.data)
-        if self.block.value.data >= 0:
-            printer.print_string(f" blk {self.block.value.data}")
-        printer.print_string(" work ")
-        _print_int_list(printer, int_tuple(self.work))
-        if self.flops.value.data:
+        if blk != default_block(self.model_op.data):
+            printer.print_string(f" blk {blk}")
+        work = int_tuple(self.work)
+        written = self.written
+        if self.out is None or len(written) != 1 or work != _buffer_type(written[0]).shape:
+            printer.print_string(" work ")
+            _print_int_list(printer, work)
+        if self.flops.value.data != default_flops(str(self.op.data), work):
             printer.print_string(f" flops {self.flops.value.data}")
-        printer.print_string(" bytes ")
-        _print_int_list(printer, int_tuple(self.bytes))
+        nb = int_tuple(self.bytes)
+        try:
+            full = self.default_bytes()
+        except (ValueError, AssertionError):
+            full = ()
+        if nb != full:
+            printer.print_string(" bytes ")
+            _print_int_list(printer, nb)
         if self.token is not None:
             printer.print_string(" token")
+        printer.print_op_attributes(self.attributes)
         if self.outs:
             printer.print_string(" : ")
             printer.print_list([r.type for r in self.outs], printer.print_attribute)
 
     @classmethod
     def parse(cls, parser: Parser) -> TaskOp:
-        task = parser.parse_str_literal()
+        task = parser.parse_optional_str_literal()
         op = parser.parse_identifier(context_msg=" (portable op)")
         if op not in PORTABLE_OPS:
             parser.raise_error(f"[AB-L-1] unknown portable op {op!r}")
@@ -647,28 +777,61 @@ class TaskOp(PipeplanOp):
         out_name = parser.parse_str_literal() if parser.parse_optional_punctuation("->") else None
         parser.parse_keyword("at")
         model_op = parser.parse_str_literal()
-        block = parser.parse_integer() if parser.parse_optional_keyword("blk") else -1
-        parser.parse_keyword("work")
-        work = _parse_int_list(parser)
-        flops = parser.parse_integer() if parser.parse_optional_keyword("flops") else 0
-        parser.parse_keyword("bytes")
-        nbytes = _parse_int_list(parser)
+        block = parser.parse_integer() if parser.parse_optional_keyword("blk") else default_block(model_op)
+        work_pos = parser.pos
+        work = _parse_int_list(parser) if parser.parse_optional_keyword("work") else None
+        flops = parser.parse_integer() if parser.parse_optional_keyword("flops") else None
+        nbytes = _parse_int_list(parser) if parser.parse_optional_keyword("bytes") else None
         token = parser.parse_optional_keyword("token") is not None
+        attrs = parser.parse_optional_attr_dict()
         types: list[Attribute] = []
         if parser.parse_optional_punctuation(":"):
             types = parser.parse_comma_separated_list(parser.Delimiter.NONE, parser.parse_type)
+        if work is None:
+            res = next((t for t in types if isinstance(t, BufferType)), None)
+            if out_name is None or res is None:
+                parser.raise_error("[AB-R-6] a task states its work shape unless it yields one fresh buffer of that "
+                                   "shape", work_pos, work_pos + 1)
+            work = list(res.shape)
+        if flops is None:
+            flops = default_flops(op, work)
+        if nbytes is None:
+            nbytes = [_nbytes_or_0(t) for t in (*(v.type for v in ins), *(t for t in types if isinstance(t, BufferType)))]
         props: dict[str, Attribute] = {
-            "task": string(task), "op": PortableOpAttr(PortableOp(op)), "model_op": string(model_op),
+            "task": string(default_task_name(op, model_op, block) if task is None else task),
+            "op": PortableOpAttr(PortableOp(op)), "model_op": string(model_op),
             "block": i64_attr(block), "flops": i64_attr(flops), "work": int_array(work), "bytes": int_array(nbytes),
             "operandSegmentSizes": DenseArrayBase.from_list(i32, [len(ins), len(updates), len(after)])}
         if out_name is not None:
             props["out"] = string(out_name)
         if token:
             props["token"] = UnitAttr()
-        return cls.create(operands=[*ins, *updates, *after], result_types=types, properties=props)
+        return cls.create(operands=[*ins, *updates, *after], result_types=types, properties=props, attributes=attrs)
+
+    def _verify_analysis(self, where: str) -> None:
+        cands = self.attributes.get(CANDIDATES_ATTR)
+        rules: set[str] = set()
+        if cands is not None:
+            if not isinstance(cands, ArrayAttr) or not all(isinstance(c, CandidateAttr) for c in cands.data):
+                raise VerifyException(f"[AB-I-1] {where}: {CANDIDATES_ATTR} must be an array of #pplan.candidate")
+            for c in self.candidates:
+                if c.rule in rules:
+                    raise VerifyException(f"[AB-I-1] {where}: two candidates share rule {c.rule!r}")
+                rules.add(c.rule)
+        costs = self.attributes.get(COSTS_ATTR)
+        if costs is not None:
+            if not isinstance(costs, ArrayAttr) or not all(isinstance(c, CostAttr) for c in costs.data):
+                raise VerifyException(f"[AB-C-1] {where}: {COSTS_ATTR} must be an array of #pplan.cost")
+            priced: set[str] = set()
+            for k in self.costs:
+                if k.rule not in rules or k.rule in priced:
+                    raise VerifyException(f"[AB-C-1] {where}: cost of {k.rule!r} prices no candidate of the task, "
+                                          f"or one already priced")
+                priced.add(k.rule)
 
     def verify_(self) -> None:
         where = f"task {self.task.data!r}"
+        self._verify_analysis(where)
         op = self.op.data
         nb = int_tuple(self.bytes)
         written = self.written
@@ -965,7 +1128,7 @@ class PlanOp(PipeplanOp):
       %0 = pplan.edge_object "e0" token_in : !pplan.buffer<16xi32, edge>
       pplan.step decode {
         pplan.stage 0 {
-          %1 = pplan.task "recv.e0" recv(%0) -> "input" at "edge:e0" work [1] bytes [4, 4] : !pplan.buffer<1xi32>
+          %1 = pplan.task recv(%0) -> "input" at "edge:e0" bytes [4, 4] : !pplan.buffer<1xi32>
           pplan.yield
         }
         pplan.yield
@@ -1080,116 +1243,243 @@ def _float_text(x: float) -> str:
     return r
 
 
-@irdl_op_definition
-class CandidateOp(PipeplanOp):
-    """One legal implementation candidate of a portable task (AB-I-1).
+@irdl_attr_definition
+class CandidateAttr(ParametrizedAttribute):
+    """One legal implementation candidate of the ``pplan.task`` it annotates (AB-I-1).
 
-    Properties: ``task`` (the originating ``pplan.task``), ``impl`` (implementation id),
-    ``rule`` (the target capability rule that admitted it), ``plugin_revision``, ``resources``
-    (dictionary of required resources: ``engine``, ``workspace_bytes``, ...), ``rejected`` (the
-    other rules for this task's op and why each was rejected, ``"<rule>: <reason>"``), ``rank``
-    (selection order: 0 is preferred; -1 until ``pplan-select-implementations`` ran).
+    Parameters: ``impl`` (implementation id), ``engine`` (the engine it runs on), ``rank`` (selection
+    order: 0 is preferred; -1 until ``pplan-select-implementations`` ran), ``rule`` (the target
+    capability rule that admitted it; default: the impl), ``workspace_bytes`` (default 0), ``rewrite``
+    (the requirement rewrite it was checked under; default none), ``rejected`` (the other rules for
+    the task's op and why each was rejected, ``"<rule>: <reason>"``). The originating task is the op
+    it annotates; the plugin revision is the ``pplan.target_binding``'s, once per module.
 
-    Syntax: ``pplan.candidate @<task> "<impl>" [rule "<rule>"] rev "<revision>" (on "<engine>" |
-    resources {...}) [rejected [...]] rank N [as @<symbol>]``; the rule defaults to the impl, ``on`` is
-    ``resources = {engine, workspace_bytes = 0}`` and the symbol defaults to ``c.<task>.<rule>``.
+    Syntax: ``#pplan.candidate<"<impl>", "<engine>", <rank>[, rule "<rule>"][, workspace <bytes>]
+    [, rewrite "<rewrite>"][, rejected [...]]>`` (defaults elided).
 
-    Example:
-    ```mlir
-    pplan.candidate @decode.s0.b0.matmul.attn_q "vq.matmul" rev "virtual-queue@1" on "queue.compute" rank 0
-    ```
+    Verifier: impl, engine and rule non-empty; rank >= -1; workspace >= 0.
     """
 
     name = "pplan.candidate"
 
-    sym_name = prop_def(SymbolNameConstraint())
-    task = prop_def(SymbolRefAttr)
-    impl = prop_def(StringAttr)
-    rule = prop_def(StringAttr)
-    plugin_revision = prop_def(StringAttr)
-    resources = prop_def(DictionaryAttr)
-    rejected = prop_def(ArrayAttr[StringAttr])
-    rank = prop_def(IntegerAttr[I64])
+    impl_: StringAttr
+    engine_: StringAttr
+    rank_: IntAttr
+    rule_: StringAttr
+    workspace_: IntAttr
+    rewrite_: StringAttr
+    rejected_: ArrayAttr[StringAttr]
 
-    traits = traits_def(SymbolOpInterface())
+    def __init__(self, impl: str, engine: str, rank: int = -1, *, rule: str | None = None, workspace_bytes: int = 0,
+                 rewrite: str = "", rejected: Sequence[str] = ()):
+        super().__init__(StringAttr(impl), StringAttr(engine), IntAttr(rank), StringAttr(impl if rule is None else rule),
+                         IntAttr(workspace_bytes), StringAttr(rewrite), strings(rejected))
 
-    def print(self, printer: Printer) -> None:
-        task, rule, impl = self.task.root_reference.data, self.rule.data, self.impl.data
-        printer.print_string(" ")
-        printer.print_symbol_name(task)
-        printer.print_string(" ")
-        printer.print_string_literal(impl)
-        if rule != impl:
-            printer.print_string(" rule ")
-            printer.print_string_literal(rule)
-        printer.print_string(" rev ")
-        printer.print_string_literal(self.plugin_revision.data)
-        res = self.resources.data
-        eng, ws = res.get("engine"), res.get("workspace_bytes")
-        if (set(res) == {"engine", "workspace_bytes"} and isinstance(eng, StringAttr)
-                and isinstance(ws, IntegerAttr) and ws.value.data == 0 and ws.type == i64):
-            printer.print_string(" on ")
-            printer.print_string_literal(eng.data)
-        else:
-            printer.print_string(" resources ")
-            printer.print_attribute(self.resources)
-        if self.rejected.data:
-            printer.print_string(" rejected ")
-            printer.print_attribute(self.rejected)
-        printer.print_string(f" rank {self.rank.value.data}")
-        if self.sym_name.data != f"c.{task}.{rule}":
-            printer.print_string(" as ")
-            printer.print_symbol_name(self.sym_name.data)
+    @property
+    def impl(self) -> str:
+        return self.impl_.data
+
+    @property
+    def engine(self) -> str:
+        return self.engine_.data
+
+    @property
+    def rank(self) -> int:
+        return self.rank_.data
+
+    @property
+    def rule(self) -> str:
+        return self.rule_.data
+
+    @property
+    def workspace_bytes(self) -> int:
+        return self.workspace_.data
+
+    @property
+    def rewrite(self) -> str:
+        return self.rewrite_.data
+
+    @property
+    def rejected(self) -> tuple[str, ...]:
+        return string_elements(self.rejected_)
+
+    def resources(self) -> dict[str, int | str]:
+        """The resources the candidate needs (``engine``, ``workspace_bytes``, ``rewrite`` when set)."""
+        out: dict[str, int | str] = {"engine": self.engine, "workspace_bytes": self.workspace_bytes}
+        if self.rewrite:
+            out["rewrite"] = self.rewrite
+        return out
+
+    def with_(self, *, rank: int | None = None, rejected: Sequence[str] | None = None) -> CandidateAttr:
+        """A copy with ``rank`` and/or ``rejected`` replaced."""
+        return CandidateAttr(self.impl, self.engine, self.rank if rank is None else rank, rule=self.rule,
+                             workspace_bytes=self.workspace_bytes, rewrite=self.rewrite,
+                             rejected=self.rejected if rejected is None else rejected)
+
+    def verify(self) -> None:
+        if not (self.impl and self.engine and self.rule):
+            raise VerifyException("[AB-I-1] candidate: impl, engine and rule must be non-empty")
+        if self.rank < -1:
+            raise VerifyException(f"[AB-I-1] candidate {self.impl!r}: rank {self.rank} < -1 (-1: not ranked yet)")
+        if self.workspace_bytes < 0:
+            raise VerifyException(f"[AB-I-1] candidate {self.impl!r}: negative workspace {self.workspace_bytes}")
+
+    def print_parameters(self, printer: Printer) -> None:
+        printer.print_string("<")
+        printer.print_string_literal(self.impl)
+        printer.print_string(", ")
+        printer.print_string_literal(self.engine)
+        printer.print_string(f", {self.rank}")
+        if self.rule != self.impl:
+            printer.print_string(", rule ")
+            printer.print_string_literal(self.rule)
+        if self.workspace_bytes:
+            printer.print_string(f", workspace {self.workspace_bytes}")
+        if self.rewrite:
+            printer.print_string(", rewrite ")
+            printer.print_string_literal(self.rewrite)
+        if self.rejected:
+            printer.print_string(", rejected ")
+            printer.print_attribute(self.rejected_)
+        printer.print_string(">")
 
     @classmethod
-    def parse(cls, parser: Parser) -> CandidateOp:
-        task = parser.parse_symbol_name().data
-        impl = parser.parse_str_literal()
-        rule = parser.parse_str_literal() if parser.parse_optional_keyword("rule") else impl
-        parser.parse_keyword("rev")
-        rev = parser.parse_str_literal()
-        resources: dict[str, Attribute]
-        if parser.parse_optional_keyword("on"):
-            resources = {"engine": string(parser.parse_str_literal()), "workspace_bytes": i64_attr(0)}
-        else:
-            parser.parse_keyword("resources")
-            d = parser.parse_attribute()
-            if not isinstance(d, DictionaryAttr):
-                parser.raise_error("candidate resources must be a dictionary")
-            resources = dict(d.data)
-        rejected: list[str] = []
-        if parser.parse_optional_keyword("rejected"):
-            arr = parser.parse_attribute()
-            if not isinstance(arr, ArrayAttr) or not all(isinstance(x, StringAttr) for x in arr.data):
-                parser.raise_error("candidate rejections must be an array of strings")
-            rejected = [x.data for x in arr.data if isinstance(x, StringAttr)]
-        parser.parse_keyword("rank")
-        rank = parser.parse_integer()
-        name = parser.parse_symbol_name().data if parser.parse_optional_keyword("as") else f"c.{task}.{rule}"
-        return cls(name, task=task, impl=impl, rule=rule, plugin_revision=rev, resources=resources,
-                   rejected=rejected, rank=rank)
+    def parse_parameters(cls, parser: AttrParser) -> Sequence[Attribute]:
+        with parser.in_angle_brackets():
+            impl = parser.parse_str_literal()
+            parser.parse_punctuation(",")
+            engine = parser.parse_str_literal()
+            parser.parse_punctuation(",")
+            rank = parser.parse_integer(allow_boolean=False)
+            rule, ws, rewrite = impl, 0, ""
+            rejected: list[str] = []
+            while parser.parse_optional_punctuation(",") is not None:
+                if parser.parse_optional_keyword("rule") is not None:
+                    rule = parser.parse_str_literal()
+                elif parser.parse_optional_keyword("workspace") is not None:
+                    ws = parser.parse_integer(allow_boolean=False)
+                elif parser.parse_optional_keyword("rewrite") is not None:
+                    rewrite = parser.parse_str_literal()
+                else:
+                    parser.parse_keyword("rejected")
+                    arr = parser.parse_attribute()
+                    if not isinstance(arr, ArrayAttr) or not all(isinstance(x, StringAttr) for x in arr.data):
+                        parser.raise_error("candidate rejections must be an array of strings")
+                    rejected = [x.data for x in arr.data if isinstance(x, StringAttr)]
+        return (StringAttr(impl), StringAttr(engine), IntAttr(rank), StringAttr(rule), IntAttr(ws), StringAttr(rewrite),
+                strings(rejected))
 
-    def __init__(self, name: str, *, task: str, impl: str, rule: str, plugin_revision: str,
-                 resources: dict[str, Attribute], rejected: Sequence[str], rank: int = -1):
-        super().__init__(properties={
-            "sym_name": string(name), "task": _ref(task), "impl": string(impl), "rule": string(rule),
-            "plugin_revision": string(plugin_revision), "resources": DictionaryAttr(resources),
-            "rejected": strings(rejected), "rank": i64_attr(rank),
-        })
+
+@irdl_attr_definition
+class CostAttr(ParametrizedAttribute):
+    """One resolved estimate of the CostedTaskView: the cost of one candidate of the annotated task
+    (AB-C-1, AB-C-3).
+
+    Parameters: ``rule`` (the candidate it prices, by its rule), ``duration_s`` (f64 seconds),
+    ``evidence`` (the provider kind that answered), ``status``: ``direct`` (the policy's first provider
+    answered in its domain), ``fallback`` (a later provider answered because an earlier one had no
+    in-domain evidence), ``out_of_domain`` (only extrapolated evidence existed), ``confidence`` (f64 in
+    [0, 1]). The request key is the task's (:func:`cost_key`).
+
+    Syntax: ``#pplan.cost<"<rule>", <seconds> s, <evidence>, <status>, conf <c>>``; floats print exactly
+    (``repr``).
+
+    Verifier: confidence in [0, 1], duration >= 0; a measured estimate is direct or out_of_domain.
+    """
+
+    name = "pplan.cost"
+
+    rule_: StringAttr
+    duration_: FloatAttr
+    evidence_: EvidenceKindAttr
+    status_: CostStatusAttr
+    confidence_: FloatAttr
+
+    def __init__(self, rule: str, duration_s: float, evidence: str, status: str, confidence: float):
+        super().__init__(StringAttr(rule), FloatAttr(float(duration_s), f64), EvidenceKindAttr(EvidenceKind(evidence)),
+                         CostStatusAttr(CostStatus(status)), FloatAttr(float(confidence), f64))
+
+    @property
+    def rule(self) -> str:
+        return self.rule_.data
+
+    @property
+    def duration_s(self) -> float:
+        return float(self.duration_.value.data)
+
+    @property
+    def evidence(self) -> str:
+        return str(self.evidence_.data)
+
+    @property
+    def status(self) -> str:
+        return str(self.status_.data)
+
+    @property
+    def confidence(self) -> float:
+        return float(self.confidence_.value.data)
+
+    def verify(self) -> None:
+        if not 0.0 <= self.confidence <= 1.0 or self.duration_s < 0:
+            raise VerifyException(f"cost of {self.rule!r}: confidence must be in [0, 1] and duration >= 0")
+        if self.evidence == "measured" and self.status == "fallback":
+            raise VerifyException(f"cost of {self.rule!r}: a measured estimate is either direct or out_of_domain")
+
+    def print_parameters(self, printer: Printer) -> None:
+        printer.print_string("<")
+        printer.print_string_literal(self.rule)
+        printer.print_string(f", {_float_text(self.duration_s)} s, {self.evidence}, {self.status}, "
+                             f"conf {_float_text(self.confidence)}>")
+
+    @classmethod
+    def parse_parameters(cls, parser: AttrParser) -> Sequence[Attribute]:
+        with parser.in_angle_brackets():
+            rule = parser.parse_str_literal()
+            parser.parse_punctuation(",")
+            duration = parser.parse_float()
+            parser.parse_keyword("s")
+            parser.parse_punctuation(",")
+            evidence = EvidenceKindAttr.parse_parameter(parser)
+            parser.parse_punctuation(",")
+            status = CostStatusAttr.parse_parameter(parser)
+            parser.parse_punctuation(",")
+            parser.parse_keyword("conf")
+            conf = parser.parse_float()
+        return (StringAttr(rule), FloatAttr(duration, f64), EvidenceKindAttr(evidence), CostStatusAttr(status),
+                FloatAttr(conf, f64))
+
+
+CANDIDATES_ATTR = "pplan.candidates"
+"""Discardable attribute of a ``pplan.task``: its legal candidates (array of ``#pplan.candidate``)."""
+
+COSTS_ATTR = "pplan.costs"
+"""Discardable attribute of a ``pplan.task``: its candidates' resolved costs (array of ``#pplan.cost``)."""
+
+
+def candidate_id(task_id: str, rule: str) -> str:
+    """``c.<task id>.<rule>``: the name diagnostics give the candidate of a task under a rule."""
+    return f"c.{task_id}.{rule}"
+
+
+def cost_key(t: TaskOp) -> str:
+    """The normalized request key of a task's estimates: ``<op>|<dtypes reads then writes>|<work shape>``
+    (:func:`pipeplan.analysis.evidence.request_key`)."""
+    return f"{t.op.data}|{','.join(t.dtypes())}|{'x'.join(map(str, int_tuple(t.work)))}"
 
 
 @irdl_op_definition
 class CandidatesOp(PipeplanOp):
-    """Analysis: the legal implementation candidates of a portable plan on one target.
+    """Analysis header: the plan's tasks carry their legal candidates on a target (AB-I-1).
 
-    Lives next to ``pplan.plan`` (never inside it). Properties: ``plan`` (the plan symbol),
-    ``target`` (target plugin name), ``portable_digest`` (digest of the plan it was computed on),
-    ``selected`` (set once ``pplan-select-implementations`` ran: candidates kept per task).
+    Lives next to ``pplan.plan``; each task's candidates are its ``pplan.candidates`` attribute (a
+    discardable annotation, so the portable digest does not see it). Properties: ``plan`` (the plan
+    symbol), ``target`` (target plugin name: its ``pplan.target_binding`` states the plugin revision),
+    ``portable_digest`` (digest of the plan it was computed on), ``selected`` (set once
+    ``pplan-select-implementations`` ran: candidates kept per task, ranked).
 
     Example:
     ```mlir
-    pplan.candidates {plan = @run0, portable_digest = "ab12", selected = 1 : i64, target = "virtual-queue"} {
-    }
+    pplan.candidates {plan = @run0, target = "virtual-queue", portable_digest = "ab12", selected = 1 : i64}
     ```
     """
 
@@ -1199,116 +1489,30 @@ class CandidatesOp(PipeplanOp):
     target = prop_def(StringAttr)
     portable_digest = prop_def(StringAttr)
     selected = prop_def(IntegerAttr[I64])
-    body = region_def("single_block")
 
-    traits = traits_def(NoTerminator())
-    assembly_format = "attr-dict-with-keyword $body"
+    assembly_format = "attr-dict"
     irdl_options = (ParsePropInAttrDict(),)
 
-    def __init__(self, *, plan: str, target: str, portable_digest: str, ops: Sequence[Operation] = (),
-                 selected: int = 0):
+    def __init__(self, *, plan: str, target: str, portable_digest: str, selected: int = 0):
         super().__init__(properties={"plan": SymbolRefAttr(plan), "target": string(target),
-                                     "portable_digest": string(portable_digest), "selected": i64_attr(selected)},
-                         regions=[Region(Block(list(ops)))])
-
-
-@irdl_op_definition
-class CostOp(PipeplanOp):
-    """One resolved estimate of the CostedTaskView (AB-C-1, AB-C-3).
-
-    Properties: ``candidate`` (a ``pplan.candidate``), ``task``, ``duration_s`` (f64 seconds),
-    ``provider`` (the provider that answered: ``roofline``, ``measured``), ``confidence`` (f64 in
-    [0, 1]), ``status``: ``direct`` (the policy's first provider answered in its domain),
-    ``fallback`` (a later provider answered because an earlier one had no in-domain evidence),
-    ``out_of_domain`` (only extrapolated evidence existed), ``key`` (the normalized request key).
-
-    Syntax: ``pplan.cost @<task> ("<rule>" | via @<candidate>) <seconds> s "<provider>" <status> conf <c>
-    key "<key>"``, the candidate being ``c.<task>.<rule>``; floats print exactly (``repr``).
-
-    Example:
-    ```mlir
-    pplan.cost @t "vq.matmul" 1.0e-06 s "roofline" direct conf 0.5 key "matmul|f32,f32,f32|1x64x64"
-    ```
-    """
-
-    name = "pplan.cost"
-
-    candidate = prop_def(SymbolRefAttr)
-    task = prop_def(SymbolRefAttr)
-    duration_s = prop_def(FloatAttr)
-    provider = prop_def(StringAttr)
-    confidence = prop_def(FloatAttr)
-    status = prop_def(StringAttr)
-    key = prop_def(StringAttr)
-
-    def print(self, printer: Printer) -> None:
-        task, cand = self.task.root_reference.data, self.candidate.root_reference.data
-        printer.print_string(" ")
-        printer.print_symbol_name(task)
-        if cand.startswith(f"c.{task}.") and len(cand) > len(task) + 3:
-            printer.print_string(" ")
-            printer.print_string_literal(cand[len(task) + 3:])
-        else:
-            printer.print_string(" via ")
-            printer.print_symbol_name(cand)
-        printer.print_string(f" {_float_text(self.duration_s.value.data)} s ")
-        printer.print_string_literal(self.provider.data)
-        printer.print_string(f" {self.status.data} conf {_float_text(self.confidence.value.data)} key ")
-        printer.print_string_literal(self.key.data)
-
-    @classmethod
-    def parse(cls, parser: Parser) -> CostOp:
-        task = parser.parse_symbol_name().data
-        if parser.parse_optional_keyword("via"):
-            cand = parser.parse_symbol_name().data
-        else:
-            cand = f"c.{task}.{parser.parse_str_literal()}"
-        duration = parser.parse_float()
-        parser.parse_keyword("s")
-        provider = parser.parse_str_literal()
-        status = parser.parse_identifier(context_msg=" (cost status)")
-        parser.parse_keyword("conf")
-        conf = parser.parse_float()
-        parser.parse_keyword("key")
-        key = parser.parse_str_literal()
-        return cls(candidate=cand, task=task, duration_s=duration, provider=provider, confidence=conf,
-                   status=status, key=key)
-
-    def __init__(self, *, candidate: str, task: str, duration_s: float, provider: str, confidence: float,
-                 status: str, key: str):
-        super().__init__(properties={
-            "candidate": SymbolRefAttr(candidate), "task": _ref(task),
-            "duration_s": FloatAttr(duration_s, f64), "provider": string(provider),
-            "confidence": FloatAttr(confidence, f64), "status": string(status), "key": string(key)})
-
-    def verify_(self) -> None:
-        if self.status.data not in COST_STATUSES:
-            raise VerifyException(f"cost of @{self.task.root_reference.data}: status {self.status.data!r} is not one "
-                                  f"of {list(COST_STATUSES)}")
-        c = self.confidence.value.data
-        if not 0.0 <= c <= 1.0 or self.duration_s.value.data < 0:
-            raise VerifyException(f"cost of @{self.task.root_reference.data}: confidence must be in [0, 1] and "
-                                  f"duration >= 0")
-        if self.status.data != "direct" and self.provider.data == "measured" and self.status.data != "out_of_domain":
-            raise VerifyException(f"cost of @{self.task.root_reference.data}: a measured estimate is either direct "
-                                  f"or out_of_domain")
+                                     "portable_digest": string(portable_digest), "selected": i64_attr(selected)})
 
 
 @irdl_op_definition
 class CostedViewOp(PipeplanOp):
-    """Analysis: the CostedTaskView of a plan's candidates under one evidence policy (AB-C-1).
+    """Analysis header: the CostedTaskView of a plan's candidates under one evidence policy (AB-C-1).
 
-    Lives next to ``pplan.plan``; it is not a new semantic representation and is excluded from the
-    portable digest. Properties: ``plan``, ``portable_digest``, ``policy_fingerprint`` (sha256 of
-    the EvidencePolicy op), ``evidence_fingerprint`` (sha256 over the providers' evidence
-    identities: measured table digests, deployment peaks), ``target_fingerprint``,
-    ``deployment_fingerprint`` (provenance of the selected identities, AB-G-3).
+    Lives next to ``pplan.plan``; the costs are each task's ``pplan.costs`` attribute (discardable, so
+    it is not a new semantic representation and is excluded from the portable digest). Properties:
+    ``plan``, ``portable_digest``, ``policy_fingerprint`` (sha256 of the EvidencePolicy op),
+    ``evidence_fingerprint`` (sha256 over the providers' evidence identities: measured table digests,
+    deployment peaks), ``target_fingerprint``, ``deployment_fingerprint`` (provenance of the selected
+    identities, AB-G-3).
 
     Example:
     ```mlir
-    pplan.costed_view {deployment_fingerprint = "d", evidence_fingerprint = "e", plan = @run0,
-      policy_fingerprint = "p", portable_digest = "x", target_fingerprint = "t"} {
-    }
+    pplan.costed_view {plan = @run0, portable_digest = "x", policy_fingerprint = "p", evidence_fingerprint = "e",
+      target_fingerprint = "t", deployment_fingerprint = "d"}
     ```
     """
 
@@ -1320,19 +1524,16 @@ class CostedViewOp(PipeplanOp):
     evidence_fingerprint = prop_def(StringAttr)
     target_fingerprint = prop_def(StringAttr)
     deployment_fingerprint = prop_def(StringAttr)
-    body = region_def("single_block")
 
-    traits = traits_def(NoTerminator())
-    assembly_format = "attr-dict-with-keyword $body"
+    assembly_format = "attr-dict"
     irdl_options = (ParsePropInAttrDict(),)
 
     def __init__(self, *, plan: str, portable_digest: str, policy_fingerprint: str, evidence_fingerprint: str,
-                 target_fingerprint: str, deployment_fingerprint: str, ops: Sequence[Operation] = ()):
+                 target_fingerprint: str, deployment_fingerprint: str):
         super().__init__(properties={
             "plan": SymbolRefAttr(plan), "portable_digest": string(portable_digest),
             "policy_fingerprint": string(policy_fingerprint), "evidence_fingerprint": string(evidence_fingerprint),
-            "target_fingerprint": string(target_fingerprint), "deployment_fingerprint": string(deployment_fingerprint)},
-            regions=[Region(Block(list(ops)))])
+            "target_fingerprint": string(target_fingerprint), "deployment_fingerprint": string(deployment_fingerprint)})
 
 
 # --------------------------------------------------------------------------- digests
@@ -1449,8 +1650,8 @@ def portable_digest(module_or_plan: ModuleOp | PlanOp) -> str:
 
 Pplan = Dialect(
     "pplan",
-    [PlanOp, WeightOp, TableOp, KvOp, EdgeObjectOp, StepOp, StageOp, TaskOp, YieldOp, CandidatesOp, CandidateOp,
-     CostedViewOp, CostOp, TargetBindingOp, DeploymentBindingOp, EvidencePolicyOp],
-    [BufferType, TokenType, PortableOpAttr, StepAttr],
+    [PlanOp, WeightOp, TableOp, KvOp, EdgeObjectOp, StepOp, StageOp, TaskOp, YieldOp, CandidatesOp, CostedViewOp,
+     TargetBindingOp, DeploymentBindingOp, EvidencePolicyOp],
+    [BufferType, TokenType, PortableOpAttr, StepAttr, EvidenceKindAttr, CostStatusAttr, CandidateAttr, CostAttr],
 )
 """The PortablePlanIR dialect (plan, declarations, steps, stages, tasks), its analysis ops and the binding ops."""

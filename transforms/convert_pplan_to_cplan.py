@@ -71,10 +71,8 @@ from pipeplan.dialects.cplan import (
 )
 from pipeplan.dialects.pplan import (
     MEMSPACES,
-    CandidateOp,
     CandidatesOp,
     CostedViewOp,
-    CostOp,
     find_plan,
     portable_digest,
 )
@@ -359,9 +357,10 @@ def problem_from_module(module: ModuleOp, risk: str = "policy") -> Problem:
     """Read a costed ``pplan`` module into a Problem (see pipeplan.dialects.pplan/bindings).
 
     * tasks: one per ``pplan.task`` in program order, placed on the device the DeploymentBinding
-      assigns to its stage; implementation and engine from its rank-0 selected candidate of the
-      module's ``pplan.candidates`` (target = TargetBinding); cost from the ``pplan.cost`` of that
-      candidate in the ``pplan.costed_view`` (``missing`` when there is none); send/recv tasks use
+      assigns to its stage; implementation and engine from its rank-0 ``#pplan.candidate`` (the
+      module's ``pplan.candidates`` names the target = TargetBinding); cost from the task's
+      ``#pplan.cost`` of that candidate once a ``pplan.costed_view`` is in the module (``missing`` when
+      there is none); send/recv tasks use
       the link from the sender's device to the next stage's device;
     * buffers: one per ``pplan.buffer``; a stage buffer lives on its stage's device, an edge buffer
       (stage -1) on the device of the task that writes it (else the first that reads it); the
@@ -388,20 +387,7 @@ def problem_from_module(module: ModuleOp, risk: str = "policy") -> Problem:
     if len(cands_ops) != 1:
         raise CplanError(f"expected one pplan.candidates for target '{tb.target}', found {len(cands_ops)}; run "
                          f"pplan-legalize and pplan-select-implementations first", code="missing_binding")
-    selected: dict[str, CandidateOp] = {}
-    allc: dict[str, list[str]] = {}
-    for c in cands_ops[0].body.block.ops:
-        if isinstance(c, CandidateOp):
-            t = c.task.root_reference.data
-            allc.setdefault(t, []).append(c.impl.data)
-            if c.rank.value.data == 0 and t not in selected:
-                selected[t] = c
-    costs: dict[str, CostOp] = {}
     views = [o for o in module.ops if isinstance(o, CostedViewOp)]
-    for v in views[:1]:
-        for c in v.body.block.ops:
-            if isinstance(c, CostOp):
-                costs.setdefault(c.candidate.root_reference.data, c)
     if risk == "policy":
         risk = "accept-fallback" if ep.fallback == "allow" else "strict"
 
@@ -418,28 +404,27 @@ def problem_from_module(module: ModuleOp, risk: str = "policy") -> Problem:
     deps = plan.dependencies()
     for t in ptasks:
         name = t.task_id
-        cand = selected.get(name)
+        cand = t.selected_candidate()
         if cand is None:
             raise CplanError(f"no selected implementation for {t.lineage}", code="missing_binding", where=name)
         dev = stage_dev(t.stage_index, t.lineage)
-        eng_attr = cand.resources.data.get("engine")
-        eng = eng_attr.data if eng_attr is not None else "compute"  # type: ignore[union-attr]
+        eng = cand.engine
         if eng not in engines[dev]:
             engines[dev].append(eng)
-        cost = costs.get(cand.sym_name.data)
+        cost = t.cost_of(cand.rule) if views else None
         link = ""
         if t.op.data == "send":
             nxt = t.stage_index + 1
             if nxt < len(db.stage_devices):
                 link = f"link.{dev}.{stage_dev(nxt, t.lineage)}"
-        lineage = f"{t.lineage} -> candidate {cand.impl.data}"
+        lineage = f"{t.lineage} -> candidate {cand.impl}"
         tasks.append(TaskNode(
-            id=name, op=str(t.op.data), device=dev, engine=eng, implementation=cand.impl.data,
+            id=name, op=str(t.op.data), device=dev, engine=eng, implementation=cand.impl,
             deps=deps[name], reads=t.reads(), writes=t.writes(),
-            duration=None if cost is None else cost.duration_s.value.data,
-            provider="" if cost is None else cost.provider.data,
-            status="missing" if cost is None else cost.status.data, lineage=lineage,
-            candidates=tuple(allc.get(name, ())), link=link))
+            duration=None if cost is None else cost.duration_s,
+            provider="" if cost is None else cost.evidence,
+            status="missing" if cost is None else cost.status, lineage=lineage,
+            candidates=tuple(c.impl for c in t.candidates), link=link))
     writer: dict[str, str] = {}
     reader: dict[str, str] = {}
     for tn in tasks:

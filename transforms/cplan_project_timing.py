@@ -16,8 +16,8 @@ them leaving the same replayable dependency/queue program::
                                         //   hi_makespan = …, contended = n : i64,
                                         //   critical_path = ["decode#0:cmd.…", …], steps = [...]}
 
-Confidence per command: the ``pplan.cost`` of its task and implementation in a ``pplan.costed_view``
-of the module (present when the plan was bound with ``keep_source=true``); otherwise the status
+Confidence per command: the ``#pplan.cost`` of its task's candidate of that implementation, once a
+``pplan.costed_view`` is in the module (present when the plan was bound with ``keep_source=true``); otherwise the status
 defaults of :data:`pipeplan.analysis.simulate.STATUS_CONFIDENCE`.
 
 Errors (PassFailedException): no ``cplan.plan`` in the module, a command whose task id lacks a
@@ -31,7 +31,8 @@ from dataclasses import dataclass
 
 from pipeplan.analysis.simulate import Projection, build_model, project
 from pipeplan.dialects.cplan import CommandOp, ConcretePlan, PlanOp, plan_from_ir
-from pipeplan.dialects.pplan import CandidateOp, CandidatesOp, CostedViewOp, CostOp, fingerprint
+from pipeplan.dialects.pplan import CostedViewOp, fingerprint
+from pipeplan.dialects.pplan import PlanOp as PortablePlanOp
 from pipeplan.errors import PipeplanError
 from xdsl.context import Context
 from xdsl.dialects.builtin import (
@@ -70,19 +71,14 @@ def concrete_digest(plan: PlanOp) -> str:
 def confidences_from_module(module: ModuleOp, plan: ConcretePlan) -> dict[str, float]:
     """Command id -> confidence of its cost in the module's ``pplan.costed_view`` (empty when the
     portable source was not kept). Matches by task and selected implementation."""
-    impl: dict[str, str] = {}
-    for o in module.ops:
-        if isinstance(o, CandidatesOp):
-            for c in o.body.block.ops:
-                if isinstance(c, CandidateOp):
-                    impl[c.sym_name.data] = c.impl.data
     conf: dict[tuple[str, str], float] = {}
-    for o in module.ops:
-        if isinstance(o, CostedViewOp):
-            for c in o.body.block.ops:
-                if isinstance(c, CostOp):
-                    k = (c.task.root_reference.data, impl.get(c.candidate.root_reference.data, ""))
-                    conf.setdefault(k, c.confidence.value.data)
+    if any(isinstance(o, CostedViewOp) for o in module.ops):
+        for p in module.ops:
+            if isinstance(p, PortablePlanOp):
+                for t in p.tasks():
+                    impl = {c.rule: c.impl for c in t.candidates}
+                    for cost in t.costs:
+                        conf.setdefault((t.task_id, impl.get(cost.rule, "")), cost.confidence)
     return {c.id: conf[(c.task, c.implementation)] for c in plan.commands if (c.task, c.implementation) in conf}
 
 

@@ -220,17 +220,13 @@ class CapabilityCoverage(Observer):
         parts = []
         bindings = {b.target.data: b.plugin_revision.data for b in _top(module, TargetBindingOp)}
         for cs in _top(module, pplan.CandidatesOp):
-            cands = _inner(cs, pplan.CandidateOp)
-            have = Counter(_ref(c.task) for c in cands)
-            legal = sum(1 for t in tasks if have[t.task_id] > 0)
+            n_cands = sum(len(t.candidates) for t in tasks)
+            legal = sum(1 for t in tasks if t.candidates)
             target = bindings.get(cs.target.data, cs.target.data)
-            figures["targets"][target] = {"legal_tasks": legal, "candidates": len(cands)}
-            parts.append(f"{legal}/{len(tasks)} tasks legal on {target} ({len(cands)} candidates)")
+            figures["targets"][target] = {"legal_tasks": legal, "candidates": n_cands}
+            parts.append(f"{legal}/{len(tasks)} tasks legal on {target} ({n_cands} candidates)")
             findings += [f"task @{t.task_id} has no legal candidate on {target} ({t.lineage})"
-                         for t in tasks if have[t.task_id] == 0]
-            known = {t.task_id for t in tasks}
-            findings += [f"candidate @{c.sym_name.data} names unknown task @{_ref(c.task)}"
-                         for c in cands if _ref(c.task) not in known]
+                         for t in tasks if not t.candidates]
         return self.result(not findings and bool(tasks), figures, findings or ([] if tasks else ["no pplan.task"]),
                            "; ".join(parts))
 
@@ -247,20 +243,20 @@ class CostCoverage(Observer):
 
     def observe(self, module: ModuleOp) -> Observation:
         tasks = _tasks(module)
-        cands = [c for cs in _top(module, pplan.CandidatesOp) for c in _inner(cs, pplan.CandidateOp)]
-        costs = [c for v in _top(module, pplan.CostedViewOp) for c in _inner(v, pplan.CostOp)]
-        costed_cands = {_ref(c.candidate) for c in costs}
-        costed_tasks = {_ref(c.task) for c in costs}
-        kinds = Counter(f"{c.provider.data}/{c.status.data}" for c in costs)
+        cands = [(t, c) for t in tasks for c in t.candidates]
+        costs = [(t, c) for t in tasks for c in t.costs]
+        costed_cands = {pplan.candidate_id(t.task_id, c.rule) for t, c in costs}
+        costed_tasks = {t.task_id for t, _ in costs}
+        kinds = Counter(f"{c.evidence}/{c.status}" for _, c in costs)
         findings = [f"task @{t.task_id} has no resolved cost ({t.lineage})" for t in tasks
                     if t.task_id not in costed_tasks]
-        findings += [f"candidate @{c.sym_name.data} (task @{_ref(c.task)}) has no resolved cost" for c in cands
-                     if c.sym_name.data not in costed_cands]
-        known = {c.sym_name.data for c in cands}
-        findings += [f"cost of @{_ref(c.task)} names unknown candidate @{_ref(c.candidate)}" for c in costs
-                     if _ref(c.candidate) not in known]
+        findings += [f"candidate @{pplan.candidate_id(t.task_id, c.rule)} (task @{t.task_id}) has no resolved cost"
+                     for t, c in cands if pplan.candidate_id(t.task_id, c.rule) not in costed_cands]
+        known = {pplan.candidate_id(t.task_id, c.rule) for t, c in cands}
+        findings += [f"cost of @{t.task_id} names unknown candidate @{pplan.candidate_id(t.task_id, c.rule)}"
+                     for t, c in costs if pplan.candidate_id(t.task_id, c.rule) not in known]
         n_tasks = sum(1 for t in tasks if t.task_id in costed_tasks)
-        n_cands = sum(1 for c in cands if c.sym_name.data in costed_cands)
+        n_cands = sum(1 for t, c in cands if pplan.candidate_id(t.task_id, c.rule) in costed_cands)
         figures = {"tasks": len(tasks), "costed_tasks": n_tasks, "candidates": len(cands),
                    "costed_candidates": n_cands, "evidence": dict(sorted(kinds.items()))}
         ev = ", ".join(f"{k} {v}" for k, v in sorted(kinds.items())) or "none"

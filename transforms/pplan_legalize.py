@@ -4,15 +4,18 @@ For each ``pplan.task`` the target plugin's capability rules for its op are chec
 plugin's LegalityModel (dtype, shape, layout, alignment, memory space, collective, runtime,
 library, ABI), for the task as written and for each requirement rewrite the plugin's selector
 offers. A rewrite that changes the task's op, flops, bytes, dtypes, shape or collective is refused
-(AB-L-2). The legal (task, rule) pairs become ``pplan.candidate`` ops (rank -1) in a
-``pplan.candidates`` op next to the plan, each recording the originating task, rule, plugin
-revision, resources and the reasons every other rule was rejected (AB-I-1).
+(AB-L-2). The legal (task, rule) pairs become the task's ``pplan.candidates`` attribute (an array of
+``#pplan.candidate``, rank -1; costs of candidates it keeps stay), each recording rule, resources and the
+reasons every other rule was rejected; the originating task is the op it annotates and the plugin
+revision is the ``pplan.target_binding``'s (AB-I-1). A ``pplan.candidates`` op next to the plan names
+the target and the portable digest.
 
 A task with no legal candidate fails the pass with the lineage path
 ``model op -> stage/block (step) -> task -> rejected candidates with reasons`` — never a generic
 fallback implementation (AB-I-2). The TargetBinding comes from the ``target`` option (the plugin's
 identity is inserted as ``pplan.target_binding``) or from a ``pplan.target_binding`` already in the
-module; neither is a "missing binding" diagnostic (AB-G-4). The plan itself is not modified.
+module; neither is a "missing binding" diagnostic (AB-G-4). The plan's properties are not modified (the
+annotations are discardable, so the portable digest is unchanged).
 """
 
 from __future__ import annotations
@@ -21,7 +24,7 @@ from dataclasses import dataclass
 
 from pipeplan.dialects.bindings import TargetBinding, TargetBindingOp, find_binding, require_binding
 from pipeplan.dialects.pplan import (
-    CandidateOp,
+    CandidateAttr,
     CandidatesOp,
     PlanOp,
     TaskOp,
@@ -38,8 +41,7 @@ from pipeplan.targets import (
     get_target,
 )
 from xdsl.context import Context
-from xdsl.dialects.builtin import IntegerAttr, ModuleOp, StringAttr, i64
-from xdsl.ir import Attribute
+from xdsl.dialects.builtin import ModuleOp
 from xdsl.passes import ModulePass
 from xdsl.utils.exceptions import PassFailedException
 
@@ -116,18 +118,20 @@ def legalize_task(plugin: TargetPlugin, binding: TargetBinding, req: TaskRequire
     return legal, rejected
 
 
-def _resources(c: Candidate) -> dict[str, Attribute]:
-    out: dict[str, Attribute] = {}
-    for k, v in sorted(c.resources.items()):
-        out[k] = IntegerAttr(v, i64) if isinstance(v, int) else StringAttr(str(v))
-    if c.requirements.rewrite:
-        out["rewrite"] = StringAttr(c.requirements.rewrite)
-    return out
+def candidate_attr(c: Candidate, rejected: list[str]) -> CandidateAttr:
+    """The ``#pplan.candidate`` of a legal candidate (rank -1).
 
-
-def candidate_symbol(task: str, rule: str) -> str:
-    """Symbol of the candidate of ``task`` under ``rule``."""
-    return f"c.{task}.{rule}"
+    Raises:
+        PassFailedException: the plugin's resources name something other than ``engine`` and
+            ``workspace_bytes`` (the typed parameters of a candidate).
+    """
+    res = dict(c.resources)
+    engine, ws = res.pop("engine", ""), res.pop("workspace_bytes", 0)
+    if res or not isinstance(engine, str) or not isinstance(ws, int):
+        raise PassFailedException(f"pplan-legalize: candidate {c.rule.impl} of @{c.task}: resources {c.resources} are "
+                                  f"not {{engine: str, workspace_bytes: int}}")
+    return CandidateAttr(c.rule.impl, engine, rule=c.rule.name, workspace_bytes=ws,
+                         rewrite=c.requirements.rewrite or "", rejected=rejected)
 
 
 @dataclass(frozen=True)
@@ -151,7 +155,7 @@ class PplanLegalizePass(ModulePass):
         plan = plan_of(op, self.name)
         plugin, bop = resolve_target(op, self.target, self.name)
         binding = TargetBinding.from_op(bop)
-        cands: list[CandidateOp] = []
+        cands: list[tuple[TaskOp, list[CandidateAttr]]] = []
         failures: list[str] = []
         for t in plan.tasks():
             req = task_requirements(t)
@@ -161,17 +165,19 @@ class PplanLegalizePass(ModulePass):
                 failures.append(f"no legal implementation on target {plugin.name} ({plugin.revision}) for "
                                 f"{req.lineage} -> rejected candidates: {why}")
                 continue
+            mine: list[CandidateAttr] = []
             for c in legal:
                 others = [r for r in rejected if not r.startswith(c.rule.name + ":") and
                           not r.startswith(c.rule.name + " (")]
-                cands.append(CandidateOp(candidate_symbol(req.task, c.rule.name), task=req.task, impl=c.rule.impl,
-                                         rule=c.rule.name, plugin_revision=plugin.revision,
-                                         resources=_resources(c), rejected=others))
+                mine.append(candidate_attr(c, others))
+            cands.append((t, mine))
         if failures:
             more = f" (and {len(failures) - 1} more tasks)" if len(failures) > 1 else ""
             raise PassFailedException(f"pplan-legalize: {failures[0]}{more}")
         for old in [o for o in op.ops if isinstance(o, CandidatesOp)]:
             old.detach()
             old.erase()
+        for t, mine in cands:
+            t.set_candidates(mine, keep_costs=True)
         op.body.block.add_op(CandidatesOp(plan=plan.sym_name.data, target=plugin.name,
-                                          portable_digest=portable_digest(plan), ops=cands))
+                                          portable_digest=portable_digest(plan)))

@@ -1,11 +1,12 @@
 """``pplan-resolve-costs{evidence=...}``: price every candidate into a CostedTaskView (AB-C-1..3).
 
-Builds one normalized estimate request per ``pplan.candidate`` (task work + the device of the
-task's stage from the DeploymentBinding) and resolves it under the EvidencePolicy
-(:func:`pipeplan.analysis.evidence.resolve`). The result is a ``pplan.costed_view`` op next to the
-plan holding one ``pplan.cost`` per candidate (duration, provider, confidence, status) and the
-provenance fingerprints of the target, deployment, policy and evidence (AB-G-3). The plan is
-untouched: the same plan priced with roofline and with measured evidence keeps its digest.
+Builds one normalized estimate request per ``#pplan.candidate`` of each task (task work + the device
+of the task's stage from the DeploymentBinding) and resolves it under the EvidencePolicy
+(:func:`pipeplan.analysis.evidence.resolve`). The result is each task's ``pplan.costs`` attribute (one
+``#pplan.cost`` per candidate: duration, evidence kind, status, confidence) and a ``pplan.costed_view``
+op next to the plan with the provenance fingerprints of the target, deployment, policy and evidence
+(AB-G-3). Only discardable annotations change: the same plan priced with roofline and with measured
+evidence keeps its digest.
 
 Options: ``evidence`` — providers in order, e.g. ``evidence=roofline`` or
 ``evidence="measured:/path/table.json",roofline`` (builds a ``pplan.evidence_policy``, replacing
@@ -34,7 +35,18 @@ from pipeplan.dialects.bindings import (
     find_binding,
     require_binding,
 )
-from pipeplan.dialects.pplan import CandidateOp, CostedViewOp, CostOp, fingerprint, gc_paused, ints
+from pipeplan.dialects.pplan import (
+    CostAttr,
+    CostedViewOp,
+    PlanOp,
+    TaskOp,
+    candidate_id,
+    cost_key,
+    find_plan,
+    fingerprint,
+    gc_paused,
+    ints,
+)
 from pipeplan.transforms.pplan_legalize import plan_of
 from pipeplan.transforms.pplan_select_implementations import candidates_of
 from xdsl.context import Context
@@ -45,7 +57,7 @@ from xdsl.utils.exceptions import PassFailedException, VerifyException
 
 @dataclass(frozen=True)
 class CostEntry:
-    """One row of a CostedTaskView (Python form of ``pplan.cost``)."""
+    """One row of a CostedTaskView (Python form of a ``#pplan.cost``)."""
 
     candidate: str
     duration_s: float
@@ -55,16 +67,17 @@ class CostEntry:
     key: str
 
 
-def costed_task_view(module: ModuleOp) -> dict[str, list[CostEntry]]:
-    """The module's CostedTaskView: task -> its candidates' resolved costs (empty when none)."""
+def costed_task_view(module: ModuleOp | PlanOp) -> dict[str, list[CostEntry]]:
+    """The module's CostedTaskView: task id -> its candidates' resolved costs (candidate ``c.<task>.<rule>``;
+    tasks without costs are absent)."""
+    plan = module if isinstance(module, PlanOp) else find_plan(module)
     out: dict[str, list[CostEntry]] = {}
-    for v in module.ops:
-        if isinstance(v, CostedViewOp):
-            for c in v.body.block.ops:
-                assert isinstance(c, CostOp)
-                out.setdefault(c.task.root_reference.data, []).append(CostEntry(
-                    c.candidate.root_reference.data, c.duration_s.value.data, c.provider.data,
-                    c.confidence.value.data, c.status.data, c.key.data))
+    for t in plan.tasks():
+        costs = t.costs
+        if costs:
+            tid, key = t.task_id, cost_key(t)
+            out[tid] = [CostEntry(candidate_id(tid, c.rule), c.duration_s, c.evidence, c.confidence, c.status, key)
+                        for c in costs]
     return out
 
 
@@ -121,35 +134,35 @@ class PplanResolveCostsPass(ModulePass):
             providers = providers_for(policy)
         except EvidenceError as e:
             raise PassFailedException(f"{self.name}: {e.one_line()}") from None
-        tasks = {t.task_id: t for t in plan.tasks()}
-        costs: list[CostOp] = []
-        for c in cands.body.block.ops:
-            assert isinstance(c, CandidateOp)
-            t = tasks.get(c.task.root_reference.data)
-            if t is None:
-                raise PassFailedException(f"{self.name}: candidate @{c.sym_name.data} names undeclared task "
-                                          f"@{c.task.root_reference.data}")
+        priced: list[tuple[TaskOp, list[CostAttr]]] = []
+        for t in plan.tasks():
+            if not t.candidates:
+                continue
             stage = t.stage_index
             try:
                 device = deployment.stage_device(stage)
             except KeyError:
                 raise PassFailedException(f"{self.name}: DeploymentBinding has no device for stage {stage} "
                                           f"({t.lineage})") from None
-            req = EstimateRequest(
-                task=t.task_id, candidate=c.sym_name.data, impl=c.impl.data, op=str(t.op.data),
-                dtypes=t.dtypes(), shape=ints(t.work), flops=t.flops.value.data,
-                bytes_read=t.nbytes_read, bytes_written=t.nbytes_written,
-                collective=t.collective, device=device, lineage=t.lineage)
-            try:
-                est, status = resolve(req, providers, policy)
-            except EvidenceError as e:
-                raise PassFailedException(f"{self.name}: {e.one_line()}") from None
-            costs.append(CostOp(candidate=c.sym_name.data, task=req.task, duration_s=est.duration_s,
-                                provider=est.provider, confidence=est.confidence, status=status, key=req.key))
+            mine: list[CostAttr] = []
+            for c in t.candidates:
+                req = EstimateRequest(
+                    task=t.task_id, candidate=candidate_id(t.task_id, c.rule), impl=c.impl, op=str(t.op.data),
+                    dtypes=t.dtypes(), shape=ints(t.work), flops=t.flops.value.data,
+                    bytes_read=t.nbytes_read, bytes_written=t.nbytes_written,
+                    collective=t.collective, device=device, lineage=t.lineage)
+                try:
+                    est, status = resolve(req, providers, policy)
+                except EvidenceError as e:
+                    raise PassFailedException(f"{self.name}: {e.one_line()}") from None
+                mine.append(CostAttr(c.rule, est.duration_s, est.provider, status, est.confidence))
+            priced.append((t, mine))
+        for t, mine in priced:
+            t.set_costs(mine)
         for old in [o for o in op.ops if isinstance(o, CostedViewOp)]:
             old.detach()
             old.erase()
         op.body.block.add_op(CostedViewOp(
             plan=plan.sym_name.data, portable_digest=digest, policy_fingerprint=fingerprint(pol_op),
             evidence_fingerprint=evidence_fingerprint(providers), target_fingerprint=fingerprint(target),
-            deployment_fingerprint=fingerprint(dep_op), ops=costs))
+            deployment_fingerprint=fingerprint(dep_op)))

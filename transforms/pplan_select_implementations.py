@@ -1,21 +1,22 @@
 """``pplan-select-implementations{keep=N}``: keep the N preferred candidates per task (AB-I-1).
 
-Reads the ``pplan.candidates`` op that ``pplan-legalize`` produced, ranks each task's candidates
-with the target plugin's ImplementationSelector (unrewritten before rewritten, then rule
-preference, then rule name), keeps the first ``keep`` (rank 0 = preferred) and erases the others,
-recording on each kept candidate why each dropped one was not selected. Several candidates may be
-kept for later search (seed 003). The plan is not modified, so its digest is unchanged.
+Reads the candidates ``pplan-legalize`` attached to each task (its ``pplan.candidates`` attribute; the
+``pplan.candidates`` op names the target), ranks them with the target plugin's ImplementationSelector
+(unrewritten before rewritten, then rule preference, then rule name), keeps the first ``keep`` in rank
+order (rank 0 = preferred) and drops the others, recording on each kept candidate why each dropped one
+was not selected. Several candidates may be kept for later search (seed 003). Only discardable
+annotations change, so the plan's digest is unchanged.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from pipeplan.dialects.pplan import CandidateOp, CandidatesOp, gc_paused, str_list
+from pipeplan.dialects.pplan import CandidateAttr, CandidatesOp, gc_paused
 from pipeplan.targets import Candidate, CapabilityRule, UnknownTargetError, get_target
 from pipeplan.transforms.pplan_legalize import plan_of, task_requirements
 from xdsl.context import Context
-from xdsl.dialects.builtin import ArrayAttr, IntegerAttr, ModuleOp, StringAttr, i64
+from xdsl.dialects.builtin import IntegerAttr, ModuleOp, i64
 from xdsl.passes import ModulePass
 from xdsl.utils.exceptions import PassFailedException
 
@@ -33,8 +34,8 @@ def candidates_of(module: ModuleOp, pass_name: str) -> CandidatesOp:
 class PplanSelectImplementationsPass(ModulePass):
     """Keep ``keep`` (>= 1) candidates per task, ranked by the target plugin's selector.
 
-    Errors (PassFailedException): keep < 1; no candidates op; a candidate for a task the plan does
-    not declare; a candidate naming a rule the plugin does not have.
+    Errors (PassFailedException): keep < 1; no candidates op; a candidate naming a rule the plugin
+    does not have.
     """
 
     name = "pplan-select-implementations"
@@ -54,37 +55,27 @@ class PplanSelectImplementationsPass(ModulePass):
             plugin = get_target(cands.target.data)
         except UnknownTargetError as e:
             raise PassFailedException(f"{self.name}: {e.message}") from None
-        tasks = {t.task_id: t for t in plan.tasks()}
-        groups: dict[str, list[CandidateOp]] = {}
-        for c in cands.body.block.ops:
-            assert isinstance(c, CandidateOp)
-            groups.setdefault(c.task.root_reference.data, []).append(c)
-        for task, group in groups.items():
-            t = tasks.get(task)
-            if t is None:
-                raise PassFailedException(f"{self.name}: candidate for undeclared task @{task}")
+        for t in plan.tasks():
+            group = t.candidates
+            if not group:
+                continue
+            task = t.task_id
             req = task_requirements(t)
             rules: dict[str, CapabilityRule] = {r.name: r for r in plugin.capability.rules_for(req.op)}
-            wrapped: list[tuple[Candidate, CandidateOp]] = []
+            wrapped: list[tuple[Candidate, CandidateAttr]] = []
             for c in group:
-                rule = rules.get(c.rule.data)
+                rule = rules.get(c.rule)
                 if rule is None:
-                    raise PassFailedException(f"{self.name}: candidate @{c.sym_name.data} names rule {c.rule.data} "
-                                              f"that target {plugin.name} ({plugin.revision}) does not offer")
-                rw = c.resources.data.get("rewrite")
-                creq = req if rw is None else type(req)(**{**req.__dict__, "rewrite": rw.data})  # type: ignore[union-attr]
+                    raise PassFailedException(f"{self.name}: candidate {c.rule} of @{task} names a rule that target "
+                                              f"{plugin.name} ({plugin.revision}) does not offer")
+                creq = req if not c.rewrite else type(req)(**{**req.__dict__, "rewrite": c.rewrite})
                 wrapped.append((Candidate(task, rule, creq), c))
             order = plugin.selector.rank(req, [w for w, _ in wrapped])
             by_rule = {w.rule.name: c for w, c in wrapped}
             ranked = [by_rule[w.rule.name] for w in order]
             kept, dropped = ranked[: self.keep], ranked[self.keep:]
-            notes = [f"{c.rule.data}: not selected (rank {i + self.keep} >= keep {self.keep})"
+            notes = [f"{c.rule}: not selected (rank {i + self.keep} >= keep {self.keep})"
                      for i, c in enumerate(dropped)]
-            for i, c in enumerate(kept):
-                c.properties["rank"] = IntegerAttr(i, i64)
-                if notes:
-                    c.properties["rejected"] = ArrayAttr(tuple(StringAttr(s) for s in (*str_list(c.rejected), *notes)))
-            for c in dropped:
-                c.detach()
-                c.erase()
+            t.set_candidates([c.with_(rank=i, rejected=(*c.rejected, *notes)) for i, c in enumerate(kept)],
+                            keep_costs=True)
         cands.properties["selected"] = IntegerAttr(self.keep, i64)

@@ -107,9 +107,9 @@ def test_capability_coverage_counts_legal_tasks(stages):
 def test_capability_coverage_names_the_task_without_candidate(stages):
     """AB-D-1: the finding names the task and its lineage (model op -> stage -> task)."""
     m = stages["legalized"].clone()
-    c = _ops(m, pplan.CandidateOp)[5]
-    task = c.task.root_reference.data
-    c.detach()
+    t = _ops(m, pplan.TaskOp)[5]
+    task = t.task_id
+    del t.attributes[pplan.CANDIDATES_ATTR]
     obs = CapabilityCoverage().observe(m)
     assert not obs.ok
     assert len(obs.findings) == 1 and f"task @{task} has no legal candidate" in obs.findings[0]
@@ -129,9 +129,9 @@ def test_cost_coverage_reports_evidence_kind(stages):
 
 def test_cost_coverage_names_the_uncosted_task_and_candidate(stages):
     m = stages["costed"].clone()
-    cost = _ops(m, pplan.CostOp)[3]
-    task, cand = cost.task.root_reference.data, cost.candidate.root_reference.data
-    cost.detach()
+    t = _ops(m, pplan.TaskOp)[3]
+    task, cand = t.task_id, pplan.candidate_id(t.task_id, t.costs[0].rule)
+    del t.attributes[pplan.COSTS_ATTR]
     obs = CostCoverage().observe(m)
     assert not obs.ok and obs.figures["costed_tasks"] == obs.figures["tasks"] - 1
     assert any(f"task @{task} has no resolved cost" in f for f in obs.findings)

@@ -9,11 +9,11 @@ import sys
 
 import pytest
 from pipeplan.api import parse_module, register_pipeplan, run_pipeline
-from pipeplan.dialects.bindings import DeploymentBinding, EvidencePolicy, TargetBinding
+from pipeplan.dialects.bindings import DeploymentBinding, EvidencePolicy, TargetBinding, TargetBindingOp
 from pipeplan.dialects.pplan import (
-    CandidateOp,
+    CandidateAttr,
     CandidatesOp,
-    CostOp,
+    CostAttr,
     find_plan,
     portable_digest,
     producer,
@@ -240,9 +240,8 @@ def test_out_of_domain_evidence_is_marked_and_low_confidence(ctx, base2, measure
     # in the pass, measured-only evidence cannot price edge transfers at all: a diagnostic, not a guess
     with pytest.raises(PassFailedException, match=r"no_evidence.*key recv\|i32,i32\|4"):
         _run(ctx, base2, LEGAL + f',pplan-resolve-costs{{evidence="measured:{measured_table}"}}')
-    bad = CostOp(candidate="c", task="t", duration_s=1.0, provider="measured", confidence=0.9, status="fallback", key="k")
     with pytest.raises(Exception, match="a measured estimate is either direct or out_of_domain"):
-        bad.verify()
+        CostAttr("vq.matmul", 1.0, "measured", "fallback", 0.9)
 
 
 def test_uncertainty_budget_and_stale_evidence_are_diagnostics(ctx, base2, measured_table, tmp_path):
@@ -328,9 +327,9 @@ def test_q4k_task_fails_on_queue_target_with_lineage(ctx):
     for target, impl in (("virtual-queue", "vq.matmul"), ("cuda-triton", "triton.matmul")):
         ok = m.clone()
         run_pipeline(ctx, ok, f"pplan-legalize{{target={target}}}")
-        cands = [c for c in next(o for o in ok.ops if isinstance(o, CandidatesOp)).body.block.ops
-                 if c.task.root_reference.data == "decode.s1.b7.matmul.attn_q"]
-        assert [c.impl.data for c in cands] == [impl]
+        assert next(o for o in ok.ops if isinstance(o, CandidatesOp)).target.data == target
+        (t,) = [t for t in find_plan(ok).tasks() if t.task_id == "decode.s1.b7.matmul.attn_q"]
+        assert [c.impl for c in t.candidates] == [impl]
 
 
 def test_stories_legalizes_on_every_target_with_provenance(ctx, base2):
@@ -340,32 +339,30 @@ def test_stories_legalizes_on_every_target_with_provenance(ctx, base2):
     n_tasks = len(find_plan(base2).tasks())
     for target in ("virtual-queue", "virtual-slot", "cuda-triton"):
         m = _run(ctx, base2, f"pplan-legalize{{target={target}}}")
-        cands = [c for c in next(o for o in m.ops if isinstance(o, CandidatesOp)).body.block.ops]
-        assert {c.task.root_reference.data for c in cands} == {t.task_id for t in find_plan(base2).tasks()}
-        assert len(cands) >= n_tasks
         plugin = get_target(target)
-        op_of = {t.task_id: t.op.data for t in find_plan(base2).tasks()}
-        for c in cands:
-            assert isinstance(c, CandidateOp) and c.plugin_revision.data == plugin.revision
-            assert c.rule.data in {r.name for r in plugin.capability.rules_for(op_of[c.task.root_reference.data])}
-            assert "engine" in c.resources.data
+        assert next(o for o in m.ops if isinstance(o, CandidatesOp)).target.data == target
+        (tb,) = [o for o in m.ops if isinstance(o, TargetBindingOp)]
+        assert tb.plugin_revision.data == plugin.revision  # the revision, once for every candidate
+        tasks = find_plan(m).tasks()
+        assert all(t.candidates for t in tasks) and sum(len(t.candidates) for t in tasks) >= n_tasks
+        for t in tasks:
+            for c in t.candidates:
+                assert isinstance(c, CandidateAttr) and c.engine and c.rank == -1
+                assert c.rule in {r.name for r in plugin.capability.rules_for(str(t.op.data))}
     slot = _run(ctx, base2, "pplan-legalize{target=virtual-slot}")
-    mm = next(c for c in next(o for o in slot.ops if isinstance(o, CandidatesOp)).body.block.ops
-              if c.task.root_reference.data == "decode.s0.b0.matmul.attn_q")
-    assert mm.resources.data["rewrite"].data == "align 64"
+    (mm,) = [t for t in find_plan(slot).tasks() if t.task_id == "decode.s0.b0.matmul.attn_q"]
+    assert mm.candidates[0].rewrite == "align 64" and mm.candidates[0].resources()["rewrite"] == "align 64"
 
 
 def test_select_keeps_several_candidates_ranked(ctx, base2):
     """AB-I-1: keep=2 keeps two ranked candidates where two are legal (cuda-triton: dequant matmul and the
     tensor-core matmul via an alignment rewrite) and records why others were not selected."""
     m = _run(ctx, base2, "pplan-legalize{target=cuda-triton},pplan-select-implementations{keep=2}")
-    group = [c for c in next(o for o in m.ops if isinstance(o, CandidatesOp)).body.block.ops
-             if c.task.root_reference.data == "decode.s0.b0.matmul.attn_q"]
-    assert sorted((c.rank.value.data, c.rule.data) for c in group) == [(0, "triton.matmul"), (1, "triton.matmul_tc")]
+    (t,) = [t for t in find_plan(m).tasks() if t.task_id == "decode.s0.b0.matmul.attn_q"]
+    assert [(c.rank, c.rule) for c in t.candidates] == [(0, "triton.matmul"), (1, "triton.matmul_tc")]
     one = _run(ctx, base2, "pplan-legalize{target=cuda-triton},pplan-select-implementations{keep=1}")
-    group = [c for c in next(o for o in one.ops if isinstance(o, CandidatesOp)).body.block.ops
-             if c.task.root_reference.data == "decode.s0.b0.matmul.attn_q"]
-    assert len(group) == 1 and any("not selected" in s.data for s in group[0].rejected.data)
+    (t,) = [t for t in find_plan(one).tasks() if t.task_id == "decode.s0.b0.matmul.attn_q"]
+    assert len(t.candidates) == 1 and any("not selected" in s for s in t.candidates[0].rejected)
     with pytest.raises(PassFailedException, match="keep must be >= 1"):
         _run(ctx, base2, "pplan-legalize{target=cuda-triton},pplan-select-implementations{keep=0}")
     with pytest.raises(PassFailedException, match="run pplan-legalize first"):
@@ -502,7 +499,7 @@ def test_binding_built_from_the_plans_node_specs(ctx, facts):
     run_pipeline(ctx, mod, "convert-runplan-to-pplan{prompt_len=4}," + LEGAL + ",pplan-resolve-costs{evidence=roofline}")
     (op,) = [o for o in mod.ops if isinstance(o, DeploymentBindingOp)]
     assert DeploymentBinding.from_op(op) == deployment_for(spec, POOL)
-    assert sum(isinstance(o, CostOp) for o in mod.walk()) == len(find_plan(mod).tasks())
+    assert sum(len(t.costs) for t in find_plan(mod).tasks()) == len(find_plan(mod).tasks())
 
 
 def test_id_only_plan_gets_no_binding(ctx, facts):

@@ -23,41 +23,41 @@
 // CHECK-NEXT: pplan.weight 0 "token_embd.weight" : !pplan.buffer<512x64xf32, weight, align 32>
 // CHECK:      pplan.step prefill {
 // CHECK-NEXT:   pplan.stage 0 {
-// CHECK-NEXT:     pplan.task "recv.e0" recv([[E0]]) -> "input" at "edge:e0" work [4] bytes [16, 16] : !pplan.buffer<4xi32>
-// CHECK:          [[SE1:%[0-9]+]] = pplan.task "send.e1" send(%{{[0-9]+}}) updates([[E1]]) at "edge:e1" work [4, 64] bytes [1024, 1024] : !pplan.buffer<64x64xf32, edge>
+// CHECK-NEXT:     pplan.task recv([[E0]]) -> "input" at "edge:e0" bytes [16, 16] : !pplan.buffer<4xi32>
+// CHECK:          [[SE1:%[0-9]+]] = pplan.task send(%{{[0-9]+}}) updates([[E1]]) at "edge:e1" work [4, 64] bytes [1024, 1024] : !pplan.buffer<64x64xf32, edge>
 // CHECK-NEXT:     pplan.yield {{.*}}[[SE1]]
 // CHECK-NEXT:   }
 // CHECK-NEXT:   pplan.stage 1 {
-// CHECK-NEXT:     pplan.task "recv.e1" recv(%{{[0-9]+}}) -> "input" at "edge:e1" work [4, 64] bytes [1024, 1024] : !pplan.buffer<4x64xf32>
-// CHECK:          %{{[0-9]+}}, [[TOK:%[0-9]+]] = pplan.task "send.e2" send(%{{[0-9]+}}) updates([[E2]]) at "edge:e2" work [1] bytes [4, 4] token : !pplan.buffer<64xi32, edge>, !pplan.token
+// CHECK-NEXT:     pplan.task recv(%{{[0-9]+}}) -> "input" at "edge:e1" bytes [1024, 1024] : !pplan.buffer<4x64xf32>
+// CHECK:          %{{[0-9]+}}, [[TOK:%[0-9]+]] = pplan.task send(%{{[0-9]+}}) updates([[E2]]) at "edge:e2" work [1] bytes [4, 4] token : !pplan.buffer<64xi32, edge>, !pplan.token
 // CHECK:      pplan.step decode {
 // CHECK-NEXT:   pplan.stage 0 {
-// CHECK-NEXT:     pplan.task "recv.e0" recv([[E0]]) after(%{{[0-9]+}}) -> "input" at "edge:e0" work [1] bytes [4, 4] : !pplan.buffer<1xi32>
+// CHECK-NEXT:     pplan.task recv([[E0]]) after(%{{[0-9]+}}) -> "input" at "edge:e0" bytes [4, 4] : !pplan.buffer<1xi32>
 // CHECK:        pplan.stage 1 {
-// CHECK-NEXT:     [[X:%[0-9]+]] = pplan.task "recv.e1" recv(%{{[0-9]+}}) -> "input" at "edge:e1" work [1, 64] bytes [256, 256] : !pplan.buffer<1x64xf32>
-// CHECK-NEXT:     [[XN:%[0-9]+]] = pplan.task "b3.rms_norm.attn_norm" rms_norm([[X]], %{{[0-9]+}}) -> "blk.3.attn_in" at "blk.3.attn_norm" blk 3 work [1, 64] flops 256 bytes [256, 256, 256] : !pplan.buffer<1x64xf32>
-// CHECK-NEXT:     pplan.task "b3.matmul.attn_q" matmul([[XN]], %{{[0-9]+}}) -> "blk.3.q_proj" at "blk.3.attn_q" blk 3 work [1, 64, 64] flops 8192 bytes [256, 16384, 256] : !pplan.buffer<1x64xf32>
-// CHECK-NEXT:     pplan.task "b3.matmul.attn_k" matmul([[XN]], %{{[0-9]+}}) {{.*}}flops 4096
-// CHECK-NEXT:     pplan.task "b3.matmul.attn_v" matmul([[XN]], %{{[0-9]+}}) {{.*}}flops 4096
-// CHECK-NEXT:     pplan.task "b3.rope.q" rope(
-// CHECK-NEXT:     pplan.task "b3.rope.k" rope(
-// CHECK-NEXT:     [[CK:%[0-9]+]], [[CV:%[0-9]+]] = pplan.task "b3.kv_cache_write" kv_cache_write(%{{[0-9]+}}, %{{[0-9]+}}) updates(%{{[0-9]+}}, %{{[0-9]+}}) at "blk.3.kv_cache_write()" blk 3 work [1, 32] bytes [128, 128, 128, 128] : !pplan.buffer<64x4x8xf32, kv>, !pplan.buffer<64x4x8xf32, kv>
-// CHECK-NEXT:     pplan.task "b3.attention.attn" attention(%{{[0-9]+}}, [[CK]], [[CV]]) -> "blk.3.attn" {{.*}}bytes [256, 640, 640, 256]
-// CHECK-NEXT:     pplan.task "b3.matmul.attn_output" matmul(
-// CHECK-NEXT:     pplan.task "b3.add.h_mid" add([[X]],
-// CHECK-NEXT:     pplan.task "b3.rms_norm.ffn_norm" rms_norm(
-// CHECK-NEXT:     pplan.task "b3.matmul.ffn_gate" matmul({{.*}}flops 22016
-// CHECK-NEXT:     pplan.task "b3.matmul.ffn_up" matmul(
-// CHECK-NEXT:     pplan.task "b3.silu_mul.ffn_act" silu_mul(
-// CHECK-NEXT:     pplan.task "b3.matmul.ffn_down" matmul(
-// CHECK-NEXT:     pplan.task "b3.add.h4" add(
-// CHECK-NEXT:     pplan.task "b4.rms_norm.attn_norm" rms_norm(
-// CHECK:          pplan.task "b4.add.h5" add(
-// CHECK-NEXT:     pplan.task "last_row.h_last" last_row(
-// CHECK-NEXT:     pplan.task "rms_norm.output_norm" rms_norm(
-// CHECK-NEXT:     pplan.task "matmul.output" matmul({{.*}}at "output" work [1, 512, 64] flops 65536
-// CHECK-NEXT:     [[T:%[0-9]+]] = pplan.task "argmax.token" argmax({{.*}}at "sampling" work [1] flops 512
-// CHECK-NEXT:     pplan.task "send.e2" send([[T]]) updates(%{{[0-9]+}}) at "edge:e2" work [1] bytes [4, 4] : !pplan.buffer<64xi32, edge>
+// CHECK-NEXT:     [[X:%[0-9]+]] = pplan.task recv(%{{[0-9]+}}) -> "input" at "edge:e1" bytes [256, 256] : !pplan.buffer<1x64xf32>
+// CHECK-NEXT:     [[XN:%[0-9]+]] = pplan.task rms_norm([[X]], %{{[0-9]+}}) -> "blk.3.attn_in" at "blk.3.attn_norm" flops 256 : !pplan.buffer<1x64xf32>
+// CHECK-NEXT:     pplan.task matmul([[XN]], %{{[0-9]+}}) -> "blk.3.q_proj" at "blk.3.attn_q" work [1, 64, 64] : !pplan.buffer<1x64xf32>
+// CHECK-NEXT:     pplan.task matmul([[XN]], %{{[0-9]+}}) -> "blk.3.k_proj" at "blk.3.attn_k" work [1, 32, 64] :
+// CHECK-NEXT:     pplan.task matmul([[XN]], %{{[0-9]+}}) -> "blk.3.v" at "blk.3.attn_v" work [1, 32, 64] :
+// CHECK-NEXT:     pplan.task rope({{.*}} at "blk.3.rope(q)" flops 192 bytes [256, 32, 256] :
+// CHECK-NEXT:     pplan.task rope({{.*}} at "blk.3.rope(k)" flops 96 bytes [128, 32, 128] :
+// CHECK-NEXT:     [[CK:%[0-9]+]], [[CV:%[0-9]+]] = pplan.task kv_cache_write(%{{[0-9]+}}, %{{[0-9]+}}) updates(%{{[0-9]+}}, %{{[0-9]+}}) at "blk.3.kv_cache_write()" work [1, 32] bytes [128, 128, 128, 128] : !pplan.buffer<64x4x8xf32, kv>, !pplan.buffer<64x4x8xf32, kv>
+// CHECK-NEXT:     pplan.task attention(%{{[0-9]+}}, [[CK]], [[CV]]) -> "blk.3.attn" at "blk.3.attention(attn)" work [1, 64, 5] flops 1480 bytes [256, 640, 640, 256]
+// CHECK-NEXT:     pplan.task matmul({{.*}} at "blk.3.attn_output" work [1, 64, 64] :
+// CHECK-NEXT:     pplan.task add([[X]], {{.*}} at "blk.3.add(h_mid)" flops 64 :
+// CHECK-NEXT:     pplan.task rms_norm({{.*}} at "blk.3.ffn_norm" flops 256 :
+// CHECK-NEXT:     pplan.task matmul({{.*}} at "blk.3.ffn_gate" work [1, 172, 64] :
+// CHECK-NEXT:     pplan.task matmul({{.*}} at "blk.3.ffn_up" work [1, 172, 64] :
+// CHECK-NEXT:     pplan.task silu_mul({{.*}} at "blk.3.silu_mul(ffn_act)" flops 860 :
+// CHECK-NEXT:     pplan.task matmul({{.*}} at "blk.3.ffn_down" work [1, 64, 172] :
+// CHECK-NEXT:     pplan.task add({{.*}} at "blk.3.add(h4)" flops 64 :
+// CHECK-NEXT:     pplan.task rms_norm({{.*}} at "blk.4.attn_norm" flops 256 :
+// CHECK:          pplan.task add({{.*}} at "blk.4.add(h5)" flops 64 :
+// CHECK-NEXT:     pplan.task last_row({{.*}} -> "h_last" at "last_row(h_last)" :
+// CHECK-NEXT:     pplan.task rms_norm({{.*}} -> "h_norm" at "output_norm" flops 256 :
+// CHECK-NEXT:     pplan.task matmul({{.*}} -> "output" at "output" work [1, 512, 64] :
+// CHECK-NEXT:     [[T:%[0-9]+]] = pplan.task "argmax.token" argmax({{.*}} -> "token" at "sampling" flops 512 :
+// CHECK-NEXT:     pplan.task send([[T]]) updates(%{{[0-9]+}}) at "edge:e2" work [1] bytes [4, 4] : !pplan.buffer<64xi32, edge>
 // CHECK-NEXT:     pplan.yield
 // CHECK-NEXT:   }
 // CHECK-NEXT:   pplan.yield
@@ -67,10 +67,10 @@
 // The command-line pipeline of issue 4: bindings inserted, candidates selected, costs resolved.
 // PIPE-NOT:   runplan.
 // PIPE:       pplan.plan
+// PIPE:       pplan.task recv(%{{[0-9]+}}) -> "input" at "edge:e0" bytes [16, 16] {pplan.candidates = [#pplan.candidate<"vq.recv", "queue.copy", 0>], pplan.costs = [#pplan.cost<"vq.recv", {{.*}} s, roofline, direct, conf 0.5>]} : !pplan.buffer<4xi32>
+// PIPE:       pplan.task matmul({{.*}}) -> "blk.3.q_proj" at "blk.3.attn_q" work [1, 64, 64] {pplan.candidates = [#pplan.candidate<"vq.matmul", "queue.compute", 0>], pplan.costs = [#pplan.cost<"vq.matmul", 8.448{{[0-9]*}}e-07 s, roofline, direct, conf 0.5>]} : !pplan.buffer<1x64xf32>
 // PIPE:       pplan.deployment_binding @deployment {devices = [{id = "n0"{{.*}}}], stage_devices = ["n0", "n1"], topology = "chain"}
-// PIPE:       pplan.target_binding @target {{{.*}}target = "virtual-queue"
-// PIPE:       pplan.candidates attributes {plan = @{{.*}}, target = "virtual-queue", portable_digest = "{{[0-9a-f]+}}", selected = 1 : i64}
-// PIPE:       pplan.candidate @prefill.s0.recv.e0 "vq.recv" rev "virtual-queue@1" on "queue.copy" rank 0
+// PIPE:       pplan.target_binding @target {{{.*}}target = "virtual-queue"{{.*}}plugin_revision = "virtual-queue@1"}
+// PIPE:       pplan.candidates {plan = @{{.*}}, target = "virtual-queue", portable_digest = "{{[0-9a-f]+}}", selected = 1 : i64}
 // PIPE:       pplan.evidence_policy @policy {providers = ["roofline"], uncertainty_budget = 1.000000e+00 : f64, fallback = "allow", max_age_s = 0 : i64, revision = "r1"}
-// PIPE:       pplan.costed_view attributes {plan = @{{.*}}, portable_digest = "{{[0-9a-f]+}}", policy_fingerprint = "{{[0-9a-f]+}}", evidence_fingerprint = "{{[0-9a-f]+}}", target_fingerprint = "{{[0-9a-f]+}}", deployment_fingerprint = "{{[0-9a-f]+}}"}
-// PIPE:       pplan.cost @decode.s1.b3.matmul.attn_q "vq.matmul" 8.448{{[0-9]*}}e-07 s "roofline" direct conf 0.5 key "matmul|f32,f32,f32|1x64x64"
+// PIPE:       pplan.costed_view {plan = @{{.*}}, portable_digest = "{{[0-9a-f]+}}", policy_fingerprint = "{{[0-9a-f]+}}", evidence_fingerprint = "{{[0-9a-f]+}}", target_fingerprint = "{{[0-9a-f]+}}", deployment_fingerprint = "{{[0-9a-f]+}}"}

@@ -71,7 +71,7 @@ pplan.plan @p attributes {stage_count = 1 : i64, prompt_len = 1 : i64, decode_po
     pplan.stage 0 {
       %1 = pplan.task "recv.e0" recv(%0) -> "x" at "edge:e0" work [1, 4] bytes [16, 16] token : !pplan.buffer<1x4xf32>
       // CHECK:      invalid.mlir:[[# @LINE - 1]]:7: error: [AB-S-1] task 'recv.e0': a task with 'token' yields exactly one !pplan.token (and only it)
-      // CHECK-NEXT: {{^}}  %0 = pplan.task "recv.e0" recv(%1) -> "x" at "edge:e0" work [1,
+      // CHECK-NEXT: {{^}}  %0 = pplan.task recv(%1) -> "x" at "edge:e0" token : !pplan.buffer<1x4
       pplan.yield
     }
     pplan.yield
@@ -88,7 +88,7 @@ pplan.plan @p attributes {stage_count = 1 : i64, prompt_len = 1 : i64, decode_po
       %1 = pplan.task "recv.e0" recv(%0) -> "x" at "edge:e0" work [1, 4] bytes [16, 16] : !pplan.buffer<1x4xf32>
       %2 = pplan.task "send.e0" send(%1) updates(%0) at "edge:e0" work [1, 4] bytes [16, 16] : !pplan.buffer<1x8xf32, edge>
       // CHECK:      invalid.mlir:[[# @LINE - 1]]:7: error: [AB-S-4] task 'send.e0': results must be the new versions of its updates (same types, same order)
-      // CHECK-NEXT: {{^}}  %0 = pplan.task "send.e0" send(%1) updates(%2) at "edge:e0" work [1,
+      // CHECK-NEXT: {{^}}  %0 = pplan.task send(%1) updates(%2) at "edge:e0" work [1, 4] bytes [1
       pplan.yield
     }
     pplan.yield
@@ -104,7 +104,7 @@ pplan.plan @p attributes {stage_count = 1 : i64, prompt_len = 1 : i64, decode_po
       %1 = pplan.task "recv.e0" recv(%0) -> "x" at "edge:e0" work [1, 4] bytes [16, 16] : !pplan.buffer<1x4xf32>
       %2 = pplan.task "send.e0" send(%1) updates(%0) -> "y" at "edge:e0" work [1, 4] bytes [16, 16] : !pplan.buffer<1x4xf32, edge>
       // CHECK:      invalid.mlir:[[# @LINE - 1]]:7: error: [AB-S-4] task 'send.e0': an in-place task names no fresh result
-      // CHECK-NEXT: {{^}}  %0 = pplan.task "send.e0" send(%1) updates(%2) -> "y" at "edge:e0" wor
+      // CHECK-NEXT: {{^}}  %0 = pplan.task send(%1) updates(%2) -> "y" at "edge:e0" : !pplan.buff
       pplan.yield
     }
     pplan.yield
@@ -119,7 +119,7 @@ pplan.plan @p attributes {stage_count = 1 : i64, prompt_len = 1 : i64, decode_po
     pplan.stage 0 {
       %1 = pplan.task "recv.e0" recv(%0) at "edge:e0" work [1, 4] bytes [16, 16] : !pplan.buffer<1x4xf32>
       // CHECK:      invalid.mlir:[[# @LINE - 1]]:7: error: [AB-S-4] task 'recv.e0': a task without updates yields one fresh buffer named by 'out'
-      // CHECK-NEXT: {{^}}  %0 = pplan.task "recv.e0" recv(%1) at "edge:e0" work [1,
+      // CHECK-NEXT: {{^}}  %0 = pplan.task recv(%1) at "edge:e0" work [1, 4] : !pplan.buffer<1x4x
       pplan.yield
     }
     pplan.yield
@@ -134,7 +134,7 @@ pplan.plan @p attributes {stage_count = 1 : i64, prompt_len = 1 : i64, decode_po
     pplan.stage 0 {
       %1 = pplan.task "recv.e0" recv(%0) -> "x" at "edge:e0" work [1, 4] bytes [16] : !pplan.buffer<1x4xf32>
       // CHECK:      invalid.mlir:[[# @LINE - 1]]:7: error: [AB-R-6] task 'recv.e0': one byte count per access (reads, then writes) expected, got 1 for 2
-      // CHECK-NEXT: {{^}}  %0 = pplan.task "recv.e0" recv(%1) -> "x" at "edge:e0" work [1,
+      // CHECK-NEXT: {{^}}  %0 = pplan.task recv(%1) -> "x" at "edge:e0" bytes [16] : !pplan.buffe
       pplan.yield
     }
     pplan.yield
@@ -149,7 +149,7 @@ pplan.plan @p attributes {stage_count = 1 : i64, prompt_len = 1 : i64, decode_po
     pplan.stage 0 {
       %1 = pplan.task "recv.e0" recv(%0) -> "x" at "edge:e0" work [1, 4] bytes [16, -1] : !pplan.buffer<1x4xf32>
       // CHECK:      invalid.mlir:[[# @LINE - 1]]:7: error: [AB-R-6] task 'recv.e0': negative byte or flop count
-      // CHECK-NEXT: {{^}}  %0 = pplan.task "recv.e0" recv(%1) -> "x" at "edge:e0" work [1,
+      // CHECK-NEXT: {{^}}  %0 = pplan.task recv(%1) -> "x" at "edge:e0" bytes [16, -1] : !pplan.b
       pplan.yield
     }
     pplan.yield
@@ -164,7 +164,7 @@ pplan.plan @p attributes {stage_count = 1 : i64, prompt_len = 1 : i64, decode_po
     pplan.stage 0 {
       %1 = pplan.task "recv.e0" recv(%0) -> "x" at "edge:e0" work [1, 4] bytes [32, 16] : !pplan.buffer<1x4xf32>
       // CHECK:      invalid.mlir:[[# @LINE - 1]]:7: error: [AB-R-6] task 'recv.e0': access 0 moves 32 bytes of a buffer holding 16
-      // CHECK-NEXT: {{^}}  %0 = pplan.task "recv.e0" recv(%1) -> "x" at "edge:e0" work [1,
+      // CHECK-NEXT: {{^}}  %0 = pplan.task recv(%1) -> "x" at "edge:e0" bytes [32, 16] : !pplan.b
       pplan.yield
     }
     pplan.yield
@@ -179,7 +179,7 @@ pplan.plan @p attributes {stage_count = 1 : i64, prompt_len = 1 : i64, decode_po
     pplan.stage 0 {
       %1 = pplan.task "recv.e0" recv(%0) -> "x" at "edge:e0" work [1, 4] bytes [16, 16] : !pplan.buffer<1x4xf32>
       // CHECK:      invalid.mlir:[[# @LINE - 1]]:7: error: [AB-L-2] task 'recv.e0': a recv reads exactly one edge object
-      // CHECK-NEXT: {{^}}  %0 = pplan.task "recv.e0" recv(%1) -> "x" at "edge:e0" work [1,
+      // CHECK-NEXT: {{^}}  %0 = pplan.task recv(%1) -> "x" at "edge:e0" : !pplan.buffer<1x4xf32>
       pplan.yield
     }
     pplan.yield
@@ -195,7 +195,7 @@ pplan.plan @p attributes {stage_count = 1 : i64, prompt_len = 1 : i64, decode_po
       %1 = pplan.task "recv.e0" recv(%0) -> "x" at "edge:e0" work [1, 4] bytes [16, 16] : !pplan.buffer<1x4xf32>
       %2 = pplan.task "mm" matmul(%1, %1) -> "y" at "m" work [1, 4, 4] flops 7 bytes [16, 16, 16] : !pplan.buffer<1x4xf32>
       // CHECK:      invalid.mlir:[[# @LINE - 1]]:7: error: [AB-L-2] task 'mm': matmul flops 7 inconsistent with work shape [M, N, K] = [1, 4, 4] (expected 2*M*N*K)
-      // CHECK-NEXT: {{^}}  %0 = pplan.task "mm" matmul(%1, %1) -> "y" at "m" work [1, 4,
+      // CHECK-NEXT: {{^}}  %0 = pplan.task "mm" matmul(%1, %1) -> "y" at "m" work [1, 4, 4] flops
       pplan.yield
     }
     pplan.yield
@@ -368,7 +368,7 @@ pplan.plan @p attributes {stage_count = 1 : i64, prompt_len = 1 : i64, decode_po
     pplan.stage 0 {
       "pplan.task"(%2) <{task = "a", op = #pplan<op last_row>, out = "y", model_op = "m", block = -1 : i64, flops = 0 : i64, work = array<i64: 1, 4>, bytes = array<i64: 16, 16>, operandSegmentSizes = array<i32: 1, 0, 0>}> : (!pplan.buffer<1x4xf32>) -> !pplan.buffer<1x4xf32>
       // CHECK:      invalid.mlir:[[# @LINE - 1]]:7: error: [AB-S-1] plan @p: task 'a' uses a value before its definition (SSA def-before-use: dependencies closed and acyclic)
-      // CHECK-NEXT: {{^}}  %0 = pplan.task "a" last_row(%1) -> "y" at "m" work [1, 4] bytes [16,
+      // CHECK-NEXT: {{^}}  %0 = pplan.task "a" last_row(%1) -> "y" at "m" : !pplan.buffer<1x4xf32
       %2 = pplan.task "recv.e0" recv(%0) -> "x" at "edge:e0" work [1, 4] bytes [16, 16] : !pplan.buffer<1x4xf32>
       pplan.yield
     }
@@ -386,7 +386,7 @@ pplan.plan @p attributes {stage_count = 1 : i64, prompt_len = 1 : i64, decode_po
       %2 = pplan.task "send.e0" send(%1) updates(%0) at "edge:e0" work [1, 4] bytes [16, 16] : !pplan.buffer<1x4xf32, edge>
       %3 = pplan.task "recv.again" recv(%0) -> "z" at "edge:e0" work [1, 4] bytes [16, 16] : !pplan.buffer<1x4xf32>
       // CHECK:      invalid.mlir:[[# @LINE - 1]]:7: error: [AB-S-4] plan @p: task 'recv.again' reads a buffer version that task 'decode.s0.send.e0' already updated in place (use its result)
-      // CHECK-NEXT: {{^}}  %0 = pplan.task "recv.again" recv(%1) -> "z" at "edge:e0" work [1,
+      // CHECK-NEXT: {{^}}  %0 = pplan.task "recv.again" recv(%1) -> "z" at "edge:e0" : !pplan.buf
       pplan.yield
     }
     pplan.yield
@@ -402,7 +402,7 @@ pplan.plan @p attributes {stage_count = 1 : i64, prompt_len = 1 : i64, decode_po
       %1 = pplan.task "recv.e0" recv(%0) -> "x" at "edge:e0" work [1, 4] bytes [16, 16] : !pplan.buffer<1x4xf32>
       %2 = pplan.task "recv.e0" recv(%0) -> "x" at "edge:e0" work [1, 4] bytes [16, 16] : !pplan.buffer<1x4xf32>
       // CHECK:      invalid.mlir:[[# @LINE - 1]]:7: error: [AB-R-1] plan @p: task id 'decode.s0.recv.e0' declared twice
-      // CHECK-NEXT: {{^}}  %0 = pplan.task "recv.e0" recv(%1) -> "x" at "edge:e0" work [1,
+      // CHECK-NEXT: {{^}}  %0 = pplan.task recv(%1) -> "x" at "edge:e0" : !pplan.buffer<1x4xf32>
       pplan.yield
     }
     pplan.yield
@@ -444,49 +444,202 @@ pplan.plan @p attributes {stage_count = 1 : i64, prompt_len = 1 : i64, decode_po
 
 // -----
 
-// candidate: resources that are not a dictionary
-pplan.candidates attributes {plan = @p, target = "virtual-queue", portable_digest = "abc", selected = 1 : i64} {
-  pplan.candidate @t "vs.add" rev "virtual-slot@1" resources ["queue.compute"] rank 0
-  // CHECK:      invalid.mlir:[[# @LINE - 1]]:80
-  // CHECK-NEXT: pplan.candidate @t "vs.add" rev "virtual-slot@1" resources ["queue.com
-  // CHECK:      candidate resources must be a dictionary
+// candidate: an empty impl
+pplan.plan @p attributes {stage_count = 1 : i64, prompt_len = 1 : i64, decode_pos = 1 : i64, model = "m", source = "s"} {
+  %0 = pplan.edge_object "e0" "activation" : !pplan.buffer<1x4xf32, edge>
+  pplan.step decode {
+    pplan.stage 0 {
+      %1 = pplan.task recv(%0) -> "x" at "edge:e0" {pplan.candidates = [#pplan.candidate<"", "queue.copy", 0>]} : !pplan.buffer<1x4xf32>
+      // CHECK:      invalid.mlir:[[# @LINE - 1]]:7
+      // CHECK-NEXT: %1 = pplan.task recv(%0) -> "x" at "edge:e0" {pplan.candidat
+      // CHECK:      [AB-I-1] candidate: impl, engine and rule must be non-empty
+      pplan.yield
+    }
+    pplan.yield
+  }
+}
+
+// -----
+
+// candidate: a rank below -1
+pplan.plan @p attributes {stage_count = 1 : i64, prompt_len = 1 : i64, decode_pos = 1 : i64, model = "m", source = "s"} {
+  %0 = pplan.edge_object "e0" "activation" : !pplan.buffer<1x4xf32, edge>
+  pplan.step decode {
+    pplan.stage 0 {
+      %1 = pplan.task recv(%0) -> "x" at "edge:e0" {pplan.candidates = [#pplan.candidate<"vq.recv", "queue.copy", -2>]} : !pplan.buffer<1x4xf32>
+      // CHECK:      invalid.mlir:[[# @LINE - 1]]:7
+      // CHECK-NEXT: %1 = pplan.task recv(%0) -> "x" at "edge:e0" {pplan.candidat
+      // CHECK:      [AB-I-1] candidate 'vq.recv': rank -2 < -1 (-1: not ranked yet)
+      pplan.yield
+    }
+    pplan.yield
+  }
+}
+
+// -----
+
+// candidate: a negative workspace
+pplan.plan @p attributes {stage_count = 1 : i64, prompt_len = 1 : i64, decode_pos = 1 : i64, model = "m", source = "s"} {
+  %0 = pplan.edge_object "e0" "activation" : !pplan.buffer<1x4xf32, edge>
+  pplan.step decode {
+    pplan.stage 0 {
+      %1 = pplan.task recv(%0) -> "x" at "edge:e0" {pplan.candidates = [#pplan.candidate<"vq.recv", "queue.copy", 0, workspace -8>]} : !pplan.buffer<1x4xf32>
+      // CHECK:      invalid.mlir:[[# @LINE - 1]]:7
+      // CHECK-NEXT: %1 = pplan.task recv(%0) -> "x" at "edge:e0" {pplan.candidat
+      // CHECK:      [AB-I-1] candidate 'vq.recv': negative workspace -8
+      pplan.yield
+    }
+    pplan.yield
+  }
 }
 
 // -----
 
 // candidate: rejections that are not strings
-pplan.candidates attributes {plan = @p, target = "virtual-queue", portable_digest = "abc", selected = 1 : i64} {
-  pplan.candidate @t "vs.add" rev "virtual-slot@1" on "queue.compute" rejected ["slow", 3] rank 0
-  // CHECK:      invalid.mlir:[[# @LINE - 1]]:92
-  // CHECK-NEXT: pplan.candidate @t "vs.add" rev "virtual-slot@1" on "queue.compute" re
-  // CHECK:      candidate rejections must be an array of strings
+pplan.plan @p attributes {stage_count = 1 : i64, prompt_len = 1 : i64, decode_pos = 1 : i64, model = "m", source = "s"} {
+  %0 = pplan.edge_object "e0" "activation" : !pplan.buffer<1x4xf32, edge>
+  pplan.step decode {
+    pplan.stage 0 {
+      %1 = pplan.task recv(%0) -> "x" at "edge:e0" {pplan.candidates = [#pplan.candidate<"vq.recv", "queue.copy", 0, rejected ["slow", 3]>]} : !pplan.buffer<1x4xf32>
+      // CHECK:      invalid.mlir:[[# @LINE - 1]]:138
+      // CHECK-NEXT: %1 = pplan.task recv(%0) -> "x" at "edge:e0" {pplan.candidat
+      // CHECK:      candidate rejections must be an array of strings
+      pplan.yield
+    }
+    pplan.yield
+  }
 }
 
 // -----
 
-// cost: unknown status
-pplan.costed_view attributes {plan = @p, portable_digest = "abc", policy_fingerprint = "p", evidence_fingerprint = "e", target_fingerprint = "t", deployment_fingerprint = "d"} {
-  pplan.cost @t "vq.add" 1.0e-06 s "roofline" guessed conf 0.5 key "add|f32|4"
-  // CHECK:      invalid.mlir:[[# @LINE - 1]]:3: error: cost of @t: status 'guessed' is not one of ['direct', 'fallback', 'out_of_domain']
-  // CHECK-NEXT: {{^}}  pplan.cost @t "vq.add" 1.0e-06 s "roofline" guessed conf 0.5 key "add|
+// task: candidates that are not #pplan.candidate
+pplan.plan @p attributes {stage_count = 1 : i64, prompt_len = 1 : i64, decode_pos = 1 : i64, model = "m", source = "s"} {
+  %0 = pplan.edge_object "e0" "activation" : !pplan.buffer<1x4xf32, edge>
+  pplan.step decode {
+    pplan.stage 0 {
+      %1 = pplan.task recv(%0) -> "x" at "edge:e0" {pplan.candidates = ["vq.recv"]} : !pplan.buffer<1x4xf32>
+      // CHECK:      invalid.mlir:[[# @LINE - 1]]:7: error: [AB-I-1] task 'recv.e0': pplan.candidates must be an array of #pplan.candidate
+      // CHECK-NEXT: {{^}}  %0 = pplan.task recv(%1) -> "x" at "edge:e0" {pplan.candidates = ["vq.
+      pplan.yield
+    }
+    pplan.yield
+  }
+}
+
+// -----
+
+// task: two candidates under one rule
+pplan.plan @p attributes {stage_count = 1 : i64, prompt_len = 1 : i64, decode_pos = 1 : i64, model = "m", source = "s"} {
+  %0 = pplan.edge_object "e0" "activation" : !pplan.buffer<1x4xf32, edge>
+  pplan.step decode {
+    pplan.stage 0 {
+      %1 = pplan.task recv(%0) -> "x" at "edge:e0" {pplan.candidates = [#pplan.candidate<"vq.recv", "queue.copy", 0>, #pplan.candidate<"vq.recv", "queue.compute", 1>]} : !pplan.buffer<1x4xf32>
+      // CHECK:      invalid.mlir:[[# @LINE - 1]]:7: error: [AB-I-1] task 'recv.e0': two candidates share rule 'vq.recv'
+      // CHECK-NEXT: {{^}}  %0 = pplan.task recv(%1) -> "x" at "edge:e0" {pplan.candidates = [#ppl
+      pplan.yield
+    }
+    pplan.yield
+  }
+}
+
+// -----
+
+// task: costs that are not #pplan.cost
+pplan.plan @p attributes {stage_count = 1 : i64, prompt_len = 1 : i64, decode_pos = 1 : i64, model = "m", source = "s"} {
+  %0 = pplan.edge_object "e0" "activation" : !pplan.buffer<1x4xf32, edge>
+  pplan.step decode {
+    pplan.stage 0 {
+      %1 = pplan.task recv(%0) -> "x" at "edge:e0" {pplan.candidates = [#pplan.candidate<"vq.recv", "queue.copy", 0>], pplan.costs = [1.0e-06]} : !pplan.buffer<1x4xf32>
+      // CHECK:      invalid.mlir:[[# @LINE - 1]]:7: error: [AB-C-1] task 'recv.e0': pplan.costs must be an array of #pplan.cost
+      // CHECK-NEXT: {{^}}  %0 = pplan.task recv(%1) -> "x" at "edge:e0" {pplan.candidates = [#ppl
+      pplan.yield
+    }
+    pplan.yield
+  }
+}
+
+// -----
+
+// task: a cost of a rule that no candidate of the task has
+pplan.plan @p attributes {stage_count = 1 : i64, prompt_len = 1 : i64, decode_pos = 1 : i64, model = "m", source = "s"} {
+  %0 = pplan.edge_object "e0" "activation" : !pplan.buffer<1x4xf32, edge>
+  pplan.step decode {
+    pplan.stage 0 {
+      %1 = pplan.task recv(%0) -> "x" at "edge:e0" {pplan.candidates = [#pplan.candidate<"vq.recv", "queue.copy", 0>], pplan.costs = [#pplan.cost<"vs.recv", 1.0e-06 s, roofline, direct, conf 0.5>]} : !pplan.buffer<1x4xf32>
+      // CHECK:      invalid.mlir:[[# @LINE - 1]]:7: error: [AB-C-1] task 'recv.e0': cost of 'vs.recv' prices no candidate of the task, or one already priced
+      // CHECK-NEXT: {{^}}  %0 = pplan.task recv(%1) -> "x" at "edge:e0" {pplan.candidates = [#ppl
+      pplan.yield
+    }
+    pplan.yield
+  }
 }
 
 // -----
 
 // cost: confidence outside [0, 1]
-pplan.costed_view attributes {plan = @p, portable_digest = "abc", policy_fingerprint = "p", evidence_fingerprint = "e", target_fingerprint = "t", deployment_fingerprint = "d"} {
-  pplan.cost @t "vq.add" 1.0e-06 s "roofline" direct conf 1.5 key "add|f32|4"
-  // CHECK:      invalid.mlir:[[# @LINE - 1]]:3: error: cost of @t: confidence must be in [0, 1] and duration >= 0
-  // CHECK-NEXT: {{^}}  pplan.cost @t "vq.add" 1.0e-06 s "roofline" direct conf 1.5 key "add|f
+pplan.plan @p attributes {stage_count = 1 : i64, prompt_len = 1 : i64, decode_pos = 1 : i64, model = "m", source = "s"} {
+  %0 = pplan.edge_object "e0" "activation" : !pplan.buffer<1x4xf32, edge>
+  pplan.step decode {
+    pplan.stage 0 {
+      %1 = pplan.task recv(%0) -> "x" at "edge:e0" {pplan.candidates = [#pplan.candidate<"vq.recv", "queue.copy", 0>], pplan.costs = [#pplan.cost<"vq.recv", 1.0e-06 s, roofline, direct, conf 1.5>]} : !pplan.buffer<1x4xf32>
+      // CHECK:      invalid.mlir:[[# @LINE - 1]]:7
+      // CHECK-NEXT: %1 = pplan.task recv(%0) -> "x" at "edge:e0" {pplan.candidat
+      // CHECK:      cost of 'vq.recv': confidence must be in [0, 1] and duration >= 0
+      pplan.yield
+    }
+    pplan.yield
+  }
 }
 
 // -----
 
 // cost: a measured fallback estimate
-pplan.costed_view attributes {plan = @p, portable_digest = "abc", policy_fingerprint = "p", evidence_fingerprint = "e", target_fingerprint = "t", deployment_fingerprint = "d"} {
-  pplan.cost @t "vq.add" 1.0e-06 s "measured" fallback conf 0.5 key "add|f32|4"
-  // CHECK:      invalid.mlir:[[# @LINE - 1]]:3: error: cost of @t: a measured estimate is either direct or out_of_domain
-  // CHECK-NEXT: {{^}}  pplan.cost @t "vq.add" 1.0e-06 s "measured" fallback conf 0.5 key "add
+pplan.plan @p attributes {stage_count = 1 : i64, prompt_len = 1 : i64, decode_pos = 1 : i64, model = "m", source = "s"} {
+  %0 = pplan.edge_object "e0" "activation" : !pplan.buffer<1x4xf32, edge>
+  pplan.step decode {
+    pplan.stage 0 {
+      %1 = pplan.task recv(%0) -> "x" at "edge:e0" {pplan.candidates = [#pplan.candidate<"vq.recv", "queue.copy", 0>], pplan.costs = [#pplan.cost<"vq.recv", 1.0e-06 s, measured, fallback, conf 0.5>]} : !pplan.buffer<1x4xf32>
+      // CHECK:      invalid.mlir:[[# @LINE - 1]]:7
+      // CHECK-NEXT: %1 = pplan.task recv(%0) -> "x" at "edge:e0" {pplan.candidat
+      // CHECK:      cost of 'vq.recv': a measured estimate is either direct or out_of_domain
+      pplan.yield
+    }
+    pplan.yield
+  }
+}
+
+// -----
+
+// cost: an unknown status
+pplan.plan @p attributes {stage_count = 1 : i64, prompt_len = 1 : i64, decode_pos = 1 : i64, model = "m", source = "s"} {
+  %0 = pplan.edge_object "e0" "activation" : !pplan.buffer<1x4xf32, edge>
+  pplan.step decode {
+    pplan.stage 0 {
+      %1 = pplan.task recv(%0) -> "x" at "edge:e0" {pplan.candidates = [#pplan.candidate<"vq.recv", "queue.copy", 0>], pplan.costs = [#pplan.cost<"vq.recv", 1.0e-06 s, roofline, guessed, conf 0.5>]} : !pplan.buffer<1x4xf32>
+      // CHECK:      invalid.mlir:[[# @LINE - 1]]:179
+      // CHECK-NEXT: %1 = pplan.task recv(%0) -> "x" at "edge:e0" {pplan.candidat
+      // CHECK:      Expected `direct`, `fallback`, or `out_of_domain`.
+      pplan.yield
+    }
+    pplan.yield
+  }
+}
+
+// -----
+
+// task: no work shape and no fresh result to take it from
+pplan.plan @p attributes {stage_count = 1 : i64, prompt_len = 1 : i64, decode_pos = 1 : i64, model = "m", source = "s"} {
+  %0 = pplan.edge_object "e0" "activation" : !pplan.buffer<1x4xf32, edge>
+  pplan.step decode {
+    pplan.stage 0 {
+      %1 = pplan.task recv(%0) updates(%0) at "edge:e0" : !pplan.buffer<1x4xf32, edge>
+      // CHECK:      invalid.mlir:[[# @LINE - 1]]:57
+      // CHECK-NEXT: %1 = pplan.task recv(%0) updates(%0) at "edge:e0" : !pplan.b
+      // CHECK:      [AB-R-6] a task states its work shape unless it yields one fresh buffer of that shape
+      pplan.yield
+    }
+    pplan.yield
+  }
 }
 
 // -----
