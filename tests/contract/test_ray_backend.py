@@ -527,13 +527,14 @@ def test_edge_keeps_producer_order(cluster, mode):
     scope = RunScope(ray.get_runtime_context().namespace, f"pipeplan/test-order-{mode}/{os.getpid()}")
     name = f"{scope.prefix}/consumer"
     consumer = _InboxConsumer.options(name=name, scheduling_strategy=_on(cluster["n2"])).remote(slots)
+    ray.get(consumer.__ray_ready__.remote(), timeout=120)  # actor start-up is not what this test times
     tr = RayTransport({"act.o": route}, scope, {("n2", "act.o"): name}, mode=mode)
     try:
         tx = tr.open_send("n2", "act.o")
         got = consumer.drain.remote(count, mode == "channel")
         x = np.zeros((1, 8), np.float32)
         for i in range(count):
-            assert tx.send(Frame(DATA, 1, i, x), timeout=10.0)
+            assert tx.send(Frame(DATA, 1, i, x), timeout=60.0)
             assert tx.in_flight <= slots
         assert ray.get(got, timeout=60) == list(range(count))
     finally:

