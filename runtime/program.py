@@ -28,6 +28,7 @@ import contextlib
 import importlib
 import math
 import sys
+import time
 from collections.abc import Callable, Mapping, Sequence
 from types import ModuleType
 from typing import Any
@@ -381,6 +382,9 @@ class StageExecutor:
             for j, c in enumerate(run_program)]
         self.n_pasts = [0] * self.slots
         """Cached positions per slot: ``[0, n_pasts[s])`` of slot ``s`` are written."""
+        self.trace: list[tuple[int, float, float]] | None = None
+        """When a list: every call appends ``(index in run_program, t0, t1)`` (``perf_counter`` s; the
+        stage's instruction trace, :mod:`pipeplan.runtime.trace`)."""
         # micro-batches: the calls that read a position or a KV cache run once per segment
         self._batch_rows = bool(getattr(module, "BATCH_ROWS", False)) and self._begin_step is not None
         self._per_segment = [any(n == START_POS or is_cache(n) for n in c.inputs) for c in run_program]
@@ -568,8 +572,12 @@ class StageExecutor:
         """The calls in order on ``env`` (``forward``'s loop): ``last_row`` at its place (before call
         ``split_at`` of the calls without it), buffers dropped after their last read, the output-rows tail
         after call ``tail_at`` (which precedes ``last_row``)."""
+        log = self.trace
+        clock = time.perf_counter
         with self._arrays.no_grad():
             for i, (fn, ins, out, outs, kw, free) in enumerate(self._steps):
+                if log is not None:
+                    t0 = clock()
                 if fn is None:  # last_row
                     env[out] = self._last_row[0](env[ins[0]]) if last_only else env[ins[0]]  # type: ignore[index]
                 elif segs is not None and self._per_segment[i]:
@@ -581,6 +589,8 @@ class StageExecutor:
                     elif outs:
                         for n, v in zip(outs, r, strict=True):
                             env[n] = v
+                if log is not None:
+                    log.append((i, t0, clock()))
                 for n in free:
                     del env[n]
                 if i == tail_at:  # the rest of the last block computes the output row only

@@ -69,6 +69,7 @@ from pipeplan.frontend.pool import local_peaks, local_pool, physical_memory_byte
 from pipeplan.models.stage_program import KernelCall
 from pipeplan.plan_types import NodePool, NodeSpec, RuntimeConfig
 from pipeplan.runtime.tmachine_run import TMachineStageProgram, shared_device, tmachine_stage_programs
+from pipeplan.runtime.trace import timeline_from_records
 from pipeplan.transforms.convert_cplan_to_vmachine import abi_from_facts, hparams_of
 
 if TYPE_CHECKING:
@@ -734,13 +735,53 @@ def replay_package(pkg_dir: str | Path, model_path: str | Path, prompt: str | Se
             dev = programs[s][step].device
             events.append(TimelineEvent(step, it, cmd, iid, op_name, s, dev, f"{dev}:{eng}", eng, link,
                                         t0 - t_origin, t1 - t_origin, cmd_lineage.get(iid, "")))
-    digests = dict(pkg.manifest.get("digests", {}))
-    digests.update({k: pkg.manifest.get("evidence", {}).get(k2, "") for k, k2 in (("evidence", "fingerprint"),
-                                                                                    ("policy", "policy"))})
-    bundle = TimelineBundle("measured", digests, schedule, events, syncs, None,
+    bundle = TimelineBundle("measured", package_digests(pkg), schedule, events, syncs, None,
                             {"source": "pipeplan.runtime.replay", "package": pkg.manifest.get("digests", {}).get("machine"),
                              "prompt_tokens": len(prompt_ids), "generated": len(out_ids), "threads": num_threads})
     return ReplayResult(out_ids, prompt_ids, tok.decode(out_ids), bundle, order_log, timings)
+
+
+def package_digests(pkg: Package) -> dict[str, str]:
+    """The digests a measured timeline of ``pkg`` carries: the manifest's, plus the evidence fingerprint and
+    policy (what ``pipeplan compare`` checks against the prediction)."""
+    digests = dict(pkg.manifest.get("digests", {}))
+    digests.update({k: pkg.manifest.get("evidence", {}).get(k2, "") for k, k2 in (("evidence", "fingerprint"),
+                                                                                    ("policy", "policy"))})
+    return digests
+
+
+def measured_timeline(pkg: Package, traces: Mapping[int, Sequence[Mapping[str, Any]]],
+                      meta: Mapping[str, Any] | None = None) -> TimelineBundle:
+    """The measured TimelineBundle of a run of ``pkg``'s stage programs from the stages' instruction records
+    (:mod:`pipeplan.runtime.trace`, written on any backend): a ``kernel`` record is the step's kernel
+    instruction of its ``call`` index, ``recv``/``argmax``/``send`` the step's recv/sample/send instruction;
+    events carry the command, queue, edge link and lineage of the program (the keys of the prediction)."""
+    programs = stage_programs(pkg.program, pkg.lineage)
+    edges = {o.id.data: o for o in pkg.program.body.block.ops if isinstance(o, EdgeOp)}
+    lineage = pkg.lineage or {}
+    table: dict[tuple[int, str], dict[Any, tuple[str, str, str, str, str, str]]] = {}
+    for s, steps in programs.items():
+        for name, sp in steps.items():
+            row: dict[Any, tuple[str, str, str, str, str, str]] = {}
+            for j, k in enumerate(sp.kernels):
+                iid = k.id.data
+                row[j] = (iid, k.cmd.data, sp.device, sp.engine_of[iid], "", lineage.get(iid, ""))
+            for o in sp.order:
+                kind = ("recv" if isinstance(o, RecvOp) else "send" if isinstance(o, SendOp)
+                        else "argmax" if isinstance(o, SampleOp) else None)
+                if kind is not None and kind not in row:
+                    iid = o.id.data
+                    link = edges[o.edge.data].link.data if isinstance(o, SendOp) else ""
+                    row[kind] = (iid, o.cmd.data, sp.device, sp.engine_of[iid], link, lineage.get(iid, ""))
+            table[(s, name)] = row
+
+    def info(stage: int, ev: Mapping[str, Any]) -> tuple[str, str, str, str, str, str] | None:
+        row = table.get((stage, ev["step"]), {})
+        return row.get(int(ev["call"]) if ev["op"] == "kernel" else ev["op"])
+
+    return timeline_from_records(traces, info, package_digests(pkg),
+                                 {"source": "pipeplan.runtime.trace",
+                                  "package": pkg.manifest.get("digests", {}).get("machine"), **dict(meta or {})})
 
 
 def _fits(obj: Any, buf: BufferOp, what: str) -> None:
@@ -754,5 +795,5 @@ def _fits(obj: Any, buf: BufferOp, what: str) -> None:
 
 
 __all__ = ["CompiledRun", "Package", "ReplayError", "ReplayResult", "StepProgram", "compile_for_run",
-           "compiled_stages", "load_compiled_stages", "load_compiled_stages_fast", "load_package", "load_stage_programs", "local_pool_with_peaks", "package_provisions",
+           "compiled_stages", "load_compiled_stages", "load_compiled_stages_fast", "load_package", "load_stage_programs", "local_pool_with_peaks", "measured_timeline", "package_digests", "package_provisions",
            "replay_package", "stage_programs"]

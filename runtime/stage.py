@@ -59,6 +59,7 @@ from pipeplan.errors import STAGE_FAULT_KINDS, GGUFError, PipeplanError, StageFa
 from pipeplan.plan_types import ModelFacts, ProvisionStage
 from pipeplan.runtime.events import Event, StageFaulted, StageReady, WeightsReady
 from pipeplan.runtime.tmachine_run import TMachineStage, TMachineStageProgram
+from pipeplan.runtime.trace import JsonlTrace
 from pipeplan.runtime.transport import (
     DATA,
     RESET,
@@ -154,6 +155,8 @@ class StageProgram:
     steps: Mapping[str, tuple[Any, ...]]
     rows: Mapping[str, int] = field(default_factory=dict)
     source: str = ""
+    trace: str = ""
+    """Directory of the instruction trace (:mod:`pipeplan.runtime.trace`; ``""``: none)."""
 
     @classmethod
     def of(cls, program: Any) -> StageProgram:
@@ -246,6 +249,9 @@ class StageWorker:
         self._samplers: list[Sampler | None] = [None] * self.parallel
         self.segments_served: dict[int, int] = {}
         """Micro-batched DATA frames served, by their number of segments (sequences)."""
+        self._trace: JsonlTrace | None = None
+        self._runs: list[tuple[str, int, list[tuple[int, float, float]]]] = []
+        self._sampled: list[float] = []
 
     # ------------------------------------------------------------------ lifecycle
     def _inject(self, kind: str) -> bool:
@@ -461,6 +467,10 @@ class StageWorker:
                                                      slots=self.parallel)
             self.bound = prog
             self.executor = next(iter(self.executors.values()))
+            if prog.trace:
+                self._trace = JsonlTrace(Path(prog.trace) / f"stage{p.stage}.jsonl", p.stage, 0)
+                for ex in self.executors.values():
+                    ex.trace = []
         except AllocationError as e:
             raise StageFault("allocation", p.stage, e.message) from None
         except BindError as e:
@@ -529,6 +539,8 @@ class StageWorker:
         ex = self.executors[step]
         ex.n_pasts[slot] = self._n_past[slot]  # the steps share the KV cache: [0, n_past) are written
         out = ex.forward(x, frame.position, last_only=p.has_head, slot=slot)
+        if self._trace is not None:
+            self._take_runs(step, slot, ex)
         self._n_past[slot] = ex.n_pasts[slot]
         self.served += 1
         if not self._numpy and out.device.type != "cpu":  # edges carry host memory
@@ -582,7 +594,45 @@ class StageWorker:
             from pipeplan.runtime.sampling import Sampler
 
             sampler = self._samplers[slot] = Sampler()
-        return sampler.sample(logits)
+        if self._trace is None:
+            return sampler.sample(logits)
+        t0 = time.perf_counter()
+        tok = sampler.sample(logits)
+        self._sampled += [t0, time.perf_counter()]
+        return tok
+
+    def _take_runs(self, step: str, slot: int, ex: Any) -> None:
+        """Move the executor's call log into step runs (a new run where the call index does not grow)."""
+        log, ex.trace = ex.trace, []
+        for rec in log:
+            if not self._runs or self._runs[-1][0] != step or rec[0] <= self._runs[-1][2][-1][0]:
+                self._runs.append((step, slot, []))
+            self._runs[-1][2].append(rec)
+
+    def _write_trace(self, t_recv: float, t_send: tuple[float, float] | None) -> None:
+        """The records of one DATA frame (:mod:`pipeplan.runtime.trace`): per step run, the inbound object (the
+        first run), the kernel calls, the sampled token and the outbound object (the last run); then flush."""
+        tr, runs = self._trace, self._runs
+        assert tr is not None and self.bound is not None
+        for k, (step, slot, calls) in enumerate(runs):
+            tr.slot = slot
+            prog = self.executors[step].run_program
+            index = 0
+            if k == 0:
+                tr.record(step, 0, "recv", t_recv, calls[0][1] if calls else t_recv)
+                index = 1
+            for i, t0, t1 in calls:
+                tr.record(step, index, "kernel", t0, t1, kernel=prog[i].kernel, call=i)
+                index += 1
+            if k == len(runs) - 1:
+                if self._sampled:
+                    tr.record(step, index, "argmax", self._sampled[0], self._sampled[-1])
+                    index += 1
+                if t_send is not None:
+                    tr.record(step, index, "send", *t_send)
+        runs.clear()
+        self._sampled.clear()
+        tr.flush()
 
     def _step_segments(self, frame: Frame, x: Any) -> Frame:
         """A micro-batched frame (``frame.segments``): the segments grouped by the step each one takes alone
@@ -620,6 +670,8 @@ class StageWorker:
             table = [(int(segs[i].slot), int(segs[i].position), int(segs[i].n_rows)) for i in idx]
             xs = x if len(idx) == len(segs) else self._rows_of(x, [(starts[i], int(segs[i].n_rows)) for i in idx])
             out = ex.forward_segments(xs, table, last_only=keep)
+            if self._trace is not None:
+                self._take_runs(step, table[0][0], ex)
             if not self._numpy and out.device.type != "cpu":
                 out = out.cpu()
             out = out if self._numpy else out.numpy()
@@ -663,8 +715,15 @@ class StageWorker:
                         return self.served
                     continue
                 if frame.op == DATA:
+                    t_recv = time.perf_counter()
                     tx.announce()  # wake the consumer now: its wake-up overlaps this step's computation
                     out = self._step(frame)
+                    if self._trace is not None:
+                        t_send = time.perf_counter()
+                        if not self._send(out, stop):
+                            return self.served
+                        self._write_trace(t_recv, (t_send, time.perf_counter()))
+                        continue
                 elif frame.op == RESET:
                     slot = frame.slot
                     if not 0 <= slot < self.parallel:

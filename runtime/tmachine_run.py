@@ -32,7 +32,6 @@ interpreter's TMachineError (``tmachine:<reason>``), which the worker reports as
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 import threading
 import time
@@ -42,11 +41,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pipeplan.errors import PipeplanError
+from pipeplan.runtime.trace import JsonlTrace, append_traces, read_traces, timeline_from_records
 
 if TYPE_CHECKING:
     import torch
     from pipeplan.dialects.triton_machine import ProgramOp
-    from pipeplan.runtime.tmachine_interp import InstructionEvent, TMachineInterpreter
+    from pipeplan.runtime.tmachine_interp import TMachineInterpreter
 
 TRACE_ENV = "PIPEPLAN_TMACHINE_TRACE"
 """Directory where every stage appends its executed instructions as JSON lines (module docstring)."""
@@ -245,78 +245,21 @@ def compile_tmachine_for_run(plan_module, pool_text: str, model: str | Path, *, 
     return TMachineRun(final, stages(text), False, t1 - t0, time.perf_counter() - t1)
 
 
-class JsonlTrace:
-    """A listener appending each executed instruction of one stage slot as one JSON line to ``path``
-    (flushed by :meth:`flush`, which the stage calls after every frame)."""
-
-    def __init__(self, path: str | Path, stage: int, slot: int):
-        self.path = Path(path)
-        self.stage, self.slot = stage, slot
-        self._lines: list[str] = []
-
-    def on_instruction(self, event: InstructionEvent) -> None:
-        self._lines.append(json.dumps({"stage": self.stage, "slot": self.slot, "step": event.step,
-                                       "index": event.index, "id": event.id, "op": event.op, "kernel": event.kernel,
-                                       "grid": list(event.grid), "start_pos": event.start_pos,
-                                       "t0": event.t0, "t1": event.t1}))
-
-    def flush(self) -> None:
-        if self._lines:
-            with open(self.path, "a", encoding="utf-8") as f:
-                f.write("\n".join(self._lines) + "\n")
-            self._lines.clear()
-
-
-def read_traces(trace: str | Path, stages: int) -> dict[int, list[dict[str, Any]]]:
-    """stage -> the instruction records its stage wrote to ``<trace>/stage<i>.jsonl`` (none: empty)."""
-    out: dict[int, list[dict[str, Any]]] = {}
-    for s in range(stages):
-        p = Path(trace) / f"stage{s}.jsonl"
-        out[s] = [json.loads(x) for x in p.read_text(encoding="utf-8").splitlines() if x] if p.exists() else []
-    return out
-
-
-def append_traces(src: str | Path, dst: str | Path) -> None:
-    """Append every ``stage<i>.jsonl`` of ``src`` to the file of that name in ``dst`` (created if missing)."""
-    for p in sorted(Path(src).glob("stage*.jsonl")):
-        with open(Path(dst) / p.name, "a", encoding="utf-8") as f:
-            f.write(p.read_text(encoding="utf-8"))
-
-
 def measured_timeline(program: TMachineStageProgram, traces: Mapping[int, Sequence[Mapping[str, Any]]],
                       meta: Mapping[str, Any] | None = None) -> Any:
     """The measured :class:`~pipeplan.analysis.timeline.TimelineBundle` of a tmachine run from its stages' trace
-    records (:func:`read_traces`): one event per executed instruction keyed ``(step, iteration, command)``
-    (iteration: the stage's k-th run of that step), with the instruction id, the kernel (launches) or op name,
-    the stream as queue/engine and the lineage; times in seconds from the first record (``perf_counter``,
-    one clock per host). ``schedule``: the step runs of stage 0; digests: ``machine`` (sha256 of the program
-    text) and ``concrete`` (the plan the program lowers)."""
-    from pipeplan.analysis.timeline import TimelineBundle, TimelineEvent
+    records (:func:`~pipeplan.runtime.trace.read_traces`; :func:`~pipeplan.runtime.trace.timeline_from_records`):
+    one event per executed instruction with the kernel (launches) or op name, the stream as queue/engine and the
+    lineage. Digests: ``machine`` (sha256 of the program text) and ``concrete`` (the plan the program lowers)."""
     from pipeplan.runtime.tmachine_interp import instructions
 
     prog = program.parse()
-    info = {o.id.data: (o.cmd.data, s.device.data, s.engine.data, o.lineage.data)
+    info = {o.id.data: (o.id.data, o.cmd.data, s.device.data, s.engine.data, "", o.lineage.data)
             for s, ops in instructions(prog) for o in ops}
-    starts = [float(ev["t0"]) for evs in traces.values() for ev in evs]
-    t0 = min(starts) if starts else 0.0
-    events, schedule = [], []
-    for stage, evs in sorted(traces.items()):
-        runs: dict[str, int] = {}
-        it = 0
-        for ev in evs:
-            if ev["index"] == 0:
-                it = runs.get(ev["step"], 0)
-                runs[ev["step"]] = it + 1
-                if stage == min(traces):
-                    schedule.append(ev["step"])
-            cmd, dev, eng, lineage = info.get(ev["id"], ("", "", "", ""))
-            events.append(TimelineEvent(ev["step"], it, cmd, ev["id"], ev["kernel"] or ev["op"], stage, dev,
-                                        f"{dev}:{eng}", eng, "", float(ev["t0"]) - t0, float(ev["t1"]) - t0,
-                                        lineage))
     digests = {"machine": f"sha256:{hashlib.sha256(program.text.encode()).hexdigest()}",
                "concrete": prog.concrete.data}
-    return TimelineBundle("measured", digests, schedule, events, [], None,
-                          {"source": "pipeplan.runtime.tmachine_run", **dict(meta or {})})
+    return timeline_from_records(traces, lambda _s, ev: info.get(ev["id"], (ev["id"], "", "", "", "", "")), digests,
+                                 {"source": "pipeplan.runtime.tmachine_run", **dict(meta or {})})
 
 
 class TMachineStage:

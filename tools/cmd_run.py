@@ -23,10 +23,11 @@ Flow (DESIGN.md §1: the runtime runs what the compiler produced):
    step is compiled for ``--prefill-rows`` rows (default 64, at most ``max_seq_len - 1``; longer prompts
    are sent in chunks);
 3. ``project_provisions`` and :func:`pipeplan.runtime.orchestrator.generate` on the backend, every stage
-   binding the package's stage program (``programs=``) instead of building its own; ``--backend direct``
-   replays the package instruction by instruction in this process
-   (:func:`pipeplan.runtime.replay.replay_package`, greedy, reference kernels), which records the measured
-   timeline (``--timeline``: TimelineBundle JSON, ``--trace``: Chrome trace).
+   binding the package's stage program (``programs=``) instead of building its own (``--backend direct``:
+   inproc, one kernel thread, reference kernels unless ``--target``). With ``--timeline`` (TimelineBundle JSON)
+   or ``--trace`` (Chrome trace) every stage records the instructions it executes, on every backend and target
+   (:func:`pipeplan.tools.generation.recording`; :mod:`pipeplan.runtime.trace`), and the measured timeline is
+   built from those records.
 
 ``--target cpu`` (default) runs :mod:`pipeplan.runtime.kernels.cpu` (weights kept in their GGUF types, C
 kernels); ``--target reference`` the torch float32 reference kernels; ``--target cuda`` compiles the plan
@@ -35,8 +36,7 @@ cached as ``<cache>/packages/<key>.tmachine.mlir``: ``--json``'s ``package.path`
 node's streams with the tmachine interpreter, launching the Triton kernels
 (``pipeplan.runtime.kernels.triton``: weights kept in GGUF format, on the GPU when torch sees one, else
 Triton's interpreter on the CPU) with the lowered grids; two stages on one node are
-``error[invalid_runtime_config]``. With ``--target cuda``, ``--timeline``/``--trace`` work on every backend:
-the measured timeline of the executed tmachine instructions
+``error[invalid_runtime_config]``; its measured timeline holds the executed tmachine instructions
 (:func:`~pipeplan.runtime.tmachine_run.measured_timeline`). ``--backend ray`` runs the
 stages as Ray actors on the Ray nodes carrying the plan's node ids: ``--ray-address`` connects to a
 cluster, without it an embedded local Ray instance is started (and stopped) whose node carries every
@@ -80,6 +80,8 @@ from pipeplan.tools.generation import (
     generate_text,
     generate_texts,
     make_backend,
+    recorded_timeline,
+    recording,
     split_prompts,
     summary_line,
 )
@@ -147,16 +149,11 @@ def main(args: argparse.Namespace) -> int:
     from pipeplan.runtime.weights_source import cache_root
     from pipeplan.tools.calibrate import select_evidence
 
-    args.tmachine_timeline = True  # --target cuda records --timeline/--trace from the executed tmachine instructions
     fi = check_generation_options(args)
     _check_counts(args)
     from pipeplan.tools.cmd_serve import check_parallel, runtime_config
-    from pipeplan.tools.generation import OptionError
 
     check_parallel(args.parallel, args.micro_batches)
-    if args.backend == "direct" and (args.parallel != 1 or len(args.prompts) > 1):
-        raise OptionError("the direct replay runs one prompt: --parallel and several --prompt need --backend "
-                          "local|inproc", where="backend")
     cache_root(args.cache_dir)  # $PIPEPLAN_CACHE that is a file: error[cache_unusable] before any work
     backend = make_backend(args)  # bad backend options fail before any work
     t0 = time.perf_counter()
@@ -178,41 +175,8 @@ def main(args: argparse.Namespace) -> int:
     compiled = compile_for_run(module, pool_text, cache_dir=args.cache_dir, evidence=choice.providers,
                                prompt_len=max(1, min(args.prefill_rows, args.max_seq_len - 1)),
                                target=COMPILE_TARGETS[args.target], model=args.model)
-    trace_dir = None
-    programs = compiled.programs
-    if args.target == "cuda" and (args.timeline or args.trace):  # the stages write what they execute here
-        import dataclasses
-        import tempfile
-
-        from pipeplan.runtime.tmachine_run import TMachineStageProgram
-
-        trace_dir = tempfile.mkdtemp(prefix="pipeplan-tmachine-")
-        programs = {s: dataclasses.replace(p, trace=trace_dir) if isinstance(p, TMachineStageProgram) else p
-                    for s, p in programs.items()}
-    try:
+    with recording(args, compiled.programs) as (programs, trace_dir):
         return _generate(args, backend, provisions, compiled, programs, fi, t_plan, choice, trace_dir)
-    finally:
-        if trace_dir is not None:
-            import shutil
-
-            from pipeplan.runtime.tmachine_run import append_traces
-
-            given = next(iter(compiled.programs.values())).trace  # $PIPEPLAN_TMACHINE_TRACE gets the records too
-            if given:
-                append_traces(trace_dir, given)
-            shutil.rmtree(trace_dir, ignore_errors=True)
-
-
-def _tmachine_timeline(args: argparse.Namespace, programs, trace_dir: str, n_stages: int, choice):
-    """The measured timeline of a ``--target cuda`` run (:func:`~pipeplan.runtime.tmachine_run.measured_timeline`
-    of the stages' instruction records); writes ``--trace`` here (``--timeline`` is written by the caller)."""
-    from pipeplan.runtime.tmachine_run import measured_timeline, read_traces
-
-    timeline = measured_timeline(programs[0], read_traces(trace_dir, n_stages),
-                                 {"backend": args.backend, "evidence": choice.to_json()})
-    if args.trace:
-        timeline.write_chrome_trace(args.trace, "--trace")
-    return timeline
 
 
 def _generate(args: argparse.Namespace, backend, provisions, compiled, programs, fi, t_plan: float, choice,
@@ -238,13 +202,13 @@ def _generate(args: argparse.Namespace, backend, provisions, compiled, programs,
         close_bar()
         return _several(args, backend, provisions, compiled, programs, fi, on_event, t_plan, choice, trace_dir)
     try:
-        result, timeline, _ = generate_text(args, model=args.model, backend=backend, provisions=provisions,
-                                     programs=programs, package=compiled.package, fi=fi, on_event=on_event,
-                                     on_start=close_bar)
+        result, _ = generate_text(args, model=args.model, backend=backend, provisions=provisions, programs=programs,
+                                  fi=fi, on_event=on_event, on_start=close_bar)
     finally:
         close_bar()
+    timeline = None
     if trace_dir is not None:
-        timeline = _tmachine_timeline(args, programs, trace_dir, len(provisions), choice)
+        timeline = recorded_timeline(args, programs, trace_dir, compiled.package, {"evidence": choice.to_json()})
     if timeline is not None and args.timeline:  # the measured bundle names the evidence the package was priced with
         timeline.meta["evidence"] = choice.to_json()
         timeline.write(args.timeline, "--timeline")
@@ -273,7 +237,7 @@ def _several(args: argparse.Namespace, backend, provisions, compiled, programs, 
                              programs=programs, fi=fi, on_event=on_event)
     wall = time.perf_counter() - t0
     if trace_dir is not None:
-        timeline = _tmachine_timeline(args, programs, trace_dir, len(provisions), choice)
+        timeline = recorded_timeline(args, programs, trace_dir, compiled.package, {"evidence": choice.to_json()})
         if args.timeline:
             timeline.write(args.timeline, "--timeline")
         print(choice.message, file=sys.stderr)

@@ -5,8 +5,9 @@ Options (both commands): ``--prompt``, ``--max-tokens`` (default 40), ``--temper
 ``--top-p``/``--seed`` (llama.cpp's sampler chain, :class:`~pipeplan.runtime.sampling.Sampler`),
 ``--backend local|inproc|ray|direct`` (default ``local``), ``--ray-address``, ``--target``,
 ``--threads``, ``--timeline`` (the measured TimelineBundle JSON) and ``--trace`` (the measured Chrome
-trace, which Perfetto and chrome://tracing open), both recorded by ``--backend direct`` (and by ``pipeplan run
---target cuda`` on any backend: the executed tmachine instructions),
+trace, which Perfetto and chrome://tracing open), both recorded on every backend and target from the
+instructions the stages executed (:mod:`pipeplan.runtime.trace`: the vmachine stage programs' kernels,
+transfers and sampling, or the tmachine instructions for ``--target cuda``; :func:`recording`),
 ``--cache-dir``, ``--json``. The same two flags mean the same files in ``pipeplan compile`` (predicted)
 and ``pipeplan compare --trace`` (side by side).
 
@@ -21,8 +22,9 @@ one summary line on stderr::
 from __future__ import annotations
 
 import argparse
+import contextlib
 import sys
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from typing import Any, TextIO
 
 from pipeplan.errors import PipeplanError
@@ -35,15 +37,14 @@ COMPILE_TARGETS = {"cpu": "virtual-queue", "reference": "virtual-queue", "cuda":
 """``--target`` -> the compiler target of the run: the virtual machine's stage programs, or for cuda the
 ``tmachine`` program the stages interpret (:mod:`pipeplan.runtime.tmachine_run`)."""
 DEFAULT_TARGET = "cpu"
-"""``--target`` when not given (``reference`` for ``--backend direct``, which replays with the reference kernels)."""
+"""``--target`` when not given (``reference`` for ``--backend direct``)."""
 BACKENDS = ("local", "inproc", "ray", "direct")
 DEFAULT_BACKEND = "local"
 DEFAULT_MAX_TOKENS = 40
 
 
 class OptionError(PipeplanError):
-    """Options that do not go together (code ``bad_option``): ``--timeline``/``--trace``, non-greedy
-    sampling or a fault injection with a backend that cannot honour them."""
+    """Options that do not go together (code ``bad_option``), e.g. ``--ray-address`` without ``--backend ray``."""
 
     code = "bad_option"
 
@@ -65,8 +66,8 @@ def add_generation_arguments(p: argparse.ArgumentParser, several_prompts: bool =
     p.add_argument("--seed", type=int, default=None, help="sampling seed, 0 .. 2**63-1 (default 0)")
     p.add_argument("--backend", choices=BACKENDS, default=DEFAULT_BACKEND,
                    help=f"local: one process per stage with shared-memory rings; inproc: threads; ray: Ray actors on "
-                        f"the planned nodes; direct: instruction-by-instruction replay in this process that records "
-                        f"the measured timeline (greedy) (default {DEFAULT_BACKEND})")
+                        f"the planned nodes; direct: inproc with one kernel thread and the reference kernels by default "
+                        f"(default {DEFAULT_BACKEND})")
     p.add_argument("--ray-address", default=None, metavar="ADDR",
                    help="Ray cluster to connect to (ray backend; default: an embedded local Ray instance)")
     p.add_argument("--target", choices=tuple(TARGET_KERNELS), default=None,
@@ -75,9 +76,9 @@ def add_generation_arguments(p: argparse.ArgumentParser, several_prompts: bool =
     p.add_argument("--threads", type=int, default=None, metavar="N",
                    help="torch threads per stage, 1 .. 4 x cores (default: 1 for local and direct, torch's own for inproc)")
     p.add_argument("--timeline", metavar="measured.json",
-                   help="write the measured TimelineBundle JSON here (pipeplan compare input; --backend direct)")
+                   help="write the measured TimelineBundle JSON here (pipeplan compare input; every backend)")
     p.add_argument("--trace", metavar="trace.json",
-                   help="write the measured Chrome trace here (opens in Perfetto / chrome://tracing; --backend direct)")
+                   help="write the measured Chrome trace here (opens in Perfetto / chrome://tracing; every backend)")
     p.add_argument("--cache-dir", default=None,
                    help="weight and package cache (default $PIPEPLAN_CACHE or ~/.cache/pipeplan)")
     p.add_argument("--json", action="store_true", help="print ids, timings (and more) as one JSON document")
@@ -119,18 +120,8 @@ def check_generation_options(args: argparse.Namespace):
     from pipeplan.runtime.sampling import Sampler  # torch
     from pipeplan.runtime.stage import FaultInjection
 
-    sampler = Sampler(args.temperature, args.top_k, args.top_p, args.seed)  # SamplingError before any work
+    Sampler(args.temperature, args.top_k, args.top_p, args.seed)  # SamplingError before any work
     fi = FaultInjection.parse(args.inject_fault) if args.inject_fault else FaultInjection.from_env()
-    if args.backend == "direct":
-        why = (f"--target {args.target}" if args.target != "reference" else "--ray-address" if args.ray_address
-               else "non-greedy sampling (--temperature > 0)" if not sampler.greedy
-               else "a fault injection" if fi is not None else None)
-        if why is not None:
-            raise OptionError(f"the direct replay runs the reference kernels greedily in this process: {why} needs "
-                              f"--backend local|inproc|ray", where="backend")
-    elif (args.timeline or args.trace) and not (args.target == "cuda" and getattr(args, "tmachine_timeline", False)):
-        raise OptionError("--timeline/--trace are recorded by the direct replay (--backend direct) and by `pipeplan "
-                          "run|replay --target cuda` only", where="backend")
     if args.timeline:
         check_output_file(args.timeline, "--timeline")
     if args.trace:
@@ -167,18 +158,72 @@ def check_fault_stage(fi: Any, n_stages: int) -> None:
 
 
 def make_backend(args: argparse.Namespace):
-    """The Backend for ``--backend``/``--ray-address`` (None for ``direct``), made before any work so that bad
+    """The Backend for ``--backend``/``--ray-address`` (``direct``: inproc), made before any work so that bad
     backend options fail first; an unreachable HOST:PORT fails fast. Raises BackendError / RayUnavailableError."""
-    if args.backend == "direct":
-        return None
     from pipeplan.runtime.backends import make_backend as make
 
-    backend = make(args.backend, ray_address=args.ray_address)
+    backend = make("inproc" if args.backend == "direct" else args.backend, ray_address=args.ray_address)
     if args.backend == "ray":
         from pipeplan.runtime.ray_backend import probe_ray_address
 
         probe_ray_address(args.ray_address)
     return backend
+
+
+def stage_threads(args: argparse.Namespace) -> int | None:
+    """Kernel threads per stage: ``--threads``, else 1 for ``--backend direct`` (None: the backend's default)."""
+    return args.threads if args.threads is not None else (1 if args.backend == "direct" else None)
+
+
+@contextlib.contextmanager
+def recording(args: argparse.Namespace, programs: Mapping[int, Any] | None) -> Iterator[tuple[Any, str | None]]:
+    """``programs`` with a private trace directory when ``--timeline``/``--trace`` is given (every stage writes the
+    instructions it executes there: :mod:`pipeplan.runtime.trace`); yields ``(programs, directory or None)``. On
+    exit the records are appended to the directory a program already named (``$PIPEPLAN_TMACHINE_TRACE``) and the
+    private directory is removed."""
+    if not (args.timeline or args.trace) or not programs:
+        yield programs, None
+        return
+    import dataclasses
+    import shutil
+    import tempfile
+
+    from pipeplan.runtime.trace import append_traces
+
+    trace_dir = tempfile.mkdtemp(prefix="pipeplan-trace-")
+    given = next(iter(programs.values())).trace
+    try:
+        yield {s: dataclasses.replace(p, trace=trace_dir) for s, p in programs.items()}, trace_dir
+    finally:
+        if given:
+            append_traces(trace_dir, given)
+        shutil.rmtree(trace_dir, ignore_errors=True)
+
+
+def recorded_timeline(args: argparse.Namespace, programs: Mapping[int, Any], trace_dir: str, package: Any,
+                      meta: Mapping[str, Any]) -> Any:
+    """The measured TimelineBundle of the records in ``trace_dir`` (tmachine programs:
+    :func:`~pipeplan.runtime.tmachine_run.measured_timeline`; else the package's vmachine program:
+    :func:`~pipeplan.runtime.replay.measured_timeline`); writes ``--trace`` (``--timeline`` is the caller's, who
+    may add to ``meta`` first)."""
+    from pipeplan.runtime.tmachine_run import TMachineStageProgram
+    from pipeplan.runtime.trace import read_traces
+
+    traces = read_traces(trace_dir, len(programs))
+    first = programs[min(programs)]
+    if isinstance(first, TMachineStageProgram):
+        from pipeplan.runtime.tmachine_run import measured_timeline
+
+        timeline = measured_timeline(first, traces, {"backend": args.backend, **dict(meta)})
+    else:
+        from pipeplan.runtime.replay import load_package
+        from pipeplan.runtime.replay import measured_timeline as vm_timeline
+
+        pkg = package if hasattr(package, "program") else load_package(package, verify=False)
+        timeline = vm_timeline(pkg, traces, {"backend": args.backend, **dict(meta)})
+    if args.trace:
+        timeline.write_chrome_trace(args.trace, "--trace")
+    return timeline
 
 
 def _write(stream: TextIO, text: str, flush: bool = False) -> None:
@@ -266,44 +311,28 @@ def generate_texts(args: argparse.Namespace, *, model: str, backend, provisions,
     return generate_many(model, provisions, args.prompts, max_tokens=args.max_tokens, temperature=args.temperature,
                          top_k=args.top_k, top_p=args.top_p, seed=args.seed, backend=backend, fault_injection=fi,
                          on_event=on_event, cache_dir=args.cache_dir, kernels=TARGET_KERNELS[args.target],
-                         programs=programs, num_threads=args.threads, parallel=getattr(args, "parallel", 1),
+                         programs=programs, num_threads=stage_threads(args), parallel=getattr(args, "parallel", 1),
                          micro_batches=getattr(args, "micro_batches", None))
 
 
-def generate_text(args: argparse.Namespace, *, model: str, backend, provisions, programs, package, fi, on_event=None,
-                  on_start=None) -> tuple[Any, Any, TokenPrinter | None]:
+def generate_text(args: argparse.Namespace, *, model: str, backend, provisions, programs, package=None, fi,
+                  on_event=None, on_start=None) -> tuple[Any, TokenPrinter | None]:
     """Generate with the options of ``args`` on ``provisions``/``programs`` through ``backend`` (the stage
-    runtime; :func:`make_backend`) or, for ``--backend direct`` (``backend`` None), by replaying ``package``
-    (writing ``--timeline``/``--trace``).
+    runtime; :func:`make_backend`). Streams to stdout unless ``--json``. Returns ``(RunResult, printer)`` (the
+    printer None with --json). Raises the typed errors of generation (StageFault, RunRequestError, ...)."""
+    from pipeplan.runtime.orchestrator import generate
 
-    Streams to stdout unless ``--json``. Returns ``(result, timeline, printer)``: a RunResult (backends)
-    or ReplayResult (direct, whose measured timeline is ``timeline``), and the printer (None with --json).
-    Raises the typed errors of generation (StageFault, RunRequestError, ReplayError, ...)."""
     printer = None if args.json else TokenPrinter(args.prompt, on_start=on_start)
     try:
-        if args.backend == "direct":
-            from pipeplan.runtime.replay import replay_package
-
-            r = replay_package(package, model, args.prompt, args.max_tokens,
-                               num_threads=1 if args.threads is None else args.threads, on_token=printer)
-            if args.timeline:
-                r.timeline.write(args.timeline, "--timeline")
-            if args.trace:
-                r.timeline.write_chrome_trace(args.trace, "--trace")
-            result, timeline = r, r.timeline
-        else:
-            from pipeplan.runtime.orchestrator import generate
-
-            result = generate(model, provisions, args.prompt, max_tokens=args.max_tokens,
-                              temperature=args.temperature, top_k=args.top_k, top_p=args.top_p, seed=args.seed,
-                              backend=backend, fault_injection=fi, on_event=on_event, cache_dir=args.cache_dir,
-                              kernels=TARGET_KERNELS[args.target], programs=programs, num_threads=args.threads,
-                              on_token=printer, parallel=getattr(args, "parallel", 1))
-            timeline = None
+        result = generate(model, provisions, args.prompt, max_tokens=args.max_tokens,
+                          temperature=args.temperature, top_k=args.top_k, top_p=args.top_p, seed=args.seed,
+                          backend=backend, fault_injection=fi, on_event=on_event, cache_dir=args.cache_dir,
+                          kernels=TARGET_KERNELS[args.target], programs=programs, num_threads=stage_threads(args),
+                          on_token=printer, parallel=getattr(args, "parallel", 1))
     except BaseException:
         if printer is not None:
             printer.abort()
         raise
     if printer is not None:
         printer.finish(result.text)
-    return result, timeline, printer
+    return result, printer

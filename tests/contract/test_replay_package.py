@@ -362,8 +362,8 @@ def test_cli_replay_through_backend(pkg, stories_path, capsys, expected_cases, b
 
 
 @pytest.mark.parametrize("argv, code", [
-    (["--backend", "inproc", "--trace", "t.json"], "bad_option"),
-    (["--backend", "direct", "--target", "cuda"], "bad_option"),
+    (["--backend", "inproc", "--max-seq-len", "999"], "bad_option"),
+    (["--backend", "direct", "--target", "cuda"], "unsupported_program"),
     (["--backend", "local", "--ray-address", "127.0.0.1:1"], "bad_backend"),
     (["--backend", "direct", "--trace", "/nonexistent-dir-h16/t.json"], "bad_output_path"),
     (["--backend", "direct", "--timeline", "/nonexistent-dir-h16/m.json"], "bad_output_path"),
@@ -372,7 +372,8 @@ def test_cli_replay_through_backend(pkg, stories_path, capsys, expected_cases, b
     (["--backend", "ray", "--ray-address", "127.0.0.1:1"], "ray_unavailable"),
 ])
 def test_cli_replay_bad_options(pkg, stories_path, capsys, argv, code):
-    """Options that do not go together, an output file in a missing directory, counts < 1 and an unreachable
+    """Options that do not go together (another max_seq_len than the package's, the cuda target for a
+    virtual-queue package), an output file in a missing directory, counts < 1 and an unreachable
     Ray address (probed, not left to ray.init's minutes of retries) are one-line typed errors with exit
     status 2, before anything runs (no stage, no file)."""
     import multiprocessing as mp

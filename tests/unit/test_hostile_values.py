@@ -73,9 +73,8 @@ RUN_CASES = [
     (["--inject-fault", "1" * 5000 + ":bind"], "bad_fault_injection"),
     (["--inject-fault", "7:bind"], "bad_fault_injection"),  # a stage the run does not have
     (["--prompt", "\udcff\udcfe"], "invalid_prompt"),  # $'\xff\xfe' as Python sees it (PEP 383)
-    (["--backend", "direct", "--temperature", "0.7"], "bad_option"),
-    (["--backend", "direct", "--inject-fault", "0:bind"], "bad_option"),
-    (["--backend", "inproc", "--timeline", "m.json"], "bad_option"),
+    (["--backend", "inproc", "--ray-address", "127.0.0.1:1"], "bad_backend"),
+    (["--backend", "direct", "--ray-address", "127.0.0.1:1"], "bad_backend"),
 ]
 
 
