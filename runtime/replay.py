@@ -1,29 +1,22 @@
-"""Run a replay package: the vmachine program's stage programs on the runtime's StageExecutor with the
-reference kernels (seeds/003 "Machine lowering and artifact emission"; issue 6 item 6).
+"""Run a replay package: the vmachine program's stage programs on the stage runtime (seeds/003 "Machine
+lowering and artifact emission"; issue 6 item 6, issue 13 item 5).
 
 What runs is what was compiled: for every stage and step, :func:`stage_programs` turns the step's
 instructions, in :func:`~pipeplan.dialects.vmachine.linearize` order, into the runtime's
 :class:`~pipeplan.runtime.program.KernelCall` list (buffer ids -> the binding names of the
-``vmachine.buffer`` table, static attributes from the instruction) and the
-:class:`~pipeplan.runtime.program.StageExecutor` runs exactly that list. The steps of a stage share
-its weights and KV cache. ``recv``/``send`` move the step's object through in-process edge mailboxes
-(sizes checked against the edge allocation), ``sample`` takes the greedy token. The orchestration is
-the token loop: prefill in chunks of the prefill step's ``rows``, then one decode instance per
-generated token, stopping at EOS or ``max_tokens`` (like ``pipeplan run``).
+``vmachine.buffer`` table, static attributes from the instruction); every backend's stage worker binds
+exactly that list (:func:`compiled_stages`, ``programs=``) on its :class:`~pipeplan.runtime.program.StageExecutor`.
+The steps of a stage share its weights and KV cache.
 
-Every executed instruction is one runtime event (kernel times come from a timing wrapper around the
-kernel table, in call order); the run is returned as a *measured* TimelineBundle in the same format as
-the prediction, keyed by (step, iteration, command) and carrying the instruction id (AB-D-2). To keep
-the instrument from inflating what it measures, the token loop touches no xDSL op (each stage step's
-instructions are resolved once into plain tuples), logs raw ``perf_counter`` stamps and builds the
-TimelineEvents after the run, and pauses the cyclic garbage collector (restored afterwards): this took a
-stories260K decode token from ~1.2-1.5 ms to ~0.65-0.75 ms measured, of which ~0.1 ms is the
-executor's per-call dispatch (see ``bench/measure_kernels.py``'s runtime mode, which prices it).
+Measured timeline: the stages record the instructions they execute (:mod:`pipeplan.runtime.trace`) on any
+backend; :func:`measured_timeline` maps the records to the program's instructions, keyed by (step, iteration,
+command) and carrying the instruction id (AB-D-2). :func:`replay_package` is that run on the inproc backend with
+the reference kernels (greedy): what ``pipeplan replay --backend direct --timeline`` does, and what
+``pipeplan calibrate --target reference`` measures.
 """
 
 from __future__ import annotations
 
-import gc
 import json
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -31,7 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from pipeplan.analysis.timeline import SyncEvent, TimelineBundle, TimelineEvent
+from pipeplan.analysis.timeline import TimelineBundle
 from pipeplan.api import parse_module, register_pipeplan
 from pipeplan.compiler.replay_package import (
     PACKAGE_FORMAT,
@@ -70,10 +63,9 @@ from pipeplan.models.stage_program import KernelCall
 from pipeplan.plan_types import NodePool, NodeSpec, RuntimeConfig
 from pipeplan.runtime.tmachine_run import TMachineStageProgram, shared_device, tmachine_stage_programs
 from pipeplan.runtime.trace import timeline_from_records
-from pipeplan.transforms.convert_cplan_to_vmachine import abi_from_facts, hparams_of
+from pipeplan.transforms.convert_cplan_to_vmachine import abi_from_facts
 
 if TYPE_CHECKING:
-    import torch
     from pipeplan.runtime.stage import StageProgram
 
 
@@ -465,26 +457,6 @@ class ReplayResult:
     verified and parsed, weights loaded, executors bound)."""
 
 
-class _Timer:
-    """Wraps a kernel table so every call appends ``(kernel, t0, t1)`` to ``log``."""
-
-    def __init__(self, table: Mapping[str, Callable]):
-        self.log: list[tuple[str, float, float]] = []
-        self.table = {k: self._wrap(k, f) for k, f in table.items()}
-
-    def _wrap(self, name: str, fn: Callable) -> Callable:
-        log = self.log
-        clock = time.perf_counter
-
-        def timed(*a, **kw):
-            t0 = clock()
-            r = fn(*a, **kw)
-            log.append((name, t0, clock()))
-            return r
-
-        return timed
-
-
 def _check_model(abi: Mapping[str, Any], facts) -> None:
     try:
         got = abi_from_facts(facts, abi["max_seq_len"])
@@ -501,40 +473,44 @@ def _check_model(abi: Mapping[str, Any], facts) -> None:
 def replay_package(pkg_dir: str | Path, model_path: str | Path, prompt: str | Sequence[int], max_tokens: int = 16, *,
                    num_threads: int | None = 1, verify: bool = True, program: ProgramOp | None = None,
                    on_token: Callable[[int, str], None] | None = None) -> ReplayResult:
-    """Replay a package on ``model_path`` (module docstring).
+    """Replay a package on ``model_path``: its stage programs on the stage runtime (inproc backend, reference
+    kernels, greedy), every stage recording the instructions it executes (:mod:`pipeplan.runtime.trace`), as
+    ``pipeplan replay --backend direct --timeline`` does.
 
     Args:
         pkg_dir: package directory. model_path: the GGUF (its weights, tokenizer and ABI check).
         prompt: text (tokenized with BOS by the GGUF's vocabulary) or token ids.
-        max_tokens: tokens to generate (>= 1). num_threads: torch threads (None: leave as is).
+        max_tokens: tokens to generate (>= 1). num_threads: kernel threads per stage (None: the backend's default).
         verify: check the package digests first. program: run this program op instead of the
             package's ``program.mlir`` (tests: a stripped or modified program).
-        on_token: called as ``on_token(token_id, text_piece)`` with each generated token as it is sampled
+        on_token: called as ``on_token(token_id, text_piece)`` with each generated token as it arrives
             (:class:`~pipeplan.runtime.token_stream.PieceDecoder`).
-    Returns: ReplayResult with the measured TimelineBundle (digests from the manifest) and timings.
-    Raises: ReplayError, PackageError, MachineVerifyError, loader/tokenizer errors (all typed);
-        LimitError(invalid_request) for ``num_threads`` outside ``[1, 4 x cores]``.
+    Returns: ReplayResult with the measured TimelineBundle (:func:`measured_timeline`; digests from the
+        manifest), ``order`` (the executed instructions, stage by stage, as ``(step, iteration, id)``) and timings.
+    Raises: ReplayError (``model_mismatch``, ``invalid_request``, ``unsupported_program``), PackageError,
+        MachineVerifyError, StageFault, loader/tokenizer errors (all typed); LimitError(invalid_request) for
+        ``num_threads`` outside ``[1, 4 x cores]``.
     """
-    import torch
-    from pipeplan.runtime.limits import check_thread_count
-    from pipeplan.runtime.token_stream import PieceDecoder
+    import dataclasses
+    import shutil
+    import tempfile
 
-    t_start = time.perf_counter()
+    from pipeplan.runtime.backends import InprocBackend
+    from pipeplan.runtime.limits import check_thread_count
+    from pipeplan.runtime.orchestrator import Pipeline
+    from pipeplan.runtime.token_stream import PieceDecoder
+    from pipeplan.runtime.tokenizer import SPMTokenizer
+    from pipeplan.runtime.trace import read_traces
+
     if num_threads is not None:
         check_thread_count(num_threads, "num_threads")
-    from pipeplan.runtime.kernels import reference
-    from pipeplan.runtime.loader import load_stage_weights, stage_slices
-    from pipeplan.runtime.program import StageExecutor, is_cache
-    from pipeplan.runtime.tokenizer import SPMTokenizer
-
     pkg = load_package(pkg_dir, verify=verify)
-    prog = program if program is not None else pkg.program
-    abi = abi_of(prog)
-    facts = read_model_facts(str(model_path))
-    _check_model(abi, facts)
+    if program is not None:
+        pkg = dataclasses.replace(pkg, program=program)
+    L = int(abi_of(pkg.program)["max_seq_len"])
+    provisions = package_provisions(pkg, model_path)  # ReplayError(model_mismatch) first
     tok = SPMTokenizer.from_gguf(model_path)
     prompt_ids = tok.encode(prompt) if isinstance(prompt, str) else [int(x) for x in prompt]
-    L = int(abi["max_seq_len"])
     if not prompt_ids:
         raise ReplayError("empty prompt", code="invalid_request")
     if max_tokens < 1:
@@ -542,203 +518,21 @@ def replay_package(pkg_dir: str | Path, model_path: str | Path, prompt: str | Se
     if len(prompt_ids) + max_tokens - 1 > L:
         raise ReplayError(f"prompt ({len(prompt_ids)}) + generated ({max_tokens}) positions exceed the package's "
                           f"max_seq_len {L}", code="invalid_request")
-    hp = hparams_of(abi)
-    programs = stage_programs(prog, pkg.lineage)
-    stage_ops = {o.index.value.data: o for o in prog.body.block.ops if isinstance(o, StageOp)}
-    bufs = {o.id.data: o for o in prog.body.block.ops if isinstance(o, BufferOp)}
-    edges = {o.id.data: o for o in prog.body.block.ops if isinstance(o, EdgeOp)}
-    cmd_lineage = pkg.lineage or {}
-    timer = _Timer(reference.KERNELS)
-    n = len(programs)
-    executors: dict[tuple[int, str], StageExecutor] = {}
-    for s in sorted(programs):
-        so = stage_ops[s]
-        ls, le = so.layer_start.value.data, so.layer_end.value.data
-        steps = programs[s]
-        first = any(c.kernel == "embedding_gather" for sp in steps.values() for c in sp.calls)
-        last = any(c.kernel == "last_row" for sp in steps.values() for c in sp.calls)
-        weights = load_stage_weights(list(facts.files), stage_slices(facts, ls, le, first, last))
-        shared: dict[str, torch.Tensor] = {}
-        for name, sp in steps.items():
-            order = list(dict.fromkeys(x for c in sp.calls for x in c.inputs if is_cache(x)))
-            fresh = iter(order)
-
-            def allocate(shape, fresh=fresh, shared=shared):
-                x = next(fresh)
-                if x in shared:
-                    return shared[x]
-                t = torch.zeros(shape, dtype=torch.float32)
-                shared[x] = t
-                return t
-
-            ex = StageExecutor(hp, list(sp.calls), weights, L, timer.table, num_threads=num_threads, allocate=allocate)
-            for c, t in ex.caches.items():
-                if shared.get(c) is not t:
-                    raise ReplayError(f"stage {s}: step programs do not share KV cache {c}", code="unsupported_program")
-            executors[(s, name)] = ex
-    in_edge = next(e for e in edges.values() if e.producer.value.data == -1)
-    out_edge = next(e for e in edges.values() if e.consumer.value.data == -1)
-    in_id, out_id = in_edge.id.data, out_edge.id.data
-    # The token loop below touches no xDSL op: every stage step's instructions are resolved once into
-    # plain tuples, and timestamps are logged raw (perf_counter) and turned into TimelineEvents after the
-    # run, so the measured timeline carries as little of its own bookkeeping as possible.
-    plans: dict[str, list[tuple[int, StepProgram, Any, bool, list[tuple[Any, ...]]]]] = {}
-    info: dict[str, tuple[str, str]] = {}  # instruction id -> (command, engine)
-
-    def plan_for(step: str) -> list[tuple[int, StepProgram, Any, bool, list[tuple[Any, ...]]]]:
-        got = plans.get(step)
-        if got is not None:
-            return got
-        out = []
-        for s in range(n):
-            sp = programs[s].get(step)
-            if sp is None:
-                raise ReplayError(f"stage {s} has no '{step}' step", code="unsupported_program")
-            ops: list[tuple[Any, ...]] = []
-            kernels_seen = False
-            for o in sp.order:
-                iid = o.id.data
-                if not isinstance(o, SignalOp | WaitOp):
-                    info[iid] = (o.cmd.data, sp.engine_of[iid])
-                if isinstance(o, RecvOp):
-                    ops.append(("recv", iid, o.edge.data, o.dst.data, bufs[o.dst.data]))
-                elif isinstance(o, KernelOp):
-                    if not kernels_seen:
-                        kernels_seen = True
-                        kids = tuple(k.id.data for k in sp.kernels)
-                        for k in sp.kernels:
-                            info[k.id.data] = (k.cmd.data, sp.engine_of[k.id.data])
-                        ops.append(("kernels", iid, kids, tuple(k.kernel.data for k in sp.kernels)))
-                elif isinstance(o, SampleOp):
-                    ops.append(("sample", iid, o.src.data, o.dst.data))
-                elif isinstance(o, SendOp):
-                    e = edges[o.edge.data]
-                    ops.append(("send", iid, o.src.data, o.edge.data, bufs[e.buffer.data], e.link.data))
-                elif isinstance(o, SignalOp | WaitOp):
-                    ops.append(("sync", iid, "signal" if isinstance(o, SignalOp) else "wait", o.wait.data,
-                                o.signal.data))
-            out.append((s, sp, executors[(s, step)], any(c.kernel == "last_row" for c in sp.calls), ops))
-        plans[step] = out
-        return out
-
-    clock = time.perf_counter
-    argmax = reference.KERNELS["argmax"]
-    klog = timer.log
-    raw: list[tuple[Any, ...]] = []  # (step, it, stage, instruction id, op, link, t0, t1) | kernel run | sync
-    order_log: list[tuple[str, int, str]] = []
-    schedule: list[str] = []
-    iters: dict[str, int] = {}
-    t_origin = clock()
-
-    def run_instance(step: str, x: torch.Tensor, pos: int) -> int:
-        it = iters.get(step, 0)
-        iters[step] = it + 1
-        schedule.append(step)
-        mail: dict[str, Any] = {in_id: x}
-        token = -1
-        for s, sp, ex, last, ops in plan_for(step):
-            env: dict[str, Any] = {}
-            for op in ops:
-                kind, iid = op[0], op[1]
-                if kind == "kernels":
-                    order_log.extend((step, it, k) for k in op[2])
-                    k0 = len(klog)
-                    ex.n_past = pos  # positions [0, pos) were written by this stage's step executors (shared cache)
-                    env[sp.output_buffer] = ex.forward(env[sp.input_buffer], pos, last_only=last)
-                    names = op[3]
-                    if len(klog) - k0 != len(names):
-                        raise ReplayError(f"stage {s} step {step}: {len(klog) - k0} kernel calls for {len(names)} "
-                                          f"instructions", code="unsupported_program")
-                    for j, name in enumerate(names):
-                        if klog[k0 + j][0] != name:
-                            raise ReplayError(f"stage {s}: kernel {klog[k0 + j][0]} ran where instruction {op[2][j]} "
-                                              f"expects {name}", code="unsupported_program")
-                    raw.append(("kernels", step, it, s, sp, op[2], k0))
-                    continue
-                order_log.append((step, it, iid))
-                if kind == "recv":
-                    t0 = clock()
-                    obj = mail.pop(op[2])
-                    _fits(obj, op[4], f"stage {s} recv on edge {op[2]}")
-                    env[op[3]] = obj
-                    raw.append((step, it, s, iid, "recv", "", t0, clock()))
-                elif kind == "sample":
-                    t0 = clock()
-                    token = int(argmax(env[op[2]][-1:])[0])
-                    env[op[3]] = torch.tensor([token], dtype=torch.int64)
-                    raw.append((step, it, s, iid, "argmax", "", t0, clock()))
-                elif kind == "send":
-                    t0 = clock()
-                    obj = env[op[2]]
-                    _fits(obj, op[4], f"stage {s} send on edge {op[3]}")
-                    mail[op[3]] = obj.clone() if isinstance(obj, torch.Tensor) else obj
-                    raw.append((step, it, s, iid, "send", op[5], t0, clock()))
-                else:
-                    raw.append(("sync", op[2], clock(), op[3], op[4], step, it))
-        if out_id in mail:
-            token = int(mail[out_id].reshape(-1)[-1])
-        return token
-
-    out_ids: list[int] = []
-    rows = programs[0]["prefill"].rows if "prefill" in programs[0] else 1
-    pos = 0
-    t = -1
-    ids = list(prompt_ids)
-    step_prefill = "prefill" if "prefill" in programs[0] else "decode"
-    # The token loop allocates only short-lived acyclic objects (freed by reference counting); the cyclic
-    # collector is paused for its duration so that a collection pass over the loaded program and weights'
-    # Python objects does not land inside a token (it cost ~0.5 ms spikes, measured), and restored after.
-    stream = None if on_token is None else PieceDecoder(tok, on_token)
-    t_loop = time.perf_counter()
-    gc_was_enabled = gc.isenabled()
-    gc.disable()
+    trace_dir = tempfile.mkdtemp(prefix="pipeplan-replay-")
     try:
-        for k in range(0, len(ids), rows):
-            chunk = ids[k:k + rows]
-            t = run_instance(step_prefill, torch.tensor(chunk, dtype=torch.int64), pos)
-            pos += len(chunk)
-        t_first = time.perf_counter()
-        while True:
-            if tok.eos_id is not None and t == tok.eos_id:
-                break
-            out_ids.append(t)
-            if stream is not None:
-                stream(t)
-            if len(out_ids) >= max_tokens:
-                break
-            t = run_instance("decode", torch.tensor([t], dtype=torch.int64), pos)
-            pos += 1
+        programs = {st: dataclasses.replace(sp, trace=trace_dir) for st, sp in compiled_stages(pkg).items()}
+        stream = None if on_token is None else PieceDecoder(tok, on_token)
+        with Pipeline(provisions, backend=InprocBackend(), num_threads=num_threads, programs=programs) as pipe:
+            out_ids, timings = pipe.generate_ids(prompt_ids, max_tokens, eos_id=tok.eos_id, on_token=stream)
+            load_s = pipe.load_s
+        timeline = measured_timeline(pkg, read_traces(trace_dir, len(programs)),
+                                     {"source": "pipeplan.runtime.replay", "prompt_tokens": len(prompt_ids),
+                                      "generated": len(out_ids), "threads": num_threads})
     finally:
-        if gc_was_enabled:
-            gc.enable()
-    t_end = time.perf_counter()
-    prefill_s, decode_s, n_dec = t_first - t_loop, t_end - t_first, max(len(out_ids) - 1, 0)
-    timings = {"load_s": t_loop - t_start, "prefill_s": prefill_s, "decode_s": decode_s,
-               "prefill_tok_s": len(prompt_ids) / prefill_s if prefill_s > 0 else 0.0,
-               "decode_tok_s": n_dec / decode_s if decode_s > 0 and n_dec else 0.0,
-               "n_prompt": len(prompt_ids), "n_generated": len(out_ids)}
-    events: list[TimelineEvent] = []
-    syncs: list[SyncEvent] = []
-    for r in raw:
-        if r[0] == "sync":
-            syncs.append(SyncEvent(r[1], r[2] - t_origin, r[3], r[4], r[5], r[6]))
-        elif r[0] == "kernels":
-            _, step, it, s, sp, kids, k0 = r
-            for j, iid in enumerate(kids):
-                kname, t0, t1 = klog[k0 + j]
-                cmd, eng = info[iid]
-                events.append(TimelineEvent(step, it, cmd, iid, kname, s, sp.device, f"{sp.device}:{eng}", eng, "",
-                                            t0 - t_origin, t1 - t_origin, cmd_lineage.get(iid, "")))
-        else:
-            step, it, s, iid, op_name, link, t0, t1 = r
-            cmd, eng = info[iid]
-            dev = programs[s][step].device
-            events.append(TimelineEvent(step, it, cmd, iid, op_name, s, dev, f"{dev}:{eng}", eng, link,
-                                        t0 - t_origin, t1 - t_origin, cmd_lineage.get(iid, "")))
-    bundle = TimelineBundle("measured", package_digests(pkg), schedule, events, syncs, None,
-                            {"source": "pipeplan.runtime.replay", "package": pkg.manifest.get("digests", {}).get("machine"),
-                             "prompt_tokens": len(prompt_ids), "generated": len(out_ids), "threads": num_threads})
-    return ReplayResult(out_ids, prompt_ids, tok.decode(out_ids), bundle, order_log, timings)
+        shutil.rmtree(trace_dir, ignore_errors=True)
+    timings = {"load_s": load_s, **timings}
+    order = [(e.step, e.iteration, e.instruction) for e in timeline.events]
+    return ReplayResult(out_ids, prompt_ids, tok.decode(out_ids), timeline, order, timings)
 
 
 def package_digests(pkg: Package) -> dict[str, str]:
@@ -782,16 +576,6 @@ def measured_timeline(pkg: Package, traces: Mapping[int, Sequence[Mapping[str, A
     return timeline_from_records(traces, info, package_digests(pkg),
                                  {"source": "pipeplan.runtime.trace",
                                   "package": pkg.manifest.get("digests", {}).get("machine"), **dict(meta or {})})
-
-
-def _fits(obj: Any, buf: BufferOp, what: str) -> None:
-    import torch
-
-    if isinstance(obj, torch.Tensor):
-        nbytes = obj.numel() * 4  # i32 token ids / f32 activations on edges
-        if nbytes > buf.size.value.data:
-            raise ReplayError(f"{what}: object of {nbytes} bytes exceeds its allocation '{buf.id.data}' of "
-                              f"{buf.size.value.data} bytes", code="object_too_large", where=buf.id.data)
 
 
 __all__ = ["CompiledRun", "Package", "ReplayError", "ReplayResult", "StepProgram", "compile_for_run",
