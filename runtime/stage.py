@@ -43,6 +43,7 @@ step of its kind and makes that step fail through the step's own error path (no 
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import os
 import re
@@ -632,7 +633,8 @@ class StageWorker:
                     tr.record(step, index, "send", *t_send)
         runs.clear()
         self._sampled.clear()
-        tr.flush()
+        if tr.full:
+            tr.flush()
 
     def _step_segments(self, frame: Frame, x: Any) -> Frame:
         """A micro-batched frame (``frame.segments``): the segments grouped by the step each one takes alone
@@ -754,6 +756,10 @@ class StageWorker:
             raise self._fault("runtime", e.one_line()) from None
         except Exception as e:
             raise self._fault("runtime", f"{type(e).__name__}: {e}") from None
+        finally:
+            if self._trace is not None:
+                with contextlib.suppress(OSError):  # a trace directory removed under the run: records missing
+                    self._trace.flush()
 
     def run(self, transport: Transport, stop: threading.Event | Any | None = None,
             alive: Callable[[], bool] | None = None) -> bool:

@@ -23,18 +23,25 @@ from typing import Any
 
 
 class JsonlTrace:
-    """Buffered records of one stage slot, appended to ``path`` by :meth:`flush` (called after every frame)."""
+    """Records of one stage, kept as tuples while the stage runs and appended to ``path`` as JSON lines by
+    :meth:`flush` (the tmachine stage flushes after every frame; the CPU stage when :attr:`limit` records are
+    held and when it stops serving, so encoding stays out of the measured frames)."""
+
+    limit = 65536
 
     def __init__(self, path: str | Path, stage: int, slot: int):
         self.path = Path(path)
         self.stage, self.slot = stage, slot
-        self._lines: list[str] = []
+        self._recs: list[tuple[Any, ...]] = []
 
     def record(self, step: str, index: int, op: str, t0: float, t1: float, *, id: str = "", kernel: str = "",
                call: int = -1, **extra: Any) -> None:
         """One executed instruction (module docstring)."""
-        self._lines.append(json.dumps({"stage": self.stage, "slot": self.slot, "step": step, "index": index, "id": id,
-                                       "op": op, "kernel": kernel, "call": call, "t0": t0, "t1": t1, **extra}))
+        self._recs.append((self.slot, step, index, id, op, kernel, call, t0, t1, extra))
+
+    @property
+    def full(self) -> bool:
+        return len(self._recs) >= self.limit
 
     def on_instruction(self, event: Any) -> None:
         """Listener of the tmachine interpreter: one :class:`~pipeplan.runtime.tmachine_interp.InstructionEvent`."""
@@ -42,10 +49,13 @@ class JsonlTrace:
                     grid=list(event.grid), start_pos=event.start_pos)
 
     def flush(self) -> None:
-        if self._lines:
+        if self._recs:
+            lines = [json.dumps({"stage": self.stage, "slot": slot, "step": step, "index": index, "id": id, "op": op,
+                                 "kernel": kernel, "call": call, "t0": t0, "t1": t1, **extra})
+                     for slot, step, index, id, op, kernel, call, t0, t1, extra in self._recs]
             with open(self.path, "a", encoding="utf-8") as f:
-                f.write("\n".join(self._lines) + "\n")
-            self._lines.clear()
+                f.write("\n".join(lines) + "\n")
+            self._recs.clear()
 
 
 def read_traces(trace: str | Path, stages: int) -> dict[int, list[dict[str, Any]]]:
