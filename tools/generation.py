@@ -99,10 +99,8 @@ def check_generation_options(args: argparse.Namespace):
     Raises PromptError(invalid_prompt); RunPlanRejection(invalid_request) for ``--max-tokens`` < 1;
     LimitError(invalid_request) for ``--threads`` outside ``[1, 4 x cores]``; SamplingError for sampler
     values out of range; FaultInjectionError for a malformed ``--inject-fault`` / ``$PIPEPLAN_INJECT_FAULT``;
-    OptionError(bad_option) for ``--timeline``/``--trace``/``--inject-fault``/sampling/``--target cuda``/
-    ``--ray-address`` with a backend that cannot honour them (``--timeline``/``--trace`` on another backend than
-    direct need ``--target cuda`` and ``args.tmachine_timeline``, which ``pipeplan run`` sets); OutputPathError for a ``--timeline``/
-    ``--trace`` path that cannot be written; RunPlanRejection(invalid_request) for an unusable ``--cache-dir``.
+    OutputPathError for a ``--timeline``/``--trace`` path that cannot be written; RunPlanRejection(invalid_request)
+    for an unusable ``--cache-dir``. (``--ray-address`` without ``--backend ray`` fails in :func:`make_backend`.)
     """
     from pipeplan.errors import RunPlanRejection
     from pipeplan.runtime.limits import check_thread_count
