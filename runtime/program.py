@@ -646,30 +646,7 @@ def _output_rows_tail(calls: Sequence[KernelCall], static: set[str]) -> tuple[in
     return proj, tuple(dict.fromkeys(later))
 
 
-def greedy_generate(stages: Sequence[StageExecutor], prompt_ids: Sequence[int], n_tokens: int) -> list[int]:
-    """Greedy decoding through a chain of executors (in-process, no transport): prefill the prompt
-    (last-position logits only), then decode one token at a time. Resets every stage first.
-
-    Returns the ``n_tokens`` generated ids. Raises :class:`ExecutionError` past ``max_seq_len``.
-    """
-    for s in stages:
-        s.reset()
-    out: list[int] = []
-    arrays = stages[0]._arrays if stages else _NumpyArrays
-    x = arrays.token_ids(prompt_ids)
-    pos = 0
-    for _ in range(n_tokens):
-        h = x
-        for s in stages:
-            h = s.forward(h, pos, last_only=True)
-        pos += x.shape[0]
-        tok = stages[-1]._arrays.argmax_row(h[-1])
-        out.append(tok)
-        x = arrays.token_ids([tok])
-    return out
-
-
 __all__ = [
     "AllocationError", "BindError", "ExecutionError", "HParams", "InvalidRangeError", "KernelCall", "LlamaHParams",
-    "NonFiniteError", "ProgramError", "StageExecutor", "build_stage_program", "fuse_matmuls", "greedy_generate",
+    "NonFiniteError", "ProgramError", "StageExecutor", "build_stage_program", "fuse_matmuls",
 ]

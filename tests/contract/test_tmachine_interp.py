@@ -16,7 +16,7 @@ from pipeplan.dialects.triton_machine import LaunchOp, ProgramOp
 from pipeplan.frontend.gguf_facts import read_model_facts
 from pipeplan.runtime.kernels import triton as TK
 from pipeplan.runtime.loader import stage_slices
-from pipeplan.runtime.program import HParams, StageExecutor, build_stage_program, greedy_generate
+from pipeplan.runtime.program import HParams, StageExecutor, build_stage_program
 from pipeplan.runtime.tmachine_interp import (
     InstructionEvent,
     TMachineError,
@@ -25,6 +25,8 @@ from pipeplan.runtime.tmachine_interp import (
     step_of,
 )
 from xdsl.dialects.builtin import StringAttr
+
+from tests.executor_chain import greedy_generate
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 

@@ -16,8 +16,9 @@ from pipeplan.runtime.kernels import reference as R
 from pipeplan.runtime.kernels import triton as TK
 from pipeplan.runtime.kernels.triton_weights import GGMLWeight, load_stage_weights_raw
 from pipeplan.runtime.loader import load_stage_weights, stage_slices
-from pipeplan.runtime.program import LlamaHParams, StageExecutor, build_stage_program, greedy_generate
+from pipeplan.runtime.program import LlamaHParams, StageExecutor, build_stage_program
 
+from tests.executor_chain import greedy_generate
 from tests.ggufgen import write_variant
 
 MAX_SEQ = 64

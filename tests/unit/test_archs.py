@@ -31,11 +31,11 @@ from pipeplan.runtime.program import (
     StageExecutor,
     UnsupportedArchitectureError,
     build_stage_program,
-    greedy_generate,
 )
 from pipeplan.tools.cli import main
 
 from tests.conftest import REPO
+from tests.executor_chain import greedy_generate
 from tests.ggufgen import poison_tensor, write_random_model
 
 CASES = json.loads((REPO / "tests" / "data" / "arch_cases.json").read_text())

@@ -259,7 +259,9 @@ def test_stage_runs_quantized_weights_like_the_reference(q8_model):
     Q8_0 model and logits within 2% of the reference's range (activation quantization)."""
     from pipeplan.frontend.gguf_facts import read_model_facts
     from pipeplan.runtime.loader import load_stage_weights, stage_slices
-    from pipeplan.runtime.program import LlamaHParams, StageExecutor, build_stage_program, greedy_generate
+    from pipeplan.runtime.program import LlamaHParams, StageExecutor, build_stage_program
+
+    from tests.executor_chain import greedy_generate
 
     facts = read_model_facts(q8_model)
     hp = LlamaHParams.from_facts(facts)

@@ -84,7 +84,9 @@ def test_stage_host_preload_and_stage_program_import_no_torch(blocked):
         from pipeplan.frontend.gguf_facts import read_model_facts
         from pipeplan.runtime.kernels import cpu
         from pipeplan.runtime.loader import stage_slices
-        from pipeplan.runtime.program import HParams, StageExecutor, build_stage_program, greedy_generate
+        from pipeplan.runtime.program import HParams, StageExecutor, build_stage_program
+        sys.path.insert(0, {str(Path(__file__).resolve().parents[2])!r})
+        from tests.executor_chain import greedy_generate
         from pipeplan.runtime.sampling import Sampler
         facts = read_model_facts({str(STORIES)!r})
         hp = HParams.from_facts(facts)

@@ -20,8 +20,9 @@ import pytest
 import torch
 from pipeplan.frontend.gguf_facts import read_model_facts
 from pipeplan.runtime.loader import load_stage_weights, stage_slices
-from pipeplan.runtime.program import LlamaHParams, StageExecutor, build_stage_program, greedy_generate
+from pipeplan.runtime.program import LlamaHParams, StageExecutor, build_stage_program
 
+from tests.executor_chain import greedy_generate
 from tests.ggufgen import write_random_llama, write_variant
 
 MAX_SEQ = 64
