@@ -253,6 +253,7 @@ class StageWorker:
         self._trace: JsonlTrace | None = None
         self._runs: list[tuple[str, int, list[tuple[int, float, float]]]] = []
         self._sampled: list[float] = []
+        self._frames: list[tuple[Any, float, list[float], tuple[float, float]]] = []
 
     # ------------------------------------------------------------------ lifecycle
     def _inject(self, kind: str) -> bool:
@@ -603,38 +604,46 @@ class StageWorker:
         return tok
 
     def _take_runs(self, step: str, slot: int, ex: Any) -> None:
-        """Move the executor's call log into step runs (a new run where the call index does not grow)."""
-        log, ex.trace = ex.trace, []
-        for rec in log:
-            if not self._runs or self._runs[-1][0] != step or rec[0] <= self._runs[-1][2][-1][0]:
-                self._runs.append((step, slot, []))
-            self._runs[-1][2].append(rec)
+        """Keep the executor's call log of this frame (split into step runs by :meth:`_flush_trace`)."""
+        self._runs.append((step, slot, ex.trace))
+        ex.trace = []
 
-    def _write_trace(self, t_recv: float, t_send: tuple[float, float] | None) -> None:
-        """The records of one DATA frame (:mod:`pipeplan.runtime.trace`): per step run, the inbound object (the
-        first run), the kernel calls, the sampled token and the outbound object (the last run); then flush."""
-        tr, runs = self._trace, self._runs
-        assert tr is not None and self.bound is not None
-        for k, (step, slot, calls) in enumerate(runs):
-            tr.slot = slot
-            prog = self.executors[step].run_program
-            index = 0
-            if k == 0:
-                tr.record(step, 0, "recv", t_recv, calls[0][1] if calls else t_recv)
-                index = 1
-            for i, t0, t1 in calls:
-                tr.record(step, index, "kernel", t0, t1, kernel=prog[i].kernel, call=i)
-                index += 1
-            if k == len(runs) - 1:
-                if self._sampled:
-                    tr.record(step, index, "argmax", self._sampled[0], self._sampled[-1])
+    def _write_trace(self, t_recv: float, t_send: tuple[float, float]) -> None:
+        """Keep one DATA frame's raw times (its step runs, arrival, sampling, send) for :meth:`_flush_trace`."""
+        self._frames.append((self._runs, t_recv, self._sampled, t_send))
+        self._runs, self._sampled = [], []
+        if len(self._frames) >= 1024:
+            self._flush_trace()
+
+    def _flush_trace(self) -> None:
+        """The records of the kept frames (:mod:`pipeplan.runtime.trace`): per step run, the inbound object (the
+        frame's first run), the kernel calls, the sampled token and the outbound object (its last run)."""
+        tr = self._trace
+        assert tr is not None
+        for logs, t_recv, sampled, t_send in self._frames:
+            runs: list[tuple[str, int, list[tuple[int, float, float]]]] = []
+            for step, slot, log in logs:  # a new run where the call index does not grow
+                for rec in log:
+                    if not runs or runs[-1][0] != step or runs[-1][1] != slot or rec[0] <= runs[-1][2][-1][0]:
+                        runs.append((step, slot, []))
+                    runs[-1][2].append(rec)
+            for k, (step, slot, calls) in enumerate(runs):
+                tr.slot = slot
+                prog = self.executors[step].run_program
+                index = 0
+                if k == 0:
+                    tr.record(step, 0, "recv", t_recv, calls[0][1] if calls else t_recv)
+                    index = 1
+                for i, t0, t1 in calls:
+                    tr.record(step, index, "kernel", t0, t1, kernel=prog[i].kernel, call=i)
                     index += 1
-                if t_send is not None:
+                if k == len(runs) - 1:
+                    if sampled:
+                        tr.record(step, index, "argmax", sampled[0], sampled[-1])
+                        index += 1
                     tr.record(step, index, "send", *t_send)
-        runs.clear()
-        self._sampled.clear()
-        if tr.full:
-            tr.flush()
+        self._frames.clear()
+        tr.flush()
 
     def _step_segments(self, frame: Frame, x: Any) -> Frame:
         """A micro-batched frame (``frame.segments``): the segments grouped by the step each one takes alone
@@ -759,7 +768,7 @@ class StageWorker:
         finally:
             if self._trace is not None:
                 with contextlib.suppress(OSError):  # a trace directory removed under the run: records missing
-                    self._trace.flush()
+                    self._flush_trace()
 
     def run(self, transport: Transport, stop: threading.Event | Any | None = None,
             alive: Callable[[], bool] | None = None) -> bool:
