@@ -85,6 +85,7 @@ from pipeplan.errors import PipeplanError
 from pipeplan.models.stage_program import HParams, ProgramError, rope_table
 from pipeplan.transforms.machine_lowering import (
     LowerPlacedCommand,
+    UnsupportedPlanError,
     block_of,
     call_attrs,
     hint,
@@ -96,14 +97,6 @@ from xdsl.dialects.builtin import DenseArrayBase, DictionaryAttr, ModuleOp, Unit
 from xdsl.ir import Operation, SSAValue
 from xdsl.passes import ModulePass
 from xdsl.utils.exceptions import PassFailedException
-
-
-class UnsupportedPlanError(PipeplanError):
-    """A concrete plan the virtual target cannot lower: a command without a step, an allocation without a
-    runtime binding name, a stage on two devices, non-contiguous blocks, a layer range the ABI has no
-    program for, a buffer that is not an allocation (the message names the command and its lineage)."""
-
-    code = "unsupported_plan"
 
 
 @dataclass
@@ -218,7 +211,7 @@ def place_commands(plan: PlanOp, abi: Mapping[str, Any], concrete: str = "") -> 
         st = where[c.id.data][1]
         if device.setdefault(st, c.device.data) != c.device.data:
             raise UnsupportedPlanError(f"stage {st} has commands on devices '{device[st]}' and '{c.device.data}' "
-                                       f"({c.lineage.data}); the virtual target runs one stage per device",
+                                       f"(command '{c.id.data}': {c.lineage.data}); the virtual target runs one stage per device",
                                        where=c.id.data)
     hp = hparams_of(abi)
     env = Lowering(hp, names, where=where)

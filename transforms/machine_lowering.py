@@ -37,6 +37,15 @@ BLK = re.compile(r"^blk\.(\d+)\.")
 """A GGUF block's buffer or tensor name: ``blk.<N>.<rest>``."""
 
 
+class UnsupportedPlanError(PipeplanError):
+    """A concrete plan a machine target cannot lower: a command without a step, an allocation without a
+    runtime binding name, a stage on two devices, non-contiguous blocks, a layer range the ABI has no
+    program for, a buffer that is not an allocation (the message names the command and its lineage, or the
+    stage)."""
+
+    code = "unsupported_plan"
+
+
 def hint(name: str) -> str | None:
     """A printable SSA name hint of an id (None when the id has characters a name cannot hold)."""
     return name if _NAME.match(name) else None
@@ -65,18 +74,17 @@ def stage_layer_range(hp: HParams, stage: int, blocks: Iterable[int], first: boo
     """The layer range ``[start, end)`` of a stage whose commands name ``blocks`` (``(0, 0)`` for none),
     checked for the ABI (``check_stage_range``: inside ``[0, n_layer)``, not empty on a middle stage).
 
-    Raises PipeplanError(``unsupported_plan``): blocks that are not a contiguous range, a range the model
+    Raises UnsupportedPlanError: blocks that are not a contiguous range, a range the model
     ABI has no stage program for (the message names the stage)."""
     bs = sorted(set(blocks))
     ls, le = (bs[0], bs[-1] + 1) if bs else (0, 0)
     if bs and bs != list(range(ls, le)):
-        raise PipeplanError(f"stage {stage} uses blocks {bs}, not a contiguous range", code="unsupported_plan",
-                            where=f"stage {stage}")
+        raise UnsupportedPlanError(f"stage {stage} uses blocks {bs}, not a contiguous range", where=f"stage {stage}")
     try:
         check_stage_range(hp, ls, le, first, last, max_seq_len)
     except ProgramError as err:
-        raise PipeplanError(f"stage {stage}: the model ABI has no stage program for blocks [{ls}, {le}): "
-                            f"{err.message}", code="unsupported_plan", where=f"stage {stage}") from None
+        raise UnsupportedPlanError(f"stage {stage}: the model ABI has no stage program for blocks [{ls}, {le}): "
+                                   f"{err.message}", where=f"stage {stage}") from None
     return ls, le
 
 
