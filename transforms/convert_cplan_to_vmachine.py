@@ -55,6 +55,7 @@ from pipeplan.dialects.cplan import (
     command_name,
 )
 from pipeplan.dialects.cplan import QueueOp as PlanQueueOp
+from pipeplan.dialects.pplan import gc_paused
 from pipeplan.dialects.vmachine import (
     ENGINE_REVISION,
     KERNEL_ABI,
@@ -479,13 +480,15 @@ def lower_plan(plan: PlanOp, abi: Mapping[str, Any], *, concrete: str = "", veri
     Raises MachineVerifyError (with the lineage path) or UnsupportedPlanError (code ``unsupported_plan``)
     for a plan this target cannot lower (unknown step, a stage spread over devices, unknown buffer, ...).
     """
-    prog, env, cross = place_commands(plan if consume else plan.clone(), abi, concrete)
-    left = lower_placed(prog.body, LowerCommand(env))
+    with gc_paused():  # thousands of acyclic ops: no cyclic-GC scans while they are built
+        prog, env, cross = place_commands(plan if consume else plan.clone(), abi, concrete)
+        left = lower_placed(prog.body, LowerCommand(env))
     if left is not None:
         raise MachineVerifyError(f"command '{left.id.data}' was not lowered", where=left.id.data)
     out = Lowered(prog, env.lineage, {c: i for c, i in env.iid.items()}, cross)
     if verify:
-        verify_machine(prog, out.lineage)
+        with gc_paused():
+            verify_machine(prog, out.lineage)
     return out
 
 
@@ -549,7 +552,8 @@ class ConvertCplanToVmachinePass(ModulePass):
             raise PassFailedException(f"convert-cplan-to-vmachine: {e.one_line()}") from None
         op.body.block.add_op(low.program)  # verified where it stays, so the pipeline's verify finds it verified
         try:
-            verify_machine(low.program, low.lineage)
+            with gc_paused():
+                verify_machine(low.program, low.lineage)
         except PipeplanError as e:
             low.program.detach()
             raise PassFailedException(f"convert-cplan-to-vmachine: {e.one_line()}") from None
