@@ -1,7 +1,9 @@
 """Torch-free half of the stage programs: hyper-parameters, kernel calls and the program builder.
 
-The compiler (``convert-runplan-to-pplan``, ``convert-cplan-to-vmachine``) needs the ordered
-:class:`KernelCall` list of a stage but not the torch executor, so these names live here and
+The compiler needs the ordered :class:`KernelCall` list of a stage (``convert-runplan-to-pplan``) and
+the static attributes of one call (:func:`kernel_attrs`, which the builders use too:
+``convert-cplan-to-vmachine`` / ``convert-cplan-to-triton`` lower with it and never rebuild a program)
+but not the torch executor, so these names live here and
 import nothing heavier than the standard library; :mod:`pipeplan.runtime.program` re-exports every
 one of them (existing imports from there keep working) and adds the torch :class:`StageExecutor`.
 :func:`build_stage_program` dispatches on ``HParams.arch`` to the builders of

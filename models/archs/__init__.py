@@ -5,8 +5,9 @@ reads beyond the common ones, its hyper-parameter reader (``<arch>.*`` keys -> :
 kernel calls of one block (its llama.cpp graph, ``llm_build_<arch>``) and the torch-order shapes of
 its block tensors. :meth:`Arch.build` wraps the blocks in the common stage skeleton (embedding gather
 on the first stage; final norm and output head on the last), so every consumer of stage programs
-(executor, ``convert-runplan-to-pplan``, ``convert-cplan-to-vmachine``, replay) covers every
-architecture by construction. A new architecture is one module plus one line in :data:`ARCHS`.
+(executor, ``convert-runplan-to-pplan``, replay) covers every architecture by construction; a call's
+static attributes come from :func:`pipeplan.models.stage_program.kernel_attrs` (the machine lowerings
+read it directly, with ``Arch.kernels`` and ``Arch.scale_q``). A new architecture is one module plus one line in :data:`ARCHS`.
 
 :func:`check_model` is the plan-time check a model must pass: a known architecture, valid
 hyper-parameters, every tensor the full-model program reads present and no tensor it would ignore.
