@@ -180,6 +180,23 @@ def test_lowering_checks_are_typed_errors_with_lineage(cplans, models):
     assert "stage 1 uses blocks [0, " in err.one_line() and "not a contiguous range" in err.one_line()
 
 
+def test_buffer_outside_the_plan_is_a_typed_error(cplans, models):
+    """AB-D-1: a command reading a value that is not an allocation of its plan fails with UnsupportedPlanError
+    naming the command, its lineage and the buffer; the plan given to lower_plan is not consumed."""
+    mod = cplans["stories2"].clone()
+    abi = abi_from_facts(read_model_facts(models["stories"]), MAX_SEQ)
+    plan = find_cplan(mod)
+    cmd = next(o for o in plan.body.block.ops if isinstance(o, cplan.CommandOp) and o.op.data == "add")
+    stray = cplan.alloc_op(cplan.Alloc("alloc.stray", "decode.s0.stray", "n0", "device", 0, 64, 64, "transient"))
+    cmd.operands = [stray.result, *cmd.operands[1:]]
+    n_ops = len(list(plan.walk()))
+    with pytest.raises(UnsupportedPlanError) as ei:
+        lower_plan(plan, abi)
+    msg = ei.value.one_line()
+    assert cmd.id.data in msg and cmd.lineage.data in msg and "'alloc.stray' is not an allocation of the plan" in msg
+    assert len(list(plan.walk())) == n_ops
+
+
 def test_lowerings_do_not_import_the_program_builder():
     """Issue 13.4: neither lowering module (nor their shared one) imports or names build_stage_program,
     plan_from_ir or ConcretePlan (names in code, not prose)."""
