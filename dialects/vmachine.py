@@ -851,6 +851,10 @@ def check_program(program: ProgramOp, lineage: Mapping[str, str] | None = None) 
         return MachineVerifyError(f"instruction '{i}' (command '{instruction_cmd(o)}'): {what}",
                                   path=lineage.get(i, ""), where=i, op=o)
 
+    persistent: dict[int, set[str]] = {}  # per stage: its buffers bound for every step, and start_pos
+    for b, o in bufs.items():
+        if not o.step.data:
+            persistent.setdefault(o.stage.value.data, {START_POS}).add(b)
     for st in program.body.block.ops:
         if not isinstance(st, StageOp):
             continue
@@ -858,7 +862,7 @@ def check_program(program: ProgramOp, lineage: Mapping[str, str] | None = None) 
         for step in st.body.block.ops:
             assert isinstance(step, StepOp)
             name = step.name_.data
-            defined = {START_POS} | {b for b, o in bufs.items() if o.stage.value.data == s and not o.step.data}
+            defined = set(persistent.get(s, {START_POS}))
 
             def check_buf(o: Operation, b: str, step_name: str = name, stage: int = s, device: str = dev) -> None:
                 if b == START_POS:

@@ -1,7 +1,9 @@
 """Torch-free half of the stage programs: hyper-parameters, kernel calls and the program builder.
 
-The compiler (``convert-runplan-to-pplan``, ``convert-cplan-to-vmachine``) needs the ordered
-:class:`KernelCall` list of a stage but not the torch executor, so these names live here and
+The compiler needs the ordered :class:`KernelCall` list of a stage (``convert-runplan-to-pplan``) and
+the static attributes of one call (:func:`kernel_attrs`, which the builders use too:
+``convert-cplan-to-vmachine`` / ``convert-cplan-to-triton`` lower with it and never rebuild a program)
+but not the torch executor, so these names live here and
 import nothing heavier than the standard library; :mod:`pipeplan.runtime.program` re-exports every
 one of them (existing imports from there keep working) and adds the torch :class:`StageExecutor`.
 :func:`build_stage_program` dispatches on ``HParams.arch`` to the builders of
@@ -306,6 +308,100 @@ def check_stage_range(hp: HParams, layer_start: int, layer_end: int, first: bool
                                 where=f"[{layer_start}, {layer_end})")
     if max_seq_len < 1:
         raise InvalidRangeError(f"max_seq_len must be >= 1, got {max_seq_len}", where="max_seq_len")
+
+
+class UnservedKernelError(BindError):
+    """A kernel call the model's stage program cannot hold: a kernel its architecture does not use, a block
+    outside ``[0, n_layer)``, a block kernel without a block, or a ``rope``/``head_rms_norm`` of neither the
+    query nor the key heads (:func:`kernel_attrs`)."""
+
+    code = "unserved_kernel"
+
+
+HEAD_KERNELS = ("rope", "head_rms_norm")
+"""Kernels whose attributes depend on the heads they act on: their role is ``"q"`` or ``"k"``."""
+
+STAGE_KERNELS = ("embedding_gather", "last_row", "rms_norm", "matmul")
+"""Kernels of the stage skeleton every architecture has (embedding gather, final norm, head)."""
+
+
+def kernel_role(kernel: str, output: str) -> str:
+    """The role of a call of ``kernel`` writing buffer ``output``: ``"q"`` / ``"k"`` for a
+    :data:`HEAD_KERNELS` call writing the query / key heads (``blk.N.q``, ``blk.N.q_norm``, ``blk.N.k``,
+    ``blk.N.k_norm``, the names the builders give them), ``""`` otherwise."""
+    if kernel not in HEAD_KERNELS:
+        return ""
+    name = output.split(".", 2)[-1] if output.startswith("blk.") else output
+    return {"q": "q", "q_norm": "q", "k": "k", "k_norm": "k"}.get(name, "")
+
+
+def rope_table(hp: HParams, block: int) -> str:
+    """The rope table block ``block`` reads: ``rope_table_swa`` on a sliding-window layer with its own base
+    (``rope_base_swa > 0``), else ``rope_table``."""
+    return ROPE_TABLE_SWA if (hp.is_swa(block) and hp.rope_base_swa > 0) else ROPE_TABLE
+
+
+def kernel_attrs(hp: HParams, kernel: str, block: int | None = None, role: str = "") -> FrozenAttrs:
+    """The static attributes of one kernel call of ``hp``'s stage program (``KernelCall.attrs``): what the
+    builders of :mod:`pipeplan.models.archs` put on the call and what the lowerings put on the instruction.
+
+    ``block`` is the call's GGUF block (None: embedding/head), ``role`` its :func:`kernel_role`. Per kernel:
+    ``embedding_gather`` ``scale`` (when ``embd_scale != 1``); ``rms_norm`` ``eps``; ``head_rms_norm``
+    ``eps``, ``n_heads`` (``n_head`` for ``q``, ``n_head_kv`` for ``k``), ``head_dim``; ``rope`` ``n_heads``,
+    ``head_dim``, ``rope_dim``, ``mode`` (when not ``"norm"``); ``attention`` ``scale`` (when not
+    ``1/sqrt(head_dim)``), ``scale_q`` (architectures that scale Q: gemma3), ``window`` (sliding-window
+    layers); ``last_row`` ``if = "last_only"``; every other kernel none.
+
+    Raises:
+        UnservedKernelError: a kernel ``hp.arch``'s programs do not call, a block kernel without a block
+            or with a block outside ``[0, n_layer)`` (when known), a head kernel without a role.
+        UnsupportedArchitectureError: no builder for ``hp.arch``.
+    """
+    from pipeplan.models.archs import get_arch
+
+    arch = get_arch(hp.arch)
+    if kernel not in arch.kernels and kernel not in STAGE_KERNELS:
+        raise UnservedKernelError(f"kernel {kernel!r} is not called by {hp.arch} stage programs ({arch.source})",
+                                  where=kernel)
+    if block is None and kernel not in STAGE_KERNELS:
+        raise UnservedKernelError(f"{kernel} call outside any block (a block kernel)", where=kernel)
+    if block is not None and (block < 0 or (hp.n_layer and block >= hp.n_layer)):
+        raise UnservedKernelError(f"{kernel} call of block {block}: not a block of the model "
+                                  f"[0, {hp.n_layer or '?'})", where=kernel)
+    if kernel in HEAD_KERNELS and role not in ("q", "k"):
+        raise UnservedKernelError(f"{kernel} call acting on neither the query nor the key heads (role {role!r})",
+                                  where=kernel)
+    attrs: dict[str, Any] = {}
+    if kernel == "embedding_gather":
+        if hp.embd_scale != 1.0:
+            attrs["scale"] = hp.embd_scale
+    elif kernel == "rms_norm":
+        attrs["eps"] = hp.rms_eps
+    elif kernel == "head_rms_norm":
+        attrs.update(eps=hp.rms_eps, n_heads=hp.n_head if role == "q" else hp.n_head_kv, head_dim=hp.head_dim)
+    elif kernel == "rope":
+        attrs.update(n_heads=hp.n_head if role == "q" else hp.n_head_kv, head_dim=hp.head_dim, rope_dim=hp.rope_dim)
+        if hp.rope_mode != "norm":
+            attrs["mode"] = hp.rope_mode
+    elif kernel == "attention":
+        assert block is not None
+        if hp.attn_scale and hp.attn_scale != 1.0 / math.sqrt(hp.head_dim):
+            attrs["scale"] = hp.attn_scale
+        if arch.scale_q:
+            attrs["scale_q"] = True
+        if hp.is_swa(block):
+            attrs["window"] = hp.n_swa
+    elif kernel == "last_row":
+        attrs["if"] = "last_only"
+    return FrozenAttrs(attrs)
+
+
+def kernel_call(hp: HParams, kernel: str, inputs: tuple[str, ...], outputs: tuple[str, ...],
+                block: int | None = None) -> KernelCall:
+    """The :class:`KernelCall` of ``kernel`` over ``inputs`` -> ``outputs`` in ``block``, its attributes
+    from :func:`kernel_attrs` (role from the first output, :func:`kernel_role`). Raises UnservedKernelError."""
+    role = kernel_role(kernel, outputs[0] if outputs else "")
+    return KernelCall(kernel, inputs, outputs, kernel_attrs(hp, kernel, block, role), block)
 
 
 def build_stage_program(hp: HParams, layer_start: int, layer_end: int, first: bool, last: bool,

@@ -42,10 +42,11 @@ send / recv         ``tmachine.copy`` on the copy engine
 
 Kernel-call attributes (kernel contract: ``eps``, rope ``mode``, attention ``scale``/``window``, the
 gather's ``scale``) are not in the portable plan. With the model kernel ABI (pass option ``model`` or a
-module-level ``vmachine.abi`` op, as for ``convert-cplan-to-vmachine``) the lowering rebuilds each
-stage's runtime program and takes them from the call that writes the task's output (a task without
-one fails); without it they are recorded as ``"$<attr>"`` scalars, names the runtime binds from the
-stage program's call (like ``"$start_pos"``, the step's position).
+module-level ``vmachine.abi`` op, as for ``convert-cplan-to-vmachine``) they come from the ABI's
+hyper-parameters through :func:`pipeplan.models.stage_program.kernel_attrs` (the function the stage-program
+builders use) with the task's block and the role of its output (a call the ABI cannot serve fails; the
+runtime's stage program is not rebuilt); without it they are recorded as ``"$<attr>"`` scalars, names the
+runtime binds from the stage program's call (like ``"$start_pos"``, the step's position).
 
 Legality: the plan must target ``cuda-triton`` and use the queue extension; every command's
 implementation must be one the Triton kernels provide, and its dtypes and row length ones they read:
@@ -59,13 +60,12 @@ The ``cplan.plan`` op is replaced by the ``tmachine.program``; the portable plan
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from pipeplan.dialects.carriers import scalar_attr
-from pipeplan.dialects.cplan import AllocOp, CommandOp, PlanOp, QueueOp, QueueScheduleOp, plan_from_ir
+from pipeplan.dialects.cplan import AllocOp, CommandOp, PlanOp, QueueOp, QueueScheduleOp
 from pipeplan.dialects.pplan import BufferInfo, TaskOp, fingerprint, ints
 from pipeplan.dialects.pplan import PlanOp as PPlanOp
 from pipeplan.dialects.triton_machine import (
@@ -82,7 +82,7 @@ from pipeplan.dialects.triton_machine import (
 from pipeplan.dialects.triton_machine import BufferOp as MachineBufferOp
 from pipeplan.dialects.vmachine import AbiOp
 from pipeplan.errors import PipeplanError
-from pipeplan.models.stage_program import ProgramError, build_stage_program
+from pipeplan.models.stage_program import HParams, ProgramError
 from pipeplan.targets.triton_formats import (
     GEMV_KQ,
     KERNEL_OPS,
@@ -92,6 +92,13 @@ from pipeplan.targets.triton_formats import (
     next_pow2,
     unsupported,
     weight_format,
+)
+from pipeplan.transforms.machine_lowering import (
+    LowerPlacedCommand,
+    call_attrs,
+    hint,
+    lower_placed,
+    stage_layer_range,
 )
 from xdsl.context import Context
 from xdsl.dialects.builtin import (
@@ -106,12 +113,6 @@ from xdsl.dialects.builtin import (
 )
 from xdsl.ir import Attribute, Block, Operation, Region, SSAValue
 from xdsl.passes import ModulePass
-from xdsl.pattern_rewriter import (
-    PatternRewriter,
-    PatternRewriteWalker,
-    RewritePattern,
-    op_type_rewrite_pattern,
-)
 from xdsl.rewriter import Rewriter
 from xdsl.utils.exceptions import PassFailedException
 
@@ -178,12 +179,16 @@ def _launch(cmd: CommandOp, kernel: str, grid: tuple[int, ...], meta: dict, args
 
 
 class KernelAttrs:
-    """Kernel-call attributes per portable task (module docstring): from stage programs (the calls
-    ``(stage, kernel, first output) -> attrs``), or ``"$<attr>"`` runtime names when ``calls`` is None."""
+    """Kernel-call attributes per portable task (module docstring): from the model kernel ABI's
+    hyper-parameters ``hp`` (:func:`~pipeplan.models.stage_program.kernel_attrs` with the task's block and
+    the role of its output), from given stage-program calls (``calls``: ``(stage, kernel, first output) ->
+    attrs``), or ``"$<attr>"`` runtime names when neither is given."""
 
-    def __init__(self, bufs: Mapping[str, BufferInfo], calls: Mapping[tuple[int, str, str], Mapping[str, Any]] | None):
+    def __init__(self, bufs: Mapping[str, BufferInfo], calls: Mapping[tuple[int, str, str], Mapping[str, Any]] | None,
+                 hp: HParams | None = None):
         self._bufs = bufs
         self.calls = calls
+        self.hp = hp
 
     @classmethod
     def from_programs(cls, bufs: Mapping[str, BufferInfo], programs: Mapping[int, Sequence[Any]]) -> KernelAttrs:
@@ -193,11 +198,11 @@ class KernelAttrs:
 
     @classmethod
     def for_plan(cls, pplan: PPlanOp, bufs: Mapping[str, BufferInfo], abi: Mapping[str, Any] | None) -> KernelAttrs:
-        """The runtime stage programs rebuilt for the model kernel ABI ``abi`` (each stage's layer range and
-        first/last role from its portable tasks), or runtime names when ``abi`` is None.
+        """The attributes the model kernel ABI ``abi`` gives (each stage's layer range, from its portable tasks,
+        checked for the ABI), or runtime names when ``abi`` is None.
 
         Raises:
-            PassFailedException: a stage whose program cannot be built for the ABI."""
+            PassFailedException: a stage whose layer range the model ABI has no stage program for."""
         if abi is None:
             return cls(bufs, None)
         from pipeplan.transforms.convert_cplan_to_vmachine import hparams_of
@@ -206,32 +211,38 @@ class KernelAttrs:
         per_stage: dict[int, list[TaskOp]] = {}
         for t in pplan.tasks():
             per_stage.setdefault(t.stage_index, []).append(t)
-        programs = {}
         for st, tasks in per_stage.items():
-            blocks = sorted({t.block.value.data for t in tasks if t.block.value.data >= 0})
-            first = any(t.op.data == "embedding_gather" for t in tasks)
-            last = any(t.op.data in ("last_row", "argmax") for t in tasks)
-            ls, le = (blocks[0], blocks[-1] + 1) if blocks else (0, 0)
             try:
-                programs[st] = build_stage_program(hp, ls, le, first, last, int(abi["max_seq_len"]))
-            except ProgramError as err:
-                raise PassFailedException(f"{PASS}: stage {st}: the runtime program for blocks [{ls}, {le}) cannot be "
-                                          f"built for the model ABI: {err.message}") from None
-        return cls.from_programs(bufs, programs)
+                stage_layer_range(hp, st, (t.block.value.data for t in tasks if t.block.value.data >= 0),
+                                  any(t.op.data == "embedding_gather" for t in tasks),
+                                  any(t.op.data in ("last_row", "argmax") for t in tasks), int(abi["max_seq_len"]))
+            except PipeplanError as err:
+                raise PassFailedException(f"{PASS}: {err.message}") from None
+        return cls(bufs, None, hp)
 
     def of(self, task: TaskOp) -> dict[str, Any]:
         """The attributes of ``task``'s kernel call (ATTR_DEFAULTS filled in; rms norms: ``eps``), or
-        ``"$<attr>"`` names. Raises ``_Reject`` when the programs have no call writing the task's output."""
+        ``"$<attr>"`` names. Raises ``_Reject`` when the ABI cannot serve the call (or the given calls have
+        none writing the task's output)."""
         op = task.op.data
         want = dict(ATTR_DEFAULTS.get(op, {}))
         if op in ("rms_norm", "head_rms_norm"):
             want["eps"] = None
-        if self.calls is None:
+        if self.calls is None and self.hp is None:
             return {k: f"${k}" for k in want}
         out = self._bufs[task.writes()[0]].origin.split(":", 1)[-1]
-        call = self.calls.get((task.stage_index, op, out))
-        if call is None:
-            raise _Reject(f"{op} -> {out}, which is not a call of the runtime stage program for the model ABI")
+        call: Mapping[str, Any] | None
+        if self.hp is not None:
+            blk = task.block.value.data
+            try:
+                call = call_attrs(self.hp, op, None if blk < 0 else blk, out)
+            except ProgramError as err:
+                raise _Reject(f"{op} -> {out}, which is not a call the model ABI can serve ({err.message})") from None
+        else:
+            assert self.calls is not None
+            call = self.calls.get((task.stage_index, op, out))
+            if call is None:
+                raise _Reject(f"{op} -> {out}, which is not a call of the runtime stage program for the model ABI")
         got = {k: call.get(k, v) for k, v in want.items()}
         if got.get("eps", 0.0) is None:
             raise _Reject(f"{op} -> {out}: the stage program's call has no eps")
@@ -401,7 +412,7 @@ class Lowering:
     signal: dict[str, SSAValue] = field(default_factory=dict)
 
 
-class LowerCommand(RewritePattern):
+class LowerCommand(LowerPlacedCommand):
     """``cplan.command`` placed in its ``tmachine.stream`` -> its one instruction (module table), 1:1: the
     command's alloc operands become the program's buffer values, its dependencies on commands of other streams
     ``waits`` tokens, and it signals its own token when another stream waits for it. Commands outside a
@@ -409,29 +420,20 @@ class LowerCommand(RewritePattern):
 
     Raises PassFailedException (from :func:`lower_command`, or a command whose task the portable plan lacks)."""
 
+    container = StreamOp
+
     def __init__(self, env: Lowering):
+        super().__init__()
         self.env = env
 
-    @op_type_rewrite_pattern
-    def match_and_rewrite(self, op: CommandOp, rewriter: PatternRewriter) -> None:
-        if not isinstance(op.parent_op(), StreamOp):
-            return
+    def lower(self, op: CommandOp) -> Operation:
         env, cid = self.env, op.id.data
         task = env.tasks.get(op.task.data)
         if task is None:
             raise PassFailedException(f"{PASS}: concrete command {cid} names task @{op.task.data}, which the "
                                       "portable plan does not hold (run convert-pplan-to-cplan{keep_source=true})")
         sync = Sync(env.values, env.waits.get(cid, ()), env.signal.get(cid), task.step_name)
-        ins = lower_command(op, task, env.bufs, env.attrs, sync, env.sizes, env.interpret)
-        rewriter.replace(op, ins, new_results=[None])  # its timepoint: no uses left (place_commands)
-
-
-_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_.$-]*$")
-
-
-def _hint(name: str) -> str | None:
-    """A printable SSA name hint of an id (None when the id has characters a name cannot hold)."""
-    return name if _NAME.match(name) else None
+        return lower_command(op, task, env.bufs, env.attrs, sync, env.sizes, env.interpret)
 
 
 def place_commands(plan: PlanOp, pplan: PPlanOp, abi: Mapping[str, Any] | None = None, interpret: bool = False
@@ -446,16 +448,15 @@ def place_commands(plan: PlanOp, pplan: PPlanOp, abi: Mapping[str, Any] | None =
     Raises:
         PassFailedException: wrong target or extension, an allocation whose buffer the portable plan lacks.
     """
-    value = plan_from_ir(plan)
-    if not value.target.startswith("cuda-triton"):
-        raise PassFailedException(f"{PASS}: the concrete plan targets '{value.target}', not cuda-triton")
+    if not plan.target.data.startswith("cuda-triton"):
+        raise PassFailedException(f"{PASS}: the concrete plan targets '{plan.target.data}', not cuda-triton")
     ext = [o for o in plan.body.walk() if isinstance(o, QueueScheduleOp)]
     if not ext:
         raise PassFailedException(f"{PASS}: the cuda-triton target runs queues; this plan has no cplan.queue_schedule "
                                   "extension (bind it with a queue binder)")
     bufs = {b.name: b for b in pplan.buffers()}
     env = Lowering({t.task_id: t for t in pplan.tasks()}, bufs, KernelAttrs.for_plan(pplan, bufs, abi),
-                   {a.id: a.size for a in value.allocs}, interpret)
+                   {a.id.data: a.size.value.data for a in plan.body.block.ops if isinstance(a, AllocOp)}, interpret)
     concrete = StringAttr(f"sha256:{fingerprint(plan)}")
     cmds = {o.id.data: o for o in plan.body.walk() if isinstance(o, CommandOp)}
     queues = [(q.device, q.engine, [s.data for s in q.order.data]) for q in ext[0].body.walk() if isinstance(q, QueueOp)]
@@ -463,7 +464,7 @@ def place_commands(plan: PlanOp, pplan: PPlanOp, abi: Mapping[str, Any] | None =
     decls: list[Operation] = []
     for a in (o for o in plan.body.walk() if isinstance(o, AllocOp)):
         b = _buffer(a, bufs)
-        b.result.name_hint = _hint(a.id.data.removeprefix("alloc."))
+        b.result.name_hint = hint(a.id.data.removeprefix("alloc."))
         env.values[a.id.data] = b.result
         decls.append(b)
     tokens: list[TokenOp] = []
@@ -475,7 +476,7 @@ def place_commands(plan: PlanOp, pplan: PPlanOp, abi: Mapping[str, Any] | None =
                     continue
                 if dep not in env.signal:
                     t = TokenOp.create(properties={"id": StringAttr(f"done.{dep}")}, result_types=[TokenType()])
-                    t.result.name_hint = _hint(f"done.{dep.removeprefix('cmd.')}")
+                    t.result.name_hint = hint(f"done.{dep.removeprefix('cmd.')}")
                     env.signal[dep] = t.result
                     tokens.append(t)
                 env.waits.setdefault(cid, []).append(env.signal[dep])
@@ -516,10 +517,9 @@ def lower_plan(plan: PlanOp, pplan: PPlanOp, abi: Mapping[str, Any] | None = Non
             the lineage path).
     """
     prog, env = place_commands(plan.clone(), pplan, abi, interpret)
-    PatternRewriteWalker(LowerCommand(env), apply_recursively=False).rewrite_region(prog.body)
-    left = [o for o in prog.walk() if isinstance(o, CommandOp)]
-    if left:
-        raise PassFailedException(f"{PASS}: concrete command {left[0].id.data} was not lowered")
+    left = lower_placed(prog.body, LowerCommand(env))
+    if left is not None:
+        raise PassFailedException(f"{PASS}: concrete command {left.id.data} was not lowered")
     return prog
 
 
@@ -569,7 +569,7 @@ class ConvertCplanToTritonPass(ModulePass):
             abi = None
             if self.model or any(isinstance(o, AbiOp) for o in op.ops):
                 try:
-                    abi, _ = abi_for_module(op, plan_from_ir(p), self.model)
+                    abi, _ = abi_for_module(op, p, self.model)
                 except PipeplanError as e:
                     raise PassFailedException(f"{PASS}: {e.one_line()}") from None
             prog = lower_plan(p, pplans[0], abi, self.interpret)

@@ -9,12 +9,21 @@ allocations with their offsets and sizes. Nothing else is decided here: no reord
 synchronization, no new buffers (the tests reconstruct queue order and syncs from the program and
 compare them with the plan).
 
+The pass reads the ``cplan`` ops directly and lowers in two phases (:mod:`pipeplan.transforms.machine_lowering`,
+as ``convert-cplan-to-triton``): :func:`place_commands` builds the skeleton (ABI, buffers, edges, tokens,
+stages, steps, queues with the ``signal``/``wait`` instructions) and moves each ``cplan.command`` into its
+queue, then the :class:`LowerCommand` ``RewritePattern``, driven by a ``PatternRewriteWalker``, replaces
+each placed command by its one instruction (1:1).
+
 Kernel calls take their static attributes (``eps``, rope's ``n_heads``/``head_dim``/``rope_dim``,
-``last_row``'s ``if``) from the model kernel ABI: the lowering rebuilds the runtime's stage program
-(:func:`pipeplan.runtime.program.build_stage_program`) for the ABI and the stage's layer range and
-requires a 1:1 match between the stage step's kernel commands and its calls (kernel, inputs,
-outputs) — a command without a counterpart, or a call without a command, fails machine verification
-with the full lineage path.
+``last_row``'s ``if``, ...) from the model kernel ABI's hyper-parameters through
+:func:`pipeplan.models.stage_program.kernel_attrs` -- the function the stage-program builders use -- with
+the command's block (the ``blk.<N>.`` of the buffers it names) and role (the heads its output holds); the
+runtime's stage program is not rebuilt. A kernel command the ABI cannot serve (a kernel the architecture
+does not call, a block outside the model, a rope of neither q nor k or on the wrong table, the same call
+twice in a step) fails machine verification with the full lineage path. Whether each stage step holds
+every call of its layer range is the plan's business (``cplan-verify``'s correlation with the portable
+tasks); reads before writes are machine verification's.
 
 The ABI is an explicit input: a module-level ``vmachine.abi`` op, or the ``model`` option (a GGUF
 file or model-facts TOML; ``max_seq_len`` then comes from the plan's KV-cache allocations). Without
@@ -34,7 +43,19 @@ from typing import Any
 
 from pipeplan.analysis.simulate import parse_step
 from pipeplan.dialects.carriers import build_op, i64_of, scalar_attr, string
-from pipeplan.dialects.cplan import Command, ConcretePlan, PlanOp, QueueSchedule, plan_from_ir
+from pipeplan.dialects.cplan import (
+    AllocOp,
+    CommandOp,
+    PlanOp,
+    QueueScheduleOp,
+    SlotDataflowOp,
+    SlotOp,
+    SyncOp,
+    alloc_name,
+    command_name,
+)
+from pipeplan.dialects.cplan import QueueOp as PlanQueueOp
+from pipeplan.dialects.pplan import gc_paused
 from pipeplan.dialects.vmachine import (
     ENGINE_REVISION,
     KERNEL_ABI,
@@ -62,15 +83,21 @@ from pipeplan.dialects.vmachine import (
     verify_machine,
 )
 from pipeplan.errors import PipeplanError
-from pipeplan.models.stage_program import HParams, ProgramError, build_stage_program
+from pipeplan.models.stage_program import HParams, ProgramError, rope_table
+from pipeplan.transforms.machine_lowering import (
+    LowerPlacedCommand,
+    UnsupportedPlanError,
+    block_of,
+    call_attrs,
+    hint,
+    lower_placed,
+    stage_layer_range,
+)
 from xdsl.context import Context
 from xdsl.dialects.builtin import DenseArrayBase, DictionaryAttr, ModuleOp, UnitAttr, i32
-from xdsl.ir import Attribute, Operation, SSAValue
+from xdsl.ir import Operation, SSAValue
 from xdsl.passes import ModulePass
 from xdsl.utils.exceptions import PassFailedException
-
-_BLK = re.compile(r"^blk\.(\d+)\.")
-_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_.$-]*$")
 
 
 @dataclass
@@ -98,286 +125,385 @@ def hparams_of(abi: Mapping[str, Any]):
     return HParams.from_abi(abi)
 
 
+_STEP_SOURCE = re.compile(r"^([a-z_]+)\.s(\d+)\.(.+)$")
+_WEIGHT_SOURCE = re.compile(r"^s(\d+)\.w\.(.+)$")
+_STAGE_SOURCE = re.compile(r"^s(\d+)\.(.+)$")
+
+
 def binding_name(source: str, steps: tuple[str, ...]) -> tuple[int, str, str] | None:
     """``(stage, step, name)`` of an allocation source (module docstring); stage -1 for edges."""
     if source.startswith("edge."):
         return (-1, "", source[len("edge."):])
-    m = re.match(r"^([a-z_]+)\.s(\d+)\.(.+)$", source)
+    m = _STEP_SOURCE.match(source)
     if m and m.group(1) in steps:
         return (int(m.group(2)), m.group(1), m.group(3))
-    m = re.match(r"^s(\d+)\.w\.(.+)$", source) or re.match(r"^s(\d+)\.(.+)$", source)
+    m = _WEIGHT_SOURCE.match(source) or _STAGE_SOURCE.match(source)
     if m:
         return (int(m.group(1)), "", m.group(2))
     return None
 
 
-def _path(c: Command, iid: str) -> str:
-    return f"{c.lineage} -> command {c.id} -> instruction {iid}"
+_SEGMENTS: dict[tuple[int, ...], DenseArrayBase] = {}
 
 
-def lower_plan(plan: ConcretePlan, abi: Mapping[str, Any], *, concrete: str = "",
-               timings: Mapping[str, Attribute] | None = None, verify: bool = True) -> Lowered:
-    """Lower ``plan`` for the model kernel ABI ``abi`` (module docstring); ``concrete`` is the plan's
-    digest to record, ``timings`` the ``timing`` annotation of each command id (copied onto its
-    instruction as an annotation). ``verify=False`` leaves machine verification (:func:`verify_machine`)
-    to the caller, e.g. once the program is in its module.
+def _segments(*sizes: int) -> DenseArrayBase:
+    """The ``operandSegmentSizes`` property of ``sizes`` (shared: attributes are immutable)."""
+    seg = _SEGMENTS.get(sizes)
+    if seg is None:
+        seg = _SEGMENTS[sizes] = DenseArrayBase.from_list(i32, list(sizes))
+    return seg
 
-    Raises MachineVerifyError (with the lineage path) or PipeplanError(code ``unsupported_plan``)
-    for a plan this target cannot lower (unknown step, a stage spread over devices, unknown buffer).
-    """
-    timings = timings or {}
-    cmds = {c.id: c for c in plan.commands}
+
+@dataclass
+class Lowering:
+    """What :class:`LowerCommand` needs beyond the command (built by :func:`place_commands`): the ABI's
+    hyper-parameters ``hp``; ``names`` alloc id -> ``(stage, step, binding name)``; the program's values
+    ``buffers`` (alloc id -> ``!vmachine.buffer``) and ``edges`` (edge id -> ``!vmachine.edge``);
+    ``iid`` command id -> its instruction id, ``where`` command id -> ``(step, stage)``; ``lineage``
+    instruction id -> lineage path; ``used`` the kernel calls already lowered per stage step (call key ->
+    command id); ``ids`` command id -> the alloc ids it reads and writes."""
+
+    hp: HParams
+    names: dict[str, tuple[int, str, str]]
+    buffers: dict[str, SSAValue] = field(default_factory=dict)
+    edges: dict[str, SSAValue] = field(default_factory=dict)
+    iid: dict[str, str] = field(default_factory=dict)
+    where: dict[str, tuple[str, int]] = field(default_factory=dict)
+    lineage: dict[str, str] = field(default_factory=dict)
+    used: dict[tuple, str] = field(default_factory=dict)
+    ids: dict[str, tuple[list[str], list[str]]] = field(default_factory=dict)
+
+
+def _steps(cmds: list[CommandOp]) -> dict[str, tuple[str, int]]:
     where: dict[str, tuple[str, int]] = {}
-    for c in plan.commands:
-        ps = parse_step(c.task)
+    for c in cmds:
+        ps = parse_step(c.task.data)
         if ps is None:
-            raise PipeplanError(f"command '{c.id}' ({c.lineage}): task '{c.task}' has no step", code="unsupported_plan",
-                                where=c.id)
-        where[c.id] = ps
+            raise UnsupportedPlanError(f"command '{c.id.data}' ({c.lineage.data}): task '{c.task.data}' has no step",
+                                       where=c.id.data)
+        where[c.id.data] = ps
+    return where
+
+
+def place_commands(plan: PlanOp, abi: Mapping[str, Any], concrete: str = "") -> tuple[ProgramOp, Lowering, int]:
+    """The skeleton of the ``vmachine.program`` of ``plan`` (which it consumes: pass a clone to keep it):
+    the ``vmachine.abi`` of ``abi``, one ``vmachine.buffer`` per allocation, one ``vmachine.edge`` per
+    send/recv edge, the tokens of the syncs within a step, and per stage and step one ``vmachine.queue`` per
+    plan queue holding that queue's ``cplan.command`` ops of the step (queue order) between their
+    ``wait``/``signal`` instructions; the commands' dependencies are dropped (their order is the queues', the
+    syncs are the tokens) and the plan keeps its allocations. Returns the skeleton, the :class:`Lowering`
+    that :class:`LowerCommand` needs, and the number of cross-step syncs (implied by step order).
+
+    Raises UnsupportedPlanError (module docstring)."""
+    body = list(plan.body.block.ops)
+    cmds = [o for o in body if isinstance(o, CommandOp)]
+    allocs = [o for o in body if isinstance(o, AllocOp)]
+    where = _steps(cmds)
     steps = tuple(dict.fromkeys(s for s, _ in where.values()))
-    allocs = {a.id: a for a in plan.allocs}
     names: dict[str, tuple[int, str, str]] = {}
-    for a in plan.allocs:
-        b = binding_name(a.source, steps)
+    for a in allocs:
+        b = binding_name(a.source.data, steps)
         if b is None:
-            raise PipeplanError(f"allocation '{a.id}' (source '{a.source}') has no runtime binding name",
-                                code="unsupported_plan", where=a.id)
-        names[a.id] = b
-    stages = sorted({st for _, st in where.values()})
+            raise UnsupportedPlanError(f"allocation '{a.id.data}' (source '{a.source.data}') has no runtime binding "
+                                       f"name", where=a.id.data)
+        names[a.id.data] = b
     device: dict[int, str] = {}
-    for c in plan.commands:
-        st = where[c.id][1]
-        if device.setdefault(st, c.device) != c.device:
-            raise PipeplanError(f"stage {st} has commands on devices '{device[st]}' and '{c.device}' ({c.lineage}); the "
-                                f"virtual target runs one stage per device", code="unsupported_plan", where=c.id)
+    for c in cmds:
+        st = where[c.id.data][1]
+        if device.setdefault(st, c.device.data) != c.device.data:
+            raise UnsupportedPlanError(f"stage {st} has commands on devices '{device[st]}' and '{c.device.data}' "
+                                       f"(command '{c.id.data}': {c.lineage.data}); the virtual target runs one stage per device",
+                                       where=c.id.data)
     hp = hparams_of(abi)
-    L = int(abi["max_seq_len"])
+    env = Lowering(hp, names, where=where)
 
-    def nm(aid: str) -> str:
-        return START_POS if aid == START_POS else names[aid][2]
-
-    # per stage: layer range, first/last, and the runtime's reference program
-    ref: dict[int, dict[tuple, Any]] = {}
-    ranges: dict[int, tuple[int, int]] = {}
-    for st in stages:
-        mine = [c for c in plan.commands if where[c.id][1] == st]
-        blocks = sorted({int(m.group(1)) for c in mine for a in c.reads + c.writes
-                         if a in names and (m := _BLK.match(names[a][2]))})
-        first = any(c.op == "embedding_gather" for c in mine)
-        last = any(c.op in ("last_row", "argmax") for c in mine)
-        ls, le = (blocks[0], blocks[-1] + 1) if blocks else (0, 0)
-        if blocks and blocks != list(range(ls, le)):
-            raise PipeplanError(f"stage {st} uses blocks {blocks}, not a contiguous range", code="unsupported_plan")
-        ranges[st] = (ls, le)
-        try:
-            prog = build_stage_program(hp, ls, le, first, last, L)
-        except ProgramError as err:
-            raise PipeplanError(f"stage {st}: the runtime program for blocks [{ls}, {le}) cannot be built: {err.message}",
-                                code="unsupported_plan") from None
-        ref[st] = {(k.kernel, k.inputs, k.outputs): k for k in prog}
-
-    # edges
+    # per stage: layer range (checked for the ABI); per stage step: the stage input allocation (rows)
+    blocks: dict[int, set[int]] = {}
+    first: set[int] = set()
+    last: set[int] = set()
+    gathered: set[str] = set()
     edge_rows: dict[str, dict[str, Any]] = {}
-    for c in plan.commands:
-        if c.op in ("send", "recv"):
-            eid = c.task.split(".")[3]
+    for c in cmds:
+        cid, op = c.id.data, c.op.data
+        st = where[cid][1]
+        ins, outs, after = c.groups()
+        reads, writes = [alloc_name(v) for v in ins], [alloc_name(v) for v in outs]
+        env.ids[cid] = (reads, writes)
+        if after:  # dependencies: the queue order and the tokens below
+            c.operands = [*ins, *outs]
+            c.properties["operandSegmentSizes"] = _segments(len(ins), len(outs), 0)
+        bs = blocks.setdefault(st, set())
+        for a in (*reads, *writes):
+            if a in names:
+                b = block_of((names[a][2],))
+                if b is not None:
+                    bs.add(b)
+        if op == "embedding_gather":
+            first.add(st)
+            gathered.update(reads)
+        elif op in ("last_row", "argmax"):
+            last.add(st)
+        elif op in ("send", "recv"):
+            eid = c.task.data.split(".")[3]
             e = edge_rows.setdefault(eid, {"producer": -1, "consumer": -1, "buffer": "", "link": ""})
-            e["buffer"] = (c.writes if c.op == "send" else c.reads)[0]
-            if c.op == "send":
-                e["producer"] = where[c.id][1]
-                e["link"] = c.link
+            e["buffer"] = (writes if op == "send" else reads)[0]
+            if op == "send":
+                e["producer"] = st
+                e["link"] = "" if c.link is None else c.link.data
             else:
-                e["consumer"] = where[c.id][1]
+                e["consumer"] = st
+    stages = sorted(blocks)
+    ranges = {st: stage_layer_range(hp, st, blocks[st], st in first, st in last, int(abi["max_seq_len"]))
+              for st in stages}
+    inputs: dict[tuple[int, str], AllocOp] = {}
+    for a in allocs:
+        st, sp, n = names[a.id.data]
+        if n == "input":
+            inputs.setdefault((st, sp), a)
 
-    # queues in plan order
-    if isinstance(plan.extension, QueueSchedule):
-        queues = [(q.engine, q.order) for q in plan.extension.queues]
+    # queues in plan order; syncs
+    ext = next(o for o in body if isinstance(o, QueueScheduleOp | SlotDataflowOp))
+    if isinstance(ext, QueueScheduleOp):
+        queues = [(q.engine.data, [command_name(v) for v in q.commands]) for q in ext.body.block.ops
+                  if isinstance(q, PlanQueueOp)]
     else:
-        queues = [(s.engine, s.commands) for s in plan.extension.slots]
-    syncs = [(k, s) for k, s in enumerate(plan.syncs) if s.signal in where and s.wait in where]
-    same = [(k, s) for k, s in syncs if where[s.signal][0] == where[s.wait][0]]
-    sig_after: dict[str, list[tuple[int, Any]]] = {}
-    wait_before: dict[str, list[tuple[int, Any]]] = {}
+        queues = [(s.engine.data, [command_name(v) for v in s.members]) for s in ext.body.block.ops
+                  if isinstance(s, SlotOp)]
+    syncs = [(k, (command_name(s.signal), command_name(s.wait))) for k, s in
+             enumerate(o for o in body if isinstance(o, SyncOp))]
+    syncs = [(k, s) for k, s in syncs if s[0] in where and s[1] in where]
+    same = [(k, s) for k, s in syncs if where[s[0]][0] == where[s[1]][0]]
+    sig_after: dict[str, list[tuple[int, tuple[str, str]]]] = {}
+    wait_before: dict[str, list[tuple[int, tuple[str, str]]]] = {}
     for k, s in same:
-        sig_after.setdefault(s.signal, []).append((k, s))
-        wait_before.setdefault(s.wait, []).append((k, s))
+        sig_after.setdefault(s[0], []).append((k, s))
+        wait_before.setdefault(s[1], []).append((k, s))
+    # each queue's commands per (stage, step), in queue order
+    placed: dict[tuple[int, str], list[tuple[str, list[str]]]] = {}
+    for engine, order in queues:
+        mine: dict[tuple[int, str], list[str]] = {}
+        for cid in order:
+            w = where.get(cid)
+            if w is not None:
+                mine.setdefault((w[1], w[0]), []).append(cid)
+        for key, cs in mine.items():
+            placed.setdefault(key, []).append((engine, cs))
 
-    out = Lowered(program=None)  # type: ignore[arg-type]
-    counter = [0]
-
-    def new_id() -> str:
-        i = f"i{counter[0]}"
-        counter[0] += 1
-        return i
-
-    def with_timing(op: Operation, cid: str) -> Operation:
-        t = timings.get(cid)
-        if t is not None:
-            op.attributes["timing"] = t
-        return op
+    # the plan keeps only its allocations and commands (their dependencies dropped above)
+    for o in body:
+        if isinstance(o, SyncOp | QueueScheduleOp | SlotDataflowOp):
+            o.detach()
+            o.erase()
+    cmd_of = {c.id.data: c for c in cmds}
 
     # program-level values: buffers (allocations) and edges, so they dominate every stage
     body_ops: list[Operation] = [abi_op(abi)]
-    bv: dict[str, SSAValue] = {}
-    for a in plan.allocs:
-        st, step, name = names[a.id]
+    for a in allocs:
+        aid = a.id.data
+        st, step, name = names[aid]
         b = BufferOp.create(properties={
-            "id": string(a.id), "name": string(name), "stage": i64_of(st), "step": string(step), "device": string(a.device),
-            "space": string(a.space), "offset": i64_of(a.offset), "size": i64_of(a.size), "alignment": i64_of(a.alignment),
-            "lifetime": string(a.lifetime)}, result_types=[BufferType()])
-        b.result.name_hint = _hint(a.id[len("alloc."):] if a.id.startswith("alloc.") else a.id)
-        bv[a.id] = b.result
+            "id": a.id, "name": string(name), "stage": i64_of(st), "step": string(step), "device": a.device,
+            "space": a.space, "offset": a.offset, "size": a.size, "alignment": a.alignment,
+            "lifetime": a.lifetime}, result_types=[BufferType()])
+        b.result.name_hint = hint(aid[len("alloc."):] if aid.startswith("alloc.") else aid)
+        env.buffers[aid] = b.result
         body_ops.append(b)
-    ev: dict[str, SSAValue] = {}
     for eid in sorted(edge_rows):
         e = edge_rows[eid]
-        if e["buffer"] not in bv:
-            raise PipeplanError(f"edge '{eid}': its object '{e['buffer']}' is not an allocation of the plan",
-                                code="unsupported_plan", where=eid)
-        eo = EdgeOp.create(operands=[bv[e["buffer"]]], properties={
+        if e["buffer"] not in env.buffers:
+            raise UnsupportedPlanError(f"edge '{eid}': its object '{e['buffer']}' is not an allocation of the plan",
+                                       where=eid)
+        eo = EdgeOp.create(operands=[env.buffers[e["buffer"]]], properties={
             "id": string(eid), "producer": i64_of(e["producer"]), "consumer": i64_of(e["consumer"]),
             "link": string(e["link"])}, result_types=[EdgeType()])
-        eo.result.name_hint = _hint(eid)
-        ev[eid] = eo.result
+        eo.result.name_hint = hint(eid)
+        env.edges[eid] = eo.result
         body_ops.append(eo)
 
+    counter = 0
     stage_ops: list[Operation] = []
     program_tokens: dict[int, TokenOp] = {}
     for st in stages:
-        used: dict[tuple, str] = {}
         step_ops: list[Operation] = []
         for step in steps:
-            q_ops: list[Operation] = []
             tokens: dict[int, TokenOp] = {}
 
-            def token(k: int, s: Any, tokens: dict[int, TokenOp] = tokens) -> SSAValue:
-                shared = where[s.signal][1] != where[s.wait][1]  # across stages: a program-level token
-                t = (program_tokens if shared else tokens).get(k)
+            def token(k: int, s: tuple[str, str], tokens: dict[int, TokenOp] = tokens) -> SSAValue:
+                pool = program_tokens if where[s[0]][1] != where[s[1]][1] else tokens  # across stages: program
+                t = pool.get(k)
                 if t is None:
-                    t = (program_tokens if shared else tokens)[k] = TokenOp.create(properties={"id": string(f"sync.{k}"), "signal": string(s.signal),
-                                                               "wait": string(s.wait)}, result_types=[TokenType()])
+                    t = pool[k] = TokenOp.create(properties={"id": string(f"sync.{k}"), "signal": string(s[0]),
+                                                             "wait": string(s[1])}, result_types=[TokenType()])
                     t.result.name_hint = f"sync.{k}"
                 return t.result
 
-            for engine, order in queues:
-                body: list[Operation] = []
+            q_ops: list[Operation] = []
+            for engine, order in placed.get((st, step), ()):
+                ops: list[Operation] = []
                 for cid in order:
-                    if cid not in where or where[cid] != (step, st):
-                        continue
-                    c = cmds[cid]
+                    c = cmd_of[cid]
+                    lin = c.lineage.data
                     for k, s in wait_before.get(cid, ()):
-                        iid = new_id()
-                        body.append(WaitOp.create(operands=[token(k, s)], properties={"id": string(iid)}))
-                        out.lineage[iid] = f"{c.lineage} -> command {c.id} -> wait sync.{k} from {s.signal} -> " \
-                                           f"instruction {iid}"
-                    iid = new_id()
-                    out.instruction_of[cid] = iid
-                    out.lineage[iid] = _path(c, iid)
-                    body.append(with_timing(_instruction(c, iid, nm, ref[st], used, out.lineage[iid], bv, ev), cid))
+                        iid = f"i{counter}"
+                        counter += 1
+                        ops.append(WaitOp.create(operands=[token(k, s)], properties={"id": string(iid)}))
+                        env.lineage[iid] = f"{lin} -> command {cid} -> wait sync.{k} from {s[0]} -> instruction {iid}"
+                    iid = f"i{counter}"
+                    counter += 1
+                    env.iid[cid] = iid
+                    env.lineage[iid] = f"{lin} -> command {cid} -> instruction {iid}"
+                    c.detach()
+                    ops.append(c)
                     for k, s in sig_after.get(cid, ()):
-                        sid = new_id()
-                        body.append(SignalOp.create(operands=[token(k, s)], properties={"id": string(sid)}))
-                        out.lineage[sid] = f"{c.lineage} -> command {c.id} -> signal sync.{k} to {s.wait} -> " \
-                                           f"instruction {sid}"
-                if body:
-                    q_ops.append(build_op(QueueOp, {"engine": string(engine)}, body))
+                        sid = f"i{counter}"
+                        counter += 1
+                        ops.append(SignalOp.create(operands=[token(k, s)], properties={"id": string(sid)}))
+                        env.lineage[sid] = f"{lin} -> command {cid} -> signal sync.{k} to {s[1]} -> instruction {sid}"
+                q_ops.append(build_op(QueueOp, {"engine": string(engine)}, ops))
             if not q_ops:
                 continue
-            rows = _rows(plan, step, st, allocs, names, hp.n_embd)
+            a_in = inputs.get((st, step))
+            rows = 1
+            if a_in is not None:
+                size = a_in.size.value.data
+                rows = max(1, size // 4 if a_in.id.data in gathered else size // (4 * hp.n_embd))
             step_ops.append(build_op(StepOp, {"name": string(step), "rows": i64_of(rows)},
                                      [tokens[k] for k in sorted(tokens)] + q_ops))
-            missing = [k for k in ref[st] if (step, k) not in used]
-            if missing:
-                call = missing[0]
-                raise MachineVerifyError(
-                    f"stage {st} step '{step}': the runtime stage program's call {call[0]}{list(call[1])} -> {list(call[2])} has "
-                    f"no concrete command (the plan's stage program is incomplete)", where=f"stage {st}")
         ls, le = ranges[st]
         stage_ops.append(build_op(StageOp, {"index": i64_of(st), "device": string(device[st]), "layer_start": i64_of(ls),
                                          "layer_end": i64_of(le)}, step_ops))
     body_ops += [program_tokens[k] for k in sorted(program_tokens)] + stage_ops
     prog = build_op(ProgramOp, {
-        "target": string(plan.target), "deployment": string(plan.deployment), "concrete": string(concrete),
-        "portable": string(plan.source), "binder": string(plan.binder), "engine": string(ENGINE_REVISION)}, body_ops)
+        "target": plan.target, "deployment": plan.deployment, "concrete": string(concrete),
+        "portable": plan.source, "binder": plan.binder, "engine": string(ENGINE_REVISION)}, body_ops)
     assert isinstance(prog, ProgramOp)
-    out.program = prog
-    out.cross_step_syncs = len(syncs) - len(same)
+    return prog, env, len(syncs) - len(same)
+
+
+class LowerCommand(LowerPlacedCommand):
+    """``cplan.command`` placed in its ``vmachine.queue`` -> its one instruction (``vmachine.recv``/``send``/
+    ``sample``/``kernel``), 1:1: the command's alloc operands become the program's buffer values, a kernel's
+    static attributes come from :func:`~pipeplan.models.stage_program.kernel_attrs` for the ABI with the
+    command's block and role; the command's ``timing`` annotation is copied.
+
+    Raises UnsupportedPlanError (a buffer that is not an allocation) or MachineVerifyError (unknown op, wrong
+    read/write counts, a kernel call the ABI cannot serve, the same call twice in a step), with the lineage."""
+
+    container = QueueOp
+
+    def __init__(self, env: Lowering):
+        from pipeplan.transforms.cplan_project_timing import TIMING
+
+        super().__init__()
+        self.env = env
+        self.timing = TIMING
+
+    def lower(self, op: CommandOp) -> Operation:
+        env = self.env
+        cid, kind, lin = op.id.data, op.op.data, op.lineage.data
+        iid = env.iid[cid]
+        path = env.lineage[iid]
+        reads, writes = env.ids[cid]
+
+        def buf(aid: str) -> SSAValue:
+            v = env.buffers.get(aid)
+            if v is None:
+                raise UnsupportedPlanError(f"command '{cid}' ({lin}): buffer '{aid}' is not an allocation of the plan",
+                                           where=cid)
+            return v
+
+        props = {"id": string(iid), "cmd": op.id}
+        if kind in ("recv", "send", "argmax"):
+            ends = [buf(reads[0]), buf(writes[0])]
+            if kind == "recv":
+                ins_op: Operation = RecvOp.create(operands=[env.edges[op.task.data.split(".")[3]], ends[1]],
+                                                  properties=props)
+            elif kind == "send":
+                ins_op = SendOp.create(operands=[ends[0], env.edges[op.task.data.split(".")[3]]], properties=props)
+            else:
+                ins_op = SampleOp.create(operands=ends, properties=props)
+            return self._timed(ins_op, op)
+        sig = KERNEL_ABI.get(kind)
+        if sig is None:
+            raise MachineVerifyError(f"command '{cid}': op '{kind}' has no virtual-target instruction", path=path,
+                                     where=cid)
+        if len(reads) != sig.reads or len(writes) != sig.writes:
+            raise MachineVerifyError(f"command '{cid}': kernel '{kind}' needs {sig.reads} reads and {sig.writes} "
+                                     f"writes, the command has {len(reads)} and {len(writes)}", path=path, where=cid)
+        operands = [buf(a) for a in (*reads, *writes)]
+
+        def nm(aid: str) -> str:
+            return START_POS if aid == START_POS else env.names[aid][2]
+
+        call_ins = reads + (writes if sig.inplace else []) + ([START_POS] if sig.start_pos else [])
+        call_outs = [] if sig.inplace else writes
+        key = (kind, tuple(nm(a) for a in call_ins), tuple(nm(a) for a in call_outs))
+        block = block_of((*key[1], *key[2]))
+        try:
+            attrs = call_attrs(env.hp, kind, block, key[2][0] if key[2] else "")
+        except ProgramError as err:
+            raise MachineVerifyError(f"command '{cid}': {kind}{list(key[1])} -> {list(key[2])} is not a call the model "
+                                     f"ABI can serve: {err.message}", path=path, where=cid) from None
+        if kind == "rope" and block is not None and key[1][1] != rope_table(env.hp, block):
+            raise MachineVerifyError(f"command '{cid}': rope of block {block} reads '{key[1][1]}', the model ABI's "
+                                     f"table of that block is '{rope_table(env.hp, block)}'", path=path, where=cid)
+        step, st = env.where[cid]
+        used = (st, step, key)
+        if used in env.used:
+            raise MachineVerifyError(f"command '{cid}': the call {kind}{list(key[1])} is already lowered by "
+                                     f"'{env.used[used]}'", path=path, where=cid)
+        env.used[used] = cid
+        props.update(kernel=op.op, attrs=DictionaryAttr({k: scalar_attr(v) for k, v in sorted(attrs.items())}),
+                     block=i64_of(-1 if block is None else block),
+                     operandSegmentSizes=_segments(len(reads), len(writes)))
+        if sig.start_pos:
+            props["start_pos"] = UnitAttr()
+        return self._timed(KernelOp.create(operands=operands, properties=props), op)
+
+
+    def _timed(self, ins: Operation, cmd: CommandOp) -> Operation:
+        """``ins`` with the command's ``timing`` annotation (when it has one)."""
+        t = cmd.attributes.get(self.timing)
+        if t is not None:
+            ins.attributes[self.timing] = t
+        return ins
+
+
+def lower_plan(plan: PlanOp, abi: Mapping[str, Any], *, concrete: str = "", verify: bool = True,
+               consume: bool = False) -> Lowered:
+    """Lower ``plan`` for the model kernel ABI ``abi`` (module docstring): the skeleton of
+    :func:`place_commands`, then :class:`LowerCommand` applied by a ``PatternRewriteWalker`` to every placed
+    command. ``concrete`` is the plan's digest to record; ``consume``: lower ``plan`` itself (its commands
+    move into the program) instead of a clone. ``verify=False`` leaves machine verification
+    (:func:`verify_machine`) to the caller, e.g. once the program is in its module.
+
+    Raises MachineVerifyError (with the lineage path) or UnsupportedPlanError (code ``unsupported_plan``)
+    for a plan this target cannot lower (unknown step, a stage spread over devices, unknown buffer, ...).
+    """
+    with gc_paused():  # thousands of acyclic ops: no cyclic-GC scans while they are built
+        prog, env, cross = place_commands(plan if consume else plan.clone(), abi, concrete)
+        left = lower_placed(prog.body, LowerCommand(env))
+    if left is not None:
+        raise MachineVerifyError(f"command '{left.id.data}' was not lowered", where=left.id.data)
+    out = Lowered(prog, env.lineage, {c: i for c, i in env.iid.items()}, cross)
     if verify:
-        verify_machine(prog, out.lineage)
+        with gc_paused():
+            verify_machine(prog, out.lineage)
     return out
 
 
-def _rows(plan: ConcretePlan, step: str, stage: int, allocs, names, n_embd: int) -> int:
-    """Rows a step's buffers hold: from the stage's input allocation (token ids i32 ``[T]`` on the
-    first stage, activations f32 ``[T, D]`` elsewhere)."""
-    for aid, (st, sp, name) in names.items():
-        if st == stage and sp == step and name == "input":
-            size = allocs[aid].size
-            first = any(c.op == "embedding_gather" and aid in c.reads for c in plan.commands)
-            return max(1, size // 4 if first else size // (4 * n_embd))
-    return 1
-
-
-def _hint(name: str) -> str | None:
-    """A printable SSA name hint of an id (None when the id has characters a name cannot hold)."""
-    return name if _NAME.match(name) else None
-
-
-def _instruction(c: Command, iid: str, nm, ref: dict[tuple, Any], used: dict[tuple, str], path: str,
-                 bv: Mapping[str, SSAValue], ev: Mapping[str, SSAValue]) -> Operation:
-    step = parse_step(c.task)[0]  # type: ignore[index]
-
-    def buf(aid: str) -> SSAValue:
-        v = bv.get(aid)
-        if v is None:
-            raise PipeplanError(f"command '{c.id}' ({c.lineage}): buffer '{aid}' is not an allocation of the plan",
-                                code="unsupported_plan", where=c.id)
-        return v
-
-    props = {"id": string(iid), "cmd": string(c.id)}
-    if c.op == "recv":
-        return RecvOp.create(operands=[ev[c.task.split(".")[3]], buf(c.writes[0])], properties=props)
-    if c.op == "send":
-        return SendOp.create(operands=[buf(c.reads[0]), ev[c.task.split(".")[3]]], properties=props)
-    if c.op == "argmax":
-        return SampleOp.create(operands=[buf(c.reads[0]), buf(c.writes[0])], properties=props)
-    sig = KERNEL_ABI.get(c.op)
-    if sig is None:
-        raise MachineVerifyError(f"command '{c.id}': op '{c.op}' has no virtual-target instruction", path=path,
-                                 where=c.id)
-    if len(c.reads) != sig.reads or len(c.writes) != sig.writes:
-        raise MachineVerifyError(f"command '{c.id}': kernel '{c.op}' needs {sig.reads} reads and {sig.writes} writes, "
-                                 f"the command has {len(c.reads)} and {len(c.writes)}", path=path, where=c.id)
-    ins = list(c.reads) + (list(c.writes) if sig.inplace else []) + ([START_POS] if sig.start_pos else [])
-    outs = [] if sig.inplace else list(c.writes)
-    key = (c.op, tuple(nm(a) for a in ins), tuple(nm(a) for a in outs))
-    call = ref.get(key)
-    if call is None:
-        raise MachineVerifyError(f"command '{c.id}': {c.op}{list(key[1])} -> {list(key[2])} is not a call of the "
-                                 f"runtime stage program for this ABI", path=path, where=c.id)
-    if (step, key) in used:
-        raise MachineVerifyError(f"command '{c.id}': the runtime call {c.op}{list(key[1])} is already lowered by "
-                                 f"'{used[(step, key)]}'", path=path, where=c.id)
-    used[(step, key)] = c.id
-    attrs = DictionaryAttr({k: scalar_attr(v) for k, v in sorted(call.attrs.items())})
-    props.update(kernel=string(c.op), attrs=attrs, block=i64_of(-1 if call.block is None else call.block),
-                 operandSegmentSizes=DenseArrayBase.from_list(i32, [len(c.reads), len(c.writes)]))
-    if sig.start_pos:
-        props["start_pos"] = UnitAttr()
-    return KernelOp.create(operands=[buf(a) for a in (*c.reads, *c.writes)], properties=props)
-
-
-def _max_seq_len_from_plan(plan: ConcretePlan, abi_partial: Mapping[str, Any]) -> int:
+def _max_seq_len_from_plan(plan: PlanOp, abi_partial: Mapping[str, Any]) -> int:
     hd = abi_partial.get("n_embd_head_k") or abi_partial["n_embd"] // abi_partial["n_head"]
-    for a in plan.allocs:
-        if a.lifetime == "kv" and a.source.endswith("cache_k"):
-            return a.size // (abi_partial["n_head_kv"] * hd * 4)
+    for a in plan.body.block.ops:
+        if isinstance(a, AllocOp) and a.lifetime.data == "kv" and a.source.data.endswith("cache_k"):
+            return a.size.value.data // (abi_partial["n_head_kv"] * hd * 4)
     raise PipeplanError("the plan has no KV-cache allocation to derive max_seq_len from", code="missing_binding")
 
 
-def abi_for_module(module: ModuleOp, plan: ConcretePlan, model: str = "") -> tuple[dict[str, Any], AbiOp | None]:
+def abi_for_module(module: ModuleOp, plan: PlanOp, model: str = "") -> tuple[dict[str, Any], AbiOp | None]:
     """The ABI input: a module-level ``vmachine.abi`` op (returned too, to be consumed), else the
-    ``model`` file's facts. Raises PipeplanError(missing_binding) when neither is given."""
+    ``model`` file's facts (``max_seq_len`` from ``plan``'s KV-cache allocations). Raises
+    PipeplanError(missing_binding) when neither is given."""
     ops = [o for o in module.ops if isinstance(o, AbiOp)]
     if ops:
         a = ops[0]
@@ -407,7 +533,8 @@ class ConvertCplanToVmachinePass(ModulePass):
     Option ``model``: GGUF/facts TOML giving the ABI when the module has no ``vmachine.abi``.
 
     Errors (PassFailedException): no concrete plan, missing ABI binding, a plan this target cannot
-    lower, machine verification failure (message with the lineage path).
+    lower, machine verification failure (message with the lineage path). The lowering consumes the plan's
+    commands (no clone: the plan is replaced); a failing pass leaves no program in the module.
     """
 
     name = "convert-cplan-to-vmachine"
@@ -415,18 +542,18 @@ class ConvertCplanToVmachinePass(ModulePass):
     model: str = ""
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
-        from pipeplan.transforms.cplan_project_timing import find_cplan
+        from pipeplan.transforms.cplan_project_timing import concrete_digest, find_cplan
 
         try:
             plan_op = find_cplan(op)
-            plan = plan_from_ir(plan_op)
-            abi, abi_input = abi_for_module(op, plan, self.model)
-            low = _lower_plan_op(plan_op, plan, abi, verify=False)
+            abi, abi_input = abi_for_module(op, plan_op, self.model)
+            low = lower_plan(plan_op, abi, concrete=concrete_digest(plan_op), verify=False, consume=True)
         except PipeplanError as e:
             raise PassFailedException(f"convert-cplan-to-vmachine: {e.one_line()}") from None
         op.body.block.add_op(low.program)  # verified where it stays, so the pipeline's verify finds it verified
         try:
-            verify_machine(low.program, low.lineage)
+            with gc_paused():
+                verify_machine(low.program, low.lineage)
         except PipeplanError as e:
             low.program.detach()
             raise PassFailedException(f"convert-cplan-to-vmachine: {e.one_line()}") from None
@@ -441,17 +568,7 @@ class ConvertCplanToVmachinePass(ModulePass):
 def lower_module(module: ModuleOp, abi: Mapping[str, Any]) -> Lowered:
     """Lower the module's ``cplan.plan`` for ``abi`` without changing the module (used by the package
     emitter, which keeps the plan to compute digests). Raises PipeplanError / MachineVerifyError."""
-    from pipeplan.transforms.cplan_project_timing import find_cplan
+    from pipeplan.transforms.cplan_project_timing import concrete_digest, find_cplan
 
     plan_op: PlanOp = find_cplan(module)
-    return _lower_plan_op(plan_op, plan_from_ir(plan_op), abi)
-
-
-def _lower_plan_op(plan_op: PlanOp, plan: ConcretePlan, abi: Mapping[str, Any], verify: bool = True) -> Lowered:
-    """:func:`lower_plan` of ``plan`` (the value of ``plan_op``) with ``plan_op``'s concrete digest and
-    the timing annotations of its ops (keyed by op id). Raises PipeplanError / MachineVerifyError."""
-    from pipeplan.transforms.cplan_project_timing import TIMING, concrete_digest
-
-    timings = {o.id.data: o.attributes[TIMING] for o in plan_op.body.block.ops
-               if TIMING in o.attributes and hasattr(o, "id")}
-    return lower_plan(plan, abi, concrete=concrete_digest(plan_op), timings=timings, verify=verify)
+    return lower_plan(plan_op, abi, concrete=concrete_digest(plan_op))

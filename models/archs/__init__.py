@@ -5,8 +5,9 @@ reads beyond the common ones, its hyper-parameter reader (``<arch>.*`` keys -> :
 kernel calls of one block (its llama.cpp graph, ``llm_build_<arch>``) and the torch-order shapes of
 its block tensors. :meth:`Arch.build` wraps the blocks in the common stage skeleton (embedding gather
 on the first stage; final norm and output head on the last), so every consumer of stage programs
-(executor, ``convert-runplan-to-pplan``, ``convert-cplan-to-vmachine``, replay) covers every
-architecture by construction. A new architecture is one module plus one line in :data:`ARCHS`.
+(executor, ``convert-runplan-to-pplan``, replay) covers every architecture by construction; a call's
+static attributes come from :func:`pipeplan.models.stage_program.kernel_attrs` (the machine lowerings
+read it directly, with ``Arch.kernels`` and ``Arch.scale_q``). A new architecture is one module plus one line in :data:`ARCHS`.
 
 :func:`check_model` is the plan-time check a model must pass: a known architecture, valid
 hyper-parameters, every tensor the full-model program reads present and no tensor it would ignore.
@@ -28,6 +29,7 @@ from pipeplan.models.stage_program import (
     UnsupportedArchitectureError,
     check_stage_range,
     is_weight,
+    kernel_call,
 )
 from pipeplan.plan_types import ModelFacts
 
@@ -66,6 +68,8 @@ class Arch:
         hparams: ``ModelFacts -> HParams`` (raises InvalidHParamsError).
         block: the block builder (:data:`BlockBuilder`).
         block_weights: ``hp -> {tensor suffix: torch shape}`` of one block (``attn_q.weight`` ...).
+        kernels: the kernels its blocks call (the lowerings refuse a command of any other kernel).
+        scale_q: the graph scales Q instead of the scores (attention attr ``scale_q``; gemma3).
     """
 
     name: str
@@ -74,6 +78,8 @@ class Arch:
     hparams: Callable[[ModelFacts], HParams]
     block: BlockBuilder
     block_weights: Callable[[HParams], Mapping[str, tuple[int, ...]]]
+    kernels: frozenset[str] = frozenset()
+    scale_q: bool = False
 
     def weight_shapes(self, hp: HParams) -> dict[str, tuple[int, ...]]:
         """Torch-order shapes of every tensor the programs read, keyed by name (``token_embd.weight``,
@@ -92,11 +98,10 @@ class Arch:
 
         Raises InvalidRangeError (see ``check_stage_range``)."""
         check_stage_range(hp, layer_start, layer_end, first, last, max_seq_len)
-        emb = {"scale": hp.embd_scale} if hp.embd_scale != 1.0 else {}
         calls: list[KernelCall] = []
         h = STAGE_INPUT
         if first:
-            calls.append(KernelCall("embedding_gather", (STAGE_INPUT, "token_embd.weight"), ("h0",), emb))
+            calls.append(kernel_call(hp, "embedding_gather", (STAGE_INPUT, "token_embd.weight"), ("h0",)))
             h = "h0"
         for b in range(layer_start, layer_end):
             h_out = STAGE_OUTPUT if (b == layer_end - 1 and not last) else f"h{b + 1}"
@@ -105,12 +110,12 @@ class Arch:
         if last:
             head = "token_embd.weight" if hp.tied_embedding else "output.weight"
             calls += [
-                KernelCall("last_row", (h,), ("h_last",), {"if": "last_only"}),
-                KernelCall("rms_norm", ("h_last", "output_norm.weight"), ("h_norm",), {"eps": hp.rms_eps}),
-                KernelCall("matmul", ("h_norm", head), (STAGE_OUTPUT,)),
+                kernel_call(hp, "last_row", (h,), ("h_last",)),
+                kernel_call(hp, "rms_norm", ("h_last", "output_norm.weight"), ("h_norm",)),
+                kernel_call(hp, "matmul", ("h_norm", head), (STAGE_OUTPUT,)),
             ]
         elif layer_start == layer_end:  # first stage with no blocks: the embedding is the output
-            calls[-1] = KernelCall("embedding_gather", (STAGE_INPUT, "token_embd.weight"), (STAGE_OUTPUT,), emb)
+            calls[-1] = kernel_call(hp, "embedding_gather", (STAGE_INPUT, "token_embd.weight"), (STAGE_OUTPUT,))
         return calls
 
 

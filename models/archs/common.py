@@ -2,16 +2,15 @@
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable
 from typing import Any
 
 from pipeplan.models.stage_program import (
-    ROPE_TABLE,
-    ROPE_TABLE_SWA,
     START_POS,
     HParams,
     KernelCall,
+    kernel_call,
+    rope_table,
 )
 from pipeplan.plan_types import ModelFacts
 
@@ -50,27 +49,21 @@ def block_names(b: int) -> tuple[Callable[[str], str], Callable[[str], str]]:
     return (lambda n: f"{p}{n}.weight"), (lambda n: f"{p}{n}")
 
 
-def rope_call(hp: HParams, b: int, x: str, out: str, n_heads: int) -> KernelCall:
-    """``rope`` of block ``b`` on ``x`` (``n_heads`` heads of ``hp.head_dim``): the ``rope_table_swa``
-    table on a sliding-window layer with its own base, ``mode`` when not ``"norm"``."""
-    attrs: dict[str, Any] = {"n_heads": n_heads, "head_dim": hp.head_dim, "rope_dim": hp.rope_dim}
-    if hp.rope_mode != "norm":
-        attrs["mode"] = hp.rope_mode
-    table = ROPE_TABLE_SWA if (hp.is_swa(b) and hp.rope_base_swa > 0) else ROPE_TABLE
-    return KernelCall("rope", (x, table, START_POS), (out,), attrs, b)
+def block_calls(hp: HParams, b: int) -> Callable[[str, tuple[str, ...], tuple[str, ...]], KernelCall]:
+    """``c(kernel, inputs, outputs)``: the call of block ``b``, its attributes from
+    :func:`~pipeplan.models.stage_program.kernel_attrs` (the one source the lowerings read too)."""
+    return lambda kernel, ins, outs: kernel_call(hp, kernel, ins, outs, b)
 
 
-def attention_call(hp: HParams, b: int, q: str, ck: str, cv: str, out: str, *, scale_q: bool = False) -> KernelCall:
-    """``attention`` of block ``b``: ``scale`` when it is not ``1/sqrt(head_dim)``, ``scale_q`` when the graph
-    scales Q instead of the scores (gemma), ``window`` on a sliding-window layer."""
-    attrs: dict[str, Any] = {}
-    if hp.attn_scale and hp.attn_scale != 1.0 / math.sqrt(hp.head_dim):
-        attrs["scale"] = hp.attn_scale
-    if scale_q:
-        attrs["scale_q"] = True
-    if hp.is_swa(b):
-        attrs["window"] = hp.n_swa
-    return KernelCall("attention", (q, ck, cv, START_POS), (out,), attrs, b)
+def rope_call(hp: HParams, b: int, x: str, out: str) -> KernelCall:
+    """``rope`` of block ``b`` on ``x`` writing ``out`` (``blk.b.q`` or ``blk.b.k``: the heads it acts on), reading
+    the table of :func:`~pipeplan.models.stage_program.rope_table`."""
+    return kernel_call(hp, "rope", (x, rope_table(hp, b), START_POS), (out,), b)
+
+
+def attention_call(hp: HParams, b: int, q: str, ck: str, cv: str, out: str) -> KernelCall:
+    """``attention`` of block ``b`` (attributes: :func:`~pipeplan.models.stage_program.kernel_attrs`)."""
+    return kernel_call(hp, "attention", (q, ck, cv, START_POS), (out,), b)
 
 
 def attention_weights(hp: HParams) -> dict[str, tuple[int, ...]]:

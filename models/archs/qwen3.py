@@ -12,6 +12,7 @@ from pipeplan.models.archs.common import (
     attention_call,
     attention_weights,
     base_hparams,
+    block_calls,
     block_names,
     rope_call,
 )
@@ -27,29 +28,27 @@ def hparams(facts: ModelFacts) -> HParams:
 def block(hp: HParams, b: int, h: str, h_out: str) -> list[KernelCall]:
     """The 18 calls of qwen3 block ``b`` (module docstring)."""
     w, t = block_names(b)
-    eps = {"eps": hp.rms_eps}
-    qn = {"eps": hp.rms_eps, "n_heads": hp.n_head, "head_dim": hp.head_dim}
-    kn = {"eps": hp.rms_eps, "n_heads": hp.n_head_kv, "head_dim": hp.head_dim}
+    c = block_calls(hp, b)
     ck, cv = t("cache_k"), t("cache_v")
     return [
-        KernelCall("rms_norm", (h, w("attn_norm")), (t("attn_in"),), eps, b),
-        KernelCall("matmul", (t("attn_in"), w("attn_q")), (t("q_proj"),), {}, b),
-        KernelCall("matmul", (t("attn_in"), w("attn_k")), (t("k_proj"),), {}, b),
-        KernelCall("matmul", (t("attn_in"), w("attn_v")), (t("v"),), {}, b),
-        KernelCall("head_rms_norm", (t("q_proj"), w("attn_q_norm")), (t("q_norm"),), qn, b),
-        KernelCall("head_rms_norm", (t("k_proj"), w("attn_k_norm")), (t("k_norm"),), kn, b),
-        rope_call(hp, b, t("q_norm"), t("q"), hp.n_head),
-        rope_call(hp, b, t("k_norm"), t("k"), hp.n_head_kv),
-        KernelCall("kv_cache_write", (t("k"), t("v"), ck, cv, START_POS), (), {}, b),
+        c("rms_norm", (h, w("attn_norm")), (t("attn_in"),)),
+        c("matmul", (t("attn_in"), w("attn_q")), (t("q_proj"),)),
+        c("matmul", (t("attn_in"), w("attn_k")), (t("k_proj"),)),
+        c("matmul", (t("attn_in"), w("attn_v")), (t("v"),)),
+        c("head_rms_norm", (t("q_proj"), w("attn_q_norm")), (t("q_norm"),)),
+        c("head_rms_norm", (t("k_proj"), w("attn_k_norm")), (t("k_norm"),)),
+        rope_call(hp, b, t("q_norm"), t("q")),
+        rope_call(hp, b, t("k_norm"), t("k")),
+        c("kv_cache_write", (t("k"), t("v"), ck, cv, START_POS), ()),
         attention_call(hp, b, t("q"), ck, cv, t("attn")),
-        KernelCall("matmul", (t("attn"), w("attn_output")), (t("attn_out"),), {}, b),
-        KernelCall("add", (h, t("attn_out")), (t("h_mid"),), {}, b),
-        KernelCall("rms_norm", (t("h_mid"), w("ffn_norm")), (t("ffn_in"),), eps, b),
-        KernelCall("matmul", (t("ffn_in"), w("ffn_gate")), (t("gate"),), {}, b),
-        KernelCall("matmul", (t("ffn_in"), w("ffn_up")), (t("up"),), {}, b),
-        KernelCall("silu_mul", (t("gate"), t("up")), (t("ffn_act"),), {}, b),
-        KernelCall("matmul", (t("ffn_act"), w("ffn_down")), (t("ffn_out"),), {}, b),
-        KernelCall("add", (t("h_mid"), t("ffn_out")), (h_out,), {}, b),
+        c("matmul", (t("attn"), w("attn_output")), (t("attn_out"),)),
+        c("add", (h, t("attn_out")), (t("h_mid"),)),
+        c("rms_norm", (t("h_mid"), w("ffn_norm")), (t("ffn_in"),)),
+        c("matmul", (t("ffn_in"), w("ffn_gate")), (t("gate"),)),
+        c("matmul", (t("ffn_in"), w("ffn_up")), (t("up"),)),
+        c("silu_mul", (t("gate"), t("up")), (t("ffn_act"),)),
+        c("matmul", (t("ffn_act"), w("ffn_down")), (t("ffn_out"),)),
+        c("add", (t("h_mid"), t("ffn_out")), (h_out,)),
     ]
 
 
@@ -59,5 +58,6 @@ def block_weights(hp: HParams) -> dict[str, tuple[int, ...]]:
 
 
 ARCH = Arch(name="qwen3", source="llama.cpp llm_build_qwen3", metadata=(), hparams=hparams, block=block,
-            block_weights=block_weights)
+            block_weights=block_weights,
+            kernels=frozenset(("rms_norm", "matmul", "head_rms_norm", "rope", "kv_cache_write", "attention", "add", "silu_mul")))
 """The qwen3 architecture."""

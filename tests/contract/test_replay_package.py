@@ -17,7 +17,7 @@ from pipeplan.compiler.replay_package import (
     sha256_hex,
     verify_package,
 )
-from pipeplan.dialects.cplan import plan_from_ir
+from pipeplan.dialects.cplan import plan_from_ir, plan_to_ir
 from pipeplan.dialects.vmachine import (
     MachineVerifyError,
     QueueOp,
@@ -161,7 +161,7 @@ def test_emission_adds_no_scheduling_decision(compiled):
     that step, and the signal/wait pairs are exactly the concrete syncs within a step."""
     module, spec = compiled
     plan = plan_from_ir(find_cplan(module))
-    low = lower_plan(plan, abi_from_facts(spec.facts, spec.config.max_seq_len))
+    low = lower_plan(find_cplan(module), abi_from_facts(spec.facts, spec.config.max_seq_len))
     got: dict[tuple[str, str, str], list[str]] = {}
     pairs = set()
     cmd_count = 0
@@ -199,7 +199,7 @@ def test_machine_verification_carries_lineage(compiled):
     bad = dataclasses.replace(c, reads=("alloc.decode.s1.blk.2.ffn_in",) + c.reads[1:])
     broken = dataclasses.replace(plan, commands=plan.commands[:i] + (bad,) + plan.commands[i + 1:])
     with pytest.raises(MachineVerifyError) as ei:
-        lower_plan(broken, abi_from_facts(spec.facts, spec.config.max_seq_len))
+        lower_plan(plan_to_ir(broken), abi_from_facts(spec.facts, spec.config.max_seq_len))
     msg = ei.value.one_line()
     assert ei.value.code == "machine_verify"
     for part in ("model op blk.2.attn_q", "stage 1 block 2 (decode)", "task @decode.s1.b2.matmul.attn_q",

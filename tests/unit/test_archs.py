@@ -174,6 +174,40 @@ def test_qwen_programs(case_files):
 
 
 # --------------------------------------------------------------------------- new kernels
+def test_kernel_attrs_is_the_programs_one_source(case_files, stories_path, gemma3_path):
+    """Issue 13.4: ``kernel_attrs`` (hparams, kernel, block, role) gives every call's attributes of every
+    architecture's program, per layer (gemma3: window and local rope table on the sliding-window layers only);
+    each ``Arch.kernels`` is exactly the kernels its blocks call; a kernel the architecture does not call, a
+    block outside the model, or a head kernel without a role is refused (``unserved_kernel``)."""
+    from pipeplan.models.stage_program import (
+        STAGE_KERNELS,
+        UnservedKernelError,
+        kernel_attrs,
+        kernel_role,
+        rope_table,
+    )
+
+    for path in [stories_path, gemma3_path, *case_files.values()]:
+        hp = HParams.from_facts(read_model_facts(path))
+        prog = build_stage_program(hp, 0, hp.n_layer, True, True, 16)
+        for c in prog:
+            role = kernel_role(c.kernel, c.outputs[0] if c.outputs else "")
+            assert kernel_attrs(hp, c.kernel, c.block, role) == c.attrs, (hp.arch, c)
+            if c.kernel == "rope":
+                assert c.inputs[1] == rope_table(hp, c.block) and role in ("q", "k")
+        assert {c.kernel for c in prog if c.block is not None} == get_arch(hp.arch).kernels
+        assert {c.kernel for c in prog if c.block is None} <= set(STAGE_KERNELS)
+    g = HParams.from_facts(read_model_facts(gemma3_path))
+    assert [("window" in kernel_attrs(g, "attention", b)) for b in range(6)] == [True] * 5 + [False]
+    assert [rope_table(g, b) for b in (4, 5)] == ["rope_table_swa", "rope_table"]
+    assert kernel_attrs(g, "rope", 0, "k")["n_heads"] == g.n_head_kv != kernel_attrs(g, "rope", 0, "q")["n_heads"]
+    llama = HParams.from_facts(read_model_facts(stories_path))
+    for args in (("gelu_mul", 0, ""), ("attention", llama.n_layer, ""), ("attention", None, ""), ("rope", 0, "v")):
+        with pytest.raises(UnservedKernelError) as ei:
+            kernel_attrs(llama, *args)
+        assert ei.value.code == "unserved_kernel"
+
+
 def test_rope_neox_pairs_halves():
     """NEOX rope rotates (x[i], x[i + r/2]) by p * base^(-2i/r); dims >= r pass through."""
     x = torch.randn(3, 2 * 8, generator=torch.Generator().manual_seed(0))
