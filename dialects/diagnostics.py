@@ -286,7 +286,7 @@ def _verify_cached(op: PipeplanOp, memo: _Memo) -> int:
                 else:
                     child.verify()
                     changed = True
-    if not changed:
+    if not changed and prev is not None:
         if own is None or own == prev[1]:
             return _ATTRIBUTES if nested else _UNCHANGED
         op.__dict__.pop("_pp_verified", None)
