@@ -251,23 +251,27 @@ def _verify_key(op: Operation, memo: _Memo) -> list[object]:
     the blocks, their argument types and ops, and whether it ends its block. Attributes are immutable values
     and IR objects compare by identity, so an equal key means the same verification result. (The
     discardable attributes of an op with :attr:`PipeplanOp.ATTRIBUTE_VERIFIER` are compared apart.)"""
-    parent = op.parent_op()
-    key: list[object] = [op.parent, op.next_op is None, None if parent is None else _attrs(parent, memo),
-                         len(op.operands)]
-    for v in op.operands:
-        owner = v.owner
-        key += (v, v.type, _attrs(owner, memo) if isinstance(owner, Operation) else None)
-    key.append(len(op.results))
-    key.extend(r.type for r in op.results)
+    block = op.parent
+    parent = None if block is None or block.parent is None else block.parent.parent
+    key: list[object] = [block, op.next_op is None, None if parent is None else _attrs(parent, memo)]
+    operands = op.operands
+    if operands:
+        key.append(len(operands))
+        for v in operands:
+            owner = v.owner
+            key += (v, v.type, _attrs(owner, memo) if isinstance(owner, Operation) else None)
+    key.append(None)
+    key.extend([r.type for r in op.results])
     key.append(_attrs(op, memo))
-    key.append(len(op.successors))
-    key.extend(op.successors)
+    if op.successors:
+        key.append(len(op.successors))
+        key.extend(op.successors)
     for region in op.regions:
         key.append(region)
-        for block in region.blocks:
-            key += (block, len(block.args))
-            key.extend(a.type for a in block.args)
-            key.extend(block.ops)
+        for b in region.blocks:
+            key += (b, len(b.args))
+            key.extend([a.type for a in b.args])
+            key.extend(b.ops)
             key.append(None)
     return key
 
@@ -291,9 +295,17 @@ def verify_cached(op: PipeplanOp, memo: _Memo | None = None) -> bool:
     return _verify_cached(op, {} if memo is None else memo) != _UNCHANGED
 
 
-def _verify_cached(op: PipeplanOp, memo: _Memo) -> int:
+def verify_module(op: Operation) -> None:
+    """``op.verify()`` for a container that is no pipeplan op (``builtin.module``), cached as
+    :func:`verify_cached` caches a pipeplan op: when none of its nested ops changed, its own verifier
+    (xDSL's ``IsolatedFromAbove`` walks every nested operand) is not run again either. Raises what the
+    verifiers raise."""
+    _verify_cached(op, {})
+
+
+def _verify_cached(op: Operation, memo: _Memo) -> int:
     key = _verify_key(op, memo)
-    split = op.ATTRIBUTE_VERIFIER
+    split = getattr(op, "ATTRIBUTE_VERIFIER", False)
     own = (*op.attributes, None, *op.attributes.values()) if split else None
     prev = op.__dict__.get("_pp_verified")
     changed = prev is None or not _same(prev[0], key)
@@ -315,7 +327,7 @@ def _verify_cached(op: PipeplanOp, memo: _Memo) -> int:
             return _ATTRIBUTES if nested else _UNCHANGED
         op.__dict__.pop("_pp_verified", None)
         try:
-            op.verify_attributes_()
+            op.verify_attributes_()  # type: ignore[attr-defined]
         except VerifyException as e:
             op.emit_error(str(e), e)
         op.__dict__["_pp_verified"] = (key, own)
@@ -380,4 +392,4 @@ def parse_located(ctx: Context, text: str | bytes, name: str = "<input>", *, lin
 
 
 __all__ = ["IRVerifyError", "LocatingParser", "OP_TEXT_LIMIT", "OpPassError", "PipeplanOp", "contract_id",
-           "format_diagnostic", "located", "op_location", "op_text", "parse_located"]
+           "format_diagnostic", "located", "op_location", "op_text", "parse_located", "verify_cached", "verify_module"]

@@ -43,7 +43,7 @@ from collections.abc import Callable, Sequence
 from types import UnionType
 from typing import IO, TYPE_CHECKING, Any, NoReturn, Union, get_args, get_origin, get_type_hints
 
-from pipeplan.dialects.diagnostics import IRVerifyError, OpError, OpPassError, parse_located
+from pipeplan.dialects.diagnostics import IRVerifyError, OpError, OpPassError, parse_located, verify_module
 from pipeplan.errors import PipeplanError
 from pipeplan.files.atomic import (
     GuardedStdout,
@@ -341,12 +341,31 @@ class PipeplanOptMain(xDSLOptMain):
         except ValueError as e:  # anything check_pipeline did not foresee, still one line
             raise OptError(f"-p: {e}", code="invalid_pipeline", where=self.args.passes) from None
         self._observations = []
+        self.pipeline = dataclasses.replace(self.pipeline, callback=self._cached_verify(self.pipeline.callback))
         mode = self.args.observe or ("text" if self.args.observe_strict else None)
         if mode is not None:  # imported only when observing: plain runs do not load every dialect up front
             from pipeplan.transforms.observers import default_registry, observing_callback
 
             self.pipeline = dataclasses.replace(self.pipeline, callback=observing_callback(
                 default_registry(), self._emit_observation(mode), self.pipeline.callback))
+
+    def _cached_verify(self, inner: Callable[..., None] | None) -> Callable[..., None]:
+        """xDSL's callback between passes (``--time-passes``, ``--print-between-passes``) with its
+        ``module.verify()`` done by :func:`~pipeplan.dialects.diagnostics.verify_module` (the module's own
+        verifier skipped when nothing in it changed)."""
+        args = self.args
+
+        def callback(previous: ModulePass | None, module: ModuleOp, following: ModulePass | None) -> None:
+            if not args.disable_verify:
+                verify_module(module)
+            if inner is not None:
+                saved, args.disable_verify = args.disable_verify, True
+                try:
+                    inner(previous, module, following)
+                finally:
+                    args.disable_verify = saved
+
+        return callback
 
     def _emit_observation(self, mode: str) -> Callable[[Observation], None]:
         def emit(obs: Observation) -> None:

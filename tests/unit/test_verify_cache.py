@@ -167,3 +167,21 @@ def test_attribute_change_reruns_only_the_attribute_checks(pplan_module, monkeyp
     with pytest.raises(VerifyException, match=r"AB-R-6"):
         pplan_module.verify()
     assert ran == ["pplan.task"]
+
+
+def test_module_verifier_reruns_only_after_a_change(module, monkeypatch):
+    """``pipeplan-opt``'s verify between passes (verify_module): the module's own verifier (IsolatedFromAbove
+    walks every operand) is skipped while nothing in it changed, and a changed stage still fails (RP-AR-1)."""
+    from pipeplan.dialects.diagnostics import verify_module
+    from xdsl.dialects.builtin import ModuleOp
+
+    ran: list[ModuleOp] = []
+    inner = ModuleOp.verify_
+    monkeypatch.setattr(ModuleOp, "verify_", lambda self: (ran.append(self), inner(self))[1])
+    verify_module(module)
+    verify_module(module)
+    assert len(ran) == 1
+    s1 = _ops(module, runplan.StageOp)[1]
+    s1.properties["node_id"] = StringAttr("n9")
+    with pytest.raises(VerifyException, match=r"RP-AR-1"):
+        verify_module(module)
