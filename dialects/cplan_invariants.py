@@ -419,14 +419,23 @@ def _core(cx: _Ctx) -> list[Violation]:
     return check_s1(cx) + s2 + check_s3(cx) + check_s4(cx, anc) + check_s5(cx, anc) + check_s6(cx) + check_s7(cx)
 
 
+def _core_of(plan: ConcretePlan, cx: _Ctx | None = None) -> list[Violation]:
+    """:func:`_core` of ``plan``, computed once per plan value (a frozen dataclass: kept in its ``__dict__``,
+    outside its fields): the op verifier, ``cplan-verify`` and the lowering check the same plan."""
+    cached = plan.__dict__.get("_pp_core")
+    if cached is None:
+        cached = plan.__dict__["_pp_core"] = tuple(_core(cx if cx is not None else _Ctx(plan)))
+    return list(cached)
+
+
 def check_ir_invariants(plan: ConcretePlan) -> list[Violation]:
     """The violations of AB-S-1..7 a plan read from IR can have (its references are SSA uses, closed by
     construction), in invariant order: what ``cplan.plan``'s verifier checks on parse."""
-    return _core(_Ctx(plan))
+    return _core_of(plan)
 
 
 def check_invariants(plan: ConcretePlan) -> list[Violation]:
     """All violations of AB-S-1..7 of a value-form plan, references (:func:`check_references`) included, in
     invariant order (empty when the plan is sound)."""
     cx = _Ctx(plan)
-    return sorted(check_references(cx) + _core(cx), key=lambda v: v.invariant)
+    return sorted(check_references(cx) + _core_of(plan, cx), key=lambda v: v.invariant)

@@ -19,17 +19,41 @@ from __future__ import annotations
 import io
 import re
 from collections.abc import Mapping, Sequence
-from typing import NoReturn, Self, cast
+from typing import ClassVar, NoReturn, Self, cast
 
 from pipeplan.dialects.parsing import FastParser
 from pipeplan.errors import PipeplanError
 from xdsl.context import Context
-from xdsl.dialects.builtin import FileLineColLoc, IntAttr, LocationAttr, StringAttr, UnknownLoc
+from xdsl.dialects.builtin import (
+    DenseArrayBase,
+    FileLineColLoc,
+    IntAttr,
+    LocationAttr,
+    StringAttr,
+    UnknownLoc,
+)
 from xdsl.ir import Attribute, Block, Operation, Region, SSAValue
 from xdsl.irdl import IRDLOperation
 from xdsl.printer import Printer
 from xdsl.traits import NoTerminator
 from xdsl.utils.exceptions import PassFailedException, VerifyException
+
+_xdsl_get_values = DenseArrayBase.get_values
+
+
+def _dense_values(self: DenseArrayBase) -> tuple[int, ...] | tuple[float, ...]:
+    """``DenseArrayBase.get_values`` decoded once per attribute (attributes are immutable; the tuple is
+    kept in the instance's ``__dict__``, outside its fields, equality and hash). Every access of a variadic
+    operand group of an op with ``operandSegmentSizes`` (``pplan.task``, ``cplan.command``) and every IRDL
+    verification of one decodes the segment sizes: a 70B-shaped pipeline did so ~280,000 times (~2 us each)."""
+    d = self.__dict__
+    v = d.get("_pp_values")
+    if v is None:
+        v = d["_pp_values"] = _xdsl_get_values(self)  # type: ignore[arg-type]
+    return v
+
+
+DenseArrayBase.get_values = _dense_values  # type: ignore[method-assign, assignment]
 
 OP_TEXT_LIMIT = 160
 """Characters of an op's text shown in a diagnostic (longer text ends with ``...``)."""
@@ -181,6 +205,15 @@ class PipeplanOp(IRDLOperation):
         return super().build(operands=operands, result_types=result_types, attributes=attributes,
                              properties=cls._declared_order(properties), successors=successors, regions=regions)
 
+    ATTRIBUTE_VERIFIER: ClassVar[bool] = False
+    """True where the op's discardable attributes (``op.attributes``) are read by no verifier but the op's
+    own :meth:`verify_attributes_` (not by the rest of its ``verify_``, its IRDL definition, which then
+    declares no attribute, or its traits; nor by any other op's verifier): then a change of only those
+    attributes re-runs :meth:`verify_attributes_` alone (:func:`verify_cached`)."""
+
+    def verify_attributes_(self) -> None:
+        """The checks of the op's discardable attributes (see :attr:`ATTRIBUTE_VERIFIER`); part of ``verify_``."""
+
     def verify(self, verify_nested_ops: bool = True) -> None:
         """xDSL's op verification (structure, IRDL constraints, ``verify_``), with a subtree that has not
         changed since it last verified skipped (:func:`verify_cached`)."""
@@ -199,34 +232,46 @@ _Memo = dict[Operation, tuple[object, ...]]
 
 
 def _attrs(op: Operation, memo: _Memo) -> tuple[object, ...]:
-    """``op``'s properties and attributes (values), computed once per verification walk."""
+    """What other ops' verification may read of ``op``'s attributes: its properties and discardable
+    attributes (names and values), the properties alone for an op whose
+    :attr:`PipeplanOp.ATTRIBUTE_VERIFIER` is set; computed once per verification walk."""
     t = memo.get(op)
     if t is None:
-        t = memo[op] = (*op.properties.values(), None, *op.attributes.values())
+        attrs = op.attributes
+        if not attrs or getattr(op, "ATTRIBUTE_VERIFIER", False):
+            t = memo[op] = tuple(op.properties.values())
+        else:
+            t = memo[op] = (*op.properties.values(), None, *attrs, None, *attrs.values())
     return t
 
 
 def _verify_key(op: Operation, memo: _Memo) -> list[object]:
     """What an op's verification reads, as a flat list: its parent block and the parent op's attributes, its
     operands, their types and defining ops' attributes, result types, attributes, successors, and per region
-    the blocks, their argument types and ops. Attributes are immutable values and IR objects compare by
-    identity, so an equal key means the same verification result."""
-    parent = op.parent_op()
-    key: list[object] = [op.parent, None if parent is None else _attrs(parent, memo), len(op.operands)]
-    for v in op.operands:
-        owner = v.owner
-        key += (v, v.type, _attrs(owner, memo) if isinstance(owner, Operation) else None)
-    key.append(len(op.results))
-    key.extend(r.type for r in op.results)
+    the blocks, their argument types and ops, and whether it ends its block. Attributes are immutable values
+    and IR objects compare by identity, so an equal key means the same verification result. (The
+    discardable attributes of an op with :attr:`PipeplanOp.ATTRIBUTE_VERIFIER` are compared apart.)"""
+    block = op.parent
+    parent = None if block is None or block.parent is None else block.parent.parent
+    key: list[object] = [block, op.next_op is None, None if parent is None else _attrs(parent, memo)]
+    operands = op.operands
+    if operands:
+        key.append(len(operands))
+        for v in operands:
+            owner = v.owner
+            key += (v, v.type, _attrs(owner, memo) if isinstance(owner, Operation) else None)
+    key.append(None)
+    key.extend([r.type for r in op.results])
     key.append(_attrs(op, memo))
-    key.append(len(op.successors))
-    key.extend(op.successors)
+    if op.successors:
+        key.append(len(op.successors))
+        key.extend(op.successors)
     for region in op.regions:
         key.append(region)
-        for block in region.blocks:
-            key += (block, len(block.args))
-            key.extend(a.type for a in block.args)
-            key.extend(block.ops)
+        for b in region.blocks:
+            key += (b, len(b.args))
+            key.extend([a.type for a in b.args])
+            key.extend(b.ops)
             key.append(None)
     return key
 
@@ -235,29 +280,58 @@ def _same(a: list[object], b: list[object]) -> bool:
     return len(a) == len(b) and all(x is y or x == y for x, y in zip(a, b, strict=True))
 
 
+_UNCHANGED, _ATTRIBUTES, _VERIFIED = 0, 1, 2
+
+
 def verify_cached(op: PipeplanOp, memo: _Memo | None = None) -> bool:
     """Verify ``op`` and its nested ops as ``Operation.verify`` does, skipping each pipeplan op whose
     subtree verified before and has not changed since (same :func:`_verify_key` for it and every nested
     op). A pass pipeline verifies the whole module after each pass (``xdsl-opt``, ``mlir-opt
     -verify-each``); passes rewrite one dialect at a time, so the others re-verify in linear time without
-    re-running their verifiers. Returns whether anything was verified. Raises what the verifiers raise."""
-    if memo is None:
-        memo = {}
+    re-running their verifiers. An op whose :attr:`PipeplanOp.ATTRIBUTE_VERIFIER` is set and of which only
+    discardable attributes changed re-runs only its :meth:`PipeplanOp.verify_attributes_`, and its
+    container does not verify again for it (analysis passes annotate every task). Returns whether anything
+    was verified. Raises what the verifiers raise."""
+    return _verify_cached(op, {} if memo is None else memo) != _UNCHANGED
+
+
+def verify_module(op: Operation) -> None:
+    """``op.verify()`` for a container that is no pipeplan op (``builtin.module``), cached as
+    :func:`verify_cached` caches a pipeplan op: when none of its nested ops changed, its own verifier
+    (xDSL's ``IsolatedFromAbove`` walks every nested operand) is not run again either. Raises what the
+    verifiers raise."""
+    _verify_cached(op, {})
+
+
+def _verify_cached(op: Operation, memo: _Memo) -> int:
     key = _verify_key(op, memo)
+    split = getattr(op, "ATTRIBUTE_VERIFIER", False)
+    own = (*op.attributes, None, *op.attributes.values()) if split else None
     prev = op.__dict__.get("_pp_verified")
-    changed = prev is None or not _same(prev, key)
+    changed = prev is None or not _same(prev[0], key)
+    nested = False
     for region in op.regions:
         for block in region.blocks:
             for child in block.ops:
                 if child.parent is not block:
                     raise ValueError("Parent pointer of operation does not refer to containing block")
                 if isinstance(child, PipeplanOp):
-                    changed = verify_cached(child, memo) or changed
+                    level = _verify_cached(child, memo)
+                    changed = changed or level == _VERIFIED
+                    nested = nested or level == _ATTRIBUTES
                 else:
                     child.verify()
                     changed = True
-    if not changed:
-        return False
+    if not changed and prev is not None:
+        if own is None or own == prev[1]:
+            return _ATTRIBUTES if nested else _UNCHANGED
+        op.__dict__.pop("_pp_verified", None)
+        try:
+            op.verify_attributes_()  # type: ignore[attr-defined]
+        except VerifyException as e:
+            op.emit_error(str(e), e)
+        op.__dict__["_pp_verified"] = (key, own)
+        return _ATTRIBUTES
     op.__dict__.pop("_pp_verified", None)
     for region in op.regions:  # the structural checks Block.verify makes beside its ops'
         for block in region.blocks:
@@ -265,8 +339,8 @@ def verify_cached(op: PipeplanOp, memo: _Memo | None = None) -> bool:
                 raise VerifyException(f"Operation {op.name} contains empty block in single-block region that "
                                       "expects at least a terminator")
     Operation.verify(op, verify_nested_ops=False)
-    op.__dict__["_pp_verified"] = key
-    return True
+    op.__dict__["_pp_verified"] = (key, own)
+    return _VERIFIED
 
 
 class LocatingParser(FastParser):
@@ -318,4 +392,4 @@ def parse_located(ctx: Context, text: str | bytes, name: str = "<input>", *, lin
 
 
 __all__ = ["IRVerifyError", "LocatingParser", "OP_TEXT_LIMIT", "OpPassError", "PipeplanOp", "contract_id",
-           "format_diagnostic", "located", "op_location", "op_text", "parse_located"]
+           "format_diagnostic", "located", "op_location", "op_text", "parse_located", "verify_cached", "verify_module"]

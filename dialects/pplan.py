@@ -808,6 +808,11 @@ class TaskOp(PipeplanOp):
             props["token"] = UnitAttr()
         return cls.create(operands=[*ins, *updates, *after], result_types=types, properties=props, attributes=attrs)
 
+    ATTRIBUTE_VERIFIER: ClassVar[bool] = True  # verify_ reads pplan.candidates/pplan.costs only in verify_attributes_
+
+    def verify_attributes_(self) -> None:
+        self._verify_analysis(f"task {self.task.data!r}")
+
     def _verify_analysis(self, where: str) -> None:
         cands = self.attributes.get(CANDIDATES_ATTR)
         rules: set[str] = set()

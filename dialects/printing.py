@@ -23,7 +23,16 @@ _PLAIN = re.compile(rb"[ !#-\[\]-~]*")
 
 
 class PlanPrinter(Printer):
-    """``Printer`` with a one-write fast path for string literals without escapes (same output)."""
+    """``Printer`` with a one-write fast path for string literals without escapes, and for text without a
+    newline on a text stream (one write and the column count; xDSL's ``print_string`` encodes, counts
+    newlines and dispatches per piece: ~300,000 pieces in a 1.5 MB program). Same output."""
+
+    def print_string(self, text: str, *, indent: int | None = None) -> None:
+        if self.newline == "\n" and "\n" not in text:
+            self._current_column += len(text)
+            self.stream.write(text)  # type: ignore[arg-type]
+        else:
+            super().print_string(text, indent=indent)
 
     def print_bytes_literal(self, bytestring: bytes) -> None:
         if _PLAIN.fullmatch(bytestring):

@@ -32,16 +32,18 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import difflib
+import gc
 import io
 import json
 import os
 import re
 import sys
+import traceback
 from collections.abc import Callable, Sequence
 from types import UnionType
 from typing import IO, TYPE_CHECKING, Any, NoReturn, Union, get_args, get_origin, get_type_hints
 
-from pipeplan.dialects.diagnostics import IRVerifyError, OpError, OpPassError, parse_located
+from pipeplan.dialects.diagnostics import IRVerifyError, OpError, OpPassError, parse_located, verify_module
 from pipeplan.errors import PipeplanError
 from pipeplan.files.atomic import (
     GuardedStdout,
@@ -339,12 +341,31 @@ class PipeplanOptMain(xDSLOptMain):
         except ValueError as e:  # anything check_pipeline did not foresee, still one line
             raise OptError(f"-p: {e}", code="invalid_pipeline", where=self.args.passes) from None
         self._observations = []
+        self.pipeline = dataclasses.replace(self.pipeline, callback=self._cached_verify(self.pipeline.callback))
         mode = self.args.observe or ("text" if self.args.observe_strict else None)
         if mode is not None:  # imported only when observing: plain runs do not load every dialect up front
             from pipeplan.transforms.observers import default_registry, observing_callback
 
             self.pipeline = dataclasses.replace(self.pipeline, callback=observing_callback(
                 default_registry(), self._emit_observation(mode), self.pipeline.callback))
+
+    def _cached_verify(self, inner: Callable[..., None] | None) -> Callable[..., None]:
+        """xDSL's callback between passes (``--time-passes``, ``--print-between-passes``) with its
+        ``module.verify()`` done by :func:`~pipeplan.dialects.diagnostics.verify_module` (the module's own
+        verifier skipped when nothing in it changed)."""
+        args = self.args
+
+        def callback(previous: ModulePass | None, module: ModuleOp, following: ModulePass | None) -> None:
+            if not args.disable_verify:
+                verify_module(module)
+            if inner is not None:
+                saved, args.disable_verify = args.disable_verify, True
+                try:
+                    inner(previous, module, following)
+                finally:
+                    args.disable_verify = saved
+
+        return callback
 
     def _emit_observation(self, mode: str) -> Callable[[Observation], None]:
         def emit(obs: Observation) -> None:
@@ -420,8 +441,66 @@ def coded_line(e: Exception) -> str:
     return f"error[{code}]: {text}"
 
 
-def main(argv: Sequence[str] | None = None) -> None:
+_GC_THRESHOLD = (100_000, 50, 100)
+"""Collector thresholds while ``pipeplan-opt`` runs: a plan's IR is millions of long-lived objects, which
+the default thresholds (700, 10, 10) traverse again and again (about a fifth of a 70B-shaped pipeline's
+time); young cycles are still collected."""
+
+
+def _entry_point(argv: Sequence[str] | None) -> bool:
+    """Whether this call is the process's ``pipeplan-opt`` command (the console script, no ``argv``)."""
+    return argv is None and os.path.basename(sys.argv[0]) == "pipeplan-opt"
+
+
+def main(argv: Sequence[str] | None = None, *, exit_process: bool | None = None) -> None:
     """Entry point of ``pipeplan-opt`` (``argv`` defaults to ``sys.argv[1:]``).
+
+    With ``exit_process`` (default: when called as the ``pipeplan-opt`` command, :func:`_entry_point`) the
+    process ends as soon as the output is written and the streams are flushed (``os._exit`` with the exit
+    status: freeing a large module at interpreter shutdown costs most of a second and leaves nothing to
+    do); the objects alive at start are frozen out of garbage collection. Either way the collector runs
+    with :data:`_GC_THRESHOLD` meanwhile (restored after).
+    """
+    if exit_process is None:
+        exit_process = _entry_point(argv)
+    old = gc.get_threshold()
+    if exit_process:
+        gc.freeze()
+    gc.set_threshold(*_GC_THRESHOLD)
+    code: int | str | None = 0
+    try:
+        _main(argv)
+    except SystemExit as e:
+        if not exit_process:
+            raise
+        code = e.code
+    except BaseException:  # an unexpected failure: its traceback, exit status 1 (as the interpreter would)
+        if not exit_process:
+            raise
+        traceback.print_exc()
+        code = 1
+    finally:
+        gc.set_threshold(*old)
+    if exit_process:
+        _exit_now(code)
+
+
+def _exit_now(code: int | str | None) -> NoReturn:
+    """``sys.exit(code)`` without the interpreter's shutdown: flush the streams, then ``os._exit``."""
+    if isinstance(code, str):
+        print(code, file=sys.stderr)
+        code = 1
+    for stream in (sys.stdout, sys.stderr, sys.__stdout__, sys.__stderr__):
+        try:
+            if stream is not None:
+                stream.flush()
+        except (OSError, ValueError):
+            pass
+    os._exit(0 if code is None else code)
+
+
+def _main(argv: Sequence[str] | None = None) -> None:
+    """:func:`main` proper (see there).
 
     Diagnostics (a usage error of the module docstring, a verifier or pass failure, a parse error, a typed
     pipeplan error) are printed on stderr without a Python traceback and the exit status is 1, like
@@ -477,4 +556,4 @@ def main(argv: Sequence[str] | None = None) -> None:
 
 
 if __name__ == "__main__":
-    main()
+    main(exit_process=True)

@@ -269,3 +269,23 @@ def test_list_schedule_package_on_three_stages(stories_path, tmp_path, expected_
     case = expected_cases[0]
     r = replay_package(pkg, stories_path, case["prompt"], len(case["greedy_ids"]))
     assert r.token_ids == case["greedy_ids"]
+
+
+def test_plan_value_follows_in_place_changes(stories_pplan):
+    """AB-S-1: plan_from_ir of a verified, unchanged plan is the value its verifier read (no re-read), and an
+    in-place change after that is read again (equal to a fresh parse of the changed plan's text)."""
+    from pipeplan.dialects.cplan import CommandOp, PlanOp, plan_from_ir
+    from xdsl.dialects.builtin import StringAttr
+
+    ctx = _ctx()
+    mod = parse_module(ctx, stories_pplan)
+    run_pipeline(ctx, mod, "convert-pplan-to-cplan")
+    plan = next(o for o in mod.ops if isinstance(o, PlanOp))
+    first = plan_from_ir(plan)
+    assert plan_from_ir(plan) is first
+    cmd = next(o for o in plan.walk() if isinstance(o, CommandOp))
+    cmd.properties["lineage"] = StringAttr("changed lineage")
+    after = plan_from_ir(plan)
+    assert after is not first and after.commands[0].lineage == "changed lineage"
+    fresh = next(o for o in parse_module(ctx, _text(mod)).ops if isinstance(o, PlanOp))
+    assert after == plan_from_ir(fresh)

@@ -119,3 +119,69 @@ def test_portable_digest_follows_in_place_changes(module, tmp_path):
     after = pplan.portable_digest(plan)
     assert after != before
     assert after == pplan.portable_digest(plan.clone())
+
+
+@pytest.fixture
+def pplan_module(module, tmp_path):
+    from pipeplan.api import register_pipeplan, run_pipeline
+    from xdsl.context import Context
+
+    (tmp_path / "pool.toml").write_text("".join(
+        f'[[nodes]]\nid = "n{i}"\nmemory_bytes = {1 << 30}\nbandwidth_bytes_per_s = 1.0e11\nflops_per_s = 1.0e12\n'
+        f'link_bandwidth_bytes_per_s = 1.0e9\n' for i in range(2)))
+    run_pipeline(register_pipeplan(Context()), module,
+                 f'convert-runplan-to-pplan{{pool="{tmp_path / "pool.toml"}"}},pplan-legalize{{target=virtual-queue}}')
+    module.verify()
+    return module
+
+
+def test_attribute_change_reruns_only_the_attribute_checks(pplan_module, monkeypatch):
+    """AB-I-1: a task whose candidates alone changed re-runs its candidate checks, not its structural
+    verifier nor its containers' (they read no task's discardable attributes); a bad candidate list is
+    still rejected, naming the task."""
+    from pipeplan.dialects import pplan
+    from xdsl.dialects.builtin import ArrayAttr
+
+    ran: list[str] = []
+    for cls in (pplan.TaskOp, pplan.StageOp, pplan.PlanOp):
+        inner = cls.verify_
+        monkeypatch.setattr(cls, "verify_", lambda self, inner=inner: (ran.append(self.name), inner(self)))
+    task = next(o for o in pplan_module.walk() if isinstance(o, pplan.TaskOp))
+    (cand,) = task.candidates[:1]
+    task.set_candidates([cand])
+    pplan_module.verify()
+    assert ran == []
+    task.attributes[pplan.CANDIDATES_ATTR] = ArrayAttr((cand, cand))
+    with pytest.raises(VerifyException, match=r"AB-I-1.*two candidates share rule") as e:
+        pplan_module.verify()
+    assert e.value.op is task
+    task.set_candidates([cand])
+    pplan_module.verify()
+    task.attributes["pplan.costs"] = StringAttr("x")
+    with pytest.raises(VerifyException, match=r"AB-C-1"):
+        pplan_module.verify()
+    del task.attributes["pplan.costs"]
+    pplan_module.verify()
+    task.properties["flops"] = IntegerAttr(-1, i64)  # a property change: the whole task verifies again
+    ran.clear()
+    with pytest.raises(VerifyException, match=r"AB-R-6"):
+        pplan_module.verify()
+    assert ran == ["pplan.task"]
+
+
+def test_module_verifier_reruns_only_after_a_change(module, monkeypatch):
+    """``pipeplan-opt``'s verify between passes (verify_module): the module's own verifier (IsolatedFromAbove
+    walks every operand) is skipped while nothing in it changed, and a changed stage still fails (RP-AR-1)."""
+    from pipeplan.dialects.diagnostics import verify_module
+    from xdsl.dialects.builtin import ModuleOp
+
+    ran: list[ModuleOp] = []
+    inner = ModuleOp.verify_
+    monkeypatch.setattr(ModuleOp, "verify_", lambda self: (ran.append(self), inner(self))[1])
+    verify_module(module)
+    verify_module(module)
+    assert len(ran) == 1
+    s1 = _ops(module, runplan.StageOp)[1]
+    s1.properties["node_id"] = StringAttr("n9")
+    with pytest.raises(VerifyException, match=r"RP-AR-1"):
+        verify_module(module)
