@@ -18,9 +18,10 @@ from pipeplan.runtime.program import (
     StageExecutor,
     build_stage_program,
     fuse_matmuls,
-    greedy_generate,
 )
 from pipeplan.runtime.tokenizer import SPMTokenizer
+
+from tests.executor_chain import greedy_generate
 
 MAX_SEQ = 64
 SPLITS = {
