@@ -66,6 +66,33 @@ def attention_call(hp: HParams, b: int, q: str, ck: str, cv: str, out: str) -> K
     return kernel_call(hp, "attention", (q, ck, cv, START_POS), (out,), b)
 
 
+def rope_attention_calls(hp: HParams, b: int, q: str, k: str, v: str) -> list[KernelCall]:
+    """The calls from the projected heads to ``blk.b.attn``: rope of ``q`` and ``k`` (into ``blk.b.q``/``blk.b.k``),
+    the KV-cache write of ``blk.b.k`` and ``v``, and attention (llama.cpp's ``build_attn`` after the projections)."""
+    _, t = block_names(b)
+    ck, cv = t("cache_k"), t("cache_v")
+    return [rope_call(hp, b, q, t("q")), rope_call(hp, b, k, t("k")),
+            kernel_call(hp, "kv_cache_write", (t("k"), v, ck, cv, START_POS), (), b),
+            attention_call(hp, b, t("q"), ck, cv, t("attn"))]
+
+
+def gated_ffn_calls(hp: HParams, b: int, h_mid: str, h_out: str, act: str, post_norm: str | None = None
+                    ) -> list[KernelCall]:
+    """The feed-forward half of block ``b`` from the residual ``h_mid`` to ``h_out``: ``ffn_norm``, gate and up
+    matmuls, the gated activation ``act`` (``silu_mul``/``gelu_mul``), the down matmul, the optional post norm
+    (gemma3's ``post_ffw_norm``) and the residual add."""
+    w, t = block_names(b)
+    c = block_calls(hp, b)
+    out = [c("rms_norm", (h_mid, w("ffn_norm")), (t("ffn_in"),)),
+           c("matmul", (t("ffn_in"), w("ffn_gate")), (t("gate"),)),
+           c("matmul", (t("ffn_in"), w("ffn_up")), (t("up"),)),
+           c(act, (t("gate"), t("up")), (t("ffn_act"),)),
+           c("matmul", (t("ffn_act"), w("ffn_down")), (t("ffn_out"),))]
+    if post_norm is not None:
+        out.append(c("rms_norm", (t("ffn_out"), w(post_norm)), (t("ffn_post"),)))
+    return out + [c("add", (h_mid, t("ffn_post" if post_norm is not None else "ffn_out")), (h_out,))]
+
+
 def attention_weights(hp: HParams) -> dict[str, tuple[int, ...]]:
     """Torch-order shapes of the llama-layout block tensors: norms ``[D]``, ``attn_q`` ``[H*hd_k, D]``,
     ``attn_k`` ``[Hkv*hd_k, D]``, ``attn_v`` ``[Hkv*hd_v, D]``, ``attn_output`` ``[D, H*hd_v]``,
