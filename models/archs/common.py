@@ -76,6 +76,24 @@ def rope_attention_calls(hp: HParams, b: int, q: str, k: str, v: str) -> list[Ke
             attention_call(hp, b, t("q"), ck, cv, t("attn"))]
 
 
+def attention_half_calls(hp: HParams, b: int, h: str, *, qk_norm: bool) -> list[KernelCall]:
+    """The attention half of a llama-layout block ``b`` from the residual ``h`` to ``blk.b.attn_out``: ``attn_norm``,
+    the q/k/v matmuls, with ``qk_norm`` the per-head RMS norms of q and k (qwen3, gemma3), then
+    :func:`rope_attention_calls` and the output matmul."""
+    w, t = block_names(b)
+    c = block_calls(hp, b)
+    out = [c("rms_norm", (h, w("attn_norm")), (t("attn_in"),)),
+           c("matmul", (t("attn_in"), w("attn_q")), (t("q_proj"),)),
+           c("matmul", (t("attn_in"), w("attn_k")), (t("k_proj"),)),
+           c("matmul", (t("attn_in"), w("attn_v")), (t("v"),))]
+    q, k = t("q_proj"), t("k_proj")
+    if qk_norm:
+        out += [c("head_rms_norm", (q, w("attn_q_norm")), (t("q_norm"),)),
+                c("head_rms_norm", (k, w("attn_k_norm")), (t("k_norm"),))]
+        q, k = t("q_norm"), t("k_norm")
+    return out + [*rope_attention_calls(hp, b, q, k, t("v")), c("matmul", (t("attn"), w("attn_output")), (t("attn_out"),))]
+
+
 def gated_ffn_calls(hp: HParams, b: int, h_mid: str, h_out: str, act: str, post_norm: str | None = None
                     ) -> list[KernelCall]:
     """The feed-forward half of block ``b`` from the residual ``h_mid`` to ``h_out``: ``ffn_norm``, gate and up

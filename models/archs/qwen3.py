@@ -9,12 +9,12 @@ from __future__ import annotations
 
 from pipeplan.models.archs import Arch
 from pipeplan.models.archs.common import (
+    attention_half_calls,
     attention_weights,
     base_hparams,
     block_calls,
     block_names,
     gated_ffn_calls,
-    rope_attention_calls,
 )
 from pipeplan.models.stage_program import HParams, KernelCall
 from pipeplan.plan_types import ModelFacts
@@ -30,14 +30,7 @@ def block(hp: HParams, b: int, h: str, h_out: str) -> list[KernelCall]:
     w, t = block_names(b)
     c = block_calls(hp, b)
     return [
-        c("rms_norm", (h, w("attn_norm")), (t("attn_in"),)),
-        c("matmul", (t("attn_in"), w("attn_q")), (t("q_proj"),)),
-        c("matmul", (t("attn_in"), w("attn_k")), (t("k_proj"),)),
-        c("matmul", (t("attn_in"), w("attn_v")), (t("v"),)),
-        c("head_rms_norm", (t("q_proj"), w("attn_q_norm")), (t("q_norm"),)),
-        c("head_rms_norm", (t("k_proj"), w("attn_k_norm")), (t("k_norm"),)),
-        *rope_attention_calls(hp, b, t("q_norm"), t("k_norm"), t("v")),
-        c("matmul", (t("attn"), w("attn_output")), (t("attn_out"),)),
+        *attention_half_calls(hp, b, h, qk_norm=True),
         c("add", (h, t("attn_out")), (t("h_mid"),)),
         *gated_ffn_calls(hp, b, t("h_mid"), h_out, "silu_mul"),
     ]
