@@ -254,6 +254,7 @@ class StageWorker:
         self._runs: list[tuple[str, int, list[tuple[int, float, float]]]] = []
         self._sampled: list[float] = []
         self._frames: list[tuple[Any, float, list[float], tuple[float, float]]] = []
+        self._kept = 0
 
     # ------------------------------------------------------------------ lifecycle
     def _inject(self, kind: str) -> bool:
@@ -606,13 +607,15 @@ class StageWorker:
     def _take_runs(self, step: str, slot: int, ex: Any) -> None:
         """Keep the executor's call log of this frame (split into step runs by :meth:`_flush_trace`)."""
         self._runs.append((step, slot, ex.trace))
+        self._kept += len(ex.trace)
         ex.trace = []
 
-    def _write_trace(self, t_recv: float, t_send: tuple[float, float]) -> None:
+    def _keep_frame(self, t_recv: float, t_send: tuple[float, float]) -> None:
         """Keep one DATA frame's raw times (its step runs, arrival, sampling, send) for :meth:`_flush_trace`."""
         self._frames.append((self._runs, t_recv, self._sampled, t_send))
         self._runs, self._sampled = [], []
-        if len(self._frames) >= 1024:
+        assert self._trace is not None
+        if self._kept >= self._trace.limit:
             self._flush_trace()
 
     def _flush_trace(self) -> None:
@@ -643,6 +646,7 @@ class StageWorker:
                         index += 1
                     tr.record(step, index, "send", *t_send)
         self._frames.clear()
+        self._kept = 0
         tr.flush()
 
     def _step_segments(self, frame: Frame, x: Any) -> Frame:
@@ -729,12 +733,6 @@ class StageWorker:
                     t_recv = time.perf_counter()
                     tx.announce()  # wake the consumer now: its wake-up overlaps this step's computation
                     out = self._step(frame)
-                    if self._trace is not None:
-                        t_send = time.perf_counter()
-                        if not self._send(out, stop):
-                            return self.served
-                        self._write_trace(t_recv, (t_send, time.perf_counter()))
-                        continue
                 elif frame.op == RESET:
                     slot = frame.slot
                     if not 0 <= slot < self.parallel:
@@ -757,8 +755,11 @@ class StageWorker:
                     return self.served
                 else:
                     raise RuntimeError(f"unknown frame op {frame.op} on edge {rx.edge_id}")
+                t_send = time.perf_counter()
                 if not self._send(out, stop):
                     return self.served
+                if frame.op == DATA and self._trace is not None:
+                    self._keep_frame(t_recv, (t_send, time.perf_counter()))
         except StageFault:
             raise
         except PipeplanError as e:
@@ -766,9 +767,11 @@ class StageWorker:
         except Exception as e:
             raise self._fault("runtime", f"{type(e).__name__}: {e}") from None
         finally:
-            if self._trace is not None:
-                with contextlib.suppress(OSError):  # a trace directory removed under the run: records missing
+            with contextlib.suppress(OSError):  # a trace directory removed under the run: records missing
+                if self._trace is not None:
                     self._flush_trace()
+                if self.tmachine is not None:
+                    self.tmachine.flush_traces()
 
     def run(self, transport: Transport, stop: threading.Event | Any | None = None,
             alive: Callable[[], bool] | None = None) -> bool:

@@ -21,7 +21,7 @@ Observing launches: with ``$PIPEPLAN_TMACHINE_TRACE`` set to a directory when th
 by the compiling process and carried by the stage programs, so it reaches stage processes of any backend,
 whatever environment their host was started with), every stage appends each executed instruction
 (:class:`~pipeplan.runtime.tmachine_interp.InstructionEvent` plus ``stage`` and ``slot``) as one JSON line to
-``<dir>/stage<i>.jsonl`` after each frame. ``pipeplan run --target cuda --timeline/--trace`` records the same
+``<dir>/stage<i>.jsonl`` when it stops serving (:mod:`pipeplan.runtime.trace`). ``pipeplan run --target cuda --timeline/--trace`` records the same
 way (a private directory) and turns the records into the measured TimelineBundle (:func:`measured_timeline`).
 
 Errors: RunPlanRejection(``invalid_runtime_config``) when two stages share a node (a stage runs the streams
@@ -316,6 +316,11 @@ class TMachineStage:
                 return it.buffers[op.arg_ids[0]]
         raise TMachineError("abi", f"step '{step}' of the last stage has no argmax launch (its logits)", where=step)
 
+    def flush_traces(self) -> None:
+        """Write the kept trace records (the worker calls this when it stops serving)."""
+        for t in self.traces:
+            t.flush()
+
     def reset(self, slot: int) -> None:
         """A new sequence in ``slot``: zero its KV caches."""
         self.slots[slot].reset()
@@ -326,7 +331,8 @@ class TMachineStage:
         it = self.slots[slot]
         out = it.forward(x, position)
         for t in self.traces:
-            t.flush()
+            if t.full:
+                t.flush()
         if not self.has_head:
             return out
         return self._logits[slot][it.last_step or "decode"][-1]

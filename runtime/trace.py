@@ -24,8 +24,8 @@ from typing import Any
 
 class JsonlTrace:
     """Records of one stage, kept as tuples while the stage runs and appended to ``path`` as JSON lines by
-    :meth:`flush` (the tmachine stage flushes after every frame; the CPU stage when :attr:`limit` records are
-    held and when it stops serving, so encoding stays out of the measured frames)."""
+    :meth:`flush`, which the stage calls when :attr:`full` and when it stops serving, so encoding stays out of
+    the measured frames."""
 
     limit = 65536
 

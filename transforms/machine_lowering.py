@@ -12,6 +12,7 @@ runtime's stage program.
 from __future__ import annotations
 
 import re
+from abc import abstractmethod
 from collections.abc import Iterable
 
 from pipeplan.dialects.cplan import CommandOp
@@ -95,9 +96,9 @@ class LowerPlacedCommand(RewritePattern):
 
     container: type[Operation] = Operation
 
+    @abstractmethod
     def lower(self, op: CommandOp) -> Operation:
         """The instruction of placed command ``op`` (raises the lowering's error)."""
-        raise NotImplementedError
 
     @op_type_rewrite_pattern
     def match_and_rewrite(self, op: CommandOp, rewriter: PatternRewriter) -> None:
