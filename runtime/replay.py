@@ -72,8 +72,8 @@ if TYPE_CHECKING:
 class ReplayError(PipeplanError):
     """A package the runtime cannot replay: ``code`` ``model_mismatch`` (the GGUF is not the model
     the package was compiled for), ``invalid_request`` (empty prompt, positions past max_seq_len,
-    max_tokens < 1), ``object_too_large`` (an object larger than its edge allocation),
-    ``unsupported_program`` (a stage step whose kernels are not one contiguous run)."""
+    max_tokens < 1), ``unsupported_program`` (a stage step whose kernels are not one contiguous run).
+    (An object larger than its edge allocation is the transport's ``object_too_large``, a stage fault.)"""
 
     code = "replay"
 
