@@ -257,8 +257,9 @@ def test_bad_chat_request_is_400_json(server1, body, code):
 def test_cancel_mid_stream_frees_the_slot_and_full_queue_is_429(server3):
     """Issue 14 item 2: with one request streaming and one waiting (--queue 1) a third is 429 JSON
     (queue_full); a waiting client that gives up is dropped without running; the streaming client
-    disconnecting ends its sequence after the current token (finish cancelled, far fewer than max_tokens
-    generated), and the waiting request then runs to completion."""
+    disconnecting ends its sequence after the current token (finish cancelled, fewer than max_tokens generated and
+    fewer than half the context after the disconnect, however fast decoding ran before it), and the waiting request
+    then runs to completion."""
     sched, url = server3.scheduler, server3.url
     long_body = {"prompt": PROMPT, "max_tokens": MAX_SEQ_LEN - 8, "stream": True}
     result: dict = {}
@@ -280,10 +281,12 @@ def test_cancel_mid_stream_frees_the_slot_and_full_queue_is_429(server3):
         full = _post(url, "/v1/completions", {"prompt": "Sam", "max_tokens": 4})
         assert full.status_code == 429 and full.json()["error"]["code"] == "queue_full"
         assert sched.running is running
+        at_close = len(running.token_ids)  # how far decoding got when the client disconnects (depends on speed)
     # the stream's connection is closed: the sequence ends, the waiting request runs
     t.join(120)
     assert result["r"].status_code == 200 and result["r"].json()["usage"]["completion_tokens"] == 8
-    assert running.finish_reason == "cancelled" and 1 <= len(running.token_ids) < MAX_SEQ_LEN // 2
+    assert running.finish_reason == "cancelled" and 1 <= len(running.token_ids) < running.max_tokens
+    assert len(running.token_ids) - at_close < MAX_SEQ_LEN // 2
     gave_up = [q for q in sched.finished if q.id > running.id and q.max_tokens == 4]
     assert gave_up and gave_up[-1].finish_reason == "cancelled" and gave_up[-1].token_ids == []
     assert _wait_health(url, lambda d: d["running"] == 0)["status"] == "ok"
