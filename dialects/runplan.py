@@ -634,20 +634,13 @@ class PlanOp(PipeplanOp):
     def block_count(self) -> int:
         return _int_of(self.model.block_count)
 
-    def spec(self) -> RunPlanSpec:
-        """The RunPlanSpec this plan states (tensors, stages, edges in op order).
+    def facts(self) -> ModelFacts:
+        """The ModelFacts this plan states: the ``model`` attribute and the ``runplan.tensor`` ops (op order)."""
+        return self._facts([op.info() for op in self.body.block.ops if isinstance(op, TensorOp)])
 
-        Raises VerifyException when an edge lacks a spec or an endpoint is not a stage value."""
+    def _facts(self, tensors: list[TensorInfo]) -> ModelFacts:
         m = self.model.values()
-        tensors, stages, edges = [], [], []
-        for op in self.body.block.ops:
-            if isinstance(op, TensorOp):
-                tensors.append(op.info())
-            elif isinstance(op, StageOp):
-                stages.append(op.plan())
-            elif isinstance(op, EdgeOp):
-                edges.append(op.plan())
-        facts = ModelFacts(
+        return ModelFacts(
             architecture=m["architecture"], name=m["name"], block_count=m["block_count"],
             embedding_length=m["embedding_length"], head_count=m["head_count"], head_count_kv=m["head_count_kv"],
             feed_forward_length=m["feed_forward_length"], vocab_size=m["vocab_size"],
@@ -656,6 +649,20 @@ class PlanOp(PipeplanOp):
             tensors=tuple(tensors), block_bytes=m["block_bytes"], files=m["files"], sha256=m.get("sha256"),
             key_length=m.get("key_length", 0), value_length=m.get("value_length", 0),
             arch_params=arch_params_of(m.get("arch_params"), "the plan"))
+
+    def spec(self) -> RunPlanSpec:
+        """The RunPlanSpec this plan states (tensors, stages, edges in op order).
+
+        Raises VerifyException when an edge lacks a spec or an endpoint is not a stage value."""
+        tensors, stages, edges = [], [], []
+        for op in self.body.block.ops:
+            if isinstance(op, TensorOp):
+                tensors.append(op.info())
+            elif isinstance(op, StageOp):
+                stages.append(op.plan())
+            elif isinstance(op, EdgeOp):
+                edges.append(op.plan())
+        facts = self._facts(tensors)
         return RunPlanSpec(self.sym_name.data, facts, self.config.config(), self.weights.source(),
                            tuple(stages), tuple(edges))
 
