@@ -39,6 +39,7 @@ slot ids are names from outside (``StringAttr``). The accessors ``CommandOp.read
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
+from functools import lru_cache
 
 from pipeplan.dialects.carriers import PropsInAttrDict, build_op, i64_attr, string
 from pipeplan.dialects.cplan_invariants import check_ir_invariants
@@ -584,9 +585,37 @@ def subject_op(plan: PlanOp, subject: tuple[str, int | str]) -> Operation:
 
 
 # --------------------------------------------------------------------------- value <-> IR
+_ALLOC_T = AllocType()
+_TIMEPOINT_T = TimepointType()
+_F64: dict[str, FloatAttr] = {}
+
+
+@lru_cache(maxsize=4096)
+def _segments(n_in: int, n_out: int, n_after: int) -> DenseArrayBase:
+    return DenseArrayBase.from_list(i32, [n_in, n_out, n_after])
+
+
+def _f64(v: float) -> FloatAttr:
+    """``FloatAttr(v, f64)``, one instance per value (keyed by its exact bits: ``-0.0`` is not ``0.0``)."""
+    key = float(v).hex()
+    a = _F64.get(key)
+    if a is None:
+        a = _F64[key] = FloatAttr(v, f64)
+    return a
+
+
+def _new(cls: type[Operation], operands: Sequence[SSAValue], results: Sequence[Attribute],
+         props: dict[str, Attribute]) -> Operation:
+    """An op of ``cls`` with its properties as given: the caller lists them in the op's declaration order
+    (segment sizes last), as ``create`` would store them."""
+    op = cls.__new__(cls)
+    Operation.__init__(op, operands=operands, result_types=results, properties=props)
+    return op
+
+
 def alloc_op(a: Alloc) -> AllocOp:
     """The ``cplan.alloc`` op of ``a`` (unattached)."""
-    return AllocOp.create(result_types=[AllocType()], properties={
+    return _new(AllocOp, (), (_ALLOC_T,), {  # type: ignore[return-value]
         "id": string(a.id), "source": string(a.source), "device": string(a.device), "space": string(a.space),
         "offset": i64_attr(a.offset), "size": i64_attr(a.size), "alignment": i64_attr(a.alignment),
         "lifetime": string(a.lifetime)})
@@ -601,13 +630,12 @@ def command_op(c: Command, allocs: Mapping[str, SSAValue], after: Sequence[SSAVa
         "device": string(c.device), "engine": string(c.engine), "lineage": string(c.lineage),
         "provider": string(c.provider), "status": string(c.status)}
     if c.duration is not None:
-        props["duration"] = FloatAttr(c.duration, f64)
+        props["duration"] = _f64(c.duration)
     if c.link:
         props["link"] = string(c.link)
-    return CommandOp.create(operands=[*(allocs[r] for r in c.reads), *(allocs[w] for w in c.writes), *after],
-                            result_types=[TimepointType()], properties=props | {
-                                "operandSegmentSizes": DenseArrayBase.from_list(
-                                    i32, [len(c.reads), len(c.writes), len(after)])})
+    props["operandSegmentSizes"] = _segments(len(c.reads), len(c.writes), len(after))
+    return _new(CommandOp, [*(allocs[r] for r in c.reads), *(allocs[w] for w in c.writes), *after],  # type: ignore[return-value]
+                (_TIMEPOINT_T,), props)
 
 
 def _unknown(what: str, name: str, where: str) -> CplanError:

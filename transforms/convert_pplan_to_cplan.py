@@ -74,6 +74,7 @@ from pipeplan.dialects.pplan import (
     CandidatesOp,
     CostedViewOp,
     find_plan,
+    gc_paused,
     portable_digest,
 )
 from xdsl.context import Context
@@ -476,6 +477,10 @@ class ConvertPplanToCplanPass(ModulePass):
     keep_source: bool = False
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
+        with gc_paused():  # thousands of acyclic values and ops: no cyclic-GC scans while they are built
+            self._apply(op)
+
+    def _apply(self, op: ModuleOp) -> None:
         try:
             problem = problem_from_module(op, self.risk)
             result = bind(problem, self.binder)
