@@ -23,7 +23,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from pipeplan.dialects.bindings import TargetBinding, TargetBindingOp, find_binding, require_binding
+from pipeplan.dialects.carriers import int_tuple
 from pipeplan.dialects.pplan import (
+    BufferType,
     CandidateAttr,
     CandidatesOp,
     PlanOp,
@@ -53,6 +55,42 @@ def task_requirements(t: TaskOp) -> TaskRequirements:
         alignment=t.alignment, memspace=t.memspace, collective=t.collective,
         flops=t.flops.value.data, bytes_read=t.nbytes_read, bytes_written=t.nbytes_written,
         lineage=t.lineage)
+
+
+def plan_task_requirements(plan: PlanOp) -> list[tuple[TaskOp, int, TaskRequirements]]:
+    """``(task, stage index, task_requirements(task))`` of every task of ``plan`` in program order, read in
+    one walk (each step's and stage's names once, each buffer type's dtype and alignment once)."""
+    types: dict[int, tuple[str, int]] = {}
+    out: list[tuple[TaskOp, int, TaskRequirements]] = []
+    for sp in plan.steps():
+        step = str(sp.step.data)
+        for st in sp.stages():
+            idx = st.index.value.data
+            pre = f"{step}.s{idx}."
+            for t in st.tasks():
+                tid = pre + t.task.data
+                op = str(t.op.data)
+                ins = t.ins
+                tys = []
+                for v in (*ins, *(r for r in t.outs if isinstance(r.type, BufferType))):
+                    ty = v.type
+                    got = types.get(id(ty))
+                    if got is None:
+                        assert isinstance(ty, BufferType), ty
+                        got = types[id(ty)] = (ty.dtype, ty.alignment)
+                    tys.append(got)
+                nb = int_tuple(t.bytes)
+                n = len(ins)
+                blk = t.block.value.data
+                comm = op in ("send", "recv")
+                where = f"stage {idx}" + (f" block {blk}" if blk >= 0 else "")
+                out.append((t, idx, TaskRequirements(
+                    task=tid, op=op, dtypes=tuple(x[0] for x in tys), shape=ints(t.work), layout="row_major",
+                    alignment=min(x[1] for x in tys) if tys else 1, memspace="link" if comm else "device",
+                    collective=op if comm else "none", flops=t.flops.value.data, bytes_read=sum(nb[:n]),
+                    bytes_written=sum(nb[n:]),
+                    lineage=f"model op {t.model_op.data} -> {where} ({step}) -> task @{tid}")))
+    return out
 
 
 def plan_of(module: ModuleOp, pass_name: str) -> PlanOp:
@@ -156,9 +194,9 @@ class PplanLegalizePass(ModulePass):
         plugin, bop = resolve_target(op, self.target, self.name)
         binding = TargetBinding.from_op(bop)
         cands: list[tuple[TaskOp, list[CandidateAttr]]] = []
+        made: dict[tuple, CandidateAttr] = {}
         failures: list[str] = []
-        for t in plan.tasks():
-            req = task_requirements(t)
+        for t, _, req in plan_task_requirements(plan):
             legal, rejected = legalize_task(plugin, binding, req)
             if not legal:
                 why = "; ".join(rejected) if rejected else f"none (target offers no implementation of op {req.op})"
@@ -169,7 +207,11 @@ class PplanLegalizePass(ModulePass):
             for c in legal:
                 others = [r for r in rejected if not r.startswith(c.rule.name + ":") and
                           not r.startswith(c.rule.name + " (")]
-                mine.append(candidate_attr(c, others))
+                key = (c.rule.impl, c.rule.name, c.requirements.rewrite, repr(c.resources), tuple(others))
+                a = made.get(key)  # equal candidates share one attribute (same rule, resources, reasons)
+                if a is None:
+                    a = made[key] = candidate_attr(c, others)
+                mine.append(a)
             cands.append((t, mine))
         if failures:
             more = f" (and {len(failures) - 1} more tasks)" if len(failures) > 1 else ""

@@ -45,9 +45,8 @@ from pipeplan.dialects.pplan import (
     find_plan,
     fingerprint,
     gc_paused,
-    ints,
 )
-from pipeplan.transforms.pplan_legalize import plan_of
+from pipeplan.transforms.pplan_legalize import plan_of, plan_task_requirements
 from pipeplan.transforms.pplan_select_implementations import candidates_of
 from xdsl.context import Context
 from xdsl.dialects.builtin import ModuleOp
@@ -135,27 +134,33 @@ class PplanResolveCostsPass(ModulePass):
         except EvidenceError as e:
             raise PassFailedException(f"{self.name}: {e.one_line()}") from None
         priced: list[tuple[TaskOp, list[CostAttr]]] = []
-        for t in plan.tasks():
-            if not t.candidates:
+        made: dict[tuple, CostAttr] = {}  # equal costs share one attribute (many tasks cost the same)
+        for t, stage, tr in plan_task_requirements(plan):
+            cands = t.candidates
+            if not cands:
                 continue
-            stage = t.stage_index
             try:
                 device = deployment.stage_device(stage)
             except KeyError:
                 raise PassFailedException(f"{self.name}: DeploymentBinding has no device for stage {stage} "
-                                          f"({t.lineage})") from None
+                                          f"({tr.lineage})") from None
             mine: list[CostAttr] = []
-            for c in t.candidates:
+            for c in cands:
                 req = EstimateRequest(
-                    task=t.task_id, candidate=candidate_id(t.task_id, c.rule), impl=c.impl, op=str(t.op.data),
-                    dtypes=t.dtypes(), shape=ints(t.work), flops=t.flops.value.data,
-                    bytes_read=t.nbytes_read, bytes_written=t.nbytes_written,
-                    collective=t.collective, device=device, lineage=t.lineage)
+                    task=tr.task, candidate=candidate_id(tr.task, c.rule), impl=c.impl, op=tr.op,
+                    dtypes=tr.dtypes, shape=tr.shape, flops=tr.flops,
+                    bytes_read=tr.bytes_read, bytes_written=tr.bytes_written,
+                    collective=tr.collective, device=device, lineage=tr.lineage)
                 try:
                     est, status = resolve(req, providers, policy)
                 except EvidenceError as e:
                     raise PassFailedException(f"{self.name}: {e.one_line()}") from None
-                mine.append(CostAttr(c.rule, est.duration_s, est.provider, status, est.confidence))
+                args = (c.rule, est.duration_s, est.provider, status, est.confidence)
+                key = tuple((type(a), repr(a)) for a in args)
+                ca = made.get(key)
+                if ca is None:
+                    ca = made[key] = CostAttr(*args)
+                mine.append(ca)
             priced.append((t, mine))
         for t, mine in priced:
             t.set_costs(mine)

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 from pipeplan.dialects.pplan import CandidateAttr, CandidatesOp, gc_paused
 from pipeplan.targets import Candidate, CapabilityRule, UnknownTargetError, get_target
-from pipeplan.transforms.pplan_legalize import plan_of, task_requirements
+from pipeplan.transforms.pplan_legalize import plan_of, plan_task_requirements
 from xdsl.context import Context
 from xdsl.dialects.builtin import IntegerAttr, ModuleOp, i64
 from xdsl.passes import ModulePass
@@ -55,12 +55,12 @@ class PplanSelectImplementationsPass(ModulePass):
             plugin = get_target(cands.target.data)
         except UnknownTargetError as e:
             raise PassFailedException(f"{self.name}: {e.message}") from None
-        for t in plan.tasks():
+        made: dict[tuple, CandidateAttr] = {}
+        for t, _, req in plan_task_requirements(plan):
             group = t.candidates
             if not group:
                 continue
-            task = t.task_id
-            req = task_requirements(t)
+            task = req.task
             rules: dict[str, CapabilityRule] = {r.name: r for r in plugin.capability.rules_for(req.op)}
             wrapped: list[tuple[Candidate, CandidateAttr]] = []
             for c in group:
@@ -76,6 +76,12 @@ class PplanSelectImplementationsPass(ModulePass):
             kept, dropped = ranked[: self.keep], ranked[self.keep:]
             notes = [f"{c.rule}: not selected (rank {i + self.keep} >= keep {self.keep})"
                      for i, c in enumerate(dropped)]
-            t.set_candidates([c.with_(rank=i, rejected=(*c.rejected, *notes)) for i, c in enumerate(kept)],
-                            keep_costs=True)
+            out = []
+            for i, c in enumerate(kept):
+                key = (id(c), i, tuple(notes))  # the attributes of the plan's ops stay alive: ids are unique
+                a = made.get(key)
+                if a is None:
+                    a = made[key] = c.with_(rank=i, rejected=(*c.rejected, *notes))
+                out.append(a)
+            t.set_candidates(out, keep_costs=True)
         cands.properties["selected"] = IntegerAttr(self.keep, i64)

@@ -531,3 +531,14 @@ def test_every_task_has_ssa_dataflow(ctx, base2):
     assert all(p.task_id in deps[t.task_id] for t in tasks for v in t.ins if (p := producer(v)) is not None)
     body = str(plan)
     assert "@" not in body.split("\n", 1)[1]
+
+
+def test_plan_task_requirements_equal_each_tasks_requirements(base2):
+    """AB-L-1: the one-walk reader the passes use gives, per task in program order, its stage and exactly
+    ``task_requirements(task)`` (the normalized requirements legality checks)."""
+    from pipeplan.transforms.pplan_legalize import plan_task_requirements, task_requirements
+
+    plan = find_plan(base2)
+    got = plan_task_requirements(plan)
+    assert [t for t, _, _ in got] == plan.tasks()
+    assert [(s, r) for _, s, r in got] == [(t.stage_index, task_requirements(t)) for t in plan.tasks()]
