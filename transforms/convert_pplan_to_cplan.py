@@ -31,6 +31,7 @@ exceeded; and when a cost is not covered by the risk policy (AB-S-7).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import cast
 
 from pipeplan.analysis.memplan import (
     MemoryPlan,
@@ -71,14 +72,23 @@ from pipeplan.dialects.cplan import (
 )
 from pipeplan.dialects.pplan import (
     MEMSPACES,
+    BufferInfo,
+    BufferType,
     CandidatesOp,
     CostedViewOp,
+    EdgeObjectOp,
+    KvOp,
+    TableOp,
+    TaskOp,
+    WeightOp,
     find_plan,
     gc_paused,
     portable_digest,
 )
+from pipeplan.dialects.pplan import PlanOp as PPlanOp
 from xdsl.context import Context
-from xdsl.dialects.builtin import ModuleOp
+from xdsl.dialects.builtin import DenseArrayBase, ModuleOp
+from xdsl.ir import Operation, SSAValue
 from xdsl.passes import ModulePass
 from xdsl.utils.exceptions import PassFailedException
 
@@ -354,6 +364,107 @@ def bind(p: Problem, binder: str) -> BindResult:
 
 
 # --------------------------------------------------------------------------- pplan adapter
+@dataclass(frozen=True)
+class PlanTask:
+    """One ``pplan.task`` as the adapter reads it: the op, its id, stage index, read and written buffer names
+    (``TaskOp.reads()``/``writes()``), dependencies (``PlanOp.dependencies()``) and lineage."""
+
+    op: TaskOp
+    id: str
+    stage: int
+    reads: tuple[str, ...]
+    writes: tuple[str, ...]
+    deps: tuple[str, ...]
+    lineage: str
+
+
+def read_plan(plan: PPlanOp) -> tuple[list[PlanTask], list[BufferInfo]]:
+    """The plan's tasks in program order and its buffers (``PlanOp.buffers()``'s order), in one walk: each
+    value's buffer name, declaration and producing task are found once (through stage/step results)."""
+    name: dict[SSAValue, str] = {}
+    decl: dict[SSAValue, Operation | None] = {}
+    root: dict[SSAValue, SSAValue] = {}
+    prod: dict[SSAValue, str] = {}
+    readers: dict[SSAValue, list[str]] = {}
+    buffers: list[BufferInfo] = []
+    seen: set[Operation] = set()
+    block = plan.body.block
+    for o in block.ops:
+        if isinstance(o, EdgeObjectOp | WeightOp | TableOp | KvOp):
+            v = o.results[0]
+            name[v], decl[v] = o.buffer_name, o
+            if isinstance(o, EdgeObjectOp):
+                seen.add(o)
+                buffers.append(BufferInfo(o.buffer_name, o.type, -1, o.origin_text))
+    tasks: list[PlanTask] = []
+
+    def close(region_op: Operation) -> None:  # a region's results stand for the values it yields
+        y = region_op.regions[0].block.last_op
+        assert y is not None
+        for res, yv in zip(region_op.results, y.operands):
+            root[res] = root.get(yv, yv)
+            if yv in name:
+                name[res], decl[res] = name[yv], decl[yv]
+
+    for sp in plan.steps():
+        step = str(sp.step.data)
+        for st in sp.stages():
+            idx = st.index.value.data
+            pre = f"{step}.s{idx}."
+            for t in st.tasks():
+                seg = t.properties["operandSegmentSizes"]
+                assert isinstance(seg, DenseArrayBase)
+                n_in, n_up, _ = seg.get_values()
+                operands = t.operands
+                ins, ups, after = operands[:n_in], operands[n_in:n_in + n_up], operands[n_in + n_up:]
+                me = pre + t.task.data
+                deps: dict[str, None] = {}
+                in_roots = [root.get(v, v) for v in ins]
+                for rv in in_roots:
+                    if rv in prod:
+                        deps[prod[rv]] = None
+                for v in ups:
+                    rv = root.get(v, v)
+                    if rv in prod:
+                        deps[prod[rv]] = None
+                    for x in readers.get(rv, ()):
+                        deps[x] = None
+                for v in after:
+                    rv = root.get(v, v)
+                    if rv in prod:
+                        deps[prod[rv]] = None
+                deps.pop(me, None)
+                for rv in in_roots:
+                    readers.setdefault(rv, []).append(me)
+                for v in (*ins, *ups):
+                    d = decl[v]
+                    if isinstance(d, WeightOp | TableOp | KvOp) and d not in seen:
+                        seen.add(d)
+                        buffers.append(BufferInfo(d.buffer_name, d.type, d.stage.value.data, d.origin_text))
+                written = [r for r in t.results if isinstance(r.type, BufferType)]
+                for r in t.results:
+                    prod[r] = me
+                if ups:
+                    for r, u in zip(written, ups):
+                        name[r], decl[r] = name[u], decl[u]
+                elif written:
+                    assert t.out is not None
+                    name[written[0]], decl[written[0]] = f"{pre}{t.out.data}", None
+                if t.out is not None and written:
+                    buffers.append(BufferInfo(name[written[0]], cast(BufferType, written[0].type), idx,
+                                              f"{step}:{t.out.data}"))
+                blk = t.block.value.data
+                where = f"stage {idx}" + (f" block {blk}" if blk >= 0 else "")
+                tasks.append(PlanTask(t, me, idx, tuple(name[v] for v in ins), tuple(name[r] for r in written),
+                                      tuple(deps), f"model op {t.model_op.data} -> {where} ({step}) -> task @{me}"))
+            close(st)
+        close(sp)
+    for o in block.ops:
+        if isinstance(o, WeightOp | TableOp | KvOp) and o not in seen:
+            buffers.append(BufferInfo(o.buffer_name, o.type, o.stage.value.data, o.origin_text))
+    return tasks, buffers
+
+
 def problem_from_module(module: ModuleOp, risk: str = "policy") -> Problem:
     """Read a costed ``pplan`` module into a Problem (see pipeplan.dialects.pplan/bindings).
 
@@ -401,31 +512,32 @@ def problem_from_module(module: ModuleOp, risk: str = "policy") -> Problem:
 
     engines: dict[str, list[str]] = {d.id: [] for d in db.devices}
     tasks = []
-    ptasks = plan.tasks()
-    deps = plan.dependencies()
-    for t in ptasks:
-        name = t.task_id
-        cand = t.selected_candidate()
+    ptasks, pbuffers = read_plan(plan)
+    for pt in ptasks:
+        t, name = pt.op, pt.id
+        cands = t.candidates
+        cand = next((c for c in cands if c.rank == 0), None)  # TaskOp.selected_candidate
         if cand is None:
-            raise CplanError(f"no selected implementation for {t.lineage}", code="missing_binding", where=name)
-        dev = stage_dev(t.stage_index, t.lineage)
+            raise CplanError(f"no selected implementation for {pt.lineage}", code="missing_binding", where=name)
+        dev = stage_dev(pt.stage, pt.lineage)
         eng = cand.engine
         if eng not in engines[dev]:
             engines[dev].append(eng)
         cost = t.cost_of(cand.rule) if views else None
         link = ""
-        if t.op.data == "send":
-            nxt = t.stage_index + 1
+        op_name = str(t.op.data)
+        if op_name == "send":
+            nxt = pt.stage + 1
             if nxt < len(db.stage_devices):
-                link = f"link.{dev}.{stage_dev(nxt, t.lineage)}"
-        lineage = f"{t.lineage} -> candidate {cand.impl}"
+                link = f"link.{dev}.{stage_dev(nxt, pt.lineage)}"
+        lineage = f"{pt.lineage} -> candidate {cand.impl}"
         tasks.append(TaskNode(
-            id=name, op=str(t.op.data), device=dev, engine=eng, implementation=cand.impl,
-            deps=deps[name], reads=t.reads(), writes=t.writes(),
+            id=name, op=op_name, device=dev, engine=eng, implementation=cand.impl,
+            deps=pt.deps, reads=pt.reads, writes=pt.writes,
             duration=None if cost is None else cost.duration_s,
             provider="" if cost is None else cost.evidence,
             status="missing" if cost is None else cost.status, lineage=lineage,
-            candidates=tuple(c.impl for c in t.candidates), link=link))
+            candidates=tuple(c.impl for c in cands), link=link))
     writer: dict[str, str] = {}
     reader: dict[str, str] = {}
     for tn in tasks:
@@ -434,7 +546,7 @@ def problem_from_module(module: ModuleOp, risk: str = "policy") -> Problem:
         for r in tn.reads:
             reader.setdefault(r, tn.device)
     buffers = []
-    for b in plan.buffers():
+    for b in pbuffers:
         name, st = b.name, b.stage
         if st >= 0:
             dev = stage_dev(st, f"buffer @{name}")

@@ -542,3 +542,18 @@ def test_plan_task_requirements_equal_each_tasks_requirements(base2):
     got = plan_task_requirements(plan)
     assert [t for t, _, _ in got] == plan.tasks()
     assert [(s, r) for _, s, r in got] == [(t.stage_index, task_requirements(t)) for t in plan.tasks()]
+
+
+def test_read_plan_equals_the_plan_accessors(base2, ctx):
+    """AB-S-1, AB-S-4: the adapter's one-walk reader of convert-pplan-to-cplan gives each task's id, stage,
+    read/written buffer names, dependencies and lineage, and the plan's buffers, exactly as the pplan
+    accessors do (built and parsed plans)."""
+    from pipeplan.transforms.convert_pplan_to_cplan import read_plan
+
+    for module in (base2, parse_module(ctx, str(base2))):
+        plan = find_plan(module)
+        tasks, buffers = read_plan(plan)
+        deps = plan.dependencies()
+        assert [(p.op, p.id, p.stage, p.reads, p.writes, p.deps, p.lineage) for p in tasks] == [
+            (t, t.task_id, t.stage_index, t.reads(), t.writes(), deps[t.task_id], t.lineage) for t in plan.tasks()]
+        assert buffers == plan.buffers()
