@@ -91,11 +91,12 @@ from pipeplan.transforms.machine_lowering import (
     call_attrs,
     hint,
     lower_placed,
+    new_op,
     stage_layer_range,
 )
 from xdsl.context import Context
 from xdsl.dialects.builtin import DenseArrayBase, DictionaryAttr, ModuleOp, UnitAttr, i32
-from xdsl.ir import Operation, SSAValue
+from xdsl.ir import Attribute, Operation, SSAValue
 from xdsl.passes import ModulePass
 from xdsl.utils.exceptions import PassFailedException
 
@@ -144,6 +145,9 @@ def binding_name(source: str, steps: tuple[str, ...]) -> tuple[int, str, str] | 
 
 
 _SEGMENTS: dict[tuple[int, ...], DenseArrayBase] = {}
+
+
+_UNIT = UnitAttr()
 
 
 def _segments(*sizes: int) -> DenseArrayBase:
@@ -298,13 +302,14 @@ def place_commands(plan: PlanOp, abi: Mapping[str, Any], concrete: str = "") -> 
 
     # program-level values: buffers (allocations) and edges, so they dominate every stage
     body_ops: list[Operation] = [abi_op(abi)]
+    buffer_t = BufferType()
     for a in allocs:
         aid = a.id.data
         st, step, name = names[aid]
-        b = BufferOp.create(properties={
+        b = new_op(BufferOp, (), {
             "id": a.id, "name": string(name), "stage": i64_of(st), "step": string(step), "device": a.device,
             "space": a.space, "offset": a.offset, "size": a.size, "alignment": a.alignment,
-            "lifetime": a.lifetime}, result_types=[BufferType()])
+            "lifetime": a.lifetime}, [buffer_t])
         b.result.name_hint = hint(aid[len("alloc."):] if aid.startswith("alloc.") else aid)
         env.buffers[aid] = b.result
         body_ops.append(b)
@@ -397,6 +402,7 @@ class LowerCommand(LowerPlacedCommand):
         super().__init__()
         self.env = env
         self.timing = TIMING
+        self.attr_dicts: dict[tuple, DictionaryAttr] = {}  # equal kernel attributes share one dictionary
 
     def lower(self, op: CommandOp) -> Operation:
         env = self.env
@@ -412,16 +418,15 @@ class LowerCommand(LowerPlacedCommand):
                                            where=cid)
             return v
 
-        props = {"id": string(iid), "cmd": op.id}
+        props: dict[str, Attribute] = {"id": string(iid), "cmd": op.id}
         if kind in ("recv", "send", "argmax"):
             ends = [buf(reads[0]), buf(writes[0])]
             if kind == "recv":
-                ins_op: Operation = RecvOp.create(operands=[env.edges[op.task.data.split(".")[3]], ends[1]],
-                                                  properties=props)
+                ins_op: Operation = new_op(RecvOp, [env.edges[op.task.data.split(".")[3]], ends[1]], props)
             elif kind == "send":
-                ins_op = SendOp.create(operands=[ends[0], env.edges[op.task.data.split(".")[3]]], properties=props)
+                ins_op = new_op(SendOp, [ends[0], env.edges[op.task.data.split(".")[3]]], props)
             else:
-                ins_op = SampleOp.create(operands=ends, properties=props)
+                ins_op = new_op(SampleOp, ends, props)
             return self._timed(ins_op, op)
         sig = KERNEL_ABI.get(kind)
         if sig is None:
@@ -453,12 +458,18 @@ class LowerCommand(LowerPlacedCommand):
             raise MachineVerifyError(f"command '{cid}': the call {kind}{list(key[1])} is already lowered by "
                                      f"'{env.used[used]}'", path=path, where=cid)
         env.used[used] = cid
-        props.update(kernel=op.op, attrs=DictionaryAttr({k: scalar_attr(v) for k, v in sorted(attrs.items())}),
-                     block=i64_of(-1 if block is None else block),
-                     operandSegmentSizes=_segments(len(reads), len(writes)))
+        items = sorted(attrs.items())
+        akey = tuple((k, type(v), repr(v)) for k, v in items)
+        adict = self.attr_dicts.get(akey)
+        if adict is None:
+            adict = self.attr_dicts[akey] = DictionaryAttr({k: scalar_attr(v) for k, v in items})
+        props["kernel"] = op.op
         if sig.start_pos:
-            props["start_pos"] = UnitAttr()
-        return self._timed(KernelOp.create(operands=operands, properties=props), op)
+            props["start_pos"] = _UNIT
+        props["attrs"] = adict
+        props["block"] = i64_of(-1 if block is None else block)
+        props["operandSegmentSizes"] = _segments(len(reads), len(writes))
+        return self._timed(new_op(KernelOp, operands, props), op)
 
 
     def _timed(self, ins: Operation, cmd: CommandOp) -> Operation:

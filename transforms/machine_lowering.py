@@ -13,7 +13,8 @@ from __future__ import annotations
 
 import re
 from abc import abstractmethod
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
+from typing import TypeVar
 
 from pipeplan.dialects.cplan import CommandOp
 from pipeplan.errors import PipeplanError
@@ -25,7 +26,7 @@ from pipeplan.models.stage_program import (
     kernel_attrs,
     kernel_role,
 )
-from xdsl.ir import Operation, Region
+from xdsl.ir import Attribute, Operation, Region, SSAValue
 from xdsl.pattern_rewriter import (
     PatternRewriter,
     PatternRewriteWalker,
@@ -33,6 +34,7 @@ from xdsl.pattern_rewriter import (
     op_type_rewrite_pattern,
 )
 
+_Op = TypeVar("_Op", bound=Operation)
 _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_.$-]*$")
 BLK = re.compile(r"^blk\.(\d+)\.")
 """A GGUF block's buffer or tensor name: ``blk.<N>.<rest>``."""
@@ -45,6 +47,16 @@ class UnsupportedPlanError(PipeplanError):
     stage)."""
 
     code = "unsupported_plan"
+
+
+def new_op(cls: type[_Op], operands: Sequence[SSAValue], props: dict[str, Attribute],
+           results: Sequence[Attribute] = ()) -> _Op:
+    """An op of ``cls`` with operands, properties and result types as given, without the builder's argument
+    checks and reordering: the caller lists the properties in the op's declaration order (segment sizes
+    last), as ``create`` stores them. Verification is the op verifier's, as for any op."""
+    op = cls.__new__(cls)
+    Operation.__init__(op, operands=operands, result_types=results, properties=props)
+    return op
 
 
 def hint(name: str) -> str | None:
