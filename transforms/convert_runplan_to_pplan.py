@@ -1,11 +1,13 @@
 """``convert-runplan-to-pplan``: RunPlan -> PortablePlanIR (issue 4, item 2).
 
-The pass reads the ``runplan.plan`` ops and lowers in two phases (as the machine lowerings,
-:mod:`pipeplan.transforms.machine_lowering`): :func:`place_stages` builds the ``pplan.plan`` skeleton (edge
-objects, one ``pplan.step`` per step holding a copy of each ``runplan.stage``), then the :class:`LowerStage`
-``RewritePattern``, driven by a ``PatternRewriteWalker``, replaces each placed stage by its ``pplan.stage``
-region of tasks; it replaces the module's ``runplan.*`` ops with that ``pplan.plan`` (plus a ``pplan.deployment_binding`` built
-from the ``pool`` option's node-pool TOML file, else from the node specs the RunPlan carries).
+The pass reads the ``runplan.plan`` ops (model facts, tensor ops, stage ops, edge ops; no RunPlanSpec) and
+lowers in two phases, as the machine lowerings do (:mod:`pipeplan.transforms.machine_lowering`):
+:func:`place_stages` builds the ``pplan.plan`` skeleton (edge objects, then one ``pplan.step`` per step holding
+a copy of each ``runplan.stage``), then the :class:`LowerStage` ``RewritePattern``, driven by a
+``PatternRewriteWalker``, replaces each placed stage by its ``pplan.stage`` region of tasks (inserting the
+weight, table and KV declarations it first uses), and each step gets its yields. The module's ``runplan.*``
+ops are replaced by that ``pplan.plan`` (plus a ``pplan.deployment_binding`` built from the ``pool``
+option's node-pool TOML file, else from the node specs the RunPlan carries).
 
 Task granularity is the runtime's by construction: each stage's tasks are the
 :class:`~pipeplan.models.stage_program.KernelCall` list of ``build_stage_program``, the builder of the
@@ -92,6 +94,7 @@ from pipeplan.models.stage_program import (
     is_weight,
 )
 from pipeplan.plan_types import DTYPE_WIDTHS, ORCHESTRATOR, ModelFacts, NodePool, RunPlanSpec
+from pipeplan.transforms.machine_lowering import new_op
 from xdsl.context import Context
 from xdsl.dialects.builtin import DenseArrayBase, ModuleOp, UnitAttr, i32
 from xdsl.ir import Attribute, Operation, SSAValue, Use
@@ -109,6 +112,7 @@ _SKIP_INPUTS = ("start_pos",)
 _PERSISTENT = ("edge", "kv")
 """Lifetimes of the buffers several (step, stage) regions access (weights and tables are only read)."""
 _TOKEN = TokenType()
+_DECLS: dict[str, type[WeightOp | TableOp | KvOp]] = {"weight": WeightOp, "table": TableOp, "kv": KvOp}
 _UNIT = UnitAttr()
 _OPS = {k.value: PortableOpAttr(k) for k in PortableOp}
 
@@ -116,14 +120,6 @@ _OPS = {k.value: PortableOpAttr(k) for k in PortableOp}
 @lru_cache(maxsize=1024)
 def _segments(n_ins: int, n_upd: int, n_after: int) -> DenseArrayBase:
     return DenseArrayBase.from_list(i32, (n_ins, n_upd, n_after))
-
-
-def _new_task(operands: Sequence[SSAValue], results: Sequence[Attribute], props: dict[str, Attribute]) -> TaskOp:
-    """A ``pplan.task`` built from its operands, result types and properties as given (the order ``TaskOp(..)``
-    stores them in, segment sizes included), without the IRDL builder's argument checks."""
-    op = TaskOp.__new__(TaskOp)
-    Operation.__init__(op, operands=operands, result_types=results, properties=props)
-    return op
 
 
 @dataclass
@@ -197,11 +193,11 @@ class Lowering:
             raise ValueError(f"{nbytes} bytes inconsistent with dtype {dtype} and shape {list(shape)} (expected {n})")
         b = _Buf(name, dtype, shape, ty, origin.split(":", 1)[-1])
         op: Operation | None = None
-        if decl == "edge":
+        if decl == "edge":  # as EdgeObjectOp(edge=, kind=, type=) / WeightOp(stage=, origin=, type=) store them
             eid, kind = origin.removeprefix("edge ").split(" ", 1)
-            op = EdgeObjectOp(edge=eid, kind=kind.strip("()"), type=ty)
+            op = new_op(EdgeObjectOp, (), {"edge": string(eid), "kind": string(kind.strip("()"))}, (ty,))
         elif decl:
-            op = {"weight": WeightOp, "table": TableOp, "kv": KvOp}[decl](stage=stage, origin=origin, type=ty)
+            op = new_op(_DECLS[decl], (), {"stage": i64_attr(stage), "origin": string(origin)}, (ty,))
         if op is not None:
             if rewriter is not None:
                 rewriter.insert(op, InsertPoint.before(self.decl_point))
@@ -289,7 +285,7 @@ class Lowering:
                 props["token"] = _UNIT
             after_v = [bld.tokens[a] for a in after]
             props["operandSegmentSizes"] = _segments(len(ins), len(updates), len(after_v))
-            t = _new_task([*ins, *updates, *after_v], results, props)
+            t = new_op(TaskOp, [*ins, *updates, *after_v], props, results)  # TaskOp(..)'s property order
             ops.append(t)
             for (b, _), r in zip(writes, t.results):
                 cur[b.name] = r
