@@ -81,3 +81,24 @@ def test_pattern_matches_only_placed_stages(facts):
     PatternRewriteWalker(c2p.LowerStage(env), apply_recursively=False).rewrite_region(out.body)
     assert env.lowered == 4
     assert all(isinstance(o, StageOp) for sp in out.steps() for o in sp.body.block.ops if o is not sp.yield_op)
+
+
+def test_the_pass_reads_the_runplan_ir_not_a_spec(facts, monkeypatch):
+    """The pass reads the runplan ops themselves: with the RunPlanSpec readers disabled it still lowers, to
+    the plan ``build_portable_plan`` (the spec entry point) gives."""
+    from pipeplan.dialects import runplan as rp_dialect
+    from pipeplan.dialects import runplan_build
+    from pipeplan.dialects.pplan import portable_digest
+    from pipeplan.frontend.planner import plan_run_spec
+
+    spec = plan_run_spec(facts, RuntimeConfig(max_seq_len=64), POOL, 2)
+    want = portable_digest(c2p.build_portable_plan(spec, prompt_len=4))
+
+    def no_spec(*_a, **_k):
+        raise AssertionError("convert-runplan-to-pplan read a RunPlanSpec")
+
+    module = _runplan(facts, 2)
+    monkeypatch.setattr(rp_dialect.PlanOp, "spec", no_spec)
+    monkeypatch.setattr(runplan_build, "runplan_spec_from_module", no_spec)
+    c2p.ConvertRunplanToPplanPass(prompt_len=4).apply(register_pipeplan(Context()), module)
+    assert portable_digest(find_plan(module)) == want
