@@ -23,7 +23,11 @@ No stage builds a program of its own: a stage worker without a compiled program 
 
 from __future__ import annotations
 
+import hashlib
 import json
+import os
+import shutil
+import tempfile
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -72,8 +76,20 @@ from pipeplan.plan_types import (
     WeightSource,
 )
 from pipeplan.runtime.stage import StageProgram
-from pipeplan.runtime.tmachine_run import TMachineStageProgram, shared_device, tmachine_stage_programs
-from pipeplan.runtime.weights_source import local_weight_files
+from pipeplan.runtime.tmachine_run import (
+    TMachineStageProgram,
+    compile_tmachine_for_run,
+    shared_device,
+    tmachine_stage_programs,
+)
+from pipeplan.runtime.weights_source import (
+    CacheError,
+    cache_root,
+    cache_source,
+    cache_write_error,
+    local_weight_files,
+    staged_with_pool,
+)
 
 DEFAULT_PREFILL_ROWS = 64
 """Rows of the compiled prefill step when none are asked for (``pipeplan run --prefill-rows``, a library
@@ -287,9 +303,6 @@ def load_compiled_stages_fast(pkg_dir: str | Path) -> dict[int, StageProgram]:
     ``lineage.json``, with a sha256 over the programs themselves: they are used only when all three match,
     else the package is parsed and the file rewritten (atomically; an unwritable cache only costs the
     parse). Raises PackageError / ReplayError like :func:`load_package`."""
-    import os
-    import tempfile
-
     d = Path(pkg_dir)
     identity = _package_identity(d, verify_package(d))
     cache = stages_cache_path(d)
@@ -364,21 +377,8 @@ def compile_for_run(plan_module, pool_text: str, *, cache_dir: str | Path | None
     CacheError(cache_unusable) when the cache directory is a file or cannot be written (read-only, no
     space left): no partial package is left in the cache.
     """
-    import hashlib
-    import os
-    import shutil
-
-    from pipeplan.runtime.weights_source import (
-        CacheError,
-        cache_root,
-        cache_source,
-        cache_write_error,
-        staged_with_pool,
-    )
 
     if target.startswith("cuda-triton"):
-        from pipeplan.runtime.tmachine_run import compile_tmachine_for_run
-
         if model is None:
             raise ReplayError("compiling for cuda-triton needs the model file (its kernel ABI)", code="missing_binding",
                               where="model")

@@ -455,7 +455,7 @@ class StageWorker:
 
         tensors: Any = weights
         try:
-            hp = HParams.from_facts(self.facts)  # the builder of facts.architecture (models.archs)
+            hp = HParams.from_facts(self.facts)  # the executor's hyper-parameters
             prog = self._programs()
             if self._inject("bind"):
                 first = next(iter(prog.steps.values()))
