@@ -61,7 +61,8 @@ class WorkerOptions:
     kernels: dotted kernel module name (None: torch reference); cache_dir: weight cache;
     num_threads: torch threads per stage (None: leave torch's default); programs: stage index ->
     the compiled :class:`~pipeplan.runtime.stage.StageProgram` that stage binds (None, or a stage
-    missing from it: the worker builds its own program); parallel: KV-cache slots per stage (concurrent
+    missing from it: that stage faults ``bind``; :class:`~pipeplan.runtime.orchestrator.Pipeline` always
+    gives them); parallel: KV-cache slots per stage (concurrent
     sequences: :class:`~pipeplan.runtime.stage.StageWorker`'s ``parallel``); micro_batches: most DATA frames
     in flight (the orchestrator's policy; the local backend sizes its rings' spin with it)."""
 

@@ -16,12 +16,15 @@ interrupt (KeyboardInterrupt, or SIGTERM under :func:`~pipeplan.runtime.interrup
 stops everything the same way before it propagates. Several sequences can run through one started
 :class:`Pipeline` (the per-process start cost is paid once).
 
-Compiled programs: ``Pipeline(..., programs={stage: StageProgram})`` makes every stage bind the
-program the compiler produced (a replay package's, :func:`pipeplan.runtime.replay.load_compiled_stages`)
-instead of building its own. A prompt longer than the compiled prefill step's rows is sent in chunks
-of at most that many rows (positions advance chunk by chunk; the token sampled after the last chunk
-is the first generated one, the last stage's samples after earlier chunks are discarded: with a
-non-greedy sampler they still consume draws of its generator).
+Compiled programs (issue 13 item 5): every stage binds the program the compiler produced, never one of its
+own. ``Pipeline(..., programs={stage: StageProgram})`` hands the stages those (a replay package's,
+:func:`pipeplan.runtime.compiled.load_compiled_stages`, or ``compile_for_run``'s as ``pipeplan run`` does);
+without ``programs`` :meth:`Pipeline.start` first compiles the RunPlan the provisions state through the same
+compile path (:func:`pipeplan.runtime.compiled.compile_provisions`, the package cache of ``cache_dir``; the
+model's facts from ``model`` or the provisions' weight source) and hands each stage its program. A prompt
+longer than the compiled prefill step's rows is sent in chunks of at most that many rows (positions advance
+chunk by chunk; the token sampled after the last chunk is the first generated one, the last stage's samples
+after earlier chunks are discarded: with a non-greedy sampler they still consume draws of its generator).
 
 Concurrent sequences (issue 14 item 1): ``Pipeline(..., parallel=N)`` starts every stage with N KV-cache
 slots (and N samplers on the last stage). :meth:`Pipeline.submit` admits a :class:`GenRequest` into a free
@@ -39,6 +42,7 @@ segment's rows as they would alone (:meth:`~pipeplan.runtime.program.StageExecut
 from __future__ import annotations
 
 import collections
+import dataclasses
 import math
 import os
 import threading
@@ -50,6 +54,7 @@ import numpy as np
 from pipeplan.errors import PipeplanError, StageFault
 from pipeplan.plan_types import ProvisionStage
 from pipeplan.runtime.backends import Backend, WorkerOptions, default_num_threads, make_backend
+from pipeplan.runtime.compiled import CompiledRun, compile_provisions, provisions_facts
 from pipeplan.runtime.events import Event, EventLog, StageFaulted, StageReady, event_to_dict
 from pipeplan.runtime.stage import POLL_S, FaultInjection, StageProgram
 from pipeplan.runtime.transport import (
@@ -131,14 +136,19 @@ class Pipeline:
         backend: ``"local"`` (processes + shared memory) or ``"inproc"`` (threads), or a Backend.
         fault_injection: forwarded to every worker (only the targeted stage acts on it).
         on_event: called with each event, in total order, as it is recorded.
-        kernels / cache_dir / num_threads / programs: see :class:`~pipeplan.runtime.backends.WorkerOptions`
+        kernels / cache_dir / num_threads: see :class:`~pipeplan.runtime.backends.WorkerOptions`
             (``num_threads`` defaults to 1 for ``local``: one core per stage process; for ``inproc``, whose
             stage threads share this process's cores, to :func:`~pipeplan.runtime.backends.default_num_threads`:
             the usable cores split among the stages, 1 for small models).
+        programs: the compiled stage programs (stage -> StageProgram, or the tmachine programs of ``--target
+            cuda``); None: :meth:`start` compiles the provisions' RunPlan (module docstring; :attr:`compiled`).
+        model: the GGUF whose header facts the compile of ``programs=None`` reads (default: the first
+            provision's weight source, when it is on this host without a download).
         liveness_s: heartbeat limit (see :func:`liveness_limit`).
         parallel: most sequences in flight at once (KV-cache slots per stage; see the module docstring).
-        prefill_rows: most prompt rows per frame (at most the compiled prefill step's rows; default those,
-            0 without compiled programs: the whole prompt in one frame).
+        prefill_rows: most prompt rows per frame (at most the compiled prefill step's rows; default those).
+            With ``programs=None`` the prefill step is compiled for this many rows (default
+            :data:`~pipeplan.runtime.compiled.DEFAULT_PREFILL_ROWS`, at most ``max_seq_len - 1``).
         micro_batches: M, most DATA frames in flight at once (default ``min(parallel, number of stages)``).
 
     Micro-batch policy (with ``parallel = N``; deterministic): the loop keeps one FIFO of *ready* sequences,
@@ -154,7 +164,9 @@ class Pipeline:
     :attr:`segments_sent` / :attr:`segments_returned` count DATA frames by the sequences they carry.
 
     Raises: RunRequestError (no provisions, bad ``liveness_s``, ``parallel`` or ``micro_batches`` not an int
-        >= 1); from :meth:`start`: StageFault; BackendError for an unknown backend name.
+        >= 1); from :meth:`start`: StageFault; the compile's errors (RunRequestError when the model's facts
+        are not readable here, RunPlanRejection, PackageError, GGUFError for a bad ``model``); BackendError
+        for an unknown backend name.
     """
 
     def __init__(self, provisions: Sequence[ProvisionStage], *, backend: str | Backend = "local",
@@ -162,7 +174,7 @@ class Pipeline:
                  kernels: str | None = None, cache_dir: str | os.PathLike | None = None,
                  num_threads: int | None = None, programs: Mapping[int, StageProgram] | None = None,
                  liveness_s: float | None = None, parallel: int = 1, prefill_rows: int | None = None,
-                 micro_batches: int | None = None):
+                 micro_batches: int | None = None, model: str | os.PathLike | None = None):
         if not provisions:
             raise RunRequestError("no stage provisions given", where="provisions")
         if isinstance(parallel, bool) or not isinstance(parallel, int) or parallel < 1:
@@ -185,16 +197,17 @@ class Pipeline:
             num_threads = 1
         elif num_threads is None and self.backend.name == "inproc":
             num_threads = default_num_threads(self.provisions)
+        if prefill_rows is not None and (isinstance(prefill_rows, bool) or not isinstance(prefill_rows, int)
+                                         or prefill_rows < 1):
+            raise RunRequestError(f"prefill_rows must be an integer >= 1, got {prefill_rows!r}", where="prefill_rows")
+        self.model = model
+        self.compiled: CompiledRun | None = None
+        """The compile :meth:`start` made when no ``programs`` were given (package path, cache hit, seconds)."""
         self.options = WorkerOptions(kernels, None if cache_dir is None else str(cache_dir), num_threads,
                                      None if programs is None else dict(programs), parallel, self.micro_batches)
-        rows = [p.prefill_rows for p in (programs or {}).values() if p.prefill_rows > 0]
-        if prefill_rows is not None:
-            if isinstance(prefill_rows, bool) or not isinstance(prefill_rows, int) or prefill_rows < 1:
-                raise RunRequestError(f"prefill_rows must be an integer >= 1, got {prefill_rows!r}",
-                                      where="prefill_rows")
-            rows.append(prefill_rows)
-        self.prefill_rows = min(rows) if rows else 0
-        """Most prompt rows per frame (0: the whole prompt in one frame)."""
+        self._prefill_rows_given = prefill_rows
+        self.prefill_rows = self._rows(programs)
+        """Most prompt rows per frame (0: the whole prompt in one frame; set by :meth:`start` when it compiles)."""
         self.fault_injection = fault_injection
         self.log = EventLog(on_event)
         self.max_seq_len = min(p.max_seq_len for p in self.provisions)
@@ -211,6 +224,31 @@ class Pipeline:
         self._stopping = False
         self._failure: BaseException | None = None
         self._active_handles: list[GenHandle] = []
+
+    def _rows(self, programs: Mapping[int, StageProgram] | None) -> int:
+        rows = [p.prefill_rows for p in (programs or {}).values() if p.prefill_rows > 0]
+        if self._prefill_rows_given is not None:
+            rows.append(self._prefill_rows_given)
+        return min(rows) if rows else 0
+
+    def compile(self) -> CompiledRun:
+        """Compile the RunPlan the provisions state (:func:`~pipeplan.runtime.compiled.compile_provisions`, the
+        package cache of ``cache_dir``) and make its stage programs the ones the stages bind; :meth:`start`
+        calls it when no ``programs`` were given. Returns the :class:`~pipeplan.runtime.compiled.CompiledRun`.
+
+        Raises RunRequestError (``invalid_request``) when the model's facts are not readable on this host
+        (give ``model=`` or ``programs=``); RunPlanRejection, PackageError, CacheError from the compile."""
+        facts, why = provisions_facts(self.provisions, self.model, cache_dir=self.options.cache_dir)
+        if facts is None:
+            raise RunRequestError(f"the stages need compiled programs and the orchestrator cannot compile the plan: "
+                                  f"{why}; give Pipeline(model=<the GGUF>) or programs=", where="model")
+        run = compile_provisions(self.provisions, facts, cache_dir=self.options.cache_dir, parallel=self.parallel,
+                                 prefill_rows=self._prefill_rows_given)
+        self.compiled = run
+        programs = {s: p for s, p in run.programs.items() if isinstance(p, StageProgram)}
+        self.options = dataclasses.replace(self.options, programs=programs)
+        self.prefill_rows = self._rows(programs)
+        return run
 
     # ------------------------------------------------------------------ lifecycle
     def __enter__(self) -> Pipeline:
@@ -246,7 +284,12 @@ class Pipeline:
     def start(self) -> float:
         """Launch the stages and wait until all are ready. Returns the load time in seconds.
 
-        Raises StageFault (after stopping everything) when a stage faults or dies while loading."""
+        Without ``programs`` the plan is compiled first (:meth:`compile`; not counted in the load time).
+
+        Raises StageFault (after stopping everything) when a stage faults or dies while loading; the errors of
+        :meth:`compile`."""
+        if self.options.programs is None:
+            self.compile()
         t0 = time.monotonic()
         self._started = True
         try:
@@ -755,7 +798,7 @@ def generate_many(model_path: str | os.PathLike, provisions: Sequence[ProvisionS
     results: list[RunResult] = []
     with Pipeline(provisions, backend=backend, fault_injection=fault_injection, on_event=on_event,
                   kernels=kernels, cache_dir=cache_dir, num_threads=num_threads, programs=programs,
-                  parallel=parallel, micro_batches=micro_batches) as pipe:
+                  parallel=parallel, micro_batches=micro_batches, model=model_path) as pipe:
         if concurrent:
             done = pipe.generate_concurrent([GenRequest(ids, max_tokens, temperature, top_k, top_p, seed, tok.eos_id)
                                              for ids in encoded])
@@ -787,7 +830,8 @@ def generate(model_path: str | os.PathLike, provisions: Sequence[ProvisionStage]
         max_tokens: most tokens to generate (stops early at the vocabulary's EOS).
         temperature / top_k / top_p / seed: sampling (temperature 0: greedy), applied by the last stage.
         backend: ``"local"`` (default), ``"inproc"``, ``"ray"``, or a Backend instance.
-        programs: compiled stage programs (stage -> StageProgram) the stages bind; None: each builds its own.
+        programs: compiled stage programs (stage -> StageProgram) the stages bind; None: the plan the
+            provisions state is compiled (``model_path`` gives its model facts; :meth:`Pipeline.compile`).
         fault_injection: optional :class:`~pipeplan.runtime.stage.FaultInjection`.
         on_event: called with every lifecycle event in order.
         on_token: called as ``on_token(token_id, text_piece)`` with each generated token as soon as the
@@ -796,7 +840,8 @@ def generate(model_path: str | os.PathLike, provisions: Sequence[ProvisionStage]
         parallel: KV-cache slots the stages hold (:class:`Pipeline`); the one sequence uses one.
     Returns: :class:`RunResult`.
     Raises: StageFault (a stage failed; everything stopped), RunRequestError, TokenizerError,
-        SamplingError (bad sampling parameters are checked before any stage starts).
+        SamplingError (bad sampling parameters are checked before any stage starts); without ``programs`` the
+        compile's RunPlanRejection / PackageError (:meth:`Pipeline.compile`).
     """
     return generate_many(model_path, provisions, [prompt], max_tokens=max_tokens, temperature=temperature,
                          top_k=top_k, top_p=top_p, seed=seed, backend=backend, fault_injection=fault_injection,

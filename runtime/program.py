@@ -15,7 +15,9 @@ A stage executes what the compiler produced (DESIGN.md §1): an ordered program 
 
 :func:`build_stage_program` makes the program (pure, no weights) with the builder of the model's
 architecture (:mod:`pipeplan.models.archs`: llama.cpp's ``llm_build_llama``, ``llm_build_gemma3``,
-``llm_build_qwen2``, ``llm_build_qwen3`` graphs); :class:`StageExecutor` binds it to weights (checking
+``llm_build_qwen2``, ``llm_build_qwen3`` graphs): the compiler's passes start from it, and it is re-exported
+here for kernel-level users of the executor; a stage worker never calls it, it binds the compiled program
+(:mod:`pipeplan.runtime.compiled`). :class:`StageExecutor` binds a program to weights (checking
 names and shapes), allocates the KV cache and runs it with a kernel table (the torch reference
 kernels by default). A table module whose ``ARRAYS`` is ``"numpy"`` (the CPU table) runs on numpy
 buffers, and then nothing here imports torch; other tables (reference, Triton) hold torch tensors,
@@ -243,7 +245,8 @@ class StageExecutor:
 
     Args:
         hp: model hyper-parameters.
-        program: from :func:`build_stage_program` (or the compiler).
+        program: a compiled stage step's KernelCall list (:mod:`pipeplan.runtime.compiled`), or
+            :func:`build_stage_program`'s (kernel-level use).
         weights: name -> float32 array of the table's kind (torch tensor, or numpy for a numpy table; e.g.
             :func:`pipeplan.runtime.loader.load_stage_weights`) or QuantTensor; extra tensors are ignored.
         max_seq_len: positions the KV cache holds (prompt + generated).

@@ -12,10 +12,10 @@ it through ``emit``:
    flags match the stage position, and the provision's tensors are exactly
    the range's                                                                -> fault ``invalid_range``
 4. load only the stage's own byte ranges (mmap + dequantize)               -> fault ``parse``/``download``
-5. allocate (KV cache, rope table) and 6. bind the stage program: the compiled one given to the
-   worker (``program=``: what the compiler produced, e.g. a replay package's stage program from
-   :func:`pipeplan.runtime.replay.load_compiled_stages`) or, when none is given, the one
-   :func:`~pipeplan.runtime.program.build_stage_program` builds; check every weight it reads  -> fault ``allocation``/``bind``
+5. allocate (KV cache, rope table) and 6. bind the compiled stage program given to the worker
+   (``program=``: what the compiler produced, e.g. a replay package's stage program from
+   :func:`pipeplan.runtime.compiled.load_compiled_stages`; a worker never builds one of its own: none
+   given is a ``bind`` fault); check every weight it reads                   -> fault ``allocation``/``bind``
 7. emit :class:`WeightsReady` (WL-R-1..3), 8. connect the inbound and outbound
    edges through the transport by ``(node_id, edge_id)``, 9. emit :class:`StageReady`.
 
@@ -205,9 +205,10 @@ class StageWorker:
         num_threads: threads of the kernel table in this worker's process (its ``set_num_threads``, else
             ``torch.set_num_threads``; None: leave as is).
         on_request: called with each URL the worker downloads (tests count requests).
-        program: the compiled stage program to bind (:class:`StageProgram`, ``{step: calls}``, or one
-            ``Sequence[KernelCall]``); None: build it with ``build_stage_program``. It must cover
-            exactly the provision's blocks (else a ``bind`` fault naming the blocks).
+        program: the compiled stage program to bind (:class:`StageProgram`, ``{step: calls}``, one
+            ``Sequence[KernelCall]``, or a :class:`~pipeplan.runtime.tmachine_run.TMachineStageProgram`). It must
+            cover exactly the provision's blocks (else a ``bind`` fault naming the blocks); None is a ``bind``
+            fault naming the stage (the runtime never builds a program: the orchestrator compiles the plan).
         parallel: KV-cache slots (concurrent sequences): each slot has its own caches and ``n_past``, and
             on the last stage its own sampler. A frame names its slot (``Frame.slot``); a RESET resets only
             that slot. A slot outside ``[0, parallel)`` is a ``runtime`` fault.
@@ -395,15 +396,14 @@ class StageWorker:
         self.executor = self.tmachine
         self._n_past = [0] * self.parallel
 
-    def _programs(self, hp) -> StageProgram:
-        """The program to bind: the compiled one (checked to cover exactly this stage's blocks and
-        head/embedding role) or, without one, ``build_stage_program``'s."""
-        from pipeplan.runtime.program import build_stage_program
-
+    def _programs(self) -> StageProgram:
+        """The program to bind: the compiled one, checked to cover exactly this stage's blocks and
+        head/embedding role. Raises StageFault(bind) when none was given or it covers other blocks."""
         p = self.p
         if not isinstance(self.program, StageProgram):
-            return StageProgram.of(build_stage_program(hp, p.layer_start, p.layer_end, p.has_embedding, p.has_head,
-                                                       p.max_seq_len))
+            raise StageFault("bind", p.stage, f"stage {p.stage} was given no compiled stage program (the runtime "
+                                              f"binds only the plan's compiled machine program: Pipeline compiles "
+                                              f"it, or pass programs=)")
         want = set(range(p.layer_start, p.layer_end))
         for name, calls in self.program.steps.items():
             got = {c.block for c in calls if c.block is not None}
@@ -455,8 +455,8 @@ class StageWorker:
 
         tensors: Any = weights
         try:
-            hp = HParams.from_facts(self.facts)  # the builder of facts.architecture (models.archs)
-            prog = self._programs(hp)
+            hp = HParams.from_facts(self.facts)  # the executor's hyper-parameters
+            prog = self._programs()
             if self._inject("bind"):
                 first = next(iter(prog.steps.values()))
                 withheld = next(n for c in first for n in c.inputs if n.endswith(".weight"))
@@ -474,6 +474,8 @@ class StageWorker:
                 self._trace = JsonlTrace(Path(prog.trace) / f"stage{p.stage}.jsonl", p.stage, 0)
                 for ex in self.executors.values():
                     ex.trace = []
+        except StageFault:
+            raise
         except AllocationError as e:
             raise StageFault("allocation", p.stage, e.message) from None
         except BindError as e:

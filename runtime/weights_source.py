@@ -278,6 +278,24 @@ def resolve_weight_source(source: WeightSource, *, stage: int, cache_dir: str | 
     return out
 
 
+def local_weight_files(source: WeightSource, cache_dir: str | os.PathLike | None = None) -> list[Path] | None:
+    """The local paths of ``source`` as :func:`resolve_weight_source` gives them, when that needs no download
+    (every shard a local file, or a URL whose sha256 is in the cache); None when a shard would have to be
+    downloaded or is missing (what the orchestrator reads the model's header from, never fetching weights)."""
+    cache = Path(cache_dir) if cache_dir is not None else default_cache_dir()
+    for i, uri in enumerate(source.uris):
+        if not _is_url(uri):
+            continue
+        hit = find_cached(cache, source.sha256[i]) if i < len(source.sha256) and source.sha256[i] else None
+        size = source.sizes[i] if i < len(source.sizes) else None
+        if hit is None or (size is not None and hit.stat().st_size != size):
+            return None
+    try:
+        return resolve_weight_source(source, stage=0, cache_dir=cache)
+    except StageFault:
+        return None
+
+
 def _link_shard_set(cache: Path, paths: list[Path], uris: tuple[str, ...]) -> list[Path]:
     """Symbolic links to ``paths`` in one directory, named after the shard URIs' file names."""
     key = hashlib.sha256("\0".join(str(p.absolute()) for p in paths).encode()).hexdigest()[:32]

@@ -22,6 +22,18 @@ VOCAB_ONLY = MODELS / "parser-inputs" / "ggml-vocab-llama-spm.gguf"
 TINY_RANDOM = MODELS / "parser-inputs" / "llama-2-tiny-random.gguf"
 
 
+@pytest.fixture(scope="session", autouse=True)
+def package_cache(tmp_path_factory) -> Path:
+    """``$PIPEPLAN_CACHE`` for the session (unless set): a library ``Pipeline`` without ``programs=`` compiles
+    its plan into the package cache (``runtime.compiled.compile_provisions``); one directory shared by the
+    run's pytest-xdist workers (each plan is compiled once per run) keeps that out of the user's cache."""
+    base = tmp_path_factory.getbasetemp()
+    root = (base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base) / "pipeplan-cache"
+    root.mkdir(parents=True, exist_ok=True)
+    os.environ.setdefault("PIPEPLAN_CACHE", str(root))
+    return Path(os.environ["PIPEPLAN_CACHE"])
+
+
 @pytest.fixture(scope="session")
 def stories_path() -> Path:
     """Path of the shared stories260K.gguf (5 blocks, F32)."""

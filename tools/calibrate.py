@@ -516,10 +516,10 @@ def measure_cpu(plan_module, model: str | Path, *, pool: str | Path | None = Non
     from pipeplan.dialects.runplan_build import runplan_spec_from_module
     from pipeplan.dialects.vmachine import SampleOp, StageOp, abi_of
     from pipeplan.frontend.gguf_facts import read_model_facts
+    from pipeplan.runtime.compiled import load_package, stage_programs
     from pipeplan.runtime.kernels import cpu
     from pipeplan.runtime.loader import stage_slices
     from pipeplan.runtime.program import StageExecutor, is_cache
-    from pipeplan.runtime.replay import load_package, stage_programs
     from pipeplan.runtime.tokenizer import SPMTokenizer
     from pipeplan.transforms.convert_cplan_to_vmachine import hparams_of
     from pipeplan.transforms.convert_runplan_to_pplan import build_portable_plan
@@ -814,8 +814,8 @@ def measure_loop(plan_module, package: str | Path, *, prompt_len: int = 8, token
     from pipeplan.analysis.concurrency import predict_concurrent, stage_costs
     from pipeplan.dialects.runplan_build import project_provisions, runplan_spec_from_module
     from pipeplan.runtime.backends import usable_cores
+    from pipeplan.runtime.compiled import load_compiled_stages_fast
     from pipeplan.runtime.orchestrator import GenRequest, Pipeline
-    from pipeplan.runtime.replay import load_compiled_stages_fast
 
     costs = stage_costs(package, prefill_rows=prompt_len)
     n_busy = loop_sequences(costs.stages)

@@ -97,7 +97,7 @@ def main(args: argparse.Namespace) -> int:
     from pipeplan.frontend.planner import plan_run
     from pipeplan.frontend.pool import load_pool_toml
     from pipeplan.plan_types import RuntimeConfig
-    from pipeplan.runtime.replay import local_pool_with_peaks
+    from pipeplan.runtime.compiled import local_pool_with_peaks
 
     t0 = time.perf_counter()
     facts = read_model_facts(args.model)

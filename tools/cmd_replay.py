@@ -13,10 +13,10 @@ The generation options, their defaults and the output are those of ``pipeplan ru
 ``local`` / ``inproc`` / ``ray`` (``direct``: inproc with one kernel thread and the reference kernels unless
 ``--target``): the package's deployment (stage -> device, layer range) is re-planned into ProvisionStages
 (:func:`pipeplan.runtime.replay.package_provisions`), and every stage worker binds the package's stage program
-(:func:`~pipeplan.runtime.replay.compiled_stages`) on the chosen backend, with ``--target`` kernels (cpu =
+(:func:`~pipeplan.runtime.compiled.compiled_stages`) on the chosen backend, with ``--target`` kernels (cpu =
 quantized weights and C kernels, the default; reference torch). ``--target cuda`` needs a package compiled for
 ``cuda-triton``: every stage runs the package's lowered ``tmachine.mlir`` (its device's streams) through the
-tmachine interpreter (:func:`~pipeplan.runtime.replay.tmachine_stages`), launching the Triton kernels with the
+tmachine interpreter (:func:`~pipeplan.runtime.compiled.tmachine_stages`), launching the Triton kernels with the
 lowered grids and arguments, as ``pipeplan run --target cuda`` does (another package:
 ``error[unsupported_program]``). ``--timeline``/``--trace`` write the measured TimelineBundle (and its Chrome
 trace) of the instructions the stages executed, on every backend (:func:`pipeplan.tools.generation.recording`).
@@ -63,7 +63,8 @@ def main(args: argparse.Namespace) -> int:
 
     from pipeplan.dialects.vmachine import abi_of
     from pipeplan.errors import RunPlanRejection
-    from pipeplan.runtime.replay import compiled_stages, load_package, package_provisions, tmachine_stages
+    from pipeplan.runtime.compiled import compiled_stages, load_package, tmachine_stages
+    from pipeplan.runtime.replay import package_provisions
     from pipeplan.tools.generation import (
         check_fault_stage,
         check_generation_options,

@@ -12,10 +12,10 @@ Flow (DESIGN.md §1: the runtime runs what the compiler produced):
 
 1. read the GGUF header (``read_model_facts``) and plan (``plan_run``) on the node pool: ``--nodes``, or
    ``--stages`` local nodes stating this machine's peaks (``$PIPEPLAN_LOCAL_PEAKS`` or the cached probe of
-   :func:`pipeplan.frontend.pool.local_peaks`, via :func:`~pipeplan.runtime.replay.local_pool_with_peaks`: the
+   :func:`pipeplan.frontend.pool.local_peaks`, via :func:`~pipeplan.runtime.compiled.local_pool_with_peaks`: the
    explicit DeploymentBinding of a local run);
 2. compile the plan in-process into a replay package for the ``virtual-queue`` target
-   (:func:`~pipeplan.runtime.replay.compile_for_run`) with the cached calibration of this machine + model for
+   (:func:`~pipeplan.runtime.compiled.compile_for_run`) with the cached calibration of this machine + model for
    ``--target``/``--threads`` when there is one (``pipeplan calibrate``), else roofline evidence
    (:func:`pipeplan.tools.calibrate.select_evidence`; with ``--timeline``/``--trace`` one ``evidence: ...``
    line on stderr says which, and the measured bundle's ``meta.evidence`` and ``--json``'s ``package.evidence`` too), cached under
@@ -89,6 +89,8 @@ from pipeplan.tools.generation import (
 HELP = "generate text with a pipeline-parallel plan of a GGUF model (plan -> compile -> replay)"
 
 DEFAULT_PREFILL_ROWS = 64
+"""``--prefill-rows`` default: :data:`pipeplan.runtime.compiled.DEFAULT_PREFILL_ROWS` (a library ``Pipeline``'s), kept
+here so that ``--help`` imports no compiler."""
 DEFAULT_MAX_SEQ_LEN = 256
 MAX_SEQ_LEN_LIMIT = 2**31 - 1
 
@@ -145,7 +147,7 @@ def main(args: argparse.Namespace) -> int:
     from pipeplan.frontend.gguf_facts import read_model_facts
     from pipeplan.frontend.planner import plan_run
     from pipeplan.frontend.pool import load_pool_toml
-    from pipeplan.runtime.replay import compile_for_run, local_pool_with_peaks
+    from pipeplan.runtime.compiled import compile_for_run, local_pool_with_peaks
     from pipeplan.runtime.weights_source import cache_root
     from pipeplan.tools.calibrate import select_evidence
 

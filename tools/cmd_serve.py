@@ -250,7 +250,7 @@ def _plan_and_compile(args: argparse.Namespace):
     from pipeplan.frontend.gguf_facts import read_model_facts
     from pipeplan.frontend.planner import plan_run
     from pipeplan.frontend.pool import load_pool_toml
-    from pipeplan.runtime.replay import compile_for_run, local_pool_with_peaks
+    from pipeplan.runtime.compiled import compile_for_run, local_pool_with_peaks
 
     facts = read_model_facts(args.model)
     if not 1 <= args.stages <= facts.block_count:

@@ -214,7 +214,7 @@ def recorded_timeline(args: argparse.Namespace, programs: Mapping[int, Any], tra
 
         timeline = measured_timeline(first, traces, {"backend": args.backend, **dict(meta)})
     else:
-        from pipeplan.runtime.replay import load_package
+        from pipeplan.runtime.compiled import load_package
         from pipeplan.runtime.replay import measured_timeline as vm_timeline
 
         pkg = package if hasattr(package, "program") else load_package(package, verify=False)

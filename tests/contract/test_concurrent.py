@@ -29,9 +29,9 @@ STORIES_PROMPTS = ["Once upon a time", "The little dog ran to the park and saw a
 
 def _pipeline(model, stages: int, backend: str, cache, *, max_seq_len: int, prefill_rows: int,
               parallel: int = 4, compiled: bool = True, tag: str = "") -> Pipeline:
-    """A started pipeline of ``model`` on the CPU target: the compiled package's programs (prefill step of
-    ``prefill_rows`` rows) or, with ``compiled=False``, the stages' own programs with prompts sent in
-    ``prefill_rows``-row frames all the same (a compile of the real model costs more than these tests)."""
+    """A started pipeline of ``model`` on the CPU target running the compiled package's programs (prefill step
+    of ``prefill_rows`` rows): compiled here from the plan (``compile_for_run``, as ``pipeplan run`` does) or,
+    with ``compiled=False``, by the Pipeline itself from the provisions (its default compile)."""
     from pipeplan.dialects.runplan_build import project_provisions
     from pipeplan.frontend.gguf_facts import read_model_facts
     from pipeplan.frontend.planner import plan_run

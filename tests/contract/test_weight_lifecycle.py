@@ -40,6 +40,15 @@ def prov3():
     return _provisions(STORIES, 3)
 
 
+@pytest.fixture(scope="module")
+def programs3(prov3):
+    """The compiled stage programs of ``prov3`` (what a Pipeline hands its stages)."""
+    from pipeplan.frontend.gguf_facts import read_model_facts
+    from pipeplan.runtime.compiled import compile_provisions
+
+    return compile_provisions(prov3, read_model_facts(STORIES)).programs
+
+
 def _shm_segments() -> set[str]:
     """Shared-memory rings created by this test process (other processes' rings are not ours to judge)."""
     return {n for n in os.listdir("/dev/shm") if n.startswith(segment_prefix())}
@@ -193,13 +202,13 @@ def test_real_allocation_fault(prov3):
     _assert_faulted(fault, events, "allocation", 2)
 
 
-def test_faulting_worker_in_isolation(prov3):
+def test_faulting_worker_in_isolation(prov3, programs3):
     """WL-L-4, WL-F-6: the worker is a black box with observable events: after a bind fault it emitted
     exactly one StageFaulted and refuses to connect (no StageReady)."""
     from pipeplan.runtime.transport import InprocTransport, routes_from_provisions
 
     events = []
-    w = StageWorker(prov3[1], events.append, fault_injection=FaultInjection(1, "bind"))
+    w = StageWorker(prov3[1], events.append, fault_injection=FaultInjection(1, "bind"), program=programs3[1])
     with pytest.raises(StageFault, match="is missing"):
         w.load()
     with pytest.raises(StageFault):

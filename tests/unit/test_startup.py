@@ -21,7 +21,7 @@ def package(tmp_path_factory):
     from pipeplan.frontend.gguf_facts import read_model_facts
     from pipeplan.frontend.planner import plan_run
     from pipeplan.plan_types import RuntimeConfig
-    from pipeplan.runtime.replay import compile_for_run, local_pool_with_peaks
+    from pipeplan.runtime.compiled import compile_for_run, local_pool_with_peaks
 
     pool, text = local_pool_with_peaks(2)
     module = plan_run(read_model_facts(STORIES), RuntimeConfig(max_seq_len=64), pool, 2)
@@ -32,17 +32,17 @@ def package(tmp_path_factory):
 def test_cached_package_loads_pre_parsed_stage_programs(package, monkeypatch):
     """AB-M-3: a cached package's stage programs come from ``<pkg>.stages.json`` (no program.mlir parse),
     equal to what parsing the package gives; the package's digests are still checked."""
-    from pipeplan.runtime import replay
+    from pipeplan.runtime import compiled
 
-    compiled, module, text, cache = package
-    parsed = replay.load_compiled_stages(compiled.package)
-    assert compiled.programs == parsed and replay.stages_cache_path(compiled.package).exists()
+    run, module, text, cache = package
+    parsed = compiled.load_compiled_stages(run.package)
+    assert run.programs == parsed and compiled.stages_cache_path(run.package).exists()
 
     def no_parse(*a, **k):
         raise AssertionError("program.mlir parsed although the pre-parsed form is valid")
 
-    monkeypatch.setattr(replay, "load_package", no_parse)
-    again = replay.compile_for_run(module, text, cache_dir=cache, prompt_len=8)
+    monkeypatch.setattr(compiled, "load_package", no_parse)
+    again = compiled.compile_for_run(module, text, cache_dir=cache, prompt_len=8)
     assert again.cached and again.programs == parsed
 
 
@@ -50,11 +50,11 @@ def test_cached_package_loads_pre_parsed_stage_programs(package, monkeypatch):
 def test_pre_parsed_form_is_used_only_when_it_matches_the_package(package, damage):
     """A pre-parsed file whose programs were edited (own sha256 off), that names another program digest, that
     is not JSON, or is absent is ignored: the package is parsed again and the file rewritten."""
-    from pipeplan.runtime import replay
+    from pipeplan.runtime import compiled
 
-    compiled = package[0]
-    path = replay.stages_cache_path(compiled.package)
-    replay.load_compiled_stages_fast(compiled.package)
+    run = package[0]
+    path = compiled.stages_cache_path(run.package)
+    compiled.load_compiled_stages_fast(run.package)
     doc = json.loads(path.read_text())
     if damage == "tamper-programs":
         first = next(iter(doc["stages"].values()))
@@ -68,10 +68,10 @@ def test_pre_parsed_form_is_used_only_when_it_matches_the_package(package, damag
         path.write_text("{not json")
     else:
         path.unlink()
-    got = replay.load_compiled_stages_fast(compiled.package)
-    assert got == replay.load_compiled_stages(compiled.package)
-    assert json.loads(path.read_text())["sha256"] == json.loads(json.dumps(replay._stages_doc(
-        got, replay._package_identity(compiled.package, json.loads((compiled.package / "manifest.json").read_text())))
+    got = compiled.load_compiled_stages_fast(run.package)
+    assert got == compiled.load_compiled_stages(run.package)
+    assert json.loads(path.read_text())["sha256"] == json.loads(json.dumps(compiled._stages_doc(
+        got, compiled._package_identity(run.package, json.loads((run.package / "manifest.json").read_text())))
     ))["sha256"]
 
 
@@ -80,16 +80,16 @@ def test_tampered_package_is_rejected_even_with_a_pre_parsed_form(package, tmp_p
     import shutil
 
     from pipeplan.compiler.replay_package import PackageError
-    from pipeplan.runtime import replay
+    from pipeplan.runtime import compiled
 
     src = package[0].package
     pkg = tmp_path / src.name
     shutil.copytree(src, pkg)
-    replay.load_compiled_stages_fast(pkg)
+    compiled.load_compiled_stages_fast(pkg)
     prog = pkg / "program.mlir"
     prog.write_text(prog.read_text().replace("vmachine", "vmachine ", 1))
     with pytest.raises(PackageError):
-        replay.load_compiled_stages_fast(pkg)
+        compiled.load_compiled_stages_fast(pkg)
 
 
 def test_orchestrator_process_never_imports_torch(package):
