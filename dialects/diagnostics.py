@@ -21,6 +21,7 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import ClassVar, NoReturn, Self, cast
 
+from pipeplan.dialects import irdl_fast
 from pipeplan.dialects.parsing import FastParser
 from pipeplan.errors import PipeplanError
 from xdsl.context import Context
@@ -218,6 +219,7 @@ class PipeplanOp(IRDLOperation):
         """xDSL's op verification (structure, IRDL constraints, ``verify_``), with a subtree that has not
         changed since it last verified skipped (:func:`verify_cached`)."""
         if not verify_nested_ops:
+            _fast_irdl(type(self))
             super().verify(verify_nested_ops=False)
             return
         verify_cached(self)
@@ -226,6 +228,18 @@ class PipeplanOp(IRDLOperation):
         if isinstance(underlying_error, VerifyException):
             raise located(underlying_error, self) from None
         raise underlying_error
+
+
+_FAST_SEEN: set[type[Operation]] = set()
+
+
+def _fast_irdl(cls: type[Operation]) -> None:
+    """Give a pipeplan op class the precompiled IRDL acceptance test (:func:`irdl_fast.install`) the first
+    time one of its ops is verified."""
+    if cls not in _FAST_SEEN:
+        _FAST_SEEN.add(cls)
+        if issubclass(cls, PipeplanOp):
+            irdl_fast.install(cls)
 
 
 _Memo = dict[Operation, tuple[object, ...]]
@@ -338,6 +352,7 @@ def _verify_cached(op: Operation, memo: _Memo) -> int:
             if not block.ops and len(region.blocks) == 1 and not op.has_trait(NoTerminator):
                 raise VerifyException(f"Operation {op.name} contains empty block in single-block region that "
                                       "expects at least a terminator")
+    _fast_irdl(type(op))
     Operation.verify(op, verify_nested_ops=False)
     op.__dict__["_pp_verified"] = (key, own)
     return _VERIFIED
