@@ -45,10 +45,10 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import ClassVar
 
-from gguf.constants import GGML_QUANT_SIZES
 from pipeplan.dialects.bindings import DeploymentBindingOp, EvidencePolicyOp, TargetBindingOp
 from pipeplan.dialects.carriers import i64_attr, int_array, int_tuple, string, string_elements, strings
 from pipeplan.dialects.diagnostics import IRVerifyError, PipeplanOp
+from pipeplan.dialects.ggml_types import GGML_TYPE_SIZES
 from xdsl.dialects.builtin import (
     I64,
     ArrayAttr,
@@ -100,8 +100,9 @@ from xdsl.utils.mlir_lexer import MLIRTokenKind
 from xdsl.utils.str_enum import StrEnum
 
 # --------------------------------------------------------------------------- vocabulary
-DTYPE_SIZES: dict[str, tuple[int, int]] = {t.name.lower(): v for t, v in GGML_QUANT_SIZES.items()}
-"""dtype name -> (elements per block, bytes per block), from gguf's GGML_QUANT_SIZES."""
+DTYPE_SIZES: dict[str, tuple[int, int]] = {t.lower(): v for t, v in GGML_TYPE_SIZES.items()}
+"""dtype name -> (elements per block, bytes per block), from gguf's GGML_QUANT_SIZES
+(:data:`~pipeplan.dialects.ggml_types.GGML_TYPE_SIZES`: the table without importing gguf)."""
 
 LIFETIMES = ("weight", "kv", "transient", "edge")
 """Buffer lifetime classes (issue 4, item 1)."""
