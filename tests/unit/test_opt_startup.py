@@ -7,6 +7,9 @@ from __future__ import annotations
 import subprocess
 import sys
 import textwrap
+from pathlib import Path
+
+EXAMPLE_FACTS = Path(__file__).resolve().parents[2] / "examples" / "llama3-70b.toml"
 
 
 def test_ggml_type_table_is_ggufs():
@@ -22,13 +25,16 @@ def test_ggml_type_table_is_ggufs():
 
 
 def test_plan_pipeline_modules_import_no_gguf_or_numpy():
-    """The modules a runplan -> vmachine ``pipeplan-opt`` run loads import neither gguf nor numpy."""
-    code = textwrap.dedent("""
+    """The modules a runplan -> vmachine ``pipeplan-opt`` run loads import neither gguf nor numpy, nor does
+    reading a model-facts TOML (``convert-cplan-to-vmachine{model=...toml}``)."""
+    code = textwrap.dedent(f"""
         import sys
         import pipeplan.tools.opt
         from pipeplan.dialects.runplan_checks import check_tensor
         from pipeplan.plan_types import TensorInfo
         check_tensor(TensorInfo("blk.0.w", "Q4_K", (256, 2), 0, 0, 288, 0))
+        from pipeplan.frontend.facts_toml import load_facts_toml
+        load_facts_toml({str(EXAMPLE_FACTS)!r})
         from pipeplan.universe import PIPEPLAN_UNIVERSE as u
         for name in ("runplan", "pplan", "cplan", "vmachine"):
             u.all_dialects[name]()
