@@ -87,12 +87,21 @@ def attr_test(c: object) -> AttrTest | None:
             return None
         n = len(tests)
         pairs = [(i, x) for i, x in enumerate(tests) if x is not _always]
+        fields: dict[type, tuple[str, ...]] = {}
 
         def param(a: Attribute) -> bool:
             if not isinstance(a, base):
                 return False
-            ps = a.parameters
-            return len(ps) == n and all(x(ps[i]) for i, x in pairs)  # type: ignore[misc]
+            cls = type(a)
+            names = fields.get(cls)
+            if names is None:  # ``a.parameters`` is these fields of the attribute's own definition
+                names = fields[cls] = tuple(f for f, _ in cls.get_irdl_definition().parameters)  # type: ignore[attr-defined]
+            if len(names) != n:
+                return False
+            for i, x in pairs:
+                if not x(getattr(a, names[i])):
+                    return False
+            return True
 
         return param
     if t is ArrayOfConstraint:
