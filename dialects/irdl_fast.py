@@ -99,7 +99,7 @@ def attr_test(c: object) -> AttrTest | None:
             if len(names) != n:
                 return False
             for i, x in pairs:
-                if not x(getattr(a, names[i])):
+                if not x(getattr(a, names[i])):  # type: ignore[misc]
                     return False
             return True
 
