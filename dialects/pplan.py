@@ -304,7 +304,11 @@ class BufferType(ParametrizedAttribute, TypeAttribute):
 
     @property
     def nbytes(self) -> int:
-        return dtype_nbytes(self.dtype, self.shape)
+        d = self.__dict__  # computed once per (immutable) type, outside its fields, equality and hash
+        n = d.get("_pp_nbytes")
+        if n is None:
+            n = d["_pp_nbytes"] = dtype_nbytes(self.dtype, self.shape)
+        return n
 
     def verify(self) -> None:
         if self.lifetime not in LIFETIMES:
