@@ -30,6 +30,7 @@ from xdsl.dialects.builtin import (
     FileLineColLoc,
     IntAttr,
     LocationAttr,
+    ModuleOp,
     StringAttr,
     UnknownLoc,
 )
@@ -242,11 +243,11 @@ _FAST_SEEN: set[type[Operation]] = set()
 
 
 def _fast_irdl(cls: type[Operation]) -> None:
-    """Give a pipeplan op class the precompiled IRDL acceptance test (:func:`irdl_fast.install`) the first
-    time one of its ops is verified."""
+    """Give a pipeplan op class (and ``builtin.module``) the precompiled IRDL acceptance test
+    (:func:`irdl_fast.install`: the same checks and errors) the first time one of its ops is verified."""
     if cls not in _FAST_SEEN:
         _FAST_SEEN.add(cls)
-        if issubclass(cls, PipeplanOp):
+        if issubclass(cls, PipeplanOp) or cls is ModuleOp:  # the module: its IsolatedFromAbove walk
             irdl_fast.install(cls)
 
 
@@ -304,7 +305,7 @@ def _verify_key(op: Operation, memo: _Memo) -> list[object]:
         for v in operands:
             owner = v.owner
             if is_op[owner.__class__]:
-                t = get(owner)  # type: ignore[call-overload]
+                t = get(owner)  # type: ignore[call-overload, arg-type]
                 key += (v, v._type, _attrs(owner, memo) if t is None else t)  # type: ignore[arg-type]
             else:
                 key += (v, v._type, None)

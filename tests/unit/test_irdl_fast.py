@@ -19,6 +19,7 @@ from pipeplan.universe import PIPEPLAN_UNIVERSE
 from xdsl.context import Context
 from xdsl.dialects.builtin import DenseArrayBase, IntegerAttr, ModuleOp, StringAttr, i32, i64
 from xdsl.ir import Block, Operation, SSAValue
+from xdsl.traits import IsolatedFromAbove
 from xdsl.utils.exceptions import VerifyException
 
 PIPE = ("convert-runplan-to-pplan{{pool=\"{pool}\" prompt_len=4}},pplan-legalize{{target=virtual-queue}},"
@@ -239,3 +240,52 @@ def _accepts_as_xdsl(op: Operation) -> int:
         ok = False
     assert accept(op) == ok, (op.operand_types, op.properties)
     return int(ok)
+
+
+def test_isolated_from_above_as_xdsl_checks_it():
+    """``builtin.module`` (IsolatedFromAbove: the module walk of every verification between passes): on
+    random nestings of ops, modules and blocks whose operands are defined inside, outside, by a sibling
+    module or by the module itself, the fast ``verify_`` raises what xDSL's raises (or nothing)."""
+    import random
+
+    from xdsl.dialects.builtin import i32
+    from xdsl.dialects.test import TestOp
+    from xdsl.ir import Region
+
+    irdl_fast.install(ModuleOp)
+    rng = random.Random(7)
+    outside = TestOp(result_types=[i32]).results[0]
+    checked = failed = 0
+    for _ in range(150):
+        values: list[SSAValue] = [outside]
+
+        def block(depth: int, values: list[SSAValue] = values) -> Block:
+            b = Block(arg_types=[i32] * rng.randint(0, 1))
+            values.extend(b.args)
+            for _ in range(rng.randint(1, 3)):
+                ops_in = [rng.choice(values)] if rng.random() < 0.7 else []
+                if depth < 3 and rng.random() < 0.4:
+                    inner = ModuleOp([]) if rng.random() < 0.5 else TestOp(regions=[Region(block(depth + 1, values))])
+                    if isinstance(inner, ModuleOp):
+                        inner.body.block.add_op(TestOp(operands=ops_in))
+                        for _ in range(rng.randint(0, 2)):
+                            inner.body.block.add_op(TestOp(operands=[rng.choice(values)], result_types=[i32]))
+                    b.add_op(inner)
+                else:
+                    op = TestOp(operands=ops_in, result_types=[i32])
+                    b.add_op(op)
+                    values.extend(op.results)
+            return b
+
+        top = ModuleOp([])
+        body = block(0)
+        for op in list(body.ops):
+            op.detach()
+            top.body.block.add_op(op)
+        for m in [top, *(o for o in top.walk() if isinstance(o, ModuleOp) and o is not top)]:
+            out = _outcome(type(m).__dict__["verify_"], m)
+            assert out == _outcome(type(m).__dict__["verify_"]._pp_xdsl, m)
+            checked += 1
+            failed += out is not None
+            assert irdl_fast.isolated_ok(m) == (_outcome(lambda o: IsolatedFromAbove().verify(o), m) is None)
+    assert checked > 150 and 0 < failed < checked
