@@ -104,8 +104,13 @@ def string_elements(a: ArrayAttr) -> tuple[str, ...]:
 
 
 def int_tuple(a: DenseArrayBase) -> tuple[int, ...]:
-    """The values of an i64 dense array as Python ints."""
-    return tuple(int(v) for v in a.get_values())  # type: ignore[misc]
+    """The values of an i64 dense array as Python ints (decoded once per attribute: attributes are
+    immutable, the tuple is kept in its ``__dict__``, outside its fields, equality and hash)."""
+    d = a.__dict__
+    v = d.get("_pp_ints")
+    if v is None:
+        v = d["_pp_ints"] = tuple(int(x) for x in a.get_values())  # type: ignore[misc]
+    return v
 
 
 def check_strs(a: ArrayAttr, what: str) -> None:

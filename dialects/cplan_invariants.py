@@ -281,14 +281,25 @@ def check_s5(cx: _Ctx, anc: list[int] | None) -> list[Violation]:
     for a in cx.plan.allocs:
         if a.size > 0:
             groups.setdefault((a.device, a.space), []).append(a)
+    # per allocation id: (whether no overlap with it can be fine, accessed, accesses mask, ~happens-before mask):
+    # the common separated pair is decided here without building _overlap_problem's message
+    quick = {a: (not xs or a not in masks, bool(xs), *((masks[a][0], ~masks[a][1]) if a in masks else (0, 0)))
+             for a, xs in acc.items()}
     for (dev, space), allocs in sorted(groups.items()):
         allocs = sorted(allocs, key=lambda a: (a.offset, a.id))
         active: list = []
         for a in allocs:
             active = [b for b in active if b.offset + b.size > a.offset]
+            qa = quick.get(a.id) if a.lifetime not in PERSISTENT_LIFETIMES else None
             for b in active:
                 if a.id == b.id:
                     continue
+                if qa is not None and b.lifetime not in PERSISTENT_LIFETIMES:
+                    qb = quick.get(b.id)
+                    if qb is None or not qa[1] or not qb[1]:
+                        continue  # one of them is never accessed: no conflict
+                    if not (qa[0] or qb[0]) and (not qa[2] & qb[3] or not qb[2] & qa[3]):
+                        continue  # ordered in every legal execution
                 msg = _overlap_problem(cx, a, b, acc, anc, masks)
                 if msg:
                     out.append(Violation("AB-S-5", "unsafe_reuse", f"{dev}/{space}: allocations '{b.id}' "

@@ -21,6 +21,7 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import ClassVar, NoReturn, Self, cast
 
+from pipeplan.dialects import irdl_fast
 from pipeplan.dialects.parsing import FastParser
 from pipeplan.errors import PipeplanError
 from xdsl.context import Context
@@ -29,6 +30,7 @@ from xdsl.dialects.builtin import (
     FileLineColLoc,
     IntAttr,
     LocationAttr,
+    ModuleOp,
     StringAttr,
     UnknownLoc,
 )
@@ -167,6 +169,10 @@ _SEGMENT_SIZES = ("operandSegmentSizes", "resultSegmentSizes")
 generic parse."""
 
 
+_ORDERS: dict[tuple[type, tuple[str, ...]], list[str]] = {}
+"""Per op class and order of given property names: the names in declaration order (:meth:`PipeplanOp.create`)."""
+
+
 class PipeplanOp(IRDLOperation):
     """Base of the pipeplan ops: a verifier failure raises :class:`IRVerifyError` naming this op (or the
     op a region verifier named), instead of xDSL's print of the whole module attached to the error.
@@ -179,10 +185,14 @@ class PipeplanOp(IRDLOperation):
     def _declared_order(cls, props: Mapping[str, Attribute | None] | None) -> dict[str, Attribute | None] | None:
         if not props:
             return None if props is None else dict(props)
-        order = [k for k in cls.get_irdl_definition().properties if k not in _SEGMENT_SIZES]
-        out = {k: props[k] for k in order if k in props}
-        out.update((k, v) for k, v in props.items() if k not in out)
-        return out
+        given = tuple(props)
+        keys = _ORDERS.get((cls, given))
+        if keys is None:
+            order = [k for k in cls.get_irdl_definition().properties if k not in _SEGMENT_SIZES]
+            keys = [k for k in order if k in props]
+            keys += [k for k in given if k not in keys]
+            _ORDERS[(cls, given)] = keys
+        return {k: props[k] for k in keys}
 
     @classmethod
     def create(cls, *, operands: Sequence[SSAValue] = (), result_types: Sequence[Attribute] = (),
@@ -218,6 +228,7 @@ class PipeplanOp(IRDLOperation):
         """xDSL's op verification (structure, IRDL constraints, ``verify_``), with a subtree that has not
         changed since it last verified skipped (:func:`verify_cached`)."""
         if not verify_nested_ops:
+            _fast_irdl(type(self))
             super().verify(verify_nested_ops=False)
             return
         verify_cached(self)
@@ -228,7 +239,36 @@ class PipeplanOp(IRDLOperation):
         raise underlying_error
 
 
+_FAST_SEEN: set[type[Operation]] = set()
+
+
+def _fast_irdl(cls: type[Operation]) -> None:
+    """Give a pipeplan op class (and ``builtin.module``) the precompiled IRDL acceptance test
+    (:func:`irdl_fast.install`: the same checks and errors) the first time one of its ops is verified."""
+    if cls not in _FAST_SEEN:
+        _FAST_SEEN.add(cls)
+        if issubclass(cls, PipeplanOp) or cls is ModuleOp:  # the module: its IsolatedFromAbove walk
+            irdl_fast.install(cls)
+
+
 _Memo = dict[Operation, tuple[object, ...]]
+
+
+class _ClassFlag(dict[type, bool]):
+    """``flag[cls]``: whether ``cls`` is a subclass of ``base``, computed once per class (``isinstance``
+    against xDSL's abstract IR classes goes through ``ABCMeta.__instancecheck__``: ~1M calls a pipeline)."""
+
+    def __init__(self, base: type):
+        super().__init__()
+        self.base = base
+
+    def __missing__(self, cls: type) -> bool:
+        flag = self[cls] = issubclass(cls, self.base)
+        return flag
+
+
+_IS_OP = _ClassFlag(Operation)
+_IS_PIPEPLAN = _ClassFlag(PipeplanOp)
 
 
 def _attrs(op: Operation, memo: _Memo) -> tuple[object, ...]:
@@ -250,34 +290,46 @@ def _verify_key(op: Operation, memo: _Memo) -> list[object]:
     operands, their types and defining ops' attributes, result types, attributes, successors, and per region
     the blocks, their argument types and ops, and whether it ends its block. Attributes are immutable values
     and IR objects compare by identity, so an equal key means the same verification result. (The
-    discardable attributes of an op with :attr:`PipeplanOp.ATTRIBUTE_VERIFIER` are compared apart.)"""
+    discardable attributes of an op with :attr:`PipeplanOp.ATTRIBUTE_VERIFIER` are compared apart.)
+    Reads xDSL 0.75's IR fields directly (``_operands``, ``_type``, ``_next_op``, ``_first_block`` ...):
+    the properties that wrap them cost most of the key."""
     block = op.parent
-    parent = None if block is None or block.parent is None else block.parent.parent
-    key: list[object] = [block, op.next_op is None, None if parent is None else _attrs(parent, memo)]
-    operands = op.operands
+    region = None if block is None else block.parent
+    parent = None if region is None else region.parent
+    key: list[object] = [block, op._next_op is None, None if parent is None else _attrs(parent, memo)]
+    operands = op._operands
     if operands:
         key.append(len(operands))
+        is_op = _IS_OP
+        get = memo.get
         for v in operands:
             owner = v.owner
-            key += (v, v.type, _attrs(owner, memo) if isinstance(owner, Operation) else None)
+            if is_op[owner.__class__]:
+                t = get(owner)  # type: ignore[call-overload, arg-type]
+                key += (v, v._type, _attrs(owner, memo) if t is None else t)  # type: ignore[arg-type]
+            else:
+                key += (v, v._type, None)
     key.append(None)
-    key.extend([r.type for r in op.results])
+    key.extend([r._type for r in op.results])
     key.append(_attrs(op, memo))
-    if op.successors:
-        key.append(len(op.successors))
-        key.extend(op.successors)
+    if op._successors:
+        key.append(len(op._successors))
+        key.extend(op._successors)
     for region in op.regions:
         key.append(region)
-        for b in region.blocks:
-            key += (b, len(b.args))
-            key.extend([a.type for a in b.args])
-            key.extend(b.ops)
+        b = region._first_block
+        while b is not None:
+            args = b._args
+            key += (b, len(args))
+            if args:
+                key.extend([a._type for a in args])
+            o = b._first_op
+            while o is not None:
+                key.append(o)
+                o = o._next_op
             key.append(None)
+            b = b._next_block
     return key
-
-
-def _same(a: list[object], b: list[object]) -> bool:
-    return len(a) == len(b) and all(x is y or x == y for x, y in zip(a, b, strict=True))
 
 
 _UNCHANGED, _ATTRIBUTES, _VERIFIED = 0, 1, 2
@@ -308,20 +360,25 @@ def _verify_cached(op: Operation, memo: _Memo) -> int:
     split = getattr(op, "ATTRIBUTE_VERIFIER", False)
     own = (*op.attributes, None, *op.attributes.values()) if split else None
     prev = op.__dict__.get("_pp_verified")
-    changed = prev is None or not _same(prev[0], key)
+    changed = prev is None or prev[0] != key  # element-wise `is` or `==`, as list equality compares
     nested = False
+    is_pipeplan = _IS_PIPEPLAN
     for region in op.regions:
-        for block in region.blocks:
-            for child in block.ops:
+        block = region._first_block
+        while block is not None:
+            child = block._first_op
+            while child is not None:
                 if child.parent is not block:
                     raise ValueError("Parent pointer of operation does not refer to containing block")
-                if isinstance(child, PipeplanOp):
+                if is_pipeplan[child.__class__]:
                     level = _verify_cached(child, memo)
                     changed = changed or level == _VERIFIED
                     nested = nested or level == _ATTRIBUTES
                 else:
                     child.verify()
                     changed = True
+                child = child._next_op
+            block = block._next_block
     if not changed and prev is not None:
         if own is None or own == prev[1]:
             return _ATTRIBUTES if nested else _UNCHANGED
@@ -338,6 +395,7 @@ def _verify_cached(op: Operation, memo: _Memo) -> int:
             if not block.ops and len(region.blocks) == 1 and not op.has_trait(NoTerminator):
                 raise VerifyException(f"Operation {op.name} contains empty block in single-block region that "
                                       "expects at least a terminator")
+    _fast_irdl(type(op))
     Operation.verify(op, verify_nested_ops=False)
     op.__dict__["_pp_verified"] = (key, own)
     return _VERIFIED

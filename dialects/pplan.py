@@ -43,12 +43,13 @@ from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import lru_cache
+from operator import is_
 from typing import ClassVar
 
-from gguf.constants import GGML_QUANT_SIZES
 from pipeplan.dialects.bindings import DeploymentBindingOp, EvidencePolicyOp, TargetBindingOp
 from pipeplan.dialects.carriers import i64_attr, int_array, int_tuple, string, string_elements, strings
 from pipeplan.dialects.diagnostics import IRVerifyError, PipeplanOp
+from pipeplan.dialects.ggml_types import GGML_TYPE_SIZES
 from xdsl.dialects.builtin import (
     I64,
     ArrayAttr,
@@ -100,8 +101,9 @@ from xdsl.utils.mlir_lexer import MLIRTokenKind
 from xdsl.utils.str_enum import StrEnum
 
 # --------------------------------------------------------------------------- vocabulary
-DTYPE_SIZES: dict[str, tuple[int, int]] = {t.name.lower(): v for t, v in GGML_QUANT_SIZES.items()}
-"""dtype name -> (elements per block, bytes per block), from gguf's GGML_QUANT_SIZES."""
+DTYPE_SIZES: dict[str, tuple[int, int]] = {t.lower(): v for t, v in GGML_TYPE_SIZES.items()}
+"""dtype name -> (elements per block, bytes per block), from gguf's GGML_QUANT_SIZES
+(:data:`~pipeplan.dialects.ggml_types.GGML_TYPE_SIZES`: the table without importing gguf)."""
 
 LIFETIMES = ("weight", "kv", "transient", "edge")
 """Buffer lifetime classes (issue 4, item 1)."""
@@ -302,7 +304,11 @@ class BufferType(ParametrizedAttribute, TypeAttribute):
 
     @property
     def nbytes(self) -> int:
-        return dtype_nbytes(self.dtype, self.shape)
+        d = self.__dict__  # computed once per (immutable) type, outside its fields, equality and hash
+        n = d.get("_pp_nbytes")
+        if n is None:
+            n = d["_pp_nbytes"] = dtype_nbytes(self.dtype, self.shape)
+        return n
 
     def verify(self) -> None:
         if self.lifetime not in LIFETIMES:
@@ -1546,41 +1552,74 @@ _NEEDS_ESCAPE = re.compile(r'["\\\x00-\x1f\x7f-\uffff]')
 
 
 @lru_cache(maxsize=64)
-def _enc_type(t: Attribute) -> str:
+def _type_text(t: Attribute) -> str:
     return str(t)
+
+
+def _enc_type(t: Attribute) -> str:
+    """``str(t)`` of a type, kept on the (immutable) type object outside its fields (hashing a type for the
+    cache of equal types costs more than the lookup)."""
+    d = t.__dict__
+    text = d.get("_pp_text")
+    if text is None:
+        text = d["_pp_text"] = _type_text(t)
+    return text
+
+
+class _EncKind(dict[type, int]):
+    """``kind[type(a)]``: which branch of :func:`_enc` encodes an attribute of that class (the first
+    ``isinstance`` match in :func:`_enc`'s order), computed once per class."""
+
+    ORDER = (StringAttr, IntegerAttr, FloatAttr, SymbolRefAttr, DenseArrayBase, ArrayAttr, DictionaryAttr,
+             EnumAttribute)
+
+    def __missing__(self, cls: type) -> int:
+        kind = self[cls] = next((i for i, base in enumerate(self.ORDER) if issubclass(cls, base)), len(self.ORDER))
+        return kind
+
+
+_ENC_KIND = _EncKind()
+_ENUM_TEXT: dict[tuple[type, object], str] = {}
+"""``str(a)`` of an enum attribute by (class, member): it prints its class's name and its member alone."""
 
 
 def _enc(a: Attribute) -> str:
     """Canonical text of one property value (fixed encoding per carrier; others via xDSL's printer)."""
-    if isinstance(a, StringAttr):
-        return json.dumps(a.data) if _NEEDS_ESCAPE.search(a.data) else f'"{a.data}"'
-    if isinstance(a, IntegerAttr):
-        return f"{a.value.data}:{_enc_type(a.type)}"
-    if isinstance(a, FloatAttr):
-        return f"{a.value.data!r}:f"
-    if isinstance(a, SymbolRefAttr):
-        return "@" + ".".join([a.root_reference.data, *(r.data for r in a.nested_references.data)])
-    if isinstance(a, DenseArrayBase):
-        return f"array<{_enc_type(a.elt_type)}:{','.join(map(str, a.get_values()))}>"
-    if isinstance(a, ArrayAttr):
-        return "[" + ",".join(_enc(x) for x in a.data) + "]"
-    if isinstance(a, DictionaryAttr):
-        return "{" + ",".join(f"{json.dumps(k)}={_enc(v)}" for k, v in sorted(a.data.items())) + "}"
+    kind = _ENC_KIND[type(a)]
+    if kind == 0:  # StringAttr
+        return json.dumps(a.data) if _NEEDS_ESCAPE.search(a.data) else f'"{a.data}"'  # type: ignore[attr-defined]
+    if kind == 1:  # IntegerAttr
+        return f"{a.value.data}:{_enc_type(a.type)}"  # type: ignore[attr-defined]
+    if kind == 2:  # FloatAttr
+        return f"{a.value.data!r}:f"  # type: ignore[attr-defined]
+    if kind == 3:  # SymbolRefAttr
+        return "@" + ".".join([a.root_reference.data, *(r.data for r in a.nested_references.data)])  # type: ignore[attr-defined]
+    if kind == 4:  # DenseArrayBase
+        return f"array<{_enc_type(a.elt_type)}:{','.join(map(str, a.get_values()))}>"  # type: ignore[attr-defined]
+    if kind == 5:  # ArrayAttr
+        return "[" + ",".join([_enc(x) for x in a.data]) + "]"  # type: ignore[attr-defined]
+    if kind == 6:  # DictionaryAttr
+        return "{" + ",".join(f"{json.dumps(k)}={_enc(v)}" for k, v in sorted(a.data.items())) + "}"  # type: ignore[attr-defined]
+    if kind == 7:  # EnumAttribute
+        key = (type(a), a.data)  # type: ignore[attr-defined]
+        text = _ENUM_TEXT.get(key)
+        if text is None:
+            text = _ENUM_TEXT[key] = str(a)
+        return text
     return str(a)
 
 
 def _props_text(o: Operation) -> str:
     """``name key=value ...`` of :func:`canonical_text` for one op, kept on the op while its property
-    values are the same objects (attributes are immutable), so an unchanged plan re-encodes in linear time
-    without re-printing its properties."""
+    names and values are the same objects (attributes are immutable), so an unchanged plan re-encodes in
+    linear time without re-printing its properties."""
     props = o.properties
-    vals = (*props.items(),)
     cached = o.__dict__.get("_pp_props_text")
-    if cached is not None and len(cached[0]) == len(vals) \
-            and all(a[0] == b[0] and a[1] is b[1] for a, b in zip(cached[0], vals, strict=True)):
-        return cached[1]
-    text = o.name + " " + " ".join(f"{k}={_enc(props[k])}" for k in sorted(props))
-    o.__dict__["_pp_props_text"] = (vals, text)
+    if cached is not None and len(cached[1]) == len(props) and all(map(is_, props.values(), cached[1])) \
+            and cached[0] == tuple(props):
+        return cached[2]
+    text = o.name + " " + " ".join([f"{k}={_enc(props[k])}" for k in sorted(props)])
+    o.__dict__["_pp_props_text"] = (tuple(props), tuple(props.values()), text)
     return text
 
 
@@ -1597,14 +1636,17 @@ def canonical_text(op: Operation) -> str:
     """
     lines = []
     ids: dict[SSAValue, int] = {}
+    get = ids.get
     for o in op.walk():
         line = _props_text(o)
-        if o.operands:
-            line += " (" + ",".join(f"%{ids.get(v, -1)}" for v in o.operands) + ")"
-        if o.results:
-            for r in o.results:
+        operands = o._operands  # pyright: ignore[reportPrivateUsage]
+        if operands:
+            line += " (" + ",".join(["%" + str(get(v, -1)) for v in operands]) + ")"
+        results = o.results
+        if results:
+            for r in results:
                 ids[r] = len(ids)
-            line += " -> " + ",".join(_enc_type(r.type) for r in o.results)
+            line += " -> " + ",".join([_enc_type(r.type) for r in results])
         lines.append(line)
     return "\n".join(lines) + "\n"
 

@@ -12,6 +12,7 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from pipeplan.dialects.ggml_types import GGML_TYPE_SIZES
 from pipeplan.dialects.runplan_attrs import (
     ORCHESTRATOR_NODE,
     TOKEN_EDGE_KINDS,
@@ -50,13 +51,10 @@ def check_tensor(t: TensorInfo) -> None:
     if t.block != expect_block:
         raise _fail("RP-AR-6", inv, f"{w} has block {-1 if t.block is None else t.block} "
                     f"but its name says {-1 if expect_block is None else expect_block}")
-    import gguf
-
-    try:
-        qtype = gguf.GGMLQuantizationType[t.ggml_type]
-    except KeyError:
-        raise _fail("RP-AR-6", inv, f"{w} has unknown ggml type '{t.ggml_type}'") from None
-    block_size, type_size = gguf.GGML_QUANT_SIZES[qtype]
+    sizes = GGML_TYPE_SIZES.get(t.ggml_type)  # gguf's GGML_QUANT_SIZES by GGMLQuantizationType name
+    if sizes is None:
+        raise _fail("RP-AR-6", inv, f"{w} has unknown ggml type '{t.ggml_type}'")
+    block_size, type_size = sizes
     n = math.prod(t.shape)
     if t.shape[0] % block_size or t.n_bytes != n // block_size * type_size:
         raise _fail("RP-AR-6", inv, f"{w} has {t.n_bytes} bytes but {t.ggml_type} {list(t.shape)} "

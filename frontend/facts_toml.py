@@ -55,10 +55,10 @@ import tomllib
 from pathlib import Path
 from typing import Any
 
-import gguf
+from pipeplan.dialects.ggml_types import GGML_TYPE_SIZES
 from pipeplan.errors import ModelFactsError
 from pipeplan.files.paths import InputPathError, check_input_file
-from pipeplan.frontend.gguf_facts import llama_tensor_shapes
+from pipeplan.frontend.llama_shapes import llama_tensor_shapes
 from pipeplan.plan_types import ModelFacts, TensorInfo
 
 __all__ = ["load_facts_toml", "loads_facts_toml", "dump_facts_toml", "synthesize_llama_tensors", "tensor_nbytes"]
@@ -95,16 +95,16 @@ def _pad(x: int, n: int) -> int:
 def _quant(type_name: str, where: str, src: str) -> tuple[int, int]:
     """(block size, bytes per block) of ggml type ``type_name``; ModelFactsError when unknown."""
     try:
-        return gguf.GGML_QUANT_SIZES[gguf.GGMLQuantizationType[type_name]]
+        return GGML_TYPE_SIZES[type_name]
     except KeyError:
-        known = ", ".join(t.name for t in gguf.GGML_QUANT_SIZES)
+        known = ", ".join(GGML_TYPE_SIZES)
         raise ModelFactsError(f"{src}: {where} = {type_name!r} is not a ggml type (one of {known})",
                               where=f"{src}:{where}") from None
 
 
 def tensor_nbytes(ggml_type: str, shape: tuple[int, ...]) -> int:
     """Bytes of a tensor of ``ggml_type`` with ggml-order ``shape`` (``ne0`` must be a block multiple)."""
-    block, size = gguf.GGML_QUANT_SIZES[gguf.GGMLQuantizationType[ggml_type]]
+    block, size = GGML_TYPE_SIZES[ggml_type]
     return math.prod(shape) // block * size
 
 
@@ -112,7 +112,7 @@ def _fit(ggml_type: str, ne0: int) -> str:
     """llama.cpp's type fallback for a row of ``ne0`` elements (see module docstring)."""
 
     def fits(t: str) -> bool:
-        return ne0 % gguf.GGML_QUANT_SIZES[gguf.GGMLQuantizationType[t]][0] == 0
+        return ne0 % GGML_TYPE_SIZES[t][0] == 0
 
     if fits(ggml_type):
         return ggml_type
@@ -126,7 +126,7 @@ def synthesize_llama_tensors(
 ) -> tuple[TensorInfo, ...]:
     """The llama tensor index of a model with these hyperparameters, in one shard, offsets from 0.
 
-    Shapes in ggml order from :func:`pipeplan.frontend.gguf_facts.llama_tensor_shapes`; matrices take
+    Shapes in ggml order from :func:`pipeplan.frontend.llama_shapes.llama_tensor_shapes`; matrices take
     ``weight_type`` (with llama.cpp's fallback), 1-D norms ``norm_type``; each offset is the previous
     tensor's end padded to ``alignment``. Raises ``KeyError`` for unknown type names (callers check).
     """

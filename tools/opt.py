@@ -458,14 +458,18 @@ def main(argv: Sequence[str] | None = None, *, exit_process: bool | None = None)
     With ``exit_process`` (default: when called as the ``pipeplan-opt`` command, :func:`_entry_point`) the
     process ends as soon as the output is written and the streams are flushed (``os._exit`` with the exit
     status: freeing a large module at interpreter shutdown costs most of a second and leaves nothing to
-    do); the objects alive at start are frozen out of garbage collection. Either way the collector runs
-    with :data:`_GC_THRESHOLD` meanwhile (restored after).
+    do); the objects alive at start are frozen out of garbage collection and the cyclic collector is off
+    for the rest of the process (its young-generation passes cost ~0.2 s of a 70B-shaped pipeline and free
+    next to nothing: the peak memory of that pipeline is the same with it off; reference counting still
+    frees everything acyclic). Otherwise the collector runs with :data:`_GC_THRESHOLD` meanwhile (restored
+    after).
     """
     if exit_process is None:
         exit_process = _entry_point(argv)
     old = gc.get_threshold()
     if exit_process:
         gc.freeze()
+        gc.disable()
     gc.set_threshold(*_GC_THRESHOLD)
     code: int | str | None = 0
     try:

@@ -185,3 +185,44 @@ def test_module_verifier_reruns_only_after_a_change(module, monkeypatch):
     s1.properties["node_id"] = StringAttr("n9")
     with pytest.raises(VerifyException, match=r"RP-AR-1"):
         verify_module(module)
+
+
+def test_portable_digest_follows_operand_result_and_key_changes(pplan_module):
+    """AB-G-2: the per-op texts kept on the ops never hide a change: replacing an operand, retyping a
+    result, renaming a property (same value object) or replacing a value by an equal new object gives the
+    digest of a fresh copy of the plan (nothing kept); an unchanged plan keeps its digest."""
+    from pipeplan.dialects import pplan
+
+    plan = pplan.find_plan(pplan_module)
+    before = pplan.portable_digest(plan)
+    assert pplan.portable_digest(plan) == before == pplan.portable_digest(plan.clone())
+    tasks = [o for o in plan.walk() if isinstance(o, pplan.TaskOp) and o.ins]
+    t = next(x for x in tasks if any(y.ins and y.ins[0] is not x.ins[0] and y.ins[0].type == x.ins[0].type
+                                     for y in tasks))
+    other = next(y.ins[0] for y in tasks if y.ins and y.ins[0] is not t.ins[0] and y.ins[0].type == t.ins[0].type)
+    saved = t.operands[0]
+    t.operands = [other, *t.operands[1:]]
+    changed = pplan.portable_digest(plan)
+    assert changed != before and changed == pplan.portable_digest(plan.clone())
+    t.operands = [saved, *t.operands[1:]]
+    assert pplan.portable_digest(plan) == before
+    w = next(o for o in plan.walk() if isinstance(o, pplan.WeightOp))
+    r = w.results[0]
+    old_type = r.type
+    r._type = pplan.BufferType(old_type.shape, "f16" if old_type.dtype != "f16" else "f32", old_type.lifetime,
+                               old_type.alignment)
+    changed = pplan.portable_digest(plan)
+    assert changed != before and changed == pplan.portable_digest(plan.clone())
+    r._type = old_type
+    assert pplan.portable_digest(plan) == before
+    name = next(iter(t.properties))
+    props = dict(t.properties)
+    t.properties.clear()
+    t.properties.update({("z" + k if k == name else k): v for k, v in props.items()})
+    changed = pplan.portable_digest(plan)
+    assert changed != before and changed == pplan.portable_digest(plan.clone())
+    t.properties.clear()
+    t.properties.update(props)
+    assert pplan.portable_digest(plan) == before
+    t.properties["block"] = IntegerAttr(t.properties["block"].value.data, i64)  # equal, new object
+    assert pplan.portable_digest(plan) == before
