@@ -36,6 +36,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from pipeplan.runtime.interrupts import exits_on_interrupt
+from pipeplan.tools.cmd_run import DEFAULT_PREFILL_ROWS
 
 HELP = "serve a GGUF model over an OpenAI-compatible HTTP API (/v1/completions, /v1/chat/completions)"
 
@@ -75,8 +76,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--max-seq-len", type=int, default=None,
                    help=f"positions per sequence (prompt + generated) the plan sizes (default {DEFAULT_MAX_SEQ_LEN}, "
                         f"or the model's context length when shorter)")
-    p.add_argument("--prefill-rows", type=int, default=64,
-                   help="rows of the compiled prefill step (default 64, capped at max-seq-len - 1)")
+    p.add_argument("--prefill-rows", type=int, default=DEFAULT_PREFILL_ROWS,
+                   help=f"rows of the compiled prefill step (default {DEFAULT_PREFILL_ROWS}, capped at max-seq-len - 1)")
     p.add_argument("--threads", type=int, default=None, metavar="N",
                    help="torch threads per stage, 1 .. 4 x cores (default: 1 for local, torch's own for inproc)")
     p.add_argument("--parallel", type=int, default=1, metavar="N",

@@ -4,6 +4,8 @@ through the CLI's compile path (``runtime.compiled.compile_provisions`` -> ``com
 
 from __future__ import annotations
 
+import argparse
+
 import ast
 import dataclasses
 import sys
@@ -75,9 +77,13 @@ def test_pipeline_hands_each_stage_the_compiled_program(plan2, no_runtime_builds
     the same stage programs (steps, rows, kernel calls, machine digest) as ``compile_for_run`` of the plan they
     were projected from, with the CLI's default prefill rows; every inproc stage bound exactly its program."""
     from pipeplan.runtime.compiled import DEFAULT_PREFILL_ROWS, compile_for_run
-    from pipeplan.tools import cmd_run
+    from pipeplan.tools import cmd_run, cmd_serve
 
     assert cmd_run.DEFAULT_PREFILL_ROWS == DEFAULT_PREFILL_ROWS  # `pipeplan run --prefill-rows` default
+    serve_parser = argparse.ArgumentParser()
+    cmd_serve.add_arguments(serve_parser)
+    serve_args = serve_parser.parse_args(["m.gguf"])
+    assert serve_args.prefill_rows == DEFAULT_PREFILL_ROWS  # `pipeplan serve --prefill-rows` default
     module, text, ps = plan2
     want = compile_for_run(module, text, prompt_len=min(DEFAULT_PREFILL_ROWS, 63)).programs
     with Pipeline(ps, backend="inproc") as pipe:
