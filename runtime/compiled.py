@@ -426,8 +426,16 @@ def provisions_facts(provisions: Sequence[ProvisionStage], model: str | Path | N
     the cache: :func:`~pipeplan.runtime.weights_source.local_weight_files`). ``(None, why)`` when no source is
     (the stages then report their own download / parse faults, or a ``bind`` fault naming ``why``).
     Raises GGUFError for a ``model`` that does not parse (an explicit input)."""
+    facts, _, why = provisions_model(provisions, model, cache_dir=cache_dir)
+    return facts, why
+
+
+def provisions_model(provisions: Sequence[ProvisionStage], model: str | Path | None = None, *,
+                     cache_dir: str | Path | None = None) -> tuple[ModelFacts | None, Path | None, str]:
+    """:func:`provisions_facts` with the local GGUF file they were read from: ``(facts, file, "")`` or
+    ``(None, None, why)``. Raises GGUFError for a ``model`` that does not parse."""
     if model is not None:
-        return read_model_facts(str(model)), ""
+        return read_model_facts(str(model)), Path(model), ""
     why = "no provision names a weight source"
     for src in dict.fromkeys(p.weights for p in sorted(provisions, key=lambda p: p.stage)):
         files = local_weight_files(src, cache_dir)
@@ -435,10 +443,10 @@ def provisions_facts(provisions: Sequence[ProvisionStage], model: str | Path | N
             why = f"the weight source {', '.join(src.uris)} is not on this host (only the stages fetch it)"
             continue
         try:
-            return read_model_facts(str(files[0])), ""
+            return read_model_facts(str(files[0])), Path(files[0]), ""
         except GGUFError as e:
             why = f"the weight source {', '.join(src.uris)} does not parse: {e.one_line()}"
-    return None, why
+    return None, None, why
 
 
 def _partition_of(provisions: Sequence[ProvisionStage], block_count: int) -> list[tuple[int, int]] | None:
@@ -491,19 +499,24 @@ def provisions_plan(provisions: Sequence[ProvisionStage], facts: ModelFacts, *, 
 
 def compile_provisions(provisions: Sequence[ProvisionStage], facts: ModelFacts, *,
                        cache_dir: str | Path | None = None, parallel: int = 1, prefill_rows: int | None = None,
-                       evidence: Sequence[str] = ("roofline",)) -> CompiledRun:
+                       evidence: Sequence[str] = ("roofline",), target: str = "virtual-queue",
+                       model: str | Path | None = None) -> CompiledRun:
     """The compiled stage programs of the run the provisions state: :func:`provisions_plan` compiled by
-    :func:`compile_for_run` (target ``virtual-queue``, the package cache of ``cache_dir``) with a prefill step of
-    ``prefill_rows`` rows (default :data:`DEFAULT_PREFILL_ROWS`), at most ``max_seq_len - 1``.
+    :func:`compile_for_run` (``target``: ``virtual-queue`` gives StagePrograms, ``cuda-triton`` the
+    TMachineStagePrograms of the lowered tmachine program and needs ``model``; the package cache of
+    ``cache_dir``) with a prefill step of ``prefill_rows`` rows (default :data:`DEFAULT_PREFILL_ROWS`), at most
+    ``max_seq_len - 1``.
 
-    Raises RunPlanRejection (no plan of these stages), PackageError (the compiler's diagnostic), CacheError."""
+    Raises RunPlanRejection (no plan of these stages; two stages on one node for cuda-triton), PackageError (the
+    compiler's diagnostic), ReplayError (cuda-triton without ``model``), CacheError."""
     module, pool_text = provisions_plan(provisions, facts, parallel=parallel)
     L = min(p.max_seq_len for p in provisions)
     rows = max(1, min(DEFAULT_PREFILL_ROWS if prefill_rows is None else prefill_rows, L - 1))
-    return compile_for_run(module, pool_text, cache_dir=cache_dir, evidence=tuple(evidence), prompt_len=rows)
+    return compile_for_run(module, pool_text, cache_dir=cache_dir, evidence=tuple(evidence), prompt_len=rows,
+                           target=target, model=model)
 
 
 __all__ = ["DEFAULT_PREFILL_ROWS", "STAGES_CACHE_FORMAT", "CompiledRun", "Package", "ReplayError", "StepProgram",
            "compile_for_run", "compile_provisions", "compiled_stages", "load_compiled_stages",
            "load_compiled_stages_fast", "load_package", "load_stage_programs", "local_pool_with_peaks",
-           "provisions_facts", "provisions_plan", "stage_programs", "stages_cache_path", "tmachine_stages"]
+           "provisions_facts", "provisions_model", "provisions_plan", "stage_programs", "stages_cache_path", "tmachine_stages"]

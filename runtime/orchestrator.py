@@ -54,9 +54,10 @@ import numpy as np
 from pipeplan.errors import PipeplanError, StageFault
 from pipeplan.plan_types import ProvisionStage
 from pipeplan.runtime.backends import Backend, WorkerOptions, default_num_threads, make_backend
-from pipeplan.runtime.compiled import CompiledRun, compile_provisions, provisions_facts
+from pipeplan.runtime.compiled import CompiledRun, compile_provisions, provisions_model
 from pipeplan.runtime.events import Event, EventLog, StageFaulted, StageReady, event_to_dict
 from pipeplan.runtime.stage import POLL_S, FaultInjection, StageProgram
+from pipeplan.runtime.tmachine_run import KERNEL_PACKAGES, TMachineStageProgram
 from pipeplan.runtime.transport import (
     DATA,
     MAX_SEGMENTS,
@@ -67,6 +68,10 @@ from pipeplan.runtime.transport import (
     SamplerParams,
     Segment,
 )
+
+KERNEL_TARGETS = {package: target for target, package in KERNEL_PACKAGES.items()}
+"""kernel table -> the compile target whose machine program it runs (``programs=None``): the Triton table's is
+``cuda-triton`` (the stages interpret the lowered tmachine program); any other table runs ``virtual-queue``."""
 
 DEATH_GRACE_S = 0.3
 """After noticing a dead stage, how long to wait for its StageFaulted event before calling it a crash."""
@@ -141,7 +146,9 @@ class Pipeline:
             stage threads share this process's cores, to :func:`~pipeplan.runtime.backends.default_num_threads`:
             the usable cores split among the stages, 1 for small models).
         programs: the compiled stage programs (stage -> StageProgram, or the tmachine programs of ``--target
-            cuda``); None: :meth:`start` compiles the provisions' RunPlan (module docstring; :attr:`compiled`).
+            cuda``); None: :meth:`start` compiles the provisions' RunPlan (module docstring; :attr:`compiled`) for
+            the target of ``kernels`` (:data:`KERNEL_TARGETS`: the Triton table's tmachine program, else the
+            virtual-queue program).
         model: the GGUF whose header facts the compile of ``programs=None`` reads (default: the first
             provision's weight source, when it is on this host without a download).
         liveness_s: heartbeat limit (see :func:`liveness_limit`).
@@ -238,14 +245,15 @@ class Pipeline:
 
         Raises RunRequestError (``invalid_request``) when the model's facts are not readable on this host
         (give ``model=`` or ``programs=``); RunPlanRejection, PackageError, CacheError from the compile."""
-        facts, why = provisions_facts(self.provisions, self.model, cache_dir=self.options.cache_dir)
+        facts, path, why = provisions_model(self.provisions, self.model, cache_dir=self.options.cache_dir)
         if facts is None:
             raise RunRequestError(f"the stages need compiled programs and the orchestrator cannot compile the plan: "
                                   f"{why}; give Pipeline(model=<the GGUF>) or programs=", where="model")
+        target = KERNEL_TARGETS.get(self.options.kernels or "", "virtual-queue")
         run = compile_provisions(self.provisions, facts, cache_dir=self.options.cache_dir, parallel=self.parallel,
-                                 prefill_rows=self._prefill_rows_given)
+                                 prefill_rows=self._prefill_rows_given, target=target, model=path)
         self.compiled = run
-        programs = {s: p for s, p in run.programs.items() if isinstance(p, StageProgram)}
+        programs = {s: p for s, p in run.programs.items() if isinstance(p, StageProgram | TMachineStageProgram)}
         self.options = dataclasses.replace(self.options, programs=programs)
         self.prefill_rows = self._rows(programs)
         return run

@@ -55,9 +55,9 @@ from pipeplan.dialects.triton_machine import (
     signaller,
 )
 from pipeplan.errors import PipeplanError
+from pipeplan.runtime.tmachine_run import KERNEL_PACKAGES
 from xdsl.dialects.builtin import FloatAttr, IntegerAttr, StringAttr
 
-KERNEL_PACKAGES = {"cuda-triton": "pipeplan.runtime.kernels.triton"}
 """Target name (``tmachine.program``'s ``target`` before ``@``) -> the package its kernel names are in."""
 
 DTYPES = {"f32": torch.float32, "f16": torch.float16, "bf16": torch.bfloat16, "i32": torch.int32,

@@ -48,6 +48,9 @@ if TYPE_CHECKING:
     from pipeplan.dialects.triton_machine import ProgramOp
     from pipeplan.runtime.tmachine_interp import TMachineInterpreter
 
+KERNEL_PACKAGES = {"cuda-triton": "pipeplan.runtime.kernels.triton"}
+"""``tmachine.program`` target -> the kernel package its launches resolve in (:mod:`~pipeplan.runtime.tmachine_interp`)."""
+
 TRACE_ENV = "PIPEPLAN_TMACHINE_TRACE"
 """Directory where every stage appends its executed instructions as JSON lines (module docstring)."""
 

@@ -5,9 +5,9 @@ through the CLI's compile path (``runtime.compiled.compile_provisions`` -> ``com
 from __future__ import annotations
 
 import argparse
-
 import ast
 import dataclasses
+import json
 import sys
 from pathlib import Path
 
@@ -156,3 +156,29 @@ def test_runtime_never_calls_build_stage_program():
                 if name == "build_stage_program":
                     callers.append(f"{path.relative_to(RUNTIME.parent)}:{node.lineno}")
     assert callers == []
+
+
+def test_triton_kernels_compile_and_run_the_tmachine_program(plan2, expected_cases, tmp_path, monkeypatch):
+    """AB-M-1, AB-M-4: ``Pipeline(kernels=<the Triton table>)`` without programs compiles the provisions' RunPlan
+    for ``cuda-triton`` (what ``pipeplan run --target cuda`` runs): every stage binds its part of the lowered
+    ``tmachine.program`` (never a vmachine program with the Triton table swapped in), the stages interpret it
+    (Triton's CPU interpreter) and the greedy ids are llama.cpp's."""
+    from pipeplan.runtime.orchestrator import KERNEL_TARGETS
+    from pipeplan.runtime.tmachine_run import TRACE_ENV, TMachineStageProgram
+
+    trace = tmp_path / "trace"
+    trace.mkdir()
+    monkeypatch.setenv(TRACE_ENV, str(trace))
+    c = expected_cases[0]
+    n = 2
+    with Pipeline(plan2[2], backend="inproc", kernels="pipeplan.runtime.kernels.triton", prefill_rows=len(c["prompt_ids"]),
+                  cache_dir=tmp_path / "cache") as pipe:
+        assert KERNEL_TARGETS["pipeplan.runtime.kernels.triton"] == "cuda-triton"
+        progs = pipe.options.programs
+        assert progs and all(isinstance(p, TMachineStageProgram) for p in progs.values())
+        assert all(w.tmachine is not None and w.bound is None for w in pipe.backend.workers)
+        assert str(pipe.compiled.package).endswith(".tmachine.mlir")
+        assert pipe.generate_ids(c["prompt_ids"], n)[0] == c["greedy_ids"][:n]
+    for stage in (0, 1):  # each stage wrote the tmachine instructions it executed: launches with their grids
+        recs = [json.loads(line) for line in (trace / f"stage{stage}.jsonl").read_text().splitlines()]
+        assert any(r["op"] == "tmachine.launch" and r["grid"] for r in recs)
