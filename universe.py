@@ -33,6 +33,7 @@ PASSES: dict[str, str] = {
     "cplan-verify": "pipeplan.transforms.cplan_verify:CplanVerifyPass",
     "convert-cplan-to-triton": "pipeplan.transforms.convert_cplan_to_triton:ConvertCplanToTritonPass",
     "cplan-project-timing": "pipeplan.transforms.cplan_project_timing:CplanProjectTimingPass",
+    "cplan-simulate": "pipeplan.transforms.cplan_simulate:CplanSimulatePass",
     "convert-cplan-to-vmachine": "pipeplan.transforms.convert_cplan_to_vmachine:ConvertCplanToVmachinePass",
 }
 

@@ -97,6 +97,7 @@ PASS_NOTES: dict[str, PassNote] = {
     "convert-pplan-to-cplan": PassNote(after="pplan-resolve-costs"),
     "cplan-verify": PassNote(after="convert-pplan-to-cplan (keep_source=true for the commit gate)"),
     "cplan-project-timing": PassNote(after="convert-pplan-to-cplan"),
+    "cplan-simulate": PassNote(after="convert-pplan-to-cplan"),
     "convert-cplan-to-vmachine": PassNote(after="convert-pplan-to-cplan",
                                           required=(("model", "unless the module holds a vmachine.abi"),)),
     "convert-cplan-to-triton": PassNote(after="convert-pplan-to-cplan{keep_source=true} (target cuda-triton)"),

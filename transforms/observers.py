@@ -17,8 +17,10 @@ command-correlation    construction              every ``cplan.command`` traces 
 resource-conflicts     construction              allocations overlapping in one arena while both live
                                                  (AB-S-5), queue/slot placement and engine conflicts
                                                  (AB-S-2, AB-S-6): :mod:`pipeplan.dialects.cplan_invariants`
-trace-conservation     timing, simulation        one interval per command in a projected step, no negative
+trace-conservation     timing                    one interval per command in a projected step, no negative
                        (cplan-project-timing)    duration, per-queue busy time <= makespan
+trace-conservation     simulation                every instance node started and ended once, instances end
+                       (cplan-simulate)          in [0, makespan], per-queue busy time <= makespan
 abi-legality           machine verification      vmachine: kernel calls match the kernel ABI, reads follow
                        (convert-cplan-to-*)      writes (:func:`pipeplan.dialects.vmachine.check_program`);
                                                  tmachine: stream order (:func:`check_streams`), each
@@ -27,8 +29,7 @@ abi-legality           machine verification      vmachine: kernel calls match th
                                                  instruction ordered before it
 =====================  ========================  ==========================================================
 
-:data:`PASS_BOUNDARIES` is the one table from pass name to the boundary it ends; no ``pipeplan-opt``
-pass ends ``simulation`` (embedders observe it with :meth:`ObserverRegistry.observe`). An observer whose
+:data:`PASS_BOUNDARIES` is the one table from pass name to the boundary it ends. An observer whose
 input is absent (no ``pplan.candidates`` for capability coverage, ...) is skipped (:meth:`Observer.applies`).
 :func:`observing_callback` wraps a ``PassPipeline`` callback so that the registry's observers run after
 each pass; an observer that raises is reported as a failed observation, never propagated.
@@ -50,7 +51,7 @@ from pipeplan.dialects.bindings import TargetBindingOp
 from pipeplan.dialects.cplan_invariants import check_invariants
 from pipeplan.dialects.cplan_types import PERSISTENT_LIFETIMES, QueueSchedule
 from pipeplan.dialects.graph import ancestor_sets, stable_topo_order
-from xdsl.dialects.builtin import ArrayAttr, DictionaryAttr, FloatAttr, ModuleOp, StringAttr
+from xdsl.dialects.builtin import ArrayAttr, DictionaryAttr, FloatAttr, IntegerAttr, ModuleOp, StringAttr
 from xdsl.ir import Operation
 from xdsl.passes import ModulePass, PassPipelineCallbackType
 from xdsl.utils.exceptions import VerifyException
@@ -64,6 +65,7 @@ PASS_BOUNDARIES: dict[str, str] = {
     "convert-pplan-to-cplan": "construction",
     "cplan-verify": "construction",
     "cplan-project-timing": "timing",
+    "cplan-simulate": "simulation",
     "convert-cplan-to-vmachine": "machine verification",
     "convert-cplan-to-triton": "machine verification",
 }
@@ -405,6 +407,60 @@ class TraceConservation(Observer):
                            f"queue {top:.6g} s")
 
 
+class SimulatedTraceConservation(Observer):
+    """The simulated run of a ``cplan.plan`` (the ``simulation`` annotation of cplan-simulate): every node of
+    the instance graph started and ended once, the instances end within ``[0, makespan]`` and the last at the
+    makespan, and each queue's busy time <= makespan (AB-T-2, AB-D-2). Times in seconds."""
+
+    name = "trace-conservation"
+    boundary = "simulation"
+
+    def applies(self, module: ModuleOp) -> bool:
+        return any("simulation" in p.attributes for p in _top(module, cplan.PlanOp))
+
+    def observe(self, module: ModuleOp) -> Observation:
+        findings: list[str] = []
+        figures: dict[str, Any] = {}
+        for p in _top(module, cplan.PlanOp):
+            sim = p.attributes.get("simulation")
+            if sim is None:
+                continue
+            makespan = _fnum(sim, "makespan") if isinstance(sim, DictionaryAttr) else None
+            if makespan is None or makespan < 0:
+                findings.append("cplan.plan: simulation annotation without a makespan >= 0")
+                continue
+            assert isinstance(sim, DictionaryAttr)
+            counts = {k: v.value.data for k, v in sim.data.items() if isinstance(v, IntegerAttr)}
+            nodes = counts.get("nodes", -1)
+            for k in ("starts", "ends"):
+                if counts.get(k) != nodes:
+                    findings.append(f"cplan.plan: {counts.get(k)} simulated {k} for {nodes} instance nodes")
+            ends_attr = sim.data.get("instance_ends")
+            ends = [float(e.value.data) for e in ends_attr.data if isinstance(e, FloatAttr)] \
+                if isinstance(ends_attr, ArrayAttr) else []
+            sched_attr = sim.data.get("schedule")
+            sched = _str_list(sched_attr) if isinstance(sched_attr, ArrayAttr) else []
+            if len(ends) != len(sched):
+                findings.append(f"cplan.plan: {len(ends)} instance ends for a schedule of {len(sched)} instances")
+            for i, end in enumerate(ends):
+                if not 0.0 <= end <= makespan * (1 + 1e-9) + 1e-15:
+                    findings.append(f"instance {i} ({sched[i] if i < len(sched) else '?'}) ends at {end:.6g} s, "
+                                    f"outside [0, makespan {makespan:.6g} s]")
+            if ends and abs(max(ends) - makespan) > makespan * 1e-9 + 1e-15:
+                findings.append(f"the last instance ends at {max(ends):.6g} s, not at the makespan {makespan:.6g} s")
+            busy_attr = sim.data.get("busy")
+            busy = {q: float(b.value.data) for q, b in busy_attr.data.items() if isinstance(b, FloatAttr)} \
+                if isinstance(busy_attr, DictionaryAttr) else {}
+            for q, b in sorted(busy.items()):
+                if b < 0 or b > makespan * (1 + 1e-9) + 1e-15:
+                    findings.append(f"queue {q} is busy {b:.6g} s in the simulated run, outside [0, makespan "
+                                    f"{makespan:.6g} s]")
+            figures = {"instances": len(sched), "nodes": nodes, "makespan_s": makespan, "busy_s": busy}
+        return self.result(not findings, figures, findings,
+                           f"{figures.get('nodes', 0)} nodes over {figures.get('instances', 0)} instances started "
+                           f"and ended once, makespan {figures.get('makespan_s', 0.0):.6g} s")
+
+
 # --------------------------------------------------------------------------- machine verification
 class AbiLegality(Observer):
     """Machine ABI legality (AB-M-1, AB-D-1). ``vmachine.program``: every ``vmachine.kernel`` matches its
@@ -498,9 +554,9 @@ class AbiLegality(Observer):
 
 def default_observers() -> list[Observer]:
     """The observers of the module docstring's table, one instance each (trace conservation at both the
-    timing and the simulation boundary)."""
+    timing and the simulation boundary: the projection's intervals, the simulated run's summary)."""
     return [CapabilityCoverage(), CostCoverage(), CommandCorrelation(), ResourceConflicts(),
-            TraceConservation("timing"), TraceConservation("simulation"), AbiLegality()]
+            TraceConservation("timing"), SimulatedTraceConservation(), AbiLegality()]
 
 
 def default_registry() -> ObserverRegistry:
@@ -509,5 +565,6 @@ def default_registry() -> ObserverRegistry:
 
 
 __all__ = ["BOUNDARIES", "PASS_BOUNDARIES", "AbiLegality", "CapabilityCoverage", "CommandCorrelation",
-           "CostCoverage", "Observation", "Observer", "ObserverRegistry", "ResourceConflicts", "TraceConservation",
+           "CostCoverage", "Observation", "Observer", "ObserverRegistry", "ResourceConflicts", "SimulatedTraceConservation",
+           "TraceConservation",
            "default_observers", "default_registry", "observing_callback"]

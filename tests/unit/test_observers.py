@@ -30,10 +30,12 @@ from pipeplan.transforms.observers import (
     CommandCorrelation,
     CostCoverage,
     ResourceConflicts,
+    SimulatedTraceConservation,
     TraceConservation,
 )
 from xdsl.context import Context
 from xdsl.dialects.builtin import (
+    ArrayAttr,
     DenseArrayBase,
     DictionaryAttr,
     FloatAttr,
@@ -214,6 +216,62 @@ def test_trace_conservation_busy_queue_beyond_makespan(stages):
     plan.attributes["timing"] = DictionaryAttr(s)
     obs = TraceConservation().observe(m)
     assert not obs.ok and any("more than the makespan" in f for f in obs.findings)
+
+
+@pytest.fixture(scope="module")
+def simulated(stages) -> ModuleOp:
+    """The cplan stage after ``cplan-simulate{prompt_chunks=2 decode_tokens=3}``."""
+    m = stages["cplan"].clone()
+    run_pipeline(register_pipeplan(Context()), m, "cplan-simulate{prompt_chunks=2 decode_tokens=3}")
+    return m
+
+
+def test_cplan_simulate_writes_the_simulated_run_back(stages, simulated):
+    """AB-T-2: the pass's ``simulation`` annotation is the event simulation of the run it names (2 prefill
+    chunks, 3 decode tokens): the makespan, node and event counts and the last instance end of
+    :func:`~pipeplan.analysis.simulate.simulate` on the same plan; the concrete digest is unchanged."""
+    from pipeplan.analysis.simulate import build_model, run_schedule, simulate
+    from pipeplan.dialects.cplan import plan_from_ir
+    from pipeplan.transforms.cplan_project_timing import concrete_digest, confidences_from_module
+
+    plan = _ops(simulated, cplan.PlanOp)[0]
+    ann = plan.attributes["simulation"].data
+    value = plan_from_ir(plan)
+    model = build_model(value, confidences_from_module(simulated, value))
+    sim = simulate(model, run_schedule(model, 2, 3))
+    assert [x.data for x in ann["schedule"].data] == ["prefill"] * 2 + ["decode"] * 3 == list(sim.schedule)
+    assert ann["makespan"].value.data == sim.makespan > 0
+    assert ann["nodes"].value.data == len(sim.graph.nodes) == ann["starts"].value.data == ann["ends"].value.data
+    assert ann["instance_ends"].data[-1].value.data == sim.makespan
+    assert concrete_digest(plan) == concrete_digest(_ops(stages["cplan"], cplan.PlanOp)[0])
+
+
+def test_simulated_trace_conservation_at_the_simulation_boundary(simulated, stages):
+    """AB-D-2: after cplan-simulate (the pass that ends ``simulation``) every instance node started and ended
+    once and each queue's busy time is within the makespan; a plan without the annotation is not observed."""
+    assert PASS_BOUNDARIES["cplan-simulate"] == "simulation"
+    obs = SimulatedTraceConservation().observe(simulated)
+    _ok(obs)
+    assert obs.boundary == "simulation" and obs.figures["instances"] == 5 and obs.figures["nodes"] > 100
+    assert max(obs.figures["busy_s"].values()) <= obs.figures["makespan_s"]
+    assert not SimulatedTraceConservation().applies(stages["cplan"])
+
+
+def test_simulated_trace_conservation_names_broken_runs(simulated):
+    m = simulated.clone()
+    plan = _ops(m, cplan.PlanOp)[0]
+    s = dict(plan.attributes["simulation"].data)
+    makespan = s["makespan"].value.data
+    s["ends"] = IntegerAttr(s["ends"].value.data - 1, i64)
+    s["instance_ends"] = ArrayAttr([FloatAttr(makespan * 2, f64), *s["instance_ends"].data[1:]])
+    s["busy"] = DictionaryAttr({"n0/queue.compute": FloatAttr(makespan * 3, f64)})
+    plan.attributes["simulation"] = DictionaryAttr(s)
+    obs = SimulatedTraceConservation().observe(m)
+    assert not obs.ok
+    assert any("simulated ends for" in f for f in obs.findings)
+    assert any(f.startswith("instance 0 (prefill) ends at") for f in obs.findings)
+    assert any("not at the makespan" in f for f in obs.findings)
+    assert any("queue n0/queue.compute is busy" in f for f in obs.findings)
 
 
 # --------------------------------------------------------------------------- ABI legality

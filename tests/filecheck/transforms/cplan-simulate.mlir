@@ -1,0 +1,49 @@
+// RUN: pipeplan-opt %s -p 'cplan-simulate{decode_tokens=3}' | filecheck %s
+// RUN: pipeplan-opt %s -p 'cplan-simulate{decode_tokens=3}' | pipeplan-opt -p cplan-verify | filecheck %s --check-prefix=REPARSE
+// RUN: pipeplan-opt %s --observe -p 'cplan-simulate{decode_tokens=3}' 2>&1 >/dev/null | filecheck %s --check-prefix=OBSERVE
+// RUN: not pipeplan-opt %s -p 'cplan-simulate{decode_tokens=-1}' 2>&1 | filecheck %s --check-prefix=BAD
+// AB-T-2: the discrete-event simulation of a run (3 decode instances of a one-queue-per-engine plan) is written
+// back as the plan's discardable `simulation` attribute; the simulation boundary's observer checks it (AB-D-2).
+// The plan's commands run one after another (11 us per decode instance), so the instances end at 11, 22, 33 us.
+
+builtin.module {
+  cplan.plan attributes {binder = "list-schedule", target = "virtual-queue@1", deployment = "deployment:n0", evidence = "roofline@r1", risk = "strict", source = "sha256:00"} {
+    cplan.device {id = "n0", capacity = {device = 1073741824 : i64, link = 1073741824 : i64}, engines = {queue.copy = 1 : i64, queue.compute = 1 : i64}}
+    %edge.e0 = cplan.alloc "alloc.edge.e0" {source = "edge.e0", device = "n0", space = "link", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64, lifetime = "edge"}
+    %edge.e1 = cplan.alloc "alloc.edge.e1" {source = "edge.e1", device = "n0", space = "link", offset = 64 : i64, size = 4 : i64, alignment = 64 : i64, lifetime = "edge"}
+    %s0.w.token_embd.weight = cplan.alloc "alloc.s0.w.token_embd.weight" {source = "s0.w.token_embd.weight", device = "n0", space = "device", offset = 0 : i64, size = 131072 : i64, alignment = 64 : i64, lifetime = "weight"}
+    %s0.w.output_norm.weight = cplan.alloc "alloc.s0.w.output_norm.weight" {source = "s0.w.output_norm.weight", device = "n0", space = "device", offset = 131072 : i64, size = 256 : i64, alignment = 64 : i64, lifetime = "weight"}
+    %s0.w.output.weight = cplan.alloc "alloc.s0.w.output.weight" {source = "s0.w.output.weight", device = "n0", space = "device", offset = 131328 : i64, size = 131072 : i64, alignment = 64 : i64, lifetime = "weight"}
+    %decode.s0.input = cplan.alloc "alloc.decode.s0.input" {source = "decode.s0.input", device = "n0", space = "device", offset = 262400 : i64, size = 4 : i64, alignment = 64 : i64, lifetime = "transient"}
+    %decode.s0.h0 = cplan.alloc "alloc.decode.s0.h0" {source = "decode.s0.h0", device = "n0", space = "device", offset = 262464 : i64, size = 256 : i64, alignment = 64 : i64, lifetime = "transient"}
+    %decode.s0.h_last = cplan.alloc "alloc.decode.s0.h_last" {source = "decode.s0.h_last", device = "n0", space = "device", offset = 262720 : i64, size = 256 : i64, alignment = 64 : i64, lifetime = "transient"}
+    %decode.s0.h_norm = cplan.alloc "alloc.decode.s0.h_norm" {source = "decode.s0.h_norm", device = "n0", space = "device", offset = 262976 : i64, size = 256 : i64, alignment = 64 : i64, lifetime = "transient"}
+    %decode.s0.output = cplan.alloc "alloc.decode.s0.output" {source = "decode.s0.output", device = "n0", space = "device", offset = 263232 : i64, size = 2048 : i64, alignment = 64 : i64, lifetime = "transient"}
+    %decode.s0.token = cplan.alloc "alloc.decode.s0.token" {source = "decode.s0.token", device = "n0", space = "device", offset = 265280 : i64, size = 4 : i64, alignment = 64 : i64, lifetime = "transient"}
+    %decode.s0.recv.e0 = cplan.command "cmd.decode.s0.recv.e0" (%edge.e0) -> (%decode.s0.input) {task = "decode.s0.recv.e0", op = "recv", impl = "vq.recv", device = "n0", engine = "queue.copy", lineage = "model op recv.e0 -> stage 0 (decode) -> task @decode.s0.recv.e0 -> candidate vq.recv", provider = "roofline", status = "direct", duration = 1.000000e-06 : f64}
+    %decode.s0.embedding_gather.token_embd = cplan.command "cmd.decode.s0.embedding_gather.token_embd" (%decode.s0.input, %s0.w.token_embd.weight) -> (%decode.s0.h0) after(%decode.s0.recv.e0) {task = "decode.s0.embedding_gather.token_embd", op = "embedding_gather", impl = "vq.embedding_gather", device = "n0", engine = "queue.compute", lineage = "model op embedding_gather.token_embd -> stage 0 (decode) -> task @decode.s0.embedding_gather.token_embd -> candidate vq.embedding_gather", provider = "roofline", status = "direct", duration = 2.000000e-06 : f64}
+    %decode.s0.last_row.h_last = cplan.command "cmd.decode.s0.last_row.h_last" (%decode.s0.h0) -> (%decode.s0.h_last) after(%decode.s0.embedding_gather.token_embd) {task = "decode.s0.last_row.h_last", op = "last_row", impl = "vq.last_row", device = "n0", engine = "queue.compute", lineage = "model op last_row.h_last -> stage 0 (decode) -> task @decode.s0.last_row.h_last -> candidate vq.last_row", provider = "roofline", status = "direct", duration = 1.000000e-06 : f64}
+    %decode.s0.rms_norm.output_norm = cplan.command "cmd.decode.s0.rms_norm.output_norm" (%decode.s0.h_last, %s0.w.output_norm.weight) -> (%decode.s0.h_norm) after(%decode.s0.last_row.h_last) {task = "decode.s0.rms_norm.output_norm", op = "rms_norm", impl = "vq.rms_norm", device = "n0", engine = "queue.compute", lineage = "model op rms_norm.output_norm -> stage 0 (decode) -> task @decode.s0.rms_norm.output_norm -> candidate vq.rms_norm", provider = "roofline", status = "direct", duration = 1.000000e-06 : f64}
+    %decode.s0.matmul.output = cplan.command "cmd.decode.s0.matmul.output" (%decode.s0.h_norm, %s0.w.output.weight) -> (%decode.s0.output) after(%decode.s0.rms_norm.output_norm) {task = "decode.s0.matmul.output", op = "matmul", impl = "vq.matmul", device = "n0", engine = "queue.compute", lineage = "model op matmul.output -> stage 0 (decode) -> task @decode.s0.matmul.output -> candidate vq.matmul", provider = "roofline", status = "direct", duration = 4.000000e-06 : f64}
+    %decode.s0.argmax.token = cplan.command "cmd.decode.s0.argmax.token" (%decode.s0.output) -> (%decode.s0.token) after(%decode.s0.matmul.output) {task = "decode.s0.argmax.token", op = "argmax", impl = "vq.argmax", device = "n0", engine = "queue.compute", lineage = "model op argmax.token -> stage 0 (decode) -> task @decode.s0.argmax.token -> candidate vq.argmax", provider = "roofline", status = "direct", duration = 1.000000e-06 : f64}
+    %decode.s0.send.e1 = cplan.command "cmd.decode.s0.send.e1" (%decode.s0.token) -> (%edge.e1) after(%decode.s0.argmax.token) {task = "decode.s0.send.e1", op = "send", impl = "vq.send", device = "n0", engine = "queue.copy", lineage = "model op send.e1 -> stage 0 (decode) -> task @decode.s0.send.e1 -> candidate vq.send", provider = "roofline", status = "direct", duration = 1.000000e-06 : f64}
+    cplan.sync %decode.s0.recv.e0 -> %decode.s0.embedding_gather.token_embd
+    cplan.sync %decode.s0.argmax.token -> %decode.s0.send.e1
+    cplan.queue_schedule {
+      cplan.queue "n0" "queue.copy" [%decode.s0.recv.e0, %decode.s0.send.e1]
+      cplan.queue "n0" "queue.compute" [%decode.s0.embedding_gather.token_embd, %decode.s0.last_row.h_last, %decode.s0.rms_norm.output_norm, %decode.s0.matmul.output, %decode.s0.argmax.token]
+    }
+  }
+}
+
+// CHECK:      cplan.plan attributes {simulation = {schedule = ["decode", "decode", "decode"], makespan = 3.2999999999999996e-05 : f64,
+// CHECK-SAME: nodes = 21 : i64, starts = 21 : i64, ends = 21 : i64, signals = 6 : i64, waits = 6 : i64,
+// CHECK-SAME: instance_ends = [1.100000e-05 : f64, 2.200000e-05 : f64, 3.2999999999999996e-05 : f64],
+// CHECK-SAME: busy = {"n0/queue.compute" = 2.6999999999999996e-05 : f64, "n0/queue.copy" = 5.9999999999999993e-06 : f64}}
+// CHECK-SAME: binder = "list-schedule"
+
+// REPARSE: cplan.plan attributes {simulation = {schedule = ["decode", "decode", "decode"]
+
+// OBSERVE: observe[simulation] trace-conservation: ok, 21 nodes over 3 instances started and ended once, makespan 3.3e-05 s
+
+// BAD: error[bad_schedule]: cplan-simulate: prompt_chunks and decode_tokens must be >= 0, got 1 and -1
