@@ -50,6 +50,7 @@ from pipeplan.dialects.bindings import DeploymentBindingOp, EvidencePolicyOp, Ta
 from pipeplan.dialects.carriers import i64_attr, int_array, int_tuple, string, string_elements, strings
 from pipeplan.dialects.diagnostics import IRVerifyError, PipeplanOp
 from pipeplan.dialects.ggml_types import GGML_TYPE_SIZES
+from pipeplan.dialects.lifetimes import Lifetime  # noqa: F401  (re-exported)
 from xdsl.dialects.builtin import (
     I64,
     ArrayAttr,
@@ -176,15 +177,6 @@ def _pow2(n: int) -> bool:
 
 
 # --------------------------------------------------------------------------- types and attributes
-class Lifetime(StrEnum):
-    """Buffer lifetime classes (issue 4, item 1)."""
-
-    WEIGHT = "weight"
-    KV = "kv"
-    TRANSIENT = "transient"
-    EDGE = "edge"
-
-
 class PortableOp(StrEnum):
     """The portable op of a task (PORTABLE_OPS)."""
 

@@ -48,6 +48,7 @@ from typing import ClassVar
 from pipeplan.dialects.carriers import PropsInAttrDict
 from pipeplan.dialects.diagnostics import IRVerifyError, PipeplanOp
 from pipeplan.dialects.graph import cycle_members, stable_topo_order
+from pipeplan.dialects.lifetimes import Lifetime
 from xdsl.dialects.builtin import (
     DenseArrayBase,
     DictionaryAttr,
@@ -55,7 +56,15 @@ from xdsl.dialects.builtin import (
     IntegerAttr,
     StringAttr,
 )
-from xdsl.ir import Dialect, Operation, ParametrizedAttribute, SSAValue, TypeAttribute
+from xdsl.dialects.utils.enum_attribute import EnumAttribute
+from xdsl.ir import (
+    Dialect,
+    Operation,
+    ParametrizedAttribute,
+    SpacedOpaqueSyntaxAttribute,
+    SSAValue,
+    TypeAttribute,
+)
 from xdsl.irdl import (
     AttrSizedOperandSegments,
     ParsePropInAttrDict,
@@ -126,12 +135,9 @@ class ProgramOp(PipeplanOp):
 
     ```mlir
     tmachine.program attributes {target = "cuda-triton@1", concrete = "sha256:00", revision = "pipeplan-tmachine/2"} {
-      %x = tmachine.buffer "b0" {device = "n0", dtype = "f32", shape = array<i64: 4, 64>, lifetime = "transient",
-        origin = "prefill:h0"}
-      %w = tmachine.buffer "w0" {device = "n0", dtype = "f32", shape = array<i64: 64>, lifetime = "weight",
-        origin = "blk.0.attn_norm.weight"}
-      %y = tmachine.buffer "b1" {device = "n0", dtype = "f32", shape = array<i64: 4, 64>, lifetime = "transient",
-        origin = "prefill:blk.0.attn_in"}
+      %x = tmachine.buffer "b0" transient {device = "n0", dtype = "f32", shape = array<i64: 4, 64>, origin = "prefill:h0"}
+      %w = tmachine.buffer "w0" weight {device = "n0", dtype = "f32", shape = array<i64: 64>, origin = "blk.0.attn_norm.weight"}
+      %y = tmachine.buffer "b1" transient {device = "n0", dtype = "f32", shape = array<i64: 4, 64>, origin = "prefill:blk.0.attn_in"}
       tmachine.stream attributes {device = "n0", engine = "cuda.stream"} {
         tmachine.launch "i.c0" "rmsnorm:_rms_norm_kernel" (%x, %w, %y) {cmd = "c0", grid = array<i64: 4, 1, 1>,
           meta = {BLOCK_D = 64 : i64}, scalars = {D = 64 : i64}, autotune = false, lineage = "blk.0.attn_norm -> c0"}
@@ -170,14 +176,34 @@ class ProgramOp(PipeplanOp):
         check_streams(self)
 
 
+@irdl_attr_definition
+class LifetimeAttr(EnumAttribute[Lifetime], SpacedOpaqueSyntaxAttribute):
+    """``#tmachine<lifetime kv>``: a ``tmachine.buffer``'s lifetime class (printed bare in its syntax)."""
+
+    name = "tmachine.lifetime"
+
+
+_LIFETIME_ATTRS: dict[Lifetime, LifetimeAttr] = {}
+
+
+def lifetime_attr(name: str) -> LifetimeAttr:
+    """The (interned) :class:`LifetimeAttr` of lifetime ``name``. Raises ValueError for a name that is not a
+    :class:`~pipeplan.dialects.lifetimes.Lifetime`."""
+    key = Lifetime(name)
+    got = _LIFETIME_ATTRS.get(key)
+    if got is None:
+        got = _LIFETIME_ATTRS[key] = LifetimeAttr(key)
+    return got
+
+
 @irdl_op_definition
 class BufferOp(PipeplanOp):
-    """One concrete allocation (``id``: the alloc id; see the module docstring); yields the
-    ``!tmachine.buffer`` the instructions take.
+    """One concrete allocation (``id``: the alloc id; see the module docstring; ``lifetime``, a
+    :class:`LifetimeAttr`, follows it); yields the ``!tmachine.buffer`` the instructions take.
 
     ```mlir
-    %s0.blk.0.cache_k = tmachine.buffer "alloc.s0.blk.0.cache_k" {device = "n0", dtype = "f32",
-      shape = array<i64: 64, 4, 8>, lifetime = "kv", origin = "blk.0.cache_k"}
+    %s0.blk.0.cache_k = tmachine.buffer "alloc.s0.blk.0.cache_k" kv {device = "n0", dtype = "f32",
+      shape = array<i64: 64, 4, 8>, origin = "blk.0.cache_k"}
     ```
     """
 
@@ -187,21 +213,18 @@ class BufferOp(PipeplanOp):
     device = prop_def(StringAttr)
     dtype = prop_def(StringAttr)
     shape = prop_def(DenseArrayBase)
-    lifetime = prop_def(StringAttr)
+    lifetime = prop_def(LifetimeAttr)
     origin = prop_def(StringAttr)
     result = result_def(BufferType)
     traits = traits_def(HasParent(ProgramOp))
-    assembly_format = "$id attr-dict"
+    assembly_format = "$id $lifetime attr-dict"
 
     def verify_(self) -> None:
-        if self.lifetime.data not in LIFETIMES:
-            raise VerifyException(f"buffer '{self.id.data}': lifetime '{self.lifetime.data}' is not one of "
-                                  f"{', '.join(LIFETIMES)}")
         if any(not isinstance(d, int) or d < 0 for d in self.shape.get_values()):
             raise VerifyException(f"buffer '{self.id.data}': shape must be non-negative integers")
 
 
-LIFETIMES = ("weight", "kv", "transient", "edge")
+LIFETIMES = tuple(Lifetime)
 """``tmachine.buffer`` lifetimes (the concrete plan's allocation lifetimes)."""
 
 
@@ -481,8 +504,8 @@ def _streams(program: ProgramOp) -> list[StreamOp]:
 
 
 Tmachine = Dialect("tmachine", [ProgramOp, BufferOp, TokenOp, StreamOp, LaunchOp, ViewOp, CopyOp],
-                   [BufferType, TokenType])
+                   [BufferType, TokenType, LifetimeAttr])
 
-__all__ = ["ABI_INVARIANT", "BufferOp", "BufferType", "CopyOp", "LIFETIMES", "INSTRUCTIONS", "LaunchOp", "ProgramOp",
+__all__ = ["ABI_INVARIANT", "BufferOp", "BufferType", "CopyOp", "LIFETIMES", "INSTRUCTIONS", "LaunchOp", "LifetimeAttr", "ProgramOp",
            "REVISION", "STEPS", "StreamOp", "TokenOp", "TokenType", "Tmachine", "ViewOp", "buffer_id", "check_streams",
            "signaller", "token_id"]

@@ -54,9 +54,20 @@ from pipeplan.dialects.carriers import (
     strings,
 )
 from pipeplan.dialects.diagnostics import IRVerifyError, PipeplanOp
+from pipeplan.dialects.lifetimes import Lifetime
 from pipeplan.errors import PipeplanError
 from xdsl.dialects.builtin import ArrayAttr, DictionaryAttr, FloatAttr, IntegerAttr, StringAttr, UnitAttr, f64
-from xdsl.ir import Attribute, Dialect, Operation, ParametrizedAttribute, Region, SSAValue, TypeAttribute
+from xdsl.dialects.utils.enum_attribute import EnumAttribute
+from xdsl.ir import (
+    Attribute,
+    Dialect,
+    Operation,
+    ParametrizedAttribute,
+    Region,
+    SpacedOpaqueSyntaxAttribute,
+    SSAValue,
+    TypeAttribute,
+)
 from xdsl.irdl import (
     AttrSizedOperandSegments,
     ParsePropInAttrDict,
@@ -311,18 +322,38 @@ def _ids(vs: Sequence[SSAValue]) -> tuple[str, ...]:
     return tuple(buffer_id(v) for v in vs)
 
 
+@irdl_attr_definition
+class LifetimeAttr(EnumAttribute[Lifetime], SpacedOpaqueSyntaxAttribute):
+    """``#vmachine<lifetime transient>``: a ``vmachine.buffer``'s lifetime class (printed bare in its syntax)."""
+
+    name = "vmachine.lifetime"
+
+
+_LIFETIME_ATTRS: dict[Lifetime, LifetimeAttr] = {}
+
+
+def lifetime_attr(name: str) -> LifetimeAttr:
+    """The (interned) :class:`LifetimeAttr` of lifetime ``name``. Raises ValueError for a name that is not a
+    :class:`~pipeplan.dialects.lifetimes.Lifetime`."""
+    key = Lifetime(name)
+    got = _LIFETIME_ATTRS.get(key)
+    if got is None:
+        got = _LIFETIME_ATTRS[key] = LifetimeAttr(key)
+    return got
+
+
 @irdl_op_definition
 class BufferOp(PipeplanOp):
     """One allocation of the concrete plan and the runtime binding name a stage program uses for it;
-    yields the ``!vmachine.buffer`` value instructions take.
+    yields the ``!vmachine.buffer`` value instructions take; ``lifetime`` (:class:`LifetimeAttr`) follows the id.
 
     ``stage``/``step`` say whose program binds it (``step = ""`` for persistent buffers: weights, KV
     cache; ``stage = -1`` for edge objects). ``offset`` is a multiple of ``alignment``.
 
     ```mlir
-    %blk.0.attn_in = vmachine.buffer "alloc.decode.s0.blk.0.attn_in" {name = "blk.0.attn_in", stage = 0 : i64,
-        step = "decode", device = "n0", space = "device", offset = 0 : i64, size = 256 : i64,
-        alignment = 64 : i64, lifetime = "transient"}
+    %blk.0.attn_in = vmachine.buffer "alloc.decode.s0.blk.0.attn_in" transient {name = "blk.0.attn_in",
+        stage = 0 : i64, step = "decode", device = "n0", space = "device", offset = 0 : i64, size = 256 : i64,
+        alignment = 64 : i64}
     ```
     """
 
@@ -337,10 +368,10 @@ class BufferOp(PipeplanOp):
     offset = prop_def(IntegerAttr)
     size = prop_def(IntegerAttr)
     alignment = prop_def(IntegerAttr)
-    lifetime = prop_def(StringAttr)
+    lifetime = prop_def(LifetimeAttr)
     result = result_def(BufferType)
     traits = traits_def(HasParent(ProgramOp))
-    assembly_format = "$id attr-dict"
+    assembly_format = "$id $lifetime attr-dict"
 
     def verify_(self) -> None:
         off, size, al = self.offset.value.data, self.size.value.data, self.alignment.value.data
@@ -699,7 +730,7 @@ Vmachine = Dialect(
     "vmachine",
     [ProgramOp, AbiOp, BufferOp, EdgeOp, StageOp, StepOp, TokenOp, QueueOp, KernelOp, RecvOp, SendOp, SampleOp,
      SignalOp, WaitOp],
-    [BufferType, EdgeType, TokenType],
+    [BufferType, EdgeType, TokenType, LifetimeAttr],
 )
 
 

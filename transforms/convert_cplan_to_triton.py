@@ -78,6 +78,7 @@ from pipeplan.dialects.triton_machine import (
     TokenOp,
     TokenType,
     ViewOp,
+    lifetime_attr,
 )
 from pipeplan.dialects.triton_machine import BufferOp as MachineBufferOp
 from pipeplan.dialects.vmachine import AbiOp
@@ -535,7 +536,7 @@ def _buffer(alloc: AllocOp, bufs: Mapping[str, BufferInfo]) -> MachineBufferOp:
     return MachineBufferOp.create(properties={"id": alloc.id, "device": alloc.device,
                                               "dtype": StringAttr(src.type.dtype),
                                               "shape": DenseArrayBase.from_list(i64, src.type.shape),
-                                              "lifetime": alloc.lifetime, "origin": StringAttr(src.origin)},
+                                              "lifetime": lifetime_attr(alloc.lifetime.data), "origin": StringAttr(src.origin)},
                                   result_types=[BufferType()])
 
 

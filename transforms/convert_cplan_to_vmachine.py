@@ -80,6 +80,7 @@ from pipeplan.dialects.vmachine import (
     WaitOp,
     abi_of,
     abi_op,
+    lifetime_attr,
     verify_machine,
 )
 from pipeplan.errors import PipeplanError
@@ -309,7 +310,7 @@ def place_commands(plan: PlanOp, abi: Mapping[str, Any], concrete: str = "") -> 
         b = new_op(BufferOp, (), {
             "id": a.id, "name": string(name), "stage": i64_of(st), "step": string(step), "device": a.device,
             "space": a.space, "offset": a.offset, "size": a.size, "alignment": a.alignment,
-            "lifetime": a.lifetime}, [buffer_t])
+            "lifetime": lifetime_attr(a.lifetime.data)}, [buffer_t])
         b.result.name_hint = hint(aid[len("alloc."):] if aid.startswith("alloc.") else aid)
         env.buffers[aid] = b.result
         body_ops.append(b)

@@ -28,7 +28,7 @@ from pipeplan.dialects.pplan import (
 )
 from pipeplan.dialects.triton_machine import BufferOp as MachineBufferOp
 from pipeplan.dialects.triton_machine import BufferType as MachineBufferType
-from pipeplan.dialects.triton_machine import CopyOp, LaunchOp, ViewOp
+from pipeplan.dialects.triton_machine import CopyOp, LaunchOp, ViewOp, lifetime_attr
 from pipeplan.models.stage_program import KernelCall
 from pipeplan.targets import get_target
 from pipeplan.targets.triton_formats import DTYPES, OPERANDS, WEIGHT_FORMATS
@@ -118,7 +118,7 @@ def _command(op: str, dtypes: tuple[str, ...], impl: str | None = None, stage: i
 def _sync(cmd) -> Sync:
     """The buffer values of the command's allocations (``tmachine.buffer`` ops of the same ids, unattached)."""
     props = {"device": StringAttr("n0"), "dtype": StringAttr("f32"), "shape": DenseArrayBase.from_list(i64, [1]),
-             "lifetime": StringAttr("transient"), "origin": StringAttr("x")}
+             "lifetime": lifetime_attr("transient"), "origin": StringAttr("x")}
     ids = [a.data for a in (*cmd.reads.data, *cmd.writes.data)]
     return Sync({a: MachineBufferOp.create(properties={"id": StringAttr(a), **props},
                                            result_types=[MachineBufferType()]).result for a in ids})

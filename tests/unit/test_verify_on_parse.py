@@ -144,7 +144,7 @@ def test_vmachine_unknown_buffer_points_at_instruction(three_stage):
     assert m
     with pytest.raises(ParseError, match="alloc.ghost"):
         parse_module(_ctx(), text.replace(m.group(0), m.group(1) + "%alloc.ghost", 1), "bad.mlir")
-    other = re.search(r'(%[\w.]+) = vmachine\.buffer "[^"]+" \{name = "[^"]+", stage = 2 : i64', text)
+    other = re.search(r'(%[\w.]+) = vmachine\.buffer "[^"]+" \w+ \{name = "[^"]+", stage = 2 : i64', text)
     assert other and m.group(3) != other.group(1)
     bad = text.replace(m.group(0), m.group(1) + other.group(1), 1)
     e = _rejects(bad)
@@ -164,7 +164,7 @@ def test_tmachine_launch_points_at_launch(change, needle):
     props = {"grid": "array<i64: 1, 1, 1>", "y": '"y"', "waits": ""}
     key, val = change.split(" = ", 1)
     props[key] = val
-    buf = '{device = "n0", dtype = "f32", shape = array<i64: 1, 4>, lifetime = "transient", origin = "decode:x"}'
+    buf = 'transient {device = "n0", dtype = "f32", shape = array<i64: 1, 4>, origin = "decode:x"}'
     text = ('tmachine.program attributes {target = "cuda-triton@1", concrete = "sha256:00", revision = "r"} {\n'
             f'  %x = tmachine.buffer "x" {buf}\n'
             f'  %y = tmachine.buffer {props["y"]} {buf}\n'

@@ -3,7 +3,7 @@
 // instruction; an undefined %name is a parse error, so %y comes from outside the program).
 %y = builtin.unrealized_conversion_cast to !tmachine.buffer
 tmachine.program attributes {target = "cuda-triton@1", concrete = "sha256:00", revision = "r"} {
-  %x = tmachine.buffer "x" {device = "n0", dtype = "f32", shape = array<i64: 1, 4>, lifetime = "transient", origin = "decode:x"}
+  %x = tmachine.buffer "x" transient {device = "n0", dtype = "f32", shape = array<i64: 1, 4>, origin = "decode:x"}
   tmachine.stream attributes {device = "n0", engine = "cuda.stream"} {
     tmachine.launch "i.c1" "m:f" (%x, %y) {cmd = "c1", grid = array<i64: 1, 1, 1>, meta = {}, scalars = {}, autotune = false, lineage = "l"}
   }

@@ -1,7 +1,7 @@
 // RUN: not pipeplan-opt %s 2>&1 | filecheck %s
 // AB-M-1: a tmachine launch with a zero grid dimension is rejected on parse, at that launch.
 tmachine.program attributes {target = "cuda-triton@1", concrete = "sha256:00", revision = "r"} {
-  %x = tmachine.buffer "x" {device = "n0", dtype = "f32", shape = array<i64: 1, 4>, lifetime = "transient", origin = "decode:x"}
+  %x = tmachine.buffer "x" transient {device = "n0", dtype = "f32", shape = array<i64: 1, 4>, origin = "decode:x"}
   tmachine.stream attributes {device = "n0", engine = "cuda.stream"} {
     tmachine.launch "i.c1" "m:f" (%x) {cmd = "c1", grid = array<i64: 0, 1, 1>, meta = {}, scalars = {}, autotune = false, lineage = "l"}
   }

@@ -1,7 +1,7 @@
 // RUN: not pipeplan-opt %s 2>&1 | filecheck %s
 // AB-M-1: a tmachine launch waiting for a token that no instruction signals is rejected on parse.
 tmachine.program attributes {target = "cuda-triton@1", concrete = "sha256:00", revision = "r"} {
-  %x = tmachine.buffer "x" {device = "n0", dtype = "f32", shape = array<i64: 1, 4>, lifetime = "transient", origin = "decode:x"}
+  %x = tmachine.buffer "x" transient {device = "n0", dtype = "f32", shape = array<i64: 1, 4>, origin = "decode:x"}
   %t = tmachine.token "done.c9"
   tmachine.stream attributes {device = "n0", engine = "cuda.stream"} {
     tmachine.launch "i.c1" "m:f" (%x) waits(%t) {cmd = "c1", grid = array<i64: 1, 1, 1>, meta = {}, scalars = {}, autotune = false, lineage = "l"}

@@ -18,9 +18,9 @@
 
 // CHECK-NOT:  cplan.plan
 // CHECK:      tmachine.program attributes {target = "cuda-triton@1", concrete = "sha256:{{[0-9a-f]+}}", revision = "pipeplan-tmachine/2"} {
-// CHECK-NEXT:   %edge.e0 = tmachine.buffer "alloc.edge.e0" {device = "n0", dtype = "i32", shape = array<i64: 64>, lifetime = "edge", origin = "edge e0 (token_in)"}
-// CHECK:        %s0.w.token_embd.weight = tmachine.buffer "alloc.s0.w.token_embd.weight" {device = "n0", dtype = "f32", shape = array<i64: 512, 64>, lifetime = "weight", origin = "token_embd.weight"}
-// CHECK:        %s0.blk.0.cache_k = tmachine.buffer "alloc.s0.blk.0.cache_k" {device = "n0", dtype = "f32", shape = array<i64: 64, 4, 8>, lifetime = "kv", origin = "blk.0.cache_k"}
+// CHECK-NEXT:   %edge.e0 = tmachine.buffer "alloc.edge.e0" edge {device = "n0", dtype = "i32", shape = array<i64: 64>, origin = "edge e0 (token_in)"}
+// CHECK:        %s0.w.token_embd.weight = tmachine.buffer "alloc.s0.w.token_embd.weight" weight {device = "n0", dtype = "f32", shape = array<i64: 512, 64>, origin = "token_embd.weight"}
+// CHECK:        %s0.blk.0.cache_k = tmachine.buffer "alloc.s0.blk.0.cache_k" kv {device = "n0", dtype = "f32", shape = array<i64: 64, 4, 8>, origin = "blk.0.cache_k"}
 // CHECK:        %done.prefill.s0.recv.e0 = tmachine.token "done.cmd.prefill.s0.recv.e0"
 // CHECK-NEXT:   %done.decode.s0.recv.e0 = tmachine.token "done.cmd.decode.s0.recv.e0"
 // CHECK-NEXT:   %done.prefill.s0.argmax.token = tmachine.token "done.cmd.prefill.s0.argmax.token"

@@ -1,4 +1,4 @@
-// RUN: %verify-located | filecheck %s
+// RUN: %verify-located --parsing-diagnostics | filecheck %s
 // Every tmachine verifier message, one case each: the op verifiers (program target and body, buffer
 // lifetime and shape, the launch ABI of one launch, view kind, copy size) and the whole-program checks AB-M-1
 // that tmachine.program's verifier runs on parse from the SSA structure (buffers and tokens before the streams;
@@ -11,11 +11,11 @@
 tmachine.program attributes {target = "virtual-queue@1", concrete = "sha256:00", revision = "pipeplan-tmachine/2"} {
 // CHECK:      invalid.mlir:[[# @LINE - 1]]:1: error: tmachine.program targets 'virtual-queue@1', expected a cuda-triton target
 // CHECK-NEXT: {{^}}  tmachine.program attributes {target = "virtual-queue@1",
-  %e0 = tmachine.buffer "e0" {device = "n0", dtype = "i32", shape = array<i64: 64>, lifetime = "edge", origin = "edge e0 (token_in)"}
-  %b0 = tmachine.buffer "b0" {device = "n0", dtype = "i32", shape = array<i64: 4>, lifetime = "transient", origin = "prefill:input"}
-  %w = tmachine.buffer "w" {device = "n0", dtype = "f32", shape = array<i64: 64, 64>, lifetime = "weight", origin = "blk.0.attn_q.weight"}
-  %b1 = tmachine.buffer "b1" {device = "n0", dtype = "f32", shape = array<i64: 4, 64>, lifetime = "transient", origin = "prefill:q"}
-  %b2 = tmachine.buffer "b2" {device = "n0", dtype = "f32", shape = array<i64: 1, 64>, lifetime = "transient", origin = "prefill:h_last"}
+  %e0 = tmachine.buffer "e0" edge {device = "n0", dtype = "i32", shape = array<i64: 64>, origin = "edge e0 (token_in)"}
+  %b0 = tmachine.buffer "b0" transient {device = "n0", dtype = "i32", shape = array<i64: 4>, origin = "prefill:input"}
+  %w = tmachine.buffer "w" weight {device = "n0", dtype = "f32", shape = array<i64: 64, 64>, origin = "blk.0.attn_q.weight"}
+  %b1 = tmachine.buffer "b1" transient {device = "n0", dtype = "f32", shape = array<i64: 4, 64>, origin = "prefill:q"}
+  %b2 = tmachine.buffer "b2" transient {device = "n0", dtype = "f32", shape = array<i64: 1, 64>, origin = "prefill:h_last"}
   %done.c0 = tmachine.token "done.c0"
   tmachine.stream attributes {device = "n0", engine = "cuda.copy"} {
     tmachine.copy "i.c0" %e0 -> %b0 signal %done.c0 {cmd = "c0", bytes = 16 : i64, step = "prefill", lineage = "edge:e0"}
@@ -30,11 +30,11 @@ tmachine.program attributes {target = "virtual-queue@1", concrete = "sha256:00",
 
 // program: an op that is neither buffer, token nor stream
 tmachine.program attributes {target = "cuda-triton@1", concrete = "sha256:00", revision = "pipeplan-tmachine/2"} {
-  %e0 = tmachine.buffer "e0" {device = "n0", dtype = "i32", shape = array<i64: 64>, lifetime = "edge", origin = "edge e0 (token_in)"}
-  %b0 = tmachine.buffer "b0" {device = "n0", dtype = "i32", shape = array<i64: 4>, lifetime = "transient", origin = "prefill:input"}
-  %w = tmachine.buffer "w" {device = "n0", dtype = "f32", shape = array<i64: 64, 64>, lifetime = "weight", origin = "blk.0.attn_q.weight"}
-  %b1 = tmachine.buffer "b1" {device = "n0", dtype = "f32", shape = array<i64: 4, 64>, lifetime = "transient", origin = "prefill:q"}
-  %b2 = tmachine.buffer "b2" {device = "n0", dtype = "f32", shape = array<i64: 1, 64>, lifetime = "transient", origin = "prefill:h_last"}
+  %e0 = tmachine.buffer "e0" edge {device = "n0", dtype = "i32", shape = array<i64: 64>, origin = "edge e0 (token_in)"}
+  %b0 = tmachine.buffer "b0" transient {device = "n0", dtype = "i32", shape = array<i64: 4>, origin = "prefill:input"}
+  %w = tmachine.buffer "w" weight {device = "n0", dtype = "f32", shape = array<i64: 64, 64>, origin = "blk.0.attn_q.weight"}
+  %b1 = tmachine.buffer "b1" transient {device = "n0", dtype = "f32", shape = array<i64: 4, 64>, origin = "prefill:q"}
+  %b2 = tmachine.buffer "b2" transient {device = "n0", dtype = "f32", shape = array<i64: 1, 64>, origin = "prefill:h_last"}
   %done.c0 = tmachine.token "done.c0"
   builtin.module {
   // CHECK:      invalid.mlir:[[# @LINE - 1]]:3: error: unexpected op 'builtin.module' in a tmachine.program (buffers, tokens and streams only)
@@ -53,16 +53,16 @@ tmachine.program attributes {target = "cuda-triton@1", concrete = "sha256:00", r
 
 // program: a buffer declared after a stream (it would not dominate that stream's uses)
 tmachine.program attributes {target = "cuda-triton@1", concrete = "sha256:00", revision = "pipeplan-tmachine/2"} {
-  %e0 = tmachine.buffer "e0" {device = "n0", dtype = "i32", shape = array<i64: 64>, lifetime = "edge", origin = "edge e0 (token_in)"}
-  %b0 = tmachine.buffer "b0" {device = "n0", dtype = "i32", shape = array<i64: 4>, lifetime = "transient", origin = "prefill:input"}
-  %w = tmachine.buffer "w" {device = "n0", dtype = "f32", shape = array<i64: 64, 64>, lifetime = "weight", origin = "blk.0.attn_q.weight"}
-  %b1 = tmachine.buffer "b1" {device = "n0", dtype = "f32", shape = array<i64: 4, 64>, lifetime = "transient", origin = "prefill:q"}
-  %b2 = tmachine.buffer "b2" {device = "n0", dtype = "f32", shape = array<i64: 1, 64>, lifetime = "transient", origin = "prefill:h_last"}
+  %e0 = tmachine.buffer "e0" edge {device = "n0", dtype = "i32", shape = array<i64: 64>, origin = "edge e0 (token_in)"}
+  %b0 = tmachine.buffer "b0" transient {device = "n0", dtype = "i32", shape = array<i64: 4>, origin = "prefill:input"}
+  %w = tmachine.buffer "w" weight {device = "n0", dtype = "f32", shape = array<i64: 64, 64>, origin = "blk.0.attn_q.weight"}
+  %b1 = tmachine.buffer "b1" transient {device = "n0", dtype = "f32", shape = array<i64: 4, 64>, origin = "prefill:q"}
+  %b2 = tmachine.buffer "b2" transient {device = "n0", dtype = "f32", shape = array<i64: 1, 64>, origin = "prefill:h_last"}
   %done.c0 = tmachine.token "done.c0"
   tmachine.stream attributes {device = "n0", engine = "cuda.copy"} {
     tmachine.copy "i.c0" %e0 -> %b0 signal %done.c0 {cmd = "c0", bytes = 16 : i64, step = "prefill", lineage = "edge:e0"}
   }
-  %late = tmachine.buffer "late" {device = "n0", dtype = "f32", shape = array<i64: 1>, lifetime = "transient", origin = "prefill:x"}
+  %late = tmachine.buffer "late" transient {device = "n0", dtype = "f32", shape = array<i64: 1>, origin = "prefill:x"}
   // CHECK:      invalid.mlir:[[# @LINE - 1]]:3: error: 'tmachine.buffer' after a tmachine.stream (buffers and tokens come before the streams that use them)
   // CHECK-NEXT: {{^}}  %late = tmachine.buffer "late"
   tmachine.stream attributes {device = "n0", engine = "cuda.stream"} {
@@ -75,11 +75,11 @@ tmachine.program attributes {target = "cuda-triton@1", concrete = "sha256:00", r
 
 // program: two streams of one engine
 tmachine.program attributes {target = "cuda-triton@1", concrete = "sha256:00", revision = "pipeplan-tmachine/2"} {
-  %e0 = tmachine.buffer "e0" {device = "n0", dtype = "i32", shape = array<i64: 64>, lifetime = "edge", origin = "edge e0 (token_in)"}
-  %b0 = tmachine.buffer "b0" {device = "n0", dtype = "i32", shape = array<i64: 4>, lifetime = "transient", origin = "prefill:input"}
-  %w = tmachine.buffer "w" {device = "n0", dtype = "f32", shape = array<i64: 64, 64>, lifetime = "weight", origin = "blk.0.attn_q.weight"}
-  %b1 = tmachine.buffer "b1" {device = "n0", dtype = "f32", shape = array<i64: 4, 64>, lifetime = "transient", origin = "prefill:q"}
-  %b2 = tmachine.buffer "b2" {device = "n0", dtype = "f32", shape = array<i64: 1, 64>, lifetime = "transient", origin = "prefill:h_last"}
+  %e0 = tmachine.buffer "e0" edge {device = "n0", dtype = "i32", shape = array<i64: 64>, origin = "edge e0 (token_in)"}
+  %b0 = tmachine.buffer "b0" transient {device = "n0", dtype = "i32", shape = array<i64: 4>, origin = "prefill:input"}
+  %w = tmachine.buffer "w" weight {device = "n0", dtype = "f32", shape = array<i64: 64, 64>, origin = "blk.0.attn_q.weight"}
+  %b1 = tmachine.buffer "b1" transient {device = "n0", dtype = "f32", shape = array<i64: 4, 64>, origin = "prefill:q"}
+  %b2 = tmachine.buffer "b2" transient {device = "n0", dtype = "f32", shape = array<i64: 1, 64>, origin = "prefill:h_last"}
   %done.c0 = tmachine.token "done.c0"
   tmachine.stream attributes {engine = "cuda.stream", device = "n0"} {
   }
@@ -98,13 +98,14 @@ tmachine.program attributes {target = "cuda-triton@1", concrete = "sha256:00", r
 
 // buffer: unknown lifetime
 tmachine.program attributes {target = "cuda-triton@1", concrete = "sha256:00", revision = "pipeplan-tmachine/2"} {
-  %e0 = tmachine.buffer "e0" {device = "n0", dtype = "i32", shape = array<i64: 64>, lifetime = "edge", origin = "edge e0 (token_in)"}
-  %b0 = tmachine.buffer "b0" {device = "n0", dtype = "i32", shape = array<i64: 4>, lifetime = "transient", origin = "prefill:input"}
-  %w = tmachine.buffer "w" {device = "n0", dtype = "f32", shape = array<i64: 64, 64>, lifetime = "weight", origin = "blk.0.attn_q.weight"}
-  %b1 = tmachine.buffer "b1" {device = "n0", dtype = "f32", shape = array<i64: 4, 64>, lifetime = "transient", origin = "prefill:q"}
-  %b2 = tmachine.buffer "b2" {device = "n0", dtype = "f32", shape = array<i64: 1, 64>, lifetime = "scratch", origin = "prefill:h_last"}
-  // CHECK:      invalid.mlir:[[# @LINE - 1]]:3: error: buffer 'b2': lifetime 'scratch' is not one of weight, kv, transient, edge
-  // CHECK-NEXT: {{^}}  %b2 = tmachine.buffer "b2" {device = "n0", dtype = "f32",
+  %e0 = tmachine.buffer "e0" edge {device = "n0", dtype = "i32", shape = array<i64: 64>, origin = "edge e0 (token_in)"}
+  %b0 = tmachine.buffer "b0" transient {device = "n0", dtype = "i32", shape = array<i64: 4>, origin = "prefill:input"}
+  %w = tmachine.buffer "w" weight {device = "n0", dtype = "f32", shape = array<i64: 64, 64>, origin = "blk.0.attn_q.weight"}
+  %b1 = tmachine.buffer "b1" transient {device = "n0", dtype = "f32", shape = array<i64: 4, 64>, origin = "prefill:q"}
+  %b2 = tmachine.buffer "b2" scratch {device = "n0", dtype = "f32", shape = array<i64: 1, 64>, origin = "prefill:h_last"}
+  // CHECK:      invalid.mlir:[[# @LINE - 1]]:30
+  // CHECK-NEXT: {{^}}  %b2 = tmachine.buffer "b2" scratch {device = "n0", dtype = "f32",
+  // CHECK:      Expected `weight`, `kv`, `transient`, or `edge`.
   %done.c0 = tmachine.token "done.c0"
   tmachine.stream attributes {device = "n0", engine = "cuda.copy"} {
     tmachine.copy "i.c0" %e0 -> %b0 signal %done.c0 {cmd = "c0", bytes = 16 : i64, step = "prefill", lineage = "edge:e0"}
@@ -119,13 +120,13 @@ tmachine.program attributes {target = "cuda-triton@1", concrete = "sha256:00", r
 
 // buffer: a negative dimension
 tmachine.program attributes {target = "cuda-triton@1", concrete = "sha256:00", revision = "pipeplan-tmachine/2"} {
-  %e0 = tmachine.buffer "e0" {device = "n0", dtype = "i32", shape = array<i64: 64>, lifetime = "edge", origin = "edge e0 (token_in)"}
-  %b0 = tmachine.buffer "b0" {device = "n0", dtype = "i32", shape = array<i64: 4>, lifetime = "transient", origin = "prefill:input"}
-  %w = tmachine.buffer "w" {device = "n0", dtype = "f32", shape = array<i64: 64, 64>, lifetime = "weight", origin = "blk.0.attn_q.weight"}
-  %b1 = tmachine.buffer "b1" {device = "n0", dtype = "f32", shape = array<i64: 4, 64>, lifetime = "transient", origin = "prefill:q"}
-  %b2 = tmachine.buffer "b2" {device = "n0", dtype = "f32", shape = array<i64: -1, 64>, lifetime = "transient", origin = "prefill:h_last"}
+  %e0 = tmachine.buffer "e0" edge {device = "n0", dtype = "i32", shape = array<i64: 64>, origin = "edge e0 (token_in)"}
+  %b0 = tmachine.buffer "b0" transient {device = "n0", dtype = "i32", shape = array<i64: 4>, origin = "prefill:input"}
+  %w = tmachine.buffer "w" weight {device = "n0", dtype = "f32", shape = array<i64: 64, 64>, origin = "blk.0.attn_q.weight"}
+  %b1 = tmachine.buffer "b1" transient {device = "n0", dtype = "f32", shape = array<i64: 4, 64>, origin = "prefill:q"}
+  %b2 = tmachine.buffer "b2" transient {device = "n0", dtype = "f32", shape = array<i64: -1, 64>, origin = "prefill:h_last"}
   // CHECK:      invalid.mlir:[[# @LINE - 1]]:3: error: buffer 'b2': shape must be non-negative integers
-  // CHECK-NEXT: {{^}}  %b2 = tmachine.buffer "b2" {device = "n0", dtype = "f32",
+  // CHECK-NEXT: {{^}}  %b2 = tmachine.buffer "b2" transient {device = "n0", dtype = "f32",
   %done.c0 = tmachine.token "done.c0"
   tmachine.stream attributes {device = "n0", engine = "cuda.copy"} {
     tmachine.copy "i.c0" %e0 -> %b0 signal %done.c0 {cmd = "c0", bytes = 16 : i64, step = "prefill", lineage = "edge:e0"}
@@ -140,11 +141,11 @@ tmachine.program attributes {target = "cuda-triton@1", concrete = "sha256:00", r
 
 // stream: an op that is not an instruction
 tmachine.program attributes {target = "cuda-triton@1", concrete = "sha256:00", revision = "pipeplan-tmachine/2"} {
-  %e0 = tmachine.buffer "e0" {device = "n0", dtype = "i32", shape = array<i64: 64>, lifetime = "edge", origin = "edge e0 (token_in)"}
-  %b0 = tmachine.buffer "b0" {device = "n0", dtype = "i32", shape = array<i64: 4>, lifetime = "transient", origin = "prefill:input"}
-  %w = tmachine.buffer "w" {device = "n0", dtype = "f32", shape = array<i64: 64, 64>, lifetime = "weight", origin = "blk.0.attn_q.weight"}
-  %b1 = tmachine.buffer "b1" {device = "n0", dtype = "f32", shape = array<i64: 4, 64>, lifetime = "transient", origin = "prefill:q"}
-  %b2 = tmachine.buffer "b2" {device = "n0", dtype = "f32", shape = array<i64: 1, 64>, lifetime = "transient", origin = "prefill:h_last"}
+  %e0 = tmachine.buffer "e0" edge {device = "n0", dtype = "i32", shape = array<i64: 64>, origin = "edge e0 (token_in)"}
+  %b0 = tmachine.buffer "b0" transient {device = "n0", dtype = "i32", shape = array<i64: 4>, origin = "prefill:input"}
+  %w = tmachine.buffer "w" weight {device = "n0", dtype = "f32", shape = array<i64: 64, 64>, origin = "blk.0.attn_q.weight"}
+  %b1 = tmachine.buffer "b1" transient {device = "n0", dtype = "f32", shape = array<i64: 4, 64>, origin = "prefill:q"}
+  %b2 = tmachine.buffer "b2" transient {device = "n0", dtype = "f32", shape = array<i64: 1, 64>, origin = "prefill:h_last"}
   %done.c0 = tmachine.token "done.c0"
   tmachine.stream attributes {device = "n0", engine = "cuda.copy"} {
     tmachine.copy "i.c0" %e0 -> %b0 signal %done.c0 {cmd = "c0", bytes = 16 : i64, step = "prefill", lineage = "edge:e0"}
@@ -163,11 +164,11 @@ tmachine.program attributes {target = "cuda-triton@1", concrete = "sha256:00", r
 
 // launch: a grid that is not 3 positive integers
 tmachine.program attributes {target = "cuda-triton@1", concrete = "sha256:00", revision = "pipeplan-tmachine/2"} {
-  %e0 = tmachine.buffer "e0" {device = "n0", dtype = "i32", shape = array<i64: 64>, lifetime = "edge", origin = "edge e0 (token_in)"}
-  %b0 = tmachine.buffer "b0" {device = "n0", dtype = "i32", shape = array<i64: 4>, lifetime = "transient", origin = "prefill:input"}
-  %w = tmachine.buffer "w" {device = "n0", dtype = "f32", shape = array<i64: 64, 64>, lifetime = "weight", origin = "blk.0.attn_q.weight"}
-  %b1 = tmachine.buffer "b1" {device = "n0", dtype = "f32", shape = array<i64: 4, 64>, lifetime = "transient", origin = "prefill:q"}
-  %b2 = tmachine.buffer "b2" {device = "n0", dtype = "f32", shape = array<i64: 1, 64>, lifetime = "transient", origin = "prefill:h_last"}
+  %e0 = tmachine.buffer "e0" edge {device = "n0", dtype = "i32", shape = array<i64: 64>, origin = "edge e0 (token_in)"}
+  %b0 = tmachine.buffer "b0" transient {device = "n0", dtype = "i32", shape = array<i64: 4>, origin = "prefill:input"}
+  %w = tmachine.buffer "w" weight {device = "n0", dtype = "f32", shape = array<i64: 64, 64>, origin = "blk.0.attn_q.weight"}
+  %b1 = tmachine.buffer "b1" transient {device = "n0", dtype = "f32", shape = array<i64: 4, 64>, origin = "prefill:q"}
+  %b2 = tmachine.buffer "b2" transient {device = "n0", dtype = "f32", shape = array<i64: 1, 64>, origin = "prefill:h_last"}
   %done.c0 = tmachine.token "done.c0"
   tmachine.stream attributes {device = "n0", engine = "cuda.copy"} {
     tmachine.copy "i.c0" %e0 -> %b0 signal %done.c0 {cmd = "c0", bytes = 16 : i64, step = "prefill", lineage = "edge:e0"}
@@ -184,11 +185,11 @@ tmachine.program attributes {target = "cuda-triton@1", concrete = "sha256:00", r
 
 // launch: a kernel that is not module:function
 tmachine.program attributes {target = "cuda-triton@1", concrete = "sha256:00", revision = "pipeplan-tmachine/2"} {
-  %e0 = tmachine.buffer "e0" {device = "n0", dtype = "i32", shape = array<i64: 64>, lifetime = "edge", origin = "edge e0 (token_in)"}
-  %b0 = tmachine.buffer "b0" {device = "n0", dtype = "i32", shape = array<i64: 4>, lifetime = "transient", origin = "prefill:input"}
-  %w = tmachine.buffer "w" {device = "n0", dtype = "f32", shape = array<i64: 64, 64>, lifetime = "weight", origin = "blk.0.attn_q.weight"}
-  %b1 = tmachine.buffer "b1" {device = "n0", dtype = "f32", shape = array<i64: 4, 64>, lifetime = "transient", origin = "prefill:q"}
-  %b2 = tmachine.buffer "b2" {device = "n0", dtype = "f32", shape = array<i64: 1, 64>, lifetime = "transient", origin = "prefill:h_last"}
+  %e0 = tmachine.buffer "e0" edge {device = "n0", dtype = "i32", shape = array<i64: 64>, origin = "edge e0 (token_in)"}
+  %b0 = tmachine.buffer "b0" transient {device = "n0", dtype = "i32", shape = array<i64: 4>, origin = "prefill:input"}
+  %w = tmachine.buffer "w" weight {device = "n0", dtype = "f32", shape = array<i64: 64, 64>, origin = "blk.0.attn_q.weight"}
+  %b1 = tmachine.buffer "b1" transient {device = "n0", dtype = "f32", shape = array<i64: 4, 64>, origin = "prefill:q"}
+  %b2 = tmachine.buffer "b2" transient {device = "n0", dtype = "f32", shape = array<i64: 1, 64>, origin = "prefill:h_last"}
   %done.c0 = tmachine.token "done.c0"
   tmachine.stream attributes {device = "n0", engine = "cuda.copy"} {
     tmachine.copy "i.c0" %e0 -> %b0 signal %done.c0 {cmd = "c0", bytes = 16 : i64, step = "prefill", lineage = "edge:e0"}
@@ -205,11 +206,11 @@ tmachine.program attributes {target = "cuda-triton@1", concrete = "sha256:00", r
 
 // launch: a meta-parameter that is not an integer
 tmachine.program attributes {target = "cuda-triton@1", concrete = "sha256:00", revision = "pipeplan-tmachine/2"} {
-  %e0 = tmachine.buffer "e0" {device = "n0", dtype = "i32", shape = array<i64: 64>, lifetime = "edge", origin = "edge e0 (token_in)"}
-  %b0 = tmachine.buffer "b0" {device = "n0", dtype = "i32", shape = array<i64: 4>, lifetime = "transient", origin = "prefill:input"}
-  %w = tmachine.buffer "w" {device = "n0", dtype = "f32", shape = array<i64: 64, 64>, lifetime = "weight", origin = "blk.0.attn_q.weight"}
-  %b1 = tmachine.buffer "b1" {device = "n0", dtype = "f32", shape = array<i64: 4, 64>, lifetime = "transient", origin = "prefill:q"}
-  %b2 = tmachine.buffer "b2" {device = "n0", dtype = "f32", shape = array<i64: 1, 64>, lifetime = "transient", origin = "prefill:h_last"}
+  %e0 = tmachine.buffer "e0" edge {device = "n0", dtype = "i32", shape = array<i64: 64>, origin = "edge e0 (token_in)"}
+  %b0 = tmachine.buffer "b0" transient {device = "n0", dtype = "i32", shape = array<i64: 4>, origin = "prefill:input"}
+  %w = tmachine.buffer "w" weight {device = "n0", dtype = "f32", shape = array<i64: 64, 64>, origin = "blk.0.attn_q.weight"}
+  %b1 = tmachine.buffer "b1" transient {device = "n0", dtype = "f32", shape = array<i64: 4, 64>, origin = "prefill:q"}
+  %b2 = tmachine.buffer "b2" transient {device = "n0", dtype = "f32", shape = array<i64: 1, 64>, origin = "prefill:h_last"}
   %done.c0 = tmachine.token "done.c0"
   tmachine.stream attributes {device = "n0", engine = "cuda.copy"} {
     tmachine.copy "i.c0" %e0 -> %b0 signal %done.c0 {cmd = "c0", bytes = 16 : i64, step = "prefill", lineage = "edge:e0"}
@@ -226,11 +227,11 @@ tmachine.program attributes {target = "cuda-triton@1", concrete = "sha256:00", r
 
 // launch: a scalar that is neither a number nor a $runtime name
 tmachine.program attributes {target = "cuda-triton@1", concrete = "sha256:00", revision = "pipeplan-tmachine/2"} {
-  %e0 = tmachine.buffer "e0" {device = "n0", dtype = "i32", shape = array<i64: 64>, lifetime = "edge", origin = "edge e0 (token_in)"}
-  %b0 = tmachine.buffer "b0" {device = "n0", dtype = "i32", shape = array<i64: 4>, lifetime = "transient", origin = "prefill:input"}
-  %w = tmachine.buffer "w" {device = "n0", dtype = "f32", shape = array<i64: 64, 64>, lifetime = "weight", origin = "blk.0.attn_q.weight"}
-  %b1 = tmachine.buffer "b1" {device = "n0", dtype = "f32", shape = array<i64: 4, 64>, lifetime = "transient", origin = "prefill:q"}
-  %b2 = tmachine.buffer "b2" {device = "n0", dtype = "f32", shape = array<i64: 1, 64>, lifetime = "transient", origin = "prefill:h_last"}
+  %e0 = tmachine.buffer "e0" edge {device = "n0", dtype = "i32", shape = array<i64: 64>, origin = "edge e0 (token_in)"}
+  %b0 = tmachine.buffer "b0" transient {device = "n0", dtype = "i32", shape = array<i64: 4>, origin = "prefill:input"}
+  %w = tmachine.buffer "w" weight {device = "n0", dtype = "f32", shape = array<i64: 64, 64>, origin = "blk.0.attn_q.weight"}
+  %b1 = tmachine.buffer "b1" transient {device = "n0", dtype = "f32", shape = array<i64: 4, 64>, origin = "prefill:q"}
+  %b2 = tmachine.buffer "b2" transient {device = "n0", dtype = "f32", shape = array<i64: 1, 64>, origin = "prefill:h_last"}
   %done.c0 = tmachine.token "done.c0"
   tmachine.stream attributes {device = "n0", engine = "cuda.copy"} {
     tmachine.copy "i.c0" %e0 -> %b0 signal %done.c0 {cmd = "c0", bytes = 16 : i64, step = "prefill", lineage = "edge:e0"}
@@ -247,11 +248,11 @@ tmachine.program attributes {target = "cuda-triton@1", concrete = "sha256:00", r
 
 // view: unknown view kind
 tmachine.program attributes {target = "cuda-triton@1", concrete = "sha256:00", revision = "pipeplan-tmachine/2"} {
-  %e0 = tmachine.buffer "e0" {device = "n0", dtype = "i32", shape = array<i64: 64>, lifetime = "edge", origin = "edge e0 (token_in)"}
-  %b0 = tmachine.buffer "b0" {device = "n0", dtype = "i32", shape = array<i64: 4>, lifetime = "transient", origin = "prefill:input"}
-  %w = tmachine.buffer "w" {device = "n0", dtype = "f32", shape = array<i64: 64, 64>, lifetime = "weight", origin = "blk.0.attn_q.weight"}
-  %b1 = tmachine.buffer "b1" {device = "n0", dtype = "f32", shape = array<i64: 4, 64>, lifetime = "transient", origin = "prefill:q"}
-  %b2 = tmachine.buffer "b2" {device = "n0", dtype = "f32", shape = array<i64: 1, 64>, lifetime = "transient", origin = "prefill:h_last"}
+  %e0 = tmachine.buffer "e0" edge {device = "n0", dtype = "i32", shape = array<i64: 64>, origin = "edge e0 (token_in)"}
+  %b0 = tmachine.buffer "b0" transient {device = "n0", dtype = "i32", shape = array<i64: 4>, origin = "prefill:input"}
+  %w = tmachine.buffer "w" weight {device = "n0", dtype = "f32", shape = array<i64: 64, 64>, origin = "blk.0.attn_q.weight"}
+  %b1 = tmachine.buffer "b1" transient {device = "n0", dtype = "f32", shape = array<i64: 4, 64>, origin = "prefill:q"}
+  %b2 = tmachine.buffer "b2" transient {device = "n0", dtype = "f32", shape = array<i64: 1, 64>, origin = "prefill:h_last"}
   %done.c0 = tmachine.token "done.c0"
   tmachine.stream attributes {device = "n0", engine = "cuda.copy"} {
     tmachine.copy "i.c0" %e0 -> %b0 signal %done.c0 {cmd = "c0", bytes = 16 : i64, step = "prefill", lineage = "edge:e0"}
@@ -268,11 +269,11 @@ tmachine.program attributes {target = "cuda-triton@1", concrete = "sha256:00", r
 
 // copy: negative bytes
 tmachine.program attributes {target = "cuda-triton@1", concrete = "sha256:00", revision = "pipeplan-tmachine/2"} {
-  %e0 = tmachine.buffer "e0" {device = "n0", dtype = "i32", shape = array<i64: 64>, lifetime = "edge", origin = "edge e0 (token_in)"}
-  %b0 = tmachine.buffer "b0" {device = "n0", dtype = "i32", shape = array<i64: 4>, lifetime = "transient", origin = "prefill:input"}
-  %w = tmachine.buffer "w" {device = "n0", dtype = "f32", shape = array<i64: 64, 64>, lifetime = "weight", origin = "blk.0.attn_q.weight"}
-  %b1 = tmachine.buffer "b1" {device = "n0", dtype = "f32", shape = array<i64: 4, 64>, lifetime = "transient", origin = "prefill:q"}
-  %b2 = tmachine.buffer "b2" {device = "n0", dtype = "f32", shape = array<i64: 1, 64>, lifetime = "transient", origin = "prefill:h_last"}
+  %e0 = tmachine.buffer "e0" edge {device = "n0", dtype = "i32", shape = array<i64: 64>, origin = "edge e0 (token_in)"}
+  %b0 = tmachine.buffer "b0" transient {device = "n0", dtype = "i32", shape = array<i64: 4>, origin = "prefill:input"}
+  %w = tmachine.buffer "w" weight {device = "n0", dtype = "f32", shape = array<i64: 64, 64>, origin = "blk.0.attn_q.weight"}
+  %b1 = tmachine.buffer "b1" transient {device = "n0", dtype = "f32", shape = array<i64: 4, 64>, origin = "prefill:q"}
+  %b2 = tmachine.buffer "b2" transient {device = "n0", dtype = "f32", shape = array<i64: 1, 64>, origin = "prefill:h_last"}
   %done.c0 = tmachine.token "done.c0"
   tmachine.stream attributes {device = "n0", engine = "cuda.copy"} {
     tmachine.copy "i.c0" %e0 -> %b0 signal %done.c0 {cmd = "c0", bytes = -1 : i64, step = "prefill", lineage = "edge:e0"}
@@ -289,11 +290,11 @@ tmachine.program attributes {target = "cuda-triton@1", concrete = "sha256:00", r
 
 // program: two buffers with one id
 tmachine.program attributes {target = "cuda-triton@1", concrete = "sha256:00", revision = "pipeplan-tmachine/2"} {
-  %e0 = tmachine.buffer "e0" {device = "n0", dtype = "i32", shape = array<i64: 64>, lifetime = "edge", origin = "edge e0 (token_in)"}
-  %b0 = tmachine.buffer "b0" {device = "n0", dtype = "i32", shape = array<i64: 4>, lifetime = "transient", origin = "prefill:input"}
-  %w = tmachine.buffer "w" {device = "n0", dtype = "f32", shape = array<i64: 64, 64>, lifetime = "weight", origin = "blk.0.attn_q.weight"}
-  %b1 = tmachine.buffer "b1" {device = "n0", dtype = "f32", shape = array<i64: 4, 64>, lifetime = "transient", origin = "prefill:q"}
-  %b2 = tmachine.buffer "b1" {device = "n0", dtype = "f32", shape = array<i64: 1, 64>, lifetime = "transient", origin = "prefill:h_last"}
+  %e0 = tmachine.buffer "e0" edge {device = "n0", dtype = "i32", shape = array<i64: 64>, origin = "edge e0 (token_in)"}
+  %b0 = tmachine.buffer "b0" transient {device = "n0", dtype = "i32", shape = array<i64: 4>, origin = "prefill:input"}
+  %w = tmachine.buffer "w" weight {device = "n0", dtype = "f32", shape = array<i64: 64, 64>, origin = "blk.0.attn_q.weight"}
+  %b1 = tmachine.buffer "b1" transient {device = "n0", dtype = "f32", shape = array<i64: 4, 64>, origin = "prefill:q"}
+  %b2 = tmachine.buffer "b1" transient {device = "n0", dtype = "f32", shape = array<i64: 1, 64>, origin = "prefill:h_last"}
   // CHECK:      invalid.mlir:[[# @LINE - 1]]:3: error: [AB-M-1] a machine program must respect its launch ABI and stream order: duplicate buffer id 'b1'
   // CHECK-NEXT: {{^}}  %b2 = tmachine.buffer "b1"
   %done.c0 = tmachine.token "done.c0"
@@ -310,11 +311,11 @@ tmachine.program attributes {target = "cuda-triton@1", concrete = "sha256:00", r
 
 // program: two tokens with one id
 tmachine.program attributes {target = "cuda-triton@1", concrete = "sha256:00", revision = "pipeplan-tmachine/2"} {
-  %e0 = tmachine.buffer "e0" {device = "n0", dtype = "i32", shape = array<i64: 64>, lifetime = "edge", origin = "edge e0 (token_in)"}
-  %b0 = tmachine.buffer "b0" {device = "n0", dtype = "i32", shape = array<i64: 4>, lifetime = "transient", origin = "prefill:input"}
-  %w = tmachine.buffer "w" {device = "n0", dtype = "f32", shape = array<i64: 64, 64>, lifetime = "weight", origin = "blk.0.attn_q.weight"}
-  %b1 = tmachine.buffer "b1" {device = "n0", dtype = "f32", shape = array<i64: 4, 64>, lifetime = "transient", origin = "prefill:q"}
-  %b2 = tmachine.buffer "b2" {device = "n0", dtype = "f32", shape = array<i64: 1, 64>, lifetime = "transient", origin = "prefill:h_last"}
+  %e0 = tmachine.buffer "e0" edge {device = "n0", dtype = "i32", shape = array<i64: 64>, origin = "edge e0 (token_in)"}
+  %b0 = tmachine.buffer "b0" transient {device = "n0", dtype = "i32", shape = array<i64: 4>, origin = "prefill:input"}
+  %w = tmachine.buffer "w" weight {device = "n0", dtype = "f32", shape = array<i64: 64, 64>, origin = "blk.0.attn_q.weight"}
+  %b1 = tmachine.buffer "b1" transient {device = "n0", dtype = "f32", shape = array<i64: 4, 64>, origin = "prefill:q"}
+  %b2 = tmachine.buffer "b2" transient {device = "n0", dtype = "f32", shape = array<i64: 1, 64>, origin = "prefill:h_last"}
   %done.c0 = tmachine.token "done.c0"
   %done.c1 = tmachine.token "done.c0"
   // CHECK:      invalid.mlir:[[# @LINE - 1]]:3: error: [AB-M-1] a machine program must respect its launch ABI and stream order: duplicate token id 'done.c0'
@@ -332,11 +333,11 @@ tmachine.program attributes {target = "cuda-triton@1", concrete = "sha256:00", r
 
 // program: two instructions with one id
 tmachine.program attributes {target = "cuda-triton@1", concrete = "sha256:00", revision = "pipeplan-tmachine/2"} {
-  %e0 = tmachine.buffer "e0" {device = "n0", dtype = "i32", shape = array<i64: 64>, lifetime = "edge", origin = "edge e0 (token_in)"}
-  %b0 = tmachine.buffer "b0" {device = "n0", dtype = "i32", shape = array<i64: 4>, lifetime = "transient", origin = "prefill:input"}
-  %w = tmachine.buffer "w" {device = "n0", dtype = "f32", shape = array<i64: 64, 64>, lifetime = "weight", origin = "blk.0.attn_q.weight"}
-  %b1 = tmachine.buffer "b1" {device = "n0", dtype = "f32", shape = array<i64: 4, 64>, lifetime = "transient", origin = "prefill:q"}
-  %b2 = tmachine.buffer "b2" {device = "n0", dtype = "f32", shape = array<i64: 1, 64>, lifetime = "transient", origin = "prefill:h_last"}
+  %e0 = tmachine.buffer "e0" edge {device = "n0", dtype = "i32", shape = array<i64: 64>, origin = "edge e0 (token_in)"}
+  %b0 = tmachine.buffer "b0" transient {device = "n0", dtype = "i32", shape = array<i64: 4>, origin = "prefill:input"}
+  %w = tmachine.buffer "w" weight {device = "n0", dtype = "f32", shape = array<i64: 64, 64>, origin = "blk.0.attn_q.weight"}
+  %b1 = tmachine.buffer "b1" transient {device = "n0", dtype = "f32", shape = array<i64: 4, 64>, origin = "prefill:q"}
+  %b2 = tmachine.buffer "b2" transient {device = "n0", dtype = "f32", shape = array<i64: 1, 64>, origin = "prefill:h_last"}
   %done.c0 = tmachine.token "done.c0"
   tmachine.stream attributes {device = "n0", engine = "cuda.copy"} {
     tmachine.copy "i.c0" %e0 -> %b0 signal %done.c0 {cmd = "c0", bytes = 16 : i64, step = "prefill", lineage = "edge:e0"}
@@ -353,11 +354,11 @@ tmachine.program attributes {target = "cuda-triton@1", concrete = "sha256:00", r
 
 // instruction: a step that is not prefill or decode
 tmachine.program attributes {target = "cuda-triton@1", concrete = "sha256:00", revision = "pipeplan-tmachine/2"} {
-  %e0 = tmachine.buffer "e0" {device = "n0", dtype = "i32", shape = array<i64: 64>, lifetime = "edge", origin = "edge e0 (token_in)"}
-  %b0 = tmachine.buffer "b0" {device = "n0", dtype = "i32", shape = array<i64: 4>, lifetime = "transient", origin = "prefill:input"}
-  %w = tmachine.buffer "w" {device = "n0", dtype = "f32", shape = array<i64: 64, 64>, lifetime = "weight", origin = "blk.0.attn_q.weight"}
-  %b1 = tmachine.buffer "b1" {device = "n0", dtype = "f32", shape = array<i64: 4, 64>, lifetime = "transient", origin = "prefill:q"}
-  %b2 = tmachine.buffer "b2" {device = "n0", dtype = "f32", shape = array<i64: 1, 64>, lifetime = "transient", origin = "prefill:h_last"}
+  %e0 = tmachine.buffer "e0" edge {device = "n0", dtype = "i32", shape = array<i64: 64>, origin = "edge e0 (token_in)"}
+  %b0 = tmachine.buffer "b0" transient {device = "n0", dtype = "i32", shape = array<i64: 4>, origin = "prefill:input"}
+  %w = tmachine.buffer "w" weight {device = "n0", dtype = "f32", shape = array<i64: 64, 64>, origin = "blk.0.attn_q.weight"}
+  %b1 = tmachine.buffer "b1" transient {device = "n0", dtype = "f32", shape = array<i64: 4, 64>, origin = "prefill:q"}
+  %b2 = tmachine.buffer "b2" transient {device = "n0", dtype = "f32", shape = array<i64: 1, 64>, origin = "prefill:h_last"}
   %done.c0 = tmachine.token "done.c0"
   tmachine.stream attributes {device = "n0", engine = "cuda.copy"} {
     tmachine.copy "i.c0" %e0 -> %b0 signal %done.c0 {cmd = "c0", bytes = 16 : i64, step = "warmup", lineage = "edge:e0"}
@@ -374,11 +375,11 @@ tmachine.program attributes {target = "cuda-triton@1", concrete = "sha256:00", r
 
 // instruction: a buffer argument whose buffer has an empty id
 tmachine.program attributes {target = "cuda-triton@1", concrete = "sha256:00", revision = "pipeplan-tmachine/2"} {
-  %e0 = tmachine.buffer "e0" {device = "n0", dtype = "i32", shape = array<i64: 64>, lifetime = "edge", origin = "edge e0 (token_in)"}
-  %b0 = tmachine.buffer "b0" {device = "n0", dtype = "i32", shape = array<i64: 4>, lifetime = "transient", origin = "prefill:input"}
-  %w = tmachine.buffer "" {device = "n0", dtype = "f32", shape = array<i64: 64, 64>, lifetime = "weight", origin = "blk.0.attn_q.weight"}
-  %b1 = tmachine.buffer "b1" {device = "n0", dtype = "f32", shape = array<i64: 4, 64>, lifetime = "transient", origin = "prefill:q"}
-  %b2 = tmachine.buffer "b2" {device = "n0", dtype = "f32", shape = array<i64: 1, 64>, lifetime = "transient", origin = "prefill:h_last"}
+  %e0 = tmachine.buffer "e0" edge {device = "n0", dtype = "i32", shape = array<i64: 64>, origin = "edge e0 (token_in)"}
+  %b0 = tmachine.buffer "b0" transient {device = "n0", dtype = "i32", shape = array<i64: 4>, origin = "prefill:input"}
+  %w = tmachine.buffer "" weight {device = "n0", dtype = "f32", shape = array<i64: 64, 64>, origin = "blk.0.attn_q.weight"}
+  %b1 = tmachine.buffer "b1" transient {device = "n0", dtype = "f32", shape = array<i64: 4, 64>, origin = "prefill:q"}
+  %b2 = tmachine.buffer "b2" transient {device = "n0", dtype = "f32", shape = array<i64: 1, 64>, origin = "prefill:h_last"}
   %done.c0 = tmachine.token "done.c0"
   tmachine.stream attributes {device = "n0", engine = "cuda.copy"} {
     tmachine.copy "i.c0" %e0 -> %b0 signal %done.c0 {cmd = "c0", bytes = 16 : i64, step = "prefill", lineage = "edge:e0"}
@@ -396,11 +397,11 @@ tmachine.program attributes {target = "cuda-triton@1", concrete = "sha256:00", r
 // instruction: a buffer value defined outside the program
 %w.ghost = builtin.unrealized_conversion_cast to !tmachine.buffer
 tmachine.program attributes {target = "cuda-triton@1", concrete = "sha256:00", revision = "pipeplan-tmachine/2"} {
-  %e0 = tmachine.buffer "e0" {device = "n0", dtype = "i32", shape = array<i64: 64>, lifetime = "edge", origin = "edge e0 (token_in)"}
-  %b0 = tmachine.buffer "b0" {device = "n0", dtype = "i32", shape = array<i64: 4>, lifetime = "transient", origin = "prefill:input"}
-  %w = tmachine.buffer "w" {device = "n0", dtype = "f32", shape = array<i64: 64, 64>, lifetime = "weight", origin = "blk.0.attn_q.weight"}
-  %b1 = tmachine.buffer "b1" {device = "n0", dtype = "f32", shape = array<i64: 4, 64>, lifetime = "transient", origin = "prefill:q"}
-  %b2 = tmachine.buffer "b2" {device = "n0", dtype = "f32", shape = array<i64: 1, 64>, lifetime = "transient", origin = "prefill:h_last"}
+  %e0 = tmachine.buffer "e0" edge {device = "n0", dtype = "i32", shape = array<i64: 64>, origin = "edge e0 (token_in)"}
+  %b0 = tmachine.buffer "b0" transient {device = "n0", dtype = "i32", shape = array<i64: 4>, origin = "prefill:input"}
+  %w = tmachine.buffer "w" weight {device = "n0", dtype = "f32", shape = array<i64: 64, 64>, origin = "blk.0.attn_q.weight"}
+  %b1 = tmachine.buffer "b1" transient {device = "n0", dtype = "f32", shape = array<i64: 4, 64>, origin = "prefill:q"}
+  %b2 = tmachine.buffer "b2" transient {device = "n0", dtype = "f32", shape = array<i64: 1, 64>, origin = "prefill:h_last"}
   %done.c0 = tmachine.token "done.c0"
   tmachine.stream attributes {device = "n0", engine = "cuda.copy"} {
     tmachine.copy "i.c0" %e0 -> %b0 signal %done.c0 {cmd = "c0", bytes = 16 : i64, step = "prefill", lineage = "edge:e0"}
@@ -418,11 +419,11 @@ tmachine.program attributes {target = "cuda-triton@1", concrete = "sha256:00", r
 // instruction: a token value defined outside the program
 %done.ghost = builtin.unrealized_conversion_cast to !tmachine.token
 tmachine.program attributes {target = "cuda-triton@1", concrete = "sha256:00", revision = "pipeplan-tmachine/2"} {
-  %e0 = tmachine.buffer "e0" {device = "n0", dtype = "i32", shape = array<i64: 64>, lifetime = "edge", origin = "edge e0 (token_in)"}
-  %b0 = tmachine.buffer "b0" {device = "n0", dtype = "i32", shape = array<i64: 4>, lifetime = "transient", origin = "prefill:input"}
-  %w = tmachine.buffer "w" {device = "n0", dtype = "f32", shape = array<i64: 64, 64>, lifetime = "weight", origin = "blk.0.attn_q.weight"}
-  %b1 = tmachine.buffer "b1" {device = "n0", dtype = "f32", shape = array<i64: 4, 64>, lifetime = "transient", origin = "prefill:q"}
-  %b2 = tmachine.buffer "b2" {device = "n0", dtype = "f32", shape = array<i64: 1, 64>, lifetime = "transient", origin = "prefill:h_last"}
+  %e0 = tmachine.buffer "e0" edge {device = "n0", dtype = "i32", shape = array<i64: 64>, origin = "edge e0 (token_in)"}
+  %b0 = tmachine.buffer "b0" transient {device = "n0", dtype = "i32", shape = array<i64: 4>, origin = "prefill:input"}
+  %w = tmachine.buffer "w" weight {device = "n0", dtype = "f32", shape = array<i64: 64, 64>, origin = "blk.0.attn_q.weight"}
+  %b1 = tmachine.buffer "b1" transient {device = "n0", dtype = "f32", shape = array<i64: 4, 64>, origin = "prefill:q"}
+  %b2 = tmachine.buffer "b2" transient {device = "n0", dtype = "f32", shape = array<i64: 1, 64>, origin = "prefill:h_last"}
   %done.c0 = tmachine.token "done.c0"
   tmachine.stream attributes {device = "n0", engine = "cuda.copy"} {
     tmachine.copy "i.c0" %e0 -> %b0 signal %done.c0 {cmd = "c0", bytes = 16 : i64, step = "prefill", lineage = "edge:e0"}
@@ -439,11 +440,11 @@ tmachine.program attributes {target = "cuda-triton@1", concrete = "sha256:00", r
 
 // token: signalled by two instructions
 tmachine.program attributes {target = "cuda-triton@1", concrete = "sha256:00", revision = "pipeplan-tmachine/2"} {
-  %e0 = tmachine.buffer "e0" {device = "n0", dtype = "i32", shape = array<i64: 64>, lifetime = "edge", origin = "edge e0 (token_in)"}
-  %b0 = tmachine.buffer "b0" {device = "n0", dtype = "i32", shape = array<i64: 4>, lifetime = "transient", origin = "prefill:input"}
-  %w = tmachine.buffer "w" {device = "n0", dtype = "f32", shape = array<i64: 64, 64>, lifetime = "weight", origin = "blk.0.attn_q.weight"}
-  %b1 = tmachine.buffer "b1" {device = "n0", dtype = "f32", shape = array<i64: 4, 64>, lifetime = "transient", origin = "prefill:q"}
-  %b2 = tmachine.buffer "b2" {device = "n0", dtype = "f32", shape = array<i64: 1, 64>, lifetime = "transient", origin = "prefill:h_last"}
+  %e0 = tmachine.buffer "e0" edge {device = "n0", dtype = "i32", shape = array<i64: 64>, origin = "edge e0 (token_in)"}
+  %b0 = tmachine.buffer "b0" transient {device = "n0", dtype = "i32", shape = array<i64: 4>, origin = "prefill:input"}
+  %w = tmachine.buffer "w" weight {device = "n0", dtype = "f32", shape = array<i64: 64, 64>, origin = "blk.0.attn_q.weight"}
+  %b1 = tmachine.buffer "b1" transient {device = "n0", dtype = "f32", shape = array<i64: 4, 64>, origin = "prefill:q"}
+  %b2 = tmachine.buffer "b2" transient {device = "n0", dtype = "f32", shape = array<i64: 1, 64>, origin = "prefill:h_last"}
   %done.c0 = tmachine.token "done.c0"
   tmachine.stream attributes {device = "n0", engine = "cuda.copy"} {
     tmachine.copy "i.c0" %e0 -> %b0 signal %done.c0 {cmd = "c0", bytes = 16 : i64, step = "prefill", lineage = "edge:e0"}
@@ -460,11 +461,11 @@ tmachine.program attributes {target = "cuda-triton@1", concrete = "sha256:00", r
 
 // wait: a token no instruction signals
 tmachine.program attributes {target = "cuda-triton@1", concrete = "sha256:00", revision = "pipeplan-tmachine/2"} {
-  %e0 = tmachine.buffer "e0" {device = "n0", dtype = "i32", shape = array<i64: 64>, lifetime = "edge", origin = "edge e0 (token_in)"}
-  %b0 = tmachine.buffer "b0" {device = "n0", dtype = "i32", shape = array<i64: 4>, lifetime = "transient", origin = "prefill:input"}
-  %w = tmachine.buffer "w" {device = "n0", dtype = "f32", shape = array<i64: 64, 64>, lifetime = "weight", origin = "blk.0.attn_q.weight"}
-  %b1 = tmachine.buffer "b1" {device = "n0", dtype = "f32", shape = array<i64: 4, 64>, lifetime = "transient", origin = "prefill:q"}
-  %b2 = tmachine.buffer "b2" {device = "n0", dtype = "f32", shape = array<i64: 1, 64>, lifetime = "transient", origin = "prefill:h_last"}
+  %e0 = tmachine.buffer "e0" edge {device = "n0", dtype = "i32", shape = array<i64: 64>, origin = "edge e0 (token_in)"}
+  %b0 = tmachine.buffer "b0" transient {device = "n0", dtype = "i32", shape = array<i64: 4>, origin = "prefill:input"}
+  %w = tmachine.buffer "w" weight {device = "n0", dtype = "f32", shape = array<i64: 64, 64>, origin = "blk.0.attn_q.weight"}
+  %b1 = tmachine.buffer "b1" transient {device = "n0", dtype = "f32", shape = array<i64: 4, 64>, origin = "prefill:q"}
+  %b2 = tmachine.buffer "b2" transient {device = "n0", dtype = "f32", shape = array<i64: 1, 64>, origin = "prefill:h_last"}
   %done.c0 = tmachine.token "done.c0"
   tmachine.stream attributes {device = "n0", engine = "cuda.copy"} {
     tmachine.copy "i.c0" %e0 -> %b0 {cmd = "c0", bytes = 16 : i64, step = "prefill", lineage = "edge:e0"}
@@ -481,11 +482,11 @@ tmachine.program attributes {target = "cuda-triton@1", concrete = "sha256:00", r
 
 // wait: a token of its own stream
 tmachine.program attributes {target = "cuda-triton@1", concrete = "sha256:00", revision = "pipeplan-tmachine/2"} {
-  %e0 = tmachine.buffer "e0" {device = "n0", dtype = "i32", shape = array<i64: 64>, lifetime = "edge", origin = "edge e0 (token_in)"}
-  %b0 = tmachine.buffer "b0" {device = "n0", dtype = "i32", shape = array<i64: 4>, lifetime = "transient", origin = "prefill:input"}
-  %w = tmachine.buffer "w" {device = "n0", dtype = "f32", shape = array<i64: 64, 64>, lifetime = "weight", origin = "blk.0.attn_q.weight"}
-  %b1 = tmachine.buffer "b1" {device = "n0", dtype = "f32", shape = array<i64: 4, 64>, lifetime = "transient", origin = "prefill:q"}
-  %b2 = tmachine.buffer "b2" {device = "n0", dtype = "f32", shape = array<i64: 1, 64>, lifetime = "transient", origin = "prefill:h_last"}
+  %e0 = tmachine.buffer "e0" edge {device = "n0", dtype = "i32", shape = array<i64: 64>, origin = "edge e0 (token_in)"}
+  %b0 = tmachine.buffer "b0" transient {device = "n0", dtype = "i32", shape = array<i64: 4>, origin = "prefill:input"}
+  %w = tmachine.buffer "w" weight {device = "n0", dtype = "f32", shape = array<i64: 64, 64>, origin = "blk.0.attn_q.weight"}
+  %b1 = tmachine.buffer "b1" transient {device = "n0", dtype = "f32", shape = array<i64: 4, 64>, origin = "prefill:q"}
+  %b2 = tmachine.buffer "b2" transient {device = "n0", dtype = "f32", shape = array<i64: 1, 64>, origin = "prefill:h_last"}
   %done.c0 = tmachine.token "done.c0"
   %done.c1 = tmachine.token "done.c1"
   tmachine.stream attributes {device = "n0", engine = "cuda.copy"} {
@@ -503,11 +504,11 @@ tmachine.program attributes {target = "cuda-triton@1", concrete = "sha256:00", r
 
 // program: stream order and waits deadlock
 tmachine.program attributes {target = "cuda-triton@1", concrete = "sha256:00", revision = "pipeplan-tmachine/2"} {
-  %e0 = tmachine.buffer "e0" {device = "n0", dtype = "i32", shape = array<i64: 64>, lifetime = "edge", origin = "edge e0 (token_in)"}
-  %b0 = tmachine.buffer "b0" {device = "n0", dtype = "i32", shape = array<i64: 4>, lifetime = "transient", origin = "prefill:input"}
-  %w = tmachine.buffer "w" {device = "n0", dtype = "f32", shape = array<i64: 64, 64>, lifetime = "weight", origin = "blk.0.attn_q.weight"}
-  %b1 = tmachine.buffer "b1" {device = "n0", dtype = "f32", shape = array<i64: 4, 64>, lifetime = "transient", origin = "prefill:q"}
-  %b2 = tmachine.buffer "b2" {device = "n0", dtype = "f32", shape = array<i64: 1, 64>, lifetime = "transient", origin = "prefill:h_last"}
+  %e0 = tmachine.buffer "e0" edge {device = "n0", dtype = "i32", shape = array<i64: 64>, origin = "edge e0 (token_in)"}
+  %b0 = tmachine.buffer "b0" transient {device = "n0", dtype = "i32", shape = array<i64: 4>, origin = "prefill:input"}
+  %w = tmachine.buffer "w" weight {device = "n0", dtype = "f32", shape = array<i64: 64, 64>, origin = "blk.0.attn_q.weight"}
+  %b1 = tmachine.buffer "b1" transient {device = "n0", dtype = "f32", shape = array<i64: 4, 64>, origin = "prefill:q"}
+  %b2 = tmachine.buffer "b2" transient {device = "n0", dtype = "f32", shape = array<i64: 1, 64>, origin = "prefill:h_last"}
   %done.c0 = tmachine.token "done.c0"
   %done.c2 = tmachine.token "done.c2"
   tmachine.stream attributes {device = "n0", engine = "cuda.copy"} {

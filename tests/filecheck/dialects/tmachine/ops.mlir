@@ -8,12 +8,12 @@
 
 builtin.module {
   tmachine.program attributes {target = "cuda-triton@1", concrete = "sha256:00", revision = "pipeplan-tmachine/2"} {
-    %0 = tmachine.buffer "e0" {device = "n0", dtype = "i32", shape = array<i64: 64>, lifetime = "edge", origin = "edge e0 (token_in)"}
-    %1 = tmachine.buffer "b0" {device = "n0", dtype = "i32", shape = array<i64: 4>, lifetime = "transient", origin = "prefill:input"}
-    %2 = tmachine.buffer "w" {device = "n0", dtype = "f32", shape = array<i64: 64, 64>, lifetime = "weight", origin = "blk.0.attn_q.weight"}
-    %3 = tmachine.buffer "b1" {device = "n0", dtype = "f32", shape = array<i64: 4, 64>, lifetime = "transient", origin = "prefill:q"}
-    %4 = tmachine.buffer "b2" {device = "n0", dtype = "f32", shape = array<i64: 1, 64>, lifetime = "transient", origin = "prefill:h_last"}
-    %5 = tmachine.buffer "e1" {device = "n0", dtype = "f32", shape = array<i64: 64, 64>, lifetime = "edge", origin = "edge e1 (activations)"}
+    %0 = tmachine.buffer "e0" edge {device = "n0", dtype = "i32", shape = array<i64: 64>, origin = "edge e0 (token_in)"}
+    %1 = tmachine.buffer "b0" transient {device = "n0", dtype = "i32", shape = array<i64: 4>, origin = "prefill:input"}
+    %2 = tmachine.buffer "w" weight {device = "n0", dtype = "f32", shape = array<i64: 64, 64>, origin = "blk.0.attn_q.weight"}
+    %3 = tmachine.buffer "b1" transient {device = "n0", dtype = "f32", shape = array<i64: 4, 64>, origin = "prefill:q"}
+    %4 = tmachine.buffer "b2" transient {device = "n0", dtype = "f32", shape = array<i64: 1, 64>, origin = "prefill:h_last"}
+    %5 = tmachine.buffer "e1" edge {device = "n0", dtype = "f32", shape = array<i64: 64, 64>, origin = "edge e1 (activations)"}
     %6 = tmachine.token "done.c0"
     %7 = tmachine.token "done.c2"
     tmachine.stream attributes {device = "n0", engine = "cuda.copy"} {
@@ -28,12 +28,12 @@ builtin.module {
 }
 
 // CHECK:      tmachine.program attributes {target = "cuda-triton@1", concrete = "sha256:00", revision = "pipeplan-tmachine/2"} {
-// CHECK-NEXT:   %0 = tmachine.buffer "e0" {device = "n0", dtype = "i32", shape = array<i64: 64>, lifetime = "edge", origin = "edge e0 (token_in)"}
-// CHECK-NEXT:   %1 = tmachine.buffer "b0" {device = "n0", dtype = "i32", shape = array<i64: 4>, lifetime = "transient", origin = "prefill:input"}
-// CHECK-NEXT:   %2 = tmachine.buffer "w" {device = "n0", dtype = "f32", shape = array<i64: 64, 64>, lifetime = "weight", origin = "blk.0.attn_q.weight"}
-// CHECK-NEXT:   %3 = tmachine.buffer "b1" {device = "n0", dtype = "f32", shape = array<i64: 4, 64>, lifetime = "transient", origin = "prefill:q"}
-// CHECK-NEXT:   %4 = tmachine.buffer "b2" {device = "n0", dtype = "f32", shape = array<i64: 1, 64>, lifetime = "transient", origin = "prefill:h_last"}
-// CHECK-NEXT:   %5 = tmachine.buffer "e1" {device = "n0", dtype = "f32", shape = array<i64: 64, 64>, lifetime = "edge", origin = "edge e1 (activations)"}
+// CHECK-NEXT:   %0 = tmachine.buffer "e0" edge {device = "n0", dtype = "i32", shape = array<i64: 64>, origin = "edge e0 (token_in)"}
+// CHECK-NEXT:   %1 = tmachine.buffer "b0" transient {device = "n0", dtype = "i32", shape = array<i64: 4>, origin = "prefill:input"}
+// CHECK-NEXT:   %2 = tmachine.buffer "w" weight {device = "n0", dtype = "f32", shape = array<i64: 64, 64>, origin = "blk.0.attn_q.weight"}
+// CHECK-NEXT:   %3 = tmachine.buffer "b1" transient {device = "n0", dtype = "f32", shape = array<i64: 4, 64>, origin = "prefill:q"}
+// CHECK-NEXT:   %4 = tmachine.buffer "b2" transient {device = "n0", dtype = "f32", shape = array<i64: 1, 64>, origin = "prefill:h_last"}
+// CHECK-NEXT:   %5 = tmachine.buffer "e1" edge {device = "n0", dtype = "f32", shape = array<i64: 64, 64>, origin = "edge e1 (activations)"}
 // CHECK-NEXT:   %6 = tmachine.token "done.c0"
 // CHECK-NEXT:   %7 = tmachine.token "done.c2"
 // CHECK-NEXT:   tmachine.stream attributes {device = "n0", engine = "cuda.copy"} {

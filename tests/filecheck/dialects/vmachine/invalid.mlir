@@ -1,4 +1,4 @@
-// RUN: %verify-located | filecheck %s
+// RUN: %verify-located --parsing-diagnostics | filecheck %s
 // Every vmachine verifier message, one case each: the op verifiers (ABI, buffer, stage/step/queue structure,
 // the kernel ABI of one instruction) and the whole-program checks AB-M-1 that vmachine.program's verifier runs
 // on parse (unique ids, edges between existing stages, buffers declared on the stage's device and bound by it,
@@ -10,14 +10,14 @@
 vmachine.program attributes {target = "virtual-queue@1", deployment = "d", concrete = "c", portable = "p", binder = "list-schedule", engine = "pipeplan-vmachine/1"} {
 // CHECK:      invalid.mlir:[[# @LINE - 1]]:1: error: a vmachine.program needs exactly one vmachine.abi, found 0
 // CHECK-NEXT: {{^}}  vmachine.program attributes {target = "virtual-queue@1",
-  %b.in = vmachine.buffer "b.in" {name = "input", stage = 0 : i64, step = "decode", device = "n0", space = "device", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64, lifetime = "transient"}
-  %b.x = vmachine.buffer "b.x" {name = "blk.0.q", stage = 0 : i64, step = "", device = "n0", space = "device", offset = 64 : i64, size = 256 : i64, alignment = 64 : i64, lifetime = "kv"}
-  %b.t = vmachine.buffer "b.t" {name = "rope.table", stage = 0 : i64, step = "", device = "n0", space = "device", offset = 320 : i64, size = 64 : i64, alignment = 64 : i64, lifetime = "weight"}
-  %b.y = vmachine.buffer "b.y" {name = "output", stage = 0 : i64, step = "decode", device = "n0", space = "device", offset = 384 : i64, size = 256 : i64, alignment = 64 : i64, lifetime = "transient"}
-  %b.tok = vmachine.buffer "b.tok" {name = "token", stage = 0 : i64, step = "decode", device = "n0", space = "device", offset = 640 : i64, size = 4 : i64, alignment = 64 : i64, lifetime = "transient"}
-  %b.e0 = vmachine.buffer "b.e0" {name = "e0", stage = -1 : i64, step = "", device = "n0", space = "link", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64, lifetime = "edge"}
+  %b.in = vmachine.buffer "b.in" transient {name = "input", stage = 0 : i64, step = "decode", device = "n0", space = "device", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64}
+  %b.x = vmachine.buffer "b.x" kv {name = "blk.0.q", stage = 0 : i64, step = "", device = "n0", space = "device", offset = 64 : i64, size = 256 : i64, alignment = 64 : i64}
+  %b.t = vmachine.buffer "b.t" weight {name = "rope.table", stage = 0 : i64, step = "", device = "n0", space = "device", offset = 320 : i64, size = 64 : i64, alignment = 64 : i64}
+  %b.y = vmachine.buffer "b.y" transient {name = "output", stage = 0 : i64, step = "decode", device = "n0", space = "device", offset = 384 : i64, size = 256 : i64, alignment = 64 : i64}
+  %b.tok = vmachine.buffer "b.tok" transient {name = "token", stage = 0 : i64, step = "decode", device = "n0", space = "device", offset = 640 : i64, size = 4 : i64, alignment = 64 : i64}
+  %b.e0 = vmachine.buffer "b.e0" edge {name = "e0", stage = -1 : i64, step = "", device = "n0", space = "link", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64}
   %e0 = vmachine.edge "e0" %b.e0 {producer = -1 : i64, consumer = 0 : i64, link = ""}
-  %b.e1 = vmachine.buffer "b.e1" {name = "e1", stage = -1 : i64, step = "", device = "n0", space = "link", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64, lifetime = "edge"}
+  %b.e1 = vmachine.buffer "b.e1" edge {name = "e1", stage = -1 : i64, step = "", device = "n0", space = "link", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64}
   %e1 = vmachine.edge "e1" %b.e1 {producer = 0 : i64, consumer = -1 : i64, link = ""}
   vmachine.stage attributes {index = 0 : i64, device = "n0", layer_start = 0 : i64, layer_end = 1 : i64} {
     vmachine.step attributes {name = "decode", rows = 1 : i64} {
@@ -45,14 +45,14 @@ vmachine.program attributes {target = "virtual-queue@1", deployment = "d", concr
   // CHECK:      invalid.mlir:[[# @LINE - 1]]:3: error: unexpected op 'builtin.module' in a vmachine.program body
   // CHECK-NEXT: {{^}}  builtin.module {
   }
-  %b.in = vmachine.buffer "b.in" {name = "input", stage = 0 : i64, step = "decode", device = "n0", space = "device", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64, lifetime = "transient"}
-  %b.x = vmachine.buffer "b.x" {name = "blk.0.q", stage = 0 : i64, step = "", device = "n0", space = "device", offset = 64 : i64, size = 256 : i64, alignment = 64 : i64, lifetime = "kv"}
-  %b.t = vmachine.buffer "b.t" {name = "rope.table", stage = 0 : i64, step = "", device = "n0", space = "device", offset = 320 : i64, size = 64 : i64, alignment = 64 : i64, lifetime = "weight"}
-  %b.y = vmachine.buffer "b.y" {name = "output", stage = 0 : i64, step = "decode", device = "n0", space = "device", offset = 384 : i64, size = 256 : i64, alignment = 64 : i64, lifetime = "transient"}
-  %b.tok = vmachine.buffer "b.tok" {name = "token", stage = 0 : i64, step = "decode", device = "n0", space = "device", offset = 640 : i64, size = 4 : i64, alignment = 64 : i64, lifetime = "transient"}
-  %b.e0 = vmachine.buffer "b.e0" {name = "e0", stage = -1 : i64, step = "", device = "n0", space = "link", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64, lifetime = "edge"}
+  %b.in = vmachine.buffer "b.in" transient {name = "input", stage = 0 : i64, step = "decode", device = "n0", space = "device", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64}
+  %b.x = vmachine.buffer "b.x" kv {name = "blk.0.q", stage = 0 : i64, step = "", device = "n0", space = "device", offset = 64 : i64, size = 256 : i64, alignment = 64 : i64}
+  %b.t = vmachine.buffer "b.t" weight {name = "rope.table", stage = 0 : i64, step = "", device = "n0", space = "device", offset = 320 : i64, size = 64 : i64, alignment = 64 : i64}
+  %b.y = vmachine.buffer "b.y" transient {name = "output", stage = 0 : i64, step = "decode", device = "n0", space = "device", offset = 384 : i64, size = 256 : i64, alignment = 64 : i64}
+  %b.tok = vmachine.buffer "b.tok" transient {name = "token", stage = 0 : i64, step = "decode", device = "n0", space = "device", offset = 640 : i64, size = 4 : i64, alignment = 64 : i64}
+  %b.e0 = vmachine.buffer "b.e0" edge {name = "e0", stage = -1 : i64, step = "", device = "n0", space = "link", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64}
   %e0 = vmachine.edge "e0" %b.e0 {producer = -1 : i64, consumer = 0 : i64, link = ""}
-  %b.e1 = vmachine.buffer "b.e1" {name = "e1", stage = -1 : i64, step = "", device = "n0", space = "link", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64, lifetime = "edge"}
+  %b.e1 = vmachine.buffer "b.e1" edge {name = "e1", stage = -1 : i64, step = "", device = "n0", space = "link", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64}
   %e1 = vmachine.edge "e1" %b.e1 {producer = 0 : i64, consumer = -1 : i64, link = ""}
   vmachine.stage attributes {index = 0 : i64, device = "n0", layer_start = 0 : i64, layer_end = 1 : i64} {
     vmachine.step attributes {name = "decode", rows = 1 : i64} {
@@ -76,14 +76,14 @@ vmachine.program attributes {target = "virtual-queue@1", deployment = "d", concr
 // program: two instructions with one id
 vmachine.program attributes {target = "virtual-queue@1", deployment = "d", concrete = "c", portable = "p", binder = "list-schedule", engine = "pipeplan-vmachine/1"} {
   vmachine.abi {n_embd = 64 : i64, n_head = 8 : i64, n_head_kv = 4 : i64, n_ff = 172 : i64, n_vocab = 512 : i64, n_ctx = 2048 : i64, rope_dim = 8 : i64, n_layer = 5 : i64, max_seq_len = 64 : i64, rope_base = 1.000000e+04 : f64, rms_eps = 1.000000e-05 : f64, tied_embedding = 0 : i64}
-  %b.in = vmachine.buffer "b.in" {name = "input", stage = 0 : i64, step = "decode", device = "n0", space = "device", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64, lifetime = "transient"}
-  %b.x = vmachine.buffer "b.x" {name = "blk.0.q", stage = 0 : i64, step = "", device = "n0", space = "device", offset = 64 : i64, size = 256 : i64, alignment = 64 : i64, lifetime = "kv"}
-  %b.t = vmachine.buffer "b.t" {name = "rope.table", stage = 0 : i64, step = "", device = "n0", space = "device", offset = 320 : i64, size = 64 : i64, alignment = 64 : i64, lifetime = "weight"}
-  %b.y = vmachine.buffer "b.y" {name = "output", stage = 0 : i64, step = "decode", device = "n0", space = "device", offset = 384 : i64, size = 256 : i64, alignment = 64 : i64, lifetime = "transient"}
-  %b.tok = vmachine.buffer "b.tok" {name = "token", stage = 0 : i64, step = "decode", device = "n0", space = "device", offset = 640 : i64, size = 4 : i64, alignment = 64 : i64, lifetime = "transient"}
-  %b.e0 = vmachine.buffer "b.e0" {name = "e0", stage = -1 : i64, step = "", device = "n0", space = "link", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64, lifetime = "edge"}
+  %b.in = vmachine.buffer "b.in" transient {name = "input", stage = 0 : i64, step = "decode", device = "n0", space = "device", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64}
+  %b.x = vmachine.buffer "b.x" kv {name = "blk.0.q", stage = 0 : i64, step = "", device = "n0", space = "device", offset = 64 : i64, size = 256 : i64, alignment = 64 : i64}
+  %b.t = vmachine.buffer "b.t" weight {name = "rope.table", stage = 0 : i64, step = "", device = "n0", space = "device", offset = 320 : i64, size = 64 : i64, alignment = 64 : i64}
+  %b.y = vmachine.buffer "b.y" transient {name = "output", stage = 0 : i64, step = "decode", device = "n0", space = "device", offset = 384 : i64, size = 256 : i64, alignment = 64 : i64}
+  %b.tok = vmachine.buffer "b.tok" transient {name = "token", stage = 0 : i64, step = "decode", device = "n0", space = "device", offset = 640 : i64, size = 4 : i64, alignment = 64 : i64}
+  %b.e0 = vmachine.buffer "b.e0" edge {name = "e0", stage = -1 : i64, step = "", device = "n0", space = "link", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64}
   %e0 = vmachine.edge "e0" %b.e0 {producer = -1 : i64, consumer = 0 : i64, link = ""}
-  %b.e1 = vmachine.buffer "b.e1" {name = "e1", stage = -1 : i64, step = "", device = "n0", space = "link", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64, lifetime = "edge"}
+  %b.e1 = vmachine.buffer "b.e1" edge {name = "e1", stage = -1 : i64, step = "", device = "n0", space = "link", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64}
   %e1 = vmachine.edge "e1" %b.e1 {producer = 0 : i64, consumer = -1 : i64, link = ""}
   vmachine.stage attributes {index = 0 : i64, device = "n0", layer_start = 0 : i64, layer_end = 1 : i64} {
     vmachine.step attributes {name = "decode", rows = 1 : i64} {
@@ -111,14 +111,14 @@ vmachine.program attributes {target = "virtual-queue@1", deployment = "d", concr
   vmachine.abi {n_embd = 64 : i64, n_head = 8 : i64, n_head_kv = 4 : i64, n_ff = 172 : i64, n_vocab = 512 : i64, n_ctx = 2048 : i64, rope_dim = 8 : i64, n_layer = 5 : i64, max_seq_len = 0 : i64, rope_base = 1.000000e+04 : f64, rms_eps = 1.000000e-05 : f64, tied_embedding = 0 : i64}
   // CHECK:      invalid.mlir:[[# @LINE - 1]]:3: error: vmachine.abi: max_seq_len must be positive, got 0
   // CHECK-NEXT: {{^}}  vmachine.abi {n_embd = 64 : i64, n_head = 8 : i64,
-  %b.in = vmachine.buffer "b.in" {name = "input", stage = 0 : i64, step = "decode", device = "n0", space = "device", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64, lifetime = "transient"}
-  %b.x = vmachine.buffer "b.x" {name = "blk.0.q", stage = 0 : i64, step = "", device = "n0", space = "device", offset = 64 : i64, size = 256 : i64, alignment = 64 : i64, lifetime = "kv"}
-  %b.t = vmachine.buffer "b.t" {name = "rope.table", stage = 0 : i64, step = "", device = "n0", space = "device", offset = 320 : i64, size = 64 : i64, alignment = 64 : i64, lifetime = "weight"}
-  %b.y = vmachine.buffer "b.y" {name = "output", stage = 0 : i64, step = "decode", device = "n0", space = "device", offset = 384 : i64, size = 256 : i64, alignment = 64 : i64, lifetime = "transient"}
-  %b.tok = vmachine.buffer "b.tok" {name = "token", stage = 0 : i64, step = "decode", device = "n0", space = "device", offset = 640 : i64, size = 4 : i64, alignment = 64 : i64, lifetime = "transient"}
-  %b.e0 = vmachine.buffer "b.e0" {name = "e0", stage = -1 : i64, step = "", device = "n0", space = "link", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64, lifetime = "edge"}
+  %b.in = vmachine.buffer "b.in" transient {name = "input", stage = 0 : i64, step = "decode", device = "n0", space = "device", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64}
+  %b.x = vmachine.buffer "b.x" kv {name = "blk.0.q", stage = 0 : i64, step = "", device = "n0", space = "device", offset = 64 : i64, size = 256 : i64, alignment = 64 : i64}
+  %b.t = vmachine.buffer "b.t" weight {name = "rope.table", stage = 0 : i64, step = "", device = "n0", space = "device", offset = 320 : i64, size = 64 : i64, alignment = 64 : i64}
+  %b.y = vmachine.buffer "b.y" transient {name = "output", stage = 0 : i64, step = "decode", device = "n0", space = "device", offset = 384 : i64, size = 256 : i64, alignment = 64 : i64}
+  %b.tok = vmachine.buffer "b.tok" transient {name = "token", stage = 0 : i64, step = "decode", device = "n0", space = "device", offset = 640 : i64, size = 4 : i64, alignment = 64 : i64}
+  %b.e0 = vmachine.buffer "b.e0" edge {name = "e0", stage = -1 : i64, step = "", device = "n0", space = "link", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64}
   %e0 = vmachine.edge "e0" %b.e0 {producer = -1 : i64, consumer = 0 : i64, link = ""}
-  %b.e1 = vmachine.buffer "b.e1" {name = "e1", stage = -1 : i64, step = "", device = "n0", space = "link", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64, lifetime = "edge"}
+  %b.e1 = vmachine.buffer "b.e1" edge {name = "e1", stage = -1 : i64, step = "", device = "n0", space = "link", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64}
   %e1 = vmachine.edge "e1" %b.e1 {producer = 0 : i64, consumer = -1 : i64, link = ""}
   vmachine.stage attributes {index = 0 : i64, device = "n0", layer_start = 0 : i64, layer_end = 1 : i64} {
     vmachine.step attributes {name = "decode", rows = 1 : i64} {
@@ -144,14 +144,14 @@ vmachine.program attributes {target = "virtual-queue@1", deployment = "d", concr
   vmachine.abi {n_embd = 64 : i64, n_head = 8 : i64, n_head_kv = 4 : i64, n_ff = 172 : i64, n_vocab = 512 : i64, n_ctx = 2048 : i64, rope_dim = 8 : i64, n_layer = 5 : i64, max_seq_len = 64 : i64, rope_base = 1.000000e+04 : f64, rms_eps = 1.000000e-05 : f64, tied_embedding = 0 : i64, n_swa = -1 : i64}
   // CHECK:      invalid.mlir:[[# @LINE - 1]]:3: error: vmachine.abi: n_swa must be >= 0, got -1
   // CHECK-NEXT: {{^}}  vmachine.abi {n_embd = 64 : i64, n_head = 8 : i64,
-  %b.in = vmachine.buffer "b.in" {name = "input", stage = 0 : i64, step = "decode", device = "n0", space = "device", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64, lifetime = "transient"}
-  %b.x = vmachine.buffer "b.x" {name = "blk.0.q", stage = 0 : i64, step = "", device = "n0", space = "device", offset = 64 : i64, size = 256 : i64, alignment = 64 : i64, lifetime = "kv"}
-  %b.t = vmachine.buffer "b.t" {name = "rope.table", stage = 0 : i64, step = "", device = "n0", space = "device", offset = 320 : i64, size = 64 : i64, alignment = 64 : i64, lifetime = "weight"}
-  %b.y = vmachine.buffer "b.y" {name = "output", stage = 0 : i64, step = "decode", device = "n0", space = "device", offset = 384 : i64, size = 256 : i64, alignment = 64 : i64, lifetime = "transient"}
-  %b.tok = vmachine.buffer "b.tok" {name = "token", stage = 0 : i64, step = "decode", device = "n0", space = "device", offset = 640 : i64, size = 4 : i64, alignment = 64 : i64, lifetime = "transient"}
-  %b.e0 = vmachine.buffer "b.e0" {name = "e0", stage = -1 : i64, step = "", device = "n0", space = "link", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64, lifetime = "edge"}
+  %b.in = vmachine.buffer "b.in" transient {name = "input", stage = 0 : i64, step = "decode", device = "n0", space = "device", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64}
+  %b.x = vmachine.buffer "b.x" kv {name = "blk.0.q", stage = 0 : i64, step = "", device = "n0", space = "device", offset = 64 : i64, size = 256 : i64, alignment = 64 : i64}
+  %b.t = vmachine.buffer "b.t" weight {name = "rope.table", stage = 0 : i64, step = "", device = "n0", space = "device", offset = 320 : i64, size = 64 : i64, alignment = 64 : i64}
+  %b.y = vmachine.buffer "b.y" transient {name = "output", stage = 0 : i64, step = "decode", device = "n0", space = "device", offset = 384 : i64, size = 256 : i64, alignment = 64 : i64}
+  %b.tok = vmachine.buffer "b.tok" transient {name = "token", stage = 0 : i64, step = "decode", device = "n0", space = "device", offset = 640 : i64, size = 4 : i64, alignment = 64 : i64}
+  %b.e0 = vmachine.buffer "b.e0" edge {name = "e0", stage = -1 : i64, step = "", device = "n0", space = "link", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64}
   %e0 = vmachine.edge "e0" %b.e0 {producer = -1 : i64, consumer = 0 : i64, link = ""}
-  %b.e1 = vmachine.buffer "b.e1" {name = "e1", stage = -1 : i64, step = "", device = "n0", space = "link", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64, lifetime = "edge"}
+  %b.e1 = vmachine.buffer "b.e1" edge {name = "e1", stage = -1 : i64, step = "", device = "n0", space = "link", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64}
   %e1 = vmachine.edge "e1" %b.e1 {producer = 0 : i64, consumer = -1 : i64, link = ""}
   vmachine.stage attributes {index = 0 : i64, device = "n0", layer_start = 0 : i64, layer_end = 1 : i64} {
     vmachine.step attributes {name = "decode", rows = 1 : i64} {
@@ -175,16 +175,50 @@ vmachine.program attributes {target = "virtual-queue@1", deployment = "d", concr
 // buffer: a misaligned offset
 vmachine.program attributes {target = "virtual-queue@1", deployment = "d", concrete = "c", portable = "p", binder = "list-schedule", engine = "pipeplan-vmachine/1"} {
   vmachine.abi {n_embd = 64 : i64, n_head = 8 : i64, n_head_kv = 4 : i64, n_ff = 172 : i64, n_vocab = 512 : i64, n_ctx = 2048 : i64, rope_dim = 8 : i64, n_layer = 5 : i64, max_seq_len = 64 : i64, rope_base = 1.000000e+04 : f64, rms_eps = 1.000000e-05 : f64, tied_embedding = 0 : i64}
-  %b.in = vmachine.buffer "b.in" {name = "input", stage = 0 : i64, step = "decode", device = "n0", space = "device", offset = 3 : i64, size = 4 : i64, alignment = 64 : i64, lifetime = "transient"}
+  %b.in = vmachine.buffer "b.in" transient {name = "input", stage = 0 : i64, step = "decode", device = "n0", space = "device", offset = 3 : i64, size = 4 : i64, alignment = 64 : i64}
   // CHECK:      invalid.mlir:[[# @LINE - 1]]:3: error: buffer 'b.in': offset 3 / size 4 / alignment 64 invalid
-  // CHECK-NEXT: {{^}}  %b.in = vmachine.buffer "b.in" {name = "input", stage = 0 : i64,
-  %b.x = vmachine.buffer "b.x" {name = "blk.0.q", stage = 0 : i64, step = "", device = "n0", space = "device", offset = 64 : i64, size = 256 : i64, alignment = 64 : i64, lifetime = "kv"}
-  %b.t = vmachine.buffer "b.t" {name = "rope.table", stage = 0 : i64, step = "", device = "n0", space = "device", offset = 320 : i64, size = 64 : i64, alignment = 64 : i64, lifetime = "weight"}
-  %b.y = vmachine.buffer "b.y" {name = "output", stage = 0 : i64, step = "decode", device = "n0", space = "device", offset = 384 : i64, size = 256 : i64, alignment = 64 : i64, lifetime = "transient"}
-  %b.tok = vmachine.buffer "b.tok" {name = "token", stage = 0 : i64, step = "decode", device = "n0", space = "device", offset = 640 : i64, size = 4 : i64, alignment = 64 : i64, lifetime = "transient"}
-  %b.e0 = vmachine.buffer "b.e0" {name = "e0", stage = -1 : i64, step = "", device = "n0", space = "link", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64, lifetime = "edge"}
+  // CHECK-NEXT: {{^}}  %b.in = vmachine.buffer "b.in" transient {name = "input", stage = 0 : i64,
+  %b.x = vmachine.buffer "b.x" kv {name = "blk.0.q", stage = 0 : i64, step = "", device = "n0", space = "device", offset = 64 : i64, size = 256 : i64, alignment = 64 : i64}
+  %b.t = vmachine.buffer "b.t" weight {name = "rope.table", stage = 0 : i64, step = "", device = "n0", space = "device", offset = 320 : i64, size = 64 : i64, alignment = 64 : i64}
+  %b.y = vmachine.buffer "b.y" transient {name = "output", stage = 0 : i64, step = "decode", device = "n0", space = "device", offset = 384 : i64, size = 256 : i64, alignment = 64 : i64}
+  %b.tok = vmachine.buffer "b.tok" transient {name = "token", stage = 0 : i64, step = "decode", device = "n0", space = "device", offset = 640 : i64, size = 4 : i64, alignment = 64 : i64}
+  %b.e0 = vmachine.buffer "b.e0" edge {name = "e0", stage = -1 : i64, step = "", device = "n0", space = "link", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64}
   %e0 = vmachine.edge "e0" %b.e0 {producer = -1 : i64, consumer = 0 : i64, link = ""}
-  %b.e1 = vmachine.buffer "b.e1" {name = "e1", stage = -1 : i64, step = "", device = "n0", space = "link", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64, lifetime = "edge"}
+  %b.e1 = vmachine.buffer "b.e1" edge {name = "e1", stage = -1 : i64, step = "", device = "n0", space = "link", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64}
+  %e1 = vmachine.edge "e1" %b.e1 {producer = 0 : i64, consumer = -1 : i64, link = ""}
+  vmachine.stage attributes {index = 0 : i64, device = "n0", layer_start = 0 : i64, layer_end = 1 : i64} {
+    vmachine.step attributes {name = "decode", rows = 1 : i64} {
+      %sync.0 = vmachine.token "sync.0" {signal = "c0", wait = "c1"}
+      vmachine.queue attributes {engine = "queue.copy"} {
+        vmachine.recv "i0" %e0 -> %b.in {cmd = "c0"}
+        vmachine.signal "i1" %sync.0
+      }
+      vmachine.queue attributes {engine = "queue.compute"} {
+        vmachine.wait "i2" %sync.0
+        vmachine.kernel "i3" "rope" (%b.x, %b.t) -> (%b.y) start_pos {cmd = "c1", attrs = {head_dim = 8 : i64, n_heads = 8 : i64, rope_dim = 8 : i64}, block = 0 : i64}
+        vmachine.sample "i4" %b.y -> %b.tok {cmd = "c2"}
+        vmachine.send "i5" %b.tok -> %e1 {cmd = "c3"}
+      }
+    }
+  }
+}
+
+// -----
+
+// buffer: an unknown lifetime (a parse error: the lifetime is a #vmachine<lifetime ...> enum)
+vmachine.program attributes {target = "virtual-queue@1", deployment = "d", concrete = "c", portable = "p", binder = "list-schedule", engine = "pipeplan-vmachine/1"} {
+  vmachine.abi {n_embd = 64 : i64, n_head = 8 : i64, n_head_kv = 4 : i64, n_ff = 172 : i64, n_vocab = 512 : i64, n_ctx = 2048 : i64, rope_dim = 8 : i64, n_layer = 5 : i64, max_seq_len = 64 : i64, rope_base = 1.000000e+04 : f64, rms_eps = 1.000000e-05 : f64, tied_embedding = 0 : i64}
+  %b.in = vmachine.buffer "b.in" scratch {name = "input", stage = 0 : i64, step = "decode", device = "n0", space = "device", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64}
+  // CHECK:      invalid.mlir:[[# @LINE - 1]]:34
+  // CHECK-NEXT: {{^}}  %b.in = vmachine.buffer "b.in" scratch {name = "input",
+  // CHECK:      Expected `weight`, `kv`, `transient`, or `edge`.
+  %b.x = vmachine.buffer "b.x" kv {name = "blk.0.q", stage = 0 : i64, step = "", device = "n0", space = "device", offset = 64 : i64, size = 256 : i64, alignment = 64 : i64}
+  %b.t = vmachine.buffer "b.t" weight {name = "rope.table", stage = 0 : i64, step = "", device = "n0", space = "device", offset = 320 : i64, size = 64 : i64, alignment = 64 : i64}
+  %b.y = vmachine.buffer "b.y" transient {name = "output", stage = 0 : i64, step = "decode", device = "n0", space = "device", offset = 384 : i64, size = 256 : i64, alignment = 64 : i64}
+  %b.tok = vmachine.buffer "b.tok" transient {name = "token", stage = 0 : i64, step = "decode", device = "n0", space = "device", offset = 640 : i64, size = 4 : i64, alignment = 64 : i64}
+  %b.e0 = vmachine.buffer "b.e0" edge {name = "e0", stage = -1 : i64, step = "", device = "n0", space = "link", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64}
+  %e0 = vmachine.edge "e0" %b.e0 {producer = -1 : i64, consumer = 0 : i64, link = ""}
+  %b.e1 = vmachine.buffer "b.e1" edge {name = "e1", stage = -1 : i64, step = "", device = "n0", space = "link", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64}
   %e1 = vmachine.edge "e1" %b.e1 {producer = 0 : i64, consumer = -1 : i64, link = ""}
   vmachine.stage attributes {index = 0 : i64, device = "n0", layer_start = 0 : i64, layer_end = 1 : i64} {
     vmachine.step attributes {name = "decode", rows = 1 : i64} {
@@ -208,14 +242,14 @@ vmachine.program attributes {target = "virtual-queue@1", deployment = "d", concr
 // stage: a reversed layer range
 vmachine.program attributes {target = "virtual-queue@1", deployment = "d", concrete = "c", portable = "p", binder = "list-schedule", engine = "pipeplan-vmachine/1"} {
   vmachine.abi {n_embd = 64 : i64, n_head = 8 : i64, n_head_kv = 4 : i64, n_ff = 172 : i64, n_vocab = 512 : i64, n_ctx = 2048 : i64, rope_dim = 8 : i64, n_layer = 5 : i64, max_seq_len = 64 : i64, rope_base = 1.000000e+04 : f64, rms_eps = 1.000000e-05 : f64, tied_embedding = 0 : i64}
-  %b.in = vmachine.buffer "b.in" {name = "input", stage = 0 : i64, step = "decode", device = "n0", space = "device", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64, lifetime = "transient"}
-  %b.x = vmachine.buffer "b.x" {name = "blk.0.q", stage = 0 : i64, step = "", device = "n0", space = "device", offset = 64 : i64, size = 256 : i64, alignment = 64 : i64, lifetime = "kv"}
-  %b.t = vmachine.buffer "b.t" {name = "rope.table", stage = 0 : i64, step = "", device = "n0", space = "device", offset = 320 : i64, size = 64 : i64, alignment = 64 : i64, lifetime = "weight"}
-  %b.y = vmachine.buffer "b.y" {name = "output", stage = 0 : i64, step = "decode", device = "n0", space = "device", offset = 384 : i64, size = 256 : i64, alignment = 64 : i64, lifetime = "transient"}
-  %b.tok = vmachine.buffer "b.tok" {name = "token", stage = 0 : i64, step = "decode", device = "n0", space = "device", offset = 640 : i64, size = 4 : i64, alignment = 64 : i64, lifetime = "transient"}
-  %b.e0 = vmachine.buffer "b.e0" {name = "e0", stage = -1 : i64, step = "", device = "n0", space = "link", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64, lifetime = "edge"}
+  %b.in = vmachine.buffer "b.in" transient {name = "input", stage = 0 : i64, step = "decode", device = "n0", space = "device", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64}
+  %b.x = vmachine.buffer "b.x" kv {name = "blk.0.q", stage = 0 : i64, step = "", device = "n0", space = "device", offset = 64 : i64, size = 256 : i64, alignment = 64 : i64}
+  %b.t = vmachine.buffer "b.t" weight {name = "rope.table", stage = 0 : i64, step = "", device = "n0", space = "device", offset = 320 : i64, size = 64 : i64, alignment = 64 : i64}
+  %b.y = vmachine.buffer "b.y" transient {name = "output", stage = 0 : i64, step = "decode", device = "n0", space = "device", offset = 384 : i64, size = 256 : i64, alignment = 64 : i64}
+  %b.tok = vmachine.buffer "b.tok" transient {name = "token", stage = 0 : i64, step = "decode", device = "n0", space = "device", offset = 640 : i64, size = 4 : i64, alignment = 64 : i64}
+  %b.e0 = vmachine.buffer "b.e0" edge {name = "e0", stage = -1 : i64, step = "", device = "n0", space = "link", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64}
   %e0 = vmachine.edge "e0" %b.e0 {producer = -1 : i64, consumer = 0 : i64, link = ""}
-  %b.e1 = vmachine.buffer "b.e1" {name = "e1", stage = -1 : i64, step = "", device = "n0", space = "link", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64, lifetime = "edge"}
+  %b.e1 = vmachine.buffer "b.e1" edge {name = "e1", stage = -1 : i64, step = "", device = "n0", space = "link", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64}
   %e1 = vmachine.edge "e1" %b.e1 {producer = 0 : i64, consumer = -1 : i64, link = ""}
   vmachine.stage attributes {index = 0 : i64, device = "n0", layer_start = 2 : i64, layer_end = 1 : i64} {
   // CHECK:      invalid.mlir:[[# @LINE - 1]]:3: error: stage 0: layer range is reversed
@@ -241,14 +275,14 @@ vmachine.program attributes {target = "virtual-queue@1", deployment = "d", concr
 // stage: an op that is not a step
 vmachine.program attributes {target = "virtual-queue@1", deployment = "d", concrete = "c", portable = "p", binder = "list-schedule", engine = "pipeplan-vmachine/1"} {
   vmachine.abi {n_embd = 64 : i64, n_head = 8 : i64, n_head_kv = 4 : i64, n_ff = 172 : i64, n_vocab = 512 : i64, n_ctx = 2048 : i64, rope_dim = 8 : i64, n_layer = 5 : i64, max_seq_len = 64 : i64, rope_base = 1.000000e+04 : f64, rms_eps = 1.000000e-05 : f64, tied_embedding = 0 : i64}
-  %b.in = vmachine.buffer "b.in" {name = "input", stage = 0 : i64, step = "decode", device = "n0", space = "device", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64, lifetime = "transient"}
-  %b.x = vmachine.buffer "b.x" {name = "blk.0.q", stage = 0 : i64, step = "", device = "n0", space = "device", offset = 64 : i64, size = 256 : i64, alignment = 64 : i64, lifetime = "kv"}
-  %b.t = vmachine.buffer "b.t" {name = "rope.table", stage = 0 : i64, step = "", device = "n0", space = "device", offset = 320 : i64, size = 64 : i64, alignment = 64 : i64, lifetime = "weight"}
-  %b.y = vmachine.buffer "b.y" {name = "output", stage = 0 : i64, step = "decode", device = "n0", space = "device", offset = 384 : i64, size = 256 : i64, alignment = 64 : i64, lifetime = "transient"}
-  %b.tok = vmachine.buffer "b.tok" {name = "token", stage = 0 : i64, step = "decode", device = "n0", space = "device", offset = 640 : i64, size = 4 : i64, alignment = 64 : i64, lifetime = "transient"}
-  %b.e0 = vmachine.buffer "b.e0" {name = "e0", stage = -1 : i64, step = "", device = "n0", space = "link", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64, lifetime = "edge"}
+  %b.in = vmachine.buffer "b.in" transient {name = "input", stage = 0 : i64, step = "decode", device = "n0", space = "device", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64}
+  %b.x = vmachine.buffer "b.x" kv {name = "blk.0.q", stage = 0 : i64, step = "", device = "n0", space = "device", offset = 64 : i64, size = 256 : i64, alignment = 64 : i64}
+  %b.t = vmachine.buffer "b.t" weight {name = "rope.table", stage = 0 : i64, step = "", device = "n0", space = "device", offset = 320 : i64, size = 64 : i64, alignment = 64 : i64}
+  %b.y = vmachine.buffer "b.y" transient {name = "output", stage = 0 : i64, step = "decode", device = "n0", space = "device", offset = 384 : i64, size = 256 : i64, alignment = 64 : i64}
+  %b.tok = vmachine.buffer "b.tok" transient {name = "token", stage = 0 : i64, step = "decode", device = "n0", space = "device", offset = 640 : i64, size = 4 : i64, alignment = 64 : i64}
+  %b.e0 = vmachine.buffer "b.e0" edge {name = "e0", stage = -1 : i64, step = "", device = "n0", space = "link", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64}
   %e0 = vmachine.edge "e0" %b.e0 {producer = -1 : i64, consumer = 0 : i64, link = ""}
-  %b.e1 = vmachine.buffer "b.e1" {name = "e1", stage = -1 : i64, step = "", device = "n0", space = "link", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64, lifetime = "edge"}
+  %b.e1 = vmachine.buffer "b.e1" edge {name = "e1", stage = -1 : i64, step = "", device = "n0", space = "link", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64}
   %e1 = vmachine.edge "e1" %b.e1 {producer = 0 : i64, consumer = -1 : i64, link = ""}
   vmachine.stage attributes {index = 0 : i64, device = "n0", layer_start = 0 : i64, layer_end = 1 : i64} {
     builtin.module {
@@ -276,14 +310,14 @@ vmachine.program attributes {target = "virtual-queue@1", deployment = "d", concr
 // stage: two steps of one name
 vmachine.program attributes {target = "virtual-queue@1", deployment = "d", concrete = "c", portable = "p", binder = "list-schedule", engine = "pipeplan-vmachine/1"} {
   vmachine.abi {n_embd = 64 : i64, n_head = 8 : i64, n_head_kv = 4 : i64, n_ff = 172 : i64, n_vocab = 512 : i64, n_ctx = 2048 : i64, rope_dim = 8 : i64, n_layer = 5 : i64, max_seq_len = 64 : i64, rope_base = 1.000000e+04 : f64, rms_eps = 1.000000e-05 : f64, tied_embedding = 0 : i64}
-  %b.in = vmachine.buffer "b.in" {name = "input", stage = 0 : i64, step = "decode", device = "n0", space = "device", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64, lifetime = "transient"}
-  %b.x = vmachine.buffer "b.x" {name = "blk.0.q", stage = 0 : i64, step = "", device = "n0", space = "device", offset = 64 : i64, size = 256 : i64, alignment = 64 : i64, lifetime = "kv"}
-  %b.t = vmachine.buffer "b.t" {name = "rope.table", stage = 0 : i64, step = "", device = "n0", space = "device", offset = 320 : i64, size = 64 : i64, alignment = 64 : i64, lifetime = "weight"}
-  %b.y = vmachine.buffer "b.y" {name = "output", stage = 0 : i64, step = "decode", device = "n0", space = "device", offset = 384 : i64, size = 256 : i64, alignment = 64 : i64, lifetime = "transient"}
-  %b.tok = vmachine.buffer "b.tok" {name = "token", stage = 0 : i64, step = "decode", device = "n0", space = "device", offset = 640 : i64, size = 4 : i64, alignment = 64 : i64, lifetime = "transient"}
-  %b.e0 = vmachine.buffer "b.e0" {name = "e0", stage = -1 : i64, step = "", device = "n0", space = "link", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64, lifetime = "edge"}
+  %b.in = vmachine.buffer "b.in" transient {name = "input", stage = 0 : i64, step = "decode", device = "n0", space = "device", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64}
+  %b.x = vmachine.buffer "b.x" kv {name = "blk.0.q", stage = 0 : i64, step = "", device = "n0", space = "device", offset = 64 : i64, size = 256 : i64, alignment = 64 : i64}
+  %b.t = vmachine.buffer "b.t" weight {name = "rope.table", stage = 0 : i64, step = "", device = "n0", space = "device", offset = 320 : i64, size = 64 : i64, alignment = 64 : i64}
+  %b.y = vmachine.buffer "b.y" transient {name = "output", stage = 0 : i64, step = "decode", device = "n0", space = "device", offset = 384 : i64, size = 256 : i64, alignment = 64 : i64}
+  %b.tok = vmachine.buffer "b.tok" transient {name = "token", stage = 0 : i64, step = "decode", device = "n0", space = "device", offset = 640 : i64, size = 4 : i64, alignment = 64 : i64}
+  %b.e0 = vmachine.buffer "b.e0" edge {name = "e0", stage = -1 : i64, step = "", device = "n0", space = "link", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64}
   %e0 = vmachine.edge "e0" %b.e0 {producer = -1 : i64, consumer = 0 : i64, link = ""}
-  %b.e1 = vmachine.buffer "b.e1" {name = "e1", stage = -1 : i64, step = "", device = "n0", space = "link", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64, lifetime = "edge"}
+  %b.e1 = vmachine.buffer "b.e1" edge {name = "e1", stage = -1 : i64, step = "", device = "n0", space = "link", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64}
   %e1 = vmachine.edge "e1" %b.e1 {producer = 0 : i64, consumer = -1 : i64, link = ""}
   vmachine.stage attributes {index = 0 : i64, device = "n0", layer_start = 0 : i64, layer_end = 1 : i64} {
     vmachine.step attributes {name = "decode", rows = 1 : i64} {
@@ -314,14 +348,14 @@ vmachine.program attributes {target = "virtual-queue@1", deployment = "d", concr
 // step: no rows
 vmachine.program attributes {target = "virtual-queue@1", deployment = "d", concrete = "c", portable = "p", binder = "list-schedule", engine = "pipeplan-vmachine/1"} {
   vmachine.abi {n_embd = 64 : i64, n_head = 8 : i64, n_head_kv = 4 : i64, n_ff = 172 : i64, n_vocab = 512 : i64, n_ctx = 2048 : i64, rope_dim = 8 : i64, n_layer = 5 : i64, max_seq_len = 64 : i64, rope_base = 1.000000e+04 : f64, rms_eps = 1.000000e-05 : f64, tied_embedding = 0 : i64}
-  %b.in = vmachine.buffer "b.in" {name = "input", stage = 0 : i64, step = "decode", device = "n0", space = "device", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64, lifetime = "transient"}
-  %b.x = vmachine.buffer "b.x" {name = "blk.0.q", stage = 0 : i64, step = "", device = "n0", space = "device", offset = 64 : i64, size = 256 : i64, alignment = 64 : i64, lifetime = "kv"}
-  %b.t = vmachine.buffer "b.t" {name = "rope.table", stage = 0 : i64, step = "", device = "n0", space = "device", offset = 320 : i64, size = 64 : i64, alignment = 64 : i64, lifetime = "weight"}
-  %b.y = vmachine.buffer "b.y" {name = "output", stage = 0 : i64, step = "decode", device = "n0", space = "device", offset = 384 : i64, size = 256 : i64, alignment = 64 : i64, lifetime = "transient"}
-  %b.tok = vmachine.buffer "b.tok" {name = "token", stage = 0 : i64, step = "decode", device = "n0", space = "device", offset = 640 : i64, size = 4 : i64, alignment = 64 : i64, lifetime = "transient"}
-  %b.e0 = vmachine.buffer "b.e0" {name = "e0", stage = -1 : i64, step = "", device = "n0", space = "link", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64, lifetime = "edge"}
+  %b.in = vmachine.buffer "b.in" transient {name = "input", stage = 0 : i64, step = "decode", device = "n0", space = "device", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64}
+  %b.x = vmachine.buffer "b.x" kv {name = "blk.0.q", stage = 0 : i64, step = "", device = "n0", space = "device", offset = 64 : i64, size = 256 : i64, alignment = 64 : i64}
+  %b.t = vmachine.buffer "b.t" weight {name = "rope.table", stage = 0 : i64, step = "", device = "n0", space = "device", offset = 320 : i64, size = 64 : i64, alignment = 64 : i64}
+  %b.y = vmachine.buffer "b.y" transient {name = "output", stage = 0 : i64, step = "decode", device = "n0", space = "device", offset = 384 : i64, size = 256 : i64, alignment = 64 : i64}
+  %b.tok = vmachine.buffer "b.tok" transient {name = "token", stage = 0 : i64, step = "decode", device = "n0", space = "device", offset = 640 : i64, size = 4 : i64, alignment = 64 : i64}
+  %b.e0 = vmachine.buffer "b.e0" edge {name = "e0", stage = -1 : i64, step = "", device = "n0", space = "link", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64}
   %e0 = vmachine.edge "e0" %b.e0 {producer = -1 : i64, consumer = 0 : i64, link = ""}
-  %b.e1 = vmachine.buffer "b.e1" {name = "e1", stage = -1 : i64, step = "", device = "n0", space = "link", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64, lifetime = "edge"}
+  %b.e1 = vmachine.buffer "b.e1" edge {name = "e1", stage = -1 : i64, step = "", device = "n0", space = "link", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64}
   %e1 = vmachine.edge "e1" %b.e1 {producer = 0 : i64, consumer = -1 : i64, link = ""}
   vmachine.stage attributes {index = 0 : i64, device = "n0", layer_start = 0 : i64, layer_end = 1 : i64} {
     vmachine.step attributes {name = "decode", rows = 0 : i64} {
@@ -347,14 +381,14 @@ vmachine.program attributes {target = "virtual-queue@1", deployment = "d", concr
 // step: an op that is not a queue
 vmachine.program attributes {target = "virtual-queue@1", deployment = "d", concrete = "c", portable = "p", binder = "list-schedule", engine = "pipeplan-vmachine/1"} {
   vmachine.abi {n_embd = 64 : i64, n_head = 8 : i64, n_head_kv = 4 : i64, n_ff = 172 : i64, n_vocab = 512 : i64, n_ctx = 2048 : i64, rope_dim = 8 : i64, n_layer = 5 : i64, max_seq_len = 64 : i64, rope_base = 1.000000e+04 : f64, rms_eps = 1.000000e-05 : f64, tied_embedding = 0 : i64}
-  %b.in = vmachine.buffer "b.in" {name = "input", stage = 0 : i64, step = "decode", device = "n0", space = "device", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64, lifetime = "transient"}
-  %b.x = vmachine.buffer "b.x" {name = "blk.0.q", stage = 0 : i64, step = "", device = "n0", space = "device", offset = 64 : i64, size = 256 : i64, alignment = 64 : i64, lifetime = "kv"}
-  %b.t = vmachine.buffer "b.t" {name = "rope.table", stage = 0 : i64, step = "", device = "n0", space = "device", offset = 320 : i64, size = 64 : i64, alignment = 64 : i64, lifetime = "weight"}
-  %b.y = vmachine.buffer "b.y" {name = "output", stage = 0 : i64, step = "decode", device = "n0", space = "device", offset = 384 : i64, size = 256 : i64, alignment = 64 : i64, lifetime = "transient"}
-  %b.tok = vmachine.buffer "b.tok" {name = "token", stage = 0 : i64, step = "decode", device = "n0", space = "device", offset = 640 : i64, size = 4 : i64, alignment = 64 : i64, lifetime = "transient"}
-  %b.e0 = vmachine.buffer "b.e0" {name = "e0", stage = -1 : i64, step = "", device = "n0", space = "link", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64, lifetime = "edge"}
+  %b.in = vmachine.buffer "b.in" transient {name = "input", stage = 0 : i64, step = "decode", device = "n0", space = "device", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64}
+  %b.x = vmachine.buffer "b.x" kv {name = "blk.0.q", stage = 0 : i64, step = "", device = "n0", space = "device", offset = 64 : i64, size = 256 : i64, alignment = 64 : i64}
+  %b.t = vmachine.buffer "b.t" weight {name = "rope.table", stage = 0 : i64, step = "", device = "n0", space = "device", offset = 320 : i64, size = 64 : i64, alignment = 64 : i64}
+  %b.y = vmachine.buffer "b.y" transient {name = "output", stage = 0 : i64, step = "decode", device = "n0", space = "device", offset = 384 : i64, size = 256 : i64, alignment = 64 : i64}
+  %b.tok = vmachine.buffer "b.tok" transient {name = "token", stage = 0 : i64, step = "decode", device = "n0", space = "device", offset = 640 : i64, size = 4 : i64, alignment = 64 : i64}
+  %b.e0 = vmachine.buffer "b.e0" edge {name = "e0", stage = -1 : i64, step = "", device = "n0", space = "link", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64}
   %e0 = vmachine.edge "e0" %b.e0 {producer = -1 : i64, consumer = 0 : i64, link = ""}
-  %b.e1 = vmachine.buffer "b.e1" {name = "e1", stage = -1 : i64, step = "", device = "n0", space = "link", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64, lifetime = "edge"}
+  %b.e1 = vmachine.buffer "b.e1" edge {name = "e1", stage = -1 : i64, step = "", device = "n0", space = "link", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64}
   %e1 = vmachine.edge "e1" %b.e1 {producer = 0 : i64, consumer = -1 : i64, link = ""}
   vmachine.stage attributes {index = 0 : i64, device = "n0", layer_start = 0 : i64, layer_end = 1 : i64} {
     vmachine.step attributes {name = "decode", rows = 1 : i64} {
@@ -382,14 +416,14 @@ vmachine.program attributes {target = "virtual-queue@1", deployment = "d", concr
 // queue: an op that is not an instruction
 vmachine.program attributes {target = "virtual-queue@1", deployment = "d", concrete = "c", portable = "p", binder = "list-schedule", engine = "pipeplan-vmachine/1"} {
   vmachine.abi {n_embd = 64 : i64, n_head = 8 : i64, n_head_kv = 4 : i64, n_ff = 172 : i64, n_vocab = 512 : i64, n_ctx = 2048 : i64, rope_dim = 8 : i64, n_layer = 5 : i64, max_seq_len = 64 : i64, rope_base = 1.000000e+04 : f64, rms_eps = 1.000000e-05 : f64, tied_embedding = 0 : i64}
-  %b.in = vmachine.buffer "b.in" {name = "input", stage = 0 : i64, step = "decode", device = "n0", space = "device", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64, lifetime = "transient"}
-  %b.x = vmachine.buffer "b.x" {name = "blk.0.q", stage = 0 : i64, step = "", device = "n0", space = "device", offset = 64 : i64, size = 256 : i64, alignment = 64 : i64, lifetime = "kv"}
-  %b.t = vmachine.buffer "b.t" {name = "rope.table", stage = 0 : i64, step = "", device = "n0", space = "device", offset = 320 : i64, size = 64 : i64, alignment = 64 : i64, lifetime = "weight"}
-  %b.y = vmachine.buffer "b.y" {name = "output", stage = 0 : i64, step = "decode", device = "n0", space = "device", offset = 384 : i64, size = 256 : i64, alignment = 64 : i64, lifetime = "transient"}
-  %b.tok = vmachine.buffer "b.tok" {name = "token", stage = 0 : i64, step = "decode", device = "n0", space = "device", offset = 640 : i64, size = 4 : i64, alignment = 64 : i64, lifetime = "transient"}
-  %b.e0 = vmachine.buffer "b.e0" {name = "e0", stage = -1 : i64, step = "", device = "n0", space = "link", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64, lifetime = "edge"}
+  %b.in = vmachine.buffer "b.in" transient {name = "input", stage = 0 : i64, step = "decode", device = "n0", space = "device", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64}
+  %b.x = vmachine.buffer "b.x" kv {name = "blk.0.q", stage = 0 : i64, step = "", device = "n0", space = "device", offset = 64 : i64, size = 256 : i64, alignment = 64 : i64}
+  %b.t = vmachine.buffer "b.t" weight {name = "rope.table", stage = 0 : i64, step = "", device = "n0", space = "device", offset = 320 : i64, size = 64 : i64, alignment = 64 : i64}
+  %b.y = vmachine.buffer "b.y" transient {name = "output", stage = 0 : i64, step = "decode", device = "n0", space = "device", offset = 384 : i64, size = 256 : i64, alignment = 64 : i64}
+  %b.tok = vmachine.buffer "b.tok" transient {name = "token", stage = 0 : i64, step = "decode", device = "n0", space = "device", offset = 640 : i64, size = 4 : i64, alignment = 64 : i64}
+  %b.e0 = vmachine.buffer "b.e0" edge {name = "e0", stage = -1 : i64, step = "", device = "n0", space = "link", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64}
   %e0 = vmachine.edge "e0" %b.e0 {producer = -1 : i64, consumer = 0 : i64, link = ""}
-  %b.e1 = vmachine.buffer "b.e1" {name = "e1", stage = -1 : i64, step = "", device = "n0", space = "link", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64, lifetime = "edge"}
+  %b.e1 = vmachine.buffer "b.e1" edge {name = "e1", stage = -1 : i64, step = "", device = "n0", space = "link", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64}
   %e1 = vmachine.edge "e1" %b.e1 {producer = 0 : i64, consumer = -1 : i64, link = ""}
   vmachine.stage attributes {index = 0 : i64, device = "n0", layer_start = 0 : i64, layer_end = 1 : i64} {
     vmachine.step attributes {name = "decode", rows = 1 : i64} {
@@ -417,14 +451,14 @@ vmachine.program attributes {target = "virtual-queue@1", deployment = "d", concr
 // kernel: outside the kernel ABI
 vmachine.program attributes {target = "virtual-queue@1", deployment = "d", concrete = "c", portable = "p", binder = "list-schedule", engine = "pipeplan-vmachine/1"} {
   vmachine.abi {n_embd = 64 : i64, n_head = 8 : i64, n_head_kv = 4 : i64, n_ff = 172 : i64, n_vocab = 512 : i64, n_ctx = 2048 : i64, rope_dim = 8 : i64, n_layer = 5 : i64, max_seq_len = 64 : i64, rope_base = 1.000000e+04 : f64, rms_eps = 1.000000e-05 : f64, tied_embedding = 0 : i64}
-  %b.in = vmachine.buffer "b.in" {name = "input", stage = 0 : i64, step = "decode", device = "n0", space = "device", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64, lifetime = "transient"}
-  %b.x = vmachine.buffer "b.x" {name = "blk.0.q", stage = 0 : i64, step = "", device = "n0", space = "device", offset = 64 : i64, size = 256 : i64, alignment = 64 : i64, lifetime = "kv"}
-  %b.t = vmachine.buffer "b.t" {name = "rope.table", stage = 0 : i64, step = "", device = "n0", space = "device", offset = 320 : i64, size = 64 : i64, alignment = 64 : i64, lifetime = "weight"}
-  %b.y = vmachine.buffer "b.y" {name = "output", stage = 0 : i64, step = "decode", device = "n0", space = "device", offset = 384 : i64, size = 256 : i64, alignment = 64 : i64, lifetime = "transient"}
-  %b.tok = vmachine.buffer "b.tok" {name = "token", stage = 0 : i64, step = "decode", device = "n0", space = "device", offset = 640 : i64, size = 4 : i64, alignment = 64 : i64, lifetime = "transient"}
-  %b.e0 = vmachine.buffer "b.e0" {name = "e0", stage = -1 : i64, step = "", device = "n0", space = "link", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64, lifetime = "edge"}
+  %b.in = vmachine.buffer "b.in" transient {name = "input", stage = 0 : i64, step = "decode", device = "n0", space = "device", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64}
+  %b.x = vmachine.buffer "b.x" kv {name = "blk.0.q", stage = 0 : i64, step = "", device = "n0", space = "device", offset = 64 : i64, size = 256 : i64, alignment = 64 : i64}
+  %b.t = vmachine.buffer "b.t" weight {name = "rope.table", stage = 0 : i64, step = "", device = "n0", space = "device", offset = 320 : i64, size = 64 : i64, alignment = 64 : i64}
+  %b.y = vmachine.buffer "b.y" transient {name = "output", stage = 0 : i64, step = "decode", device = "n0", space = "device", offset = 384 : i64, size = 256 : i64, alignment = 64 : i64}
+  %b.tok = vmachine.buffer "b.tok" transient {name = "token", stage = 0 : i64, step = "decode", device = "n0", space = "device", offset = 640 : i64, size = 4 : i64, alignment = 64 : i64}
+  %b.e0 = vmachine.buffer "b.e0" edge {name = "e0", stage = -1 : i64, step = "", device = "n0", space = "link", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64}
   %e0 = vmachine.edge "e0" %b.e0 {producer = -1 : i64, consumer = 0 : i64, link = ""}
-  %b.e1 = vmachine.buffer "b.e1" {name = "e1", stage = -1 : i64, step = "", device = "n0", space = "link", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64, lifetime = "edge"}
+  %b.e1 = vmachine.buffer "b.e1" edge {name = "e1", stage = -1 : i64, step = "", device = "n0", space = "link", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64}
   %e1 = vmachine.edge "e1" %b.e1 {producer = 0 : i64, consumer = -1 : i64, link = ""}
   vmachine.stage attributes {index = 0 : i64, device = "n0", layer_start = 0 : i64, layer_end = 1 : i64} {
     vmachine.step attributes {name = "decode", rows = 1 : i64} {
@@ -450,14 +484,14 @@ vmachine.program attributes {target = "virtual-queue@1", deployment = "d", concr
 // kernel: wrong arity
 vmachine.program attributes {target = "virtual-queue@1", deployment = "d", concrete = "c", portable = "p", binder = "list-schedule", engine = "pipeplan-vmachine/1"} {
   vmachine.abi {n_embd = 64 : i64, n_head = 8 : i64, n_head_kv = 4 : i64, n_ff = 172 : i64, n_vocab = 512 : i64, n_ctx = 2048 : i64, rope_dim = 8 : i64, n_layer = 5 : i64, max_seq_len = 64 : i64, rope_base = 1.000000e+04 : f64, rms_eps = 1.000000e-05 : f64, tied_embedding = 0 : i64}
-  %b.in = vmachine.buffer "b.in" {name = "input", stage = 0 : i64, step = "decode", device = "n0", space = "device", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64, lifetime = "transient"}
-  %b.x = vmachine.buffer "b.x" {name = "blk.0.q", stage = 0 : i64, step = "", device = "n0", space = "device", offset = 64 : i64, size = 256 : i64, alignment = 64 : i64, lifetime = "kv"}
-  %b.t = vmachine.buffer "b.t" {name = "rope.table", stage = 0 : i64, step = "", device = "n0", space = "device", offset = 320 : i64, size = 64 : i64, alignment = 64 : i64, lifetime = "weight"}
-  %b.y = vmachine.buffer "b.y" {name = "output", stage = 0 : i64, step = "decode", device = "n0", space = "device", offset = 384 : i64, size = 256 : i64, alignment = 64 : i64, lifetime = "transient"}
-  %b.tok = vmachine.buffer "b.tok" {name = "token", stage = 0 : i64, step = "decode", device = "n0", space = "device", offset = 640 : i64, size = 4 : i64, alignment = 64 : i64, lifetime = "transient"}
-  %b.e0 = vmachine.buffer "b.e0" {name = "e0", stage = -1 : i64, step = "", device = "n0", space = "link", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64, lifetime = "edge"}
+  %b.in = vmachine.buffer "b.in" transient {name = "input", stage = 0 : i64, step = "decode", device = "n0", space = "device", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64}
+  %b.x = vmachine.buffer "b.x" kv {name = "blk.0.q", stage = 0 : i64, step = "", device = "n0", space = "device", offset = 64 : i64, size = 256 : i64, alignment = 64 : i64}
+  %b.t = vmachine.buffer "b.t" weight {name = "rope.table", stage = 0 : i64, step = "", device = "n0", space = "device", offset = 320 : i64, size = 64 : i64, alignment = 64 : i64}
+  %b.y = vmachine.buffer "b.y" transient {name = "output", stage = 0 : i64, step = "decode", device = "n0", space = "device", offset = 384 : i64, size = 256 : i64, alignment = 64 : i64}
+  %b.tok = vmachine.buffer "b.tok" transient {name = "token", stage = 0 : i64, step = "decode", device = "n0", space = "device", offset = 640 : i64, size = 4 : i64, alignment = 64 : i64}
+  %b.e0 = vmachine.buffer "b.e0" edge {name = "e0", stage = -1 : i64, step = "", device = "n0", space = "link", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64}
   %e0 = vmachine.edge "e0" %b.e0 {producer = -1 : i64, consumer = 0 : i64, link = ""}
-  %b.e1 = vmachine.buffer "b.e1" {name = "e1", stage = -1 : i64, step = "", device = "n0", space = "link", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64, lifetime = "edge"}
+  %b.e1 = vmachine.buffer "b.e1" edge {name = "e1", stage = -1 : i64, step = "", device = "n0", space = "link", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64}
   %e1 = vmachine.edge "e1" %b.e1 {producer = 0 : i64, consumer = -1 : i64, link = ""}
   vmachine.stage attributes {index = 0 : i64, device = "n0", layer_start = 0 : i64, layer_end = 1 : i64} {
     vmachine.step attributes {name = "decode", rows = 1 : i64} {
@@ -483,14 +517,14 @@ vmachine.program attributes {target = "virtual-queue@1", deployment = "d", concr
 // kernel: start_pos not last
 vmachine.program attributes {target = "virtual-queue@1", deployment = "d", concrete = "c", portable = "p", binder = "list-schedule", engine = "pipeplan-vmachine/1"} {
   vmachine.abi {n_embd = 64 : i64, n_head = 8 : i64, n_head_kv = 4 : i64, n_ff = 172 : i64, n_vocab = 512 : i64, n_ctx = 2048 : i64, rope_dim = 8 : i64, n_layer = 5 : i64, max_seq_len = 64 : i64, rope_base = 1.000000e+04 : f64, rms_eps = 1.000000e-05 : f64, tied_embedding = 0 : i64}
-  %b.in = vmachine.buffer "b.in" {name = "input", stage = 0 : i64, step = "decode", device = "n0", space = "device", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64, lifetime = "transient"}
-  %b.x = vmachine.buffer "b.x" {name = "blk.0.q", stage = 0 : i64, step = "", device = "n0", space = "device", offset = 64 : i64, size = 256 : i64, alignment = 64 : i64, lifetime = "kv"}
-  %b.t = vmachine.buffer "b.t" {name = "rope.table", stage = 0 : i64, step = "", device = "n0", space = "device", offset = 320 : i64, size = 64 : i64, alignment = 64 : i64, lifetime = "weight"}
-  %b.y = vmachine.buffer "b.y" {name = "output", stage = 0 : i64, step = "decode", device = "n0", space = "device", offset = 384 : i64, size = 256 : i64, alignment = 64 : i64, lifetime = "transient"}
-  %b.tok = vmachine.buffer "b.tok" {name = "token", stage = 0 : i64, step = "decode", device = "n0", space = "device", offset = 640 : i64, size = 4 : i64, alignment = 64 : i64, lifetime = "transient"}
-  %b.e0 = vmachine.buffer "b.e0" {name = "e0", stage = -1 : i64, step = "", device = "n0", space = "link", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64, lifetime = "edge"}
+  %b.in = vmachine.buffer "b.in" transient {name = "input", stage = 0 : i64, step = "decode", device = "n0", space = "device", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64}
+  %b.x = vmachine.buffer "b.x" kv {name = "blk.0.q", stage = 0 : i64, step = "", device = "n0", space = "device", offset = 64 : i64, size = 256 : i64, alignment = 64 : i64}
+  %b.t = vmachine.buffer "b.t" weight {name = "rope.table", stage = 0 : i64, step = "", device = "n0", space = "device", offset = 320 : i64, size = 64 : i64, alignment = 64 : i64}
+  %b.y = vmachine.buffer "b.y" transient {name = "output", stage = 0 : i64, step = "decode", device = "n0", space = "device", offset = 384 : i64, size = 256 : i64, alignment = 64 : i64}
+  %b.tok = vmachine.buffer "b.tok" transient {name = "token", stage = 0 : i64, step = "decode", device = "n0", space = "device", offset = 640 : i64, size = 4 : i64, alignment = 64 : i64}
+  %b.e0 = vmachine.buffer "b.e0" edge {name = "e0", stage = -1 : i64, step = "", device = "n0", space = "link", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64}
   %e0 = vmachine.edge "e0" %b.e0 {producer = -1 : i64, consumer = 0 : i64, link = ""}
-  %b.e1 = vmachine.buffer "b.e1" {name = "e1", stage = -1 : i64, step = "", device = "n0", space = "link", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64, lifetime = "edge"}
+  %b.e1 = vmachine.buffer "b.e1" edge {name = "e1", stage = -1 : i64, step = "", device = "n0", space = "link", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64}
   %e1 = vmachine.edge "e1" %b.e1 {producer = 0 : i64, consumer = -1 : i64, link = ""}
   vmachine.stage attributes {index = 0 : i64, device = "n0", layer_start = 0 : i64, layer_end = 1 : i64} {
     vmachine.step attributes {name = "decode", rows = 1 : i64} {
@@ -516,14 +550,14 @@ vmachine.program attributes {target = "virtual-queue@1", deployment = "d", concr
 // kernel: a missing static attribute
 vmachine.program attributes {target = "virtual-queue@1", deployment = "d", concrete = "c", portable = "p", binder = "list-schedule", engine = "pipeplan-vmachine/1"} {
   vmachine.abi {n_embd = 64 : i64, n_head = 8 : i64, n_head_kv = 4 : i64, n_ff = 172 : i64, n_vocab = 512 : i64, n_ctx = 2048 : i64, rope_dim = 8 : i64, n_layer = 5 : i64, max_seq_len = 64 : i64, rope_base = 1.000000e+04 : f64, rms_eps = 1.000000e-05 : f64, tied_embedding = 0 : i64}
-  %b.in = vmachine.buffer "b.in" {name = "input", stage = 0 : i64, step = "decode", device = "n0", space = "device", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64, lifetime = "transient"}
-  %b.x = vmachine.buffer "b.x" {name = "blk.0.q", stage = 0 : i64, step = "", device = "n0", space = "device", offset = 64 : i64, size = 256 : i64, alignment = 64 : i64, lifetime = "kv"}
-  %b.t = vmachine.buffer "b.t" {name = "rope.table", stage = 0 : i64, step = "", device = "n0", space = "device", offset = 320 : i64, size = 64 : i64, alignment = 64 : i64, lifetime = "weight"}
-  %b.y = vmachine.buffer "b.y" {name = "output", stage = 0 : i64, step = "decode", device = "n0", space = "device", offset = 384 : i64, size = 256 : i64, alignment = 64 : i64, lifetime = "transient"}
-  %b.tok = vmachine.buffer "b.tok" {name = "token", stage = 0 : i64, step = "decode", device = "n0", space = "device", offset = 640 : i64, size = 4 : i64, alignment = 64 : i64, lifetime = "transient"}
-  %b.e0 = vmachine.buffer "b.e0" {name = "e0", stage = -1 : i64, step = "", device = "n0", space = "link", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64, lifetime = "edge"}
+  %b.in = vmachine.buffer "b.in" transient {name = "input", stage = 0 : i64, step = "decode", device = "n0", space = "device", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64}
+  %b.x = vmachine.buffer "b.x" kv {name = "blk.0.q", stage = 0 : i64, step = "", device = "n0", space = "device", offset = 64 : i64, size = 256 : i64, alignment = 64 : i64}
+  %b.t = vmachine.buffer "b.t" weight {name = "rope.table", stage = 0 : i64, step = "", device = "n0", space = "device", offset = 320 : i64, size = 64 : i64, alignment = 64 : i64}
+  %b.y = vmachine.buffer "b.y" transient {name = "output", stage = 0 : i64, step = "decode", device = "n0", space = "device", offset = 384 : i64, size = 256 : i64, alignment = 64 : i64}
+  %b.tok = vmachine.buffer "b.tok" transient {name = "token", stage = 0 : i64, step = "decode", device = "n0", space = "device", offset = 640 : i64, size = 4 : i64, alignment = 64 : i64}
+  %b.e0 = vmachine.buffer "b.e0" edge {name = "e0", stage = -1 : i64, step = "", device = "n0", space = "link", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64}
   %e0 = vmachine.edge "e0" %b.e0 {producer = -1 : i64, consumer = 0 : i64, link = ""}
-  %b.e1 = vmachine.buffer "b.e1" {name = "e1", stage = -1 : i64, step = "", device = "n0", space = "link", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64, lifetime = "edge"}
+  %b.e1 = vmachine.buffer "b.e1" edge {name = "e1", stage = -1 : i64, step = "", device = "n0", space = "link", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64}
   %e1 = vmachine.edge "e1" %b.e1 {producer = 0 : i64, consumer = -1 : i64, link = ""}
   vmachine.stage attributes {index = 0 : i64, device = "n0", layer_start = 0 : i64, layer_end = 1 : i64} {
     vmachine.step attributes {name = "decode", rows = 1 : i64} {
@@ -549,14 +583,14 @@ vmachine.program attributes {target = "virtual-queue@1", deployment = "d", concr
 // AB-M-1: queues that deadlock (each waits for a token the other signals later)
 vmachine.program attributes {target = "virtual-queue@1", deployment = "d", concrete = "c", portable = "p", binder = "list-schedule", engine = "pipeplan-vmachine/1"} {
   vmachine.abi {n_embd = 64 : i64, n_head = 8 : i64, n_head_kv = 4 : i64, n_ff = 172 : i64, n_vocab = 512 : i64, n_ctx = 2048 : i64, rope_dim = 8 : i64, n_layer = 5 : i64, max_seq_len = 64 : i64, rope_base = 1.000000e+04 : f64, rms_eps = 1.000000e-05 : f64, tied_embedding = 0 : i64}
-  %b.in = vmachine.buffer "b.in" {name = "input", stage = 0 : i64, step = "decode", device = "n0", space = "device", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64, lifetime = "transient"}
-  %b.x = vmachine.buffer "b.x" {name = "blk.0.q", stage = 0 : i64, step = "", device = "n0", space = "device", offset = 64 : i64, size = 256 : i64, alignment = 64 : i64, lifetime = "kv"}
-  %b.t = vmachine.buffer "b.t" {name = "rope.table", stage = 0 : i64, step = "", device = "n0", space = "device", offset = 320 : i64, size = 64 : i64, alignment = 64 : i64, lifetime = "weight"}
-  %b.y = vmachine.buffer "b.y" {name = "output", stage = 0 : i64, step = "decode", device = "n0", space = "device", offset = 384 : i64, size = 256 : i64, alignment = 64 : i64, lifetime = "transient"}
-  %b.tok = vmachine.buffer "b.tok" {name = "token", stage = 0 : i64, step = "decode", device = "n0", space = "device", offset = 640 : i64, size = 4 : i64, alignment = 64 : i64, lifetime = "transient"}
-  %b.e0 = vmachine.buffer "b.e0" {name = "e0", stage = -1 : i64, step = "", device = "n0", space = "link", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64, lifetime = "edge"}
+  %b.in = vmachine.buffer "b.in" transient {name = "input", stage = 0 : i64, step = "decode", device = "n0", space = "device", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64}
+  %b.x = vmachine.buffer "b.x" kv {name = "blk.0.q", stage = 0 : i64, step = "", device = "n0", space = "device", offset = 64 : i64, size = 256 : i64, alignment = 64 : i64}
+  %b.t = vmachine.buffer "b.t" weight {name = "rope.table", stage = 0 : i64, step = "", device = "n0", space = "device", offset = 320 : i64, size = 64 : i64, alignment = 64 : i64}
+  %b.y = vmachine.buffer "b.y" transient {name = "output", stage = 0 : i64, step = "decode", device = "n0", space = "device", offset = 384 : i64, size = 256 : i64, alignment = 64 : i64}
+  %b.tok = vmachine.buffer "b.tok" transient {name = "token", stage = 0 : i64, step = "decode", device = "n0", space = "device", offset = 640 : i64, size = 4 : i64, alignment = 64 : i64}
+  %b.e0 = vmachine.buffer "b.e0" edge {name = "e0", stage = -1 : i64, step = "", device = "n0", space = "link", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64}
   %e0 = vmachine.edge "e0" %b.e0 {producer = -1 : i64, consumer = 0 : i64, link = ""}
-  %b.e1 = vmachine.buffer "b.e1" {name = "e1", stage = -1 : i64, step = "", device = "n0", space = "link", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64, lifetime = "edge"}
+  %b.e1 = vmachine.buffer "b.e1" edge {name = "e1", stage = -1 : i64, step = "", device = "n0", space = "link", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64}
   %e1 = vmachine.edge "e1" %b.e1 {producer = 0 : i64, consumer = -1 : i64, link = ""}
   vmachine.stage attributes {index = 0 : i64, device = "n0", layer_start = 0 : i64, layer_end = 1 : i64} {
     vmachine.step attributes {name = "decode", rows = 1 : i64} {
@@ -585,14 +619,14 @@ vmachine.program attributes {target = "virtual-queue@1", deployment = "d", concr
 // AB-M-1: a token signalled twice
 vmachine.program attributes {target = "virtual-queue@1", deployment = "d", concrete = "c", portable = "p", binder = "list-schedule", engine = "pipeplan-vmachine/1"} {
   vmachine.abi {n_embd = 64 : i64, n_head = 8 : i64, n_head_kv = 4 : i64, n_ff = 172 : i64, n_vocab = 512 : i64, n_ctx = 2048 : i64, rope_dim = 8 : i64, n_layer = 5 : i64, max_seq_len = 64 : i64, rope_base = 1.000000e+04 : f64, rms_eps = 1.000000e-05 : f64, tied_embedding = 0 : i64}
-  %b.in = vmachine.buffer "b.in" {name = "input", stage = 0 : i64, step = "decode", device = "n0", space = "device", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64, lifetime = "transient"}
-  %b.x = vmachine.buffer "b.x" {name = "blk.0.q", stage = 0 : i64, step = "", device = "n0", space = "device", offset = 64 : i64, size = 256 : i64, alignment = 64 : i64, lifetime = "kv"}
-  %b.t = vmachine.buffer "b.t" {name = "rope.table", stage = 0 : i64, step = "", device = "n0", space = "device", offset = 320 : i64, size = 64 : i64, alignment = 64 : i64, lifetime = "weight"}
-  %b.y = vmachine.buffer "b.y" {name = "output", stage = 0 : i64, step = "decode", device = "n0", space = "device", offset = 384 : i64, size = 256 : i64, alignment = 64 : i64, lifetime = "transient"}
-  %b.tok = vmachine.buffer "b.tok" {name = "token", stage = 0 : i64, step = "decode", device = "n0", space = "device", offset = 640 : i64, size = 4 : i64, alignment = 64 : i64, lifetime = "transient"}
-  %b.e0 = vmachine.buffer "b.e0" {name = "e0", stage = -1 : i64, step = "", device = "n0", space = "link", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64, lifetime = "edge"}
+  %b.in = vmachine.buffer "b.in" transient {name = "input", stage = 0 : i64, step = "decode", device = "n0", space = "device", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64}
+  %b.x = vmachine.buffer "b.x" kv {name = "blk.0.q", stage = 0 : i64, step = "", device = "n0", space = "device", offset = 64 : i64, size = 256 : i64, alignment = 64 : i64}
+  %b.t = vmachine.buffer "b.t" weight {name = "rope.table", stage = 0 : i64, step = "", device = "n0", space = "device", offset = 320 : i64, size = 64 : i64, alignment = 64 : i64}
+  %b.y = vmachine.buffer "b.y" transient {name = "output", stage = 0 : i64, step = "decode", device = "n0", space = "device", offset = 384 : i64, size = 256 : i64, alignment = 64 : i64}
+  %b.tok = vmachine.buffer "b.tok" transient {name = "token", stage = 0 : i64, step = "decode", device = "n0", space = "device", offset = 640 : i64, size = 4 : i64, alignment = 64 : i64}
+  %b.e0 = vmachine.buffer "b.e0" edge {name = "e0", stage = -1 : i64, step = "", device = "n0", space = "link", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64}
   %e0 = vmachine.edge "e0" %b.e0 {producer = -1 : i64, consumer = 0 : i64, link = ""}
-  %b.e1 = vmachine.buffer "b.e1" {name = "e1", stage = -1 : i64, step = "", device = "n0", space = "link", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64, lifetime = "edge"}
+  %b.e1 = vmachine.buffer "b.e1" edge {name = "e1", stage = -1 : i64, step = "", device = "n0", space = "link", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64}
   %e1 = vmachine.edge "e1" %b.e1 {producer = 0 : i64, consumer = -1 : i64, link = ""}
   vmachine.stage attributes {index = 0 : i64, device = "n0", layer_start = 0 : i64, layer_end = 1 : i64} {
     vmachine.step attributes {name = "decode", rows = 1 : i64} {
@@ -619,17 +653,17 @@ vmachine.program attributes {target = "virtual-queue@1", deployment = "d", concr
 // AB-M-1: a buffer id declared twice
 vmachine.program attributes {target = "virtual-queue@1", deployment = "d", concrete = "c", portable = "p", binder = "list-schedule", engine = "pipeplan-vmachine/1"} {
   vmachine.abi {n_embd = 64 : i64, n_head = 8 : i64, n_head_kv = 4 : i64, n_ff = 172 : i64, n_vocab = 512 : i64, n_ctx = 2048 : i64, rope_dim = 8 : i64, n_layer = 5 : i64, max_seq_len = 64 : i64, rope_base = 1.000000e+04 : f64, rms_eps = 1.000000e-05 : f64, tied_embedding = 0 : i64}
-  %b.in = vmachine.buffer "b.in" {name = "input", stage = 0 : i64, step = "decode", device = "n0", space = "device", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64, lifetime = "transient"}
-  %b.x = vmachine.buffer "b.x" {name = "blk.0.q", stage = 0 : i64, step = "", device = "n0", space = "device", offset = 64 : i64, size = 256 : i64, alignment = 64 : i64, lifetime = "kv"}
-  %b.t = vmachine.buffer "b.t" {name = "rope.table", stage = 0 : i64, step = "", device = "n0", space = "device", offset = 320 : i64, size = 64 : i64, alignment = 64 : i64, lifetime = "weight"}
-  %b.y = vmachine.buffer "b.y" {name = "output", stage = 0 : i64, step = "decode", device = "n0", space = "device", offset = 384 : i64, size = 256 : i64, alignment = 64 : i64, lifetime = "transient"}
-  %b.tok = vmachine.buffer "b.tok" {name = "token", stage = 0 : i64, step = "decode", device = "n0", space = "device", offset = 640 : i64, size = 4 : i64, alignment = 64 : i64, lifetime = "transient"}
-  %b.t2 = vmachine.buffer "b.t" {name = "rope.table2", stage = 0 : i64, step = "", device = "n0", space = "device", offset = 704 : i64, size = 64 : i64, alignment = 64 : i64, lifetime = "weight"}
+  %b.in = vmachine.buffer "b.in" transient {name = "input", stage = 0 : i64, step = "decode", device = "n0", space = "device", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64}
+  %b.x = vmachine.buffer "b.x" kv {name = "blk.0.q", stage = 0 : i64, step = "", device = "n0", space = "device", offset = 64 : i64, size = 256 : i64, alignment = 64 : i64}
+  %b.t = vmachine.buffer "b.t" weight {name = "rope.table", stage = 0 : i64, step = "", device = "n0", space = "device", offset = 320 : i64, size = 64 : i64, alignment = 64 : i64}
+  %b.y = vmachine.buffer "b.y" transient {name = "output", stage = 0 : i64, step = "decode", device = "n0", space = "device", offset = 384 : i64, size = 256 : i64, alignment = 64 : i64}
+  %b.tok = vmachine.buffer "b.tok" transient {name = "token", stage = 0 : i64, step = "decode", device = "n0", space = "device", offset = 640 : i64, size = 4 : i64, alignment = 64 : i64}
+  %b.t2 = vmachine.buffer "b.t" weight {name = "rope.table2", stage = 0 : i64, step = "", device = "n0", space = "device", offset = 704 : i64, size = 64 : i64, alignment = 64 : i64}
   // CHECK:      invalid.mlir:[[# @LINE - 1]]:3: error: [AB-M-1] a machine program must respect its dataflow and kernel ABI: buffer id 'b.t' is declared twice
-  // CHECK-NEXT: {{^}}  %b.t2 = vmachine.buffer "b.t" {name = "rope.table2", stage = 0 : i64,
-  %b.e0 = vmachine.buffer "b.e0" {name = "e0", stage = -1 : i64, step = "", device = "n0", space = "link", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64, lifetime = "edge"}
+  // CHECK-NEXT: {{^}}  %b.t2 = vmachine.buffer "b.t" weight {name = "rope.table2", stage = 0 : i64,
+  %b.e0 = vmachine.buffer "b.e0" edge {name = "e0", stage = -1 : i64, step = "", device = "n0", space = "link", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64}
   %e0 = vmachine.edge "e0" %b.e0 {producer = -1 : i64, consumer = 0 : i64, link = ""}
-  %b.e1 = vmachine.buffer "b.e1" {name = "e1", stage = -1 : i64, step = "", device = "n0", space = "link", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64, lifetime = "edge"}
+  %b.e1 = vmachine.buffer "b.e1" edge {name = "e1", stage = -1 : i64, step = "", device = "n0", space = "link", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64}
   %e1 = vmachine.edge "e1" %b.e1 {producer = 0 : i64, consumer = -1 : i64, link = ""}
   vmachine.stage attributes {index = 0 : i64, device = "n0", layer_start = 0 : i64, layer_end = 1 : i64} {
     vmachine.step attributes {name = "decode", rows = 1 : i64} {
@@ -653,14 +687,14 @@ vmachine.program attributes {target = "virtual-queue@1", deployment = "d", concr
 // AB-M-1: an edge id declared twice
 vmachine.program attributes {target = "virtual-queue@1", deployment = "d", concrete = "c", portable = "p", binder = "list-schedule", engine = "pipeplan-vmachine/1"} {
   vmachine.abi {n_embd = 64 : i64, n_head = 8 : i64, n_head_kv = 4 : i64, n_ff = 172 : i64, n_vocab = 512 : i64, n_ctx = 2048 : i64, rope_dim = 8 : i64, n_layer = 5 : i64, max_seq_len = 64 : i64, rope_base = 1.000000e+04 : f64, rms_eps = 1.000000e-05 : f64, tied_embedding = 0 : i64}
-  %b.in = vmachine.buffer "b.in" {name = "input", stage = 0 : i64, step = "decode", device = "n0", space = "device", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64, lifetime = "transient"}
-  %b.x = vmachine.buffer "b.x" {name = "blk.0.q", stage = 0 : i64, step = "", device = "n0", space = "device", offset = 64 : i64, size = 256 : i64, alignment = 64 : i64, lifetime = "kv"}
-  %b.t = vmachine.buffer "b.t" {name = "rope.table", stage = 0 : i64, step = "", device = "n0", space = "device", offset = 320 : i64, size = 64 : i64, alignment = 64 : i64, lifetime = "weight"}
-  %b.y = vmachine.buffer "b.y" {name = "output", stage = 0 : i64, step = "decode", device = "n0", space = "device", offset = 384 : i64, size = 256 : i64, alignment = 64 : i64, lifetime = "transient"}
-  %b.tok = vmachine.buffer "b.tok" {name = "token", stage = 0 : i64, step = "decode", device = "n0", space = "device", offset = 640 : i64, size = 4 : i64, alignment = 64 : i64, lifetime = "transient"}
-  %b.e0 = vmachine.buffer "b.e0" {name = "e0", stage = -1 : i64, step = "", device = "n0", space = "link", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64, lifetime = "edge"}
+  %b.in = vmachine.buffer "b.in" transient {name = "input", stage = 0 : i64, step = "decode", device = "n0", space = "device", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64}
+  %b.x = vmachine.buffer "b.x" kv {name = "blk.0.q", stage = 0 : i64, step = "", device = "n0", space = "device", offset = 64 : i64, size = 256 : i64, alignment = 64 : i64}
+  %b.t = vmachine.buffer "b.t" weight {name = "rope.table", stage = 0 : i64, step = "", device = "n0", space = "device", offset = 320 : i64, size = 64 : i64, alignment = 64 : i64}
+  %b.y = vmachine.buffer "b.y" transient {name = "output", stage = 0 : i64, step = "decode", device = "n0", space = "device", offset = 384 : i64, size = 256 : i64, alignment = 64 : i64}
+  %b.tok = vmachine.buffer "b.tok" transient {name = "token", stage = 0 : i64, step = "decode", device = "n0", space = "device", offset = 640 : i64, size = 4 : i64, alignment = 64 : i64}
+  %b.e0 = vmachine.buffer "b.e0" edge {name = "e0", stage = -1 : i64, step = "", device = "n0", space = "link", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64}
   %e0 = vmachine.edge "e0" %b.e0 {producer = -1 : i64, consumer = 0 : i64, link = ""}
-  %b.e1 = vmachine.buffer "b.e1" {name = "e0", stage = -1 : i64, step = "", device = "n0", space = "link", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64, lifetime = "edge"}
+  %b.e1 = vmachine.buffer "b.e1" edge {name = "e0", stage = -1 : i64, step = "", device = "n0", space = "link", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64}
   %e0b = vmachine.edge "e0" %b.e1 {producer = 0 : i64, consumer = -1 : i64, link = ""}
   // CHECK:      invalid.mlir:[[# @LINE - 1]]:3: error: [AB-M-1] a machine program must respect its dataflow and kernel ABI: edge id 'e0' is declared twice
   // CHECK-NEXT: {{^}}  %e0b = vmachine.edge "e0" %b.e1 {
@@ -686,14 +720,14 @@ vmachine.program attributes {target = "virtual-queue@1", deployment = "d", concr
 // AB-M-1: a stage declared twice
 vmachine.program attributes {target = "virtual-queue@1", deployment = "d", concrete = "c", portable = "p", binder = "list-schedule", engine = "pipeplan-vmachine/1"} {
   vmachine.abi {n_embd = 64 : i64, n_head = 8 : i64, n_head_kv = 4 : i64, n_ff = 172 : i64, n_vocab = 512 : i64, n_ctx = 2048 : i64, rope_dim = 8 : i64, n_layer = 5 : i64, max_seq_len = 64 : i64, rope_base = 1.000000e+04 : f64, rms_eps = 1.000000e-05 : f64, tied_embedding = 0 : i64}
-  %b.in = vmachine.buffer "b.in" {name = "input", stage = 0 : i64, step = "decode", device = "n0", space = "device", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64, lifetime = "transient"}
-  %b.x = vmachine.buffer "b.x" {name = "blk.0.q", stage = 0 : i64, step = "", device = "n0", space = "device", offset = 64 : i64, size = 256 : i64, alignment = 64 : i64, lifetime = "kv"}
-  %b.t = vmachine.buffer "b.t" {name = "rope.table", stage = 0 : i64, step = "", device = "n0", space = "device", offset = 320 : i64, size = 64 : i64, alignment = 64 : i64, lifetime = "weight"}
-  %b.y = vmachine.buffer "b.y" {name = "output", stage = 0 : i64, step = "decode", device = "n0", space = "device", offset = 384 : i64, size = 256 : i64, alignment = 64 : i64, lifetime = "transient"}
-  %b.tok = vmachine.buffer "b.tok" {name = "token", stage = 0 : i64, step = "decode", device = "n0", space = "device", offset = 640 : i64, size = 4 : i64, alignment = 64 : i64, lifetime = "transient"}
-  %b.e0 = vmachine.buffer "b.e0" {name = "e0", stage = -1 : i64, step = "", device = "n0", space = "link", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64, lifetime = "edge"}
+  %b.in = vmachine.buffer "b.in" transient {name = "input", stage = 0 : i64, step = "decode", device = "n0", space = "device", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64}
+  %b.x = vmachine.buffer "b.x" kv {name = "blk.0.q", stage = 0 : i64, step = "", device = "n0", space = "device", offset = 64 : i64, size = 256 : i64, alignment = 64 : i64}
+  %b.t = vmachine.buffer "b.t" weight {name = "rope.table", stage = 0 : i64, step = "", device = "n0", space = "device", offset = 320 : i64, size = 64 : i64, alignment = 64 : i64}
+  %b.y = vmachine.buffer "b.y" transient {name = "output", stage = 0 : i64, step = "decode", device = "n0", space = "device", offset = 384 : i64, size = 256 : i64, alignment = 64 : i64}
+  %b.tok = vmachine.buffer "b.tok" transient {name = "token", stage = 0 : i64, step = "decode", device = "n0", space = "device", offset = 640 : i64, size = 4 : i64, alignment = 64 : i64}
+  %b.e0 = vmachine.buffer "b.e0" edge {name = "e0", stage = -1 : i64, step = "", device = "n0", space = "link", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64}
   %e0 = vmachine.edge "e0" %b.e0 {producer = -1 : i64, consumer = 0 : i64, link = ""}
-  %b.e1 = vmachine.buffer "b.e1" {name = "e1", stage = -1 : i64, step = "", device = "n0", space = "link", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64, lifetime = "edge"}
+  %b.e1 = vmachine.buffer "b.e1" edge {name = "e1", stage = -1 : i64, step = "", device = "n0", space = "link", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64}
   %e1 = vmachine.edge "e1" %b.e1 {producer = 0 : i64, consumer = -1 : i64, link = ""}
   vmachine.stage attributes {index = 0 : i64, device = "n0", layer_start = 0 : i64, layer_end = 1 : i64} {
     vmachine.step attributes {name = "decode", rows = 1 : i64} {
@@ -726,14 +760,14 @@ vmachine.program attributes {target = "virtual-queue@1", deployment = "d", concr
 // AB-M-1: an edge to a stage the program lacks
 vmachine.program attributes {target = "virtual-queue@1", deployment = "d", concrete = "c", portable = "p", binder = "list-schedule", engine = "pipeplan-vmachine/1"} {
   vmachine.abi {n_embd = 64 : i64, n_head = 8 : i64, n_head_kv = 4 : i64, n_ff = 172 : i64, n_vocab = 512 : i64, n_ctx = 2048 : i64, rope_dim = 8 : i64, n_layer = 5 : i64, max_seq_len = 64 : i64, rope_base = 1.000000e+04 : f64, rms_eps = 1.000000e-05 : f64, tied_embedding = 0 : i64}
-  %b.in = vmachine.buffer "b.in" {name = "input", stage = 0 : i64, step = "decode", device = "n0", space = "device", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64, lifetime = "transient"}
-  %b.x = vmachine.buffer "b.x" {name = "blk.0.q", stage = 0 : i64, step = "", device = "n0", space = "device", offset = 64 : i64, size = 256 : i64, alignment = 64 : i64, lifetime = "kv"}
-  %b.t = vmachine.buffer "b.t" {name = "rope.table", stage = 0 : i64, step = "", device = "n0", space = "device", offset = 320 : i64, size = 64 : i64, alignment = 64 : i64, lifetime = "weight"}
-  %b.y = vmachine.buffer "b.y" {name = "output", stage = 0 : i64, step = "decode", device = "n0", space = "device", offset = 384 : i64, size = 256 : i64, alignment = 64 : i64, lifetime = "transient"}
-  %b.tok = vmachine.buffer "b.tok" {name = "token", stage = 0 : i64, step = "decode", device = "n0", space = "device", offset = 640 : i64, size = 4 : i64, alignment = 64 : i64, lifetime = "transient"}
-  %b.e0 = vmachine.buffer "b.e0" {name = "e0", stage = -1 : i64, step = "", device = "n0", space = "link", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64, lifetime = "edge"}
+  %b.in = vmachine.buffer "b.in" transient {name = "input", stage = 0 : i64, step = "decode", device = "n0", space = "device", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64}
+  %b.x = vmachine.buffer "b.x" kv {name = "blk.0.q", stage = 0 : i64, step = "", device = "n0", space = "device", offset = 64 : i64, size = 256 : i64, alignment = 64 : i64}
+  %b.t = vmachine.buffer "b.t" weight {name = "rope.table", stage = 0 : i64, step = "", device = "n0", space = "device", offset = 320 : i64, size = 64 : i64, alignment = 64 : i64}
+  %b.y = vmachine.buffer "b.y" transient {name = "output", stage = 0 : i64, step = "decode", device = "n0", space = "device", offset = 384 : i64, size = 256 : i64, alignment = 64 : i64}
+  %b.tok = vmachine.buffer "b.tok" transient {name = "token", stage = 0 : i64, step = "decode", device = "n0", space = "device", offset = 640 : i64, size = 4 : i64, alignment = 64 : i64}
+  %b.e0 = vmachine.buffer "b.e0" edge {name = "e0", stage = -1 : i64, step = "", device = "n0", space = "link", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64}
   %e0 = vmachine.edge "e0" %b.e0 {producer = -1 : i64, consumer = 0 : i64, link = ""}
-  %b.e1 = vmachine.buffer "b.e1" {name = "e1", stage = -1 : i64, step = "", device = "n0", space = "link", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64, lifetime = "edge"}
+  %b.e1 = vmachine.buffer "b.e1" edge {name = "e1", stage = -1 : i64, step = "", device = "n0", space = "link", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64}
   %e1 = vmachine.edge "e1" %b.e1 {producer = 0 : i64, consumer = 3 : i64, link = ""}
   // CHECK:      invalid.mlir:[[# @LINE - 1]]:3: error: [AB-M-1] a machine program must respect its dataflow and kernel ABI: edge 'e1': consumer 3 is neither a stage of the program nor -1 (the orchestrator)
   // CHECK-NEXT: {{^}}  %e1 = vmachine.edge "e1" %b.e1 {
@@ -759,14 +793,14 @@ vmachine.program attributes {target = "virtual-queue@1", deployment = "d", concr
 // AB-M-1: a buffer on another device than the stage
 vmachine.program attributes {target = "virtual-queue@1", deployment = "d", concrete = "c", portable = "p", binder = "list-schedule", engine = "pipeplan-vmachine/1"} {
   vmachine.abi {n_embd = 64 : i64, n_head = 8 : i64, n_head_kv = 4 : i64, n_ff = 172 : i64, n_vocab = 512 : i64, n_ctx = 2048 : i64, rope_dim = 8 : i64, n_layer = 5 : i64, max_seq_len = 64 : i64, rope_base = 1.000000e+04 : f64, rms_eps = 1.000000e-05 : f64, tied_embedding = 0 : i64}
-  %b.in = vmachine.buffer "b.in" {name = "input", stage = 0 : i64, step = "decode", device = "n0", space = "device", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64, lifetime = "transient"}
-  %b.x = vmachine.buffer "b.x" {name = "blk.0.q", stage = 0 : i64, step = "", device = "n0", space = "device", offset = 64 : i64, size = 256 : i64, alignment = 64 : i64, lifetime = "kv"}
-  %b.t = vmachine.buffer "b.t" {name = "rope.table", stage = 0 : i64, step = "", device = "n1", space = "device", offset = 320 : i64, size = 64 : i64, alignment = 64 : i64, lifetime = "weight"}
-  %b.y = vmachine.buffer "b.y" {name = "output", stage = 0 : i64, step = "decode", device = "n0", space = "device", offset = 384 : i64, size = 256 : i64, alignment = 64 : i64, lifetime = "transient"}
-  %b.tok = vmachine.buffer "b.tok" {name = "token", stage = 0 : i64, step = "decode", device = "n0", space = "device", offset = 640 : i64, size = 4 : i64, alignment = 64 : i64, lifetime = "transient"}
-  %b.e0 = vmachine.buffer "b.e0" {name = "e0", stage = -1 : i64, step = "", device = "n0", space = "link", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64, lifetime = "edge"}
+  %b.in = vmachine.buffer "b.in" transient {name = "input", stage = 0 : i64, step = "decode", device = "n0", space = "device", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64}
+  %b.x = vmachine.buffer "b.x" kv {name = "blk.0.q", stage = 0 : i64, step = "", device = "n0", space = "device", offset = 64 : i64, size = 256 : i64, alignment = 64 : i64}
+  %b.t = vmachine.buffer "b.t" weight {name = "rope.table", stage = 0 : i64, step = "", device = "n1", space = "device", offset = 320 : i64, size = 64 : i64, alignment = 64 : i64}
+  %b.y = vmachine.buffer "b.y" transient {name = "output", stage = 0 : i64, step = "decode", device = "n0", space = "device", offset = 384 : i64, size = 256 : i64, alignment = 64 : i64}
+  %b.tok = vmachine.buffer "b.tok" transient {name = "token", stage = 0 : i64, step = "decode", device = "n0", space = "device", offset = 640 : i64, size = 4 : i64, alignment = 64 : i64}
+  %b.e0 = vmachine.buffer "b.e0" edge {name = "e0", stage = -1 : i64, step = "", device = "n0", space = "link", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64}
   %e0 = vmachine.edge "e0" %b.e0 {producer = -1 : i64, consumer = 0 : i64, link = ""}
-  %b.e1 = vmachine.buffer "b.e1" {name = "e1", stage = -1 : i64, step = "", device = "n0", space = "link", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64, lifetime = "edge"}
+  %b.e1 = vmachine.buffer "b.e1" edge {name = "e1", stage = -1 : i64, step = "", device = "n0", space = "link", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64}
   %e1 = vmachine.edge "e1" %b.e1 {producer = 0 : i64, consumer = -1 : i64, link = ""}
   vmachine.stage attributes {index = 0 : i64, device = "n0", layer_start = 0 : i64, layer_end = 1 : i64} {
     vmachine.step attributes {name = "decode", rows = 1 : i64} {
@@ -792,14 +826,14 @@ vmachine.program attributes {target = "virtual-queue@1", deployment = "d", concr
 // AB-M-1: a buffer of another stage
 vmachine.program attributes {target = "virtual-queue@1", deployment = "d", concrete = "c", portable = "p", binder = "list-schedule", engine = "pipeplan-vmachine/1"} {
   vmachine.abi {n_embd = 64 : i64, n_head = 8 : i64, n_head_kv = 4 : i64, n_ff = 172 : i64, n_vocab = 512 : i64, n_ctx = 2048 : i64, rope_dim = 8 : i64, n_layer = 5 : i64, max_seq_len = 64 : i64, rope_base = 1.000000e+04 : f64, rms_eps = 1.000000e-05 : f64, tied_embedding = 0 : i64}
-  %b.in = vmachine.buffer "b.in" {name = "input", stage = 0 : i64, step = "decode", device = "n0", space = "device", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64, lifetime = "transient"}
-  %b.x = vmachine.buffer "b.x" {name = "blk.0.q", stage = 0 : i64, step = "", device = "n0", space = "device", offset = 64 : i64, size = 256 : i64, alignment = 64 : i64, lifetime = "kv"}
-  %b.t = vmachine.buffer "b.t" {name = "rope.table", stage = 0 : i64, step = "", device = "n0", space = "device", offset = 320 : i64, size = 64 : i64, alignment = 64 : i64, lifetime = "weight"}
-  %b.y = vmachine.buffer "b.y" {name = "output", stage = 1 : i64, step = "decode", device = "n0", space = "device", offset = 384 : i64, size = 256 : i64, alignment = 64 : i64, lifetime = "transient"}
-  %b.tok = vmachine.buffer "b.tok" {name = "token", stage = 0 : i64, step = "decode", device = "n0", space = "device", offset = 640 : i64, size = 4 : i64, alignment = 64 : i64, lifetime = "transient"}
-  %b.e0 = vmachine.buffer "b.e0" {name = "e0", stage = -1 : i64, step = "", device = "n0", space = "link", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64, lifetime = "edge"}
+  %b.in = vmachine.buffer "b.in" transient {name = "input", stage = 0 : i64, step = "decode", device = "n0", space = "device", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64}
+  %b.x = vmachine.buffer "b.x" kv {name = "blk.0.q", stage = 0 : i64, step = "", device = "n0", space = "device", offset = 64 : i64, size = 256 : i64, alignment = 64 : i64}
+  %b.t = vmachine.buffer "b.t" weight {name = "rope.table", stage = 0 : i64, step = "", device = "n0", space = "device", offset = 320 : i64, size = 64 : i64, alignment = 64 : i64}
+  %b.y = vmachine.buffer "b.y" transient {name = "output", stage = 1 : i64, step = "decode", device = "n0", space = "device", offset = 384 : i64, size = 256 : i64, alignment = 64 : i64}
+  %b.tok = vmachine.buffer "b.tok" transient {name = "token", stage = 0 : i64, step = "decode", device = "n0", space = "device", offset = 640 : i64, size = 4 : i64, alignment = 64 : i64}
+  %b.e0 = vmachine.buffer "b.e0" edge {name = "e0", stage = -1 : i64, step = "", device = "n0", space = "link", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64}
   %e0 = vmachine.edge "e0" %b.e0 {producer = -1 : i64, consumer = 0 : i64, link = ""}
-  %b.e1 = vmachine.buffer "b.e1" {name = "e1", stage = -1 : i64, step = "", device = "n0", space = "link", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64, lifetime = "edge"}
+  %b.e1 = vmachine.buffer "b.e1" edge {name = "e1", stage = -1 : i64, step = "", device = "n0", space = "link", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64}
   %e1 = vmachine.edge "e1" %b.e1 {producer = 0 : i64, consumer = -1 : i64, link = ""}
   vmachine.stage attributes {index = 0 : i64, device = "n0", layer_start = 0 : i64, layer_end = 1 : i64} {
     vmachine.step attributes {name = "decode", rows = 1 : i64} {
@@ -825,14 +859,14 @@ vmachine.program attributes {target = "virtual-queue@1", deployment = "d", concr
 // AB-M-1: a kernel reading a step buffer nothing wrote
 vmachine.program attributes {target = "virtual-queue@1", deployment = "d", concrete = "c", portable = "p", binder = "list-schedule", engine = "pipeplan-vmachine/1"} {
   vmachine.abi {n_embd = 64 : i64, n_head = 8 : i64, n_head_kv = 4 : i64, n_ff = 172 : i64, n_vocab = 512 : i64, n_ctx = 2048 : i64, rope_dim = 8 : i64, n_layer = 5 : i64, max_seq_len = 64 : i64, rope_base = 1.000000e+04 : f64, rms_eps = 1.000000e-05 : f64, tied_embedding = 0 : i64}
-  %b.in = vmachine.buffer "b.in" {name = "input", stage = 0 : i64, step = "decode", device = "n0", space = "device", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64, lifetime = "transient"}
-  %b.x = vmachine.buffer "b.x" {name = "blk.0.q", stage = 0 : i64, step = "decode", device = "n0", space = "device", offset = 64 : i64, size = 256 : i64, alignment = 64 : i64, lifetime = "kv"}
-  %b.t = vmachine.buffer "b.t" {name = "rope.table", stage = 0 : i64, step = "", device = "n0", space = "device", offset = 320 : i64, size = 64 : i64, alignment = 64 : i64, lifetime = "weight"}
-  %b.y = vmachine.buffer "b.y" {name = "output", stage = 0 : i64, step = "decode", device = "n0", space = "device", offset = 384 : i64, size = 256 : i64, alignment = 64 : i64, lifetime = "transient"}
-  %b.tok = vmachine.buffer "b.tok" {name = "token", stage = 0 : i64, step = "decode", device = "n0", space = "device", offset = 640 : i64, size = 4 : i64, alignment = 64 : i64, lifetime = "transient"}
-  %b.e0 = vmachine.buffer "b.e0" {name = "e0", stage = -1 : i64, step = "", device = "n0", space = "link", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64, lifetime = "edge"}
+  %b.in = vmachine.buffer "b.in" transient {name = "input", stage = 0 : i64, step = "decode", device = "n0", space = "device", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64}
+  %b.x = vmachine.buffer "b.x" kv {name = "blk.0.q", stage = 0 : i64, step = "decode", device = "n0", space = "device", offset = 64 : i64, size = 256 : i64, alignment = 64 : i64}
+  %b.t = vmachine.buffer "b.t" weight {name = "rope.table", stage = 0 : i64, step = "", device = "n0", space = "device", offset = 320 : i64, size = 64 : i64, alignment = 64 : i64}
+  %b.y = vmachine.buffer "b.y" transient {name = "output", stage = 0 : i64, step = "decode", device = "n0", space = "device", offset = 384 : i64, size = 256 : i64, alignment = 64 : i64}
+  %b.tok = vmachine.buffer "b.tok" transient {name = "token", stage = 0 : i64, step = "decode", device = "n0", space = "device", offset = 640 : i64, size = 4 : i64, alignment = 64 : i64}
+  %b.e0 = vmachine.buffer "b.e0" edge {name = "e0", stage = -1 : i64, step = "", device = "n0", space = "link", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64}
   %e0 = vmachine.edge "e0" %b.e0 {producer = -1 : i64, consumer = 0 : i64, link = ""}
-  %b.e1 = vmachine.buffer "b.e1" {name = "e1", stage = -1 : i64, step = "", device = "n0", space = "link", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64, lifetime = "edge"}
+  %b.e1 = vmachine.buffer "b.e1" edge {name = "e1", stage = -1 : i64, step = "", device = "n0", space = "link", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64}
   %e1 = vmachine.edge "e1" %b.e1 {producer = 0 : i64, consumer = -1 : i64, link = ""}
   vmachine.stage attributes {index = 0 : i64, device = "n0", layer_start = 0 : i64, layer_end = 1 : i64} {
     vmachine.step attributes {name = "decode", rows = 1 : i64} {
@@ -858,14 +892,14 @@ vmachine.program attributes {target = "virtual-queue@1", deployment = "d", concr
 // AB-M-1: a receive on an edge another stage consumes
 vmachine.program attributes {target = "virtual-queue@1", deployment = "d", concrete = "c", portable = "p", binder = "list-schedule", engine = "pipeplan-vmachine/1"} {
   vmachine.abi {n_embd = 64 : i64, n_head = 8 : i64, n_head_kv = 4 : i64, n_ff = 172 : i64, n_vocab = 512 : i64, n_ctx = 2048 : i64, rope_dim = 8 : i64, n_layer = 5 : i64, max_seq_len = 64 : i64, rope_base = 1.000000e+04 : f64, rms_eps = 1.000000e-05 : f64, tied_embedding = 0 : i64}
-  %b.in = vmachine.buffer "b.in" {name = "input", stage = 0 : i64, step = "decode", device = "n0", space = "device", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64, lifetime = "transient"}
-  %b.x = vmachine.buffer "b.x" {name = "blk.0.q", stage = 0 : i64, step = "", device = "n0", space = "device", offset = 64 : i64, size = 256 : i64, alignment = 64 : i64, lifetime = "kv"}
-  %b.t = vmachine.buffer "b.t" {name = "rope.table", stage = 0 : i64, step = "", device = "n0", space = "device", offset = 320 : i64, size = 64 : i64, alignment = 64 : i64, lifetime = "weight"}
-  %b.y = vmachine.buffer "b.y" {name = "output", stage = 0 : i64, step = "decode", device = "n0", space = "device", offset = 384 : i64, size = 256 : i64, alignment = 64 : i64, lifetime = "transient"}
-  %b.tok = vmachine.buffer "b.tok" {name = "token", stage = 0 : i64, step = "decode", device = "n0", space = "device", offset = 640 : i64, size = 4 : i64, alignment = 64 : i64, lifetime = "transient"}
-  %b.e0 = vmachine.buffer "b.e0" {name = "e0", stage = -1 : i64, step = "", device = "n0", space = "link", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64, lifetime = "edge"}
+  %b.in = vmachine.buffer "b.in" transient {name = "input", stage = 0 : i64, step = "decode", device = "n0", space = "device", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64}
+  %b.x = vmachine.buffer "b.x" kv {name = "blk.0.q", stage = 0 : i64, step = "", device = "n0", space = "device", offset = 64 : i64, size = 256 : i64, alignment = 64 : i64}
+  %b.t = vmachine.buffer "b.t" weight {name = "rope.table", stage = 0 : i64, step = "", device = "n0", space = "device", offset = 320 : i64, size = 64 : i64, alignment = 64 : i64}
+  %b.y = vmachine.buffer "b.y" transient {name = "output", stage = 0 : i64, step = "decode", device = "n0", space = "device", offset = 384 : i64, size = 256 : i64, alignment = 64 : i64}
+  %b.tok = vmachine.buffer "b.tok" transient {name = "token", stage = 0 : i64, step = "decode", device = "n0", space = "device", offset = 640 : i64, size = 4 : i64, alignment = 64 : i64}
+  %b.e0 = vmachine.buffer "b.e0" edge {name = "e0", stage = -1 : i64, step = "", device = "n0", space = "link", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64}
   %e0 = vmachine.edge "e0" %b.e0 {producer = 0 : i64, consumer = -1 : i64, link = ""}
-  %b.e1 = vmachine.buffer "b.e1" {name = "e1", stage = -1 : i64, step = "", device = "n0", space = "link", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64, lifetime = "edge"}
+  %b.e1 = vmachine.buffer "b.e1" edge {name = "e1", stage = -1 : i64, step = "", device = "n0", space = "link", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64}
   %e1 = vmachine.edge "e1" %b.e1 {producer = 0 : i64, consumer = -1 : i64, link = ""}
   vmachine.stage attributes {index = 0 : i64, device = "n0", layer_start = 0 : i64, layer_end = 1 : i64} {
     vmachine.step attributes {name = "decode", rows = 1 : i64} {
@@ -891,14 +925,14 @@ vmachine.program attributes {target = "virtual-queue@1", deployment = "d", concr
 // AB-M-1: a send on an edge another stage produces
 vmachine.program attributes {target = "virtual-queue@1", deployment = "d", concrete = "c", portable = "p", binder = "list-schedule", engine = "pipeplan-vmachine/1"} {
   vmachine.abi {n_embd = 64 : i64, n_head = 8 : i64, n_head_kv = 4 : i64, n_ff = 172 : i64, n_vocab = 512 : i64, n_ctx = 2048 : i64, rope_dim = 8 : i64, n_layer = 5 : i64, max_seq_len = 64 : i64, rope_base = 1.000000e+04 : f64, rms_eps = 1.000000e-05 : f64, tied_embedding = 0 : i64}
-  %b.in = vmachine.buffer "b.in" {name = "input", stage = 0 : i64, step = "decode", device = "n0", space = "device", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64, lifetime = "transient"}
-  %b.x = vmachine.buffer "b.x" {name = "blk.0.q", stage = 0 : i64, step = "", device = "n0", space = "device", offset = 64 : i64, size = 256 : i64, alignment = 64 : i64, lifetime = "kv"}
-  %b.t = vmachine.buffer "b.t" {name = "rope.table", stage = 0 : i64, step = "", device = "n0", space = "device", offset = 320 : i64, size = 64 : i64, alignment = 64 : i64, lifetime = "weight"}
-  %b.y = vmachine.buffer "b.y" {name = "output", stage = 0 : i64, step = "decode", device = "n0", space = "device", offset = 384 : i64, size = 256 : i64, alignment = 64 : i64, lifetime = "transient"}
-  %b.tok = vmachine.buffer "b.tok" {name = "token", stage = 0 : i64, step = "decode", device = "n0", space = "device", offset = 640 : i64, size = 4 : i64, alignment = 64 : i64, lifetime = "transient"}
-  %b.e0 = vmachine.buffer "b.e0" {name = "e0", stage = -1 : i64, step = "", device = "n0", space = "link", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64, lifetime = "edge"}
+  %b.in = vmachine.buffer "b.in" transient {name = "input", stage = 0 : i64, step = "decode", device = "n0", space = "device", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64}
+  %b.x = vmachine.buffer "b.x" kv {name = "blk.0.q", stage = 0 : i64, step = "", device = "n0", space = "device", offset = 64 : i64, size = 256 : i64, alignment = 64 : i64}
+  %b.t = vmachine.buffer "b.t" weight {name = "rope.table", stage = 0 : i64, step = "", device = "n0", space = "device", offset = 320 : i64, size = 64 : i64, alignment = 64 : i64}
+  %b.y = vmachine.buffer "b.y" transient {name = "output", stage = 0 : i64, step = "decode", device = "n0", space = "device", offset = 384 : i64, size = 256 : i64, alignment = 64 : i64}
+  %b.tok = vmachine.buffer "b.tok" transient {name = "token", stage = 0 : i64, step = "decode", device = "n0", space = "device", offset = 640 : i64, size = 4 : i64, alignment = 64 : i64}
+  %b.e0 = vmachine.buffer "b.e0" edge {name = "e0", stage = -1 : i64, step = "", device = "n0", space = "link", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64}
   %e0 = vmachine.edge "e0" %b.e0 {producer = -1 : i64, consumer = 0 : i64, link = ""}
-  %b.e1 = vmachine.buffer "b.e1" {name = "e1", stage = -1 : i64, step = "", device = "n0", space = "link", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64, lifetime = "edge"}
+  %b.e1 = vmachine.buffer "b.e1" edge {name = "e1", stage = -1 : i64, step = "", device = "n0", space = "link", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64}
   %e1 = vmachine.edge "e1" %b.e1 {producer = -1 : i64, consumer = 0 : i64, link = ""}
   vmachine.stage attributes {index = 0 : i64, device = "n0", layer_start = 0 : i64, layer_end = 1 : i64} {
     vmachine.step attributes {name = "decode", rows = 1 : i64} {
@@ -924,14 +958,14 @@ vmachine.program attributes {target = "virtual-queue@1", deployment = "d", concr
 // AB-M-1: a send of a buffer before it is written
 vmachine.program attributes {target = "virtual-queue@1", deployment = "d", concrete = "c", portable = "p", binder = "list-schedule", engine = "pipeplan-vmachine/1"} {
   vmachine.abi {n_embd = 64 : i64, n_head = 8 : i64, n_head_kv = 4 : i64, n_ff = 172 : i64, n_vocab = 512 : i64, n_ctx = 2048 : i64, rope_dim = 8 : i64, n_layer = 5 : i64, max_seq_len = 64 : i64, rope_base = 1.000000e+04 : f64, rms_eps = 1.000000e-05 : f64, tied_embedding = 0 : i64}
-  %b.in = vmachine.buffer "b.in" {name = "input", stage = 0 : i64, step = "decode", device = "n0", space = "device", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64, lifetime = "transient"}
-  %b.x = vmachine.buffer "b.x" {name = "blk.0.q", stage = 0 : i64, step = "", device = "n0", space = "device", offset = 64 : i64, size = 256 : i64, alignment = 64 : i64, lifetime = "kv"}
-  %b.t = vmachine.buffer "b.t" {name = "rope.table", stage = 0 : i64, step = "", device = "n0", space = "device", offset = 320 : i64, size = 64 : i64, alignment = 64 : i64, lifetime = "weight"}
-  %b.y = vmachine.buffer "b.y" {name = "output", stage = 0 : i64, step = "decode", device = "n0", space = "device", offset = 384 : i64, size = 256 : i64, alignment = 64 : i64, lifetime = "transient"}
-  %b.tok = vmachine.buffer "b.tok" {name = "token", stage = 0 : i64, step = "decode", device = "n0", space = "device", offset = 640 : i64, size = 4 : i64, alignment = 64 : i64, lifetime = "transient"}
-  %b.e0 = vmachine.buffer "b.e0" {name = "e0", stage = -1 : i64, step = "", device = "n0", space = "link", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64, lifetime = "edge"}
+  %b.in = vmachine.buffer "b.in" transient {name = "input", stage = 0 : i64, step = "decode", device = "n0", space = "device", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64}
+  %b.x = vmachine.buffer "b.x" kv {name = "blk.0.q", stage = 0 : i64, step = "", device = "n0", space = "device", offset = 64 : i64, size = 256 : i64, alignment = 64 : i64}
+  %b.t = vmachine.buffer "b.t" weight {name = "rope.table", stage = 0 : i64, step = "", device = "n0", space = "device", offset = 320 : i64, size = 64 : i64, alignment = 64 : i64}
+  %b.y = vmachine.buffer "b.y" transient {name = "output", stage = 0 : i64, step = "decode", device = "n0", space = "device", offset = 384 : i64, size = 256 : i64, alignment = 64 : i64}
+  %b.tok = vmachine.buffer "b.tok" transient {name = "token", stage = 0 : i64, step = "decode", device = "n0", space = "device", offset = 640 : i64, size = 4 : i64, alignment = 64 : i64}
+  %b.e0 = vmachine.buffer "b.e0" edge {name = "e0", stage = -1 : i64, step = "", device = "n0", space = "link", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64}
   %e0 = vmachine.edge "e0" %b.e0 {producer = -1 : i64, consumer = 0 : i64, link = ""}
-  %b.e1 = vmachine.buffer "b.e1" {name = "e1", stage = -1 : i64, step = "", device = "n0", space = "link", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64, lifetime = "edge"}
+  %b.e1 = vmachine.buffer "b.e1" edge {name = "e1", stage = -1 : i64, step = "", device = "n0", space = "link", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64}
   %e1 = vmachine.edge "e1" %b.e1 {producer = 0 : i64, consumer = -1 : i64, link = ""}
   vmachine.stage attributes {index = 0 : i64, device = "n0", layer_start = 0 : i64, layer_end = 1 : i64} {
     vmachine.step attributes {name = "decode", rows = 1 : i64} {
@@ -957,14 +991,14 @@ vmachine.program attributes {target = "virtual-queue@1", deployment = "d", concr
 // AB-M-1: a sample of a buffer before it is written
 vmachine.program attributes {target = "virtual-queue@1", deployment = "d", concrete = "c", portable = "p", binder = "list-schedule", engine = "pipeplan-vmachine/1"} {
   vmachine.abi {n_embd = 64 : i64, n_head = 8 : i64, n_head_kv = 4 : i64, n_ff = 172 : i64, n_vocab = 512 : i64, n_ctx = 2048 : i64, rope_dim = 8 : i64, n_layer = 5 : i64, max_seq_len = 64 : i64, rope_base = 1.000000e+04 : f64, rms_eps = 1.000000e-05 : f64, tied_embedding = 0 : i64}
-  %b.in = vmachine.buffer "b.in" {name = "input", stage = 0 : i64, step = "decode", device = "n0", space = "device", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64, lifetime = "transient"}
-  %b.x = vmachine.buffer "b.x" {name = "blk.0.q", stage = 0 : i64, step = "", device = "n0", space = "device", offset = 64 : i64, size = 256 : i64, alignment = 64 : i64, lifetime = "kv"}
-  %b.t = vmachine.buffer "b.t" {name = "rope.table", stage = 0 : i64, step = "", device = "n0", space = "device", offset = 320 : i64, size = 64 : i64, alignment = 64 : i64, lifetime = "weight"}
-  %b.y = vmachine.buffer "b.y" {name = "output", stage = 0 : i64, step = "decode", device = "n0", space = "device", offset = 384 : i64, size = 256 : i64, alignment = 64 : i64, lifetime = "transient"}
-  %b.tok = vmachine.buffer "b.tok" {name = "token", stage = 0 : i64, step = "decode", device = "n0", space = "device", offset = 640 : i64, size = 4 : i64, alignment = 64 : i64, lifetime = "transient"}
-  %b.e0 = vmachine.buffer "b.e0" {name = "e0", stage = -1 : i64, step = "", device = "n0", space = "link", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64, lifetime = "edge"}
+  %b.in = vmachine.buffer "b.in" transient {name = "input", stage = 0 : i64, step = "decode", device = "n0", space = "device", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64}
+  %b.x = vmachine.buffer "b.x" kv {name = "blk.0.q", stage = 0 : i64, step = "", device = "n0", space = "device", offset = 64 : i64, size = 256 : i64, alignment = 64 : i64}
+  %b.t = vmachine.buffer "b.t" weight {name = "rope.table", stage = 0 : i64, step = "", device = "n0", space = "device", offset = 320 : i64, size = 64 : i64, alignment = 64 : i64}
+  %b.y = vmachine.buffer "b.y" transient {name = "output", stage = 0 : i64, step = "decode", device = "n0", space = "device", offset = 384 : i64, size = 256 : i64, alignment = 64 : i64}
+  %b.tok = vmachine.buffer "b.tok" transient {name = "token", stage = 0 : i64, step = "decode", device = "n0", space = "device", offset = 640 : i64, size = 4 : i64, alignment = 64 : i64}
+  %b.e0 = vmachine.buffer "b.e0" edge {name = "e0", stage = -1 : i64, step = "", device = "n0", space = "link", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64}
   %e0 = vmachine.edge "e0" %b.e0 {producer = -1 : i64, consumer = 0 : i64, link = ""}
-  %b.e1 = vmachine.buffer "b.e1" {name = "e1", stage = -1 : i64, step = "", device = "n0", space = "link", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64, lifetime = "edge"}
+  %b.e1 = vmachine.buffer "b.e1" edge {name = "e1", stage = -1 : i64, step = "", device = "n0", space = "link", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64}
   %e1 = vmachine.edge "e1" %b.e1 {producer = 0 : i64, consumer = -1 : i64, link = ""}
   vmachine.stage attributes {index = 0 : i64, device = "n0", layer_start = 0 : i64, layer_end = 1 : i64} {
     vmachine.step attributes {name = "decode", rows = 1 : i64} {
@@ -990,14 +1024,14 @@ vmachine.program attributes {target = "virtual-queue@1", deployment = "d", concr
 // AB-M-1: a wait for a token nothing signals
 vmachine.program attributes {target = "virtual-queue@1", deployment = "d", concrete = "c", portable = "p", binder = "list-schedule", engine = "pipeplan-vmachine/1"} {
   vmachine.abi {n_embd = 64 : i64, n_head = 8 : i64, n_head_kv = 4 : i64, n_ff = 172 : i64, n_vocab = 512 : i64, n_ctx = 2048 : i64, rope_dim = 8 : i64, n_layer = 5 : i64, max_seq_len = 64 : i64, rope_base = 1.000000e+04 : f64, rms_eps = 1.000000e-05 : f64, tied_embedding = 0 : i64}
-  %b.in = vmachine.buffer "b.in" {name = "input", stage = 0 : i64, step = "decode", device = "n0", space = "device", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64, lifetime = "transient"}
-  %b.x = vmachine.buffer "b.x" {name = "blk.0.q", stage = 0 : i64, step = "", device = "n0", space = "device", offset = 64 : i64, size = 256 : i64, alignment = 64 : i64, lifetime = "kv"}
-  %b.t = vmachine.buffer "b.t" {name = "rope.table", stage = 0 : i64, step = "", device = "n0", space = "device", offset = 320 : i64, size = 64 : i64, alignment = 64 : i64, lifetime = "weight"}
-  %b.y = vmachine.buffer "b.y" {name = "output", stage = 0 : i64, step = "decode", device = "n0", space = "device", offset = 384 : i64, size = 256 : i64, alignment = 64 : i64, lifetime = "transient"}
-  %b.tok = vmachine.buffer "b.tok" {name = "token", stage = 0 : i64, step = "decode", device = "n0", space = "device", offset = 640 : i64, size = 4 : i64, alignment = 64 : i64, lifetime = "transient"}
-  %b.e0 = vmachine.buffer "b.e0" {name = "e0", stage = -1 : i64, step = "", device = "n0", space = "link", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64, lifetime = "edge"}
+  %b.in = vmachine.buffer "b.in" transient {name = "input", stage = 0 : i64, step = "decode", device = "n0", space = "device", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64}
+  %b.x = vmachine.buffer "b.x" kv {name = "blk.0.q", stage = 0 : i64, step = "", device = "n0", space = "device", offset = 64 : i64, size = 256 : i64, alignment = 64 : i64}
+  %b.t = vmachine.buffer "b.t" weight {name = "rope.table", stage = 0 : i64, step = "", device = "n0", space = "device", offset = 320 : i64, size = 64 : i64, alignment = 64 : i64}
+  %b.y = vmachine.buffer "b.y" transient {name = "output", stage = 0 : i64, step = "decode", device = "n0", space = "device", offset = 384 : i64, size = 256 : i64, alignment = 64 : i64}
+  %b.tok = vmachine.buffer "b.tok" transient {name = "token", stage = 0 : i64, step = "decode", device = "n0", space = "device", offset = 640 : i64, size = 4 : i64, alignment = 64 : i64}
+  %b.e0 = vmachine.buffer "b.e0" edge {name = "e0", stage = -1 : i64, step = "", device = "n0", space = "link", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64}
   %e0 = vmachine.edge "e0" %b.e0 {producer = -1 : i64, consumer = 0 : i64, link = ""}
-  %b.e1 = vmachine.buffer "b.e1" {name = "e1", stage = -1 : i64, step = "", device = "n0", space = "link", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64, lifetime = "edge"}
+  %b.e1 = vmachine.buffer "b.e1" edge {name = "e1", stage = -1 : i64, step = "", device = "n0", space = "link", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64}
   %e1 = vmachine.edge "e1" %b.e1 {producer = 0 : i64, consumer = -1 : i64, link = ""}
   vmachine.stage attributes {index = 0 : i64, device = "n0", layer_start = 0 : i64, layer_end = 1 : i64} {
     vmachine.step attributes {name = "decode", rows = 1 : i64} {
@@ -1024,14 +1058,14 @@ vmachine.program attributes {target = "virtual-queue@1", deployment = "d", concr
 // AB-M-1: a wait for a token of a later stage
 vmachine.program attributes {target = "virtual-queue@1", deployment = "d", concrete = "c", portable = "p", binder = "list-schedule", engine = "pipeplan-vmachine/1"} {
   vmachine.abi {n_embd = 64 : i64, n_head = 8 : i64, n_head_kv = 4 : i64, n_ff = 172 : i64, n_vocab = 512 : i64, n_ctx = 2048 : i64, rope_dim = 8 : i64, n_layer = 5 : i64, max_seq_len = 64 : i64, rope_base = 1.000000e+04 : f64, rms_eps = 1.000000e-05 : f64, tied_embedding = 0 : i64}
-  %b.in = vmachine.buffer "b.in" {name = "input", stage = 0 : i64, step = "decode", device = "n0", space = "device", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64, lifetime = "transient"}
-  %b.x = vmachine.buffer "b.x" {name = "blk.0.q", stage = 0 : i64, step = "", device = "n0", space = "device", offset = 64 : i64, size = 256 : i64, alignment = 64 : i64, lifetime = "kv"}
-  %b.t = vmachine.buffer "b.t" {name = "rope.table", stage = 0 : i64, step = "", device = "n0", space = "device", offset = 320 : i64, size = 64 : i64, alignment = 64 : i64, lifetime = "weight"}
-  %b.y = vmachine.buffer "b.y" {name = "output", stage = 0 : i64, step = "decode", device = "n0", space = "device", offset = 384 : i64, size = 256 : i64, alignment = 64 : i64, lifetime = "transient"}
-  %b.tok = vmachine.buffer "b.tok" {name = "token", stage = 0 : i64, step = "decode", device = "n0", space = "device", offset = 640 : i64, size = 4 : i64, alignment = 64 : i64, lifetime = "transient"}
-  %b.e0 = vmachine.buffer "b.e0" {name = "e0", stage = -1 : i64, step = "", device = "n0", space = "link", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64, lifetime = "edge"}
+  %b.in = vmachine.buffer "b.in" transient {name = "input", stage = 0 : i64, step = "decode", device = "n0", space = "device", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64}
+  %b.x = vmachine.buffer "b.x" kv {name = "blk.0.q", stage = 0 : i64, step = "", device = "n0", space = "device", offset = 64 : i64, size = 256 : i64, alignment = 64 : i64}
+  %b.t = vmachine.buffer "b.t" weight {name = "rope.table", stage = 0 : i64, step = "", device = "n0", space = "device", offset = 320 : i64, size = 64 : i64, alignment = 64 : i64}
+  %b.y = vmachine.buffer "b.y" transient {name = "output", stage = 0 : i64, step = "decode", device = "n0", space = "device", offset = 384 : i64, size = 256 : i64, alignment = 64 : i64}
+  %b.tok = vmachine.buffer "b.tok" transient {name = "token", stage = 0 : i64, step = "decode", device = "n0", space = "device", offset = 640 : i64, size = 4 : i64, alignment = 64 : i64}
+  %b.e0 = vmachine.buffer "b.e0" edge {name = "e0", stage = -1 : i64, step = "", device = "n0", space = "link", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64}
   %e0 = vmachine.edge "e0" %b.e0 {producer = -1 : i64, consumer = 0 : i64, link = ""}
-  %b.e1 = vmachine.buffer "b.e1" {name = "e1", stage = -1 : i64, step = "", device = "n0", space = "link", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64, lifetime = "edge"}
+  %b.e1 = vmachine.buffer "b.e1" edge {name = "e1", stage = -1 : i64, step = "", device = "n0", space = "link", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64}
   %e1 = vmachine.edge "e1" %b.e1 {producer = 0 : i64, consumer = -1 : i64, link = ""}
   vmachine.stage attributes {index = 0 : i64, device = "n0", layer_start = 0 : i64, layer_end = 1 : i64} {
     vmachine.step attributes {name = "decode", rows = 1 : i64} {
@@ -1067,14 +1101,14 @@ vmachine.program attributes {target = "virtual-queue@1", deployment = "d", concr
 %ghost = builtin.unrealized_conversion_cast to !vmachine.buffer
 vmachine.program attributes {target = "virtual-queue@1", deployment = "d", concrete = "c", portable = "p", binder = "list-schedule", engine = "pipeplan-vmachine/1"} {
   vmachine.abi {n_embd = 64 : i64, n_head = 8 : i64, n_head_kv = 4 : i64, n_ff = 172 : i64, n_vocab = 512 : i64, n_ctx = 2048 : i64, rope_dim = 8 : i64, n_layer = 5 : i64, max_seq_len = 64 : i64, rope_base = 1.000000e+04 : f64, rms_eps = 1.000000e-05 : f64, tied_embedding = 0 : i64}
-  %b.in = vmachine.buffer "b.in" {name = "input", stage = 0 : i64, step = "decode", device = "n0", space = "device", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64, lifetime = "transient"}
-  %b.x = vmachine.buffer "b.x" {name = "blk.0.q", stage = 0 : i64, step = "", device = "n0", space = "device", offset = 64 : i64, size = 256 : i64, alignment = 64 : i64, lifetime = "kv"}
-  %b.t = vmachine.buffer "b.t" {name = "rope.table", stage = 0 : i64, step = "", device = "n0", space = "device", offset = 320 : i64, size = 64 : i64, alignment = 64 : i64, lifetime = "weight"}
-  %b.y = vmachine.buffer "b.y" {name = "output", stage = 0 : i64, step = "decode", device = "n0", space = "device", offset = 384 : i64, size = 256 : i64, alignment = 64 : i64, lifetime = "transient"}
-  %b.tok = vmachine.buffer "b.tok" {name = "token", stage = 0 : i64, step = "decode", device = "n0", space = "device", offset = 640 : i64, size = 4 : i64, alignment = 64 : i64, lifetime = "transient"}
-  %b.e0 = vmachine.buffer "b.e0" {name = "e0", stage = -1 : i64, step = "", device = "n0", space = "link", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64, lifetime = "edge"}
+  %b.in = vmachine.buffer "b.in" transient {name = "input", stage = 0 : i64, step = "decode", device = "n0", space = "device", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64}
+  %b.x = vmachine.buffer "b.x" kv {name = "blk.0.q", stage = 0 : i64, step = "", device = "n0", space = "device", offset = 64 : i64, size = 256 : i64, alignment = 64 : i64}
+  %b.t = vmachine.buffer "b.t" weight {name = "rope.table", stage = 0 : i64, step = "", device = "n0", space = "device", offset = 320 : i64, size = 64 : i64, alignment = 64 : i64}
+  %b.y = vmachine.buffer "b.y" transient {name = "output", stage = 0 : i64, step = "decode", device = "n0", space = "device", offset = 384 : i64, size = 256 : i64, alignment = 64 : i64}
+  %b.tok = vmachine.buffer "b.tok" transient {name = "token", stage = 0 : i64, step = "decode", device = "n0", space = "device", offset = 640 : i64, size = 4 : i64, alignment = 64 : i64}
+  %b.e0 = vmachine.buffer "b.e0" edge {name = "e0", stage = -1 : i64, step = "", device = "n0", space = "link", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64}
   %e0 = vmachine.edge "e0" %b.e0 {producer = -1 : i64, consumer = 0 : i64, link = ""}
-  %b.e1 = vmachine.buffer "b.e1" {name = "e1", stage = -1 : i64, step = "", device = "n0", space = "link", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64, lifetime = "edge"}
+  %b.e1 = vmachine.buffer "b.e1" edge {name = "e1", stage = -1 : i64, step = "", device = "n0", space = "link", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64}
   %e1 = vmachine.edge "e1" %b.e1 {producer = 0 : i64, consumer = -1 : i64, link = ""}
   vmachine.stage attributes {index = 0 : i64, device = "n0", layer_start = 0 : i64, layer_end = 1 : i64} {
     vmachine.step attributes {name = "decode", rows = 1 : i64} {
@@ -1102,14 +1136,14 @@ vmachine.program attributes {target = "virtual-queue@1", deployment = "d", concr
 %nowhere = builtin.unrealized_conversion_cast to !vmachine.edge
 vmachine.program attributes {target = "virtual-queue@1", deployment = "d", concrete = "c", portable = "p", binder = "list-schedule", engine = "pipeplan-vmachine/1"} {
   vmachine.abi {n_embd = 64 : i64, n_head = 8 : i64, n_head_kv = 4 : i64, n_ff = 172 : i64, n_vocab = 512 : i64, n_ctx = 2048 : i64, rope_dim = 8 : i64, n_layer = 5 : i64, max_seq_len = 64 : i64, rope_base = 1.000000e+04 : f64, rms_eps = 1.000000e-05 : f64, tied_embedding = 0 : i64}
-  %b.in = vmachine.buffer "b.in" {name = "input", stage = 0 : i64, step = "decode", device = "n0", space = "device", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64, lifetime = "transient"}
-  %b.x = vmachine.buffer "b.x" {name = "blk.0.q", stage = 0 : i64, step = "", device = "n0", space = "device", offset = 64 : i64, size = 256 : i64, alignment = 64 : i64, lifetime = "kv"}
-  %b.t = vmachine.buffer "b.t" {name = "rope.table", stage = 0 : i64, step = "", device = "n0", space = "device", offset = 320 : i64, size = 64 : i64, alignment = 64 : i64, lifetime = "weight"}
-  %b.y = vmachine.buffer "b.y" {name = "output", stage = 0 : i64, step = "decode", device = "n0", space = "device", offset = 384 : i64, size = 256 : i64, alignment = 64 : i64, lifetime = "transient"}
-  %b.tok = vmachine.buffer "b.tok" {name = "token", stage = 0 : i64, step = "decode", device = "n0", space = "device", offset = 640 : i64, size = 4 : i64, alignment = 64 : i64, lifetime = "transient"}
-  %b.e0 = vmachine.buffer "b.e0" {name = "e0", stage = -1 : i64, step = "", device = "n0", space = "link", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64, lifetime = "edge"}
+  %b.in = vmachine.buffer "b.in" transient {name = "input", stage = 0 : i64, step = "decode", device = "n0", space = "device", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64}
+  %b.x = vmachine.buffer "b.x" kv {name = "blk.0.q", stage = 0 : i64, step = "", device = "n0", space = "device", offset = 64 : i64, size = 256 : i64, alignment = 64 : i64}
+  %b.t = vmachine.buffer "b.t" weight {name = "rope.table", stage = 0 : i64, step = "", device = "n0", space = "device", offset = 320 : i64, size = 64 : i64, alignment = 64 : i64}
+  %b.y = vmachine.buffer "b.y" transient {name = "output", stage = 0 : i64, step = "decode", device = "n0", space = "device", offset = 384 : i64, size = 256 : i64, alignment = 64 : i64}
+  %b.tok = vmachine.buffer "b.tok" transient {name = "token", stage = 0 : i64, step = "decode", device = "n0", space = "device", offset = 640 : i64, size = 4 : i64, alignment = 64 : i64}
+  %b.e0 = vmachine.buffer "b.e0" edge {name = "e0", stage = -1 : i64, step = "", device = "n0", space = "link", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64}
   %e0 = vmachine.edge "e0" %b.e0 {producer = -1 : i64, consumer = 0 : i64, link = ""}
-  %b.e1 = vmachine.buffer "b.e1" {name = "e1", stage = -1 : i64, step = "", device = "n0", space = "link", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64, lifetime = "edge"}
+  %b.e1 = vmachine.buffer "b.e1" edge {name = "e1", stage = -1 : i64, step = "", device = "n0", space = "link", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64}
   %e1 = vmachine.edge "e1" %b.e1 {producer = 0 : i64, consumer = -1 : i64, link = ""}
   vmachine.stage attributes {index = 0 : i64, device = "n0", layer_start = 0 : i64, layer_end = 1 : i64} {
     vmachine.step attributes {name = "decode", rows = 1 : i64} {
