@@ -171,7 +171,7 @@ def compile_plan(plan_module, target: str = "virtual-queue", evidence: Sequence[
     evidence = tuple(evidence or ("roofline",))
     module = _parse_plan(plan_module)
     try:
-        runplan = single_plan(module).clone()
+        runplan = single_plan(module, readable=True).clone()
         carried = plan_node_pool(runplan)
     except PipeplanError as e:
         raise PackageError(f"the input is not a RunPlan: {e.one_line()}", code="bad_plan") from None

@@ -124,10 +124,20 @@ def _single_plan(module: ModuleOp | PlanOp) -> PlanOp:
     return plans[0]
 
 
-def single_plan(module: ModuleOp | PlanOp) -> PlanOp:
+def single_plan(module: ModuleOp | PlanOp, *, readable: bool = False) -> PlanOp:
     """The module's single ``runplan.plan`` (``module`` itself when it is one). Raises
-    RunPlanRejection(malformed_runplan) when there is not exactly one."""
-    return _single_plan(module)
+    RunPlanRejection(malformed_runplan) when there is not exactly one; with ``readable``, also
+    RunPlanRejection when an edge lacks a spec or names a non-stage endpoint or the model facts do not
+    read (what the tools read from a plan; not the whole-plan verifier)."""
+    plan = _single_plan(module)
+    if readable:
+        try:
+            for op in plan.edge_ops():
+                op.row()
+            plan.facts()
+        except VerifyException as e:
+            raise rejection_from(e, plan.sym_name.data) from None
+    return plan
 
 
 def plan_node_ids(module: ModuleOp | PlanOp) -> tuple[str, ...]:
