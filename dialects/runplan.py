@@ -792,7 +792,7 @@ def check_plan(plan: PlanOp, *, provisions: bool = True) -> None:
     edges = [op.row() for op in plan.edge_ops()]
     facts = plan.facts()
     plan.node_specs()
-    check_whole_plan(plan, facts, edges)
+    check_whole_plan(plan, edges)
     if provisions:
         ops = plan.provision_ops()
         if ops:

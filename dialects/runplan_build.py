@@ -99,8 +99,7 @@ def _build_plan_op(spec: RunPlanSpec, nodes: NodePool | Sequence[NodeSpec | str]
         for op in stage_ops:
             op.verify_()
         stages_only = PlanOp.create(properties=props(), regions=[Region(Block(ops))])
-        check_whole_plan(stages_only, stages_only.facts(),
-                         [(e.edge_id, e.kind, e.producer, e.consumer) for e in spec.edges])
+        check_whole_plan(stages_only, [(e.edge_id, e.kind, e.producer, e.consumer) for e in spec.edges])
         for op in ops:
             op.detach()
     ops += [EdgeOp.from_plan(e, values) for e in spec.edges]

@@ -33,7 +33,6 @@ from pipeplan.plan_types import (
     RingSpec,
     TensorInfo,
     TensorSlice,
-    WeightSource,
 )
 
 if TYPE_CHECKING:  # the ops call these checks; the checks read the ops
@@ -113,42 +112,47 @@ def check_edge_specs(edge_id: str, kind: str, o: ObjectSpec, r: RingSpec, facts:
         raise _fail("RP-OS-5", inv_ring, f"{w} has slot_bytes {r.slot_bytes}, not a multiple of alignment {o.alignment}")
 
 
-def _check_facts(f: ModelFacts, weights: WeightSource) -> None:
-    """Model facts against the tensor index [RP-AR-6] (what the facts state alone is
-    ModelFactsAttr's verifier, the weight source's lengths WeightSourceAttr's)."""
+def _check_facts(plan: PlanOp) -> None:
+    """The ``model`` facts (block_count, block_bytes) against the ``runplan.tensor`` ops and the weight
+    source [RP-AR-6] (what the facts state alone is ModelFactsAttr's verifier, the weight source's
+    lengths WeightSourceAttr's)."""
     inv = "model facts must be consistent with the requested stage layout"
-    if not f.tensors:
+    tensors = plan.tensor_ops()
+    if not tensors:
         return
-    sums = [0] * f.block_count
+    m = plan.model.values()
+    block_count, block_bytes = m["block_count"], tuple(m["block_bytes"])
+    n_uris = len(plan.weights.source().uris)
+    sums = [0] * block_count
     names: set[str] = set()
-    for t in f.tensors:
-        if t.name in names:
-            raise _fail("RP-AR-6", inv, f"tensor '{t.name}' appears twice in the tensor index")
-        names.add(t.name)
-        if t.block is not None:
-            if t.block >= f.block_count:
-                raise _fail("RP-AR-6", inv, f"tensor '{t.name}' is in block {t.block} but block_count is {f.block_count}")
-            sums[t.block] += t.n_bytes
-        if weights.uris and t.shard >= len(weights.uris):
-            raise _fail("RP-AR-6", inv, f"tensor '{t.name}' is in shard {t.shard} but the weight source has "
-                        f"{len(weights.uris)} uris")
+    for t in tensors:
+        name, block, shard = t.tensor_name.data, t.block.value.data, t.shard.value.data
+        if name in names:
+            raise _fail("RP-AR-6", inv, f"tensor '{name}' appears twice in the tensor index")
+        names.add(name)
+        if block >= 0:
+            if block >= block_count:
+                raise _fail("RP-AR-6", inv, f"tensor '{name}' is in block {block} but block_count is {block_count}")
+            sums[block] += t.n_bytes.value.data
+        if n_uris and shard >= n_uris:
+            raise _fail("RP-AR-6", inv, f"tensor '{name}' is in shard {shard} but the weight source has {n_uris} uris")
     for b, total in enumerate(sums):
         if total == 0:
-            raise _fail("RP-AR-6", inv, f"block {b} has no tensors but block_count is {f.block_count}")
-    if tuple(sums) != tuple(f.block_bytes):
-        b = next((i for i in range(f.block_count) if i >= len(f.block_bytes) or f.block_bytes[i] != sums[i]), 0)
-        have = f.block_bytes[b] if b < len(f.block_bytes) else "nothing"
+            raise _fail("RP-AR-6", inv, f"block {b} has no tensors but block_count is {block_count}")
+    if tuple(sums) != block_bytes:
+        b = next((i for i in range(block_count) if i >= len(block_bytes) or block_bytes[i] != sums[i]), 0)
+        have = block_bytes[b] if b < len(block_bytes) else "nothing"
         raise _fail("RP-AR-6", inv, f"block_bytes[{b}] is {have} but the tensors of block {b} total {sums[b]} bytes")
 
 
-def check_whole_plan(plan: PlanOp, facts: ModelFacts, edges: Sequence[EdgeRow]) -> None:
+def check_whole_plan(plan: PlanOp, edges: Sequence[EdgeRow]) -> None:
     """Every whole-plan invariant of seed 000 over the ops of ``plan`` (which passed their local checks):
-    model facts against the tensor ops [RP-AR-6] (``facts``: ``plan.facts()``), then :func:`check_layout`
-    of its ``runplan.stage`` ops and :func:`check_edges` of ``edges`` (the rows of its ``runplan.edge``
-    ops, or of the planner's edges when they cannot be stated as ops). Raises VerifyException."""
-    _check_facts(facts, plan.weights.source())
+    the model facts against the ``runplan.tensor`` ops [RP-AR-6], then :func:`check_layout` of its
+    ``runplan.stage`` ops and :func:`check_edges` of ``edges`` (the rows of its ``runplan.edge`` ops, or
+    of the planner's edges when they cannot be stated as ops). Raises VerifyException."""
+    _check_facts(plan)
     rows = [(op.number(), op.node_id.data, *op.layers()) for op in plan.stage_ops()]
-    check_edges(edges, check_layout(rows, facts.block_count, plan.node_ids()))
+    check_edges(edges, check_layout(rows, plan.block_count(), plan.node_ids()))
 
 
 def check_layout(stages: Sequence[StageRow], block_count: int, node_ids: Sequence[str]) -> int:
