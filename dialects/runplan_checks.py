@@ -2,10 +2,10 @@
 topology) and the provisioning projection (:func:`derive_provisions`, :func:`check_provisions`).
 
 ``runplan.plan``'s verifier (:func:`pipeplan.dialects.runplan.check_plan`) runs :func:`check_whole_plan`
-on the plan's ops: the layout and topology checks read an index of the ``runplan.stage`` /
-``runplan.edge`` ops built once (:data:`StageRow`, :data:`EdgeRow` tuples), which the builder also
-builds from a planner decision it cannot state in SSA. A failure is a VerifyException
-``[RP-..] <invariant>: <detail>``.
+on the plan's ops: the facts check reads the ``runplan.tensor`` ops and the plan's attributes, the
+layout and topology checks an index of the ``runplan.stage`` / ``runplan.edge`` ops built once
+(:data:`StageRow`, :data:`EdgeRow` tuples), which the builder also builds from a planner decision it
+cannot state in SSA. A failure is a VerifyException ``[RP-..] <invariant>: <detail>``.
 """
 
 from __future__ import annotations

@@ -61,3 +61,38 @@ def test_product_code_has_no_runplan_spec_readback():
     ):
         assert any(x.endswith(want) for x in spec_readbacks({"pipeplan.x": src})), src
     assert list(spec_readbacks({"pipeplan.x": "o = edge.object_spec.spec()\n"})) == []
+
+
+def test_reading_a_plan_builds_no_runplan_spec(monkeypatch, tmp_path):
+    """Issue 13 item 4: once the planner's decision is IR, verifying it (on parse too), projecting its
+    provisions, lowering it to pplan, listing its calibration keys and compiling it construct no
+    RunPlanSpec (the constructor is disabled after planning)."""
+    from pipeplan.api import parse_module, register_pipeplan
+    from pipeplan.compiler.replay_package import compile_plan
+    from pipeplan.dialects.runplan_build import project_provisions, single_plan, verify_runplan
+    from pipeplan.frontend.gguf_facts import read_model_facts
+    from pipeplan.frontend.planner import plan_run
+    from pipeplan.frontend.pool import load_pool_toml
+    from pipeplan.plan_types import RunPlanSpec, RuntimeConfig
+    from pipeplan.tools.calibrate import plan_request_keys
+    from pipeplan.transforms.convert_runplan_to_pplan import lower_runplan
+    from xdsl.context import Context
+
+    from tests.conftest import REPO, STORIES
+
+    pool = load_pool_toml(REPO / "examples" / "pool-2.toml")
+    module = plan_run(read_model_facts(STORIES), RuntimeConfig(max_seq_len=64), pool, 2)
+    text = str(module)
+
+    def no_spec(*_a, **_k):
+        raise AssertionError("a RunPlanSpec was built from the IR")
+
+    monkeypatch.setattr(RunPlanSpec, "__init__", no_spec)
+    parsed = parse_module(register_pipeplan(Context()), text)
+    verify_runplan(parsed)
+    assert len(project_provisions(parsed)) == 2
+    assert lower_runplan(single_plan(parsed), prompt_len=4).tasks()
+    assert plan_request_keys(parsed, prompt_len=4)
+    (tmp_path / "plan.mlir").write_text(text)
+    compiled, runplan = compile_plan(tmp_path / "plan.mlir", pool=None)
+    assert runplan.sym_name == single_plan(parsed).sym_name and compiled.ops
