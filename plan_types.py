@@ -2,8 +2,9 @@
 
 These are the Python-side values of the seed contracts (seeds/000 RunPlan, seeds/001 weight
 lifecycle). IR is the source of truth inside the compiler: the ``runplan`` dialect builds its ops
-from a :class:`RunPlanSpec` and reads :class:`ProvisionStage` values back out of
-``runplan.provision_stage`` ops, so the runtime never parses IR text itself.
+from a :class:`RunPlanSpec` (the planner's decision, never read back from the IR: passes and tools
+read the ops) and reads :class:`ProvisionStage` values back out of ``runplan.provision_stage`` ops,
+so the runtime never parses IR text itself.
 
 Units: every ``*_bytes``/``offset``/``max_extent`` is in bytes; layer ranges are half-open
 ``[layer_start, layer_end)`` over GGUF block indices; ``ORCHESTRATOR`` (-1) stands for the
@@ -239,7 +240,8 @@ class WeightSource:
 
 @dataclass(frozen=True)
 class RunPlanSpec:
-    """Everything a RunPlan states. Built by the planner, turned into ``runplan`` IR."""
+    """Everything a RunPlan states: the planner's decision record, written once as ``runplan`` IR
+    (``runplan_build.build_runplan_module``); the IR is then read through its ops, not back into this."""
 
     run_id: str
     facts: ModelFacts

@@ -184,11 +184,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--repeats", type=int, default=3, help="replays per prompt (runtime) / timed calls (isolated: 30)")
     ap.add_argument("--out", default=str(Path(__file__).resolve().parent / "results/kernel_timings.json"))
     a = ap.parse_args(argv)
+    from pipeplan.dialects.runplan_build import single_plan
     from pipeplan.frontend.gguf_facts import read_model_facts
-    from pipeplan.frontend.planner import plan_run_spec
+    from pipeplan.frontend.planner import plan_run
     from pipeplan.frontend.pool import local_pool
     from pipeplan.plan_types import RuntimeConfig
-    from pipeplan.transforms.convert_runplan_to_pplan import build_portable_plan
+    from pipeplan.transforms.convert_runplan_to_pplan import lower_runplan
 
     t0 = time.time()
     if a.mode == "runtime":
@@ -196,8 +197,8 @@ def main(argv: list[str] | None = None) -> int:
                                 max_seq_len=a.max_seq_len)
     else:
         facts = read_model_facts(a.model)
-        spec = plan_run_spec(facts, RuntimeConfig(max_seq_len=a.max_seq_len), local_pool(1), 1)
-        plan = build_portable_plan(spec, prompt_len=a.prompt_len)
+        runplan = single_plan(plan_run(facts, RuntimeConfig(max_seq_len=a.max_seq_len), local_pool(1), 1))
+        plan = lower_runplan(runplan, prompt_len=a.prompt_len)
         table = measure_plan(plan, LlamaHParams.from_facts(facts), a.max_seq_len, repeats=max(a.repeats, 30))
     Path(a.out).parent.mkdir(parents=True, exist_ok=True)
     Path(a.out).write_text(json.dumps(table, indent=1))

@@ -53,7 +53,7 @@ from pipeplan.api import parse_module, register_pipeplan
 from pipeplan.dialects.bindings import TargetBindingOp
 from pipeplan.dialects.cplan import plan_from_ir
 from pipeplan.dialects.pplan import PlanOp as PPlanOp
-from pipeplan.dialects.runplan_build import plan_node_pool, runplan_spec_from_module
+from pipeplan.dialects.runplan_build import plan_node_pool, single_plan
 from pipeplan.dialects.vmachine import ENGINE_REVISION, KernelOp
 from pipeplan.errors import PipeplanError
 from pipeplan.files.atomic import OutputPathError, check_output_file, current_umask, write_file_atomic
@@ -152,8 +152,8 @@ def compile_plan(plan_module, target: str = "virtual-queue", evidence: Sequence[
                  pool: str | Path | None = None, prompt_len: int = 8, binder: str = "list-schedule"):
     """Run the compiler up to the annotated concrete plan (module docstring).
 
-    Returns ``(module, spec)``: the module holding the portable source, bindings, costed view and the
-    timing-annotated ``cplan.plan``; the RunPlanSpec. ``evidence`` defaults to ``("roofline",)``.
+    Returns ``(module, runplan)``: the module holding the portable source, bindings, costed view and the
+    timing-annotated ``cplan.plan``; a copy of the input ``runplan.plan`` op (its facts and config). ``evidence`` defaults to ``("roofline",)``.
 
     ``pool``: the node-pool TOML of the DeploymentBinding; None: the node specs the RunPlan carries
     (``pipeplan plan`` records its pool's specs, peaks included), which are the plan's own explicit binding.
@@ -171,8 +171,8 @@ def compile_plan(plan_module, target: str = "virtual-queue", evidence: Sequence[
     evidence = tuple(evidence or ("roofline",))
     module = _parse_plan(plan_module)
     try:
-        spec = runplan_spec_from_module(module)
-        carried = plan_node_pool(module)
+        runplan = single_plan(module, readable=True).clone()
+        carried = plan_node_pool(runplan)
     except PipeplanError as e:
         raise PackageError(f"the input is not a RunPlan: {e.one_line()}", code="bad_plan") from None
     if pool is None and carried is None:
@@ -188,7 +188,7 @@ def compile_plan(plan_module, target: str = "virtual-queue", evidence: Sequence[
     except PassFailedException as e:
         msg, code = _diagnostic(" ".join(str(e).split()))
         raise PackageError(msg, code=code) from None
-    return module, spec
+    return module, runplan
 
 
 _CODE = re.compile(r"error\[([A-Za-z0-9_:.-]+)\]: ")
@@ -238,9 +238,10 @@ def _tmachine_text(module, plan_op, abi, interpret: bool) -> str:
     return print_module(ModuleOp([prog]))
 
 
-def build_package_files(module, spec, *, target: str, decode_tokens: int = 16, prompt_chunks: int = 1,
+def build_package_files(module, runplan, *, target: str, decode_tokens: int = 16, prompt_chunks: int = 1,
                         interpret: bool = False) -> dict[str, str]:
-    """The package's file contents (name -> text) from a compiled module (:func:`compile_plan`); a
+    """The package's file contents (name -> text) from a compiled module and its ``runplan.plan`` copy
+    (:func:`compile_plan`); a
     ``cuda-triton`` target adds ``tmachine.mlir`` (``interpret``: its launch configurations are the Triton
     CPU interpreter's).
 
@@ -250,7 +251,8 @@ def build_package_files(module, spec, *, target: str, decode_tokens: int = 16, p
 
     plan_op = find_cplan(module)
     plan = plan_from_ir(plan_op)
-    abi = abi_from_facts(spec.facts, spec.config.max_seq_len)
+    facts, max_seq_len = runplan.facts(), runplan.config.config().max_seq_len
+    abi = abi_from_facts(facts, max_seq_len)
     low = lower_module(module, abi)
     program_text = print_module(ModuleOp([low.program]))
     digests = publication_digests(module, plan_op)
@@ -288,7 +290,7 @@ def build_package_files(module, spec, *, target: str, decode_tokens: int = 16, p
         "runtime": {"runtime": tb.get("runtime", ""), "abi": tb.get("abi", ""), "library": tb.get("library", ""),
                     "kernels": kernels, "model_abi": {k: (v if not isinstance(v, float) or math.isfinite(v) else str(v))
                                                       for k, v in sorted(abi.items())},
-                    "model": spec.facts.name, "max_seq_len": spec.config.max_seq_len},
+                    "model": facts.name, "max_seq_len": max_seq_len},
         "evidence": {"fingerprint": digests["evidence"], "policy": digests["policy"], "identity": plan.evidence,
                      "risk": plan.risk, "statuses": dict(sorted(_count(c.status for c in cmds.values()).items()))},
         "lineage": {"file": "lineage.json", "detachable": True},
@@ -458,8 +460,8 @@ def compile_plan_to_package(plan_module, target: str = "virtual-queue", evidence
         check_output_file(trace, "--trace")
     if timeline is not None:
         check_output_file(timeline, "--timeline")
-    module, spec = compile_plan(plan_module, target, evidence, pool=pool, prompt_len=prompt_len, binder=binder)
-    files = build_package_files(module, spec, target=target, decode_tokens=decode_tokens, prompt_chunks=prompt_chunks,
+    module, runplan = compile_plan(plan_module, target, evidence, pool=pool, prompt_len=prompt_len, binder=binder)
+    files = build_package_files(module, runplan, target=target, decode_tokens=decode_tokens, prompt_chunks=prompt_chunks,
                                 interpret=interpret)
     out = write_package(files, out_dir)
     if trace is not None:

@@ -79,10 +79,11 @@ from pipeplan.dialects.runplan_attrs import (
     within,
 )
 from pipeplan.dialects.runplan_checks import (
+    EdgeRow,
     check_edge_specs,
     check_provisions,
-    check_spec,
     check_tensor,
+    check_whole_plan,
     derive_provisions,
 )
 from pipeplan.errors import RunPlanRejection
@@ -93,7 +94,6 @@ from pipeplan.plan_types import (
     NodePool,
     NodeSpec,
     ProvisionStage,
-    RunPlanSpec,
     StagePlan,
     TensorInfo,
 )
@@ -269,38 +269,48 @@ class StageOp(_NamedStageValue):
     traits = lazy_traits_def(lambda: (HasParent(PlanOp),))
 
     @staticmethod
-    def from_plan(s: StagePlan) -> StageOp:
-        """The op of a StagePlan (its value is named ``%s<index>``)."""
+    def make(index: int, node_id: str, layer_start: int, layer_end: int) -> StageOp:
+        """The op of stage ``index`` on ``node_id`` over ``[layer_start, layer_end)`` (its value is named
+        ``%s<index>``)."""
         return StageOp.create(properties={
-            "index": i64_of(s.index), "node_id": StringAttr(s.node_id), "layer_start": i64_of(s.layer_start),
-            "layer_end": i64_of(s.layer_end)}, result_types=[STAGE])
+            "index": i64_of(index), "node_id": StringAttr(node_id), "layer_start": i64_of(layer_start),
+            "layer_end": i64_of(layer_end)}, result_types=[STAGE])
 
-    def plan(self) -> StagePlan:
-        """The StagePlan this op states."""
-        return StagePlan(_int_of(self.index), self.node_id.data, _int_of(self.layer_start), _int_of(self.layer_end))
+    @staticmethod
+    def from_plan(s: StagePlan) -> StageOp:
+        """The op of a planner StagePlan (see :meth:`make`)."""
+        return StageOp.make(s.index, s.node_id, s.layer_start, s.layer_end)
+
+    def number(self) -> int:
+        """The stage index."""
+        return _int_of(self.index)
+
+    def layers(self) -> tuple[int, int]:
+        """The half-open block range ``(layer_start, layer_end)``."""
+        return _int_of(self.layer_start), _int_of(self.layer_end)
 
     def verify_(self) -> None:
-        s = self.plan()
-        if s.index < 0:
-            raise _fail("RP-LA-5", "stage indices must be 0..stage_count-1", f"stage index {s.index} is negative")
-        if not s.node_id:
-            raise _fail("RP-AR-1", "every stage must name a node of the pool", f"stage {s.index} has an empty node id")
-        if s.layer_end <= s.layer_start:
+        index, node = self.number(), self.node_id.data
+        start, end = self.layers()
+        if index < 0:
+            raise _fail("RP-LA-5", "stage indices must be 0..stage_count-1", f"stage index {index} is negative")
+        if not node:
+            raise _fail("RP-AR-1", "every stage must name a node of the pool", f"stage {index} has an empty node id")
+        if end <= start:
             raise _fail("RP-LA-4", "every stage must have exactly one non-empty layer range",
-                        f"stage {s.index} has range [{s.layer_start}, {s.layer_end})")
+                        f"stage {index} has range [{start}, {end})")
         parent = self.parent_op()
         if isinstance(parent, PlanOp):
             bc = parent.block_count()
-            if s.layer_start < 0 or s.layer_end > bc:
+            if start < 0 or end > bc:
                 raise _fail("RP-LA-3", "stage ranges must lie in the model's block range [0, block_count)",
-                            f"stage {s.index} has range [{s.layer_start}, {s.layer_end}) but the model has {bc} blocks")
+                            f"stage {index} has range [{start}, {end}) but the model has {bc} blocks")
 
     def print(self, printer: Printer) -> None:
-        s = self.plan()
-        printer.print_string(f" {s.index} on ")
-        printer.print_string_literal(s.node_id)
+        printer.print_string(f" {self.number()} on ")
+        printer.print_string_literal(self.node_id.data)
         printer.print_string(" layers ")
-        _print_range(printer, s.layer_start, s.layer_end)
+        _print_range(printer, *self.layers())
         _print_extra_attrs(printer, self)
         printer.print_string(" : ")
         printer.print_attribute(self.stage.type)
@@ -312,7 +322,7 @@ class StageOp(_NamedStageValue):
         node = parser.parse_str_literal("node id")
         parser.parse_keyword("layers")
         start, end = _parse_range(parser)
-        op = StageOp.from_plan(StagePlan(index, node, start, end))
+        op = StageOp.make(index, node, start, end)
         op.attributes.update(_parse_extra_attrs(parser))
         parser.parse_punctuation(":")
         parser.parse_type()
@@ -385,16 +395,29 @@ class EdgeOp(PipeplanOp):
     def where(self) -> str:
         return f"edge '{self.edge_id.data}'"
 
-    def plan(self) -> EdgePlan:
-        """The EdgePlan this op states; raises VerifyException [RP-OS-1] when a spec is missing and
-        [RP-EA-2] when an endpoint is not a stage value of the plan."""
-        w = self.where()
+    def kind_name(self) -> str:
+        """``token_in`` | ``activation`` | ``token_out``."""
+        return str(self.kind.data.value)
+
+    def specs(self) -> tuple[ObjectSpecAttr, RingSpecAttr]:
+        """The ObjectSpec and RingSpec attributes; raises VerifyException [RP-OS-1] when one is missing."""
         for role, a in (("object", self.object_spec), ("ring", self.ring_spec)):
             if a is None:
-                raise _fail("RP-OS-1", "every edge has an ObjectSpec and a RingSpec", f"{w} has no {role} spec")
+                raise _fail("RP-OS-1", "every edge has an ObjectSpec and a RingSpec", f"{self.where()} has no {role} spec")
         assert self.object_spec is not None and self.ring_spec is not None
-        return EdgePlan(self.edge_id.data, str(self.kind.data.value), stage_index(self.producer, f"{w} producer"),
-                        stage_index(self.consumer, f"{w} consumer"), self.object_spec.spec(), self.ring_spec.spec())
+        return self.object_spec, self.ring_spec
+
+    def endpoints(self) -> tuple[int, int]:
+        """(producer, consumer) stage indices (ORCHESTRATOR for the orchestrator); raises VerifyException
+        [RP-EA-2] when an endpoint is not a stage value of the plan."""
+        w = self.where()
+        return stage_index(self.producer, f"{w} producer"), stage_index(self.consumer, f"{w} consumer")
+
+    def row(self) -> EdgeRow:
+        """``(edge id, kind, producer, consumer)`` (the topology checks' index); raises VerifyException
+        [RP-OS-1] when a spec is missing and [RP-EA-2] when an endpoint is not a stage value."""
+        self.specs()
+        return (self.edge_id.data, self.kind_name(), *self.endpoints())
 
     def verify_(self) -> None:
         w = self.where()
@@ -403,10 +426,12 @@ class EdgeOp(PipeplanOp):
         if self.producer is self.consumer:
             raise _fail("RP-EA-2", "every edge has exactly one producer and one consumer",
                         f"{w} has the same producer and consumer (%{self.producer.name_hint or '?'})")
-        e = self.plan()
+        obj, ring = self.specs()
+        self.endpoints()
         parent = self.parent_op()
         if isinstance(parent, PlanOp):
-            check_edge_specs(e, parent.model.values(), parent.config.values())
+            check_edge_specs(self.edge_id.data, self.kind_name(), obj.spec(), ring.spec(), parent.model.values(),
+                             parent.config.values())
 
 
 @irdl_op_definition
@@ -650,21 +675,14 @@ class PlanOp(PipeplanOp):
             key_length=m.get("key_length", 0), value_length=m.get("value_length", 0),
             arch_params=arch_params_of(m.get("arch_params"), "the plan"))
 
-    def spec(self) -> RunPlanSpec:
-        """The RunPlanSpec this plan states (tensors, stages, edges in op order).
+    def tensor_ops(self) -> list[TensorOp]:
+        return [op for op in self.body.block.ops if isinstance(op, TensorOp)]
 
-        Raises VerifyException when an edge lacks a spec or an endpoint is not a stage value."""
-        tensors, stages, edges = [], [], []
-        for op in self.body.block.ops:
-            if isinstance(op, TensorOp):
-                tensors.append(op.info())
-            elif isinstance(op, StageOp):
-                stages.append(op.plan())
-            elif isinstance(op, EdgeOp):
-                edges.append(op.plan())
-        facts = self._facts(tensors)
-        return RunPlanSpec(self.sym_name.data, facts, self.config.config(), self.weights.source(),
-                           tuple(stages), tuple(edges))
+    def stage_ops(self) -> list[StageOp]:
+        return [op for op in self.body.block.ops if isinstance(op, StageOp)]
+
+    def edge_ops(self) -> list[EdgeOp]:
+        return [op for op in self.body.block.ops if isinstance(op, EdgeOp)]
 
     def provision_ops(self) -> list[ProvisionStageOp]:
         return [op for op in self.body.block.ops if isinstance(op, ProvisionStageOp)]
@@ -760,24 +778,26 @@ def _check_ssa(plan: PlanOp) -> None:
         defined.update(op.results)
 
 
-def check_plan(plan: PlanOp, *, provisions: bool = True) -> RunPlanSpec:
-    """Whole-plan verification of ``plan`` (its nested ops already passed their own verifiers):
-    only runplan ops [RP-AR-7], def-before-use of stage values (:func:`_check_ssa`), the pool's
-    nodes, :func:`check_spec`, then (when ``provisions`` and any are present)
-    :func:`check_provisions`. Returns the plan's RunPlanSpec; raises VerifyException."""
+def check_plan(plan: PlanOp, *, provisions: bool = True) -> None:
+    """Whole-plan verification of ``plan`` (its nested ops already passed their own verifiers), on its
+    ops: only runplan ops [RP-AR-7], def-before-use of stage values (:func:`_check_ssa`), every edge's
+    specs and endpoints (:meth:`EdgeOp.row`), the model facts, the pool's nodes,
+    :func:`check_whole_plan`, then (when ``provisions`` and any are present) :func:`check_provisions`
+    against :func:`derive_provisions`. Raises VerifyException."""
     for op in plan.body.block.ops:
         if not isinstance(op, OrchestratorOp | TensorOp | StageOp | EdgeOp | ProvisionStageOp):
             raise _fail("RP-AR-7", "the plan is the only source of stage, layer, edge and object-spec assignment",
                         f"'{op.name}' is not a runplan op and cannot be part of a plan")
     _check_ssa(plan)
-    spec = plan.spec()
+    edges = [op.row() for op in plan.edge_ops()]
+    facts = plan.facts()
     plan.node_specs()
-    check_spec(spec, plan.node_ids())
+    check_whole_plan(plan, edges)
     if provisions:
         ops = plan.provision_ops()
         if ops:
-            check_provisions([op.provision(spec.run_id) for op in ops], derive_provisions(spec), plan.node_ids())
-    return spec
+            run_id = plan.sym_name.data
+            check_provisions([op.provision(run_id) for op in ops], derive_provisions(plan, facts), plan.node_ids())
 
 
 _RUNPLAN_OPS = (OrchestratorOp, TensorOp, StageOp, EdgeOp, ProvisionStageOp)

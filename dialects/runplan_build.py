@@ -1,9 +1,10 @@
-"""Builder and reader between plan_types dataclasses and ``runplan`` IR.
+"""Builder of ``runplan`` IR from the planner's decision record, and readers of the plan's pool and provisions.
 
 * :func:`build_runplan_module` -- RunPlanSpec + node pool (NodeSpecs, or bare ids) -> ``builtin.module``
   holding one ``runplan.plan`` (built directly, no text parsing; not verified: call :func:`verify_runplan`).
-* :func:`runplan_spec_from_module` -- the exact inverse: ``runplan_spec_from_module(
-  build_runplan_module(s, ids)) == s`` (ModelFacts.tensors and block_bytes included).
+  Passes and tools read the plan through the ops' accessors (``PlanOp.facts()``, ``stage_ops()``, ...),
+  never back into a RunPlanSpec.
+* :func:`single_plan` -- the module's one ``runplan.plan``.
 * :func:`plan_node_pool` -- the NodePool the plan carries (None when it names nodes by id only).
 * :func:`provisions_from_module` -- the ProvisionStage values of the ``runplan.provision_stage`` ops.
 * :func:`derive_provision_ops` -- the ``runplan.provision_stage`` ops ``runplan-project-provisioning`` inserts.
@@ -31,21 +32,20 @@ from pipeplan.dialects.runplan import (
 from pipeplan.dialects.runplan_attrs import (
     INVARIANT_CODES,
     ModelFactsAttr,
-    _int_of,
     arch_params_attr,
     config_attr,
     node_entry_attr,
     weights_attr,
     within,
 )
-from pipeplan.dialects.runplan_checks import check_spec, derive_provisions
+from pipeplan.dialects.runplan_checks import check_whole_plan, derive_provisions
 from pipeplan.errors import RunPlanRejection
 from pipeplan.plan_types import ORCHESTRATOR, NodePool, NodeSpec, ProvisionStage, RunPlanSpec
 from xdsl.dialects.builtin import ArrayAttr, ModuleOp, StringAttr
-from xdsl.ir import Block, Operation, Region, SSAValue
+from xdsl.ir import Attribute, Block, Operation, Region, SSAValue
 from xdsl.utils.exceptions import VerifyException
 
-__all__ = ["INVARIANT_CODES", "build_runplan_module", "build_plan_op", "runplan_spec_from_module",
+__all__ = ["INVARIANT_CODES", "build_runplan_module", "build_plan_op", "single_plan",
            "provisions_from_module", "derive_provision_ops", "project_provisions", "derive_provisions",
            "verify_runplan", "plan_node_ids", "plan_node_pool"]
 
@@ -77,6 +77,13 @@ def _build_plan_op(spec: RunPlanSpec, nodes: NodePool | Sequence[NodeSpec | str]
         rope_freq_base=f.rope_freq_base, rms_norm_eps=f.rms_norm_eps, alignment=f.alignment,
         block_bytes=f.block_bytes, files=f.files, sha256=f.sha256, key_length=f.key_length or None,
         value_length=f.value_length or None, arch_params=arch_params_attr(f.arch_params)))
+
+    def props() -> dict[str, Attribute]:
+        return {"sym_name": StringAttr(spec.run_id),
+                "nodes": ArrayAttr([within(f"nodes[{k}]", lambda n=n: node_entry_attr(n)) for k, n in enumerate(entries)]),
+                "model": model, "config": within("the plan", lambda: config_attr(spec.config)),
+                "weights": within("the plan", lambda: weights_attr(spec.weights))}
+
     orch = OrchestratorOp.make()
     ops: list[Operation] = [orch]
     ops += [TensorOp.from_info(t) for t in f.tensors]
@@ -84,21 +91,19 @@ def _build_plan_op(spec: RunPlanSpec, nodes: NodePool | Sequence[NodeSpec | str]
     ops += stage_ops
     values: dict[int, SSAValue] = {ORCHESTRATOR: orch.stage}
     for op in stage_ops:
-        values.setdefault(_int_of(op.index), op.stage)
+        values.setdefault(op.number(), op.stage)
     if any(v not in values for e in spec.edges for v in (e.producer, e.consumer)):
-        # An edge to a stage the plan lacks cannot be stated in SSA: report the spec's first broken
-        # invariant (a duplicate or missing stage), else EdgeOp.from_plan's RP-EA-2.
+        # An edge to a stage the plan lacks cannot be stated in SSA: report the first broken invariant of
+        # the plan without its edges and the planner's edges (a duplicate or missing stage, an endpoint out
+        # of range), else EdgeOp.from_plan's RP-EA-2.
         for op in stage_ops:
             op.verify_()
-        check_spec(spec, [n if isinstance(n, str) else n.id for n in entries])
+        stages_only = PlanOp.create(properties=props(), regions=[Region(Block(ops))])
+        check_whole_plan(stages_only, [(e.edge_id, e.kind, e.producer, e.consumer) for e in spec.edges])
+        for op in ops:
+            op.detach()
     ops += [EdgeOp.from_plan(e, values) for e in spec.edges]
-    return PlanOp.create(
-        properties={"sym_name": StringAttr(spec.run_id),
-                    "nodes": ArrayAttr([within(f"nodes[{k}]", lambda n=n: node_entry_attr(n))
-                                        for k, n in enumerate(entries)]),
-                    "model": model, "config": within("the plan", lambda: config_attr(spec.config)),
-                    "weights": within("the plan", lambda: weights_attr(spec.weights))},
-        regions=[Region(Block(ops))])
+    return PlanOp.create(properties=props(), regions=[Region(Block(ops))])
 
 
 def build_runplan_module(spec: RunPlanSpec, nodes: NodePool | Sequence[NodeSpec | str]) -> ModuleOp:
@@ -118,15 +123,20 @@ def _single_plan(module: ModuleOp | PlanOp) -> PlanOp:
     return plans[0]
 
 
-def runplan_spec_from_module(module: ModuleOp | PlanOp) -> RunPlanSpec:
-    """The RunPlanSpec stated by the module's single ``runplan.plan`` (inverse of
-    :func:`build_runplan_module`). Raises RunPlanRejection when there is not exactly one plan or a
-    dictionary/spec is malformed (it does not run the whole-plan verifier)."""
+def single_plan(module: ModuleOp | PlanOp, *, readable: bool = False) -> PlanOp:
+    """The module's single ``runplan.plan`` (``module`` itself when it is one). Raises
+    RunPlanRejection(malformed_runplan) when there is not exactly one; with ``readable``, also
+    RunPlanRejection when an edge lacks a spec or names a non-stage endpoint or the model facts do not
+    read (what the tools read from a plan; not the whole-plan verifier)."""
     plan = _single_plan(module)
-    try:
-        return plan.spec()
-    except VerifyException as e:
-        raise rejection_from(e, plan.sym_name.data) from None
+    if readable:
+        try:
+            for op in plan.edge_ops():
+                op.row()
+            plan.facts()
+        except VerifyException as e:
+            raise rejection_from(e, plan.sym_name.data) from None
+    return plan
 
 
 def plan_node_ids(module: ModuleOp | PlanOp) -> tuple[str, ...]:
@@ -166,11 +176,12 @@ def derive_provision_ops(plan: PlanOp) -> list[ProvisionStageOp]:
         for op in plan.body.block.ops:
             if isinstance(op, TensorOp | StageOp | EdgeOp):
                 op.verify_()
-        spec = check_plan(plan, provisions=False)
+        check_plan(plan, provisions=False)
+        derived = derive_provisions(plan)
     except VerifyException as e:
         raise rejection_from(e, plan.sym_name.data) from None
-    values = {_int_of(op.index): op.stage for op in plan.body.block.ops if isinstance(op, StageOp)}
-    return [ProvisionStageOp.from_provision(p, values[p.stage]) for p in derive_provisions(spec)]
+    values = {op.number(): op.stage for op in plan.stage_ops()}
+    return [ProvisionStageOp.from_provision(p, values[p.stage]) for p in derived]
 
 
 def project_provisions(module: ModuleOp | PlanOp) -> list[ProvisionStage]:

@@ -1,8 +1,11 @@
-"""Whole-plan invariants of seed 000 over plan_types values (tensor index, edge specs, model facts,
-stage layout, edge topology) and the provisioning projection (:func:`derive_provisions`,
-:func:`check_provisions`). ``runplan.plan``'s verifier (:func:`pipeplan.dialects.runplan.check_plan`)
-reads the plan into a RunPlanSpec and runs these; a failure is a VerifyException
-``[RP-..] <invariant>: <detail>``.
+"""Whole-plan invariants of seed 000 (tensor index, edge specs, model facts, stage layout, edge
+topology) and the provisioning projection (:func:`derive_provisions`, :func:`check_provisions`).
+
+``runplan.plan``'s verifier (:func:`pipeplan.dialects.runplan.check_plan`) runs :func:`check_whole_plan`
+on the plan's ops: the facts check reads the ``runplan.tensor`` ops and the plan's attributes, the
+layout and topology checks an index of the ``runplan.stage`` / ``runplan.edge`` ops built once
+(:data:`StageRow`, :data:`EdgeRow` tuples), which the builder also builds from a planner decision it
+cannot state in SSA. A failure is a VerifyException ``[RP-..] <invariant>: <detail>``.
 """
 
 from __future__ import annotations
@@ -10,7 +13,7 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pipeplan.dialects.ggml_types import GGML_TYPE_SIZES
 from pipeplan.dialects.runplan_attrs import (
@@ -23,15 +26,24 @@ from pipeplan.plan_types import (
     DTYPE_WIDTHS,
     EDGE_KINDS,
     ORCHESTRATOR,
-    EdgePlan,
     EdgeProvision,
     ModelFacts,
+    ObjectSpec,
     ProvisionStage,
-    RunPlanSpec,
+    RingSpec,
     TensorInfo,
     TensorSlice,
-    WeightSource,
 )
+
+if TYPE_CHECKING:  # the ops call these checks; the checks read the ops
+    from pipeplan.dialects.runplan import PlanOp
+
+StageRow = tuple[int, str, int, int]
+"""One ``runplan.stage`` as the layout checks read it: (index, node id, layer_start, layer_end)."""
+
+EdgeRow = tuple[str, str, int, int]
+"""One ``runplan.edge`` as the topology checks read it: (edge id, kind, producer, consumer); an
+endpoint is a stage index or ORCHESTRATOR."""
 
 
 # --------------------------------------------------------------------------- checks
@@ -61,15 +73,16 @@ def check_tensor(t: TensorInfo) -> None:
                     f"takes {n // block_size * type_size}")
 
 
-def check_edge_specs(e: EdgePlan, facts: Mapping[str, Any] | None, config: Mapping[str, Any] | None) -> None:
-    """Object/Ring Spec Consistency of one edge (see :class:`EdgeOp`); ``facts``/``config`` are the
-    plan's dictionaries (checks needing them are skipped when they are None)."""
-    w = f"edge '{e.edge_id}'"
-    o, r = e.object_spec, e.ring_spec
-    want_kind = "token" if e.kind in TOKEN_EDGE_KINDS else "activation"
+def check_edge_specs(edge_id: str, kind: str, o: ObjectSpec, r: RingSpec, facts: Mapping[str, Any] | None,
+                     config: Mapping[str, Any] | None) -> None:
+    """Object/Ring Spec Consistency of one edge (see :class:`EdgeOp`): its id, kind, ObjectSpec and
+    RingSpec; ``facts``/``config`` are the plan's dictionaries (checks needing them are skipped when
+    they are None)."""
+    w = f"edge '{edge_id}'"
+    want_kind = "token" if kind in TOKEN_EDGE_KINDS else "activation"
     if o.kind != want_kind:
         raise _fail("RP-OS-3", "token edges use token object specs, activation edges activation object specs",
-                    f"{w} ({e.kind}) has a '{o.kind}' object spec")
+                    f"{w} ({kind}) has a '{o.kind}' object spec")
     inv5 = "object specs must have a valid extent, alignment, dtype width, shape and layout"
     if facts is not None and config is not None and o.kind == "activation":
         act_w = DTYPE_WIDTHS.get(config["activation_dtype"], 0)
@@ -99,54 +112,61 @@ def check_edge_specs(e: EdgePlan, facts: Mapping[str, Any] | None, config: Mappi
         raise _fail("RP-OS-5", inv_ring, f"{w} has slot_bytes {r.slot_bytes}, not a multiple of alignment {o.alignment}")
 
 
-def _check_facts(f: ModelFacts, weights: WeightSource) -> None:
-    """Model facts against the tensor index [RP-AR-6] (what the facts state alone is
-    ModelFactsAttr's verifier, the weight source's lengths WeightSourceAttr's)."""
+def _check_facts(plan: PlanOp) -> None:
+    """The ``model`` facts (block_count, block_bytes) against the ``runplan.tensor`` ops and the weight
+    source [RP-AR-6] (what the facts state alone is ModelFactsAttr's verifier, the weight source's
+    lengths WeightSourceAttr's)."""
     inv = "model facts must be consistent with the requested stage layout"
-    if not f.tensors:
+    tensors = plan.tensor_ops()
+    if not tensors:
         return
-    sums = [0] * f.block_count
+    m = plan.model.values()
+    block_count, block_bytes = m["block_count"], tuple(m["block_bytes"])
+    n_uris = len(plan.weights.source().uris)
+    sums = [0] * block_count
     names: set[str] = set()
-    for t in f.tensors:
-        if t.name in names:
-            raise _fail("RP-AR-6", inv, f"tensor '{t.name}' appears twice in the tensor index")
-        names.add(t.name)
-        if t.block is not None:
-            if t.block >= f.block_count:
-                raise _fail("RP-AR-6", inv, f"tensor '{t.name}' is in block {t.block} but block_count is {f.block_count}")
-            sums[t.block] += t.n_bytes
-        if weights.uris and t.shard >= len(weights.uris):
-            raise _fail("RP-AR-6", inv, f"tensor '{t.name}' is in shard {t.shard} but the weight source has "
-                        f"{len(weights.uris)} uris")
+    for t in tensors:
+        name, block, shard = t.tensor_name.data, t.block.value.data, t.shard.value.data
+        if name in names:
+            raise _fail("RP-AR-6", inv, f"tensor '{name}' appears twice in the tensor index")
+        names.add(name)
+        if block >= 0:
+            if block >= block_count:
+                raise _fail("RP-AR-6", inv, f"tensor '{name}' is in block {block} but block_count is {block_count}")
+            sums[block] += t.n_bytes.value.data
+        if n_uris and shard >= n_uris:
+            raise _fail("RP-AR-6", inv, f"tensor '{name}' is in shard {shard} but the weight source has {n_uris} uris")
     for b, total in enumerate(sums):
         if total == 0:
-            raise _fail("RP-AR-6", inv, f"block {b} has no tensors but block_count is {f.block_count}")
-    if tuple(sums) != tuple(f.block_bytes):
-        b = next((i for i in range(f.block_count) if i >= len(f.block_bytes) or f.block_bytes[i] != sums[i]), 0)
-        have = f.block_bytes[b] if b < len(f.block_bytes) else "nothing"
+            raise _fail("RP-AR-6", inv, f"block {b} has no tensors but block_count is {block_count}")
+    if tuple(sums) != block_bytes:
+        b = next((i for i in range(block_count) if i >= len(block_bytes) or block_bytes[i] != sums[i]), 0)
+        have = block_bytes[b] if b < len(block_bytes) else "nothing"
         raise _fail("RP-AR-6", inv, f"block_bytes[{b}] is {have} but the tensors of block {b} total {sums[b]} bytes")
 
 
-def check_spec(spec: RunPlanSpec, node_ids: Sequence[str]) -> None:
-    """Every whole-plan invariant of seed 000 over a RunPlanSpec whose ops passed their local checks.
+def check_whole_plan(plan: PlanOp, edges: Sequence[EdgeRow]) -> None:
+    """Every whole-plan invariant of seed 000 over the ops of ``plan`` (which passed their local checks):
+    the model facts against the ``runplan.tensor`` ops [RP-AR-6], then :func:`check_layout` of its
+    ``runplan.stage`` ops and :func:`check_edges` of ``edges`` (the rows of its ``runplan.edge`` ops, or
+    of the planner's edges when they cannot be stated as ops). Raises VerifyException."""
+    _check_facts(plan)
+    rows = [(op.number(), op.node_id.data, *op.layers()) for op in plan.stage_ops()]
+    check_edges(edges, check_layout(rows, plan.block_count(), plan.node_ids()))
 
-    Order (the first failure is reported): runtime config [RP-OS-5]; model facts [RP-AR-6];
-    duplicate stage index [RP-AR-2]; missing stage index [RP-AR-3]; stage count [RP-AR-4] (at least 1,
-    at most block_count); node ids [RP-AR-1]; layer ranges in stage order: start at 0 [RP-LA-3],
-    contiguous [RP-LA-1], no overlap [RP-LA-2], end at block_count [RP-LA-3]; edge ids unique
-    [RP-EA-1]; endpoints are stages or the orchestrator [RP-EA-2]; exactly one token-in
-    orchestrator -> 0 [RP-EA-3]; one activation edge i -> i+1 per boundary [RP-EA-4]; exactly one
-    token-out N-1 -> orchestrator [RP-EA-5]. Raises VerifyException.
-    """
-    _check_facts(spec.facts, spec.weights)
-    f = spec.facts
+
+def check_layout(stages: Sequence[StageRow], block_count: int, node_ids: Sequence[str]) -> int:
+    """The stage layout: duplicate stage index [RP-AR-2]; missing stage index [RP-AR-3]; stage count
+    [RP-AR-4] (at least 1, at most block_count); node ids of the pool [RP-AR-1]; layer ranges in stage
+    order: start at 0 [RP-LA-3], contiguous [RP-LA-1], no overlap [RP-LA-2], end at block_count
+    [RP-LA-3]. Returns the stage count; raises VerifyException (the first failure, in that order)."""
     counts: dict[int, int] = {}
-    for s in spec.stages:
-        counts[s.index] = counts.get(s.index, 0) + 1
+    for s in stages:
+        counts[s[0]] = counts.get(s[0], 0) + 1
     for idx, n in sorted(counts.items()):
         if n > 1:
             raise _fail("RP-AR-2", "each stage index is assigned exactly once", f"stage {idx} is assigned {n} times")
-    n_st = len(spec.stages)
+    n_st = len(stages)
     missing = [i for i in range(n_st) if i not in counts]
     if missing:
         extra = sorted(i for i in counts if i >= n_st)
@@ -154,62 +174,67 @@ def check_spec(spec: RunPlanSpec, node_ids: Sequence[str]) -> None:
                     f"stage {missing[0]} is missing" + (f" (stage {extra[0]} is out of range)" if extra else ""))
     if n_st == 0:
         raise _fail("RP-AR-4", "the stage count must be between 1 and block_count", "the plan has no stages")
-    if n_st > f.block_count:
+    if n_st > block_count:
         raise _fail("RP-AR-4", "the stage count must be between 1 and block_count",
-                    f"{n_st} stages for {f.block_count} blocks")
+                    f"{n_st} stages for {block_count} blocks")
     pool = set(node_ids)
-    stages = sorted(spec.stages, key=lambda s: s.index)
-    for s in stages:
-        if s.node_id not in pool:
+    ordered = sorted(stages, key=lambda s: s[0])
+    for idx, node, _, _ in ordered:
+        if node not in pool:
             raise _fail("RP-AR-1", "every stage must run on a node of the pool",
-                        f"stage {s.index} is assigned to unknown node '{s.node_id}'")
-    if stages[0].layer_start != 0:
+                        f"stage {idx} is assigned to unknown node '{node}'")
+    if ordered[0][2] != 0:
         raise _fail("RP-LA-3", "the union of stage ranges must cover the block range [0, block_count)",
-                    f"stage 0 starts at block {stages[0].layer_start}")
-    for prev, s in zip(stages, stages[1:]):
-        if s.layer_start > prev.layer_end:
+                    f"stage 0 starts at block {ordered[0][2]}")
+    for (p_idx, _, _, p_end), (idx, _, start, _) in zip(ordered, ordered[1:]):
+        if start > p_end:
             raise _fail("RP-LA-1", "stage ranges must be contiguous",
-                        f"stage {s.index} starts at block {s.layer_start} but stage {prev.index} ends at block {prev.layer_end}")
-        if s.layer_start < prev.layer_end:
+                        f"stage {idx} starts at block {start} but stage {p_idx} ends at block {p_end}")
+        if start < p_end:
             raise _fail("RP-LA-2", "stage ranges must not overlap",
-                        f"stage {s.index} starts at block {s.layer_start} but stage {prev.index} ends at block {prev.layer_end}")
-    if stages[-1].layer_end != f.block_count:
+                        f"stage {idx} starts at block {start} but stage {p_idx} ends at block {p_end}")
+    last = ordered[-1]
+    if last[3] != block_count:
         raise _fail("RP-LA-3", "the union of stage ranges must cover the block range [0, block_count)",
-                    f"stage {stages[-1].index} ends at block {stages[-1].layer_end} but the model has {f.block_count} blocks")
-    _check_edges(spec.edges, n_st)
+                    f"stage {last[0]} ends at block {last[3]} but the model has {block_count} blocks")
+    return n_st
 
 
-def _check_edges(edges: Sequence[EdgePlan], n: int) -> None:
+def check_edges(edges: Sequence[EdgeRow], n: int) -> None:
+    """The edge topology of a plan of ``n`` stages: edge ids unique [RP-EA-1]; endpoints are stages or
+    the orchestrator [RP-EA-2]; exactly one token-in orchestrator -> 0 [RP-EA-3]; one activation edge
+    i -> i+1 per boundary [RP-EA-4]; exactly one token-out N-1 -> orchestrator [RP-EA-5]. Raises
+    VerifyException (the first failure, in that order)."""
     seen: set[str] = set()
-    for e in edges:
-        if e.edge_id in seen:
-            raise _fail("RP-EA-1", "every edge id must be unique within the run", f"edge id '{e.edge_id}' is used twice")
-        seen.add(e.edge_id)
-        for role, v in (("producer", e.producer), ("consumer", e.consumer)):
+    for edge_id, _, producer, consumer in edges:
+        if edge_id in seen:
+            raise _fail("RP-EA-1", "every edge id must be unique within the run", f"edge id '{edge_id}' is used twice")
+        seen.add(edge_id)
+        for role, v in (("producer", producer), ("consumer", consumer)):
             if v != ORCHESTRATOR and not 0 <= v < n:
                 raise _fail("RP-EA-2", "every edge has exactly one producer and one consumer",
-                            f"edge '{e.edge_id}' has {role} stage {v} but the plan has {n} stages")
-    by_kind: dict[str, list[EdgePlan]] = {k: [] for k in EDGE_KINDS}
+                            f"edge '{edge_id}' has {role} stage {v} but the plan has {n} stages")
+    by_kind: dict[str, list[EdgeRow]] = {k: [] for k in EDGE_KINDS}
     for e in edges:
-        by_kind[e.kind].append(e)
+        by_kind[e[1]].append(e)
     tin, acts, tout = by_kind["token_in"], by_kind["activation"], by_kind["token_out"]
     if len(tin) != 1:
         raise _fail("RP-EA-3", "the token-in edge is orchestrator -> stage 0",
                     f"the plan has {len(tin)} token-in edges, expected exactly one")
-    e = tin[0]
-    if (e.producer, e.consumer) != (ORCHESTRATOR, 0):
+    edge_id, _, producer, consumer = tin[0]
+    if (producer, consumer) != (ORCHESTRATOR, 0):
         raise _fail("RP-EA-3", "the token-in edge is orchestrator -> stage 0",
-                    f"edge '{e.edge_id}' is {_endpoint_str(e.producer)} -> {_endpoint_str(e.consumer)}")
-    have: dict[int, EdgePlan] = {}
-    for e in acts:
-        if e.producer == ORCHESTRATOR or e.consumer != e.producer + 1:
+                    f"edge '{edge_id}' is {_endpoint_str(producer)} -> {_endpoint_str(consumer)}")
+    have: dict[int, str] = {}
+    for edge_id, _, producer, consumer in acts:
+        if producer == ORCHESTRATOR or consumer != producer + 1:
             raise _fail("RP-EA-4", "activation edge i is stage i -> stage i+1",
-                        f"edge '{e.edge_id}' is {_endpoint_str(e.producer)} -> {_endpoint_str(e.consumer)}")
-        if e.producer in have:
+                        f"edge '{edge_id}' is {_endpoint_str(producer)} -> {_endpoint_str(consumer)}")
+        if producer in have:
             raise _fail("RP-EA-4", "activation edge i is stage i -> stage i+1",
-                        f"edges '{have[e.producer].edge_id}' and '{e.edge_id}' both connect stage {e.producer} -> "
-                        f"stage {e.producer + 1}")
-        have[e.producer] = e
+                        f"edges '{have[producer]}' and '{edge_id}' both connect stage {producer} -> "
+                        f"stage {producer + 1}")
+        have[producer] = edge_id
     for i in range(n - 1):
         if i not in have:
             raise _fail("RP-EA-4", "activation edge i is stage i -> stage i+1",
@@ -217,47 +242,54 @@ def _check_edges(edges: Sequence[EdgePlan], n: int) -> None:
     if len(tout) != 1:
         raise _fail("RP-EA-5", "the token-out edge is stage N-1 -> orchestrator",
                     f"the plan has {len(tout)} token-out edges, expected exactly one")
-    e = tout[0]
-    if (e.producer, e.consumer) != (n - 1, ORCHESTRATOR):
+    edge_id, _, producer, consumer = tout[0]
+    if (producer, consumer) != (n - 1, ORCHESTRATOR):
         raise _fail("RP-EA-5", "the token-out edge is stage N-1 -> orchestrator",
-                    f"edge '{e.edge_id}' is {_endpoint_str(e.producer)} -> {_endpoint_str(e.consumer)} "
+                    f"edge '{edge_id}' is {_endpoint_str(producer)} -> {_endpoint_str(consumer)} "
                     f"but the last stage is {n - 1}")
 
 
 # --------------------------------------------------------------------------- provisions
-def derive_provisions(spec: RunPlanSpec) -> list[ProvisionStage]:
-    """One ProvisionStage per stage, in stage-index order (seed 000 "Provisioning Projection").
+def derive_provisions(plan: PlanOp, facts: ModelFacts | None = None) -> list[ProvisionStage]:
+    """One ProvisionStage per ``runplan.stage`` op of ``plan``, in stage-index order (seed 000
+    "Provisioning Projection"); ``facts``: ``plan.facts()`` when the caller has it.
 
-    Deterministic: a pure function of ``spec``. Stage ``i`` gets its own range ``[start, end)``, the
-    tensors of :meth:`ModelFacts.tensors_for_stage` (token_embd on stage 0; output_norm/output on the
-    last stage, plus a tied token_embd when output.weight is absent) as byte ranges, the inbound
+    Deterministic: a pure function of the plan's ops. Stage ``i`` gets its own range ``[start, end)``,
+    the tensors of :meth:`ModelFacts.tensors_for_stage` (token_embd on stage 0; output_norm/output on
+    the last stage, plus a tied token_embd when output.weight is absent) as byte ranges, the inbound
     edge (consumer ``i``) with its producer's node id (``"orchestrator"`` for token-in) and the
     outbound edge (producer ``i``) with its consumer's node id (``"orchestrator"`` for token-out),
-    both with the edge's ObjectSpec/RingSpec copied. Requires a spec that passed :func:`check_spec`.
-    Cost: O(stages x tensors).
+    both with the edge's ObjectSpec/RingSpec copied. Requires a plan that passed
+    :func:`check_whole_plan`. Cost: O(stages x tensors).
     """
-    stages = sorted(spec.stages, key=lambda s: s.index)
+    facts = plan.facts() if facts is None else facts
+    stages = sorted(plan.stage_ops(), key=lambda s: s.number())
     n = len(stages)
-    node = {s.index: s.node_id for s in stages}
-    inbound = {e.consumer: e for e in spec.edges}
-    outbound = {e.producer: e for e in spec.edges}
+    node = {s.number(): s.node_id.data for s in stages}
+    inbound, outbound = {}, {}
+    for e in plan.edge_ops():
+        producer, consumer = e.endpoints()
+        obj, ring = e.specs()
+        row = (e.edge_id.data, e.kind_name(), producer, consumer, obj.spec(), ring.spec())
+        inbound[consumer], outbound[producer] = row, row
 
     def peer(i: int) -> str:
         return ORCHESTRATOR_NODE if i == ORCHESTRATOR else node[i]
 
+    run_id, max_seq_len, weights = plan.sym_name.data, plan.config.config().max_seq_len, plan.weights.source()
     out = []
     for s in stages:
-        first, last = s.index == 0, s.index == n - 1
-        ein, eout = inbound[s.index], outbound[s.index]
+        i, (start, end) = s.number(), s.layers()
+        first, last = i == 0, i == n - 1
+        ein, eout = inbound[i], outbound[i]
         tensors = tuple(TensorSlice(t.name, t.ggml_type, t.shape, t.shard, t.offset, t.n_bytes)
-                        for t in spec.facts.tensors_for_stage(s.layer_start, s.layer_end, first, last))
+                        for t in facts.tensors_for_stage(start, end, first, last))
         out.append(ProvisionStage(
-            run_id=spec.run_id, stage=s.index, stage_count=n, node_id=s.node_id, layer_start=s.layer_start,
-            layer_end=s.layer_end, block_count=spec.facts.block_count, has_embedding=first, has_head=last,
-            max_seq_len=spec.config.max_seq_len, weights=spec.weights, tensors=tensors,
-            inbound=EdgeProvision(ein.edge_id, ein.kind, "in", peer(ein.producer), ein.object_spec, ein.ring_spec),
-            outbound=EdgeProvision(eout.edge_id, eout.kind, "out", peer(eout.consumer), eout.object_spec,
-                                   eout.ring_spec)))
+            run_id=run_id, stage=i, stage_count=n, node_id=node[i], layer_start=start, layer_end=end,
+            block_count=facts.block_count, has_embedding=first, has_head=last, max_seq_len=max_seq_len,
+            weights=weights, tensors=tensors,
+            inbound=EdgeProvision(ein[0], ein[1], "in", peer(ein[2]), ein[4], ein[5]),
+            outbound=EdgeProvision(eout[0], eout[1], "out", peer(eout[3]), eout[4], eout[5])))
     return out
 
 

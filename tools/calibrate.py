@@ -175,12 +175,11 @@ def plan_request_keys(plan_module, prompt_len: int) -> dict[str, Any]:
     """``key -> task`` of every task of the RunPlan's portable plan whose cost ``pplan-resolve-costs``
     resolves (one EstimateRequest key per (op, dtypes, shape))."""
     from pipeplan.dialects.pplan import ints
-    from pipeplan.dialects.runplan_build import runplan_spec_from_module
-    from pipeplan.transforms.convert_runplan_to_pplan import build_portable_plan
+    from pipeplan.dialects.runplan_build import single_plan
+    from pipeplan.transforms.convert_runplan_to_pplan import lower_runplan
 
-    spec = runplan_spec_from_module(plan_module)
     out: dict[str, Any] = {}
-    for t in build_portable_plan(spec, prompt_len=prompt_len).tasks():
+    for t in lower_runplan(single_plan(plan_module), prompt_len=prompt_len).tasks():
         out.setdefault(request_key(t.op.data, t.dtypes(), ints(t.work)), t)
     return out
 
@@ -206,10 +205,10 @@ def measure_runtime(plan_module, model: str | Path, *, pool: str | Path | None =
     """
     from pipeplan.compiler.replay_package import compile_plan_to_package
     from pipeplan.dialects.pplan import ints
-    from pipeplan.dialects.runplan_build import runplan_spec_from_module
+    from pipeplan.dialects.runplan_build import single_plan
     from pipeplan.runtime.replay import replay_package
     from pipeplan.runtime.tokenizer import SPMTokenizer
-    from pipeplan.transforms.convert_runplan_to_pplan import build_portable_plan
+    from pipeplan.transforms.convert_runplan_to_pplan import lower_runplan
 
     if tokens < 1 or repeats < 1 or prompt_len < 1 or not prompts:
         raise CalibrationError(f"calibration needs tokens, repeats and prompt_len >= 1 and a prompt (got {tokens}, "
@@ -220,8 +219,7 @@ def measure_runtime(plan_module, model: str | Path, *, pool: str | Path | None =
     work = Path(work) if work is not None else Path(tempfile.mkdtemp(prefix="pipeplan-calibrate-"))
     pkg = compile_plan_to_package(plan_module, "virtual-queue", ["roofline"], work / "pkg", pool=pool,
                                   prompt_len=prompt_len, decode_tokens=1)
-    tasks = {t.task_id: t for t in build_portable_plan(runplan_spec_from_module(plan_module),
-                                                             prompt_len=prompt_len).tasks()}
+    tasks = {t.task_id: t for t in lower_runplan(single_plan(plan_module), prompt_len=prompt_len).tasks()}
     tok = SPMTokenizer.from_gguf(model)
     samples: dict[str, list[float]] = {}
     replay_package(pkg, model, _prompt_ids(tok, prompts[0], prompt_len), 4, num_threads=threads)  # warm-up
@@ -358,13 +356,13 @@ def select_evidence(explicit: Sequence[str] | None, model_files: Sequence[str | 
 
 def plan_model_files(plan_module) -> list[str] | None:
     """The GGUF file(s) a RunPlan module names (``model.files``); None when it names none."""
-    from pipeplan.dialects.runplan_build import runplan_spec_from_module
+    from pipeplan.dialects.runplan_build import single_plan
+    from xdsl.utils.exceptions import VerifyException
 
     try:
-        spec = runplan_spec_from_module(plan_module)
-    except PipeplanError:
+        files = list(single_plan(plan_module).facts().files or ())
+    except (PipeplanError, VerifyException):
         return None
-    files = list(spec.facts.files or ())
     return [str(f) for f in files] or None
 
 
@@ -513,7 +511,7 @@ def measure_cpu(plan_module, model: str | Path, *, pool: str | Path | None = Non
     import numpy as np
     from pipeplan.compiler.replay_package import compile_plan_to_package
     from pipeplan.dialects.pplan import ints
-    from pipeplan.dialects.runplan_build import runplan_spec_from_module
+    from pipeplan.dialects.runplan_build import single_plan
     from pipeplan.dialects.vmachine import SampleOp, StageOp, abi_of
     from pipeplan.frontend.gguf_facts import read_model_facts
     from pipeplan.runtime.compiled import load_package, stage_programs
@@ -522,7 +520,7 @@ def measure_cpu(plan_module, model: str | Path, *, pool: str | Path | None = Non
     from pipeplan.runtime.program import StageExecutor, is_cache
     from pipeplan.runtime.tokenizer import SPMTokenizer
     from pipeplan.transforms.convert_cplan_to_vmachine import hparams_of
-    from pipeplan.transforms.convert_runplan_to_pplan import build_portable_plan
+    from pipeplan.transforms.convert_runplan_to_pplan import lower_runplan
 
     if tokens < 1 or repeats < 1 or prompt_len < 1 or not prompts or round_trips < 1:
         raise CalibrationError(f"calibration needs tokens, repeats, prompt_len and round trips >= 1 and a prompt "
@@ -530,8 +528,7 @@ def measure_cpu(plan_module, model: str | Path, *, pool: str | Path | None = Non
     work = Path(work) if work is not None else Path(tempfile.mkdtemp(prefix="pipeplan-calibrate-"))
     pkg_dir = compile_plan_to_package(plan_module, "virtual-queue", ["roofline"], work / "pkg", pool=pool,
                                       prompt_len=prompt_len, decode_tokens=1)
-    tasks = {t.task_id: t for t in build_portable_plan(runplan_spec_from_module(plan_module),
-                                                             prompt_len=prompt_len).tasks()}
+    tasks = {t.task_id: t for t in lower_runplan(single_plan(plan_module), prompt_len=prompt_len).tasks()}
 
     def key_of(t: Any) -> str:
         return request_key(t.op.data, t.dtypes(), ints(t.work))
@@ -812,14 +809,14 @@ def measure_loop(plan_module, package: str | Path, *, prompt_len: int = 8, token
     (large when the busy run was not faster than one sequence: a loaded machine).
     Raises StageFault / RunRequestError from the pipeline."""
     from pipeplan.analysis.concurrency import predict_concurrent, stage_costs
-    from pipeplan.dialects.runplan_build import project_provisions, runplan_spec_from_module
+    from pipeplan.dialects.runplan_build import project_provisions, single_plan
     from pipeplan.runtime.backends import usable_cores
     from pipeplan.runtime.compiled import load_compiled_stages_fast
     from pipeplan.runtime.orchestrator import GenRequest, Pipeline
 
     costs = stage_costs(package, prefill_rows=prompt_len)
     n_busy = loop_sequences(costs.stages)
-    vocab = int(runplan_spec_from_module(plan_module).facts.vocab_size)
+    vocab = int(single_plan(plan_module).facts().vocab_size)
     programs = load_compiled_stages_fast(package)
     rates = []
     for n in (1, n_busy):  # a pipeline each: its frames in flight set the rings' spin (as `run` and `serve`)

@@ -80,7 +80,7 @@ from pipeplan.dialects.pplan import (
 from pipeplan.dialects.runplan import EdgeOp as RunplanEdgeOp
 from pipeplan.dialects.runplan import PlanOp as RunplanPlanOp
 from pipeplan.dialects.runplan import StageOp as RunplanStageOp
-from pipeplan.dialects.runplan import TensorOp, rejection_from, stage_index
+from pipeplan.dialects.runplan import TensorOp, rejection_from
 from pipeplan.dialects.runplan_attrs import _int_of
 from pipeplan.dialects.runplan_build import _single_plan, build_plan_op, plan_node_pool
 from pipeplan.errors import PipeplanError
@@ -488,11 +488,10 @@ def place_stages(plan: RunplanPlanOp, *, prompt_len: int, decode_pos: int | None
         edges: list[_Edge] = []
         for o in plan.body.block.ops:
             if isinstance(o, RunplanEdgeOp):
-                os_ = o.plan().object_spec
-                edges.append(_Edge(o.edge_id.data, str(o.kind.data.value),
-                                   stage_index(o.producer, f"{o.where()} producer"),
-                                   stage_index(o.consumer, f"{o.where()} consumer"),
-                                   os_.dtype, tuple(os_.shape), os_.alignment))
+                os_ = o.specs()[0].spec()
+                producer, consumer = o.endpoints()
+                edges.append(_Edge(o.edge_id.data, o.kind_name(), producer, consumer, os_.dtype, tuple(os_.shape),
+                                   os_.alignment))
     except VerifyException as e:
         raise PassFailedException(f"convert-runplan-to-pplan: {rejection_from(e, plan.sym_name.data).one_line()}"
                                   ) from None

@@ -159,9 +159,9 @@ def test_chrome_trace_schema(pkg, inputs):
 def test_emission_adds_no_scheduling_decision(compiled):
     """AB-M-4: per stage and step, each queue's instruction order is the concrete queue order restricted to
     that step, and the signal/wait pairs are exactly the concrete syncs within a step."""
-    module, spec = compiled
+    module, runplan = compiled
     plan = plan_from_ir(find_cplan(module))
-    low = lower_plan(find_cplan(module), abi_from_facts(spec.facts, spec.config.max_seq_len))
+    low = lower_plan(find_cplan(module), abi_from_facts(runplan.facts(), runplan.config.config().max_seq_len))
     got: dict[tuple[str, str, str], list[str]] = {}
     pairs = set()
     cmd_count = 0
@@ -192,14 +192,14 @@ def test_emission_adds_no_scheduling_decision(compiled):
 def test_machine_verification_carries_lineage(compiled):
     """AB-D-1: a failing machine verification names the whole path model op -> portable task -> candidate ->
     concrete command -> machine instruction."""
-    module, spec = compiled
+    module, runplan = compiled
     plan = plan_from_ir(find_cplan(module))
     i = next(k for k, c in enumerate(plan.commands) if c.id == "cmd.decode.s1.b2.matmul.attn_q")
     c = plan.commands[i]
     bad = dataclasses.replace(c, reads=("alloc.decode.s1.blk.2.ffn_in",) + c.reads[1:])
     broken = dataclasses.replace(plan, commands=plan.commands[:i] + (bad,) + plan.commands[i + 1:])
     with pytest.raises(MachineVerifyError) as ei:
-        lower_plan(plan_to_ir(broken), abi_from_facts(spec.facts, spec.config.max_seq_len))
+        lower_plan(plan_to_ir(broken), abi_from_facts(runplan.facts(), runplan.config.config().max_seq_len))
     msg = ei.value.one_line()
     assert ei.value.code == "machine_verify"
     for part in ("model op blk.2.attn_q", "stage 1 block 2 (decode)", "task @decode.s1.b2.matmul.attn_q",

@@ -1,6 +1,6 @@
 """RunPlan contract (seeds/000_2efbb723d90f824e.txt): one test per bullet, cited by its RP-* ID.
 
-Every assertion reads the emitted ``runplan`` IR (through ``runplan_spec_from_module`` or by
+Every assertion reads the emitted ``runplan`` IR (through its ops' accessors, :func:`read_spec`, or by
 printing and re-parsing it) or the derived ``ProvisionStage`` values — never planner internals.
 The main subject is stories260K (5 blocks) planned over 1..5 stages on a local pool.
 """
@@ -22,6 +22,7 @@ from pipeplan.plan_types import DTYPE_WIDTHS, ORCHESTRATOR, NodePool, NodeSpec, 
 
 from tests.conftest import STORIES, TINY_RANDOM, VOCAB_ONLY
 from tests.contract.test_runplan_properties import llama_facts
+from tests.unit.runplan_fixtures import read_spec
 
 CONFIG = RuntimeConfig(max_seq_len=256)
 STAGE_COUNTS = (1, 2, 3, 4, 5)
@@ -47,13 +48,13 @@ def stories_facts():
 @pytest.fixture(scope="session")
 def plans(stories_facts):
     """stage count -> (module, spec read back from the re-parsed IR, provisions) for stories260K."""
-    from pipeplan.dialects.runplan_build import project_provisions, runplan_spec_from_module
+    from pipeplan.dialects.runplan_build import project_provisions
 
     out = {}
     for n in STAGE_COUNTS:
         module = plan_run(stories_facts, CONFIG, local_pool(5), n)
         parsed = _reparse(module)
-        out[n] = (module, runplan_spec_from_module(parsed), project_provisions(parsed))
+        out[n] = (module, read_spec(parsed), project_provisions(parsed))
     return out
 
 
@@ -87,7 +88,6 @@ def test_rp_f_3_inputs_unchanged_and_no_hidden_topology(stories_facts):
     """RP-F-3: the pool (and every other input, including the placement list) is unchanged after
     planning, and everything the planner decided is stated in the plan: the spec read back from the
     printed IR equals the planner's decision, and only pool nodes appear."""
-    from pipeplan.dialects.runplan_build import runplan_spec_from_module
 
     pool = NodePool(tuple(NodeSpec(f"h{i}", 1 << 30, bandwidth_bytes_per_s=1e9 * (i + 1)) for i in range(4)))
     placement = ["h3", "h1", "h0"]
@@ -95,7 +95,7 @@ def test_rp_f_3_inputs_unchanged_and_no_hidden_topology(stories_facts):
     module = plan_run(stories_facts, CONFIG, pool, 3, placement)
     assert (stories_facts, CONFIG, pool, placement) == before
     decided = plan_run_spec(stories_facts, CONFIG, pool, 3, placement)
-    assert runplan_spec_from_module(_reparse(module)) == decided
+    assert read_spec(_reparse(module)) == decided
     assert {s.node_id for s in decided.stages} <= {n.id for n in pool.nodes}
 
 
@@ -182,20 +182,20 @@ def test_rp_ea_6_edge_ids_not_derived(stories_facts):
     plans with the same stage count but different node names, placements, models (so different
     ranges) and run ids carry the same edge ids in the same positions, and a stage learns its edge
     ids only from its provision."""
-    from pipeplan.dialects.runplan_build import project_provisions, runplan_spec_from_module
+    from pipeplan.dialects.runplan_build import project_provisions
 
     def edge_ids(module):
-        return [(e.edge_id, e.kind, e.producer, e.consumer) for e in runplan_spec_from_module(module).edges]
+        return [(e.edge_id, e.kind, e.producer, e.consumer) for e in read_spec(module).edges]
 
     a = plan_run(stories_facts, CONFIG, local_pool(3), 3, run_id="alpha")
     pool = NodePool((NodeSpec("zz-top", 1 << 30), NodeSpec("a.b.c:99", 1 << 30), NodeSpec("m", 1 << 30)))
     b = plan_run(llama_facts(11, ffn=[32] * 10 + [400]), CONFIG, pool, 3, ["m", "zz-top", "a.b.c:99"], run_id="beta")
-    ranges_a = [(s.layer_start, s.layer_end) for s in runplan_spec_from_module(a).stages]
-    ranges_b = [(s.layer_start, s.layer_end) for s in runplan_spec_from_module(b).stages]
+    ranges_a = [(s.layer_start, s.layer_end) for s in read_spec(a).stages]
+    ranges_b = [(s.layer_start, s.layer_end) for s in read_spec(b).stages]
     assert ranges_a != ranges_b
     assert edge_ids(a) == edge_ids(b)
     for module in (a, b):
-        spec = runplan_spec_from_module(module)
+        spec = read_spec(module)
         for p in project_provisions(module):
             assert p.inbound.edge_id == next(e.edge_id for e in spec.edges if e.consumer == p.stage)
             assert p.outbound.edge_id == next(e.edge_id for e in spec.edges if e.producer == p.stage)
@@ -312,10 +312,9 @@ def test_rp_os_1_every_edge_has_specs(plans):
 @pytest.mark.parametrize("dtype", ["f32", "f16", "bf16"])
 def test_rp_os_2_activation_max_extent(stories_facts, dtype):
     """RP-OS-2: activation max_extent = max_seq_len * hidden_dim * dtype_width_bytes (64 x 256 x w)."""
-    from pipeplan.dialects.runplan_build import runplan_spec_from_module
 
     config = RuntimeConfig(max_seq_len=256, activation_dtype=dtype)
-    spec = runplan_spec_from_module(_reparse(plan_run(stories_facts, config, local_pool(3), 3)))
+    spec = read_spec(_reparse(plan_run(stories_facts, config, local_pool(3), 3)))
     acts = [e for e in spec.edges if e.kind == "activation"]
     assert len(acts) == 2
     for e in acts:
@@ -423,12 +422,12 @@ def test_rp_ar_6_inconsistent_model_facts(stories_facts):
 def test_rp_ar_6_random_one_block_model_plans():
     """RP-AR-6 (positive side): the 1-block random model (norms stored after matrices) plans as one
     stage owning block 0, and 2 stages are rejected."""
-    from pipeplan.dialects.runplan_build import project_provisions, runplan_spec_from_module
+    from pipeplan.dialects.runplan_build import project_provisions
 
     facts = read_model_facts(TINY_RANDOM)
     assert facts.block_count == 1
     module = plan_run(facts, CONFIG, local_pool(2), 1)
-    spec = runplan_spec_from_module(module)
+    spec = read_spec(module)
     assert [(s.layer_start, s.layer_end) for s in spec.stages] == [(0, 1)]
     (prov,) = project_provisions(module)
     assert prov.has_embedding and prov.has_head

@@ -26,7 +26,7 @@ from pipeplan.plan_types import (
     RuntimeConfig,
 )
 
-from tests.unit.runplan_fixtures import llama_facts
+from tests.unit.runplan_fixtures import llama_facts, read_spec
 
 KNOWN_CODES = {"unknown_node", "duplicate_stage", "missing_stage", "invalid_stage_count", "edge_endpoint_mismatch",
                "inconsistent_model_facts", "insufficient_memory", "invalid_object_spec", "invalid_pool",
@@ -47,9 +47,9 @@ def stage_memory(facts: ModelFacts, config: RuntimeConfig, spec, s: int) -> int:
 def check_plan_invariants(module, facts: ModelFacts, config: RuntimeConfig, pool: NodePool, stage_count: int,
                           placement: Sequence[str] | None) -> None:
     """Check every seed-000 invariant on an emitted plan, reading it back from the IR only."""
-    from pipeplan.dialects.runplan_build import project_provisions, runplan_spec_from_module
+    from pipeplan.dialects.runplan_build import project_provisions
 
-    spec = runplan_spec_from_module(module)
+    spec = read_spec(module)
     n = stage_count
     stages = spec.stages
     # Layer assignment (RP-LA-1..5)
@@ -207,7 +207,6 @@ def test_memory_rejection_only_when_nothing_fits(inputs):
 def test_bottleneck_is_optimal(args):
     """The documented objective: with ample memory the emitted partition minimizes the slowest stage's
     (tensor + KV bytes) / bandwidth over all contiguous partitions (brute force), up to float rounding."""
-    from pipeplan.dialects.runplan_build import runplan_spec_from_module
 
     blocks, stages, ffn, bws = args
     facts = llama_facts(blocks, ffn=ffn)
@@ -226,6 +225,6 @@ def test_bottleneck_is_optimal(args):
         return worst
 
     best = min(cost((0, *c, blocks)) for c in itertools.combinations(range(1, blocks), stages - 1))
-    spec = runplan_spec_from_module(plan_run(facts, config, pool, stages))
+    spec = read_spec(plan_run(facts, config, pool, stages))
     got = cost(tuple(s.layer_start for s in spec.stages) + (blocks,))
     assert math.isclose(got, best, rel_tol=1e-9)

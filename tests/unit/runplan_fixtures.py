@@ -1,4 +1,5 @@
-"""Hand-made llama-shaped ModelFacts and RunPlanSpec values for the runplan dialect tests.
+"""Hand-made llama-shaped ModelFacts and RunPlanSpec values for the runplan dialect tests, and
+:func:`read_spec` (what a plan's ops state, as the planner's decision record, for comparisons).
 
 Shapes follow llama.cpp's GGUF tensor names (ggml order, ``ne0`` first); all tensors are F32 so
 ``n_bytes = 4 * prod(shape)``; offsets are consecutive, aligned to 32 bytes like GGUF data.
@@ -101,3 +102,25 @@ def make_spec(facts: ModelFacts, n_stages: int, *, config: RuntimeConfig | None 
 
 
 __all__ = ["llama_facts", "make_spec", "replace"]
+
+
+def read_spec(module) -> RunPlanSpec:
+    """The RunPlanSpec the single ``runplan.plan`` of ``module`` states, read through the ops' accessors
+    (tests only: product code reads the ops). Raises RunPlanRejection when there is not exactly one plan
+    or an edge lacks a spec or names a non-stage endpoint."""
+    from pipeplan.dialects.runplan import rejection_from
+    from pipeplan.dialects.runplan_build import single_plan
+    from xdsl.utils.exceptions import VerifyException
+
+    plan = single_plan(module)
+    try:
+        stages = tuple(StagePlan(op.number(), op.node_id.data, *op.layers()) for op in plan.stage_ops())
+        edges = []
+        for op in plan.edge_ops():
+            edge_id, kind, producer, consumer = op.row()
+            obj, ring = op.specs()
+            edges.append(EdgePlan(edge_id, kind, producer, consumer, obj.spec(), ring.spec()))
+        return RunPlanSpec(plan.sym_name.data, plan.facts(), plan.config.config(), plan.weights.source(), stages,
+                           tuple(edges))
+    except VerifyException as e:
+        raise rejection_from(e, plan.sym_name.data) from None

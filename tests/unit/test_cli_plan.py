@@ -11,14 +11,14 @@ import pytest
 from pipeplan.tools.cli import main as cli_main
 
 from tests.conftest import REPO, STORIES
+from tests.unit.runplan_fixtures import read_spec
 
 
 def _spec(text: str):
     from pipeplan.api import parse_module, register_pipeplan
-    from pipeplan.dialects.runplan_build import runplan_spec_from_module
     from xdsl.context import Context
 
-    return runplan_spec_from_module(parse_module(register_pipeplan(Context()), text))
+    return read_spec(parse_module(register_pipeplan(Context()), text))
 
 
 def _run(capsys, argv):

@@ -359,8 +359,8 @@ def package_files(plan_files):
     """name -> text of the package of ``plan_files`` (compiled once)."""
     from pipeplan.compiler.replay_package import build_package_files, compile_plan
 
-    module, spec = compile_plan(plan_files / "plan.mlir", pool=plan_files / "pool.toml", binder="reference-queue")
-    return build_package_files(module, spec, target="virtual-queue", decode_tokens=2)
+    module, runplan = compile_plan(plan_files / "plan.mlir", pool=plan_files / "pool.toml", binder="reference-queue")
+    return build_package_files(module, runplan, target="virtual-queue", decode_tokens=2)
 
 
 def _write_pkg(files, d: Path) -> Path:

@@ -24,10 +24,10 @@ def _plan(capsys, argv):
 
 def _stage_count(text: str) -> int:
     from pipeplan.api import parse_module, register_pipeplan
-    from pipeplan.dialects.runplan_build import runplan_spec_from_module
+    from pipeplan.dialects.runplan_build import single_plan
     from xdsl.context import Context
 
-    return len(runplan_spec_from_module(parse_module(register_pipeplan(Context()), text)).stages)
+    return len(single_plan(parse_module(register_pipeplan(Context()), text)).stage_ops())
 
 
 def test_picks_the_fewest_stages_that_fit(capsys, tmp_path):

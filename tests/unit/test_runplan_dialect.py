@@ -14,7 +14,6 @@ from pipeplan.dialects.runplan_build import (
     build_runplan_module,
     project_provisions,
     provisions_from_module,
-    runplan_spec_from_module,
     verify_runplan,
 )
 from pipeplan.errors import RunPlanRejection
@@ -25,7 +24,7 @@ from xdsl.dialects.builtin import Builtin, ModuleOp
 from xdsl.parser import Parser
 from xdsl.printer import Printer
 
-from tests.unit.runplan_fixtures import llama_facts, make_spec
+from tests.unit.runplan_fixtures import llama_facts, make_spec, read_spec
 
 CONTRACTS = Path(__file__).resolve().parents[3] / "shared" / "CONTRACTS.md"
 
@@ -67,7 +66,7 @@ def test_spec_round_trip_is_exact(spec3, pool3):
     (tensor index, block_bytes, weights, stages, edges) and the same node pool."""
     m = build_runplan_module(spec3, pool3)
     verify_runplan(m)
-    assert runplan_spec_from_module(m) == spec3
+    assert read_spec(m) == spec3
     plan = next(op for op in m.walk() if isinstance(op, PlanOp))
     assert plan.node_ids() == tuple(pool3)
 
@@ -85,14 +84,14 @@ def test_spec_round_trip_through_text_and_generic_form():
     m = build_runplan_module(spec, nodes(2))
     verify_runplan(m)
     text = printed(m)
-    assert runplan_spec_from_module(parse(text)) == spec
+    assert read_spec(parse(text)) == spec
     import io
 
     buf = io.StringIO()
     Printer(buf, print_generic_format=True).print_op(m)
     assert "<{" in buf.getvalue()
     again = parse(buf.getvalue())
-    assert runplan_spec_from_module(again) == spec
+    assert read_spec(again) == spec
     assert printed(again) == text
 
 
@@ -308,7 +307,7 @@ def test_no_plan_is_malformed():
         verify_runplan(ModuleOp([]))
     assert ei.value.code == "malformed_runplan"
     with pytest.raises(RunPlanRejection):
-        runplan_spec_from_module(ModuleOp([]))
+        read_spec(ModuleOp([]))
     stray = ModuleOp([StageOp.from_plan(StagePlan(0, "n", 0, 1))])
     with pytest.raises(RunPlanRejection, match="must be directly inside a runplan.plan") as ei:
         verify_runplan(stray)
@@ -343,7 +342,7 @@ def test_edge_plan_endpoint_values():
     """RP-EA-2: every edge has exactly one producer and one consumer (ints in the IR; -1 is the
     orchestrator), and they survive the round trip."""
     spec = make_spec(llama_facts(3), 3)
-    back = runplan_spec_from_module(build_runplan_module(spec, nodes(3)))
+    back = read_spec(build_runplan_module(spec, nodes(3)))
     assert [(e.producer, e.consumer) for e in back.edges] == [(-1, 0), (0, 1), (1, 2), (2, -1)]
     assert all(isinstance(e, EdgePlan) for e in back.edges) and all(isinstance(s, StagePlan) for s in back.stages)
 

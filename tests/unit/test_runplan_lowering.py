@@ -98,7 +98,7 @@ def test_the_pass_reads_the_runplan_ir_not_a_spec(facts, monkeypatch):
         raise AssertionError("convert-runplan-to-pplan read a RunPlanSpec")
 
     module = _runplan(facts, 2)
-    monkeypatch.setattr(rp_dialect.PlanOp, "spec", no_spec)
-    monkeypatch.setattr(runplan_build, "runplan_spec_from_module", no_spec)
+    monkeypatch.setattr(rp_dialect.PlanOp, "spec", no_spec, raising=False)
+    monkeypatch.setattr(runplan_build, "runplan_spec_from_module", no_spec, raising=False)
     c2p.ConvertRunplanToPplanPass(prompt_len=4).apply(register_pipeplan(Context()), module)
     assert portable_digest(find_plan(module)) == want
