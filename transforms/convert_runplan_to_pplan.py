@@ -82,7 +82,7 @@ from pipeplan.dialects.runplan import PlanOp as RunplanPlanOp
 from pipeplan.dialects.runplan import StageOp as RunplanStageOp
 from pipeplan.dialects.runplan import TensorOp, rejection_from
 from pipeplan.dialects.runplan_attrs import _int_of
-from pipeplan.dialects.runplan_build import _single_plan, build_plan_op, plan_node_pool
+from pipeplan.dialects.runplan_build import build_plan_op, plan_node_pool, single_plan
 from pipeplan.errors import PipeplanError
 from pipeplan.models.stage_program import (
     ROPE_TABLE,
@@ -684,7 +684,7 @@ class ConvertRunplanToPplanPass(ModulePass):
         if not any(o.name.startswith("runplan.") for o in op.ops):
             raise PassFailedException("convert-runplan-to-pplan: the module holds no runplan.plan")
         try:
-            rp = _single_plan(op)
+            rp = single_plan(op)
         except PipeplanError as e:
             raise PassFailedException(f"convert-runplan-to-pplan: {e.one_line()}") from None
         plan = lower_runplan(rp, prompt_len=self.prompt_len,
