@@ -672,13 +672,14 @@ def build_plan(*, binder: str, target: str, deployment: str, evidence: str, risk
                devices: Sequence[Device] = (), links: Sequence[Link] = (), allocs: Sequence[Alloc] = (),
                commands: Sequence[Command] = (), syncs: Sequence[Sync] = (),
                extension: QueueSchedule | SlotDataflow) -> PlanOp:
-    """Build one ``cplan.plan`` op from a binder's decisions (deterministic: op order is the order of the
-    records; the first six are the plan's properties). Every reference becomes an SSA use: an allocation id the ``!cplan.alloc`` of its (first) ``cplan.alloc``, a
-    command id the ``!cplan.timepoint`` of its (first) ``cplan.command``; a dependency on a later command is
-    a forward use (the verifier reports the cycle it may close).
+    """Build one ``cplan.plan`` op from a binder's decisions, one op per record (deterministic: op order is the
+    records' order); the six strings are the plan's properties. Every reference becomes an SSA use: an
+    allocation id the ``!cplan.alloc`` of its (first) ``cplan.alloc``, a command id the ``!cplan.timepoint`` of
+    its (first) ``cplan.command``; a dependency on a later command is a forward use (the verifier reports the
+    cycle it may close).
 
-    Raises CplanError (invariant_violation) when the plan names an allocation or command it lacks; the
-    result is verified by the caller (``op.verify()``).
+    Raises CplanError (invariant_violation) when a record names an allocation or command the others lack; the
+    result is unattached and verified by the caller (``op.verify()``).
     """
     ops: list[Operation] = []
     for d in devices:
