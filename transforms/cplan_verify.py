@@ -66,6 +66,7 @@ from pipeplan.dialects.cplan_invariants import (  # noqa: F401  (re-exported: th
     execution_graph,
 )
 from pipeplan.dialects.diagnostics import OpPassError
+from pipeplan.dialects.pplan import gc_paused
 from xdsl.context import Context
 from xdsl.dialects.builtin import ModuleOp, StringAttr
 from xdsl.ir import Attribute, Operation
@@ -136,7 +137,8 @@ def commit_gate(plan: PlanOp, problem: Problem) -> list[Violation]:
     from pipeplan.transforms.convert_pplan_to_cplan import bind
 
     try:
-        ref = bind(problem, plan.binder.data).plan
+        with gc_paused():  # thousands of acyclic ops: no cyclic-GC scans while the rebuild is built
+            ref = bind(problem, plan.binder.data).plan
     except CplanError as e:
         return [Violation("AB-R-5", "rebuild_failed", f"the portable source no longer binds: {e.message}")]
     out = []
