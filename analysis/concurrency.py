@@ -458,7 +458,7 @@ def predict_concurrent(source: Any, n_sequences: int, prompt_tokens: int, decode
     ``decode_tokens`` generated tokens each (module docstring).
 
     ``source``: :class:`StageCosts`, an :class:`~pipeplan.analysis.simulate.ExecModel`, a
-    :class:`~pipeplan.dialects.cplan.ConcretePlan`, or a package directory (its ``predicted.timeline.json``:
+    :class:`~pipeplan.dialects.cplan.PlanOp`, or a package directory (its ``predicted.timeline.json``:
     the plan's resolved costs, and the runtime terms of the calibration its manifest names). ``evidence``
     names the evidence the costs came from (default: the package manifest's evidence identity, or the
     costs' own). ``prefill_rows``: rows of a prefill frame (default: the package's prefill step, else 8 as
@@ -611,14 +611,14 @@ def stage_costs(source: Any, *, prefill_rows: int | None = None) -> StageCosts:
     """StageCosts of ``source`` (see :func:`predict_concurrent`). Raises ConcurrencyError(invalid_request)
     for anything else; TimelineError / PackageError for an unreadable package."""
     from pipeplan.analysis.simulate import ExecModel, build_model
-    from pipeplan.dialects.cplan import ConcretePlan
+    from pipeplan.dialects.cplan import PlanOp
 
     if isinstance(source, StageCosts):
         if prefill_rows is not None:
             source = dataclasses.replace(source, prefill_rows=prefill_rows)
         source.check()
         return source
-    if isinstance(source, ConcretePlan):
+    if isinstance(source, PlanOp):
         source = build_model(source)
     if isinstance(source, ExecModel):
         return costs_from_model(source, prefill_rows=prefill_rows or 8)
@@ -636,7 +636,7 @@ def stage_costs(source: Any, *, prefill_rows: int | None = None) -> StageCosts:
         costs = costs_from_bundle(bundle.to_json(), prefill_rows=rows, evidence=ident)
         return with_runtime_terms(costs, ident)
     raise ConcurrencyError(f"cannot take stage costs from {type(source).__name__} {str(source)[:80]!r}: give "
-                           f"StageCosts, an ExecModel, a ConcretePlan or a package directory", code="invalid_request")
+                           f"StageCosts, an ExecModel, a cplan.plan op or a package directory", code="invalid_request")
 
 
 # --------------------------------------------------------------------------- measurements

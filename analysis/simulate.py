@@ -1,9 +1,9 @@
-"""Execution model of a ConcretePlanIR, its timing projection, and a discrete-event simulation.
+"""Execution model of a concrete plan (``cplan.plan``), its timing projection, and a discrete-event simulation.
 
 Seeds/003 "Timing and simulation projection": after the command DAG is verified, timing projection
 computes predicted intervals, contention, critical paths and uncertainty (AB-T-1); simulator lowering
 maps the *same* commands and resources into discrete events (AB-T-2). Both read one
-:class:`ExecModel` built from a :class:`~pipeplan.dialects.cplan.ConcretePlan`, so they cannot
+:class:`ExecModel` built from the ``cplan.plan`` op (an analysis of its ops), so they cannot
 disagree about what runs where.
 
 **Steps and instances.** A plan built from a RunPlan describes one ``prefill`` step and one
@@ -28,7 +28,7 @@ same loop edge between *every* two consecutive instances (found from the edge bu
 first decode instance it coincides with the plan's own dependency.
 
 **Resources.** Each queue (``device:engine``) or slot runs one command at a time, in order. A link
-(``Command.link``) is a shared resource: a transfer holds it for its duration; the projection orders
+(a command's ``link``) is a shared resource: a transfer holds it for its duration; the projection orders
 a link's users by (instance, command position); the simulation grants it first-come-first-served
 (ties: instance, position). Durations are the plan's costs (seconds); a command whose cost is
 ``missing`` takes 0 s and is reported.
@@ -49,7 +49,8 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from pipeplan.dialects.cplan import ConcretePlan, QueueSchedule
+from pipeplan.dialects.cplan import PlanOp
+from pipeplan.dialects.cplan_invariants import PlanIndex
 from pipeplan.errors import PipeplanError
 
 STEP_RE = re.compile(r"^(?P<step>[a-z_]+)\.s(?P<stage>\d+)\.")
@@ -119,60 +120,61 @@ def _edge_of(task: str) -> str:
     return ""
 
 
-def build_model(plan: ConcretePlan, confidences: Mapping[str, float] | None = None) -> ExecModel:
+def build_model(plan: PlanOp, confidences: Mapping[str, float] | None = None) -> ExecModel:
     """The execution model of ``plan``.
 
     Args:
-        plan: a verified concrete plan (queue or slot extension).
+        plan: a verified ``cplan.plan`` op (queue or slot extension).
         confidences: command id -> confidence in [0, 1] (from the CostedTaskView); commands not in
             it get :data:`STATUS_CONFIDENCE` of their status (0.95 for a direct measured cost).
     Raises:
         SimulationError(unknown_step): a command's task id lacks the ``<step>.s<stage>.`` prefix.
     """
     confidences = confidences or {}
-    ext = plan.extension
-    qof: dict[str, tuple[str, str]] = {}
-    queues: list[tuple[str, list[str]]] = []
-    if isinstance(ext, QueueSchedule):
-        for q in ext.queues:
-            key = f"{q.device}:{q.engine}"
-            queues.append((key, list(q.order)))
-            for c in q.order:
-                qof[c] = (key, q.engine)
-    else:
-        for s in ext.slots:
-            queues.append((s.id, list(s.commands)))
-            for c in s.commands:
-                qof[c] = (s.id, s.engine)
+    cx = PlanIndex(plan)
+    qof: dict[int, tuple[str, str]] = {}
+    queues: list[tuple[str, list[int]]] = []
+    for u in cx.units:
+        key = f"{u.device.data}:{u.engine.data}" if cx.is_queue else u.id.data
+        order = cx.members(u)
+        queues.append((key, order))
+        for j in order:
+            if j >= 0:
+                qof.setdefault(j, (key, u.engine.data))
     cmds: list[ModelCommand] = []
-    for i, c in enumerate(plan.commands):
-        ps = parse_step(c.task)
+    for i, c in enumerate(cx.cmds):
+        cid, task, lineage, status = cx.ids[i], c.task.data, c.lineage.data, c.status.data
+        ps = parse_step(task)
         if ps is None:
-            raise SimulationError(f"command '{c.id}' ({c.lineage}): task id '{c.task}' has no '<step>.s<stage>.' "
-                                  f"prefix, so its step is unknown", code="unknown_step", where=c.id)
-        key, eng = qof.get(c.id, (f"{c.device}:{c.engine}", c.engine))
-        if c.id in confidences:
-            conf = float(confidences[c.id])
-        elif c.status == "direct" and c.provider == "measured":
+            raise SimulationError(f"command '{cid}' ({lineage}): task id '{task}' has no '<step>.s<stage>.' "
+                                  f"prefix, so its step is unknown", code="unknown_step", where=cid)
+        dev, engine = c.device.data, c.engine.data
+        key, eng = qof.get(i, (f"{dev}:{engine}", engine))
+        if cid in confidences:
+            conf = float(confidences[cid])
+        elif status == "direct" and c.provider.data == "measured":
             conf = 0.95
         else:
-            conf = STATUS_CONFIDENCE.get(c.status, 0.0)
-        cmds.append(ModelCommand(i, c.id, c.op, ps[0], ps[1], c.device, key, eng, c.link, _edge_of(c.task),
-                                 0.0 if c.duration is None else float(c.duration), min(1.0, max(0.0, conf)),
-                                 c.duration is None, c.lineage))
-    idx = {c.id: c.index for c in cmds}
-    deps = tuple(tuple(dict.fromkeys(idx[d] for d in c.deps if d in idx)) for c in plan.commands)
-    syncs = tuple((idx[s.signal], idx[s.wait]) for s in plan.syncs if s.signal in idx and s.wait in idx)
-    written, read = set(), set()
-    for c in plan.commands:
-        written.update(c.writes)
-        read.update(c.reads)
-    edge_allocs = {a.id for a in plan.allocs if a.lifetime == "edge"}
+            conf = STATUS_CONFIDENCE.get(status, 0.0)
+        duration = None if c.duration is None else c.duration.value.data
+        cmds.append(ModelCommand(i, cid, c.op.data, ps[0], ps[1], dev, key, eng,
+                                 "" if c.link is None else c.link.data, _edge_of(task),
+                                 0.0 if duration is None else float(duration), min(1.0, max(0.0, conf)),
+                                 duration is None, lineage))
+    deps = tuple(tuple(dict.fromkeys(j for j in ds if j >= 0)) for ds in cx.deps)
+    pos = cx.cmd_pos
+    syncs = tuple((pos[s.signal], pos[s.wait]) for s in cx.syncs if s.signal in pos and s.wait in pos)
+    written: set[int] = set()
+    read: set[int] = set()
+    for i in range(len(cx.cmds)):
+        written.update(cx.writes[i])
+        read.update(cx.reads[i])
+    edge_allocs = {k for k, a in enumerate(cx.allocs) if a.lifetime.data == "edge"}
     inputs, outputs = edge_allocs - written, edge_allocs - read
-    sinks = tuple(i for i, c in enumerate(plan.commands) if set(c.reads) & inputs)
-    sources = tuple(i for i, c in enumerate(plan.commands) if set(c.writes) & outputs)
+    sinks = tuple(i for i in range(len(cx.cmds)) if set(cx.reads[i]) & inputs)
+    sources = tuple(i for i in range(len(cx.cmds)) if set(cx.writes[i]) & outputs)
     steps = tuple(dict.fromkeys(c.step for c in cmds))
-    qs = tuple((k, tuple(idx[c] for c in order if c in idx)) for k, order in queues)
+    qs = tuple((k, tuple(j for j in order if j >= 0)) for k, order in queues)
     return ExecModel(tuple(cmds), qs, deps, syncs, steps, sources, sinks)
 
 

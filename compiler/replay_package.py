@@ -51,7 +51,7 @@ from pipeplan.analysis.simulate import build_model, run_schedule, simulate
 from pipeplan.analysis.timeline import TimelineBundle, bundle_from_simulation
 from pipeplan.api import parse_module, register_pipeplan
 from pipeplan.dialects.bindings import TargetBindingOp
-from pipeplan.dialects.cplan import plan_from_ir
+from pipeplan.dialects.cplan import CommandOp, DeviceOp, LinkOp
 from pipeplan.dialects.pplan import PlanOp as PPlanOp
 from pipeplan.dialects.runplan_build import plan_node_pool, single_plan
 from pipeplan.dialects.vmachine import ENGINE_REVISION, KernelOp
@@ -250,7 +250,6 @@ def build_package_files(module, runplan, *, target: str, decode_tokens: int = 16
     from xdsl.dialects.builtin import ModuleOp
 
     plan_op = find_cplan(module)
-    plan = plan_from_ir(plan_op)
     facts, max_seq_len = runplan.facts(), runplan.config.config().max_seq_len
     abi = abi_from_facts(facts, max_seq_len)
     low = lower_module(module, abi)
@@ -258,9 +257,10 @@ def build_package_files(module, runplan, *, target: str, decode_tokens: int = 16
     digests = publication_digests(module, plan_op)
     digests["machine"] = sha256_hex(program_text.encode())
     proj = project_module(module)
-    model = build_model(plan, confidences_from_module(module, plan))
+    model = build_model(plan_op, confidences_from_module(module, plan_op))
     sim = simulate(model, run_schedule(model, prompt_chunks, decode_tokens))
-    cmds = {c.id: c for c in plan.commands}
+    body = list(plan_op.body.block.ops)
+    statuses = {c.id.data: c.status.data for c in body if isinstance(c, CommandOp)}
     bundle = bundle_from_simulation(sim, digests, projection=proj, instructions=low.instruction_of,
                                     meta={"prompt_chunks": prompt_chunks, "decode_tokens": decode_tokens})
     lineage = {"format": LINEAGE_FORMAT, "machine": digests["machine"], "concrete": digests["concrete"],
@@ -281,18 +281,20 @@ def build_package_files(module, runplan, *, target: str, decode_tokens: int = 16
     tb = _target_binding(module)
     manifest = {
         "format": PACKAGE_FORMAT,
-        "target": {"name": target, "plugin_revision": plan.target, "binding": tb},
-        "deployment": {"identity": plan.deployment, "devices": [d.id for d in plan.devices],
-                       "links": [ln.id for ln in plan.links], "stages": stages},
-        "digests": {"portable": plan.source, "concrete": digests["concrete"], "machine": digests["machine"]},
-        "revisions": {"plugin": plan.target, "engine": ENGINE_REVISION, "analysis": ANALYSIS_REVISION,
-                      "binder": plan.binder},
+        "target": {"name": target, "plugin_revision": plan_op.target.data, "binding": tb},
+        "deployment": {"identity": plan_op.deployment.data,
+                       "devices": [d.id.data for d in body if isinstance(d, DeviceOp)],
+                       "links": [ln.id.data for ln in body if isinstance(ln, LinkOp)], "stages": stages},
+        "digests": {"portable": plan_op.source.data, "concrete": digests["concrete"], "machine": digests["machine"]},
+        "revisions": {"plugin": plan_op.target.data, "engine": ENGINE_REVISION, "analysis": ANALYSIS_REVISION,
+                      "binder": plan_op.binder.data},
         "runtime": {"runtime": tb.get("runtime", ""), "abi": tb.get("abi", ""), "library": tb.get("library", ""),
                     "kernels": kernels, "model_abi": {k: (v if not isinstance(v, float) or math.isfinite(v) else str(v))
                                                       for k, v in sorted(abi.items())},
                     "model": facts.name, "max_seq_len": max_seq_len},
-        "evidence": {"fingerprint": digests["evidence"], "policy": digests["policy"], "identity": plan.evidence,
-                     "risk": plan.risk, "statuses": dict(sorted(_count(c.status for c in cmds.values()).items()))},
+        "evidence": {"fingerprint": digests["evidence"], "policy": digests["policy"],
+                     "identity": plan_op.evidence.data, "risk": plan_op.risk.data,
+                     "statuses": dict(sorted(_count(statuses.values()).items()))},
         "lineage": {"file": "lineage.json", "detachable": True},
         **tmachine,
         "files": {name: sha256_hex(text.encode()) for name, text in sorted(files.items())},

@@ -1,4 +1,4 @@
-"""The ``cplan`` dialect: ConcretePlanIR (seeds/003 "Joint scheduling and memory planning").
+"""The ``cplan`` dialect: the concrete plan IR (seeds/003 "Joint scheduling and memory planning").
 
 A ``cplan.plan`` is one authoritative concrete plan bound to a target, a deployment and an evidence
 policy. Its common core holds:
@@ -22,12 +22,11 @@ and exactly one typed target extension, as the last op of the plan body:
 
 The op verifiers check what one op (or one extension) can check alone; ``cplan.plan``'s verifier then
 checks the seven whole-plan construction invariants (AB-S-1..7,
-:mod:`pipeplan.dialects.cplan_invariants`) on parse and reports the first violation at the op it
-concerns (``[AB-S-n] <invariant> (<code>): ...``). The ``cplan-verify`` pass
+:mod:`pipeplan.dialects.cplan_invariants`, reading the ops) on parse and reports the first violation at
+the op it concerns (``[AB-S-n] <invariant> (<code>): ...``). The ``cplan-verify`` pass
 (:mod:`pipeplan.transforms.cplan_verify`) lists every violation and adds the commit gate, which needs
-the portable source. :class:`ConcretePlan` is the plain value form of a plan;
-:func:`plan_to_ir` and :func:`plan_from_ir` convert both ways without loss, so that the commit gate
-can compare a rebuilt plan with the IR it gates.
+the portable source. The op is the plan: binders write their decisions with :func:`build_plan` (from the
+small decision records of :mod:`pipeplan.dialects.cplan_types`), and every reader reads the ops.
 
 Every reference to an allocation or a command is an SSA use, so references are closed by construction;
 a dependency on a later command (a forward use) is how a cycle can be written, and the verifier finds it.
@@ -40,10 +39,11 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from functools import lru_cache
+from typing import TypeVar
 
 from pipeplan.dialects.carriers import PropsInAttrDict, build_op, i64_attr, string
-from pipeplan.dialects.cplan_invariants import check_ir_invariants
-from pipeplan.dialects.cplan_types import (  # noqa: F401  (re-exported: the dialect's value types)
+from pipeplan.dialects.cplan_invariants import core_violations
+from pipeplan.dialects.cplan_types import (  # noqa: F401  (re-exported: the dialect's vocabularies and records)
     BINDERS,
     COST_STATUSES,
     LIFETIMES,
@@ -51,7 +51,6 @@ from pipeplan.dialects.cplan_types import (  # noqa: F401  (re-exported: the dia
     RISK_POLICIES,
     Alloc,
     Command,
-    ConcretePlan,
     CplanError,
     Device,
     Fire,
@@ -63,7 +62,7 @@ from pipeplan.dialects.cplan_types import (  # noqa: F401  (re-exported: the dia
     Sync,
     risk_allows,
 )
-from pipeplan.dialects.diagnostics import IRVerifyError, PipeplanOp, verify_cached
+from pipeplan.dialects.diagnostics import IRVerifyError, PipeplanOp
 from xdsl.dialects.builtin import (
     ArrayAttr,
     DenseArrayBase,
@@ -99,6 +98,8 @@ from xdsl.irdl import (
 )
 from xdsl.traits import HasParent, NoTerminator
 from xdsl.utils.exceptions import VerifyException
+
+_OpT = TypeVar("_OpT", bound=Operation)
 
 
 # --------------------------------------------------------------------------- attribute helpers
@@ -163,6 +164,22 @@ class PlanOp(PipeplanOp):
     traits = traits_def(NoTerminator())
     assembly_format = "attr-dict-with-keyword $body"
 
+    def ops_of(self, cls: type[_OpT]) -> list[_OpT]:
+        """The ops of class ``cls`` in the plan body, in order (nested extension ops: pass QueueOp, SlotOp or
+        FireOp)."""
+        out: list[_OpT] = []
+        for o in _ops(self.body):
+            if isinstance(o, cls):
+                out.append(o)
+            elif isinstance(o, QueueScheduleOp | SlotDataflowOp) and cls in (QueueOp, SlotOp, FireOp):
+                out += [x for x in _ops(o.body) if isinstance(x, cls)]
+        return out
+
+    @property
+    def extension(self) -> QueueScheduleOp | SlotDataflowOp | None:
+        """The plan's target extension op (None when it has none)."""
+        return next((o for o in _ops(self.body) if isinstance(o, QueueScheduleOp | SlotDataflowOp)), None)
+
     def verify_(self) -> None:
         if self.binder.data not in BINDERS:
             raise VerifyException(f"unknown binder '{self.binder.data}', expected one of {', '.join(BINDERS)}")
@@ -179,9 +196,7 @@ class PlanOp(PipeplanOp):
         for o in ops:
             if not isinstance(o, DeviceOp | LinkOp | AllocOp | CommandOp | SyncOp | QueueScheduleOp | SlotDataflowOp):
                 raise IRVerifyError(f"unexpected op '{o.name}' in a cplan.plan body", op=o)
-        value = _read_plan(self)
-        self.__dict__["_pp_value"] = value  # what plan_from_ir returns while the plan stays unchanged
-        violations = check_ir_invariants(value)
+        violations = core_violations(self)  # kept on the op for cplan-verify while the plan stays unchanged
         if violations:
             v = violations[0]
             raise IRVerifyError(v.diagnostic_text(), op=subject_op(self, v.subject))
@@ -352,6 +367,16 @@ class CommandOp(PipeplanOp):
         n_in, n_out, _ = seg.get_values()
         ops = self.operands
         return ops[:n_in], ops[n_in:n_in + n_out], ops[n_in + n_out:]
+
+    def set_operands(self, inputs: Sequence[SSAValue] | None = None, outputs: Sequence[SSAValue] | None = None,
+                     after: Sequence[SSAValue] | None = None) -> None:
+        """Replace the read allocations, written allocations or awaited timepoints (the groups given; None
+        keeps a group), updating ``operandSegmentSizes``."""
+        ins, outs, aft = self.groups()
+        ins, outs, aft = (list(ins if inputs is None else inputs), list(outs if outputs is None else outputs),
+                          list(aft if after is None else after))
+        self.operands = [*ins, *outs, *aft]
+        self.properties["operandSegmentSizes"] = _segments(len(ins), len(outs), len(aft))
 
     @property
     def reads(self) -> ArrayAttr:
@@ -584,7 +609,7 @@ def subject_op(plan: PlanOp, subject: tuple[str, int | str]) -> Operation:
     return pool[key] if isinstance(key, int) and 0 <= key < len(pool) else plan
 
 
-# --------------------------------------------------------------------------- value <-> IR
+# --------------------------------------------------------------------------- building ops from decisions
 _ALLOC_T = AllocType()
 _TIMEPOINT_T = TimepointType()
 _F64: dict[str, FloatAttr] = {}
@@ -643,29 +668,33 @@ def _unknown(what: str, name: str, where: str) -> CplanError:
                       invariant="AB-S-4" if what == "allocation" else "AB-S-1")
 
 
-def plan_to_ir(plan: ConcretePlan) -> PlanOp:
-    """Build the ``cplan.plan`` op of ``plan`` (deterministic: op order is the plan's tuple order). Every
-    reference becomes an SSA use: an allocation id the ``!cplan.alloc`` of its (first) ``cplan.alloc``, a
-    command id the ``!cplan.timepoint`` of its (first) ``cplan.command``; a dependency on a later command is
-    a forward use (the verifier reports the cycle it may close).
+def build_plan(*, binder: str, target: str, deployment: str, evidence: str, risk: str, source: str,
+               devices: Sequence[Device] = (), links: Sequence[Link] = (), allocs: Sequence[Alloc] = (),
+               commands: Sequence[Command] = (), syncs: Sequence[Sync] = (),
+               extension: QueueSchedule | SlotDataflow) -> PlanOp:
+    """Build one ``cplan.plan`` op from a binder's decisions, one op per record (deterministic: op order is the
+    records' order); the six strings are the plan's properties. Every reference becomes an SSA use: an
+    allocation id the ``!cplan.alloc`` of its (first) ``cplan.alloc``, a command id the ``!cplan.timepoint`` of
+    its (first) ``cplan.command``; a dependency on a later command is a forward use (the verifier reports the
+    cycle it may close).
 
-    Raises CplanError (invariant_violation) when the plan names an allocation or command it lacks; the
-    result is verified by the caller (``op.verify()``).
+    Raises CplanError (invariant_violation) when a record names an allocation or command the others lack; the
+    result is unattached and verified by the caller (``op.verify()``).
     """
     ops: list[Operation] = []
-    for d in plan.devices:
+    for d in devices:
         ops.append(build_op(DeviceOp, {"id": string(d.id), "capacity": _intdict(d.capacities), "engines": _intdict(d.engines)}))
-    for ln in plan.links:
+    for ln in links:
         ops.append(build_op(LinkOp, {"id": string(ln.id), "src": string(ln.src), "dst": string(ln.dst), "capacity": i64_attr(ln.capacity)}))
-    allocs: dict[str, SSAValue] = {}
-    for a in plan.allocs:
+    values: dict[str, SSAValue] = {}
+    for a in allocs:
         aop = alloc_op(a)
-        allocs.setdefault(a.id, aop.result)
+        values.setdefault(a.id, aop.result)
         ops.append(aop)
-    known = {c.id for c in plan.commands}
-    for c in plan.commands:
+    known = {c.id for c in commands}
+    for c in commands:
         for r in (*c.reads, *c.writes):
-            if r not in allocs:
+            if r not in values:
                 raise _unknown("allocation", r, f"command '{c.id}'")
         for d in c.deps:
             if d not in known:
@@ -673,17 +702,17 @@ def plan_to_ir(plan: ConcretePlan) -> PlanOp:
     tps: dict[str, SSAValue] = {}
     cmd_ops: list[CommandOp] = []
     forward: list[int] = []
-    for c in plan.commands:
+    for c in commands:
         if all(d in tps for d in c.deps):
-            cop = command_op(c, allocs, [tps[d] for d in c.deps])
+            cop = command_op(c, values, [tps[d] for d in c.deps])
         else:  # a forward dependency: rebuilt below, once every timepoint exists
-            cop = command_op(c, allocs, [])
+            cop = command_op(c, values, [])
             forward.append(len(cmd_ops))
         tps.setdefault(c.id, cop.done)
         cmd_ops.append(cop)
     for i in forward:
-        c, old = plan.commands[i], cmd_ops[i]
-        cmd_ops[i] = new = command_op(c, allocs, [tps[d] for d in c.deps])
+        c, old = commands[i], cmd_ops[i]
+        cmd_ops[i] = new = command_op(c, values, [tps[d] for d in c.deps])
         old.done.replace_all_uses_with(new.done)
         if tps.get(c.id) is old.done:
             tps[c.id] = new.done
@@ -694,9 +723,9 @@ def plan_to_ir(plan: ConcretePlan) -> PlanOp:
             raise _unknown("command", name, where)
         return tps[name]
 
-    for s in plan.syncs:
+    for s in syncs:
         ops.append(SyncOp.create(operands=[tp(s.signal, "a sync"), tp(s.wait, "a sync")]))
-    ext = plan.extension
+    ext = extension
     inner: list[Operation]
     if isinstance(ext, QueueSchedule):
         inner = [QueueOp.create(operands=[tp(c, f"queue {q.device}/{q.engine}") for c in q.order],
@@ -710,60 +739,6 @@ def plan_to_ir(plan: ConcretePlan) -> PlanOp:
                                 properties={"slot": string(f.slot)}) for f in ext.fires]
         ops.append(build_op(SlotDataflowOp, {}, inner))
     return PlanOp.create(properties={
-        "binder": string(plan.binder), "target": string(plan.target), "deployment": string(plan.deployment),
-        "evidence": string(plan.evidence), "risk": string(plan.risk), "source": string(plan.source)},
+        "binder": string(binder), "target": string(target), "deployment": string(deployment),
+        "evidence": string(evidence), "risk": string(risk), "source": string(source)},
         regions=[Region(Block(ops))])
-
-
-def plan_from_ir(op: PlanOp) -> ConcretePlan:
-    """Read the value form back out of a verified ``cplan.plan`` op (inverse of :func:`plan_to_ir`): each
-    operand becomes the id of the op that defines it. A plan that verified and has not changed since
-    (:func:`~pipeplan.dialects.diagnostics.verify_cached` finds nothing to re-run, or re-runs the plan's
-    verifier, which reads it) returns the value its verifier read (a frozen value: the same object)."""
-    if "_pp_verified" in op.__dict__:
-        try:
-            verify_cached(op)
-        except VerifyException:
-            pass
-        else:
-            value = op.__dict__.get("_pp_value")
-            if isinstance(value, ConcretePlan):
-                return value
-    return _read_plan(op)
-
-
-def _read_plan(op: PlanOp) -> ConcretePlan:
-    """:func:`plan_from_ir` without the cache."""
-    devices, links, allocs, commands, syncs = [], [], [], [], []
-    ext: QueueSchedule | SlotDataflow | None = None
-    for o in _ops(op.body):
-        if isinstance(o, CommandOp):
-            ins, outs, after = o.groups()
-            commands.append(Command(
-                o.id.data, o.task.data, o.op.data, o.impl.data, o.device.data, o.engine.data,
-                tuple(command_name(v) for v in after), tuple(alloc_name(v) for v in ins),
-                tuple(alloc_name(v) for v in outs), o.lineage.data, o.provider.data, o.status.data,
-                None if o.duration is None else o.duration.value.data, "" if o.link is None else o.link.data))
-        elif isinstance(o, AllocOp):
-            allocs.append(Alloc(o.id.data, o.source.data, o.device.data, o.space.data, o.offset.value.data,
-                                o.size.value.data, o.alignment.value.data, o.lifetime.data))
-        elif isinstance(o, SyncOp):
-            syncs.append(Sync(command_name(o.signal), command_name(o.wait)))
-        elif isinstance(o, DeviceOp):
-            devices.append(Device(o.id.data, _rintdict(o.capacity), _rintdict(o.engines)))
-        elif isinstance(o, LinkOp):
-            links.append(Link(o.id.data, o.src.data, o.dst.data, o.capacity.value.data))
-        elif isinstance(o, QueueScheduleOp):
-            ext = QueueSchedule(tuple(Queue(q.device.data, q.engine.data, tuple(command_name(v) for v in q.commands))
-                                      for q in _ops(o.body) if isinstance(q, QueueOp)))
-        elif isinstance(o, SlotDataflowOp):
-            inner = list(_ops(o.body))
-            ext = SlotDataflow(
-                tuple(Slot(s.id.data, s.device.data, s.engine.data, tuple(command_name(v) for v in s.members))
-                      for s in inner if isinstance(s, SlotOp)),
-                tuple(Fire(command_name(f.cmd), f.slot.data, tuple(command_name(v) for v in f.after))
-                      for f in inner if isinstance(f, FireOp)))
-    if ext is None:
-        raise CplanError("cplan.plan has no target extension", code="invariant_violation")
-    return ConcretePlan(op.binder.data, op.target.data, op.deployment.data, op.evidence.data, op.risk.data,
-                        op.source.data, tuple(devices), tuple(links), tuple(allocs), tuple(commands), tuple(syncs), ext)

@@ -1,6 +1,7 @@
-"""Value types of ConcretePlanIR (the ``cplan`` dialect, :mod:`pipeplan.dialects.cplan`): the plain form
-of one ``cplan.plan`` that binders build and verifiers check, and the dialect's vocabularies
-(lifetimes, cost statuses, risk policies, binders)."""
+"""Vocabularies of the concrete plan IR (the ``cplan`` dialect, :mod:`pipeplan.dialects.cplan`): lifetimes, cost
+statuses, risk policies, binders; and the decision records a binder hands to
+:func:`~pipeplan.dialects.cplan.build_plan` (one record per op it builds). The ``cplan.plan`` op is the
+plan: nothing reads these records back out of IR."""
 
 from __future__ import annotations
 
@@ -47,7 +48,7 @@ class CplanError(PipeplanError):
         self.invariant = invariant
 
 
-# --------------------------------------------------------------------------- value types
+# --------------------------------------------------------------------------- decision records (build_plan's input)
 @dataclass(frozen=True)
 class Device:
     """A deployment device: ``capacities`` maps memory space -> bytes, ``engines`` engine -> slots."""
@@ -151,21 +152,3 @@ class SlotDataflow:
 
     slots: tuple[Slot, ...]
     fires: tuple[Fire, ...]
-
-
-@dataclass(frozen=True)
-class ConcretePlan:
-    """The value form of one ``cplan.plan`` (see the module docstring)."""
-
-    binder: str
-    target: str
-    deployment: str
-    evidence: str
-    risk: str
-    source: str
-    devices: tuple[Device, ...]
-    links: tuple[Link, ...]
-    allocs: tuple[Alloc, ...]
-    commands: tuple[Command, ...]
-    syncs: tuple[Sync, ...]
-    extension: QueueSchedule | SlotDataflow

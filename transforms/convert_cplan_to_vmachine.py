@@ -1,4 +1,4 @@
-"""``convert-cplan-to-vmachine``: lower a verified ConcretePlanIR to the virtual target's MachineIR.
+"""``convert-cplan-to-vmachine``: lower a verified concrete plan (``cplan.plan``) to the virtual target's MachineIR.
 
 Seeds/003 "Machine lowering and artifact emission" (AB-M-1, AB-M-4, AB-D-1). One instruction per
 concrete command, placed in the queue the plan put the command on, in the plan's queue order

@@ -1,11 +1,11 @@
-"""``convert-pplan-to-cplan``: bind a costed PortablePlanIR into one ConcretePlanIR envelope.
+"""``convert-pplan-to-cplan``: bind a costed PortablePlanIR into one concrete plan (``cplan.plan``) envelope.
 
 Seeds/003 "Joint scheduling and memory planning" and "Implemented reference-binder passes".
 The pass is a thin adapter: :func:`problem_from_module` reads the ``pplan.plan``, its selected
 ``pplan.candidates``, the ``pplan.costed_view`` and the three bindings into a
 :class:`~pipeplan.analysis.schedule.Problem`; :func:`bind` (the pure normalizer, also used by the
-commit gate ``cplan-verify``) turns it into a :class:`~pipeplan.dialects.cplan.ConcretePlan`;
-:func:`~pipeplan.dialects.cplan.plan_to_ir` prints it as one ``cplan.plan`` op.
+commit gate ``cplan-verify``) writes its decisions as one ``cplan.plan`` op
+(:func:`~pipeplan.dialects.cplan.build_plan`).
 
 Binders (option ``binder``):
 
@@ -58,7 +58,6 @@ from pipeplan.dialects.bindings import DeploymentBinding, EvidencePolicy, Target
 from pipeplan.dialects.cplan import (
     Alloc,
     Command,
-    ConcretePlan,
     CplanError,
     Device,
     Fire,
@@ -68,8 +67,9 @@ from pipeplan.dialects.cplan import (
     Slot,
     SlotDataflow,
     Sync,
-    plan_to_ir,
+    build_plan,
 )
+from pipeplan.dialects.cplan import PlanOp as CPlanOp
 from pipeplan.dialects.pplan import (
     MEMSPACES,
     BufferInfo,
@@ -108,10 +108,10 @@ def alloc_id(buffer_id: str) -> str:
 
 @dataclass(frozen=True)
 class BindResult:
-    """A bound plan plus the memory figures per (device, space) and the schedule it came from
-    (``schedule`` is None for the reference binders)."""
+    """A bound plan (the ``cplan.plan`` op, unattached and not yet verified) plus the memory figures per
+    (device, space) and the schedule it came from (``schedule`` is None for the reference binders)."""
 
-    plan: ConcretePlan
+    plan: CPlanOp
     reports: tuple[SpaceReport, ...]
     schedule: Schedule | None
 
@@ -258,9 +258,10 @@ def _allocs(p: Problem, offsets: list[int] | tuple[int, ...]) -> tuple[Alloc, ..
                  for i, b in enumerate(p.buffers))
 
 
-def _plan(p: Problem, binder: str, allocs, commands, syncs, ext) -> ConcretePlan:
-    return ConcretePlan(binder, p.target, p.deployment, p.evidence, p.risk, p.source, p.devices, p.links,
-                        allocs, commands, syncs, ext)
+def _plan(p: Problem, binder: str, allocs, commands, syncs, ext) -> CPlanOp:
+    return build_plan(binder=binder, target=p.target, deployment=p.deployment, evidence=p.evidence, risk=p.risk,
+                      source=p.source, devices=p.devices, links=p.links, allocs=allocs, commands=commands,
+                      syncs=syncs, extension=ext)
 
 
 def _by_engine(p: Problem, order: list[int]) -> list[tuple[tuple[str, str], list[int]]]:
@@ -349,7 +350,7 @@ def bind_list_schedule(p: Problem) -> BindResult:
 
 
 def bind(p: Problem, binder: str) -> BindResult:
-    """The pure normalizer: the same Problem and binder always give an equal ConcretePlan.
+    """The pure normalizer: the same Problem and binder always give the same ``cplan.plan`` (op for op).
 
     Raises CplanError(unsupported_binder) for an unknown binder name, and whatever the binder raises.
     """
@@ -598,7 +599,7 @@ class ConvertPplanToCplanPass(ModulePass):
             result = bind(problem, self.binder)
         except CplanError as e:
             raise PassFailedException(e.one_line()) from None
-        new = plan_to_ir(result.plan)
+        new = result.plan
         if not self.keep_source:
             for o in list(op.ops):
                 if o.name.startswith("pplan."):

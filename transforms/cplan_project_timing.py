@@ -1,4 +1,4 @@
-"""``cplan-project-timing``: annotate a ConcretePlanIR with its timing projection.
+"""``cplan-project-timing``: annotate a concrete plan (``cplan.plan``) with its timing projection.
 
 Seeds/003 "Timing and simulation projection" (AB-T-1, AB-T-3): predicted start/end of every command
 from the plan's costs (the CostedTaskView it was bound with), contention on shared queues and links,
@@ -30,7 +30,7 @@ import hashlib
 from dataclasses import dataclass
 
 from pipeplan.analysis.simulate import Projection, build_model, project
-from pipeplan.dialects.cplan import CommandOp, ConcretePlan, PlanOp, plan_from_ir
+from pipeplan.dialects.cplan import CommandOp, PlanOp
 from pipeplan.dialects.pplan import CostedViewOp, fingerprint
 from pipeplan.dialects.pplan import PlanOp as PortablePlanOp
 from pipeplan.errors import PipeplanError
@@ -68,7 +68,7 @@ def concrete_digest(plan: PlanOp) -> str:
     return "sha256:" + fingerprint(plan)
 
 
-def confidences_from_module(module: ModuleOp, plan: ConcretePlan) -> dict[str, float]:
+def confidences_from_module(module: ModuleOp, plan: PlanOp) -> dict[str, float]:
     """Command id -> confidence of its cost in the module's ``pplan.costed_view`` (empty when the
     portable source was not kept). Matches by task and selected implementation."""
     conf: dict[tuple[str, str], float] = {}
@@ -79,7 +79,13 @@ def confidences_from_module(module: ModuleOp, plan: ConcretePlan) -> dict[str, f
                     impl = {c.rule: c.impl for c in t.candidates}
                     for cost in t.costs:
                         conf.setdefault((t.task_id, impl.get(cost.rule, "")), cost.confidence)
-    return {c.id: conf[(c.task, c.implementation)] for c in plan.commands if (c.task, c.implementation) in conf}
+    out: dict[str, float] = {}
+    for c in plan.body.block.ops:
+        if isinstance(c, CommandOp):
+            key = (c.task.data, c.impl.data)
+            if key in conf:
+                out[c.id.data] = conf[key]
+    return out
 
 
 def publication_digests(module: ModuleOp, plan_op: PlanOp) -> dict[str, str]:
@@ -142,8 +148,7 @@ def project_module(module: ModuleOp) -> Projection:
     Raises PipeplanError (no_concrete_plan) or SimulationError (unknown_step, deadlock).
     """
     plan_op = find_cplan(module)
-    plan = plan_from_ir(plan_op)
-    model = build_model(plan, confidences_from_module(module, plan))
+    model = build_model(plan_op, confidences_from_module(module, plan_op))
     proj = project(model, tuple(s for s in ("prefill", "decode") if s in model.steps) or model.steps[:1])
     annotate(plan_op, proj)
     return proj

@@ -25,7 +25,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from pipeplan.analysis.simulate import Simulation, build_model, run_schedule, simulate
-from pipeplan.dialects.cplan import PlanOp, plan_from_ir
+from pipeplan.dialects.cplan import PlanOp
 from pipeplan.errors import PipeplanError
 from pipeplan.transforms.cplan_project_timing import confidences_from_module, find_cplan
 from xdsl.context import Context
@@ -77,8 +77,7 @@ def simulate_module(module: ModuleOp, prompt_chunks: int = 1, decode_tokens: int
         raise PipeplanError(f"prompt_chunks and decode_tokens must be >= 0, got {prompt_chunks} and {decode_tokens}",
                             code="bad_schedule")
     plan_op = find_cplan(module)
-    plan = plan_from_ir(plan_op)
-    model = build_model(plan, confidences_from_module(module, plan))
+    model = build_model(plan_op, confidences_from_module(module, plan_op))
     sim = simulate(model, run_schedule(model, prompt_chunks, decode_tokens))
     annotate_simulation(plan_op, sim)
     return sim

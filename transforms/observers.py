@@ -48,8 +48,8 @@ from typing import Any, ClassVar
 from pipeplan.dialects import cplan, pplan, vmachine
 from pipeplan.dialects import triton_machine as tmachine
 from pipeplan.dialects.bindings import TargetBindingOp
-from pipeplan.dialects.cplan_invariants import check_invariants
-from pipeplan.dialects.cplan_types import PERSISTENT_LIFETIMES, QueueSchedule
+from pipeplan.dialects.cplan_invariants import PlanIndex, check_invariants
+from pipeplan.dialects.cplan_types import PERSISTENT_LIFETIMES
 from pipeplan.dialects.graph import ancestor_sets, stable_topo_order
 from xdsl.dialects.builtin import ArrayAttr, DictionaryAttr, FloatAttr, IntegerAttr, ModuleOp, StringAttr
 from xdsl.ir import Operation
@@ -323,12 +323,11 @@ class ResourceConflicts(Observer):
         figures: dict[str, Any] = {"allocations": 0, "arenas": 0, "queues": 0, "alloc_conflicts": 0,
                                    "queue_conflicts": 0}
         for op in _top(module, cplan.PlanOp):
-            plan = cplan.plan_from_ir(op)
-            figures["allocations"] += len(plan.allocs)
-            figures["arenas"] += len({(a.device, a.space) for a in plan.allocs})
-            ext = plan.extension
-            figures["queues"] += len(ext.queues) if isinstance(ext, QueueSchedule) else len(ext.slots)
-            for v in check_invariants(plan):
+            cx = PlanIndex(op)
+            figures["allocations"] += len(cx.allocs)
+            figures["arenas"] += len({(a.device.data, a.space.data) for a in cx.allocs})
+            figures["queues"] += len(cx.units)
+            for v in check_invariants(op):
                 if v.invariant == "AB-S-5":
                     figures["alloc_conflicts"] += 1
                 elif v.code in _QUEUE_CODES:

@@ -3,7 +3,6 @@ artifact emission", "Timing and simulation projection", "Checkpoints and diagnos
 
 from __future__ import annotations
 
-import dataclasses
 import json
 from pathlib import Path
 
@@ -17,7 +16,8 @@ from pipeplan.compiler.replay_package import (
     sha256_hex,
     verify_package,
 )
-from pipeplan.dialects.cplan import plan_from_ir, plan_to_ir
+from pipeplan.dialects.cplan import AllocOp, CommandOp, SyncOp, command_name
+from pipeplan.dialects.cplan import QueueOp as CQueueOp
 from pipeplan.dialects.vmachine import (
     MachineVerifyError,
     QueueOp,
@@ -160,8 +160,8 @@ def test_emission_adds_no_scheduling_decision(compiled):
     """AB-M-4: per stage and step, each queue's instruction order is the concrete queue order restricted to
     that step, and the signal/wait pairs are exactly the concrete syncs within a step."""
     module, runplan = compiled
-    plan = plan_from_ir(find_cplan(module))
-    low = lower_plan(find_cplan(module), abi_from_facts(runplan.facts(), runplan.config.config().max_seq_len))
+    plan = find_cplan(module)
+    low = lower_plan(plan, abi_from_facts(runplan.facts(), runplan.config.config().max_seq_len))
     got: dict[tuple[str, str, str], list[str]] = {}
     pairs = set()
     cmd_count = 0
@@ -180,26 +180,26 @@ def test_emission_adds_no_scheduling_decision(compiled):
                         continue
                     cmd_count += 1
                     got.setdefault((st.device.data, q.engine.data, step.name_.data), []).append(instruction_cmd(o))
-    assert cmd_count == len(plan.commands)
-    for q in plan.extension.queues:
+    assert cmd_count == len(plan.ops_of(CommandOp))
+    for q in plan.ops_of(CQueueOp):
         for step in ("prefill", "decode"):
-            want = [c for c in q.order if c.startswith(f"cmd.{step}.")]
-            assert got.get((q.device, q.engine, step), []) == want
-    same = {(s.signal, s.wait) for s in plan.syncs if s.signal.split(".")[1] == s.wait.split(".")[1]}
-    assert pairs == same and low.cross_step_syncs == len(plan.syncs) - len(same)
+            want = [c.data for c in q.order if c.data.startswith(f"cmd.{step}.")]
+            assert got.get((q.device.data, q.engine.data, step), []) == want
+    syncs = [(command_name(s.signal), command_name(s.wait)) for s in plan.ops_of(SyncOp)]
+    same = {(g, w) for g, w in syncs if g.split(".")[1] == w.split(".")[1]}
+    assert pairs == same and low.cross_step_syncs == len(syncs) - len(same)
 
 
 def test_machine_verification_carries_lineage(compiled):
     """AB-D-1: a failing machine verification names the whole path model op -> portable task -> candidate ->
     concrete command -> machine instruction."""
     module, runplan = compiled
-    plan = plan_from_ir(find_cplan(module))
-    i = next(k for k, c in enumerate(plan.commands) if c.id == "cmd.decode.s1.b2.matmul.attn_q")
-    c = plan.commands[i]
-    bad = dataclasses.replace(c, reads=("alloc.decode.s1.blk.2.ffn_in",) + c.reads[1:])
-    broken = dataclasses.replace(plan, commands=plan.commands[:i] + (bad,) + plan.commands[i + 1:])
+    broken = find_cplan(module).clone()
+    c = next(c for c in broken.ops_of(CommandOp) if c.id.data == "cmd.decode.s1.b2.matmul.attn_q")
+    ffn_in = next(a for a in broken.ops_of(AllocOp) if a.id.data == "alloc.decode.s1.blk.2.ffn_in")
+    c.set_operands(inputs=[ffn_in.result, *c.groups()[0][1:]])
     with pytest.raises(MachineVerifyError) as ei:
-        lower_plan(plan_to_ir(broken), abi_from_facts(runplan.facts(), runplan.config.config().max_seq_len))
+        lower_plan(broken, abi_from_facts(runplan.facts(), runplan.config.config().max_seq_len))
     msg = ei.value.one_line()
     assert ei.value.code == "machine_verify"
     for part in ("model op blk.2.attn_q", "stage 1 block 2 (decode)", "task @decode.s1.b2.matmul.attn_q",

@@ -123,14 +123,14 @@ def _plans(mod):
 def test_lowering_one_launch_per_command_in_queue_order(cuda_plans):
     """AB-M-1 / AB-M-4: every concrete command becomes exactly one tmachine instruction naming it, streams are
     the plan's queues and instruction order is the queue order (no scheduling decision added)."""
-    from pipeplan.dialects.cplan import QueueOp, plan_from_ir
+    from pipeplan.dialects.cplan import CommandOp, QueueOp
     from pipeplan.dialects.triton_machine import LaunchOp, StreamOp
     from pipeplan.transforms.convert_cplan_to_triton import lower_plan
 
     plan, pplan = _plans(_parse(cuda_plans["reference-queue"]))
     queues = [(q.device.data, q.engine.data, [s.data for s in q.order.data]) for q in plan.walk()
               if isinstance(q, QueueOp)]
-    n_cmds = len(plan_from_ir(plan).commands)
+    n_cmds = len(plan.ops_of(CommandOp))
     prog = lower_plan(plan, pplan)
     prog.verify()
     streams = [(s.device.data, s.engine.data, [i.cmd.data for i in s.body.blocks[0].ops]) for s in prog.walk()

@@ -1,12 +1,11 @@
 """The IR is the model (issue 13 item 4): convert-cplan-to-vmachine and convert-cplan-to-triton read the cplan
 ops and take kernel attributes from the ABI's hyper-parameters (``kernel_attrs``), never from a rebuilt runtime
-stage program or the ``ConcretePlan`` value; yet every kernel instruction is the call of the runtime program
+stage program or a value copy of the plan; yet every kernel instruction is the call of the runtime program
 with the same kernel, buffers, attributes and block (1:1, per stage step). The checks the lowering keeps fail
 with typed errors naming the command and its lineage (AB-D-1)."""
 
 from __future__ import annotations
 
-import dataclasses
 import json
 from pathlib import Path
 
@@ -14,7 +13,8 @@ import pytest
 from pipeplan.api import register_pipeplan, run_pipeline
 from pipeplan.dialects import cplan
 from pipeplan.dialects import vmachine as vm
-from pipeplan.dialects.cplan import plan_from_ir, plan_to_ir
+from pipeplan.dialects.carriers import string
+from pipeplan.dialects.cplan import AllocOp, CommandOp, PlanOp, QueueOp
 from pipeplan.dialects.pplan import PlanOp as PPlanOp
 from pipeplan.frontend.gguf_facts import read_model_facts
 from pipeplan.frontend.planner import plan_run
@@ -71,16 +71,16 @@ def cplans(tmp_path_factory, models) -> dict[str, ModuleOp]:
 
 def _forbid_program_rebuild(monkeypatch) -> None:
     def boom(*a, **k):
-        raise AssertionError("a lowering rebuilt the runtime stage program or the ConcretePlan value")
+        raise AssertionError("a lowering rebuilt the runtime stage program or the plan (from records or a copy)")
 
     monkeypatch.setattr(stage_program, "build_stage_program", boom)
     monkeypatch.setattr(Arch, "build", boom)
-    monkeypatch.setattr(cplan, "plan_from_ir", boom)
-    monkeypatch.setattr(cplan_project_timing, "plan_from_ir", boom)
+    monkeypatch.setattr(cplan, "build_plan", boom)
+    monkeypatch.setattr(cplan_project_timing, "build_model", boom)
 
 
 def test_vmachine_lowering_is_the_runtime_program_without_building_it(cplans, models, monkeypatch):
-    """AB-M-1 / issue 13.4: with build_stage_program, Arch.build and plan_from_ir raising, the pass lowers each
+    """AB-M-1 / issue 13.4: with build_stage_program, Arch.build and build_plan raising, the pass lowers each
     plan; afterwards (unpatched) every stage step's kernel instructions are exactly the runtime program's calls
     for the stage's layer range (same kernel, input/output buffer names, attrs, block), one instruction each --
     per layer on gemma3 (sliding-window attention and the local rope table on layers 0-4, global on 5)."""
@@ -136,16 +136,37 @@ def test_triton_lowering_takes_attrs_from_the_abi(tmp_path, stories_path, monkey
 
 
 def _lower_broken(mod: ModuleOp, abi, change) -> Exception:
-    plan = plan_from_ir(find_cplan(mod))
+    """Lower a copy of the module's plan after ``change`` edited it in place; the error it fails with."""
+    plan = find_cplan(mod).clone()
+    change(plan)
     with pytest.raises((vm.MachineVerifyError, UnsupportedPlanError)) as ei:
-        lower_plan(plan_to_ir(change(plan)), abi)
+        lower_plan(plan, abi)
     return ei.value
 
 
-def _with(plan, cid: str, **kw):
-    i = next(k for k, c in enumerate(plan.commands) if c.id == cid)
-    return dataclasses.replace(plan, commands=plan.commands[:i] + (dataclasses.replace(plan.commands[i], **kw),)
-                               + plan.commands[i + 1:])
+def _cmd(plan: PlanOp, cid: str) -> CommandOp:
+    return next(c for c in plan.ops_of(CommandOp) if c.id.data == cid)
+
+
+def _with(plan: PlanOp, cid: str, reads: tuple[str, ...] | None = None, **props: str) -> None:
+    """Set string properties of command ``cid`` and (``reads``: alloc ids) its read allocations."""
+    c = _cmd(plan, cid)
+    for k, v in props.items():
+        c.properties[k] = string(v)
+    if reads is not None:
+        allocs = {a.id.data: a.result for a in plan.ops_of(AllocOp)}
+        c.set_operands(inputs=[allocs[r] for r in reads])
+
+
+def _twice(plan: PlanOp, cid: str) -> None:
+    """Append a copy of command ``cid`` (id ``<cid>.again``) after the last command, queued right after it."""
+    c = _cmd(plan, cid)
+    again = c.clone()
+    again.properties["id"] = string(cid + ".again")
+    plan.body.block.insert_op_after(again, plan.ops_of(CommandOp)[-1])
+    for q in plan.ops_of(QueueOp):
+        if c.done in q.operands:
+            q.operands = [x for v in q.operands for x in ((v, again.done) if v is c.done else (v,))]
 
 
 def test_lowering_checks_are_typed_errors_with_lineage(cplans, models):
@@ -155,27 +176,26 @@ def test_lowering_checks_are_typed_errors_with_lineage(cplans, models):
     unsupported_plan) naming the command (or the stage)."""
     mod = cplans["stories2"]
     abi = abi_from_facts(read_model_facts(models["stories"]), MAX_SEQ)
-    plan = plan_from_ir(find_cplan(mod))
-    silu = next(c for c in plan.commands if c.op == "silu_mul" and ".s1." in c.id)
-    norm = next(c for c in plan.commands if c.op == "rms_norm" and ".s1." in c.id)
+    plan = find_cplan(mod)
+    cmds = plan.ops_of(CommandOp)
+    silu = next(c for c in cmds if c.op.data == "silu_mul" and ".s1." in c.id.data)
+    norm = next(c for c in cmds if c.op.data == "rms_norm" and ".s1." in c.id.data)
+    silu_id, silu_lineage, norm_id = silu.id.data, silu.lineage.data, norm.id.data
+    silu_reads, norm_reads = [r.data for r in silu.reads], [r.data for r in norm.reads]
     cases = [
-        (lambda p: _with(p, silu.id, op="foo"), vm.MachineVerifyError, "op 'foo' has no virtual-target instruction"),
-        (lambda p: _with(p, silu.id, reads=silu.reads[:1]), vm.MachineVerifyError, "needs 2 reads and 1 writes"),
-        (lambda p: _with(p, silu.id, op="gelu_mul"), vm.MachineVerifyError, "not a call the model ABI can serve"),
-        (lambda p: _with(p, silu.id, device="elsewhere"), UnsupportedPlanError, "has commands on devices"),
+        (lambda p: _with(p, silu_id, op="foo"), vm.MachineVerifyError, "op 'foo' has no virtual-target instruction"),
+        (lambda p: _with(p, silu_id, reads=tuple(silu_reads[:1])), vm.MachineVerifyError, "needs 2 reads and 1 writes"),
+        (lambda p: _with(p, silu_id, op="gelu_mul"), vm.MachineVerifyError, "not a call the model ABI can serve"),
+        (lambda p: _with(p, silu_id, device="elsewhere"), UnsupportedPlanError, "has commands on devices"),
     ]
     for change, kind, msg in cases:
         err = _lower_broken(mod, abi, change)
         assert isinstance(err, kind) and msg in err.one_line(), (msg, err.one_line())
-        assert silu.id in err.one_line() and silu.lineage in err.one_line()
-    twice = dataclasses.replace(norm, id=norm.id + ".again")
-    queues = tuple(dataclasses.replace(q, order=tuple(x for c in q.order for x in ((c, twice.id) if c == norm.id else (c,))))
-                   for q in plan.extension.queues)
-    err = _lower_broken(mod, abi, lambda p: dataclasses.replace(
-        p, commands=p.commands + (twice,), extension=dataclasses.replace(p.extension, queues=queues)))
-    assert isinstance(err, vm.MachineVerifyError) and f"is already lowered by '{norm.id}'" in err.one_line()
-    s0_blk0 = next(a.id for a in plan.allocs if a.source == "s0.w.blk.0.attn_norm.weight")
-    err = _lower_broken(mod, abi, lambda p: _with(p, norm.id, reads=(norm.reads[0], s0_blk0)))
+        assert silu_id in err.one_line() and silu_lineage in err.one_line()
+    err = _lower_broken(mod, abi, lambda p: _twice(p, norm_id))
+    assert isinstance(err, vm.MachineVerifyError) and f"is already lowered by '{norm_id}'" in err.one_line()
+    s0_blk0 = next(a.id.data for a in plan.ops_of(AllocOp) if a.source.data == "s0.w.blk.0.attn_norm.weight")
+    err = _lower_broken(mod, abi, lambda p: _with(p, norm_id, reads=(norm_reads[0], s0_blk0)))
     assert isinstance(err, UnsupportedPlanError) and err.code == "unsupported_plan"
     assert "stage 1 uses blocks [0, " in err.one_line() and "not a contiguous range" in err.one_line()
 
@@ -198,13 +218,16 @@ def test_buffer_outside_the_plan_is_a_typed_error(cplans, models):
 
 
 def test_lowerings_do_not_import_the_program_builder():
-    """Issue 13.4: neither lowering module (nor their shared one) imports or names build_stage_program,
-    plan_from_ir or ConcretePlan (names in code, not prose)."""
+    """Issue 13.4: neither lowering module (nor their shared one) imports or names build_stage_program, the
+    removed plan value model and its reader (:data:`REMOVED`), the plan builder or its records (names in code,
+    not prose)."""
     import ast
+
+    from tests.unit.test_no_value_model import REMOVED
 
     for f in ("convert_cplan_to_vmachine.py", "convert_cplan_to_triton.py", "machine_lowering.py"):
         tree = ast.parse((REPO / "transforms" / f).read_text())
         used = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)}
         used |= {n.attr for n in ast.walk(tree) if isinstance(n, ast.Attribute)}
         used |= {a.name for n in ast.walk(tree) if isinstance(n, ast.ImportFrom | ast.Import) for a in n.names}
-        assert not used & {"build_stage_program", "plan_from_ir", "ConcretePlan", "Command"}, f
+        assert not used & {"build_stage_program", *REMOVED, "Command", "build_plan"}, f

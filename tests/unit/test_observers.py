@@ -231,13 +231,11 @@ def test_cplan_simulate_writes_the_simulated_run_back(stages, simulated):
     chunks, 3 decode tokens): the makespan, node and event counts and the last instance end of
     :func:`~pipeplan.analysis.simulate.simulate` on the same plan; the concrete digest is unchanged."""
     from pipeplan.analysis.simulate import build_model, run_schedule, simulate
-    from pipeplan.dialects.cplan import plan_from_ir
     from pipeplan.transforms.cplan_project_timing import concrete_digest, confidences_from_module
 
     plan = _ops(simulated, cplan.PlanOp)[0]
     ann = plan.attributes["simulation"].data
-    value = plan_from_ir(plan)
-    model = build_model(value, confidences_from_module(simulated, value))
+    model = build_model(plan, confidences_from_module(simulated, plan))
     sim = simulate(model, run_schedule(model, 2, 3))
     assert [x.data for x in ann["schedule"].data] == ["prefill"] * 2 + ["decode"] * 3 == list(sim.schedule)
     assert ann["makespan"].value.data == sim.makespan > 0

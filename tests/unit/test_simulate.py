@@ -6,7 +6,18 @@ import dataclasses
 
 import pytest
 from pipeplan.analysis.simulate import SimulationError, build_model, project, run_schedule, simulate
-from pipeplan.dialects.cplan import Alloc, Command, ConcretePlan, Device, Link, Queue, QueueSchedule, Sync
+from pipeplan.dialects.cplan import (
+    Alloc,
+    Command,
+    CommandOp,
+    Device,
+    Link,
+    PlanOp,
+    Queue,
+    QueueSchedule,
+    Sync,
+    build_plan,
+)
 
 
 def _cmd(cid, op, dev, eng, deps, reads, writes, dur, link="", status="direct"):
@@ -14,7 +25,17 @@ def _cmd(cid, op, dev, eng, deps, reads, writes, dur, link="", status="direct"):
                    f"model op {cid}", "roofline", status, dur, link)
 
 
-def _plan() -> ConcretePlan:
+def _parts() -> dict:
+    """build_plan's records of :func:`_plan`."""
+    return _PARTS
+
+
+def _plan(**changed) -> PlanOp:
+    """:func:`_records` with ``changed`` records, as a ``cplan.plan`` op."""
+    return build_plan(**{**_parts(), **changed})
+
+
+def _records() -> dict:
     """Two stages on two devices: recv(in) -> k0 -> send(e1, link) -> recv(e1) -> k1 -> send(out); plus k0b
     on device 0's compute queue after k0 (a second kernel competing for the queue)."""
     allocs = tuple(Alloc(f"alloc.{n}", n, d, "device", 0, 64, 64, life) for n, d, life in [
@@ -41,8 +62,12 @@ def _plan() -> ConcretePlan:
              Sync("cmd.decode.s1.k1", "cmd.decode.s1.send.e2"))
     devs = (Device("d0", (("device", 1 << 20),), (("copy", 1), ("compute", 1))),
             Device("d1", (("device", 1 << 20),), (("copy", 1), ("compute", 1))))
-    return ConcretePlan("list-schedule", "t", "dep", "roofline@r1", "strict", "sha256:0", devs, (Link("l01", "d0", "d1", 64),),
-                        allocs, cmds, syncs, q)
+    return dict(binder="list-schedule", target="t", deployment="dep", evidence="roofline@r1", risk="strict",
+                source="sha256:0", devices=devs, links=(Link("l01", "d0", "d1", 64),), allocs=allocs, commands=cmds,
+                syncs=syncs, extension=q)
+
+
+_PARTS = _records()
 
 
 def test_projection_intervals_contention_critical_path():
@@ -87,10 +112,9 @@ def test_decode_repeats_with_token_loop_and_pipeline_overlap():
 
 def test_link_is_a_shared_resource():
     """AB-T-1, AB-T-2: contention on links: two sends on one link in one instance serialize (FIFO)."""
-    p = _plan()
-    cmds = list(p.commands)
+    cmds = list(_parts()["commands"])
     cmds[6] = dataclasses.replace(cmds[6], link="l01")
-    sim = simulate(build_model(dataclasses.replace(p, commands=tuple(cmds))), ("decode", "decode"))
+    sim = simulate(build_model(_plan(commands=tuple(cmds))), ("decode", "decode"))
     uses = sorted((iv.start, iv.end) for iv in sim.intervals if sim.model.commands[iv.node.cmd].link)
     assert all(a[1] <= b[0] for a, b in zip(uses, uses[1:]))
 
@@ -98,21 +122,21 @@ def test_link_is_a_shared_resource():
 def test_deadlock_and_unknown_step_are_typed_errors():
     """A queue order contradicting a dependency deadlocks (SimulationError deadlock, naming commands); a task
     id without a step is unknown_step."""
-    p = _plan()
-    q = p.extension.queues
+    q = _parts()["extension"].queues
     bad = QueueSchedule((Queue("d0", "copy", ("cmd.decode.s0.send.e1", "cmd.decode.s0.recv.e0")),) + q[1:])
     with pytest.raises(SimulationError) as ei:
-        simulate(build_model(dataclasses.replace(p, extension=bad)), ("decode",))
+        simulate(build_model(_plan(extension=bad)), ("decode",))
     assert ei.value.code == "deadlock" and "cmd.decode.s0" in ei.value.message
     with pytest.raises(SimulationError) as ei:
-        project(build_model(dataclasses.replace(p, extension=bad)), ("decode",))
+        project(build_model(_plan(extension=bad)), ("decode",))
     assert ei.value.code == "deadlock"
-    cmds = (dataclasses.replace(p.commands[0], task="recv0"),) + p.commands[1:]
+    cmds = _parts()["commands"]
+    cmds = (dataclasses.replace(cmds[0], task="recv0"),) + cmds[1:]
     with pytest.raises(SimulationError) as ei:
-        build_model(dataclasses.replace(p, commands=cmds))
+        build_model(_plan(commands=cmds))
     assert ei.value.code == "unknown_step"
     with pytest.raises(SimulationError) as ei:
-        simulate(build_model(p), ("prefill",))
+        simulate(build_model(_plan()), ("prefill",))
     assert ei.value.code == "bad_schedule"
 
 
@@ -134,8 +158,9 @@ def test_loop_edges_agree_with_the_plans_token_loop_dependency(stories_path):
     run_pipeline(register_pipeplan(Context()), mod, "convert-runplan-to-pplan{prompt_len=4},pplan-legalize{target=virtual-queue},"
                  "pplan-select-implementations,pplan-resolve-costs{evidence=roofline}")
     plan = bind(problem_from_module(mod), "list-schedule").plan
-    step = {c.id: c.task.split(".")[0] for c in plan.commands}
-    cross = [(c.id, d) for c in plan.commands for d in c.deps if step[d] != step[c.id]]
+    cmds = plan.ops_of(CommandOp)
+    step = {c.id.data: c.task.data.split(".")[0] for c in cmds}
+    cross = [(c.id.data, d.data) for c in cmds for d in c.deps if step[d.data] != step[c.id.data]]
     assert ("cmd.decode.s0.recv.e0", "cmd.prefill.s1.send.e2") in cross
     assert all(step[c] == "decode" and step[d] == "prefill" for c, d in cross)
     model = build_model(plan)
