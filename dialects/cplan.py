@@ -63,6 +63,7 @@ from pipeplan.dialects.cplan_types import (  # noqa: F401  (re-exported: the dia
     risk_allows,
 )
 from pipeplan.dialects.diagnostics import IRVerifyError, PipeplanOp
+from pipeplan.dialects.lifetimes import Lifetime, enum_interner
 from xdsl.dialects.builtin import (
     ArrayAttr,
     DenseArrayBase,
@@ -73,6 +74,7 @@ from xdsl.dialects.builtin import (
     f64,
     i32,
 )
+from xdsl.dialects.utils.enum_attribute import EnumAttribute
 from xdsl.ir import (
     Attribute,
     Block,
@@ -80,6 +82,7 @@ from xdsl.ir import (
     Operation,
     ParametrizedAttribute,
     Region,
+    SpacedOpaqueSyntaxAttribute,
     SSAValue,
     TypeAttribute,
 )
@@ -140,8 +143,8 @@ class PlanOp(PipeplanOp):
     cplan.plan attributes {binder = "reference-queue", target = "virtual-queue@1",
         deployment = "dep", evidence = "roofline@1", risk = "strict", source = "sha256:00"} {
       cplan.device {id = "d0", capacity = {hbm = 1024 : i64}, engines = {compute = 1 : i64}}
-      %0 = cplan.alloc "b0" {source = "b0", device = "d0", space = "hbm", offset = 0 : i64,
-                             size = 64 : i64, alignment = 64 : i64, lifetime = "transient"}
+      %0 = cplan.alloc "b0" transient {source = "b0", device = "d0", space = "hbm", offset = 0 : i64,
+                             size = 64 : i64, alignment = 64 : i64}
       %1 = cplan.command "c0" () -> (%0) {task = "t0", op = "rms_norm", impl = "vq.rms_norm", device = "d0",
                      engine = "compute", lineage = "s0/blk0/attn_norm", provider = "roofline", status = "direct",
                      duration = 1.0e-06 : f64}
@@ -279,17 +282,29 @@ def _names(vs: Sequence[SSAValue], name: Callable[[SSAValue], str]) -> ArrayAttr
     return ArrayAttr([StringAttr(name(v)) for v in vs])
 
 
+@irdl_attr_definition
+class LifetimeAttr(EnumAttribute[Lifetime], SpacedOpaqueSyntaxAttribute):
+    """``#cplan<lifetime transient>``: a ``cplan.alloc``'s lifetime class (printed bare after its id)."""
+
+    name = "cplan.lifetime"
+
+
+lifetime_attr = enum_interner(LifetimeAttr)
+"""lifetime name -> the (interned) :class:`LifetimeAttr`; ValueError for a name that is not a
+:class:`~pipeplan.dialects.lifetimes.Lifetime`."""
+
+
 @irdl_op_definition
 class AllocOp(PipeplanOp):
     """A buffer allocation of ``size`` bytes at byte ``offset`` of ``space`` on ``device``; yields the
     ``!cplan.alloc`` value commands read and write.
 
-    ``id`` names it (lineage, vmachine buffers); ``offset`` must be a multiple of ``alignment`` (a power of
-    two); ``lifetime`` is one of LIFETIMES; ``source`` names the portable buffer it allocates.
+    ``id`` names it (lineage, vmachine buffers); ``lifetime`` (:class:`LifetimeAttr`) follows it; ``offset``
+    must be a multiple of ``alignment`` (a power of two); ``source`` names the portable buffer it allocates.
 
     ```mlir
-    %b0 = cplan.alloc "b0" {source = "b0", device = "d0", space = "hbm", offset = 128 : i64,
-                            size = 100 : i64, alignment = 64 : i64, lifetime = "transient"}
+    %b0 = cplan.alloc "b0" transient {source = "b0", device = "d0", space = "hbm", offset = 128 : i64,
+                                      size = 100 : i64, alignment = 64 : i64}
     ```
     """
 
@@ -302,10 +317,10 @@ class AllocOp(PipeplanOp):
     offset = prop_def(IntegerAttr)
     size = prop_def(IntegerAttr)
     alignment = prop_def(IntegerAttr)
-    lifetime = prop_def(StringAttr)
+    lifetime = prop_def(LifetimeAttr)
     result = result_def(AllocType)
     traits = traits_def(HasParent(PlanOp))
-    assembly_format = "$id attr-dict"
+    assembly_format = "$id $lifetime attr-dict"
 
     def verify_(self) -> None:
         name = self.id.data
@@ -316,8 +331,6 @@ class AllocOp(PipeplanOp):
             raise VerifyException(f"alloc '{name}': offset and size must be non-negative")
         if off % al:
             raise VerifyException(f"alloc '{name}': offset {off} is not a multiple of alignment {al}")
-        if self.lifetime.data not in LIFETIMES:
-            raise VerifyException(f"alloc '{name}': unknown lifetime '{self.lifetime.data}'")
 
 
 @irdl_op_definition
@@ -582,7 +595,7 @@ class FireOp(PipeplanOp):
 Cplan = Dialect(
     "cplan",
     [PlanOp, DeviceOp, LinkOp, AllocOp, CommandOp, SyncOp, QueueScheduleOp, QueueOp, SlotDataflowOp, SlotOp, FireOp],
-    [AllocType, TimepointType],
+    [AllocType, TimepointType, LifetimeAttr],
 )
 
 
@@ -643,7 +656,7 @@ def alloc_op(a: Alloc) -> AllocOp:
     return _new(AllocOp, (), (_ALLOC_T,), {  # type: ignore[return-value]
         "id": string(a.id), "source": string(a.source), "device": string(a.device), "space": string(a.space),
         "offset": i64_attr(a.offset), "size": i64_attr(a.size), "alignment": i64_attr(a.alignment),
-        "lifetime": string(a.lifetime)})
+        "lifetime": lifetime_attr(a.lifetime)})
 
 
 def command_op(c: Command, allocs: Mapping[str, SSAValue], after: Sequence[SSAValue] = ()) -> CommandOp:

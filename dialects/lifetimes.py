@@ -4,7 +4,13 @@ persistent (live for the whole plan), ``transient`` ones for part of a step."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+from xdsl.dialects.utils.enum_attribute import EnumAttribute
 from xdsl.utils.str_enum import StrEnum
+
+E = TypeVar("E", bound=EnumAttribute[Any])
 
 
 class Lifetime(StrEnum):
@@ -16,4 +22,20 @@ class Lifetime(StrEnum):
     EDGE = "edge"
 
 
-__all__ = ["Lifetime"]
+def enum_interner(cls: type[E]) -> Callable[[str], E]:
+    """``name -> cls(enum_type(name))``, one instance per value (xDSL attributes are immutable) for an
+    ``EnumAttribute`` class ``cls``. The function raises ValueError for a name outside ``cls.enum_type``."""
+    enum_type = cls.enum_type
+    cache: dict[Any, E] = {}
+
+    def make(name: str) -> E:
+        key = enum_type(name)
+        got = cache.get(key)
+        if got is None:
+            got = cache[key] = cls(key)
+        return got
+
+    return make
+
+
+__all__ = ["Lifetime", "enum_interner"]

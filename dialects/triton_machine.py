@@ -48,7 +48,7 @@ from typing import ClassVar
 from pipeplan.dialects.carriers import PropsInAttrDict
 from pipeplan.dialects.diagnostics import IRVerifyError, PipeplanOp
 from pipeplan.dialects.graph import cycle_members, stable_topo_order
-from pipeplan.dialects.lifetimes import Lifetime
+from pipeplan.dialects.lifetimes import Lifetime, enum_interner
 from xdsl.dialects.builtin import (
     DenseArrayBase,
     DictionaryAttr,
@@ -183,17 +183,9 @@ class LifetimeAttr(EnumAttribute[Lifetime], SpacedOpaqueSyntaxAttribute):
     name = "tmachine.lifetime"
 
 
-_LIFETIME_ATTRS: dict[Lifetime, LifetimeAttr] = {}
-
-
-def lifetime_attr(name: str) -> LifetimeAttr:
-    """The (interned) :class:`LifetimeAttr` of lifetime ``name``. Raises ValueError for a name that is not a
-    :class:`~pipeplan.dialects.lifetimes.Lifetime`."""
-    key = Lifetime(name)
-    got = _LIFETIME_ATTRS.get(key)
-    if got is None:
-        got = _LIFETIME_ATTRS[key] = LifetimeAttr(key)
-    return got
+lifetime_attr = enum_interner(LifetimeAttr)
+"""lifetime name -> the (interned) :class:`LifetimeAttr`; ValueError for a name that is not a
+:class:`~pipeplan.dialects.lifetimes.Lifetime`."""
 
 
 @irdl_op_definition

@@ -54,7 +54,7 @@ from pipeplan.dialects.carriers import (
     strings,
 )
 from pipeplan.dialects.diagnostics import IRVerifyError, PipeplanOp
-from pipeplan.dialects.lifetimes import Lifetime
+from pipeplan.dialects.lifetimes import Lifetime, enum_interner
 from pipeplan.errors import PipeplanError
 from xdsl.dialects.builtin import ArrayAttr, DictionaryAttr, FloatAttr, IntegerAttr, StringAttr, UnitAttr, f64
 from xdsl.dialects.utils.enum_attribute import EnumAttribute
@@ -329,17 +329,9 @@ class LifetimeAttr(EnumAttribute[Lifetime], SpacedOpaqueSyntaxAttribute):
     name = "vmachine.lifetime"
 
 
-_LIFETIME_ATTRS: dict[Lifetime, LifetimeAttr] = {}
-
-
-def lifetime_attr(name: str) -> LifetimeAttr:
-    """The (interned) :class:`LifetimeAttr` of lifetime ``name``. Raises ValueError for a name that is not a
-    :class:`~pipeplan.dialects.lifetimes.Lifetime`."""
-    key = Lifetime(name)
-    got = _LIFETIME_ATTRS.get(key)
-    if got is None:
-        got = _LIFETIME_ATTRS[key] = LifetimeAttr(key)
-    return got
+lifetime_attr = enum_interner(LifetimeAttr)
+"""lifetime name -> the (interned) :class:`LifetimeAttr`; ValueError for a name that is not a
+:class:`~pipeplan.dialects.lifetimes.Lifetime`."""
 
 
 @irdl_op_definition

@@ -122,17 +122,17 @@ def test_cplan_cycle_points_at_command(three_stage):
 def test_cplan_overlap_points_at_alloc(three_stage):
     """AB-S-5: moving a live transient allocation onto another's bytes is rejected on parse, at that allocation."""
     text = three_stage["cplan"]
-    allocs = re.findall(r'cplan\.alloc "([^"]+)" \{source = "[^"]*", device = "n0", space = "device", '
-                        r'offset = (\d+) : i64, size = (\d+) : i64, alignment = (\d+) : i64, lifetime = "transient"\}',
+    allocs = re.findall(r'cplan\.alloc "([^"]+)" transient \{source = "[^"]*", device = "n0", space = "device", '
+                        r'offset = (\d+) : i64, size = (\d+) : i64, alignment = (\d+) : i64\}',
                         text)
     a, b = allocs[0], allocs[1]
-    old = f'cplan.alloc "{b[0]}" {{'
+    old = f'cplan.alloc "{b[0]}" transient {{'
     line = next(ln for ln in text.split("\n") if old in ln)
     bad = text.replace(line, line.replace(f"offset = {b[1]} : i64", f"offset = {a[1]} : i64"))
     e = _rejects(bad)
     assert e.invariant == "AB-S-5" and "unsafe_reuse" in e.message
     assert isinstance(e.op, cplan.AllocOp)
-    _check_short(e, bad, _line_col(bad, f'cplan.alloc "{e.op.id.data}" {{'))
+    _check_short(e, bad, _line_col(bad, f'cplan.alloc "{e.op.id.data}" {e.op.lifetime.data} {{'))
 
 
 def test_vmachine_unknown_buffer_points_at_instruction(three_stage):
@@ -180,7 +180,7 @@ def test_tmachine_launch_points_at_launch(change, needle):
 
 _SMALL_CPLAN = """cplan.plan attributes {binder = "reference-queue", target = "vq@1", deployment = "dep", evidence = "e", risk = "strict", source = "s"} {
   cplan.device {id = "d0", capacity = {device = 100 : i64}, engines = {compute = 1 : i64}}
-  %a = cplan.alloc "alloc.a" {source = "a", device = "d0", space = "device", offset = 0 : i64, size = 64 : i64, alignment = 64 : i64, lifetime = "transient"}
+  %a = cplan.alloc "alloc.a" transient {source = "a", device = "d0", space = "device", offset = 0 : i64, size = 64 : i64, alignment = 64 : i64}
   %t0 = cplan.command "cmd.t0" () -> (%a) {task = "t0", op = "add", impl = "generic", device = "d0", engine = "compute", lineage = "l0", provider = "roofline", status = "direct", duration = 1.0e-06 : f64}
   cplan.queue_schedule {
     cplan.queue "d0" "compute" [%t0]

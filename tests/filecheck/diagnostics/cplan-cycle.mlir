@@ -2,8 +2,8 @@
 // AB-S-1: a cplan dependency cycle is rejected on parse (no pass), at the first command on the cycle, with that op's line and no module dump.
 cplan.plan attributes {binder = "reference-queue", target = "vq@1", deployment = "dep", evidence = "roofline@r1", risk = "strict", source = "s"} {
   cplan.device {id = "d0", capacity = {device = 4096 : i64}, engines = {compute = 1 : i64}}
-  %w = cplan.alloc "alloc.w" {source = "w", device = "d0", space = "device", offset = 0 : i64, size = 128 : i64, alignment = 64 : i64, lifetime = "weight"}
-  %a = cplan.alloc "alloc.a" {source = "a", device = "d0", space = "device", offset = 128 : i64, size = 64 : i64, alignment = 64 : i64, lifetime = "transient"}
+  %w = cplan.alloc "alloc.w" weight {source = "w", device = "d0", space = "device", offset = 0 : i64, size = 128 : i64, alignment = 64 : i64}
+  %a = cplan.alloc "alloc.a" transient {source = "a", device = "d0", space = "device", offset = 128 : i64, size = 64 : i64, alignment = 64 : i64}
   %t0 = cplan.command "cmd.t0" (%w) -> (%a) after(%t1) {task = "t0", op = "rms_norm", impl = "vq.rms_norm", device = "d0", engine = "compute", lineage = "stage 0 block 0 attn_norm", provider = "roofline", status = "direct", duration = 1.0e-06 : f64}
   %t1 = cplan.command "cmd.t1" (%a) -> (%a) after(%t0) {task = "t1", op = "matmul", impl = "vq.matmul", device = "d0", engine = "compute", lineage = "stage 0 block 0 attn_q", provider = "roofline", status = "direct", duration = 1.0e-06 : f64}
   cplan.queue_schedule {

@@ -7,9 +7,9 @@
 // the sound plan passes
 cplan.plan attributes {binder = "reference-queue", target = "vq@1", deployment = "dep", evidence = "roofline@r1", risk = "strict", source = "s"} {
   cplan.device {id = "d0", capacity = {device = 4096 : i64}, engines = {compute = 1 : i64, copy = 1 : i64}}
-  %w = cplan.alloc "alloc.w" {source = "w", device = "d0", space = "device", offset = 0 : i64, size = 128 : i64, alignment = 64 : i64, lifetime = "weight"}
-  %a = cplan.alloc "alloc.a" {source = "a", device = "d0", space = "device", offset = 128 : i64, size = 64 : i64, alignment = 64 : i64, lifetime = "transient"}
-  %b = cplan.alloc "alloc.b" {source = "b", device = "d0", space = "device", offset = 192 : i64, size = 64 : i64, alignment = 64 : i64, lifetime = "transient"}
+  %w = cplan.alloc "alloc.w" weight {source = "w", device = "d0", space = "device", offset = 0 : i64, size = 128 : i64, alignment = 64 : i64}
+  %a = cplan.alloc "alloc.a" transient {source = "a", device = "d0", space = "device", offset = 128 : i64, size = 64 : i64, alignment = 64 : i64}
+  %b = cplan.alloc "alloc.b" transient {source = "b", device = "d0", space = "device", offset = 192 : i64, size = 64 : i64, alignment = 64 : i64}
   %t0 = cplan.command "cmd.t0" (%w) -> (%a) {task = "t0", op = "rms_norm", impl = "vq.rms_norm", device = "d0", engine = "compute", lineage = "stage 0 block 0 attn_norm", provider = "roofline", status = "direct", duration = 1.0e-06 : f64}
   %t1 = cplan.command "cmd.t1" (%a) -> (%b) after(%t0) {task = "t1", op = "matmul", impl = "vq.matmul", device = "d0", engine = "copy", lineage = "stage 0 block 0 attn_q", provider = "roofline", status = "direct", duration = 1.0e-06 : f64}
   cplan.sync %t0 -> %t1
@@ -28,9 +28,9 @@ cplan.plan attributes {binder = "reference-queue", target = "vq@1", deployment =
 // AB-S-1: a dependency cycle (t0 waits on t1's timepoint, a forward use; an unknown command cannot be named)
 cplan.plan attributes {binder = "reference-queue", target = "vq@1", deployment = "dep", evidence = "roofline@r1", risk = "strict", source = "s"} {
   cplan.device {id = "d0", capacity = {device = 4096 : i64}, engines = {compute = 1 : i64, copy = 1 : i64}}
-  %w = cplan.alloc "alloc.w" {source = "w", device = "d0", space = "device", offset = 0 : i64, size = 128 : i64, alignment = 64 : i64, lifetime = "weight"}
-  %a = cplan.alloc "alloc.a" {source = "a", device = "d0", space = "device", offset = 128 : i64, size = 64 : i64, alignment = 64 : i64, lifetime = "transient"}
-  %b = cplan.alloc "alloc.b" {source = "b", device = "d0", space = "device", offset = 192 : i64, size = 64 : i64, alignment = 64 : i64, lifetime = "transient"}
+  %w = cplan.alloc "alloc.w" weight {source = "w", device = "d0", space = "device", offset = 0 : i64, size = 128 : i64, alignment = 64 : i64}
+  %a = cplan.alloc "alloc.a" transient {source = "a", device = "d0", space = "device", offset = 128 : i64, size = 64 : i64, alignment = 64 : i64}
+  %b = cplan.alloc "alloc.b" transient {source = "b", device = "d0", space = "device", offset = 192 : i64, size = 64 : i64, alignment = 64 : i64}
   %t0 = cplan.command "cmd.t0" (%w) -> (%a) after(%t1) {task = "t0", op = "rms_norm", impl = "vq.rms_norm", device = "d0", engine = "compute", lineage = "stage 0 block 0 attn_norm", provider = "roofline", status = "direct", duration = 1.0e-06 : f64}
   %t1 = cplan.command "cmd.t1" (%a) -> (%b) after(%t0) {task = "t1", op = "matmul", impl = "vq.matmul", device = "d0", engine = "copy", lineage = "stage 0 block 0 attn_q", provider = "roofline", status = "direct", duration = 1.0e-06 : f64}
   cplan.sync %t0 -> %t1
@@ -47,9 +47,9 @@ cplan.plan attributes {binder = "reference-queue", target = "vq@1", deployment =
 // AB-S-2: the wait of the cross-queue dependency t0 -> t1 is dropped
 cplan.plan attributes {binder = "reference-queue", target = "vq@1", deployment = "dep", evidence = "roofline@r1", risk = "strict", source = "s"} {
   cplan.device {id = "d0", capacity = {device = 4096 : i64}, engines = {compute = 1 : i64, copy = 1 : i64}}
-  %w = cplan.alloc "alloc.w" {source = "w", device = "d0", space = "device", offset = 0 : i64, size = 128 : i64, alignment = 64 : i64, lifetime = "weight"}
-  %a = cplan.alloc "alloc.a" {source = "a", device = "d0", space = "device", offset = 128 : i64, size = 64 : i64, alignment = 64 : i64, lifetime = "transient"}
-  %b = cplan.alloc "alloc.b" {source = "b", device = "d0", space = "device", offset = 192 : i64, size = 64 : i64, alignment = 64 : i64, lifetime = "transient"}
+  %w = cplan.alloc "alloc.w" weight {source = "w", device = "d0", space = "device", offset = 0 : i64, size = 128 : i64, alignment = 64 : i64}
+  %a = cplan.alloc "alloc.a" transient {source = "a", device = "d0", space = "device", offset = 128 : i64, size = 64 : i64, alignment = 64 : i64}
+  %b = cplan.alloc "alloc.b" transient {source = "b", device = "d0", space = "device", offset = 192 : i64, size = 64 : i64, alignment = 64 : i64}
   %t0 = cplan.command "cmd.t0" (%w) -> (%a) {task = "t0", op = "rms_norm", impl = "vq.rms_norm", device = "d0", engine = "compute", lineage = "stage 0 block 0 attn_norm", provider = "roofline", status = "direct", duration = 1.0e-06 : f64}
   %t1 = cplan.command "cmd.t1" (%a) -> (%b) after(%t0) {task = "t1", op = "matmul", impl = "vq.matmul", device = "d0", engine = "copy", lineage = "stage 0 block 0 attn_q", provider = "roofline", status = "direct", duration = 1.0e-06 : f64}
   cplan.queue_schedule {
@@ -65,9 +65,9 @@ cplan.plan attributes {binder = "reference-queue", target = "vq@1", deployment =
 // AB-S-3: a generic implementation
 cplan.plan attributes {binder = "reference-queue", target = "vq@1", deployment = "dep", evidence = "roofline@r1", risk = "strict", source = "s"} {
   cplan.device {id = "d0", capacity = {device = 4096 : i64}, engines = {compute = 1 : i64, copy = 1 : i64}}
-  %w = cplan.alloc "alloc.w" {source = "w", device = "d0", space = "device", offset = 0 : i64, size = 128 : i64, alignment = 64 : i64, lifetime = "weight"}
-  %a = cplan.alloc "alloc.a" {source = "a", device = "d0", space = "device", offset = 128 : i64, size = 64 : i64, alignment = 64 : i64, lifetime = "transient"}
-  %b = cplan.alloc "alloc.b" {source = "b", device = "d0", space = "device", offset = 192 : i64, size = 64 : i64, alignment = 64 : i64, lifetime = "transient"}
+  %w = cplan.alloc "alloc.w" weight {source = "w", device = "d0", space = "device", offset = 0 : i64, size = 128 : i64, alignment = 64 : i64}
+  %a = cplan.alloc "alloc.a" transient {source = "a", device = "d0", space = "device", offset = 128 : i64, size = 64 : i64, alignment = 64 : i64}
+  %b = cplan.alloc "alloc.b" transient {source = "b", device = "d0", space = "device", offset = 192 : i64, size = 64 : i64, alignment = 64 : i64}
   %t0 = cplan.command "cmd.t0" (%w) -> (%a) {task = "t0", op = "rms_norm", impl = "generic", device = "d0", engine = "compute", lineage = "stage 0 block 0 attn_norm", provider = "roofline", status = "direct", duration = 1.0e-06 : f64}
   %t1 = cplan.command "cmd.t1" (%a) -> (%b) after(%t0) {task = "t1", op = "matmul", impl = "vq.matmul", device = "d0", engine = "copy", lineage = "stage 0 block 0 attn_q", provider = "roofline", status = "direct", duration = 1.0e-06 : f64}
   cplan.sync %t0 -> %t1
@@ -84,9 +84,9 @@ cplan.plan attributes {binder = "reference-queue", target = "vq@1", deployment =
 // AB-S-4: t1 reads a transient that no command writes
 cplan.plan attributes {binder = "reference-queue", target = "vq@1", deployment = "dep", evidence = "roofline@r1", risk = "strict", source = "s"} {
   cplan.device {id = "d0", capacity = {device = 4096 : i64}, engines = {compute = 1 : i64, copy = 1 : i64}}
-  %w = cplan.alloc "alloc.w" {source = "w", device = "d0", space = "device", offset = 0 : i64, size = 128 : i64, alignment = 64 : i64, lifetime = "weight"}
-  %a = cplan.alloc "alloc.a" {source = "a", device = "d0", space = "device", offset = 128 : i64, size = 64 : i64, alignment = 64 : i64, lifetime = "transient"}
-  %b = cplan.alloc "alloc.b" {source = "b", device = "d0", space = "device", offset = 192 : i64, size = 64 : i64, alignment = 64 : i64, lifetime = "transient"}
+  %w = cplan.alloc "alloc.w" weight {source = "w", device = "d0", space = "device", offset = 0 : i64, size = 128 : i64, alignment = 64 : i64}
+  %a = cplan.alloc "alloc.a" transient {source = "a", device = "d0", space = "device", offset = 128 : i64, size = 64 : i64, alignment = 64 : i64}
+  %b = cplan.alloc "alloc.b" transient {source = "b", device = "d0", space = "device", offset = 192 : i64, size = 64 : i64, alignment = 64 : i64}
   %t0 = cplan.command "cmd.t0" (%w) -> () {task = "t0", op = "rms_norm", impl = "vq.rms_norm", device = "d0", engine = "compute", lineage = "stage 0 block 0 attn_norm", provider = "roofline", status = "direct", duration = 1.0e-06 : f64}
   %t1 = cplan.command "cmd.t1" (%a) -> (%b) after(%t0) {task = "t1", op = "matmul", impl = "vq.matmul", device = "d0", engine = "copy", lineage = "stage 0 block 0 attn_q", provider = "roofline", status = "direct", duration = 1.0e-06 : f64}
   cplan.sync %t0 -> %t1
@@ -103,9 +103,9 @@ cplan.plan attributes {binder = "reference-queue", target = "vq@1", deployment =
 // AB-S-5: a and b are both accessed by t1 but share bytes
 cplan.plan attributes {binder = "reference-queue", target = "vq@1", deployment = "dep", evidence = "roofline@r1", risk = "strict", source = "s"} {
   cplan.device {id = "d0", capacity = {device = 4096 : i64}, engines = {compute = 1 : i64, copy = 1 : i64}}
-  %w = cplan.alloc "alloc.w" {source = "w", device = "d0", space = "device", offset = 0 : i64, size = 128 : i64, alignment = 64 : i64, lifetime = "weight"}
-  %a = cplan.alloc "alloc.a" {source = "a", device = "d0", space = "device", offset = 192 : i64, size = 64 : i64, alignment = 64 : i64, lifetime = "transient"}
-  %b = cplan.alloc "alloc.b" {source = "b", device = "d0", space = "device", offset = 192 : i64, size = 64 : i64, alignment = 64 : i64, lifetime = "transient"}
+  %w = cplan.alloc "alloc.w" weight {source = "w", device = "d0", space = "device", offset = 0 : i64, size = 128 : i64, alignment = 64 : i64}
+  %a = cplan.alloc "alloc.a" transient {source = "a", device = "d0", space = "device", offset = 192 : i64, size = 64 : i64, alignment = 64 : i64}
+  %b = cplan.alloc "alloc.b" transient {source = "b", device = "d0", space = "device", offset = 192 : i64, size = 64 : i64, alignment = 64 : i64}
   %t0 = cplan.command "cmd.t0" (%w) -> (%a) {task = "t0", op = "rms_norm", impl = "vq.rms_norm", device = "d0", engine = "compute", lineage = "stage 0 block 0 attn_norm", provider = "roofline", status = "direct", duration = 1.0e-06 : f64}
   %t1 = cplan.command "cmd.t1" (%a) -> (%b) after(%t0) {task = "t1", op = "matmul", impl = "vq.matmul", device = "d0", engine = "copy", lineage = "stage 0 block 0 attn_q", provider = "roofline", status = "direct", duration = 1.0e-06 : f64}
   cplan.sync %t0 -> %t1
@@ -122,9 +122,9 @@ cplan.plan attributes {binder = "reference-queue", target = "vq@1", deployment =
 // AB-S-6: the device holds 200 bytes, the plan needs 256
 cplan.plan attributes {binder = "reference-queue", target = "vq@1", deployment = "dep", evidence = "roofline@r1", risk = "strict", source = "s"} {
   cplan.device {id = "d0", capacity = {device = 200 : i64}, engines = {compute = 1 : i64, copy = 1 : i64}}
-  %w = cplan.alloc "alloc.w" {source = "w", device = "d0", space = "device", offset = 0 : i64, size = 128 : i64, alignment = 64 : i64, lifetime = "weight"}
-  %a = cplan.alloc "alloc.a" {source = "a", device = "d0", space = "device", offset = 128 : i64, size = 64 : i64, alignment = 64 : i64, lifetime = "transient"}
-  %b = cplan.alloc "alloc.b" {source = "b", device = "d0", space = "device", offset = 192 : i64, size = 64 : i64, alignment = 64 : i64, lifetime = "transient"}
+  %w = cplan.alloc "alloc.w" weight {source = "w", device = "d0", space = "device", offset = 0 : i64, size = 128 : i64, alignment = 64 : i64}
+  %a = cplan.alloc "alloc.a" transient {source = "a", device = "d0", space = "device", offset = 128 : i64, size = 64 : i64, alignment = 64 : i64}
+  %b = cplan.alloc "alloc.b" transient {source = "b", device = "d0", space = "device", offset = 192 : i64, size = 64 : i64, alignment = 64 : i64}
   %t0 = cplan.command "cmd.t0" (%w) -> (%a) {task = "t0", op = "rms_norm", impl = "vq.rms_norm", device = "d0", engine = "compute", lineage = "stage 0 block 0 attn_norm", provider = "roofline", status = "direct", duration = 1.0e-06 : f64}
   %t1 = cplan.command "cmd.t1" (%a) -> (%b) after(%t0) {task = "t1", op = "matmul", impl = "vq.matmul", device = "d0", engine = "copy", lineage = "stage 0 block 0 attn_q", provider = "roofline", status = "direct", duration = 1.0e-06 : f64}
   cplan.sync %t0 -> %t1
@@ -141,9 +141,9 @@ cplan.plan attributes {binder = "reference-queue", target = "vq@1", deployment =
 // AB-S-7: a fallback cost under the strict risk policy
 cplan.plan attributes {binder = "reference-queue", target = "vq@1", deployment = "dep", evidence = "roofline@r1", risk = "strict", source = "s"} {
   cplan.device {id = "d0", capacity = {device = 4096 : i64}, engines = {compute = 1 : i64, copy = 1 : i64}}
-  %w = cplan.alloc "alloc.w" {source = "w", device = "d0", space = "device", offset = 0 : i64, size = 128 : i64, alignment = 64 : i64, lifetime = "weight"}
-  %a = cplan.alloc "alloc.a" {source = "a", device = "d0", space = "device", offset = 128 : i64, size = 64 : i64, alignment = 64 : i64, lifetime = "transient"}
-  %b = cplan.alloc "alloc.b" {source = "b", device = "d0", space = "device", offset = 192 : i64, size = 64 : i64, alignment = 64 : i64, lifetime = "transient"}
+  %w = cplan.alloc "alloc.w" weight {source = "w", device = "d0", space = "device", offset = 0 : i64, size = 128 : i64, alignment = 64 : i64}
+  %a = cplan.alloc "alloc.a" transient {source = "a", device = "d0", space = "device", offset = 128 : i64, size = 64 : i64, alignment = 64 : i64}
+  %b = cplan.alloc "alloc.b" transient {source = "b", device = "d0", space = "device", offset = 192 : i64, size = 64 : i64, alignment = 64 : i64}
   %t0 = cplan.command "cmd.t0" (%w) -> (%a) {task = "t0", op = "rms_norm", impl = "vq.rms_norm", device = "d0", engine = "compute", lineage = "stage 0 block 0 attn_norm", provider = "roofline", status = "fallback", duration = 1.0e-06 : f64}
   %t1 = cplan.command "cmd.t1" (%a) -> (%b) after(%t0) {task = "t1", op = "matmul", impl = "vq.matmul", device = "d0", engine = "copy", lineage = "stage 0 block 0 attn_q", provider = "roofline", status = "direct", duration = 1.0e-06 : f64}
   cplan.sync %t0 -> %t1

@@ -1,4 +1,4 @@
-// RUN: %verify-located | filecheck %s
+// RUN: %verify-located --parsing-diagnostics | filecheck %s
 // Every cplan verifier message, one case each: the op verifiers (what one op or one extension can check
 // alone) and the seven construction invariants AB-S-1..7 that cplan.plan's verifier checks on parse. Each
 // case is one of two sound plans (a queue plan over two devices and a link, a slot plan) with one change; the
@@ -14,10 +14,10 @@ cplan.plan attributes {binder = "reference-queue", target = "t", deployment = "d
   cplan.device {id = "d0", capacity = {device = 4096 : i64, link = 1024 : i64}, engines = {compute = 1 : i64, copy = 1 : i64}}
   cplan.device {id = "d1", capacity = {device = 4096 : i64}, engines = {compute = 1 : i64}}
   cplan.link {id = "l0", src = "d0", dst = "d1", capacity = 1024 : i64}
-  %w = cplan.alloc "w" {source = "w", device = "d0", space = "device", offset = 0 : i64, size = 100 : i64, alignment = 64 : i64, lifetime = "weight"}
-  %a = cplan.alloc "a" {source = "a", device = "d0", space = "device", offset = 128 : i64, size = 64 : i64, alignment = 64 : i64, lifetime = "transient"}
-  %e = cplan.alloc "e" {source = "e", device = "d0", space = "link", offset = 0 : i64, size = 64 : i64, alignment = 64 : i64, lifetime = "edge"}
-  %c = cplan.alloc "c" {source = "c", device = "d1", space = "device", offset = 0 : i64, size = 64 : i64, alignment = 64 : i64, lifetime = "transient"}
+  %w = cplan.alloc "w" weight {source = "w", device = "d0", space = "device", offset = 0 : i64, size = 100 : i64, alignment = 64 : i64}
+  %a = cplan.alloc "a" transient {source = "a", device = "d0", space = "device", offset = 128 : i64, size = 64 : i64, alignment = 64 : i64}
+  %e = cplan.alloc "e" edge {source = "e", device = "d0", space = "link", offset = 0 : i64, size = 64 : i64, alignment = 64 : i64}
+  %c = cplan.alloc "c" transient {source = "c", device = "d1", space = "device", offset = 0 : i64, size = 64 : i64, alignment = 64 : i64}
   %t0 = cplan.command "t0" (%w) -> (%a) {task = "t0", op = "rms_norm", impl = "vq.rms_norm", device = "d0", engine = "compute", lineage = "s0/norm", provider = "roofline", status = "direct", duration = 1.0e-06 : f64}
   %t1 = cplan.command "t1" (%a) -> (%e) after(%t0) {task = "t1", op = "send", impl = "vq.send", device = "d0", engine = "copy", lineage = "s0/send", provider = "roofline", status = "direct", duration = 1.0e-06 : f64, link = "l0"}
   %t2 = cplan.command "t2" (%e) -> (%c) after(%t1) {task = "t2", op = "add", impl = "vq.add", device = "d1", engine = "compute", lineage = "s1/add", provider = "roofline", status = "direct", duration = 1.0e-06 : f64}
@@ -128,9 +128,9 @@ cplan.plan attributes {binder = "reference-queue", target = "t", deployment = "d
 
 // alloc: alignment not a power of two
 cplan.plan attributes {binder = "reference-queue", target = "t", deployment = "d", evidence = "e", risk = "strict", source = "s"} {
-  %b = cplan.alloc "b" {source = "b", device = "d0", space = "device", offset = 0 : i64, size = 8 : i64, alignment = 48 : i64, lifetime = "transient"}
+  %b = cplan.alloc "b" transient {source = "b", device = "d0", space = "device", offset = 0 : i64, size = 8 : i64, alignment = 48 : i64}
   // CHECK:      invalid.mlir:[[# @LINE - 1]]:3: error: alloc 'b': alignment 48 is not a positive power of two
-  // CHECK-NEXT: {{^}}  %b = cplan.alloc "b" {source = "b", device = "d0", space = "device",
+  // CHECK-NEXT: {{^}}  %b = cplan.alloc "b" transient {source = "b", device = "d0", space = "device",
   cplan.queue_schedule {
   }
 }
@@ -139,9 +139,9 @@ cplan.plan attributes {binder = "reference-queue", target = "t", deployment = "d
 
 // alloc: negative size
 cplan.plan attributes {binder = "reference-queue", target = "t", deployment = "d", evidence = "e", risk = "strict", source = "s"} {
-  %b = cplan.alloc "b" {source = "b", device = "d0", space = "device", offset = 0 : i64, size = -8 : i64, alignment = 64 : i64, lifetime = "transient"}
+  %b = cplan.alloc "b" transient {source = "b", device = "d0", space = "device", offset = 0 : i64, size = -8 : i64, alignment = 64 : i64}
   // CHECK:      invalid.mlir:[[# @LINE - 1]]:3: error: alloc 'b': offset and size must be non-negative
-  // CHECK-NEXT: {{^}}  %b = cplan.alloc "b" {source = "b", device = "d0", space = "device",
+  // CHECK-NEXT: {{^}}  %b = cplan.alloc "b" transient {source = "b", device = "d0", space = "device",
   cplan.queue_schedule {
   }
 }
@@ -150,20 +150,21 @@ cplan.plan attributes {binder = "reference-queue", target = "t", deployment = "d
 
 // alloc: misaligned offset
 cplan.plan attributes {binder = "reference-queue", target = "t", deployment = "d", evidence = "e", risk = "strict", source = "s"} {
-  %b = cplan.alloc "b" {source = "b", device = "d0", space = "device", offset = 32 : i64, size = 8 : i64, alignment = 64 : i64, lifetime = "transient"}
+  %b = cplan.alloc "b" transient {source = "b", device = "d0", space = "device", offset = 32 : i64, size = 8 : i64, alignment = 64 : i64}
   // CHECK:      invalid.mlir:[[# @LINE - 1]]:3: error: alloc 'b': offset 32 is not a multiple of alignment 64
-  // CHECK-NEXT: {{^}}  %b = cplan.alloc "b" {source = "b", device = "d0", space = "device",
+  // CHECK-NEXT: {{^}}  %b = cplan.alloc "b" transient {source = "b", device = "d0", space = "device",
   cplan.queue_schedule {
   }
 }
 
 // -----
 
-// alloc: unknown lifetime
+// alloc: unknown lifetime (a parse error: the lifetime is a #cplan<lifetime ...> enum)
 cplan.plan attributes {binder = "reference-queue", target = "t", deployment = "d", evidence = "e", risk = "strict", source = "s"} {
-  %b = cplan.alloc "b" {source = "b", device = "d0", space = "device", offset = 0 : i64, size = 8 : i64, alignment = 64 : i64, lifetime = "forever"}
-  // CHECK:      invalid.mlir:[[# @LINE - 1]]:3: error: alloc 'b': unknown lifetime 'forever'
-  // CHECK-NEXT: {{^}}  %b = cplan.alloc "b" {source = "b", device = "d0", space = "device",
+  %b = cplan.alloc "b" forever {source = "b", device = "d0", space = "device", offset = 0 : i64, size = 8 : i64, alignment = 64 : i64}
+  // CHECK:      invalid.mlir:[[# @LINE - 1]]:24
+  // CHECK-NEXT: {{^}}  %b = cplan.alloc "b" forever {source = "b", device = "d0", space = "device",
+  // CHECK:      Expected `weight`, `kv`, `transient`, or `edge`.
   cplan.queue_schedule {
   }
 }
@@ -175,10 +176,10 @@ cplan.plan attributes {binder = "reference-queue", target = "t", deployment = "d
   cplan.device {id = "d0", capacity = {device = 4096 : i64, link = 1024 : i64}, engines = {compute = 1 : i64, copy = 1 : i64}}
   cplan.device {id = "d1", capacity = {device = 4096 : i64}, engines = {compute = 1 : i64}}
   cplan.link {id = "l0", src = "d0", dst = "d1", capacity = 1024 : i64}
-  %w = cplan.alloc "w" {source = "w", device = "d0", space = "device", offset = 0 : i64, size = 100 : i64, alignment = 64 : i64, lifetime = "weight"}
-  %a = cplan.alloc "a" {source = "a", device = "d0", space = "device", offset = 128 : i64, size = 64 : i64, alignment = 64 : i64, lifetime = "transient"}
-  %e = cplan.alloc "e" {source = "e", device = "d0", space = "link", offset = 0 : i64, size = 64 : i64, alignment = 64 : i64, lifetime = "edge"}
-  %c = cplan.alloc "c" {source = "c", device = "d1", space = "device", offset = 0 : i64, size = 64 : i64, alignment = 64 : i64, lifetime = "transient"}
+  %w = cplan.alloc "w" weight {source = "w", device = "d0", space = "device", offset = 0 : i64, size = 100 : i64, alignment = 64 : i64}
+  %a = cplan.alloc "a" transient {source = "a", device = "d0", space = "device", offset = 128 : i64, size = 64 : i64, alignment = 64 : i64}
+  %e = cplan.alloc "e" edge {source = "e", device = "d0", space = "link", offset = 0 : i64, size = 64 : i64, alignment = 64 : i64}
+  %c = cplan.alloc "c" transient {source = "c", device = "d1", space = "device", offset = 0 : i64, size = 64 : i64, alignment = 64 : i64}
   %t0 = cplan.command "t0" (%w) -> (%a) {task = "t0", op = "rms_norm", impl = "vq.rms_norm", device = "d0", engine = "compute", lineage = "s0/norm", provider = "roofline", status = "guessed", duration = 1.0e-06 : f64}
   // CHECK:      invalid.mlir:[[# @LINE - 1]]:3: error: command 't0': unknown cost status 'guessed'
   // CHECK-NEXT: {{^}}  %t0 = cplan.command "t0" {{.*}}{task = "t0", op = "rms_norm",
@@ -200,10 +201,10 @@ cplan.plan attributes {binder = "reference-queue", target = "t", deployment = "d
   cplan.device {id = "d0", capacity = {device = 4096 : i64, link = 1024 : i64}, engines = {compute = 1 : i64, copy = 1 : i64}}
   cplan.device {id = "d1", capacity = {device = 4096 : i64}, engines = {compute = 1 : i64}}
   cplan.link {id = "l0", src = "d0", dst = "d1", capacity = 1024 : i64}
-  %w = cplan.alloc "w" {source = "w", device = "d0", space = "device", offset = 0 : i64, size = 100 : i64, alignment = 64 : i64, lifetime = "weight"}
-  %a = cplan.alloc "a" {source = "a", device = "d0", space = "device", offset = 128 : i64, size = 64 : i64, alignment = 64 : i64, lifetime = "transient"}
-  %e = cplan.alloc "e" {source = "e", device = "d0", space = "link", offset = 0 : i64, size = 64 : i64, alignment = 64 : i64, lifetime = "edge"}
-  %c = cplan.alloc "c" {source = "c", device = "d1", space = "device", offset = 0 : i64, size = 64 : i64, alignment = 64 : i64, lifetime = "transient"}
+  %w = cplan.alloc "w" weight {source = "w", device = "d0", space = "device", offset = 0 : i64, size = 100 : i64, alignment = 64 : i64}
+  %a = cplan.alloc "a" transient {source = "a", device = "d0", space = "device", offset = 128 : i64, size = 64 : i64, alignment = 64 : i64}
+  %e = cplan.alloc "e" edge {source = "e", device = "d0", space = "link", offset = 0 : i64, size = 64 : i64, alignment = 64 : i64}
+  %c = cplan.alloc "c" transient {source = "c", device = "d1", space = "device", offset = 0 : i64, size = 64 : i64, alignment = 64 : i64}
   %t0 = cplan.command "t0" (%w) -> (%a) {task = "t0", op = "rms_norm", impl = "vq.rms_norm", device = "d0", engine = "compute", lineage = "s0/norm", provider = "roofline", status = "direct"}
   // CHECK:      invalid.mlir:[[# @LINE - 1]]:3: error: command 't0': duration must be present exactly when the cost is not missing
   // CHECK-NEXT: {{^}}  %t0 = cplan.command "t0" {{.*}}{task = "t0", op = "rms_norm",
@@ -225,10 +226,10 @@ cplan.plan attributes {binder = "reference-queue", target = "t", deployment = "d
   cplan.device {id = "d0", capacity = {device = 4096 : i64, link = 1024 : i64}, engines = {compute = 1 : i64, copy = 1 : i64}}
   cplan.device {id = "d1", capacity = {device = 4096 : i64}, engines = {compute = 1 : i64}}
   cplan.link {id = "l0", src = "d0", dst = "d1", capacity = 1024 : i64}
-  %w = cplan.alloc "w" {source = "w", device = "d0", space = "device", offset = 0 : i64, size = 100 : i64, alignment = 64 : i64, lifetime = "weight"}
-  %a = cplan.alloc "a" {source = "a", device = "d0", space = "device", offset = 128 : i64, size = 64 : i64, alignment = 64 : i64, lifetime = "transient"}
-  %e = cplan.alloc "e" {source = "e", device = "d0", space = "link", offset = 0 : i64, size = 64 : i64, alignment = 64 : i64, lifetime = "edge"}
-  %c = cplan.alloc "c" {source = "c", device = "d1", space = "device", offset = 0 : i64, size = 64 : i64, alignment = 64 : i64, lifetime = "transient"}
+  %w = cplan.alloc "w" weight {source = "w", device = "d0", space = "device", offset = 0 : i64, size = 100 : i64, alignment = 64 : i64}
+  %a = cplan.alloc "a" transient {source = "a", device = "d0", space = "device", offset = 128 : i64, size = 64 : i64, alignment = 64 : i64}
+  %e = cplan.alloc "e" edge {source = "e", device = "d0", space = "link", offset = 0 : i64, size = 64 : i64, alignment = 64 : i64}
+  %c = cplan.alloc "c" transient {source = "c", device = "d1", space = "device", offset = 0 : i64, size = 64 : i64, alignment = 64 : i64}
   %t0 = cplan.command "t0" (%w) -> (%a) {task = "t0", op = "rms_norm", impl = "vq.rms_norm", device = "d0", engine = "compute", lineage = "s0/norm", provider = "roofline", status = "direct", duration = -1.0 : f64}
   // CHECK:      invalid.mlir:[[# @LINE - 1]]:3: error: command 't0': duration must be >= 0 seconds
   // CHECK-NEXT: {{^}}  %t0 = cplan.command "t0" {{.*}}{task = "t0", op = "rms_norm",
@@ -262,10 +263,10 @@ cplan.plan attributes {binder = "reference-queue", target = "t", deployment = "d
   cplan.device {id = "d0", capacity = {device = 4096 : i64, link = 1024 : i64}, engines = {compute = 1 : i64, copy = 1 : i64}}
   cplan.device {id = "d1", capacity = {device = 4096 : i64}, engines = {compute = 1 : i64}}
   cplan.link {id = "l0", src = "d0", dst = "d1", capacity = 1024 : i64}
-  %w = cplan.alloc "w" {source = "w", device = "d0", space = "device", offset = 0 : i64, size = 100 : i64, alignment = 64 : i64, lifetime = "weight"}
-  %a = cplan.alloc "a" {source = "a", device = "d0", space = "device", offset = 128 : i64, size = 64 : i64, alignment = 64 : i64, lifetime = "transient"}
-  %e = cplan.alloc "e" {source = "e", device = "d0", space = "link", offset = 0 : i64, size = 64 : i64, alignment = 64 : i64, lifetime = "edge"}
-  %c = cplan.alloc "c" {source = "c", device = "d1", space = "device", offset = 0 : i64, size = 64 : i64, alignment = 64 : i64, lifetime = "transient"}
+  %w = cplan.alloc "w" weight {source = "w", device = "d0", space = "device", offset = 0 : i64, size = 100 : i64, alignment = 64 : i64}
+  %a = cplan.alloc "a" transient {source = "a", device = "d0", space = "device", offset = 128 : i64, size = 64 : i64, alignment = 64 : i64}
+  %e = cplan.alloc "e" edge {source = "e", device = "d0", space = "link", offset = 0 : i64, size = 64 : i64, alignment = 64 : i64}
+  %c = cplan.alloc "c" transient {source = "c", device = "d1", space = "device", offset = 0 : i64, size = 64 : i64, alignment = 64 : i64}
   %t0 = cplan.command "t0" (%w) -> (%a) {task = "t0", op = "rms_norm", impl = "vq.rms_norm", device = "d0", engine = "compute", lineage = "s0/norm", provider = "roofline", status = "direct", duration = 1.0e-06 : f64}
   %t1 = cplan.command "t1" (%a) -> (%e) after(%t0) {task = "t1", op = "send", impl = "vq.send", device = "d0", engine = "copy", lineage = "s0/send", provider = "roofline", status = "direct", duration = 1.0e-06 : f64, link = "l0"}
   %t2 = cplan.command "t2" (%e) -> (%c) after(%t1) {task = "t2", op = "add", impl = "vq.add", device = "d1", engine = "compute", lineage = "s1/add", provider = "roofline", status = "direct", duration = 1.0e-06 : f64}
@@ -287,10 +288,10 @@ cplan.plan attributes {binder = "reference-queue", target = "t", deployment = "d
   cplan.device {id = "d0", capacity = {device = 4096 : i64, link = 1024 : i64}, engines = {compute = 1 : i64, copy = 1 : i64}}
   cplan.device {id = "d1", capacity = {device = 4096 : i64}, engines = {compute = 1 : i64}}
   cplan.link {id = "l0", src = "d0", dst = "d1", capacity = 1024 : i64}
-  %w = cplan.alloc "w" {source = "w", device = "d0", space = "device", offset = 0 : i64, size = 100 : i64, alignment = 64 : i64, lifetime = "weight"}
-  %a = cplan.alloc "a" {source = "a", device = "d0", space = "device", offset = 128 : i64, size = 64 : i64, alignment = 64 : i64, lifetime = "transient"}
-  %e = cplan.alloc "e" {source = "e", device = "d0", space = "link", offset = 0 : i64, size = 64 : i64, alignment = 64 : i64, lifetime = "edge"}
-  %c = cplan.alloc "c" {source = "c", device = "d1", space = "device", offset = 0 : i64, size = 64 : i64, alignment = 64 : i64, lifetime = "transient"}
+  %w = cplan.alloc "w" weight {source = "w", device = "d0", space = "device", offset = 0 : i64, size = 100 : i64, alignment = 64 : i64}
+  %a = cplan.alloc "a" transient {source = "a", device = "d0", space = "device", offset = 128 : i64, size = 64 : i64, alignment = 64 : i64}
+  %e = cplan.alloc "e" edge {source = "e", device = "d0", space = "link", offset = 0 : i64, size = 64 : i64, alignment = 64 : i64}
+  %c = cplan.alloc "c" transient {source = "c", device = "d1", space = "device", offset = 0 : i64, size = 64 : i64, alignment = 64 : i64}
   %t0 = cplan.command "t0" (%w) -> (%a) {task = "t0", op = "rms_norm", impl = "vq.rms_norm", device = "d0", engine = "compute", lineage = "s0/norm", provider = "roofline", status = "direct", duration = 1.0e-06 : f64}
   %t1 = cplan.command "t1" (%a) -> (%e) after(%t0) {task = "t1", op = "send", impl = "vq.send", device = "d0", engine = "copy", lineage = "s0/send", provider = "roofline", status = "direct", duration = 1.0e-06 : f64, link = "l0"}
   %t2 = cplan.command "t2" (%e) -> (%c) after(%t1) {task = "t2", op = "add", impl = "vq.add", device = "d1", engine = "compute", lineage = "s1/add", provider = "roofline", status = "direct", duration = 1.0e-06 : f64}
@@ -310,8 +311,8 @@ cplan.plan attributes {binder = "reference-queue", target = "t", deployment = "d
 // slot_dataflow: duplicate slot
 cplan.plan attributes {binder = "reference-slot", target = "t", deployment = "d", evidence = "e", risk = "accept-missing", source = "s"} {
   cplan.device {id = "d0", capacity = {device = 4096 : i64}, engines = {df = 2 : i64}}
-  %a = cplan.alloc "a" {source = "a", device = "d0", space = "device", offset = 0 : i64, size = 64 : i64, alignment = 64 : i64, lifetime = "transient"}
-  %b = cplan.alloc "b" {source = "b", device = "d0", space = "device", offset = 64 : i64, size = 64 : i64, alignment = 64 : i64, lifetime = "transient"}
+  %a = cplan.alloc "a" transient {source = "a", device = "d0", space = "device", offset = 0 : i64, size = 64 : i64, alignment = 64 : i64}
+  %b = cplan.alloc "b" transient {source = "b", device = "d0", space = "device", offset = 64 : i64, size = 64 : i64, alignment = 64 : i64}
   %t0 = cplan.command "t0" () -> (%a) {task = "t0", op = "rms_norm", impl = "vs.rms_norm", device = "d0", engine = "df", lineage = "s0/a", provider = "roofline", status = "direct", duration = 1.0e-06 : f64}
   %t1 = cplan.command "t1" (%a) -> (%b) after(%t0) {task = "t1", op = "add", impl = "vs.add", device = "d0", engine = "df", lineage = "s0/b", provider = "", status = "missing"}
   cplan.slot_dataflow {
@@ -329,8 +330,8 @@ cplan.plan attributes {binder = "reference-slot", target = "t", deployment = "d"
 // slot_dataflow: two firing rules of one command
 cplan.plan attributes {binder = "reference-slot", target = "t", deployment = "d", evidence = "e", risk = "accept-missing", source = "s"} {
   cplan.device {id = "d0", capacity = {device = 4096 : i64}, engines = {df = 2 : i64}}
-  %a = cplan.alloc "a" {source = "a", device = "d0", space = "device", offset = 0 : i64, size = 64 : i64, alignment = 64 : i64, lifetime = "transient"}
-  %b = cplan.alloc "b" {source = "b", device = "d0", space = "device", offset = 64 : i64, size = 64 : i64, alignment = 64 : i64, lifetime = "transient"}
+  %a = cplan.alloc "a" transient {source = "a", device = "d0", space = "device", offset = 0 : i64, size = 64 : i64, alignment = 64 : i64}
+  %b = cplan.alloc "b" transient {source = "b", device = "d0", space = "device", offset = 64 : i64, size = 64 : i64, alignment = 64 : i64}
   %t0 = cplan.command "t0" () -> (%a) {task = "t0", op = "rms_norm", impl = "vs.rms_norm", device = "d0", engine = "df", lineage = "s0/a", provider = "roofline", status = "direct", duration = 1.0e-06 : f64}
   %t1 = cplan.command "t1" (%a) -> (%b) after(%t0) {task = "t1", op = "add", impl = "vs.add", device = "d0", engine = "df", lineage = "s0/b", provider = "", status = "missing"}
   cplan.slot_dataflow {
@@ -348,8 +349,8 @@ cplan.plan attributes {binder = "reference-slot", target = "t", deployment = "d"
 // slot_dataflow: an op that is neither slot nor fire
 cplan.plan attributes {binder = "reference-slot", target = "t", deployment = "d", evidence = "e", risk = "accept-missing", source = "s"} {
   cplan.device {id = "d0", capacity = {device = 4096 : i64}, engines = {df = 2 : i64}}
-  %a = cplan.alloc "a" {source = "a", device = "d0", space = "device", offset = 0 : i64, size = 64 : i64, alignment = 64 : i64, lifetime = "transient"}
-  %b = cplan.alloc "b" {source = "b", device = "d0", space = "device", offset = 64 : i64, size = 64 : i64, alignment = 64 : i64, lifetime = "transient"}
+  %a = cplan.alloc "a" transient {source = "a", device = "d0", space = "device", offset = 0 : i64, size = 64 : i64, alignment = 64 : i64}
+  %b = cplan.alloc "b" transient {source = "b", device = "d0", space = "device", offset = 64 : i64, size = 64 : i64, alignment = 64 : i64}
   %t0 = cplan.command "t0" () -> (%a) {task = "t0", op = "rms_norm", impl = "vs.rms_norm", device = "d0", engine = "df", lineage = "s0/a", provider = "roofline", status = "direct", duration = 1.0e-06 : f64}
   %t1 = cplan.command "t1" (%a) -> (%b) after(%t0) {task = "t1", op = "add", impl = "vs.add", device = "d0", engine = "df", lineage = "s0/b", provider = "", status = "missing"}
   cplan.slot_dataflow {
@@ -368,8 +369,8 @@ cplan.plan attributes {binder = "reference-slot", target = "t", deployment = "d"
 // slot_dataflow: a command bound to two slots
 cplan.plan attributes {binder = "reference-slot", target = "t", deployment = "d", evidence = "e", risk = "accept-missing", source = "s"} {
   cplan.device {id = "d0", capacity = {device = 4096 : i64}, engines = {df = 2 : i64}}
-  %a = cplan.alloc "a" {source = "a", device = "d0", space = "device", offset = 0 : i64, size = 64 : i64, alignment = 64 : i64, lifetime = "transient"}
-  %b = cplan.alloc "b" {source = "b", device = "d0", space = "device", offset = 64 : i64, size = 64 : i64, alignment = 64 : i64, lifetime = "transient"}
+  %a = cplan.alloc "a" transient {source = "a", device = "d0", space = "device", offset = 0 : i64, size = 64 : i64, alignment = 64 : i64}
+  %b = cplan.alloc "b" transient {source = "b", device = "d0", space = "device", offset = 64 : i64, size = 64 : i64, alignment = 64 : i64}
   %t0 = cplan.command "t0" () -> (%a) {task = "t0", op = "rms_norm", impl = "vs.rms_norm", device = "d0", engine = "df", lineage = "s0/a", provider = "roofline", status = "direct", duration = 1.0e-06 : f64}
   %t1 = cplan.command "t1" (%a) -> (%b) after(%t0) {task = "t1", op = "add", impl = "vs.add", device = "d0", engine = "df", lineage = "s0/b", provider = "", status = "missing"}
   cplan.slot_dataflow {
@@ -387,8 +388,8 @@ cplan.plan attributes {binder = "reference-slot", target = "t", deployment = "d"
 // slot_dataflow: a firing rule on an unknown slot
 cplan.plan attributes {binder = "reference-slot", target = "t", deployment = "d", evidence = "e", risk = "accept-missing", source = "s"} {
   cplan.device {id = "d0", capacity = {device = 4096 : i64}, engines = {df = 2 : i64}}
-  %a = cplan.alloc "a" {source = "a", device = "d0", space = "device", offset = 0 : i64, size = 64 : i64, alignment = 64 : i64, lifetime = "transient"}
-  %b = cplan.alloc "b" {source = "b", device = "d0", space = "device", offset = 64 : i64, size = 64 : i64, alignment = 64 : i64, lifetime = "transient"}
+  %a = cplan.alloc "a" transient {source = "a", device = "d0", space = "device", offset = 0 : i64, size = 64 : i64, alignment = 64 : i64}
+  %b = cplan.alloc "b" transient {source = "b", device = "d0", space = "device", offset = 64 : i64, size = 64 : i64, alignment = 64 : i64}
   %t0 = cplan.command "t0" () -> (%a) {task = "t0", op = "rms_norm", impl = "vs.rms_norm", device = "d0", engine = "df", lineage = "s0/a", provider = "roofline", status = "direct", duration = 1.0e-06 : f64}
   %t1 = cplan.command "t1" (%a) -> (%b) after(%t0) {task = "t1", op = "add", impl = "vs.add", device = "d0", engine = "df", lineage = "s0/b", provider = "", status = "missing"}
   cplan.slot_dataflow {
@@ -405,8 +406,8 @@ cplan.plan attributes {binder = "reference-slot", target = "t", deployment = "d"
 // slot_dataflow: a command firing on a slot it is not bound to
 cplan.plan attributes {binder = "reference-slot", target = "t", deployment = "d", evidence = "e", risk = "accept-missing", source = "s"} {
   cplan.device {id = "d0", capacity = {device = 4096 : i64}, engines = {df = 2 : i64}}
-  %a = cplan.alloc "a" {source = "a", device = "d0", space = "device", offset = 0 : i64, size = 64 : i64, alignment = 64 : i64, lifetime = "transient"}
-  %b = cplan.alloc "b" {source = "b", device = "d0", space = "device", offset = 64 : i64, size = 64 : i64, alignment = 64 : i64, lifetime = "transient"}
+  %a = cplan.alloc "a" transient {source = "a", device = "d0", space = "device", offset = 0 : i64, size = 64 : i64, alignment = 64 : i64}
+  %b = cplan.alloc "b" transient {source = "b", device = "d0", space = "device", offset = 64 : i64, size = 64 : i64, alignment = 64 : i64}
   %t0 = cplan.command "t0" () -> (%a) {task = "t0", op = "rms_norm", impl = "vs.rms_norm", device = "d0", engine = "df", lineage = "s0/a", provider = "roofline", status = "direct", duration = 1.0e-06 : f64}
   %t1 = cplan.command "t1" (%a) -> (%b) after(%t0) {task = "t1", op = "add", impl = "vs.add", device = "d0", engine = "df", lineage = "s0/b", provider = "", status = "missing"}
   cplan.slot_dataflow {
@@ -424,8 +425,8 @@ cplan.plan attributes {binder = "reference-slot", target = "t", deployment = "d"
 // slot_dataflow: a bound command without a firing rule
 cplan.plan attributes {binder = "reference-slot", target = "t", deployment = "d", evidence = "e", risk = "accept-missing", source = "s"} {
   cplan.device {id = "d0", capacity = {device = 4096 : i64}, engines = {df = 2 : i64}}
-  %a = cplan.alloc "a" {source = "a", device = "d0", space = "device", offset = 0 : i64, size = 64 : i64, alignment = 64 : i64, lifetime = "transient"}
-  %b = cplan.alloc "b" {source = "b", device = "d0", space = "device", offset = 64 : i64, size = 64 : i64, alignment = 64 : i64, lifetime = "transient"}
+  %a = cplan.alloc "a" transient {source = "a", device = "d0", space = "device", offset = 0 : i64, size = 64 : i64, alignment = 64 : i64}
+  %b = cplan.alloc "b" transient {source = "b", device = "d0", space = "device", offset = 64 : i64, size = 64 : i64, alignment = 64 : i64}
   %t0 = cplan.command "t0" () -> (%a) {task = "t0", op = "rms_norm", impl = "vs.rms_norm", device = "d0", engine = "df", lineage = "s0/a", provider = "roofline", status = "direct", duration = 1.0e-06 : f64}
   %t1 = cplan.command "t1" (%a) -> (%b) after(%t0) {task = "t1", op = "add", impl = "vs.add", device = "d0", engine = "df", lineage = "s0/b", provider = "", status = "missing"}
   cplan.slot_dataflow {
@@ -443,10 +444,10 @@ cplan.plan attributes {binder = "reference-queue", target = "t", deployment = "d
   cplan.device {id = "d0", capacity = {device = 4096 : i64, link = 1024 : i64}, engines = {compute = 1 : i64, copy = 1 : i64}}
   cplan.device {id = "d1", capacity = {device = 4096 : i64}, engines = {compute = 1 : i64}}
   cplan.link {id = "l0", src = "d0", dst = "d1", capacity = 1024 : i64}
-  %w = cplan.alloc "w" {source = "w", device = "d0", space = "device", offset = 0 : i64, size = 100 : i64, alignment = 64 : i64, lifetime = "weight"}
-  %a = cplan.alloc "a" {source = "a", device = "d0", space = "device", offset = 128 : i64, size = 64 : i64, alignment = 64 : i64, lifetime = "transient"}
-  %e = cplan.alloc "e" {source = "e", device = "d0", space = "link", offset = 0 : i64, size = 64 : i64, alignment = 64 : i64, lifetime = "edge"}
-  %c = cplan.alloc "c" {source = "c", device = "d1", space = "device", offset = 0 : i64, size = 64 : i64, alignment = 64 : i64, lifetime = "transient"}
+  %w = cplan.alloc "w" weight {source = "w", device = "d0", space = "device", offset = 0 : i64, size = 100 : i64, alignment = 64 : i64}
+  %a = cplan.alloc "a" transient {source = "a", device = "d0", space = "device", offset = 128 : i64, size = 64 : i64, alignment = 64 : i64}
+  %e = cplan.alloc "e" edge {source = "e", device = "d0", space = "link", offset = 0 : i64, size = 64 : i64, alignment = 64 : i64}
+  %c = cplan.alloc "c" transient {source = "c", device = "d1", space = "device", offset = 0 : i64, size = 64 : i64, alignment = 64 : i64}
   %t0 = cplan.command "t0" (%w) -> (%a) {task = "t0", op = "rms_norm", impl = "vq.rms_norm", device = "d0", engine = "compute", lineage = "s0/norm", provider = "roofline", status = "direct", duration = 1.0e-06 : f64}
   %t1 = cplan.command "t1" (%a) -> (%e) after(%t0) {task = "t1", op = "send", impl = "vq.send", device = "d0", engine = "copy", lineage = "s0/send", provider = "roofline", status = "direct", duration = 1.0e-06 : f64, link = "l0"}
   %t2 = cplan.command "t2" (%e) -> (%c) after(%t1) {task = "t2", op = "add", impl = "vq.add", device = "d1", engine = "compute", lineage = "s1/add", provider = "roofline", status = "direct", duration = 1.0e-06 : f64}
@@ -469,10 +470,10 @@ cplan.plan attributes {binder = "reference-queue", target = "t", deployment = "d
   cplan.device {id = "d0", capacity = {device = 4096 : i64, link = 1024 : i64}, engines = {compute = 1 : i64, copy = 1 : i64}}
   cplan.device {id = "d1", capacity = {device = 4096 : i64}, engines = {compute = 1 : i64}}
   cplan.link {id = "l0", src = "d0", dst = "d1", capacity = 1024 : i64}
-  %w = cplan.alloc "w" {source = "w", device = "d0", space = "device", offset = 0 : i64, size = 100 : i64, alignment = 64 : i64, lifetime = "weight"}
-  %a = cplan.alloc "a" {source = "a", device = "d0", space = "device", offset = 128 : i64, size = 64 : i64, alignment = 64 : i64, lifetime = "transient"}
-  %e = cplan.alloc "e" {source = "e", device = "d0", space = "link", offset = 0 : i64, size = 64 : i64, alignment = 64 : i64, lifetime = "edge"}
-  %c = cplan.alloc "c" {source = "c", device = "d1", space = "device", offset = 0 : i64, size = 64 : i64, alignment = 64 : i64, lifetime = "transient"}
+  %w = cplan.alloc "w" weight {source = "w", device = "d0", space = "device", offset = 0 : i64, size = 100 : i64, alignment = 64 : i64}
+  %a = cplan.alloc "a" transient {source = "a", device = "d0", space = "device", offset = 128 : i64, size = 64 : i64, alignment = 64 : i64}
+  %e = cplan.alloc "e" edge {source = "e", device = "d0", space = "link", offset = 0 : i64, size = 64 : i64, alignment = 64 : i64}
+  %c = cplan.alloc "c" transient {source = "c", device = "d1", space = "device", offset = 0 : i64, size = 64 : i64, alignment = 64 : i64}
   %t0 = cplan.command "t0" (%w) -> (%a) after(%t2) {task = "t0", op = "rms_norm", impl = "vq.rms_norm", device = "d0", engine = "compute", lineage = "s0/norm", provider = "roofline", status = "direct", duration = 1.0e-06 : f64}
   // CHECK:      invalid.mlir:[[# @LINE - 1]]:3: error: [AB-S-1] command dependencies must be closed and acyclic (dependency_cycle): command dependencies form a cycle through 't0' (s0/norm), 't1' (s0/send), 't2' (s1/add)
   // CHECK-NEXT: {{^}}  %t0 = cplan.command "t0" {{.*}}{task = "t0", op = "rms_norm",
@@ -494,10 +495,10 @@ cplan.plan attributes {binder = "reference-queue", target = "t", deployment = "d
   cplan.device {id = "d0", capacity = {device = 4096 : i64, link = 1024 : i64}, engines = {compute = 1 : i64, copy = 1 : i64}}
   cplan.device {id = "d1", capacity = {device = 4096 : i64}, engines = {compute = 1 : i64}}
   cplan.link {id = "l0", src = "d0", dst = "d1", capacity = 1024 : i64}
-  %w = cplan.alloc "w" {source = "w", device = "d0", space = "device", offset = 0 : i64, size = 100 : i64, alignment = 64 : i64, lifetime = "weight"}
-  %a = cplan.alloc "a" {source = "a", device = "d0", space = "device", offset = 128 : i64, size = 64 : i64, alignment = 64 : i64, lifetime = "transient"}
-  %e = cplan.alloc "e" {source = "e", device = "d0", space = "link", offset = 0 : i64, size = 64 : i64, alignment = 64 : i64, lifetime = "edge"}
-  %c = cplan.alloc "c" {source = "c", device = "d1", space = "device", offset = 0 : i64, size = 64 : i64, alignment = 64 : i64, lifetime = "transient"}
+  %w = cplan.alloc "w" weight {source = "w", device = "d0", space = "device", offset = 0 : i64, size = 100 : i64, alignment = 64 : i64}
+  %a = cplan.alloc "a" transient {source = "a", device = "d0", space = "device", offset = 128 : i64, size = 64 : i64, alignment = 64 : i64}
+  %e = cplan.alloc "e" edge {source = "e", device = "d0", space = "link", offset = 0 : i64, size = 64 : i64, alignment = 64 : i64}
+  %c = cplan.alloc "c" transient {source = "c", device = "d1", space = "device", offset = 0 : i64, size = 64 : i64, alignment = 64 : i64}
   %t0 = cplan.command "t0" (%w) -> (%a) {task = "t0", op = "rms_norm", impl = "vq.rms_norm", device = "d0", engine = "compute", lineage = "s0/norm", provider = "roofline", status = "direct", duration = 1.0e-06 : f64}
   %t1 = cplan.command "t1" (%a) -> (%e) after(%t0) {task = "t1", op = "send", impl = "vq.send", device = "d0", engine = "copy", lineage = "s0/send", provider = "roofline", status = "direct", duration = 1.0e-06 : f64, link = "l0"}
   %t2 = cplan.command "t2" (%e) -> (%c) after(%t1) {task = "t2", op = "add", impl = "vq.add", device = "d1", engine = "compute", lineage = "s1/add", provider = "roofline", status = "direct", duration = 1.0e-06 : f64}
@@ -519,10 +520,10 @@ cplan.plan attributes {binder = "reference-queue", target = "t", deployment = "d
   cplan.device {id = "d0", capacity = {device = 4096 : i64, link = 1024 : i64}, engines = {compute = 1 : i64, copy = 1 : i64}}
   cplan.device {id = "d1", capacity = {device = 4096 : i64}, engines = {compute = 1 : i64}}
   cplan.link {id = "l0", src = "d0", dst = "d1", capacity = 1024 : i64}
-  %w = cplan.alloc "w" {source = "w", device = "d0", space = "device", offset = 0 : i64, size = 100 : i64, alignment = 64 : i64, lifetime = "weight"}
-  %a = cplan.alloc "a" {source = "a", device = "d0", space = "device", offset = 128 : i64, size = 64 : i64, alignment = 64 : i64, lifetime = "transient"}
-  %e = cplan.alloc "e" {source = "e", device = "d0", space = "link", offset = 0 : i64, size = 64 : i64, alignment = 64 : i64, lifetime = "edge"}
-  %c = cplan.alloc "c" {source = "c", device = "d1", space = "device", offset = 0 : i64, size = 64 : i64, alignment = 64 : i64, lifetime = "transient"}
+  %w = cplan.alloc "w" weight {source = "w", device = "d0", space = "device", offset = 0 : i64, size = 100 : i64, alignment = 64 : i64}
+  %a = cplan.alloc "a" transient {source = "a", device = "d0", space = "device", offset = 128 : i64, size = 64 : i64, alignment = 64 : i64}
+  %e = cplan.alloc "e" edge {source = "e", device = "d0", space = "link", offset = 0 : i64, size = 64 : i64, alignment = 64 : i64}
+  %c = cplan.alloc "c" transient {source = "c", device = "d1", space = "device", offset = 0 : i64, size = 64 : i64, alignment = 64 : i64}
   %t0 = cplan.command "t0" (%w) -> (%a) {task = "t0", op = "rms_norm", impl = "vq.rms_norm", device = "d0", engine = "compute", lineage = "s0/norm", provider = "roofline", status = "direct", duration = 1.0e-06 : f64}
   // CHECK:      invalid.mlir:[[# @LINE - 1]]:3: error: [AB-S-2] queue order and signal/wait edges must not deadlock and must enforce every dependency (placement_mismatch): command 't0' (s0/norm) is placed on d0/compute but its queue is on d0/copy
   // CHECK-NEXT: {{^}}  %t0 = cplan.command "t0" {{.*}}{task = "t0", op = "rms_norm",
@@ -544,10 +545,10 @@ cplan.plan attributes {binder = "reference-queue", target = "t", deployment = "d
   cplan.device {id = "d0", capacity = {device = 4096 : i64, link = 1024 : i64}, engines = {compute = 1 : i64, copy = 1 : i64}}
   cplan.device {id = "d1", capacity = {device = 4096 : i64}, engines = {compute = 1 : i64}}
   cplan.link {id = "l0", src = "d0", dst = "d1", capacity = 1024 : i64}
-  %w = cplan.alloc "w" {source = "w", device = "d0", space = "device", offset = 0 : i64, size = 100 : i64, alignment = 64 : i64, lifetime = "weight"}
-  %a = cplan.alloc "a" {source = "a", device = "d0", space = "device", offset = 128 : i64, size = 64 : i64, alignment = 64 : i64, lifetime = "transient"}
-  %e = cplan.alloc "e" {source = "e", device = "d0", space = "link", offset = 0 : i64, size = 64 : i64, alignment = 64 : i64, lifetime = "edge"}
-  %c = cplan.alloc "c" {source = "c", device = "d1", space = "device", offset = 0 : i64, size = 64 : i64, alignment = 64 : i64, lifetime = "transient"}
+  %w = cplan.alloc "w" weight {source = "w", device = "d0", space = "device", offset = 0 : i64, size = 100 : i64, alignment = 64 : i64}
+  %a = cplan.alloc "a" transient {source = "a", device = "d0", space = "device", offset = 128 : i64, size = 64 : i64, alignment = 64 : i64}
+  %e = cplan.alloc "e" edge {source = "e", device = "d0", space = "link", offset = 0 : i64, size = 64 : i64, alignment = 64 : i64}
+  %c = cplan.alloc "c" transient {source = "c", device = "d1", space = "device", offset = 0 : i64, size = 64 : i64, alignment = 64 : i64}
   %t0 = cplan.command "t0" (%w) -> (%a) {task = "t0", op = "rms_norm", impl = "vq.rms_norm", device = "d0", engine = "compute", lineage = "s0/norm", provider = "roofline", status = "direct", duration = 1.0e-06 : f64}
   // CHECK:      invalid.mlir:[[# @LINE - 1]]:3: error: [AB-S-2] queue order and signal/wait edges must not deadlock and must enforce every dependency (deadlock): queue order and signal/wait edges form a cycle (deadlock) through 't0' (s0/norm), 't1' (s0/send), 't2' (s1/add)
   // CHECK-NEXT: {{^}}  %t0 = cplan.command "t0" {{.*}}{task = "t0", op = "rms_norm",
@@ -570,10 +571,10 @@ cplan.plan attributes {binder = "reference-queue", target = "t", deployment = "d
   cplan.device {id = "d0", capacity = {device = 4096 : i64, link = 1024 : i64}, engines = {compute = 1 : i64, copy = 1 : i64}}
   cplan.device {id = "d1", capacity = {device = 4096 : i64}, engines = {compute = 1 : i64}}
   cplan.link {id = "l0", src = "d0", dst = "d1", capacity = 1024 : i64}
-  %w = cplan.alloc "w" {source = "w", device = "d0", space = "device", offset = 0 : i64, size = 100 : i64, alignment = 64 : i64, lifetime = "weight"}
-  %a = cplan.alloc "a" {source = "a", device = "d0", space = "device", offset = 128 : i64, size = 64 : i64, alignment = 64 : i64, lifetime = "transient"}
-  %e = cplan.alloc "e" {source = "e", device = "d0", space = "link", offset = 0 : i64, size = 64 : i64, alignment = 64 : i64, lifetime = "edge"}
-  %c = cplan.alloc "c" {source = "c", device = "d1", space = "device", offset = 0 : i64, size = 64 : i64, alignment = 64 : i64, lifetime = "transient"}
+  %w = cplan.alloc "w" weight {source = "w", device = "d0", space = "device", offset = 0 : i64, size = 100 : i64, alignment = 64 : i64}
+  %a = cplan.alloc "a" transient {source = "a", device = "d0", space = "device", offset = 128 : i64, size = 64 : i64, alignment = 64 : i64}
+  %e = cplan.alloc "e" edge {source = "e", device = "d0", space = "link", offset = 0 : i64, size = 64 : i64, alignment = 64 : i64}
+  %c = cplan.alloc "c" transient {source = "c", device = "d1", space = "device", offset = 0 : i64, size = 64 : i64, alignment = 64 : i64}
   %t0 = cplan.command "t0" (%w) -> (%a) {task = "t0", op = "rms_norm", impl = "vq.rms_norm", device = "d0", engine = "compute", lineage = "s0/norm", provider = "roofline", status = "direct", duration = 1.0e-06 : f64}
   %t1 = cplan.command "t1" (%a) -> (%e) after(%t0) {task = "t1", op = "send", impl = "vq.send", device = "d0", engine = "copy", lineage = "s0/send", provider = "roofline", status = "direct", duration = 1.0e-06 : f64, link = "l0"}
   %t2 = cplan.command "t2" (%e) -> (%c) after(%t1) {task = "t2", op = "add", impl = "vq.add", device = "d1", engine = "compute", lineage = "s1/add", provider = "roofline", status = "direct", duration = 1.0e-06 : f64}
@@ -594,10 +595,10 @@ cplan.plan attributes {binder = "reference-queue", target = "t", deployment = "d
   cplan.device {id = "d0", capacity = {device = 4096 : i64, link = 1024 : i64}, engines = {compute = 1 : i64, copy = 1 : i64}}
   cplan.device {id = "d1", capacity = {device = 4096 : i64}, engines = {compute = 1 : i64}}
   cplan.link {id = "l0", src = "d0", dst = "d1", capacity = 1024 : i64}
-  %w = cplan.alloc "w" {source = "w", device = "d0", space = "device", offset = 0 : i64, size = 100 : i64, alignment = 64 : i64, lifetime = "weight"}
-  %a = cplan.alloc "a" {source = "a", device = "d0", space = "device", offset = 128 : i64, size = 64 : i64, alignment = 64 : i64, lifetime = "transient"}
-  %e = cplan.alloc "e" {source = "e", device = "d0", space = "link", offset = 0 : i64, size = 64 : i64, alignment = 64 : i64, lifetime = "edge"}
-  %c = cplan.alloc "c" {source = "c", device = "d1", space = "device", offset = 0 : i64, size = 64 : i64, alignment = 64 : i64, lifetime = "transient"}
+  %w = cplan.alloc "w" weight {source = "w", device = "d0", space = "device", offset = 0 : i64, size = 100 : i64, alignment = 64 : i64}
+  %a = cplan.alloc "a" transient {source = "a", device = "d0", space = "device", offset = 128 : i64, size = 64 : i64, alignment = 64 : i64}
+  %e = cplan.alloc "e" edge {source = "e", device = "d0", space = "link", offset = 0 : i64, size = 64 : i64, alignment = 64 : i64}
+  %c = cplan.alloc "c" transient {source = "c", device = "d1", space = "device", offset = 0 : i64, size = 64 : i64, alignment = 64 : i64}
   %t0 = cplan.command "t0" (%w) -> (%a) {task = "t0", op = "rms_norm", impl = "vq.rms_norm", device = "d0", engine = "compute", lineage = "s0/norm", provider = "roofline", status = "direct", duration = 1.0e-06 : f64}
   %t1 = cplan.command "t1" (%a) -> (%e) after(%t0) {task = "t1", op = "send", impl = "vq.send", device = "d0", engine = "copy", lineage = "s0/send", provider = "roofline", status = "direct", duration = 1.0e-06 : f64, link = "l0"}
   %t2 = cplan.command "t2" (%e) -> (%c) after(%t1) {task = "t2", op = "add", impl = "generic", device = "d1", engine = "compute", lineage = "s1/add", provider = "roofline", status = "direct", duration = 1.0e-06 : f64}
@@ -619,10 +620,10 @@ cplan.plan attributes {binder = "reference-queue", target = "t", deployment = "d
   cplan.device {id = "d0", capacity = {device = 4096 : i64, link = 1024 : i64}, engines = {compute = 1 : i64, copy = 1 : i64}}
   cplan.device {id = "d1", capacity = {device = 4096 : i64}, engines = {compute = 1 : i64}}
   cplan.link {id = "l0", src = "d0", dst = "d1", capacity = 1024 : i64}
-  %w = cplan.alloc "w" {source = "w", device = "d0", space = "device", offset = 0 : i64, size = 100 : i64, alignment = 64 : i64, lifetime = "weight"}
-  %a = cplan.alloc "a" {source = "a", device = "d0", space = "device", offset = 128 : i64, size = 64 : i64, alignment = 64 : i64, lifetime = "transient"}
-  %e = cplan.alloc "e" {source = "e", device = "d0", space = "link", offset = 0 : i64, size = 64 : i64, alignment = 64 : i64, lifetime = "edge"}
-  %c = cplan.alloc "c" {source = "c", device = "d1", space = "device", offset = 0 : i64, size = 64 : i64, alignment = 64 : i64, lifetime = "transient"}
+  %w = cplan.alloc "w" weight {source = "w", device = "d0", space = "device", offset = 0 : i64, size = 100 : i64, alignment = 64 : i64}
+  %a = cplan.alloc "a" transient {source = "a", device = "d0", space = "device", offset = 128 : i64, size = 64 : i64, alignment = 64 : i64}
+  %e = cplan.alloc "e" edge {source = "e", device = "d0", space = "link", offset = 0 : i64, size = 64 : i64, alignment = 64 : i64}
+  %c = cplan.alloc "c" transient {source = "c", device = "d1", space = "device", offset = 0 : i64, size = 64 : i64, alignment = 64 : i64}
   %t0 = cplan.command "t0" (%w) -> (%a) {task = "t0", op = "rms_norm", impl = "vq.rms_norm", device = "d0", engine = "compute", lineage = "s0/norm", provider = "roofline", status = "direct", duration = 1.0e-06 : f64}
   %t1 = cplan.command "t1" (%a) -> (%e) after(%t0) {task = "t1", op = "send", impl = "vq.send", device = "d0", engine = "copy", lineage = "s0/send", provider = "roofline", status = "direct", duration = 1.0e-06 : f64, link = "l0"}
   %t2 = cplan.command "t2" (%e) -> (%c) after(%t1) {task = "t2", op = "add", impl = "vq.add", device = "d7", engine = "compute", lineage = "s1/add", provider = "roofline", status = "direct", duration = 1.0e-06 : f64}
@@ -644,10 +645,10 @@ cplan.plan attributes {binder = "reference-queue", target = "t", deployment = "d
   cplan.device {id = "d0", capacity = {device = 4096 : i64, link = 1024 : i64}, engines = {compute = 1 : i64, copy = 1 : i64}}
   cplan.device {id = "d1", capacity = {device = 4096 : i64}, engines = {compute = 1 : i64}}
   cplan.link {id = "l0", src = "d0", dst = "d1", capacity = 1024 : i64}
-  %w = cplan.alloc "w" {source = "w", device = "d0", space = "device", offset = 0 : i64, size = 100 : i64, alignment = 64 : i64, lifetime = "weight"}
-  %a = cplan.alloc "a" {source = "a", device = "d0", space = "device", offset = 128 : i64, size = 64 : i64, alignment = 64 : i64, lifetime = "transient"}
-  %e = cplan.alloc "e" {source = "e", device = "d0", space = "link", offset = 0 : i64, size = 64 : i64, alignment = 64 : i64, lifetime = "edge"}
-  %c = cplan.alloc "c" {source = "c", device = "d1", space = "device", offset = 0 : i64, size = 64 : i64, alignment = 64 : i64, lifetime = "transient"}
+  %w = cplan.alloc "w" weight {source = "w", device = "d0", space = "device", offset = 0 : i64, size = 100 : i64, alignment = 64 : i64}
+  %a = cplan.alloc "a" transient {source = "a", device = "d0", space = "device", offset = 128 : i64, size = 64 : i64, alignment = 64 : i64}
+  %e = cplan.alloc "e" edge {source = "e", device = "d0", space = "link", offset = 0 : i64, size = 64 : i64, alignment = 64 : i64}
+  %c = cplan.alloc "c" transient {source = "c", device = "d1", space = "device", offset = 0 : i64, size = 64 : i64, alignment = 64 : i64}
   %t0 = cplan.command "t0" (%w) -> (%a) {task = "t0", op = "rms_norm", impl = "vq.rms_norm", device = "d0", engine = "compute", lineage = "s0/norm", provider = "roofline", status = "direct", duration = 1.0e-06 : f64}
   %t1 = cplan.command "t1" (%a) -> (%e) after(%t0) {task = "t1", op = "send", impl = "vq.send", device = "d0", engine = "copy", lineage = "s0/send", provider = "roofline", status = "direct", duration = 1.0e-06 : f64, link = "l0"}
   %t2 = cplan.command "t2" (%e) -> (%c) after(%t1) {task = "t2", op = "add", impl = "vq.add", device = "d1", engine = "copy", lineage = "s1/add", provider = "roofline", status = "direct", duration = 1.0e-06 : f64}
@@ -669,10 +670,10 @@ cplan.plan attributes {binder = "reference-queue", target = "t", deployment = "d
   cplan.device {id = "d0", capacity = {device = 4096 : i64, link = 1024 : i64}, engines = {compute = 1 : i64, copy = 1 : i64}}
   cplan.device {id = "d1", capacity = {device = 4096 : i64}, engines = {compute = 1 : i64}}
   cplan.link {id = "l0", src = "d0", dst = "d1", capacity = 1024 : i64}
-  %w = cplan.alloc "w" {source = "w", device = "d0", space = "device", offset = 0 : i64, size = 100 : i64, alignment = 64 : i64, lifetime = "weight"}
-  %a = cplan.alloc "a" {source = "a", device = "d0", space = "device", offset = 128 : i64, size = 64 : i64, alignment = 64 : i64, lifetime = "transient"}
-  %e = cplan.alloc "e" {source = "e", device = "d0", space = "link", offset = 0 : i64, size = 64 : i64, alignment = 64 : i64, lifetime = "edge"}
-  %c = cplan.alloc "c" {source = "c", device = "d1", space = "device", offset = 0 : i64, size = 64 : i64, alignment = 64 : i64, lifetime = "transient"}
+  %w = cplan.alloc "w" weight {source = "w", device = "d0", space = "device", offset = 0 : i64, size = 100 : i64, alignment = 64 : i64}
+  %a = cplan.alloc "a" transient {source = "a", device = "d0", space = "device", offset = 128 : i64, size = 64 : i64, alignment = 64 : i64}
+  %e = cplan.alloc "e" edge {source = "e", device = "d0", space = "link", offset = 0 : i64, size = 64 : i64, alignment = 64 : i64}
+  %c = cplan.alloc "c" transient {source = "c", device = "d1", space = "device", offset = 0 : i64, size = 64 : i64, alignment = 64 : i64}
   %t0 = cplan.command "t0" (%w) -> (%a) {task = "t0", op = "rms_norm", impl = "vq.rms_norm", device = "d0", engine = "compute", lineage = "s0/norm", provider = "roofline", status = "direct", duration = 1.0e-06 : f64}
   %t1 = cplan.command "t1" (%a) -> (%e) after(%t0) {task = "t1", op = "send", impl = "vq.send", device = "d0", engine = "copy", lineage = "s0/send", provider = "roofline", status = "direct", duration = 1.0e-06 : f64, link = "l9"}
   // CHECK:      invalid.mlir:[[# @LINE - 1]]:3: error: [AB-S-3] every command needs a legal implementation and placement (unknown_link): command 't1' (s0/send) uses undeclared link 'l9'
@@ -694,10 +695,10 @@ cplan.plan attributes {binder = "reference-queue", target = "t", deployment = "d
   cplan.device {id = "d0", capacity = {device = 4096 : i64, link = 1024 : i64}, engines = {compute = 1 : i64, copy = 1 : i64}}
   cplan.device {id = "d1", capacity = {device = 4096 : i64}, engines = {compute = 1 : i64}}
   cplan.link {id = "l0", src = "d1", dst = "d0", capacity = 1024 : i64}
-  %w = cplan.alloc "w" {source = "w", device = "d0", space = "device", offset = 0 : i64, size = 100 : i64, alignment = 64 : i64, lifetime = "weight"}
-  %a = cplan.alloc "a" {source = "a", device = "d0", space = "device", offset = 128 : i64, size = 64 : i64, alignment = 64 : i64, lifetime = "transient"}
-  %e = cplan.alloc "e" {source = "e", device = "d0", space = "link", offset = 0 : i64, size = 64 : i64, alignment = 64 : i64, lifetime = "edge"}
-  %c = cplan.alloc "c" {source = "c", device = "d1", space = "device", offset = 0 : i64, size = 64 : i64, alignment = 64 : i64, lifetime = "transient"}
+  %w = cplan.alloc "w" weight {source = "w", device = "d0", space = "device", offset = 0 : i64, size = 100 : i64, alignment = 64 : i64}
+  %a = cplan.alloc "a" transient {source = "a", device = "d0", space = "device", offset = 128 : i64, size = 64 : i64, alignment = 64 : i64}
+  %e = cplan.alloc "e" edge {source = "e", device = "d0", space = "link", offset = 0 : i64, size = 64 : i64, alignment = 64 : i64}
+  %c = cplan.alloc "c" transient {source = "c", device = "d1", space = "device", offset = 0 : i64, size = 64 : i64, alignment = 64 : i64}
   %t0 = cplan.command "t0" (%w) -> (%a) {task = "t0", op = "rms_norm", impl = "vq.rms_norm", device = "d0", engine = "compute", lineage = "s0/norm", provider = "roofline", status = "direct", duration = 1.0e-06 : f64}
   %t1 = cplan.command "t1" (%a) -> (%e) after(%t0) {task = "t1", op = "send", impl = "vq.send", device = "d0", engine = "copy", lineage = "s0/send", provider = "roofline", status = "direct", duration = 1.0e-06 : f64, link = "l0"}
   // CHECK:      invalid.mlir:[[# @LINE - 1]]:3: error: [AB-S-3] every command needs a legal implementation and placement (link_placement): command 't1' (s0/send) on 'd0' uses link 'l0' leaving 'd1'
@@ -719,10 +720,10 @@ cplan.plan attributes {binder = "reference-queue", target = "t", deployment = "d
   cplan.device {id = "d0", capacity = {device = 4096 : i64, link = 1024 : i64}, engines = {compute = 1 : i64, copy = 1 : i64}}
   cplan.device {id = "d1", capacity = {device = 4096 : i64}, engines = {compute = 1 : i64}}
   cplan.link {id = "l0", src = "d0", dst = "d1", capacity = 1024 : i64}
-  %w = cplan.alloc "w" {source = "w", device = "d0", space = "device", offset = 0 : i64, size = 100 : i64, alignment = 64 : i64, lifetime = "weight"}
-  %a = cplan.alloc "a" {source = "a", device = "d0", space = "device", offset = 128 : i64, size = 64 : i64, alignment = 64 : i64, lifetime = "transient"}
-  %e = cplan.alloc "e" {source = "e", device = "d0", space = "link", offset = 0 : i64, size = 64 : i64, alignment = 64 : i64, lifetime = "edge"}
-  %c = cplan.alloc "c" {source = "c", device = "d1", space = "device", offset = 0 : i64, size = 64 : i64, alignment = 64 : i64, lifetime = "transient"}
+  %w = cplan.alloc "w" weight {source = "w", device = "d0", space = "device", offset = 0 : i64, size = 100 : i64, alignment = 64 : i64}
+  %a = cplan.alloc "a" transient {source = "a", device = "d0", space = "device", offset = 128 : i64, size = 64 : i64, alignment = 64 : i64}
+  %e = cplan.alloc "e" edge {source = "e", device = "d0", space = "link", offset = 0 : i64, size = 64 : i64, alignment = 64 : i64}
+  %c = cplan.alloc "c" transient {source = "c", device = "d1", space = "device", offset = 0 : i64, size = 64 : i64, alignment = 64 : i64}
   %t0 = cplan.command "t0" (%w) -> (%a) {task = "t0", op = "rms_norm", impl = "vq.rms_norm", device = "d0", engine = "compute", lineage = "s0/norm", provider = "roofline", status = "direct", duration = 1.0e-06 : f64}
   %t1 = cplan.command "t1" (%a) -> (%e) after(%t0) {task = "t1", op = "send", impl = "vq.send", device = "d0", engine = "copy", lineage = "s0/send", provider = "roofline", status = "direct", duration = 1.0e-06 : f64, link = "l0"}
   %t2 = cplan.command "t2" (%e, %a) -> (%c) after(%t1) {task = "t2", op = "add", impl = "vq.add", device = "d1", engine = "compute", lineage = "s1/add", provider = "roofline", status = "direct", duration = 1.0e-06 : f64}
@@ -744,10 +745,10 @@ cplan.plan attributes {binder = "reference-queue", target = "t", deployment = "d
   cplan.device {id = "d0", capacity = {device = 4096 : i64, link = 1024 : i64}, engines = {compute = 1 : i64, copy = 1 : i64}}
   cplan.device {id = "d1", capacity = {device = 4096 : i64}, engines = {compute = 1 : i64}}
   cplan.link {id = "l0", src = "d0", dst = "d1", capacity = 1024 : i64}
-  %w = cplan.alloc "w" {source = "w", device = "d0", space = "device", offset = 0 : i64, size = 100 : i64, alignment = 64 : i64, lifetime = "weight"}
-  %a = cplan.alloc "a" {source = "a", device = "d0", space = "device", offset = 128 : i64, size = 64 : i64, alignment = 64 : i64, lifetime = "transient"}
-  %e = cplan.alloc "e" {source = "e", device = "d0", space = "link", offset = 0 : i64, size = 64 : i64, alignment = 64 : i64, lifetime = "edge"}
-  %c = cplan.alloc "c" {source = "c", device = "d1", space = "device", offset = 0 : i64, size = 64 : i64, alignment = 64 : i64, lifetime = "transient"}
+  %w = cplan.alloc "w" weight {source = "w", device = "d0", space = "device", offset = 0 : i64, size = 100 : i64, alignment = 64 : i64}
+  %a = cplan.alloc "a" transient {source = "a", device = "d0", space = "device", offset = 128 : i64, size = 64 : i64, alignment = 64 : i64}
+  %e = cplan.alloc "e" edge {source = "e", device = "d0", space = "link", offset = 0 : i64, size = 64 : i64, alignment = 64 : i64}
+  %c = cplan.alloc "c" transient {source = "c", device = "d1", space = "device", offset = 0 : i64, size = 64 : i64, alignment = 64 : i64}
   %t0 = cplan.command "t0" (%w) -> () {task = "t0", op = "rms_norm", impl = "vq.rms_norm", device = "d0", engine = "compute", lineage = "s0/norm", provider = "roofline", status = "direct", duration = 1.0e-06 : f64}
   %t1 = cplan.command "t1" (%a) -> (%e) after(%t0) {task = "t1", op = "send", impl = "vq.send", device = "d0", engine = "copy", lineage = "s0/send", provider = "roofline", status = "direct", duration = 1.0e-06 : f64, link = "l0"}
   // CHECK:      invalid.mlir:[[# @LINE - 1]]:3: error: [AB-S-4] buffer lifetimes must cover all producers and consumers (lifetime_gap): transient buffer 'a' (source 'a') is read by 't1' (s0/send) before any producer is guaranteed to have written it (producers: none)
@@ -769,13 +770,13 @@ cplan.plan attributes {binder = "reference-queue", target = "t", deployment = "d
   cplan.device {id = "d0", capacity = {device = 4096 : i64, link = 1024 : i64}, engines = {compute = 1 : i64, copy = 1 : i64}}
   cplan.device {id = "d1", capacity = {device = 4096 : i64}, engines = {compute = 1 : i64}}
   cplan.link {id = "l0", src = "d0", dst = "d1", capacity = 1024 : i64}
-  %w = cplan.alloc "w" {source = "w", device = "d0", space = "device", offset = 0 : i64, size = 100 : i64, alignment = 64 : i64, lifetime = "weight"}
-  %a = cplan.alloc "a" {source = "a", device = "d0", space = "device", offset = 128 : i64, size = 64 : i64, alignment = 64 : i64, lifetime = "transient"}
-  %e = cplan.alloc "e" {source = "e", device = "d0", space = "link", offset = 0 : i64, size = 64 : i64, alignment = 64 : i64, lifetime = "edge"}
-  %c = cplan.alloc "c" {source = "c", device = "d1", space = "device", offset = 0 : i64, size = 64 : i64, alignment = 64 : i64, lifetime = "transient"}
-  %c2 = cplan.alloc "c" {source = "c2", device = "d1", space = "device", offset = 64 : i64, size = 64 : i64, alignment = 64 : i64, lifetime = "transient"}
+  %w = cplan.alloc "w" weight {source = "w", device = "d0", space = "device", offset = 0 : i64, size = 100 : i64, alignment = 64 : i64}
+  %a = cplan.alloc "a" transient {source = "a", device = "d0", space = "device", offset = 128 : i64, size = 64 : i64, alignment = 64 : i64}
+  %e = cplan.alloc "e" edge {source = "e", device = "d0", space = "link", offset = 0 : i64, size = 64 : i64, alignment = 64 : i64}
+  %c = cplan.alloc "c" transient {source = "c", device = "d1", space = "device", offset = 0 : i64, size = 64 : i64, alignment = 64 : i64}
+  %c2 = cplan.alloc "c" transient {source = "c2", device = "d1", space = "device", offset = 64 : i64, size = 64 : i64, alignment = 64 : i64}
   // CHECK:      invalid.mlir:[[# @LINE - 1]]:3: error: [AB-S-4] buffer lifetimes must cover all producers and consumers (duplicate_alloc): allocation id 'c' (source 'c2') is declared twice
-  // CHECK-NEXT: {{^}}  %c2 = cplan.alloc "c" {source = "c2", device = "d1",
+  // CHECK-NEXT: {{^}}  %c2 = cplan.alloc "c" transient {source = "c2", device = "d1",
   %t0 = cplan.command "t0" (%w) -> (%a) {task = "t0", op = "rms_norm", impl = "vq.rms_norm", device = "d0", engine = "compute", lineage = "s0/norm", provider = "roofline", status = "direct", duration = 1.0e-06 : f64}
   %t1 = cplan.command "t1" (%a) -> (%e) after(%t0) {task = "t1", op = "send", impl = "vq.send", device = "d0", engine = "copy", lineage = "s0/send", provider = "roofline", status = "direct", duration = 1.0e-06 : f64, link = "l0"}
   %t2 = cplan.command "t2" (%e) -> (%c) after(%t1) {task = "t2", op = "add", impl = "vq.add", device = "d1", engine = "compute", lineage = "s1/add", provider = "roofline", status = "direct", duration = 1.0e-06 : f64}
@@ -795,12 +796,12 @@ cplan.plan attributes {binder = "reference-queue", target = "t", deployment = "d
   cplan.device {id = "d0", capacity = {device = 4096 : i64, link = 1024 : i64}, engines = {compute = 1 : i64, copy = 1 : i64}}
   cplan.device {id = "d1", capacity = {device = 4096 : i64}, engines = {compute = 1 : i64}}
   cplan.link {id = "l0", src = "d0", dst = "d1", capacity = 1024 : i64}
-  %w = cplan.alloc "w" {source = "w", device = "d0", space = "device", offset = 0 : i64, size = 100 : i64, alignment = 64 : i64, lifetime = "weight"}
-  %a = cplan.alloc "a" {source = "a", device = "d0", space = "device", offset = 64 : i64, size = 64 : i64, alignment = 64 : i64, lifetime = "transient"}
+  %w = cplan.alloc "w" weight {source = "w", device = "d0", space = "device", offset = 0 : i64, size = 100 : i64, alignment = 64 : i64}
+  %a = cplan.alloc "a" transient {source = "a", device = "d0", space = "device", offset = 64 : i64, size = 64 : i64, alignment = 64 : i64}
   // CHECK:      invalid.mlir:[[# @LINE - 1]]:3: error: [AB-S-5] reused allocations must not overlap in any legal execution (unsafe_reuse): d0/device: allocations 'w' [0, 100) and 'a' [64, 128) overlap; a weight buffer is live for the whole plan
-  // CHECK-NEXT: {{^}}  %a = cplan.alloc "a" {source = "a", device = "d0", space = "device",
-  %e = cplan.alloc "e" {source = "e", device = "d0", space = "link", offset = 0 : i64, size = 64 : i64, alignment = 64 : i64, lifetime = "edge"}
-  %c = cplan.alloc "c" {source = "c", device = "d1", space = "device", offset = 0 : i64, size = 64 : i64, alignment = 64 : i64, lifetime = "transient"}
+  // CHECK-NEXT: {{^}}  %a = cplan.alloc "a" transient {source = "a", device = "d0", space = "device",
+  %e = cplan.alloc "e" edge {source = "e", device = "d0", space = "link", offset = 0 : i64, size = 64 : i64, alignment = 64 : i64}
+  %c = cplan.alloc "c" transient {source = "c", device = "d1", space = "device", offset = 0 : i64, size = 64 : i64, alignment = 64 : i64}
   %t0 = cplan.command "t0" (%w) -> (%a) {task = "t0", op = "rms_norm", impl = "vq.rms_norm", device = "d0", engine = "compute", lineage = "s0/norm", provider = "roofline", status = "direct", duration = 1.0e-06 : f64}
   %t1 = cplan.command "t1" (%a) -> (%e) after(%t0) {task = "t1", op = "send", impl = "vq.send", device = "d0", engine = "copy", lineage = "s0/send", provider = "roofline", status = "direct", duration = 1.0e-06 : f64, link = "l0"}
   %t2 = cplan.command "t2" (%e) -> (%c) after(%t1) {task = "t2", op = "add", impl = "vq.add", device = "d1", engine = "compute", lineage = "s1/add", provider = "roofline", status = "direct", duration = 1.0e-06 : f64}
@@ -823,10 +824,10 @@ cplan.plan attributes {binder = "reference-queue", target = "t", deployment = "d
   // CHECK:      invalid.mlir:[[# @LINE - 1]]:3: error: [AB-S-6] device, memory-space, engine and link capacities must be respected (duplicate_device): device id 'd1' is declared twice
   // CHECK-NEXT: {{^}}  cplan.device {id = "d1", capacity = {device = 8192 : i64},
   cplan.link {id = "l0", src = "d0", dst = "d1", capacity = 1024 : i64}
-  %w = cplan.alloc "w" {source = "w", device = "d0", space = "device", offset = 0 : i64, size = 100 : i64, alignment = 64 : i64, lifetime = "weight"}
-  %a = cplan.alloc "a" {source = "a", device = "d0", space = "device", offset = 128 : i64, size = 64 : i64, alignment = 64 : i64, lifetime = "transient"}
-  %e = cplan.alloc "e" {source = "e", device = "d0", space = "link", offset = 0 : i64, size = 64 : i64, alignment = 64 : i64, lifetime = "edge"}
-  %c = cplan.alloc "c" {source = "c", device = "d1", space = "device", offset = 0 : i64, size = 64 : i64, alignment = 64 : i64, lifetime = "transient"}
+  %w = cplan.alloc "w" weight {source = "w", device = "d0", space = "device", offset = 0 : i64, size = 100 : i64, alignment = 64 : i64}
+  %a = cplan.alloc "a" transient {source = "a", device = "d0", space = "device", offset = 128 : i64, size = 64 : i64, alignment = 64 : i64}
+  %e = cplan.alloc "e" edge {source = "e", device = "d0", space = "link", offset = 0 : i64, size = 64 : i64, alignment = 64 : i64}
+  %c = cplan.alloc "c" transient {source = "c", device = "d1", space = "device", offset = 0 : i64, size = 64 : i64, alignment = 64 : i64}
   %t0 = cplan.command "t0" (%w) -> (%a) {task = "t0", op = "rms_norm", impl = "vq.rms_norm", device = "d0", engine = "compute", lineage = "s0/norm", provider = "roofline", status = "direct", duration = 1.0e-06 : f64}
   %t1 = cplan.command "t1" (%a) -> (%e) after(%t0) {task = "t1", op = "send", impl = "vq.send", device = "d0", engine = "copy", lineage = "s0/send", provider = "roofline", status = "direct", duration = 1.0e-06 : f64, link = "l0"}
   %t2 = cplan.command "t2" (%e) -> (%c) after(%t1) {task = "t2", op = "add", impl = "vq.add", device = "d1", engine = "compute", lineage = "s1/add", provider = "roofline", status = "direct", duration = 1.0e-06 : f64}
@@ -849,10 +850,10 @@ cplan.plan attributes {binder = "reference-queue", target = "t", deployment = "d
   cplan.link {id = "l0", src = "d0", dst = "d1", capacity = 512 : i64}
   // CHECK:      invalid.mlir:[[# @LINE - 1]]:3: error: [AB-S-6] device, memory-space, engine and link capacities must be respected (duplicate_link): link id 'l0' is declared twice
   // CHECK-NEXT: {{^}}  cplan.link {id = "l0", src = "d0", dst = "d1", capacity = 512 : i64}
-  %w = cplan.alloc "w" {source = "w", device = "d0", space = "device", offset = 0 : i64, size = 100 : i64, alignment = 64 : i64, lifetime = "weight"}
-  %a = cplan.alloc "a" {source = "a", device = "d0", space = "device", offset = 128 : i64, size = 64 : i64, alignment = 64 : i64, lifetime = "transient"}
-  %e = cplan.alloc "e" {source = "e", device = "d0", space = "link", offset = 0 : i64, size = 64 : i64, alignment = 64 : i64, lifetime = "edge"}
-  %c = cplan.alloc "c" {source = "c", device = "d1", space = "device", offset = 0 : i64, size = 64 : i64, alignment = 64 : i64, lifetime = "transient"}
+  %w = cplan.alloc "w" weight {source = "w", device = "d0", space = "device", offset = 0 : i64, size = 100 : i64, alignment = 64 : i64}
+  %a = cplan.alloc "a" transient {source = "a", device = "d0", space = "device", offset = 128 : i64, size = 64 : i64, alignment = 64 : i64}
+  %e = cplan.alloc "e" edge {source = "e", device = "d0", space = "link", offset = 0 : i64, size = 64 : i64, alignment = 64 : i64}
+  %c = cplan.alloc "c" transient {source = "c", device = "d1", space = "device", offset = 0 : i64, size = 64 : i64, alignment = 64 : i64}
   %t0 = cplan.command "t0" (%w) -> (%a) {task = "t0", op = "rms_norm", impl = "vq.rms_norm", device = "d0", engine = "compute", lineage = "s0/norm", provider = "roofline", status = "direct", duration = 1.0e-06 : f64}
   %t1 = cplan.command "t1" (%a) -> (%e) after(%t0) {task = "t1", op = "send", impl = "vq.send", device = "d0", engine = "copy", lineage = "s0/send", provider = "roofline", status = "direct", duration = 1.0e-06 : f64, link = "l0"}
   %t2 = cplan.command "t2" (%e) -> (%c) after(%t1) {task = "t2", op = "add", impl = "vq.add", device = "d1", engine = "compute", lineage = "s1/add", provider = "roofline", status = "direct", duration = 1.0e-06 : f64}
@@ -872,13 +873,13 @@ cplan.plan attributes {binder = "reference-queue", target = "t", deployment = "d
   cplan.device {id = "d0", capacity = {device = 4096 : i64, link = 1024 : i64}, engines = {compute = 1 : i64, copy = 1 : i64}}
   cplan.device {id = "d1", capacity = {device = 4096 : i64}, engines = {compute = 1 : i64}}
   cplan.link {id = "l0", src = "d0", dst = "d1", capacity = 1024 : i64}
-  %w = cplan.alloc "w" {source = "w", device = "d0", space = "device", offset = 0 : i64, size = 100 : i64, alignment = 64 : i64, lifetime = "weight"}
-  %a = cplan.alloc "a" {source = "a", device = "d0", space = "device", offset = 128 : i64, size = 64 : i64, alignment = 64 : i64, lifetime = "transient"}
-  %e = cplan.alloc "e" {source = "e", device = "d0", space = "link", offset = 0 : i64, size = 64 : i64, alignment = 64 : i64, lifetime = "edge"}
-  %c = cplan.alloc "c" {source = "c", device = "d1", space = "device", offset = 0 : i64, size = 64 : i64, alignment = 64 : i64, lifetime = "transient"}
-  %x = cplan.alloc "x" {source = "x", device = "d7", space = "device", offset = 0 : i64, size = 64 : i64, alignment = 64 : i64, lifetime = "transient"}
+  %w = cplan.alloc "w" weight {source = "w", device = "d0", space = "device", offset = 0 : i64, size = 100 : i64, alignment = 64 : i64}
+  %a = cplan.alloc "a" transient {source = "a", device = "d0", space = "device", offset = 128 : i64, size = 64 : i64, alignment = 64 : i64}
+  %e = cplan.alloc "e" edge {source = "e", device = "d0", space = "link", offset = 0 : i64, size = 64 : i64, alignment = 64 : i64}
+  %c = cplan.alloc "c" transient {source = "c", device = "d1", space = "device", offset = 0 : i64, size = 64 : i64, alignment = 64 : i64}
+  %x = cplan.alloc "x" transient {source = "x", device = "d7", space = "device", offset = 0 : i64, size = 64 : i64, alignment = 64 : i64}
   // CHECK:      invalid.mlir:[[# @LINE - 1]]:3: error: [AB-S-6] device, memory-space, engine and link capacities must be respected (unknown_device): allocation 'x' is on undeclared device 'd7'
-  // CHECK-NEXT: {{^}}  %x = cplan.alloc "x" {source = "x", device = "d7", space = "device",
+  // CHECK-NEXT: {{^}}  %x = cplan.alloc "x" transient {source = "x", device = "d7", space = "device",
   %t0 = cplan.command "t0" (%w) -> (%a) {task = "t0", op = "rms_norm", impl = "vq.rms_norm", device = "d0", engine = "compute", lineage = "s0/norm", provider = "roofline", status = "direct", duration = 1.0e-06 : f64}
   %t1 = cplan.command "t1" (%a) -> (%e) after(%t0) {task = "t1", op = "send", impl = "vq.send", device = "d0", engine = "copy", lineage = "s0/send", provider = "roofline", status = "direct", duration = 1.0e-06 : f64, link = "l0"}
   %t2 = cplan.command "t2" (%e) -> (%c) after(%t1) {task = "t2", op = "add", impl = "vq.add", device = "d1", engine = "compute", lineage = "s1/add", provider = "roofline", status = "direct", duration = 1.0e-06 : f64}
@@ -898,12 +899,12 @@ cplan.plan attributes {binder = "reference-queue", target = "t", deployment = "d
   cplan.device {id = "d0", capacity = {device = 4096 : i64, link = 1024 : i64}, engines = {compute = 1 : i64, copy = 1 : i64}}
   cplan.device {id = "d1", capacity = {device = 4096 : i64}, engines = {compute = 1 : i64}}
   cplan.link {id = "l0", src = "d0", dst = "d1", capacity = 1024 : i64}
-  %w = cplan.alloc "w" {source = "w", device = "d0", space = "device", offset = 0 : i64, size = 100 : i64, alignment = 64 : i64, lifetime = "weight"}
-  %a = cplan.alloc "a" {source = "a", device = "d0", space = "device", offset = 128 : i64, size = 64 : i64, alignment = 64 : i64, lifetime = "transient"}
-  %e = cplan.alloc "e" {source = "e", device = "d0", space = "link", offset = 0 : i64, size = 64 : i64, alignment = 64 : i64, lifetime = "edge"}
-  %c = cplan.alloc "c" {source = "c", device = "d1", space = "host", offset = 0 : i64, size = 64 : i64, alignment = 64 : i64, lifetime = "transient"}
+  %w = cplan.alloc "w" weight {source = "w", device = "d0", space = "device", offset = 0 : i64, size = 100 : i64, alignment = 64 : i64}
+  %a = cplan.alloc "a" transient {source = "a", device = "d0", space = "device", offset = 128 : i64, size = 64 : i64, alignment = 64 : i64}
+  %e = cplan.alloc "e" edge {source = "e", device = "d0", space = "link", offset = 0 : i64, size = 64 : i64, alignment = 64 : i64}
+  %c = cplan.alloc "c" transient {source = "c", device = "d1", space = "host", offset = 0 : i64, size = 64 : i64, alignment = 64 : i64}
   // CHECK:      invalid.mlir:[[# @LINE - 1]]:3: error: [AB-S-6] device, memory-space, engine and link capacities must be respected (unknown_space): allocation 'c' is in memory space 'host' that device 'd1' lacks
-  // CHECK-NEXT: {{^}}  %c = cplan.alloc "c" {source = "c", device = "d1", space = "host",
+  // CHECK-NEXT: {{^}}  %c = cplan.alloc "c" transient {source = "c", device = "d1", space = "host",
   %t0 = cplan.command "t0" (%w) -> (%a) {task = "t0", op = "rms_norm", impl = "vq.rms_norm", device = "d0", engine = "compute", lineage = "s0/norm", provider = "roofline", status = "direct", duration = 1.0e-06 : f64}
   %t1 = cplan.command "t1" (%a) -> (%e) after(%t0) {task = "t1", op = "send", impl = "vq.send", device = "d0", engine = "copy", lineage = "s0/send", provider = "roofline", status = "direct", duration = 1.0e-06 : f64, link = "l0"}
   %t2 = cplan.command "t2" (%e) -> (%c) after(%t1) {task = "t2", op = "add", impl = "vq.add", device = "d1", engine = "compute", lineage = "s1/add", provider = "roofline", status = "direct", duration = 1.0e-06 : f64}
@@ -923,12 +924,12 @@ cplan.plan attributes {binder = "reference-queue", target = "t", deployment = "d
   cplan.device {id = "d0", capacity = {device = 4096 : i64, link = 1024 : i64}, engines = {compute = 1 : i64, copy = 1 : i64}}
   cplan.device {id = "d1", capacity = {device = 32 : i64}, engines = {compute = 1 : i64}}
   cplan.link {id = "l0", src = "d0", dst = "d1", capacity = 1024 : i64}
-  %w = cplan.alloc "w" {source = "w", device = "d0", space = "device", offset = 0 : i64, size = 100 : i64, alignment = 64 : i64, lifetime = "weight"}
-  %a = cplan.alloc "a" {source = "a", device = "d0", space = "device", offset = 128 : i64, size = 64 : i64, alignment = 64 : i64, lifetime = "transient"}
-  %e = cplan.alloc "e" {source = "e", device = "d0", space = "link", offset = 0 : i64, size = 64 : i64, alignment = 64 : i64, lifetime = "edge"}
-  %c = cplan.alloc "c" {source = "c", device = "d1", space = "device", offset = 0 : i64, size = 64 : i64, alignment = 64 : i64, lifetime = "transient"}
+  %w = cplan.alloc "w" weight {source = "w", device = "d0", space = "device", offset = 0 : i64, size = 100 : i64, alignment = 64 : i64}
+  %a = cplan.alloc "a" transient {source = "a", device = "d0", space = "device", offset = 128 : i64, size = 64 : i64, alignment = 64 : i64}
+  %e = cplan.alloc "e" edge {source = "e", device = "d0", space = "link", offset = 0 : i64, size = 64 : i64, alignment = 64 : i64}
+  %c = cplan.alloc "c" transient {source = "c", device = "d1", space = "device", offset = 0 : i64, size = 64 : i64, alignment = 64 : i64}
   // CHECK:      invalid.mlir:[[# @LINE - 1]]:3: error: [AB-S-6] device, memory-space, engine and link capacities must be respected (capacity_exceeded): device 'd1' memory space 'device': peak 64 bytes exceeds capacity 32; largest: c (64 B)
-  // CHECK-NEXT: {{^}}  %c = cplan.alloc "c" {source = "c", device = "d1", space = "device",
+  // CHECK-NEXT: {{^}}  %c = cplan.alloc "c" transient {source = "c", device = "d1", space = "device",
   %t0 = cplan.command "t0" (%w) -> (%a) {task = "t0", op = "rms_norm", impl = "vq.rms_norm", device = "d0", engine = "compute", lineage = "s0/norm", provider = "roofline", status = "direct", duration = 1.0e-06 : f64}
   %t1 = cplan.command "t1" (%a) -> (%e) after(%t0) {task = "t1", op = "send", impl = "vq.send", device = "d0", engine = "copy", lineage = "s0/send", provider = "roofline", status = "direct", duration = 1.0e-06 : f64, link = "l0"}
   %t2 = cplan.command "t2" (%e) -> (%c) after(%t1) {task = "t2", op = "add", impl = "vq.add", device = "d1", engine = "compute", lineage = "s1/add", provider = "roofline", status = "direct", duration = 1.0e-06 : f64}
@@ -948,10 +949,10 @@ cplan.plan attributes {binder = "reference-queue", target = "t", deployment = "d
   cplan.device {id = "d0", capacity = {device = 4096 : i64, link = 1024 : i64}, engines = {compute = 1 : i64, copy = 1 : i64}}
   cplan.device {id = "d1", capacity = {device = 4096 : i64}, engines = {compute = 1 : i64}}
   cplan.link {id = "l0", src = "d0", dst = "d1", capacity = 1024 : i64}
-  %w = cplan.alloc "w" {source = "w", device = "d0", space = "device", offset = 0 : i64, size = 100 : i64, alignment = 64 : i64, lifetime = "weight"}
-  %a = cplan.alloc "a" {source = "a", device = "d0", space = "device", offset = 128 : i64, size = 64 : i64, alignment = 64 : i64, lifetime = "transient"}
-  %e = cplan.alloc "e" {source = "e", device = "d0", space = "link", offset = 0 : i64, size = 64 : i64, alignment = 64 : i64, lifetime = "edge"}
-  %c = cplan.alloc "c" {source = "c", device = "d1", space = "device", offset = 0 : i64, size = 64 : i64, alignment = 64 : i64, lifetime = "transient"}
+  %w = cplan.alloc "w" weight {source = "w", device = "d0", space = "device", offset = 0 : i64, size = 100 : i64, alignment = 64 : i64}
+  %a = cplan.alloc "a" transient {source = "a", device = "d0", space = "device", offset = 128 : i64, size = 64 : i64, alignment = 64 : i64}
+  %e = cplan.alloc "e" edge {source = "e", device = "d0", space = "link", offset = 0 : i64, size = 64 : i64, alignment = 64 : i64}
+  %c = cplan.alloc "c" transient {source = "c", device = "d1", space = "device", offset = 0 : i64, size = 64 : i64, alignment = 64 : i64}
   %t0 = cplan.command "t0" (%w) -> (%a) {task = "t0", op = "rms_norm", impl = "vq.rms_norm", device = "d0", engine = "compute", lineage = "s0/norm", provider = "roofline", status = "direct", duration = 1.0e-06 : f64}
   %t1 = cplan.command "t1" (%a) -> (%e) after(%t0) {task = "t1", op = "send", impl = "vq.send", device = "d0", engine = "copy", lineage = "s0/send", provider = "roofline", status = "direct", duration = 1.0e-06 : f64, link = "l0"}
   %t2 = cplan.command "t2" (%e) -> (%c) after(%t1) {task = "t2", op = "add", impl = "vq.add", device = "d1", engine = "compute", lineage = "s1/add", provider = "roofline", status = "direct", duration = 1.0e-06 : f64}
@@ -972,8 +973,8 @@ cplan.plan attributes {binder = "reference-queue", target = "t", deployment = "d
 // AB-S-6: more slots than the engine has
 cplan.plan attributes {binder = "reference-slot", target = "t", deployment = "d", evidence = "e", risk = "accept-missing", source = "s"} {
   cplan.device {id = "d0", capacity = {device = 4096 : i64}, engines = {df = 1 : i64}}
-  %a = cplan.alloc "a" {source = "a", device = "d0", space = "device", offset = 0 : i64, size = 64 : i64, alignment = 64 : i64, lifetime = "transient"}
-  %b = cplan.alloc "b" {source = "b", device = "d0", space = "device", offset = 64 : i64, size = 64 : i64, alignment = 64 : i64, lifetime = "transient"}
+  %a = cplan.alloc "a" transient {source = "a", device = "d0", space = "device", offset = 0 : i64, size = 64 : i64, alignment = 64 : i64}
+  %b = cplan.alloc "b" transient {source = "b", device = "d0", space = "device", offset = 64 : i64, size = 64 : i64, alignment = 64 : i64}
   %t0 = cplan.command "t0" () -> (%a) {task = "t0", op = "rms_norm", impl = "vs.rms_norm", device = "d0", engine = "df", lineage = "s0/a", provider = "roofline", status = "direct", duration = 1.0e-06 : f64}
   %t1 = cplan.command "t1" (%a) -> (%b) after(%t0) {task = "t1", op = "add", impl = "vs.add", device = "d0", engine = "df", lineage = "s0/b", provider = "", status = "missing"}
   cplan.slot_dataflow {
@@ -993,10 +994,10 @@ cplan.plan attributes {binder = "reference-queue", target = "t", deployment = "d
   cplan.device {id = "d0", capacity = {device = 4096 : i64, link = 1024 : i64}, engines = {compute = 1 : i64, copy = 1 : i64}}
   cplan.device {id = "d1", capacity = {device = 4096 : i64}, engines = {compute = 1 : i64}}
   cplan.link {id = "l0", src = "d0", dst = "d1", capacity = 16 : i64}
-  %w = cplan.alloc "w" {source = "w", device = "d0", space = "device", offset = 0 : i64, size = 100 : i64, alignment = 64 : i64, lifetime = "weight"}
-  %a = cplan.alloc "a" {source = "a", device = "d0", space = "device", offset = 128 : i64, size = 64 : i64, alignment = 64 : i64, lifetime = "transient"}
-  %e = cplan.alloc "e" {source = "e", device = "d0", space = "link", offset = 0 : i64, size = 64 : i64, alignment = 64 : i64, lifetime = "edge"}
-  %c = cplan.alloc "c" {source = "c", device = "d1", space = "device", offset = 0 : i64, size = 64 : i64, alignment = 64 : i64, lifetime = "transient"}
+  %w = cplan.alloc "w" weight {source = "w", device = "d0", space = "device", offset = 0 : i64, size = 100 : i64, alignment = 64 : i64}
+  %a = cplan.alloc "a" transient {source = "a", device = "d0", space = "device", offset = 128 : i64, size = 64 : i64, alignment = 64 : i64}
+  %e = cplan.alloc "e" edge {source = "e", device = "d0", space = "link", offset = 0 : i64, size = 64 : i64, alignment = 64 : i64}
+  %c = cplan.alloc "c" transient {source = "c", device = "d1", space = "device", offset = 0 : i64, size = 64 : i64, alignment = 64 : i64}
   %t0 = cplan.command "t0" (%w) -> (%a) {task = "t0", op = "rms_norm", impl = "vq.rms_norm", device = "d0", engine = "compute", lineage = "s0/norm", provider = "roofline", status = "direct", duration = 1.0e-06 : f64}
   %t1 = cplan.command "t1" (%a) -> (%e) after(%t0) {task = "t1", op = "send", impl = "vq.send", device = "d0", engine = "copy", lineage = "s0/send", provider = "roofline", status = "direct", duration = 1.0e-06 : f64, link = "l0"}
   // CHECK:      invalid.mlir:[[# @LINE - 1]]:3: error: [AB-S-6] device, memory-space, engine and link capacities must be respected (link_capacity): command 't1' (s0/send) moves 64 bytes over link 'l0' of capacity 16
@@ -1018,10 +1019,10 @@ cplan.plan attributes {binder = "reference-queue", target = "t", deployment = "d
   cplan.device {id = "d0", capacity = {device = 4096 : i64, link = 1024 : i64}, engines = {compute = 1 : i64, copy = 1 : i64}}
   cplan.device {id = "d1", capacity = {device = 4096 : i64}, engines = {compute = 1 : i64}}
   cplan.link {id = "l0", src = "d0", dst = "d1", capacity = 1024 : i64}
-  %w = cplan.alloc "w" {source = "w", device = "d0", space = "device", offset = 0 : i64, size = 100 : i64, alignment = 64 : i64, lifetime = "weight"}
-  %a = cplan.alloc "a" {source = "a", device = "d0", space = "device", offset = 128 : i64, size = 64 : i64, alignment = 64 : i64, lifetime = "transient"}
-  %e = cplan.alloc "e" {source = "e", device = "d0", space = "link", offset = 0 : i64, size = 64 : i64, alignment = 64 : i64, lifetime = "edge"}
-  %c = cplan.alloc "c" {source = "c", device = "d1", space = "device", offset = 0 : i64, size = 64 : i64, alignment = 64 : i64, lifetime = "transient"}
+  %w = cplan.alloc "w" weight {source = "w", device = "d0", space = "device", offset = 0 : i64, size = 100 : i64, alignment = 64 : i64}
+  %a = cplan.alloc "a" transient {source = "a", device = "d0", space = "device", offset = 128 : i64, size = 64 : i64, alignment = 64 : i64}
+  %e = cplan.alloc "e" edge {source = "e", device = "d0", space = "link", offset = 0 : i64, size = 64 : i64, alignment = 64 : i64}
+  %c = cplan.alloc "c" transient {source = "c", device = "d1", space = "device", offset = 0 : i64, size = 64 : i64, alignment = 64 : i64}
   %t0 = cplan.command "t0" (%w) -> (%a) {task = "t0", op = "rms_norm", impl = "vq.rms_norm", device = "d0", engine = "compute", lineage = "s0/norm", provider = "roofline", status = "direct", duration = 1.0e-06 : f64}
   %t1 = cplan.command "t1" (%a) -> (%e) after(%t0) {task = "t1", op = "send", impl = "vq.send", device = "d0", engine = "copy", lineage = "s0/send", provider = "roofline", status = "direct", duration = 1.0e-06 : f64, link = "l0"}
   %t2 = cplan.command "t2" (%e) -> (%c) after(%t1) {task = "t2", op = "add", impl = "vq.add", device = "d1", engine = "compute", lineage = "s1/add", provider = "roofline", status = "missing"}

@@ -15,10 +15,10 @@ cplan.plan attributes {binder = "reference-queue", target = "virtual-queue@1", d
   cplan.device {id = "d0", capacity = {device = 4096 : i64, link = 1024 : i64}, engines = {queue.compute = 1 : i64, queue.copy = 1 : i64}}
   cplan.device {id = "d1", capacity = {device = 4096 : i64}, engines = {queue.compute = 1 : i64}}
   cplan.link {id = "l0", src = "d0", dst = "d1", capacity = 1024 : i64}
-  %0 = cplan.alloc "alloc.w" {source = "w", device = "d0", space = "device", offset = 0 : i64, size = 100 : i64, alignment = 64 : i64, lifetime = "weight"}
-  %1 = cplan.alloc "alloc.a" {source = "a", device = "d0", space = "device", offset = 128 : i64, size = 64 : i64, alignment = 64 : i64, lifetime = "transient"}
-  %2 = cplan.alloc "alloc.e" {source = "e", device = "d0", space = "link", offset = 0 : i64, size = 64 : i64, alignment = 64 : i64, lifetime = "edge"}
-  %3 = cplan.alloc "alloc.c" {source = "c", device = "d1", space = "device", offset = 0 : i64, size = 64 : i64, alignment = 64 : i64, lifetime = "transient"}
+  %0 = cplan.alloc "alloc.w" weight {source = "w", device = "d0", space = "device", offset = 0 : i64, size = 100 : i64, alignment = 64 : i64}
+  %1 = cplan.alloc "alloc.a" transient {source = "a", device = "d0", space = "device", offset = 128 : i64, size = 64 : i64, alignment = 64 : i64}
+  %2 = cplan.alloc "alloc.e" edge {source = "e", device = "d0", space = "link", offset = 0 : i64, size = 64 : i64, alignment = 64 : i64}
+  %3 = cplan.alloc "alloc.c" transient {source = "c", device = "d1", space = "device", offset = 0 : i64, size = 64 : i64, alignment = 64 : i64}
   %4 = cplan.command "cmd.t0" (%0) -> (%1) {task = "t0", op = "rms_norm", impl = "vq.rms_norm", device = "d0", engine = "queue.compute", lineage = "stage 0 block 0 attn_norm", provider = "roofline", status = "direct", duration = 2.5e-06 : f64}
   %5 = cplan.command "cmd.t1" (%1) -> (%2) after(%4) {task = "t1", op = "send", impl = "vq.send", device = "d0", engine = "queue.copy", lineage = "stage 0 send", provider = "roofline", status = "direct", duration = 1.0e-06 : f64, link = "l0"}
   %6 = cplan.command "cmd.t2" (%2) -> (%3) after(%5) {task = "t2", op = "add", impl = "vq.add", device = "d1", engine = "queue.compute", lineage = "stage 1 add", provider = "roofline", status = "direct", duration = 1.0e-06 : f64}
@@ -35,10 +35,10 @@ cplan.plan attributes {binder = "reference-queue", target = "virtual-queue@1", d
 // CHECK-NEXT:   cplan.device {id = "d0", capacity = {device = 4096 : i64, link = 1024 : i64}, engines = {queue.compute = 1 : i64, queue.copy = 1 : i64}}
 // CHECK-NEXT:   cplan.device {id = "d1", capacity = {device = 4096 : i64}, engines = {queue.compute = 1 : i64}}
 // CHECK-NEXT:   cplan.link {id = "l0", src = "d0", dst = "d1", capacity = 1024 : i64}
-// CHECK-NEXT:   %0 = cplan.alloc "alloc.w" {source = "w", device = "d0", space = "device", offset = 0 : i64, size = 100 : i64, alignment = 64 : i64, lifetime = "weight"}
-// CHECK-NEXT:   %1 = cplan.alloc "alloc.a" {source = "a", device = "d0", space = "device", offset = 128 : i64, size = 64 : i64, alignment = 64 : i64, lifetime = "transient"}
-// CHECK-NEXT:   %2 = cplan.alloc "alloc.e" {source = "e", device = "d0", space = "link", offset = 0 : i64, size = 64 : i64, alignment = 64 : i64, lifetime = "edge"}
-// CHECK-NEXT:   %3 = cplan.alloc "alloc.c" {source = "c", device = "d1", space = "device", offset = 0 : i64, size = 64 : i64, alignment = 64 : i64, lifetime = "transient"}
+// CHECK-NEXT:   %0 = cplan.alloc "alloc.w" weight {source = "w", device = "d0", space = "device", offset = 0 : i64, size = 100 : i64, alignment = 64 : i64}
+// CHECK-NEXT:   %1 = cplan.alloc "alloc.a" transient {source = "a", device = "d0", space = "device", offset = 128 : i64, size = 64 : i64, alignment = 64 : i64}
+// CHECK-NEXT:   %2 = cplan.alloc "alloc.e" edge {source = "e", device = "d0", space = "link", offset = 0 : i64, size = 64 : i64, alignment = 64 : i64}
+// CHECK-NEXT:   %3 = cplan.alloc "alloc.c" transient {source = "c", device = "d1", space = "device", offset = 0 : i64, size = 64 : i64, alignment = 64 : i64}
 // CHECK-NEXT:   %4 = cplan.command "cmd.t0" (%0) -> (%1) {task = "t0", op = "rms_norm", impl = "vq.rms_norm", device = "d0", engine = "queue.compute", lineage = "stage 0 block 0 attn_norm", provider = "roofline", status = "direct", duration = 2.500000e-06 : f64}
 // CHECK-NEXT:   %5 = cplan.command "cmd.t1" (%1) -> (%2) after(%4) {task = "t1", op = "send", impl = "vq.send", device = "d0", engine = "queue.copy", lineage = "stage 0 send", provider = "roofline", status = "direct", duration = 1.000000e-06 : f64, link = "l0"}
 // CHECK-NEXT:   %6 = cplan.command "cmd.t2" (%2) -> (%3) after(%5) {task = "t2", op = "add", impl = "vq.add", device = "d1", engine = "queue.compute", lineage = "stage 1 add", provider = "roofline", status = "direct", duration = 1.000000e-06 : f64}
@@ -52,7 +52,7 @@ cplan.plan attributes {binder = "reference-queue", target = "virtual-queue@1", d
 // CHECK-NEXT: }
 
 // GENERIC: "cplan.plan"() <{binder = "reference-queue", target = "virtual-queue@1", deployment = "dep", evidence = "roofline@r1", risk = "strict", source = "sha256:00"}> ({
-// GENERIC: %1 = "cplan.alloc"() <{id = "alloc.a", source = "a", device = "d0", space = "device", offset = 128 : i64, size = 64 : i64, alignment = 64 : i64, lifetime = "transient"}> : () -> !cplan.alloc
+// GENERIC: %1 = "cplan.alloc"() <{id = "alloc.a", source = "a", device = "d0", space = "device", offset = 128 : i64, size = 64 : i64, alignment = 64 : i64, lifetime = #cplan<lifetime transient>}> : () -> !cplan.alloc
 // GENERIC: %5 = "cplan.command"(%1, %2, %4) <{id = "cmd.t1", {{.*}}link = "l0", operandSegmentSizes = array<i32: 1, 1, 1>}> : (!cplan.alloc, !cplan.alloc, !cplan.timepoint) -> !cplan.timepoint
 // GENERIC: "cplan.sync"(%4, %5) : (!cplan.timepoint, !cplan.timepoint) -> ()
 // GENERIC: "cplan.queue_schedule"() ({
@@ -60,8 +60,8 @@ cplan.plan attributes {binder = "reference-queue", target = "virtual-queue@1", d
 
 cplan.plan attributes {binder = "reference-slot", target = "virtual-slot@1", deployment = "dep", evidence = "roofline@r1", risk = "accept-missing", source = "sha256:00"} {
   cplan.device {id = "d0", capacity = {device = 4096 : i64}, engines = {slot.dataflow = 2 : i64}}
-  %7 = cplan.alloc "alloc.a" {source = "a", device = "d0", space = "device", offset = 0 : i64, size = 64 : i64, alignment = 64 : i64, lifetime = "transient"}
-  %8 = cplan.alloc "alloc.b" {source = "b", device = "d0", space = "device", offset = 64 : i64, size = 64 : i64, alignment = 64 : i64, lifetime = "transient"}
+  %7 = cplan.alloc "alloc.a" transient {source = "a", device = "d0", space = "device", offset = 0 : i64, size = 64 : i64, alignment = 64 : i64}
+  %8 = cplan.alloc "alloc.b" transient {source = "b", device = "d0", space = "device", offset = 64 : i64, size = 64 : i64, alignment = 64 : i64}
   %9 = cplan.command "cmd.t0" () -> (%7) {task = "t0", op = "rms_norm", impl = "vs.rms_norm", device = "d0", engine = "slot.dataflow", lineage = "stage 0 a", provider = "roofline", status = "direct", duration = 1.0e-06 : f64}
   %10 = cplan.command "cmd.t1" (%7) -> (%8) after(%9) {task = "t1", op = "add", impl = "vs.add", device = "d0", engine = "slot.dataflow", lineage = "stage 0 b", provider = "", status = "missing"}
   cplan.slot_dataflow {
