@@ -30,7 +30,7 @@ cannot spin (:func:`consumers_spin`: a spinning consumer is awake when its frame
 working servers each runs at ``min(1, cores / k) / (1 + c (min(k, cores) - 1))`` of its speed (S busy stages
 on C < S cores are slowed by S / C; two stages computing at once on two cores each by 1 + c, as two
 processes streaming weights from one memory do). Micro-batching
-(``micro_batches`` M, default ``min(N, S)``): at most M frames in flight; a decode frame carries the ready
+(``micro_batches`` M, default ``min(N, S)``; the runtime's M is :func:`best_micro_batches`): at most M frames in flight; a decode frame carries the ready
 decoding sequences, first ready first, up to ``ceil(N / M)`` rows and costs :meth:`StageCosts.frame_cost` at its rows (``rows_s``: calibrated at :data:`BATCH_ROWS`); a prefill
 chunk of a new sequence travels as its own frame and counts as one of the M. M = N with no runtime term is
 the model above exactly. ``pipeplan calibrate`` (target cpu) measures ``rows_s`` and fits ``frame_s = orch_s``, ``contention``
@@ -325,8 +325,71 @@ def consumers_spin(stages: int, frames_in_flight: int, cores: int) -> bool:
 
 
 def default_micro_batches(n_sequences: int, stages: int) -> int:
-    """The runtime's default number of frames in flight: ``min(N, S)``."""
+    """``min(N, S)``: the most frames in flight that keep every stage busy, the largest M
+    :func:`best_micro_batches` considers (and the runtime's M when no stage costs are known)."""
     return max(1, min(n_sequences, stages))
+
+
+CHOICE_DECODE_TOKENS = 32
+"""Generated tokens per sequence of the workload the runtime's M is chosen for (:func:`choose_micro_batches`)."""
+
+
+@dataclass(frozen=True)
+class MicroBatchChoice:
+    """The M :func:`best_micro_batches` chose and the prediction of every M it considered (M = 1, 2, ...)."""
+
+    micro_batches: int
+    predictions: tuple[ConcurrentPrediction, ...]
+
+    def line(self) -> str:
+        """One line naming the M chosen and the predicted aggregate tok/s per M (``pipeplan run/serve``)."""
+        per = ", ".join(f"M={p.micro_batches} {p.aggregate_tok_s:.1f}" for p in self.predictions)
+        n = self.predictions[0].n_sequences if self.predictions else 0
+        return (f"pipeplan: micro-batches {self.micro_batches} for --parallel {n} (predicted fastest; "
+                f"aggregate tok/s {per})")
+
+    def to_json(self) -> dict[str, Any]:
+        """``{"micro_batches": M, "predicted_tok_s": {"1": tok/s, ...}}``."""
+        return {"micro_batches": self.micro_batches,
+                "predicted_tok_s": {str(p.micro_batches): p.aggregate_tok_s for p in self.predictions}}
+
+
+def best_micro_batches(costs: Any, n_sequences: int, prompt_tokens: int, decode_tokens: int, *,
+                       prefill_rows: int | None = None, arrivals: Sequence[float] | None = None,
+                       cores: int | None = None) -> MicroBatchChoice:
+    """The M in ``1..min(N, S)`` whose :func:`predict_concurrent` (same costs and arguments) has the highest
+    ``aggregate_tok_s``; ties (within 1e-9 relative): lower ``per_token_p50_s``, then larger M. Deterministic.
+
+    M > S is not considered: S frames already keep every stage busy, and more frames only split the rows into
+    smaller frames (each paying its frame and hop costs again). ``costs``: anything :func:`stage_costs` takes.
+    Raises what :func:`predict_concurrent` raises."""
+    c = stage_costs(costs, prefill_rows=prefill_rows)
+    preds = tuple(predict_concurrent(c, n_sequences, prompt_tokens, decode_tokens, arrivals=arrivals,
+                                     micro_batches=m, cores=cores)
+                  for m in range(1, default_micro_batches(n_sequences, c.stages) + 1))
+    best = preds[0]
+    for p in preds[1:]:
+        a, b = p.aggregate_tok_s, best.aggregate_tok_s
+        if a > b * (1 + 1e-9) or (abs(a - b) <= 1e-9 * max(abs(a), abs(b))
+                                  and p.per_token_p50_s <= best.per_token_p50_s * (1 + 1e-9)):
+            best = p
+    return MicroBatchChoice(best.micro_batches, preds)
+
+
+def choose_micro_batches(package: str | Path, n_sequences: int, *,
+                         prefill_rows: int | None = None) -> MicroBatchChoice | None:
+    """The runtime's M for ``n_sequences`` on a compiled package directory: :func:`best_micro_batches` of its
+    stage costs (:func:`stage_costs`, the evidence it was compiled with) for a prompt of one prefill frame
+    and :data:`CHOICE_DECODE_TOKENS` generated tokens per sequence (the steady-state decode rate, which the
+    choice maximises, hardly depends on them). None when ``n_sequences`` is 1 or the package's costs are not
+    readable (e.g. a ``cuda-triton`` program file): the caller keeps ``min(N, S)``."""
+    if n_sequences <= 1 or not Path(package).is_dir():
+        return None
+    try:
+        costs = stage_costs(package, prefill_rows=prefill_rows)
+        return best_micro_batches(costs, n_sequences, costs.prefill_rows, CHOICE_DECODE_TOKENS)
+    except (PipeplanError, OSError, ValueError):
+        return None
 
 
 def simulate_frames(costs: StageCosts, n_sequences: int, prompt_tokens: int, decode_tokens: int, *,
@@ -463,7 +526,7 @@ def predict_concurrent(source: Any, n_sequences: int, prompt_tokens: int, decode
     names the evidence the costs came from (default: the package manifest's evidence identity, or the
     costs' own). ``prefill_rows``: rows of a prefill frame (default: the package's prefill step, else 8 as
     ``pipeplan compile``). ``micro_batches``: most frames in flight (None: ``min(N, S)``, the runtime's
-    default; N: one frame per sequence). ``cores``: replaces the costs' core count.
+    M when it knows no costs, else it takes :func:`choose_micro_batches`; N: one frame per sequence). ``cores``: replaces the costs' core count.
     Raises ConcurrencyError, SimulationError, PackageError / TimelineError for an unreadable package.
     """
     costs = stage_costs(source, prefill_rows=prefill_rows)
@@ -709,7 +772,8 @@ def read_throughput(path: str | Path) -> list[ThroughputMeasurement]:
 
 __all__ = [
     "THROUGHPUT_FORMAT", "ConcurrencyError", "ConcurrentPrediction", "StageCosts", "ThroughputMeasurement",
-    "BATCH_ROWS", "costs_from_bundle", "costs_from_model", "default_micro_batches", "predict_concurrent",
+    "BATCH_ROWS", "CHOICE_DECODE_TOKENS", "MicroBatchChoice", "best_micro_batches", "choose_micro_batches",
+    "costs_from_bundle", "costs_from_model", "default_micro_batches", "predict_concurrent",
     "read_throughput", "runtime_section", "simulate_frames", "simulate_sequences", "with_runtime_terms",
     "stage_costs", "steady_state_tok_s", "throughput_summary",
 ]

@@ -7,7 +7,8 @@ kernels, batched frames, ring hops and the runtime loop; ``--recalibrate`` remak
 :func:`measure` plans the model for ``parallel = N`` (``RuntimeConfig.parallel``, ring slots as many), compiles
 it with that evidence (:func:`pipeplan.runtime.replay.compile_for_run`), starts ``Pipeline(parallel=N)`` on
 ``--backend`` (local: one process per stage, one thread each; ``micro_batches=M`` when the runtime has that
-argument; ray: one actor per stage on a local ``--ray-nodes``-node Ray cluster, ``bench/_ray_cluster.py``,
+argument: ``--micro-batches`` or, by default, the runtime's choice,
+:func:`~pipeplan.analysis.concurrency.choose_micro_batches` on the package, so a row shows what a user gets; ray: one actor per stage on a local ``--ray-nodes``-node Ray cluster, ``bench/_ray_cluster.py``,
 stage i on node ``local<i>``), runs N greedy requests at once (``--prompt-tokens`` ids, ``--decode-tokens`` generated ids each,
 prompts differ) ``--repeat`` times, keeps the best, and predicts the same run
 (:func:`pipeplan.analysis.concurrency.predict_concurrent` on the package, the same M).
@@ -98,7 +99,12 @@ def measure(model: Path, stages: int, parallel: int, backend: str, *, prompt_tok
             repeat: int, evidence: Any, micro_batches: int | None = None, cache: str | None = None) -> dict:
     """One configuration: plan, compile with ``evidence``, run ``parallel`` requests ``repeat`` times on a fresh
     ``Pipeline`` (best kept), predict it; the row (module docstring)."""
-    from pipeplan.analysis.concurrency import default_micro_batches, predict_concurrent, throughput_summary
+    from pipeplan.analysis.concurrency import (
+        choose_micro_batches,
+        default_micro_batches,
+        predict_concurrent,
+        throughput_summary,
+    )
     from pipeplan.dialects.runplan_build import project_provisions
     from pipeplan.frontend.gguf_facts import read_model_facts
     from pipeplan.frontend.planner import plan_run
@@ -112,7 +118,9 @@ def measure(model: Path, stages: int, parallel: int, backend: str, *, prompt_tok
                                            parallel=parallel), pool, stages)
     compiled = compile_for_run(module, text, cache_dir=cache, evidence=evidence.providers, prompt_len=prompt_tokens)
     batching = pipeline_micro_batches()
-    m = (micro_batches or default_micro_batches(parallel, stages)) if batching else parallel
+    choice = None if micro_batches or not batching else choose_micro_batches(compiled.package, parallel)
+    m = (micro_batches or (choice.micro_batches if choice is not None else default_micro_batches(parallel, stages))
+         if batching else parallel)
     extra: dict[str, Any] = {"micro_batches": m} if batching else {}
     vocab = facts.vocab_size
     best: dict | None = None
@@ -133,6 +141,7 @@ def measure(model: Path, stages: int, parallel: int, backend: str, *, prompt_tok
     p = predict_concurrent(compiled.package, parallel, prompt_tokens, decode_tokens, prefill_rows=prompt_tokens,
                            micro_batches=m)
     return {"stages": stages, "parallel": parallel, "micro_batches": m, "backend": backend, **best,
+            "micro_batch_choice": None if choice is None else choice.to_json(),
             "predicted_agg_tok_s": p.aggregate_tok_s, "predicted_p50_ms": 1e3 * p.per_token_p50_s,
             "error": (p.aggregate_tok_s - best["agg_tok_s"]) / best["agg_tok_s"] if best["agg_tok_s"] else None,
             "evidence": p.evidence, "package": str(compiled.package),
@@ -176,7 +185,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--ray-nodes", type=int, default=3,
                     help="ray: Ray nodes of the local cluster (bench/_ray_cluster.py), stage i on node local<i>")
     ap.add_argument("--micro-batches", type=int, default=None,
-                    help="frames in flight (runtimes with micro-batching; default min(N, S))")
+                    help="frames in flight (runtimes with micro-batching; default the runtime's choice, "
+                         "choose_micro_batches on the compiled package)")
     ap.add_argument("--cache-dir", default=None, help="calibration and package cache (default $PIPEPLAN_CACHE)")
     ap.add_argument("--recalibrate", action="store_true", help="calibrate again even when the cache has one")
     ap.add_argument("--out", default=None)

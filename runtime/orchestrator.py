@@ -29,7 +29,8 @@ after earlier chunks are discarded: with a non-greedy sampler they still consume
 Concurrent sequences (issue 14 item 1): ``Pipeline(..., parallel=N)`` starts every stage with N KV-cache
 slots (and N samplers on the last stage). :meth:`Pipeline.submit` admits a :class:`GenRequest` into a free
 slot (FIFO, not before its ``delay_s``); one loop thread drives every admitted sequence by the micro-batch
-policy of :class:`Pipeline` (``micro_batches``): at most M DATA frames in flight, a decode frame carries
+policy of :class:`Pipeline` (``micro_batches``, by default the M the compiled package's costs predict
+fastest): at most M DATA frames in flight, a decode frame carries
 the rows of up to ``ceil(N / M)`` ready sequences (``Frame.segments``), a prefill chunk travels alone, so
 with M = S every stage works on a different frame, and a new request's prefill chunks interleave with the
 running decodes. The loop sends without blocking and drains the return edge while a send waits, so the
@@ -51,6 +52,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
+from pipeplan.analysis.concurrency import MicroBatchChoice, choose_micro_batches
 from pipeplan.errors import PipeplanError, StageFault
 from pipeplan.plan_types import ProvisionStage
 from pipeplan.runtime.backends import Backend, WorkerOptions, default_num_threads, make_backend
@@ -156,7 +158,9 @@ class Pipeline:
         prefill_rows: most prompt rows per frame (at most the compiled prefill step's rows; default those).
             With ``programs=None`` the prefill step is compiled for this many rows (default
             :data:`~pipeplan.runtime.compiled.DEFAULT_PREFILL_ROWS`, at most ``max_seq_len - 1``).
-        micro_batches: M, most DATA frames in flight at once (default ``min(parallel, number of stages)``).
+        micro_batches: M, most DATA frames in flight at once. Default: ``min(parallel, number of stages)``,
+            and with ``programs=None`` the M :meth:`compile` predicts fastest on the compiled package's costs
+            (:func:`~pipeplan.analysis.concurrency.choose_micro_batches`; :attr:`micro_batch_choice`).
 
     Micro-batch policy (with ``parallel = N``; deterministic): the loop keeps one FIFO of *ready* sequences,
     in the order they became ready (admitted, or their last frame returned). While fewer than M DATA frames
@@ -191,10 +195,10 @@ class Pipeline:
             raise RunRequestError(f"micro_batches must be an integer >= 1, got {micro_batches!r}",
                                   where="micro_batches")
         self.parallel = parallel
-        self.micro_batches = min(parallel, len(provisions)) if micro_batches is None else micro_batches
-        """M: most DATA frames in flight (see the class docstring)."""
-        self.batch_rows = min(-(-parallel // self.micro_batches), MAX_SEGMENTS)
-        """Most sequences one decode frame carries: ``ceil(parallel / micro_batches)``."""
+        self._micro_batches_given = micro_batches
+        self.micro_batch_choice: MicroBatchChoice | None = None
+        """The prediction :meth:`compile` chose M by (None: M was given, or is ``min(parallel, stages)``)."""
+        self._set_micro_batches(min(parallel, len(provisions)) if micro_batches is None else micro_batches)
         self.segments_sent: collections.Counter[int] = collections.Counter()
         self.segments_returned: collections.Counter[int] = collections.Counter()
         self.provisions = sorted(provisions, key=lambda p: p.stage)
@@ -232,6 +236,14 @@ class Pipeline:
         self._failure: BaseException | None = None
         self._active_handles: list[GenHandle] = []
 
+    def _set_micro_batches(self, m: int) -> None:
+        self.micro_batches = m
+        """M: most DATA frames in flight (see the class docstring)."""
+        self.batch_rows = min(-(-self.parallel // m), MAX_SEGMENTS)
+        """Most sequences one decode frame carries: ``ceil(parallel / micro_batches)``."""
+        if hasattr(self, "options"):
+            self.options = dataclasses.replace(self.options, micro_batches=m)
+
     def _rows(self, programs: Mapping[int, StageProgram] | None) -> int:
         rows = [p.prefill_rows for p in (programs or {}).values() if p.prefill_rows > 0]
         if self._prefill_rows_given is not None:
@@ -241,7 +253,9 @@ class Pipeline:
     def compile(self) -> CompiledRun:
         """Compile the RunPlan the provisions state (:func:`~pipeplan.runtime.compiled.compile_provisions`, the
         package cache of ``cache_dir``) and make its stage programs the ones the stages bind; :meth:`start`
-        calls it when no ``programs`` were given. Returns the :class:`~pipeplan.runtime.compiled.CompiledRun`.
+        calls it when no ``programs`` were given. Without a given ``micro_batches`` (and ``parallel`` > 1), M
+        becomes the one the package's stage costs predict fastest (:attr:`micro_batch_choice`; unchanged when
+        they are not readable). Returns the :class:`~pipeplan.runtime.compiled.CompiledRun`.
 
         Raises RunRequestError (``invalid_request``) when the model's facts are not readable on this host
         (give ``model=`` or ``programs=``); RunPlanRejection, PackageError, CacheError from the compile."""
@@ -256,6 +270,11 @@ class Pipeline:
         programs = {s: p for s, p in run.programs.items() if isinstance(p, StageProgram | TMachineStageProgram)}
         self.options = dataclasses.replace(self.options, programs=programs)
         self.prefill_rows = self._rows(programs)
+        if self._micro_batches_given is None and self.parallel > 1:
+            choice = choose_micro_batches(run.package, self.parallel)
+            if choice is not None:
+                self.micro_batch_choice = choice
+                self._set_micro_batches(choice.micro_batches)
         return run
 
     # ------------------------------------------------------------------ lifecycle
@@ -828,7 +847,8 @@ def generate(model_path: str | os.PathLike, provisions: Sequence[ProvisionStage]
              fault_injection: FaultInjection | None = None, on_event: Callable[[Event], None] | None = None,
              kernels: str | None = None, cache_dir: str | os.PathLike | None = None,
              num_threads: int | None = None, programs: Mapping[int, StageProgram] | None = None,
-             on_token: Callable[[int, str], None] | None = None, parallel: int = 1) -> RunResult:
+             on_token: Callable[[int, str], None] | None = None, parallel: int = 1,
+             micro_batches: int | None = None) -> RunResult:
     """Generate a continuation of ``prompt`` through the pipeline the provisions describe.
 
     Args:
@@ -846,6 +866,7 @@ def generate(model_path: str | os.PathLike, provisions: Sequence[ProvisionStage]
             last stage returns it (EOS excluded): ``text_piece`` is the text it completes, decoded across
             multi-byte UTF-8 splits (:class:`~pipeplan.runtime.token_stream.PieceDecoder`).
         parallel: KV-cache slots the stages hold (:class:`Pipeline`); the one sequence uses one.
+        micro_batches: see :class:`Pipeline`.
     Returns: :class:`RunResult`.
     Raises: StageFault (a stage failed; everything stopped), RunRequestError, TokenizerError,
         SamplingError (bad sampling parameters are checked before any stage starts); without ``programs`` the
@@ -854,4 +875,4 @@ def generate(model_path: str | os.PathLike, provisions: Sequence[ProvisionStage]
     return generate_many(model_path, provisions, [prompt], max_tokens=max_tokens, temperature=temperature,
                          top_k=top_k, top_p=top_p, seed=seed, backend=backend, fault_injection=fault_injection,
                          on_event=on_event, kernels=kernels, cache_dir=cache_dir, num_threads=num_threads,
-                         programs=programs, on_token=on_token, parallel=parallel)[0]
+                         programs=programs, on_token=on_token, parallel=parallel, micro_batches=micro_batches)[0]

@@ -21,7 +21,8 @@ model (``pipeplan calibrate MODEL``, :func:`pipeplan.tools.calibrate.select_evid
 latency of 1..N concurrent requests of ``--prompt-tokens`` prompt tokens (default ``--prompt-len``) and
 ``--decode-tokens`` tokens (:func:`pipeplan.analysis.concurrency.predict_concurrent` on the package's
 costs and, with a cpu calibration, its runtime terms), naming the evidence; ``--micro-batches M`` frames in
-flight (default the runtime's: ``min(N, S)`` when its Pipeline batches decode rows, else N). ``-o`` must be a new or empty directory or
+flight (default the runtime's: the M its Pipeline chooses, ``choose_micro_batches`` of the package, when it
+batches decode rows, else N). ``-o`` must be a new or empty directory or
 an existing package whose manifest verifies (its listed files are replaced, nothing else in it is
 touched); anything else is ``error[bad_output_path]`` and nothing is touched. ``--trace`` writes the
 predicted Chrome trace (Perfetto / chrome://tracing), ``--timeline`` the predicted TimelineBundle JSON
@@ -66,8 +67,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--parallel", type=int, metavar="N",
                         help="also print the predicted throughput and latency of 1..N concurrent sequences")
     parser.add_argument("--micro-batches", type=int, metavar="M",
-                        help="frames in flight of the --parallel prediction (default: the runtime's: min(N, S) when it "
-                             "batches decode rows, else N, one frame per sequence)")
+                        help="frames in flight of the --parallel prediction (default: the runtime's: the M in 1..min(N, S) "
+                             "predicted fastest when it batches decode rows, else N, one frame per sequence)")
     parser.add_argument("--prompt-tokens", type=int, metavar="P",
                         help="prompt tokens per request of the --parallel prediction (default --prompt-len)")
     parser.add_argument("-o", "--output", required=True, metavar="PKG",
@@ -123,7 +124,16 @@ def runtime_batches() -> bool:
 def print_concurrent(pkg, parallel: int, prompt_tokens: int, decode_tokens: int, evidence: str,
                      micro_batches: int | None = None) -> None:
     """The ``--parallel`` table: one row per N in 1..``parallel`` (module docstring), each with its M."""
-    from pipeplan.analysis.concurrency import default_micro_batches, predict_concurrent, stage_costs
+    from pipeplan.analysis.concurrency import (
+        choose_micro_batches,
+        default_micro_batches,
+        predict_concurrent,
+        stage_costs,
+    )
+
+    def runtime_m(n: int) -> int:
+        choice = choose_micro_batches(pkg, n)
+        return choice.micro_batches if choice is not None else default_micro_batches(n, costs.stages)
 
     costs = stage_costs(pkg)
     batches = runtime_batches()
@@ -135,7 +145,7 @@ def print_concurrent(pkg, parallel: int, prompt_tokens: int, decode_tokens: int,
     print(f"  {'N':>3s} {'aggregate tok/s':>15s} {'p50 ms/token':>12s} {'p99 ms/token':>12s} {'request s':>10s} "
           f"{'stage busy':>10s} {'M':>3s}")
     for n in range(1, parallel + 1):
-        m = micro_batches if micro_batches is not None else (default_micro_batches(n, costs.stages) if batches else n)
+        m = micro_batches if micro_batches is not None else (runtime_m(n) if batches else n)
         p = predict_concurrent(costs, n, prompt_tokens, decode_tokens, micro_batches=m)
         print(f"  {n:3d} {p.aggregate_tok_s:15.1f} {p.per_token_p50_s * 1e3:12.3f} {p.per_token_p99_s * 1e3:12.3f} "
               f"{p.request_latency_s:10.4f} {max(p.stage_utilisation):10.0%} {m:3d}")

@@ -111,7 +111,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="sequences running at once for several --prompt (KV-cache slots per stage; default 1)")
     p.add_argument("--micro-batches", type=int, default=None, metavar="M",
                    help="most frames in flight; a decode frame carries up to ceil(N / M) sequences' rows "
-                        "(default min(--parallel, --stages))")
+                        "(default: the M in 1..min(--parallel, --stages) the compiled costs predict fastest, "
+                        "named on stderr)")
     add_generation_arguments(p, several_prompts=True)
 
 
@@ -153,7 +154,7 @@ def main(args: argparse.Namespace) -> int:
 
     fi = check_generation_options(args)
     _check_counts(args)
-    from pipeplan.tools.cmd_serve import check_parallel, runtime_config
+    from pipeplan.tools.cmd_serve import check_parallel, pick_micro_batches, runtime_config
 
     check_parallel(args.parallel, args.micro_batches)
     cache_root(args.cache_dir)  # $PIPEPLAN_CACHE that is a file: error[cache_unusable] before any work
@@ -177,6 +178,7 @@ def main(args: argparse.Namespace) -> int:
     compiled = compile_for_run(module, pool_text, cache_dir=args.cache_dir, evidence=choice.providers,
                                prompt_len=max(1, min(args.prefill_rows, args.max_seq_len - 1)),
                                target=COMPILE_TARGETS[args.target], model=args.model)
+    args.micro_batch_choice = pick_micro_batches(args, compiled.package)
     with recording(args, compiled.programs) as (programs, trace_dir):
         return _generate(args, backend, provisions, compiled, programs, fi, t_plan, choice, trace_dir)
 
@@ -224,6 +226,8 @@ def _generate(args: argparse.Namespace, backend, provisions, compiled, programs,
             doc.update(result.to_json())
         doc["package"] = {"path": str(compiled.package), "cached": compiled.cached, "plan_s": t_plan,
                           "compile_s": compiled.compile_s, "load_s": compiled.load_s, "evidence": choice.to_json()}
+        if getattr(args, "micro_batch_choice", None) is not None:
+            doc["micro_batches"] = args.micro_batch_choice
         print(json.dumps(doc, indent=1))
     else:
         pkg = "package cached" if compiled.cached else f"compiled in {compiled.compile_s:.2f} s"
@@ -246,11 +250,13 @@ def _several(args: argparse.Namespace, backend, provisions, compiled, programs, 
     if args.json:
         docs = [{"prompt": p, "prompt_ids": r.prompt_ids, "token_ids": r.token_ids, "text": r.text,
                  "timings": r.timings} for p, r in zip(args.prompts, results, strict=True)]
-        print(json.dumps({"model": str(args.model), "stages": len(provisions), "backend": args.backend,
-                          "target": args.target, "parallel": args.parallel, "results": docs,
-                          "package": {"path": str(compiled.package), "cached": compiled.cached, "plan_s": t_plan,
-                                      "compile_s": compiled.compile_s, "load_s": compiled.load_s,
-                                      "evidence": choice.to_json()}}, indent=1))
+        doc = {"model": str(args.model), "stages": len(provisions), "backend": args.backend,
+               "target": args.target, "parallel": args.parallel, "results": docs,
+               "package": {"path": str(compiled.package), "cached": compiled.cached, "plan_s": t_plan,
+                           "compile_s": compiled.compile_s, "load_s": compiled.load_s, "evidence": choice.to_json()}}
+        if getattr(args, "micro_batch_choice", None) is not None:
+            doc["micro_batches"] = args.micro_batch_choice
+        print(json.dumps(doc, indent=1))
         return 0
     from pipeplan.tools.generation import TokenPrinter
 

@@ -84,7 +84,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help=f"requests running at once (KV-cache slots per stage), 1 .. {MAX_PARALLEL} (default 1)")
     p.add_argument("--micro-batches", type=int, default=None, metavar="M",
                    help="most frames in flight; a decode frame carries up to ceil(N / M) requests' rows "
-                        "(default min(--parallel, --stages))")
+                        "(default: the M in 1..min(--parallel, --stages) the compiled costs predict fastest, "
+                        "named on stderr)")
     p.add_argument("--queue", type=int, default=DEFAULT_QUEUE, metavar="N",
                    help=f"most requests waiting while one runs, 0 .. {MAX_QUEUE}; more get HTTP 429 (default {DEFAULT_QUEUE})")
     p.add_argument("--max-body-bytes", type=int, default=None, metavar="B",
@@ -148,6 +149,24 @@ def check_parallel(n: int, micro_batches: int | None = None) -> None:
                                code="invalid_runtime_config", where="micro_batches")
 
 
+def pick_micro_batches(args: argparse.Namespace, package) -> dict | None:
+    """Without ``--micro-batches`` and with ``--parallel`` N > 1: set ``args.micro_batches`` to the M the compiled
+    ``package``'s stage costs predict fastest (:func:`~pipeplan.analysis.concurrency.choose_micro_batches`) and
+    print one stderr line naming it and the predicted aggregate tok/s per M. Returns the choice as JSON
+    (``--json``'s ``micro_batches``), None when ``--micro-batches`` was given, N is 1 or the costs are not
+    readable (the pipeline then keeps ``min(N, S)``)."""
+    from pipeplan.analysis.concurrency import choose_micro_batches
+
+    if args.parallel <= 1 or args.micro_batches is not None:
+        return None
+    choice = choose_micro_batches(package, args.parallel)
+    if choice is None:
+        return None
+    args.micro_batches = choice.micro_batches
+    print(choice.line(), file=sys.stderr, flush=True)
+    return choice.to_json()
+
+
 def runtime_config(max_seq_len: int, parallel: int):
     """The RuntimeConfig of ``run``/``serve``: ``max_seq_len``, ``parallel`` sequences, and ring slots for them
     (at least the default 2, at least ``parallel``: each sequence has one frame in flight)."""
@@ -204,6 +223,7 @@ def prepared_server(args: argparse.Namespace) -> Iterator[PreparedServer]:
             prestart_stage_host()
         provisions, compiled = _plan_and_compile(args)
         check_fault_stage(fi, len(provisions))
+        pick_micro_batches(args, compiled.package)
 
         from pipeplan.runtime.orchestrator import Pipeline
         from pipeplan.runtime.tokenizer import SPMTokenizer

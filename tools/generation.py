@@ -326,7 +326,8 @@ def generate_text(args: argparse.Namespace, *, model: str, backend, provisions, 
                           temperature=args.temperature, top_k=args.top_k, top_p=args.top_p, seed=args.seed,
                           backend=backend, fault_injection=fi, on_event=on_event, cache_dir=args.cache_dir,
                           kernels=TARGET_KERNELS[args.target], programs=programs, num_threads=stage_threads(args),
-                          on_token=printer, parallel=getattr(args, "parallel", 1))
+                          on_token=printer, parallel=getattr(args, "parallel", 1),
+                          micro_batches=getattr(args, "micro_batches", None))
     except BaseException:
         if printer is not None:
             printer.abort()

@@ -247,6 +247,48 @@ def test_cli_run_several_prompts_in_parallel(cli_cache, capsys, monkeypatch, exp
         [r["token_ids"] for r in doc["results"]]
 
 
+def test_cli_run_names_the_chosen_micro_batches(cli_cache, capsys, monkeypatch):
+    """RP-PP-3 (issue 14): ``pipeplan run --parallel 2`` without ``--micro-batches`` prints one stderr line naming
+    the M the compiled package's costs predict fastest and the predicted tok/s per M (``--json``:
+    ``micro_batches``), and the pipeline runs with that M; ``--micro-batches`` overrides it (no line, no key);
+    the token ids are the same."""
+    import re
+
+    import pipeplan.runtime.orchestrator as orch
+    from pipeplan.analysis.concurrency import choose_micro_batches
+    from pipeplan.tools.cli import main
+
+    monkeypatch.setenv("PIPEPLAN_CACHE", str(cli_cache))
+    used: list[int] = []
+    real_set = orch.Pipeline._set_micro_batches
+
+    def spy(self, m: int) -> None:
+        used.append(m)
+        real_set(self, m)
+
+    monkeypatch.setattr(orch.Pipeline, "_set_micro_batches", spy)
+    argv = ["run", str(STORIES), "--stages", "2", "--backend", "inproc", "--max-tokens", "6", "--json",
+            "--max-seq-len", "1024", "--parallel", "2", "--prompt", "Lily", "--prompt", "Sam"]
+    assert main(argv) == 0
+    out, err = capsys.readouterr()
+    doc = json.loads(out)
+    want = choose_micro_batches(doc["package"]["path"], 2)
+    assert want is not None
+    lines = [x for x in err.splitlines() if x.startswith("pipeplan: micro-batches ")]
+    assert len(lines) == 1 and re.fullmatch(
+        rf"pipeplan: micro-batches {want.micro_batches} for --parallel 2 \(predicted fastest; aggregate tok/s "
+        r"M=1 [0-9.]+, M=2 [0-9.]+\)", lines[0]), lines
+    assert doc["micro_batches"] == json.loads(json.dumps(want.to_json()))
+    assert used[-1] == want.micro_batches
+    forced = 3 - want.micro_batches
+    used.clear()
+    assert main([*argv, "--micro-batches", str(forced)]) == 0
+    out, err = capsys.readouterr()
+    doc2 = json.loads(out)
+    assert "micro-batches" not in err and "micro_batches" not in doc2 and used == [forced]
+    assert [r["token_ids"] for r in doc2["results"]] == [r["token_ids"] for r in doc["results"]]
+
+
 def test_cancel_frees_the_slot_for_a_queued_request(pipelines):
     """RP-PP-3: with every slot (4) taken by a long sequence, a fifth request waits; cancelling one (from its
     on_token hook after 3 ids) ends it at its next step, and the waiting request is admitted into the freed

@@ -238,8 +238,39 @@ def test_micro_batches_policy_rows_per_frame(micro_batches, rows):
             assert served[0] == {}
 
 
+def test_pipeline_takes_the_predicted_micro_batches(monkeypatch):
+    """RP-PP-3 (issue 14): ``Pipeline(parallel=4)`` without ``micro_batches`` (programs compiled at start) runs
+    with the M that ``choose_micro_batches`` predicts fastest on the compiled package; with the choice patched to
+    M = 2 it sends frames of 2 rows and the greedy ids stay each request's single-request ids; a given
+    ``micro_batches`` wins and no choice is made."""
+    import pipeplan.runtime.orchestrator as orch
+    from pipeplan.analysis.concurrency import MicroBatchChoice, choose_micro_batches
+
+    with _stories_pipeline(3, 4, None) as pipe:
+        want = choose_micro_batches(pipe.compiled.package, 4)
+        assert want is not None and pipe.micro_batch_choice == want
+        assert (pipe.micro_batches, pipe.options.micro_batches) == (want.micro_batches, want.micro_batches)
+    seen = []
+
+    def patched(package, n, **kw):
+        seen.append(n)
+        return MicroBatchChoice(2, choose_micro_batches(package, n, **kw).predictions)  # type: ignore[union-attr]
+
+    monkeypatch.setattr(orch, "choose_micro_batches", patched)
+    with _stories_pipeline(3, 4, None) as pipe:
+        assert seen == [4]
+        assert (pipe.micro_batches, pipe.batch_rows, pipe.options.micro_batches) == (2, 2, 2)
+        single = [pipe.generate_concurrent([GenRequest(p, 10)])[0].ids for p in PROMPTS]
+        pipe.segments_sent.clear()
+        assert [g.ids for g in pipe.generate_concurrent([GenRequest(p, 10) for p in PROMPTS])] == single
+        assert max(pipe.segments_sent) == 2
+    with _stories_pipeline(3, 4, 1) as pipe:
+        assert (pipe.micro_batches, pipe.micro_batch_choice, seen) == (1, None, [4])
+
+
 def test_default_micro_batches_and_bad_values():
-    """RP-AR-4: the default M is min(parallel, stages); M not an int >= 1 is a RunRequestError."""
+    """RP-AR-4: the default M is min(parallel, stages) (until a compile at start chooses the predicted fastest);
+    M not an int >= 1 is a RunRequestError."""
     from pipeplan.dialects.runplan_build import project_provisions
     from pipeplan.frontend.gguf_facts import read_model_facts
     from pipeplan.frontend.planner import plan_run
