@@ -572,7 +572,7 @@ def check_ir_invariants(plan: Operation) -> list[Violation]:
     return _core_of(plan)
 
 
-def check_invariants(plan: Operation) -> list[Violation]:
+def check_invariants(plan: Operation, index: PlanIndex | None = None) -> list[Violation]:
     """All violations of AB-S-1..7 of a ``cplan.plan`` op, references (:func:`check_references`) included, in
-    invariant order (empty when the plan is sound)."""
-    return sorted(check_references(PlanIndex(plan)) + _core_of(plan), key=lambda v: v.invariant)
+    invariant order (empty when the plan is sound). ``index``: the plan's PlanIndex when the caller has it."""
+    return sorted(check_references(index or PlanIndex(plan)) + _core_of(plan), key=lambda v: v.invariant)

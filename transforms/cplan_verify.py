@@ -126,13 +126,14 @@ def _first_difference(what: str, got: Sequence[Operation], want: Sequence[Operat
     return Violation("AB-R-5", "commit_gate_mismatch", f"{what} differs from the rebuild at #{k}: got {g}, rebuilt {w}")
 
 
-def commit_gate(plan: PlanOp, problem: Problem) -> list[Violation]:
+def commit_gate(plan: PlanOp, problem: Problem, index: PlanIndex | None = None) -> list[Violation]:
     """AB-R-5: rebuild the plan op with the same binder and pure normalizer and compare (empty when equal).
 
     The two ops are compared op by op (:func:`op_key`) per field group: the plan's identities, devices,
     links, allocations (source-buffer identity, exact size, offset), commands (task lineage, command
     mapping), signal/wait edges, the typed extension; each group reports its first differing op. Raises
-    nothing; a rebuild that fails is reported as a violation.
+    nothing; a rebuild that fails is reported as a violation. ``index``: the plan's PlanIndex when the
+    caller has it.
     """
     from pipeplan.transforms.convert_pplan_to_cplan import bind
 
@@ -147,7 +148,7 @@ def commit_gate(plan: PlanOp, problem: Problem) -> list[Violation]:
         if got != want:
             out.append(Violation("AB-R-5", "commit_gate_mismatch", f"{name} differs from the rebuild: got {got!r}, "
                                                                    f"rebuilt {want!r}"))
-    mine, theirs = PlanIndex(plan), PlanIndex(ref)
+    mine, theirs = index or PlanIndex(plan), PlanIndex(ref)
     for group, what in _GROUPS:
         v = _first_difference(what, getattr(mine, group), getattr(theirs, group))
         if v is not None:
@@ -169,12 +170,13 @@ def _ids(vs: Sequence[Any]) -> tuple[str, ...]:
     return tuple(_definer(v)[1] for v in vs)
 
 
-def relation_violations(plan: PlanOp, problem: Problem) -> list[Violation]:
-    """AB-R-6: portable <-> concrete relations (see the module docstring)."""
+def relation_violations(plan: PlanOp, problem: Problem, index: PlanIndex | None = None) -> list[Violation]:
+    """AB-R-6: portable <-> concrete relations (see the module docstring). ``index``: the plan's PlanIndex
+    when the caller has it."""
     from pipeplan.transforms.convert_pplan_to_cplan import alloc_id, command_id
 
     out = []
-    cx = PlanIndex(plan)
+    cx = index or PlanIndex(plan)
     target, source = plan.target.data, plan.source.data
     if target != problem.target or source != problem.source:
         out.append(Violation("AB-R-6", "target_abi", f"plan is bound to target '{target}' from '{source}', "
@@ -235,9 +237,10 @@ def relation_violations(plan: PlanOp, problem: Problem) -> list[Violation]:
 
 def verify_plan(plan: PlanOp, problem: Problem | None = None) -> list[Violation]:
     """Invariants, then (with the portable ``problem``) the commit gate and relation invariants."""
-    out = check_invariants(plan)
+    cx = PlanIndex(plan)
+    out = check_invariants(plan, cx)
     if problem is not None:
-        out += relation_violations(plan, problem) + commit_gate(plan, problem)
+        out += relation_violations(plan, problem, cx) + commit_gate(plan, problem, cx)
     return out
 
 

@@ -327,7 +327,7 @@ class ResourceConflicts(Observer):
             figures["allocations"] += len(cx.allocs)
             figures["arenas"] += len({(a.device.data, a.space.data) for a in cx.allocs})
             figures["queues"] += len(cx.units)
-            for v in check_invariants(op):
+            for v in check_invariants(op, cx):
                 if v.invariant == "AB-S-5":
                     figures["alloc_conflicts"] += 1
                 elif v.code in _QUEUE_CODES:
