@@ -26,10 +26,12 @@ from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
+from pipeplan.dialects.lifetimes import PERSISTENT_LIFETIMES
+
 T = TypeVar("T")
 K = TypeVar("K", bound=Hashable)
 
-PERSISTENT = ("weight", "kv", "edge")
+PERSISTENT = PERSISTENT_LIFETIMES
 
 
 def align_up(x: int, alignment: int) -> int:

@@ -7,12 +7,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from pipeplan.dialects.lifetimes import LIFETIMES, PERSISTENT_LIFETIMES  # noqa: F401  (re-exported)
 from pipeplan.errors import PipeplanError
-
-LIFETIMES = ("weight", "kv", "transient", "edge")
-"""Buffer lifetime classes; all but ``transient`` are persistent (live for the whole plan)."""
-
-PERSISTENT_LIFETIMES = ("weight", "kv", "edge")
 
 COST_STATUSES = ("direct", "fallback", "out_of_domain", "missing")
 """Cost status of a command: the CostedTaskView's ``direct | fallback | out_of_domain`` (see

@@ -22,6 +22,13 @@ class Lifetime(StrEnum):
     EDGE = "edge"
 
 
+LIFETIMES: tuple[str, ...] = tuple(m.value for m in Lifetime)
+"""The lifetime names, in declaration order."""
+
+PERSISTENT_LIFETIMES: tuple[str, ...] = tuple(m.value for m in Lifetime if m is not Lifetime.TRANSIENT)
+"""The lifetimes of buffers live for the whole plan (all but ``transient``)."""
+
+
 def enum_interner(cls: type[E]) -> Callable[[str], E]:
     """``name -> cls(enum_type(name))``, one instance per value (xDSL attributes are immutable) for an
     ``EnumAttribute`` class ``cls``. The function raises ValueError for a name outside ``cls.enum_type``."""
@@ -38,4 +45,4 @@ def enum_interner(cls: type[E]) -> Callable[[str], E]:
     return make
 
 
-__all__ = ["Lifetime", "enum_interner"]
+__all__ = ["LIFETIMES", "PERSISTENT_LIFETIMES", "Lifetime", "enum_interner"]

@@ -50,7 +50,7 @@ from pipeplan.dialects.bindings import DeploymentBindingOp, EvidencePolicyOp, Ta
 from pipeplan.dialects.carriers import i64_attr, int_array, int_tuple, string, string_elements, strings
 from pipeplan.dialects.diagnostics import IRVerifyError, PipeplanOp
 from pipeplan.dialects.ggml_types import GGML_TYPE_SIZES
-from pipeplan.dialects.lifetimes import Lifetime  # noqa: F401  (re-exported)
+from pipeplan.dialects.lifetimes import LIFETIMES, Lifetime  # noqa: F401  (re-exported)
 from xdsl.dialects.builtin import (
     I64,
     ArrayAttr,
@@ -105,9 +105,6 @@ from xdsl.utils.str_enum import StrEnum
 DTYPE_SIZES: dict[str, tuple[int, int]] = {t.lower(): v for t, v in GGML_TYPE_SIZES.items()}
 """dtype name -> (elements per block, bytes per block), from gguf's GGML_QUANT_SIZES
 (:data:`~pipeplan.dialects.ggml_types.GGML_TYPE_SIZES`: the table without importing gguf)."""
-
-LIFETIMES = ("weight", "kv", "transient", "edge")
-"""Buffer lifetime classes (issue 4, item 1)."""
 
 MEMSPACES = ("device", "host", "link")
 """Memory-space requirement of a task or buffer: device memory, host memory, or an edge link."""

@@ -48,7 +48,7 @@ from typing import ClassVar
 from pipeplan.dialects.carriers import PropsInAttrDict
 from pipeplan.dialects.diagnostics import IRVerifyError, PipeplanOp
 from pipeplan.dialects.graph import cycle_members, stable_topo_order
-from pipeplan.dialects.lifetimes import Lifetime, enum_interner
+from pipeplan.dialects.lifetimes import LIFETIMES, Lifetime, enum_interner  # noqa: F401  (LIFETIMES re-exported)
 from xdsl.dialects.builtin import (
     DenseArrayBase,
     DictionaryAttr,
@@ -214,10 +214,6 @@ class BufferOp(PipeplanOp):
     def verify_(self) -> None:
         if any(not isinstance(d, int) or d < 0 for d in self.shape.get_values()):
             raise VerifyException(f"buffer '{self.id.data}': shape must be non-negative integers")
-
-
-LIFETIMES = tuple(Lifetime)
-"""``tmachine.buffer`` lifetimes (the concrete plan's allocation lifetimes)."""
 
 
 @irdl_op_definition
