@@ -64,7 +64,7 @@ def _region_ops(op: Operation) -> list[Any]:
     return list(region.blocks[0].ops) if region.blocks else []
 
 
-def _owner_id(v: SSAValue) -> str:
+def owner_id(v: SSAValue) -> str:
     """The ``id`` of the op defining ``v`` ('' when it has none)."""
     ident = getattr(v.owner, "id", None)
     return ident.data if ident is not None and hasattr(ident, "data") else ""
@@ -199,27 +199,27 @@ def check_references(cx: PlanIndex) -> list[Violation]:
         for v, j in zip(c.groups()[2], cx.deps[i]):
             if j < 0:
                 out.append(Violation("AB-S-1", "unknown_dependency",
-                                     f"command {cx.who(cx.ids[i])} depends on unknown command '{_owner_id(v)}'",
+                                     f"command {cx.who(cx.ids[i])} depends on unknown command '{owner_id(v)}'",
                                      ("command", i)))
     for ui, u in enumerate(cx.units):
         vs = u.commands if cx.is_queue else u.members
         if cx.is_queue:
             out += [Violation("AB-S-2", "unknown_command", f"queue {u.device.data}/{u.engine.data} orders unknown "
-                                                           f"command '{_owner_id(v)}'", ("queue", ui))
+                                                           f"command '{owner_id(v)}'", ("queue", ui))
                     for v in vs if v not in pos]
         else:
             out += [Violation("AB-S-2", "unknown_command", f"slot '{u.id.data}' holds unknown command "
-                                                           f"'{_owner_id(v)}'", ("slot", ui)) for v in vs if v not in pos]
+                                                           f"'{owner_id(v)}'", ("slot", ui)) for v in vs if v not in pos]
     for yi, s in enumerate(cx.syncs):
         for end in (s.signal, s.wait):
             if end not in pos:
                 out.append(Violation("AB-S-2", "unknown_command",
-                                     f"sync {_owner_id(s.signal)} -> {_owner_id(s.wait)} names unknown command "
-                                     f"'{_owner_id(end)}'", ("sync", yi)))
+                                     f"sync {owner_id(s.signal)} -> {owner_id(s.wait)} names unknown command "
+                                     f"'{owner_id(end)}'", ("sync", yi)))
     for i, c in enumerate(cx.cmds):
         ins, outs, _ = c.groups()
         out += [Violation("AB-S-4", "unknown_buffer", f"command {cx.who(cx.ids[i])} accesses unallocated buffer "
-                                                      f"'{_owner_id(v)}'", ("command", i))
+                                                      f"'{owner_id(v)}'", ("command", i))
                 for v in (*ins, *outs) if v not in cx.alloc_pos]
     return out
 

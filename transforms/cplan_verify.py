@@ -64,6 +64,7 @@ from pipeplan.dialects.cplan_invariants import (  # noqa: F401  (re-exported: th
     check_s6,
     check_s7,
     execution_graph,
+    owner_id,
 )
 from pipeplan.dialects.diagnostics import OpPassError
 from pipeplan.dialects.pplan import gc_paused
@@ -83,10 +84,7 @@ _GROUPS = (("devices", "devices"), ("links", "links"),
 def _definer(v: Any) -> tuple[str, str]:
     """The name and ``id`` of the op defining operand ``v`` (``("", "")`` for a block argument)."""
     o = v.owner
-    if not isinstance(o, Operation):
-        return "", ""
-    ident = o.properties.get("id")
-    return o.name, getattr(ident, "data", "")
+    return (o.name, owner_id(v)) if isinstance(o, Operation) else ("", "")
 
 
 def op_key(op: Operation) -> tuple[object, ...]:
@@ -167,7 +165,7 @@ def commit_gate(plan: PlanOp, problem: Problem, index: PlanIndex | None = None) 
 
 
 def _ids(vs: Sequence[Any]) -> tuple[str, ...]:
-    return tuple(_definer(v)[1] for v in vs)
+    return tuple(owner_id(v) for v in vs)
 
 
 def relation_violations(plan: PlanOp, problem: Problem, index: PlanIndex | None = None) -> list[Violation]:
