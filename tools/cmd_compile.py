@@ -132,7 +132,7 @@ def print_concurrent(pkg, parallel: int, prompt_tokens: int, decode_tokens: int,
     )
 
     def runtime_m(n: int) -> int:
-        choice = choose_micro_batches(pkg, n)
+        choice = choose_micro_batches(costs, n)
         return choice.micro_batches if choice is not None else default_micro_batches(n, costs.stages)
 
     costs = stage_costs(pkg)
