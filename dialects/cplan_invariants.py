@@ -15,6 +15,7 @@ apart by name, so this module needs none of :mod:`pipeplan.dialects.cplan`'s cla
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -122,10 +123,13 @@ class PlanIndex:
             self.writes.append([apos.get(v, -1) for v in outs])
             self.deps.append([cpos.get(v, -1) for v in after])
 
+    def member_values(self, unit: Any) -> Sequence[SSAValue]:
+        """The timepoint operands of a queue or slot, in order."""
+        return unit.commands if self.is_queue else unit.members
+
     def members(self, unit: Any) -> list[int]:
         """Positions of the commands of a queue or slot, in order (-1 for an unknown one)."""
-        vs = unit.commands if self.is_queue else unit.members
-        return [self.cmd_pos.get(v, -1) for v in vs]
+        return [self.cmd_pos.get(v, -1) for v in self.member_values(unit)]
 
     def who(self, cid: str) -> str:
         i = self.index.get(cid)
@@ -201,15 +205,11 @@ def check_references(cx: PlanIndex) -> list[Violation]:
                 out.append(Violation("AB-S-1", "unknown_dependency",
                                      f"command {cx.who(cx.ids[i])} depends on unknown command '{owner_id(v)}'",
                                      ("command", i)))
+    kind = "queue" if cx.is_queue else "slot"
     for ui, u in enumerate(cx.units):
-        vs = u.commands if cx.is_queue else u.members
-        if cx.is_queue:
-            out += [Violation("AB-S-2", "unknown_command", f"queue {u.device.data}/{u.engine.data} orders unknown "
-                                                           f"command '{owner_id(v)}'", ("queue", ui))
-                    for v in vs if v not in pos]
-        else:
-            out += [Violation("AB-S-2", "unknown_command", f"slot '{u.id.data}' holds unknown command "
-                                                           f"'{owner_id(v)}'", ("slot", ui)) for v in vs if v not in pos]
+        where = f"queue {u.device.data}/{u.engine.data} orders" if cx.is_queue else f"slot '{u.id.data}' holds"
+        out += [Violation("AB-S-2", "unknown_command", f"{where} unknown command '{owner_id(v)}'", (kind, ui))
+                for v in cx.member_values(u) if v not in pos]
     for yi, s in enumerate(cx.syncs):
         for end in (s.signal, s.wait):
             if end not in pos:
