@@ -25,6 +25,7 @@ from pipeplan.dialects.cplan import (
     QueueOp,
     QueueScheduleOp,
     SlotDataflowOp,
+    SlotOp,
     SyncOp,
     build_plan,
     command_name,
@@ -234,6 +235,23 @@ def test_s2_swapped_queue_order_deadlocks():
     vs = check_invariants(plan)
     dl = [v for v in vs if v.code == "deadlock"]
     assert dl and dl[0].invariant == "AB-S-2" and "'cmd.a'" in dl[0].message and "'cmd.c'" in dl[0].message
+
+
+def test_s2_queue_and_slot_name_unknown_commands(prob):
+    """AB-S-2: a queue or slot member that no command of the plan defines (a detached command's timepoint)
+    is named, with the queue (device/engine) or slot, and the unit as subject."""
+    p = _qplan(prob)
+    q = p.ops_of(QueueOp)[0]
+    q.operands = [*q.operands, stray("cmd.nope").done]
+    hit = [v for v in check_invariants(p) if v.code == "unknown_command"]
+    assert [(v.invariant, v.message, v.subject) for v in hit] == [
+        ("AB-S-2", f"queue {q.device.data}/{q.engine.data} orders unknown command 'cmd.nope'", ("queue", 0))]
+    p = bind(prob, "reference-slot").plan
+    sl = p.ops_of(SlotOp)[0]
+    sl.operands = [*sl.operands, stray("cmd.gone").done]
+    hit = [v for v in check_invariants(p) if v.code == "unknown_command"]
+    assert [(v.invariant, v.message, v.subject) for v in hit] == [
+        ("AB-S-2", f"slot '{sl.id.data}' holds unknown command 'cmd.gone'", ("slot", 0))]
 
 
 def test_s2_dropped_wait(prob):
