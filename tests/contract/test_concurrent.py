@@ -354,3 +354,45 @@ def test_serve_parallel_streams_overlap(cli_cache):
         assert 0 in order[order.index(1):], order[:20]
     finally:
         srv.stop()
+
+
+def test_serve_names_the_chosen_micro_batches(cli_cache, capsys, monkeypatch):
+    """RP-PP-3 (issue 14): ``pipeplan serve --parallel 2`` without ``--micro-batches`` prints, before it serves,
+    one stderr line naming the M the compiled package's costs predict fastest (the line ``pipeplan run``
+    prints), and its pipeline runs with that M; with ``--micro-batches`` there is no such line and the given M
+    is used."""
+    import re
+
+    import pipeplan.runtime.orchestrator as orch
+    from tests.contract.test_serve import InProcessServer
+
+    used: list[int] = []
+    real_set = orch.Pipeline._set_micro_batches
+
+    def spy(self, m: int) -> None:
+        used.append(m)
+        real_set(self, m)
+
+    monkeypatch.setattr(orch.Pipeline, "_set_micro_batches", spy)
+    argv = [str(STORIES), "--stages", "2", "--backend", "inproc", "--host", "127.0.0.1", "--port", "0",
+            "--max-seq-len", "1024", "--queue", "1", "--parallel", "2", "--cache-dir", str(cli_cache)]
+    capsys.readouterr()
+    srv = InProcessServer(argv)
+    try:
+        lines = [x for x in capsys.readouterr().err.splitlines() if x.startswith("pipeplan: micro-batches ")]
+        assert httpx.get(srv.url + "/health", timeout=30).json()["slots"] == 2
+    finally:
+        srv.stop()
+    assert len(lines) == 1 and re.fullmatch(
+        r"pipeplan: micro-batches [12] for --parallel 2 \(predicted fastest; aggregate tok/s "
+        r"M=1 [0-9.]+, M=2 [0-9.]+\)", lines[0]), lines
+    chosen = int(lines[0].split()[2])
+    assert used and used[-1] == chosen
+    forced = 3 - chosen
+    used.clear()
+    srv = InProcessServer([*argv, "--micro-batches", str(forced)])
+    try:
+        err = capsys.readouterr().err
+    finally:
+        srv.stop()
+    assert "micro-batches" not in err and used == [forced]
