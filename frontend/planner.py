@@ -39,8 +39,10 @@ Decisions (documented choices the contract leaves open)
   the model for 1 sequence but not for ``parallel``, the rejection names ``parallel`` and the KV bytes
   (``where="parallel"``).
 * **Partition**: contiguous non-empty block ranges minimizing the bottleneck stage time
-  ``(tensor bytes + KV bytes) / memory bandwidth`` (a decode step reads all of them), subject to
-  every stage's memory. Bandwidths are used when some placed node gives one (nodes without one
+  ``(bytes a decode step reads + KV bytes) / memory bandwidth``: every block tensor, the last stage's
+  ``output_norm``/``output`` (or tied ``token_embd``) whole, but one row of the first stage's gathered
+  ``token_embd`` (:func:`_extra_read_bytes`; memory still counts the whole tensor), subject to every
+  stage's memory. Bandwidths are used when some placed node gives one (nodes without one
   count as the slowest given); with none, stages are balanced by bytes. Exact algorithm: bisection
   on the bottleneck ``T`` with an O(blocks x stages) reachability check (for a fixed end block the
   feasible start blocks of a stage form an interval, found with ``searchsorted`` on byte prefix
@@ -327,10 +329,32 @@ def _extra_weight_bytes(facts: ModelFacts, stage_count: int) -> list[int]:
     return out
 
 
+def _extra_read_bytes(facts: ModelFacts, stage_count: int) -> list[int]:
+    """Non-block tensor bytes one decode step of each stage reads: a gathered ``token_embd.weight`` (the first
+    stage's embedding lookup, llama.cpp ``ggml_get_rows``) reads one row per token, not the tensor; the last
+    stage's ``output_norm``/``output`` (or the tied ``token_embd`` used as the output matrix) are read whole."""
+    has_output = any(t.name == "output.weight" for t in facts.tensors)
+    out = []
+    for s in range(stage_count):
+        first, last = s == 0, s == stage_count - 1
+        n = 0
+        for t in facts.tensors_for_stage(0, 0, first, last):
+            if t.block is not None:
+                continue
+            if t.name == "token_embd.weight" and not (last and not has_output):
+                rows = math.prod(t.shape[1:]) if len(t.shape) > 1 else 1
+                n += -(-t.n_bytes // max(rows, 1))
+            else:
+                n += t.n_bytes
+        out.append(n)
+    return out
+
+
 def _partition(block_cost: np.ndarray, caps: np.ndarray, extra: np.ndarray, bw: np.ndarray) -> list[int] | None:
     """Exact min-bottleneck contiguous partition; returns the S+1 boundaries or None if infeasible.
 
-    Stage s may hold blocks [b, e) iff ``P[e]-P[b] <= min(caps[s], T*bw[s] - extra[s])`` (all bytes);
+    Stage s may hold blocks [b, e) iff ``P[e]-P[b] <= min(caps[s], T*bw[s] - extra[s])`` (all bytes; ``extra``:
+    the non-block bytes a decode step of stage s reads);
     the optimal T is found by bisection (the check is monotone in T). O(S*n) numpy work per check.
     """
     n = len(block_cost)
@@ -496,11 +520,12 @@ def plan_run_spec(model_facts: ModelFacts, runtime_config: RuntimeConfig, node_p
         bw = np.asarray([node.bandwidth_bytes_per_s or slowest for node in nodes], dtype=np.float64)
     else:
         bw = np.ones(S, dtype=np.float64)
-    bounds = None if (caps < 0).any() else _partition(block_cost, caps, np.asarray(extra, dtype=np.float64), bw)
+    read = np.asarray(_extra_read_bytes(facts, S), dtype=np.float64)
+    bounds = None if (caps < 0).any() else _partition(block_cost, caps, read, bw)
     if bounds is None:
         if config.parallel > 1:
             one = np.asarray(facts.block_bytes, dtype=np.int64) + kv_one
-            if not (caps < 0).any() and _partition(one, caps, np.asarray(extra, dtype=np.float64), bw) is not None:
+            if not (caps < 0).any() and _partition(one, caps, read, bw) is not None:
                 inner = _memory_diagnosis(nodes, block_cost, fixed, kv_block, config.max_seq_len)
                 raise _reject("insufficient_memory",
                               f"parallel {config.parallel}: the pool holds the model for 1 sequence but not for "
