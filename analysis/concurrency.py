@@ -616,7 +616,7 @@ def _prefill_rows_of(program: str, _mtime_ns: int) -> int:
     stages = sorted((op for op in module.walk() if isinstance(op, StageOp)), key=lambda st: st.index.value.data)
     if not stages:
         return 1
-    rows = [st.rows.value.data for st in stages[0].body.block.ops if isinstance(st, StepOp) and st.name_.data == "prefill"]
+    rows = [st.rows.value.data for st in stages[0].body.block.ops if isinstance(st, StepOp) and st.step_name == "prefill"]
     return rows[0] if rows else 1
 
 

@@ -55,6 +55,7 @@ from pipeplan.dialects.carriers import (
 )
 from pipeplan.dialects.diagnostics import IRVerifyError, PipeplanOp
 from pipeplan.dialects.lifetimes import Lifetime, enum_interner
+from pipeplan.dialects.pplan import Step
 from pipeplan.errors import PipeplanError
 from xdsl.dialects.builtin import ArrayAttr, DictionaryAttr, FloatAttr, IntegerAttr, StringAttr, UnitAttr, f64
 from xdsl.dialects.utils.enum_attribute import EnumAttribute
@@ -191,7 +192,7 @@ class ProgramOp(PipeplanOp):
                     max_seq_len = 64 : i64, rope_base = 1.0e+04 : f64, rms_eps = 1.0e-05 : f64,
                     tied_embedding = 0 : i64}
       vmachine.stage {index = 0 : i64, device = "n0", layer_start = 0 : i64, layer_end = 5 : i64} {
-        vmachine.step {name = "decode", rows = 1 : i64} {
+        vmachine.step decode attributes {rows = 1 : i64} {
           vmachine.queue {engine = "queue.compute"} {
           }
         }
@@ -334,18 +335,30 @@ lifetime_attr = enum_interner(LifetimeAttr)
 :class:`~pipeplan.dialects.lifetimes.Lifetime`."""
 
 
+@irdl_attr_definition
+class StepAttr(EnumAttribute[Step], SpacedOpaqueSyntaxAttribute):
+    """``#vmachine<step decode>``: the plan step (:class:`~pipeplan.dialects.pplan.Step`) a ``vmachine.step``
+    runs or a ``vmachine.buffer`` belongs to (printed bare in their syntax)."""
+
+    name = "vmachine.step"
+
+
+step_attr = enum_interner(StepAttr)
+"""step name -> the (interned) :class:`StepAttr`; ValueError for a name that is not a step."""
+
+
 @irdl_op_definition
 class BufferOp(PipeplanOp):
     """One allocation of the concrete plan and the runtime binding name a stage program uses for it;
     yields the ``!vmachine.buffer`` value instructions take; ``lifetime`` (:class:`LifetimeAttr`) follows the id.
 
-    ``stage``/``step`` say whose program binds it (``step = ""`` for persistent buffers: weights, KV
-    cache; ``stage = -1`` for edge objects). ``offset`` is a multiple of ``alignment``.
+    ``stage``/``step`` (:class:`StepAttr`) say whose program binds it (no ``step`` for persistent buffers:
+    weights, KV cache; ``stage = -1`` for edge objects). ``offset`` is a multiple of ``alignment``.
 
     ```mlir
-    %blk.0.attn_in = vmachine.buffer "alloc.decode.s0.blk.0.attn_in" transient {name = "blk.0.attn_in",
-        stage = 0 : i64, step = "decode", device = "n0", space = "device", offset = 0 : i64, size = 256 : i64,
-        alignment = 64 : i64}
+    %blk.0.attn_in = vmachine.buffer "alloc.decode.s0.blk.0.attn_in" transient step decode {
+        name = "blk.0.attn_in", stage = 0 : i64, device = "n0", space = "device", offset = 0 : i64,
+        size = 256 : i64, alignment = 64 : i64}
     ```
     """
 
@@ -354,7 +367,7 @@ class BufferOp(PipeplanOp):
     id = prop_def(StringAttr)
     name_ = prop_def(StringAttr, prop_name="name")
     stage = prop_def(IntegerAttr)
-    step = prop_def(StringAttr)
+    step = opt_prop_def(StepAttr)
     device = prop_def(StringAttr)
     space = prop_def(StringAttr)
     offset = prop_def(IntegerAttr)
@@ -363,7 +376,12 @@ class BufferOp(PipeplanOp):
     lifetime = prop_def(LifetimeAttr)
     result = result_def(BufferType)
     traits = traits_def(HasParent(ProgramOp))
-    assembly_format = "$id $lifetime attr-dict"
+    assembly_format = "$id $lifetime (`step` $step^)? attr-dict"
+
+    @property
+    def step_name(self) -> str:
+        """The step it belongs to, ``""`` for a persistent buffer."""
+        return "" if self.step is None else self.step.data.value
 
     def verify_(self) -> None:
         off, size, al = self.offset.value.data, self.size.value.data, self.alignment.value.data
@@ -432,9 +450,9 @@ class StageOp(PipeplanOp):
         for o in self.body.block.ops:
             if not isinstance(o, StepOp):
                 raise IRVerifyError(f"vmachine.stage may hold only vmachine.step ops, found '{o.name}'", op=o)
-            if o.name_.data in names:
-                raise IRVerifyError(f"stage {self.index.value.data}: duplicate step name '{o.name_.data}'", op=o)
-            names.append(o.name_.data)
+            if o.step_name in names:
+                raise IRVerifyError(f"stage {self.index.value.data}: duplicate step name '{o.step_name}'", op=o)
+            names.append(o.step_name)
 
 
 @irdl_op_definition
@@ -443,7 +461,7 @@ class StepOp(PipeplanOp):
     its queues; ``rows`` is the most rows (tokens) its buffers hold.
 
     ```mlir
-    vmachine.step attributes {name = "prefill", rows = 8 : i64} {
+    vmachine.step prefill attributes {rows = 8 : i64} {
       %sync.0 = vmachine.token "sync.0" {signal = "c0", wait = "c1"}
       vmachine.queue attributes {engine = "queue.compute"} {
       }
@@ -453,15 +471,20 @@ class StepOp(PipeplanOp):
 
     name = "vmachine.step"
     irdl_options = (ParsePropInAttrDict(),)
-    name_ = prop_def(StringAttr, prop_name="name")
+    step = prop_def(StepAttr, prop_name="name")
     rows = prop_def(IntegerAttr)
     body = _body()
     traits = traits_def(NoTerminator(), HasParent(StageOp))
-    assembly_format = "attr-dict-with-keyword $body"
+    assembly_format = "$name attr-dict-with-keyword $body"
+
+    @property
+    def step_name(self) -> str:
+        """``prefill`` or ``decode``."""
+        return self.step.data.value
 
     def verify_(self) -> None:
         if self.rows.value.data < 1:
-            raise VerifyException(f"step '{self.name_.data}': rows must be >= 1")
+            raise VerifyException(f"step '{self.step_name}': rows must be >= 1")
         queued = False
         for o in self.body.block.ops:
             if isinstance(o, TokenOp) and not queued:
@@ -722,7 +745,7 @@ Vmachine = Dialect(
     "vmachine",
     [ProgramOp, AbiOp, BufferOp, EdgeOp, StageOp, StepOp, TokenOp, QueueOp, KernelOp, RecvOp, SendOp, SampleOp,
      SignalOp, WaitOp],
-    [BufferType, EdgeType, TokenType, LifetimeAttr],
+    [BufferType, EdgeType, TokenType, LifetimeAttr, StepAttr],
 )
 
 
@@ -796,7 +819,7 @@ def linearize(step: StepOp, lineage: Mapping[str, str] | None = None) -> list[Op
             stuck = [q[pos[qi]] for qi, q in enumerate(queues) if pos[qi] < len(q)]
             o = stuck[0]
             raise MachineVerifyError(
-                f"step '{step.name_.data}': queues deadlock: instruction '{o.id.data}' waits for token "  # type: ignore[attr-defined]
+                f"step '{step.step_name}': queues deadlock: instruction '{o.id.data}' waits for token "  # type: ignore[attr-defined]
                 f"'{o.token.data}' that no runnable instruction signals",  # type: ignore[attr-defined]
                 path=(lineage or {}).get(o.id.data, ""), where=o.id.data, op=o)  # type: ignore[attr-defined]
     return out
@@ -876,7 +899,7 @@ def check_program(program: ProgramOp, lineage: Mapping[str, str] | None = None) 
 
     persistent: dict[int, set[str]] = {}  # per stage: its buffers bound for every step, and start_pos
     for b, o in bufs.items():
-        if not o.step.data:
+        if o.step is None:
             persistent.setdefault(o.stage.value.data, {START_POS}).add(b)
     for st in program.body.block.ops:
         if not isinstance(st, StageOp):
@@ -884,7 +907,7 @@ def check_program(program: ProgramOp, lineage: Mapping[str, str] | None = None) 
         s, dev = st.index.value.data, st.device.data
         for step in st.body.block.ops:
             assert isinstance(step, StepOp)
-            name = step.name_.data
+            name = step.step_name
             defined = set(persistent.get(s, {START_POS}))
 
             def check_buf(o: Operation, b: str, step_name: str = name, stage: int = s, device: str = dev) -> None:
@@ -895,8 +918,8 @@ def check_program(program: ProgramOp, lineage: Mapping[str, str] | None = None) 
                     raise fail(o, f"names buffer '{b}' that the program does not declare")
                 if x.device.data != device:
                     raise fail(o, f"buffer '{b}' is on device '{x.device.data}', not the stage's '{device}'")
-                if x.stage.value.data != stage or x.step.data not in ("", step_name):
-                    raise fail(o, f"buffer '{b}' belongs to stage {x.stage.value.data} step '{x.step.data}'")
+                if x.stage.value.data != stage or x.step_name not in ("", step_name):
+                    raise fail(o, f"buffer '{b}' belongs to stage {x.stage.value.data} step '{x.step_name}'")
 
             for o in linearize(step, lineage):
                 if isinstance(o, KernelOp):
@@ -946,6 +969,6 @@ def check_program(program: ProgramOp, lineage: Mapping[str, str] | None = None) 
 __all__ = [
     "ABI_FIELDS", "ENGINE_REVISION", "INSTRUCTIONS", "KERNEL_ABI", "START_POS", "AbiOp", "BufferOp", "EdgeOp",
     "BufferType", "EdgeType", "KernelOp", "KernelSig", "TokenOp", "TokenType", "buffer_id", "edge_id", "MachineVerifyError", "ProgramOp", "QueueOp", "RecvOp", "SampleOp", "SendOp", "SignalOp",
-    "StageOp", "StepOp", "Vmachine", "WaitOp", "abi_of", "abi_op", "attr_value", "build", "check_program", "instruction_cmd",
+    "StageOp", "StepAttr", "StepOp", "Vmachine", "WaitOp", "abi_of", "abi_op", "attr_value", "build", "check_program", "instruction_cmd",
     "linearize", "strs", "to_attr", "verify_machine",
 ]

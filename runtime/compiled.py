@@ -187,7 +187,7 @@ def stage_programs(program: ProgramOp, lineage: Mapping[str, str] | None = None)
             kinds = [o for o in order if not isinstance(o, SignalOp | WaitOp)]
             ks = [i for i, o in enumerate(kinds) if isinstance(o, KernelOp)]
             if ks and ks != list(range(ks[0], ks[-1] + 1)):
-                raise ReplayError(f"stage {s} step '{step.name_.data}': kernel instructions are interleaved with "
+                raise ReplayError(f"stage {s} step '{step.step_name}': kernel instructions are interleaved with "
                                   f"transfers; the stage executor runs one contiguous kernel program",
                                   code="unsupported_program")
             calls = tuple(KernelCall(o.kernel.data, tuple(bufs.get(x, x) for x in strs(o.ins)),
@@ -196,9 +196,9 @@ def stage_programs(program: ProgramOp, lineage: Mapping[str, str] | None = None)
                                      None if o.block.value.data < 0 else o.block.value.data)
                           for o in order if isinstance(o, KernelOp))
             mine = {b.name_.data: b.id.data for b in program.body.block.ops
-                    if isinstance(b, BufferOp) and b.stage.value.data == s and b.step.data == step.name_.data}
-            out.setdefault(s, {})[step.name_.data] = StepProgram(
-                s, step.name_.data, st.device.data, step.rows.value.data, tuple(order), calls, engine_of,
+                    if isinstance(b, BufferOp) and b.stage.value.data == s and b.step_name == step.step_name}
+            out.setdefault(s, {})[step.step_name] = StepProgram(
+                s, step.step_name, st.device.data, step.rows.value.data, tuple(order), calls, engine_of,
                 mine.get("input", ""), mine.get("output", ""), tuple(o for o in order if isinstance(o, KernelOp)))
     return out
 
@@ -249,7 +249,7 @@ def tmachine_stages(pkg: Package, trace: str | None = None) -> dict[int, TMachin
         _, s, d = shared
         raise ReplayError(f"{pkg.path}: --target cuda runs each stage as the tmachine streams of its device, but "
                           f"stage {s} shares device {d}", code="invalid_runtime_config", where=f"stage {s}")
-    rows = {step.name_.data: step.rows.value.data for st in pkg.program.body.block.ops if isinstance(st, StageOp)
+    rows = {step.step_name: step.rows.value.data for st in pkg.program.body.block.ops if isinstance(st, StageOp)
             for step in st.body.block.ops if isinstance(step, StepOp)}
     out = tmachine_stage_programs(text, devices, rows, path, trace)
     if out:

@@ -81,6 +81,7 @@ from pipeplan.dialects.vmachine import (
     abi_of,
     abi_op,
     lifetime_attr,
+    step_attr,
     verify_machine,
 )
 from pipeplan.errors import PipeplanError
@@ -307,10 +308,12 @@ def place_commands(plan: PlanOp, abi: Mapping[str, Any], concrete: str = "") -> 
     for a in allocs:
         aid = a.id.data
         st, step, name = names[aid]
-        b = new_op(BufferOp, (), {
-            "id": a.id, "name": string(name), "stage": i64_of(st), "step": string(step), "device": a.device,
-            "space": a.space, "offset": a.offset, "size": a.size, "alignment": a.alignment,
-            "lifetime": lifetime_attr(a.lifetime.data)}, [buffer_t])
+        props = {"id": a.id, "name": string(name), "stage": i64_of(st), "device": a.device, "space": a.space,
+                 "offset": a.offset, "size": a.size, "alignment": a.alignment,
+                 "lifetime": lifetime_attr(a.lifetime.data)}
+        if step:
+            props["step"] = step_attr(step)
+        b = new_op(BufferOp, (), props, [buffer_t])
         b.result.name_hint = hint(aid[len("alloc."):] if aid.startswith("alloc.") else aid)
         env.buffers[aid] = b.result
         body_ops.append(b)
@@ -373,7 +376,7 @@ def place_commands(plan: PlanOp, abi: Mapping[str, Any], concrete: str = "") -> 
             if a_in is not None:
                 size = a_in.size.value.data
                 rows = max(1, size // 4 if a_in.id.data in gathered else size // (4 * hp.n_embd))
-            step_ops.append(build_op(StepOp, {"name": string(step), "rows": i64_of(rows)},
+            step_ops.append(build_op(StepOp, {"name": step_attr(step), "rows": i64_of(rows)},
                                      [tokens[k] for k in sorted(tokens)] + q_ops))
         ls, le = ranges[st]
         stage_ops.append(build_op(StageOp, {"index": i64_of(st), "device": string(device[st]), "layer_start": i64_of(ls),

@@ -364,6 +364,7 @@ def test_serve_names_the_chosen_micro_batches(cli_cache, capsys, monkeypatch):
     import re
 
     import pipeplan.runtime.orchestrator as orch
+
     from tests.contract.test_serve import InProcessServer
 
     used: list[int] = []

@@ -179,7 +179,7 @@ def test_emission_adds_no_scheduling_decision(compiled):
                         pairs.add((o.signal.data, o.wait.data))
                         continue
                     cmd_count += 1
-                    got.setdefault((st.device.data, q.engine.data, step.name_.data), []).append(instruction_cmd(o))
+                    got.setdefault((st.device.data, q.engine.data, step.step_name), []).append(instruction_cmd(o))
     assert cmd_count == len(plan.ops_of(CommandOp))
     for q in plan.ops_of(CQueueOp):
         for step in ("prefill", "decode"):

@@ -114,7 +114,7 @@ def test_vmachine_lowering_is_the_runtime_program_without_building_it(cplans, mo
                              for k in kernels)
                 want = sorted((c.kernel, c.inputs, c.outputs, dict(c.attrs), -1 if c.block is None else c.block)
                               for c in calls)
-                assert got == want, (name, st.index.value.data, step.name_.data)
+                assert got == want, (name, st.index.value.data, step.step_name)
                 windows |= {(g[4], "window" in g[3]) for g in got if g[0] == "attention"}
         if name == "gemma3":
             assert windows == {(b, b != 5) for b in range(6)}

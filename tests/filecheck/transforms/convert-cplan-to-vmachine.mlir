@@ -36,11 +36,11 @@ builtin.module {
 
 // CHECK:      vmachine.program attributes {target = "virtual-queue@1", deployment = "deployment:n0", concrete = "sha256:{{[0-9a-f]+}}", portable = "sha256:00", binder = "list-schedule", engine = "pipeplan-vmachine/1"} {
 // CHECK-NEXT:   vmachine.abi {n_embd = 64 : i64
-// CHECK:        %s0.w.token_embd.weight = vmachine.buffer "alloc.s0.w.token_embd.weight" weight {name = "token_embd.weight", stage = 0 : i64, step = "", device = "n0", space = "device"
+// CHECK:        %s0.w.token_embd.weight = vmachine.buffer "alloc.s0.w.token_embd.weight" weight {name = "token_embd.weight", stage = 0 : i64, device = "n0", space = "device"
 // CHECK:        %e0 = vmachine.edge "e0" %edge.e0 {producer = -1 : i64, consumer = 0 : i64, link = ""}
 // CHECK-NEXT:   %e1 = vmachine.edge "e1" %edge.e1 {producer = 0 : i64, consumer = -1 : i64, link = ""}
 // CHECK-NEXT:   vmachine.stage attributes {index = 0 : i64, device = "n0", layer_start = 0 : i64, layer_end = 0 : i64} {
-// CHECK-NEXT:     vmachine.step attributes {name = "decode", rows = 1 : i64} {
+// CHECK-NEXT:     vmachine.step decode attributes {rows = 1 : i64} {
 // CHECK-NEXT:       %sync.0 = vmachine.token "sync.0" {signal = "cmd.decode.s0.recv.e0", wait = "cmd.decode.s0.embedding_gather.token_embd"}
 // CHECK-NEXT:       %sync.1 = vmachine.token "sync.1" {signal = "cmd.decode.s0.argmax.token", wait = "cmd.decode.s0.send.e1"}
 // CHECK-NEXT:       vmachine.queue attributes {engine = "queue.copy"} {

@@ -10,17 +10,17 @@
 vmachine.program attributes {target = "virtual-queue@1", deployment = "d", concrete = "c", portable = "p", binder = "list-schedule", engine = "pipeplan-vmachine/1"} {
 // CHECK:      invalid.mlir:[[# @LINE - 1]]:1: error: a vmachine.program needs exactly one vmachine.abi, found 0
 // CHECK-NEXT: {{^}}  vmachine.program attributes {target = "virtual-queue@1",
-  %b.in = vmachine.buffer "b.in" transient {name = "input", stage = 0 : i64, step = "decode", device = "n0", space = "device", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64}
-  %b.x = vmachine.buffer "b.x" kv {name = "blk.0.q", stage = 0 : i64, step = "", device = "n0", space = "device", offset = 64 : i64, size = 256 : i64, alignment = 64 : i64}
-  %b.t = vmachine.buffer "b.t" weight {name = "rope.table", stage = 0 : i64, step = "", device = "n0", space = "device", offset = 320 : i64, size = 64 : i64, alignment = 64 : i64}
-  %b.y = vmachine.buffer "b.y" transient {name = "output", stage = 0 : i64, step = "decode", device = "n0", space = "device", offset = 384 : i64, size = 256 : i64, alignment = 64 : i64}
-  %b.tok = vmachine.buffer "b.tok" transient {name = "token", stage = 0 : i64, step = "decode", device = "n0", space = "device", offset = 640 : i64, size = 4 : i64, alignment = 64 : i64}
-  %b.e0 = vmachine.buffer "b.e0" edge {name = "e0", stage = -1 : i64, step = "", device = "n0", space = "link", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64}
+  %b.in = vmachine.buffer "b.in" transient step decode {name = "input", stage = 0 : i64, device = "n0", space = "device", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64}
+  %b.x = vmachine.buffer "b.x" kv {name = "blk.0.q", stage = 0 : i64, device = "n0", space = "device", offset = 64 : i64, size = 256 : i64, alignment = 64 : i64}
+  %b.t = vmachine.buffer "b.t" weight {name = "rope.table", stage = 0 : i64, device = "n0", space = "device", offset = 320 : i64, size = 64 : i64, alignment = 64 : i64}
+  %b.y = vmachine.buffer "b.y" transient step decode {name = "output", stage = 0 : i64, device = "n0", space = "device", offset = 384 : i64, size = 256 : i64, alignment = 64 : i64}
+  %b.tok = vmachine.buffer "b.tok" transient step decode {name = "token", stage = 0 : i64, device = "n0", space = "device", offset = 640 : i64, size = 4 : i64, alignment = 64 : i64}
+  %b.e0 = vmachine.buffer "b.e0" edge {name = "e0", stage = -1 : i64, device = "n0", space = "link", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64}
   %e0 = vmachine.edge "e0" %b.e0 {producer = -1 : i64, consumer = 0 : i64, link = ""}
-  %b.e1 = vmachine.buffer "b.e1" edge {name = "e1", stage = -1 : i64, step = "", device = "n0", space = "link", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64}
+  %b.e1 = vmachine.buffer "b.e1" edge {name = "e1", stage = -1 : i64, device = "n0", space = "link", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64}
   %e1 = vmachine.edge "e1" %b.e1 {producer = 0 : i64, consumer = -1 : i64, link = ""}
   vmachine.stage attributes {index = 0 : i64, device = "n0", layer_start = 0 : i64, layer_end = 1 : i64} {
-    vmachine.step attributes {name = "decode", rows = 1 : i64} {
+    vmachine.step decode attributes {rows = 1 : i64} {
       %sync.0 = vmachine.token "sync.0" {signal = "c0", wait = "c1"}
       vmachine.queue attributes {engine = "queue.copy"} {
         vmachine.recv "i0" %e0 -> %b.in {cmd = "c0"}
@@ -45,17 +45,17 @@ vmachine.program attributes {target = "virtual-queue@1", deployment = "d", concr
   // CHECK:      invalid.mlir:[[# @LINE - 1]]:3: error: unexpected op 'builtin.module' in a vmachine.program body
   // CHECK-NEXT: {{^}}  builtin.module {
   }
-  %b.in = vmachine.buffer "b.in" transient {name = "input", stage = 0 : i64, step = "decode", device = "n0", space = "device", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64}
-  %b.x = vmachine.buffer "b.x" kv {name = "blk.0.q", stage = 0 : i64, step = "", device = "n0", space = "device", offset = 64 : i64, size = 256 : i64, alignment = 64 : i64}
-  %b.t = vmachine.buffer "b.t" weight {name = "rope.table", stage = 0 : i64, step = "", device = "n0", space = "device", offset = 320 : i64, size = 64 : i64, alignment = 64 : i64}
-  %b.y = vmachine.buffer "b.y" transient {name = "output", stage = 0 : i64, step = "decode", device = "n0", space = "device", offset = 384 : i64, size = 256 : i64, alignment = 64 : i64}
-  %b.tok = vmachine.buffer "b.tok" transient {name = "token", stage = 0 : i64, step = "decode", device = "n0", space = "device", offset = 640 : i64, size = 4 : i64, alignment = 64 : i64}
-  %b.e0 = vmachine.buffer "b.e0" edge {name = "e0", stage = -1 : i64, step = "", device = "n0", space = "link", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64}
+  %b.in = vmachine.buffer "b.in" transient step decode {name = "input", stage = 0 : i64, device = "n0", space = "device", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64}
+  %b.x = vmachine.buffer "b.x" kv {name = "blk.0.q", stage = 0 : i64, device = "n0", space = "device", offset = 64 : i64, size = 256 : i64, alignment = 64 : i64}
+  %b.t = vmachine.buffer "b.t" weight {name = "rope.table", stage = 0 : i64, device = "n0", space = "device", offset = 320 : i64, size = 64 : i64, alignment = 64 : i64}
+  %b.y = vmachine.buffer "b.y" transient step decode {name = "output", stage = 0 : i64, device = "n0", space = "device", offset = 384 : i64, size = 256 : i64, alignment = 64 : i64}
+  %b.tok = vmachine.buffer "b.tok" transient step decode {name = "token", stage = 0 : i64, device = "n0", space = "device", offset = 640 : i64, size = 4 : i64, alignment = 64 : i64}
+  %b.e0 = vmachine.buffer "b.e0" edge {name = "e0", stage = -1 : i64, device = "n0", space = "link", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64}
   %e0 = vmachine.edge "e0" %b.e0 {producer = -1 : i64, consumer = 0 : i64, link = ""}
-  %b.e1 = vmachine.buffer "b.e1" edge {name = "e1", stage = -1 : i64, step = "", device = "n0", space = "link", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64}
+  %b.e1 = vmachine.buffer "b.e1" edge {name = "e1", stage = -1 : i64, device = "n0", space = "link", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64}
   %e1 = vmachine.edge "e1" %b.e1 {producer = 0 : i64, consumer = -1 : i64, link = ""}
   vmachine.stage attributes {index = 0 : i64, device = "n0", layer_start = 0 : i64, layer_end = 1 : i64} {
-    vmachine.step attributes {name = "decode", rows = 1 : i64} {
+    vmachine.step decode attributes {rows = 1 : i64} {
       %sync.0 = vmachine.token "sync.0" {signal = "c0", wait = "c1"}
       vmachine.queue attributes {engine = "queue.copy"} {
         vmachine.recv "i0" %e0 -> %b.in {cmd = "c0"}
@@ -76,17 +76,17 @@ vmachine.program attributes {target = "virtual-queue@1", deployment = "d", concr
 // program: two instructions with one id
 vmachine.program attributes {target = "virtual-queue@1", deployment = "d", concrete = "c", portable = "p", binder = "list-schedule", engine = "pipeplan-vmachine/1"} {
   vmachine.abi {n_embd = 64 : i64, n_head = 8 : i64, n_head_kv = 4 : i64, n_ff = 172 : i64, n_vocab = 512 : i64, n_ctx = 2048 : i64, rope_dim = 8 : i64, n_layer = 5 : i64, max_seq_len = 64 : i64, rope_base = 1.000000e+04 : f64, rms_eps = 1.000000e-05 : f64, tied_embedding = 0 : i64}
-  %b.in = vmachine.buffer "b.in" transient {name = "input", stage = 0 : i64, step = "decode", device = "n0", space = "device", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64}
-  %b.x = vmachine.buffer "b.x" kv {name = "blk.0.q", stage = 0 : i64, step = "", device = "n0", space = "device", offset = 64 : i64, size = 256 : i64, alignment = 64 : i64}
-  %b.t = vmachine.buffer "b.t" weight {name = "rope.table", stage = 0 : i64, step = "", device = "n0", space = "device", offset = 320 : i64, size = 64 : i64, alignment = 64 : i64}
-  %b.y = vmachine.buffer "b.y" transient {name = "output", stage = 0 : i64, step = "decode", device = "n0", space = "device", offset = 384 : i64, size = 256 : i64, alignment = 64 : i64}
-  %b.tok = vmachine.buffer "b.tok" transient {name = "token", stage = 0 : i64, step = "decode", device = "n0", space = "device", offset = 640 : i64, size = 4 : i64, alignment = 64 : i64}
-  %b.e0 = vmachine.buffer "b.e0" edge {name = "e0", stage = -1 : i64, step = "", device = "n0", space = "link", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64}
+  %b.in = vmachine.buffer "b.in" transient step decode {name = "input", stage = 0 : i64, device = "n0", space = "device", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64}
+  %b.x = vmachine.buffer "b.x" kv {name = "blk.0.q", stage = 0 : i64, device = "n0", space = "device", offset = 64 : i64, size = 256 : i64, alignment = 64 : i64}
+  %b.t = vmachine.buffer "b.t" weight {name = "rope.table", stage = 0 : i64, device = "n0", space = "device", offset = 320 : i64, size = 64 : i64, alignment = 64 : i64}
+  %b.y = vmachine.buffer "b.y" transient step decode {name = "output", stage = 0 : i64, device = "n0", space = "device", offset = 384 : i64, size = 256 : i64, alignment = 64 : i64}
+  %b.tok = vmachine.buffer "b.tok" transient step decode {name = "token", stage = 0 : i64, device = "n0", space = "device", offset = 640 : i64, size = 4 : i64, alignment = 64 : i64}
+  %b.e0 = vmachine.buffer "b.e0" edge {name = "e0", stage = -1 : i64, device = "n0", space = "link", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64}
   %e0 = vmachine.edge "e0" %b.e0 {producer = -1 : i64, consumer = 0 : i64, link = ""}
-  %b.e1 = vmachine.buffer "b.e1" edge {name = "e1", stage = -1 : i64, step = "", device = "n0", space = "link", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64}
+  %b.e1 = vmachine.buffer "b.e1" edge {name = "e1", stage = -1 : i64, device = "n0", space = "link", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64}
   %e1 = vmachine.edge "e1" %b.e1 {producer = 0 : i64, consumer = -1 : i64, link = ""}
   vmachine.stage attributes {index = 0 : i64, device = "n0", layer_start = 0 : i64, layer_end = 1 : i64} {
-    vmachine.step attributes {name = "decode", rows = 1 : i64} {
+    vmachine.step decode attributes {rows = 1 : i64} {
       %sync.0 = vmachine.token "sync.0" {signal = "c0", wait = "c1"}
       vmachine.queue attributes {engine = "queue.copy"} {
         vmachine.recv "i0" %e0 -> %b.in {cmd = "c0"}
@@ -111,17 +111,17 @@ vmachine.program attributes {target = "virtual-queue@1", deployment = "d", concr
   vmachine.abi {n_embd = 64 : i64, n_head = 8 : i64, n_head_kv = 4 : i64, n_ff = 172 : i64, n_vocab = 512 : i64, n_ctx = 2048 : i64, rope_dim = 8 : i64, n_layer = 5 : i64, max_seq_len = 0 : i64, rope_base = 1.000000e+04 : f64, rms_eps = 1.000000e-05 : f64, tied_embedding = 0 : i64}
   // CHECK:      invalid.mlir:[[# @LINE - 1]]:3: error: vmachine.abi: max_seq_len must be positive, got 0
   // CHECK-NEXT: {{^}}  vmachine.abi {n_embd = 64 : i64, n_head = 8 : i64,
-  %b.in = vmachine.buffer "b.in" transient {name = "input", stage = 0 : i64, step = "decode", device = "n0", space = "device", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64}
-  %b.x = vmachine.buffer "b.x" kv {name = "blk.0.q", stage = 0 : i64, step = "", device = "n0", space = "device", offset = 64 : i64, size = 256 : i64, alignment = 64 : i64}
-  %b.t = vmachine.buffer "b.t" weight {name = "rope.table", stage = 0 : i64, step = "", device = "n0", space = "device", offset = 320 : i64, size = 64 : i64, alignment = 64 : i64}
-  %b.y = vmachine.buffer "b.y" transient {name = "output", stage = 0 : i64, step = "decode", device = "n0", space = "device", offset = 384 : i64, size = 256 : i64, alignment = 64 : i64}
-  %b.tok = vmachine.buffer "b.tok" transient {name = "token", stage = 0 : i64, step = "decode", device = "n0", space = "device", offset = 640 : i64, size = 4 : i64, alignment = 64 : i64}
-  %b.e0 = vmachine.buffer "b.e0" edge {name = "e0", stage = -1 : i64, step = "", device = "n0", space = "link", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64}
+  %b.in = vmachine.buffer "b.in" transient step decode {name = "input", stage = 0 : i64, device = "n0", space = "device", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64}
+  %b.x = vmachine.buffer "b.x" kv {name = "blk.0.q", stage = 0 : i64, device = "n0", space = "device", offset = 64 : i64, size = 256 : i64, alignment = 64 : i64}
+  %b.t = vmachine.buffer "b.t" weight {name = "rope.table", stage = 0 : i64, device = "n0", space = "device", offset = 320 : i64, size = 64 : i64, alignment = 64 : i64}
+  %b.y = vmachine.buffer "b.y" transient step decode {name = "output", stage = 0 : i64, device = "n0", space = "device", offset = 384 : i64, size = 256 : i64, alignment = 64 : i64}
+  %b.tok = vmachine.buffer "b.tok" transient step decode {name = "token", stage = 0 : i64, device = "n0", space = "device", offset = 640 : i64, size = 4 : i64, alignment = 64 : i64}
+  %b.e0 = vmachine.buffer "b.e0" edge {name = "e0", stage = -1 : i64, device = "n0", space = "link", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64}
   %e0 = vmachine.edge "e0" %b.e0 {producer = -1 : i64, consumer = 0 : i64, link = ""}
-  %b.e1 = vmachine.buffer "b.e1" edge {name = "e1", stage = -1 : i64, step = "", device = "n0", space = "link", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64}
+  %b.e1 = vmachine.buffer "b.e1" edge {name = "e1", stage = -1 : i64, device = "n0", space = "link", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64}
   %e1 = vmachine.edge "e1" %b.e1 {producer = 0 : i64, consumer = -1 : i64, link = ""}
   vmachine.stage attributes {index = 0 : i64, device = "n0", layer_start = 0 : i64, layer_end = 1 : i64} {
-    vmachine.step attributes {name = "decode", rows = 1 : i64} {
+    vmachine.step decode attributes {rows = 1 : i64} {
       %sync.0 = vmachine.token "sync.0" {signal = "c0", wait = "c1"}
       vmachine.queue attributes {engine = "queue.copy"} {
         vmachine.recv "i0" %e0 -> %b.in {cmd = "c0"}
@@ -144,17 +144,17 @@ vmachine.program attributes {target = "virtual-queue@1", deployment = "d", concr
   vmachine.abi {n_embd = 64 : i64, n_head = 8 : i64, n_head_kv = 4 : i64, n_ff = 172 : i64, n_vocab = 512 : i64, n_ctx = 2048 : i64, rope_dim = 8 : i64, n_layer = 5 : i64, max_seq_len = 64 : i64, rope_base = 1.000000e+04 : f64, rms_eps = 1.000000e-05 : f64, tied_embedding = 0 : i64, n_swa = -1 : i64}
   // CHECK:      invalid.mlir:[[# @LINE - 1]]:3: error: vmachine.abi: n_swa must be >= 0, got -1
   // CHECK-NEXT: {{^}}  vmachine.abi {n_embd = 64 : i64, n_head = 8 : i64,
-  %b.in = vmachine.buffer "b.in" transient {name = "input", stage = 0 : i64, step = "decode", device = "n0", space = "device", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64}
-  %b.x = vmachine.buffer "b.x" kv {name = "blk.0.q", stage = 0 : i64, step = "", device = "n0", space = "device", offset = 64 : i64, size = 256 : i64, alignment = 64 : i64}
-  %b.t = vmachine.buffer "b.t" weight {name = "rope.table", stage = 0 : i64, step = "", device = "n0", space = "device", offset = 320 : i64, size = 64 : i64, alignment = 64 : i64}
-  %b.y = vmachine.buffer "b.y" transient {name = "output", stage = 0 : i64, step = "decode", device = "n0", space = "device", offset = 384 : i64, size = 256 : i64, alignment = 64 : i64}
-  %b.tok = vmachine.buffer "b.tok" transient {name = "token", stage = 0 : i64, step = "decode", device = "n0", space = "device", offset = 640 : i64, size = 4 : i64, alignment = 64 : i64}
-  %b.e0 = vmachine.buffer "b.e0" edge {name = "e0", stage = -1 : i64, step = "", device = "n0", space = "link", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64}
+  %b.in = vmachine.buffer "b.in" transient step decode {name = "input", stage = 0 : i64, device = "n0", space = "device", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64}
+  %b.x = vmachine.buffer "b.x" kv {name = "blk.0.q", stage = 0 : i64, device = "n0", space = "device", offset = 64 : i64, size = 256 : i64, alignment = 64 : i64}
+  %b.t = vmachine.buffer "b.t" weight {name = "rope.table", stage = 0 : i64, device = "n0", space = "device", offset = 320 : i64, size = 64 : i64, alignment = 64 : i64}
+  %b.y = vmachine.buffer "b.y" transient step decode {name = "output", stage = 0 : i64, device = "n0", space = "device", offset = 384 : i64, size = 256 : i64, alignment = 64 : i64}
+  %b.tok = vmachine.buffer "b.tok" transient step decode {name = "token", stage = 0 : i64, device = "n0", space = "device", offset = 640 : i64, size = 4 : i64, alignment = 64 : i64}
+  %b.e0 = vmachine.buffer "b.e0" edge {name = "e0", stage = -1 : i64, device = "n0", space = "link", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64}
   %e0 = vmachine.edge "e0" %b.e0 {producer = -1 : i64, consumer = 0 : i64, link = ""}
-  %b.e1 = vmachine.buffer "b.e1" edge {name = "e1", stage = -1 : i64, step = "", device = "n0", space = "link", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64}
+  %b.e1 = vmachine.buffer "b.e1" edge {name = "e1", stage = -1 : i64, device = "n0", space = "link", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64}
   %e1 = vmachine.edge "e1" %b.e1 {producer = 0 : i64, consumer = -1 : i64, link = ""}
   vmachine.stage attributes {index = 0 : i64, device = "n0", layer_start = 0 : i64, layer_end = 1 : i64} {
-    vmachine.step attributes {name = "decode", rows = 1 : i64} {
+    vmachine.step decode attributes {rows = 1 : i64} {
       %sync.0 = vmachine.token "sync.0" {signal = "c0", wait = "c1"}
       vmachine.queue attributes {engine = "queue.copy"} {
         vmachine.recv "i0" %e0 -> %b.in {cmd = "c0"}
@@ -175,19 +175,19 @@ vmachine.program attributes {target = "virtual-queue@1", deployment = "d", concr
 // buffer: a misaligned offset
 vmachine.program attributes {target = "virtual-queue@1", deployment = "d", concrete = "c", portable = "p", binder = "list-schedule", engine = "pipeplan-vmachine/1"} {
   vmachine.abi {n_embd = 64 : i64, n_head = 8 : i64, n_head_kv = 4 : i64, n_ff = 172 : i64, n_vocab = 512 : i64, n_ctx = 2048 : i64, rope_dim = 8 : i64, n_layer = 5 : i64, max_seq_len = 64 : i64, rope_base = 1.000000e+04 : f64, rms_eps = 1.000000e-05 : f64, tied_embedding = 0 : i64}
-  %b.in = vmachine.buffer "b.in" transient {name = "input", stage = 0 : i64, step = "decode", device = "n0", space = "device", offset = 3 : i64, size = 4 : i64, alignment = 64 : i64}
+  %b.in = vmachine.buffer "b.in" transient step decode {name = "input", stage = 0 : i64, device = "n0", space = "device", offset = 3 : i64, size = 4 : i64, alignment = 64 : i64}
   // CHECK:      invalid.mlir:[[# @LINE - 1]]:3: error: buffer 'b.in': offset 3 / size 4 / alignment 64 invalid
-  // CHECK-NEXT: {{^}}  %b.in = vmachine.buffer "b.in" transient {name = "input", stage = 0 : i64,
-  %b.x = vmachine.buffer "b.x" kv {name = "blk.0.q", stage = 0 : i64, step = "", device = "n0", space = "device", offset = 64 : i64, size = 256 : i64, alignment = 64 : i64}
-  %b.t = vmachine.buffer "b.t" weight {name = "rope.table", stage = 0 : i64, step = "", device = "n0", space = "device", offset = 320 : i64, size = 64 : i64, alignment = 64 : i64}
-  %b.y = vmachine.buffer "b.y" transient {name = "output", stage = 0 : i64, step = "decode", device = "n0", space = "device", offset = 384 : i64, size = 256 : i64, alignment = 64 : i64}
-  %b.tok = vmachine.buffer "b.tok" transient {name = "token", stage = 0 : i64, step = "decode", device = "n0", space = "device", offset = 640 : i64, size = 4 : i64, alignment = 64 : i64}
-  %b.e0 = vmachine.buffer "b.e0" edge {name = "e0", stage = -1 : i64, step = "", device = "n0", space = "link", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64}
+  // CHECK-NEXT: {{^}}  %b.in = vmachine.buffer "b.in" transient step decode {name = "input", stage = 0 : i64,
+  %b.x = vmachine.buffer "b.x" kv {name = "blk.0.q", stage = 0 : i64, device = "n0", space = "device", offset = 64 : i64, size = 256 : i64, alignment = 64 : i64}
+  %b.t = vmachine.buffer "b.t" weight {name = "rope.table", stage = 0 : i64, device = "n0", space = "device", offset = 320 : i64, size = 64 : i64, alignment = 64 : i64}
+  %b.y = vmachine.buffer "b.y" transient step decode {name = "output", stage = 0 : i64, device = "n0", space = "device", offset = 384 : i64, size = 256 : i64, alignment = 64 : i64}
+  %b.tok = vmachine.buffer "b.tok" transient step decode {name = "token", stage = 0 : i64, device = "n0", space = "device", offset = 640 : i64, size = 4 : i64, alignment = 64 : i64}
+  %b.e0 = vmachine.buffer "b.e0" edge {name = "e0", stage = -1 : i64, device = "n0", space = "link", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64}
   %e0 = vmachine.edge "e0" %b.e0 {producer = -1 : i64, consumer = 0 : i64, link = ""}
-  %b.e1 = vmachine.buffer "b.e1" edge {name = "e1", stage = -1 : i64, step = "", device = "n0", space = "link", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64}
+  %b.e1 = vmachine.buffer "b.e1" edge {name = "e1", stage = -1 : i64, device = "n0", space = "link", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64}
   %e1 = vmachine.edge "e1" %b.e1 {producer = 0 : i64, consumer = -1 : i64, link = ""}
   vmachine.stage attributes {index = 0 : i64, device = "n0", layer_start = 0 : i64, layer_end = 1 : i64} {
-    vmachine.step attributes {name = "decode", rows = 1 : i64} {
+    vmachine.step decode attributes {rows = 1 : i64} {
       %sync.0 = vmachine.token "sync.0" {signal = "c0", wait = "c1"}
       vmachine.queue attributes {engine = "queue.copy"} {
         vmachine.recv "i0" %e0 -> %b.in {cmd = "c0"}
@@ -208,20 +208,54 @@ vmachine.program attributes {target = "virtual-queue@1", deployment = "d", concr
 // buffer: an unknown lifetime (a parse error: the lifetime is a #vmachine<lifetime ...> enum)
 vmachine.program attributes {target = "virtual-queue@1", deployment = "d", concrete = "c", portable = "p", binder = "list-schedule", engine = "pipeplan-vmachine/1"} {
   vmachine.abi {n_embd = 64 : i64, n_head = 8 : i64, n_head_kv = 4 : i64, n_ff = 172 : i64, n_vocab = 512 : i64, n_ctx = 2048 : i64, rope_dim = 8 : i64, n_layer = 5 : i64, max_seq_len = 64 : i64, rope_base = 1.000000e+04 : f64, rms_eps = 1.000000e-05 : f64, tied_embedding = 0 : i64}
-  %b.in = vmachine.buffer "b.in" scratch {name = "input", stage = 0 : i64, step = "decode", device = "n0", space = "device", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64}
+  %b.in = vmachine.buffer "b.in" scratch step decode {name = "input", stage = 0 : i64, device = "n0", space = "device", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64}
   // CHECK:      invalid.mlir:[[# @LINE - 1]]:34
-  // CHECK-NEXT: {{^}}  %b.in = vmachine.buffer "b.in" scratch {name = "input",
+  // CHECK-NEXT: {{^}}  %b.in = vmachine.buffer "b.in" scratch step decode {name = "input",
   // CHECK:      Expected `weight`, `kv`, `transient`, or `edge`.
-  %b.x = vmachine.buffer "b.x" kv {name = "blk.0.q", stage = 0 : i64, step = "", device = "n0", space = "device", offset = 64 : i64, size = 256 : i64, alignment = 64 : i64}
-  %b.t = vmachine.buffer "b.t" weight {name = "rope.table", stage = 0 : i64, step = "", device = "n0", space = "device", offset = 320 : i64, size = 64 : i64, alignment = 64 : i64}
-  %b.y = vmachine.buffer "b.y" transient {name = "output", stage = 0 : i64, step = "decode", device = "n0", space = "device", offset = 384 : i64, size = 256 : i64, alignment = 64 : i64}
-  %b.tok = vmachine.buffer "b.tok" transient {name = "token", stage = 0 : i64, step = "decode", device = "n0", space = "device", offset = 640 : i64, size = 4 : i64, alignment = 64 : i64}
-  %b.e0 = vmachine.buffer "b.e0" edge {name = "e0", stage = -1 : i64, step = "", device = "n0", space = "link", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64}
+  %b.x = vmachine.buffer "b.x" kv {name = "blk.0.q", stage = 0 : i64, device = "n0", space = "device", offset = 64 : i64, size = 256 : i64, alignment = 64 : i64}
+  %b.t = vmachine.buffer "b.t" weight {name = "rope.table", stage = 0 : i64, device = "n0", space = "device", offset = 320 : i64, size = 64 : i64, alignment = 64 : i64}
+  %b.y = vmachine.buffer "b.y" transient step decode {name = "output", stage = 0 : i64, device = "n0", space = "device", offset = 384 : i64, size = 256 : i64, alignment = 64 : i64}
+  %b.tok = vmachine.buffer "b.tok" transient step decode {name = "token", stage = 0 : i64, device = "n0", space = "device", offset = 640 : i64, size = 4 : i64, alignment = 64 : i64}
+  %b.e0 = vmachine.buffer "b.e0" edge {name = "e0", stage = -1 : i64, device = "n0", space = "link", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64}
   %e0 = vmachine.edge "e0" %b.e0 {producer = -1 : i64, consumer = 0 : i64, link = ""}
-  %b.e1 = vmachine.buffer "b.e1" edge {name = "e1", stage = -1 : i64, step = "", device = "n0", space = "link", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64}
+  %b.e1 = vmachine.buffer "b.e1" edge {name = "e1", stage = -1 : i64, device = "n0", space = "link", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64}
   %e1 = vmachine.edge "e1" %b.e1 {producer = 0 : i64, consumer = -1 : i64, link = ""}
   vmachine.stage attributes {index = 0 : i64, device = "n0", layer_start = 0 : i64, layer_end = 1 : i64} {
-    vmachine.step attributes {name = "decode", rows = 1 : i64} {
+    vmachine.step decode attributes {rows = 1 : i64} {
+      %sync.0 = vmachine.token "sync.0" {signal = "c0", wait = "c1"}
+      vmachine.queue attributes {engine = "queue.copy"} {
+        vmachine.recv "i0" %e0 -> %b.in {cmd = "c0"}
+        vmachine.signal "i1" %sync.0
+      }
+      vmachine.queue attributes {engine = "queue.compute"} {
+        vmachine.wait "i2" %sync.0
+        vmachine.kernel "i3" "rope" (%b.x, %b.t) -> (%b.y) start_pos {cmd = "c1", attrs = {head_dim = 8 : i64, n_heads = 8 : i64, rope_dim = 8 : i64}, block = 0 : i64}
+        vmachine.sample "i4" %b.y -> %b.tok {cmd = "c2"}
+        vmachine.send "i5" %b.tok -> %e1 {cmd = "c3"}
+      }
+    }
+  }
+}
+
+// -----
+
+// buffer: an unknown step (a parse error: the step is a #vmachine<step ...> enum)
+vmachine.program attributes {target = "virtual-queue@1", deployment = "d", concrete = "c", portable = "p", binder = "list-schedule", engine = "pipeplan-vmachine/1"} {
+  vmachine.abi {n_embd = 64 : i64, n_head = 8 : i64, n_head_kv = 4 : i64, n_ff = 172 : i64, n_vocab = 512 : i64, n_ctx = 2048 : i64, rope_dim = 8 : i64, n_layer = 5 : i64, max_seq_len = 64 : i64, rope_base = 1.000000e+04 : f64, rms_eps = 1.000000e-05 : f64, tied_embedding = 0 : i64}
+  %b.in = vmachine.buffer "b.in" transient step warmup {name = "input", stage = 0 : i64, device = "n0", space = "device", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64}
+  // CHECK:      invalid.mlir:[[# @LINE - 1]]:49
+  // CHECK-NEXT: {{^}}  %b.in = vmachine.buffer "b.in" transient step warmup {name = "input",
+  // CHECK:      Expected `prefill`, or `decode`.
+  %b.x = vmachine.buffer "b.x" kv {name = "blk.0.q", stage = 0 : i64, device = "n0", space = "device", offset = 64 : i64, size = 256 : i64, alignment = 64 : i64}
+  %b.t = vmachine.buffer "b.t" weight {name = "rope.table", stage = 0 : i64, device = "n0", space = "device", offset = 320 : i64, size = 64 : i64, alignment = 64 : i64}
+  %b.y = vmachine.buffer "b.y" transient step decode {name = "output", stage = 0 : i64, device = "n0", space = "device", offset = 384 : i64, size = 256 : i64, alignment = 64 : i64}
+  %b.tok = vmachine.buffer "b.tok" transient step decode {name = "token", stage = 0 : i64, device = "n0", space = "device", offset = 640 : i64, size = 4 : i64, alignment = 64 : i64}
+  %b.e0 = vmachine.buffer "b.e0" edge {name = "e0", stage = -1 : i64, device = "n0", space = "link", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64}
+  %e0 = vmachine.edge "e0" %b.e0 {producer = -1 : i64, consumer = 0 : i64, link = ""}
+  %b.e1 = vmachine.buffer "b.e1" edge {name = "e1", stage = -1 : i64, device = "n0", space = "link", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64}
+  %e1 = vmachine.edge "e1" %b.e1 {producer = 0 : i64, consumer = -1 : i64, link = ""}
+  vmachine.stage attributes {index = 0 : i64, device = "n0", layer_start = 0 : i64, layer_end = 1 : i64} {
+    vmachine.step decode attributes {rows = 1 : i64} {
       %sync.0 = vmachine.token "sync.0" {signal = "c0", wait = "c1"}
       vmachine.queue attributes {engine = "queue.copy"} {
         vmachine.recv "i0" %e0 -> %b.in {cmd = "c0"}
@@ -242,19 +276,19 @@ vmachine.program attributes {target = "virtual-queue@1", deployment = "d", concr
 // stage: a reversed layer range
 vmachine.program attributes {target = "virtual-queue@1", deployment = "d", concrete = "c", portable = "p", binder = "list-schedule", engine = "pipeplan-vmachine/1"} {
   vmachine.abi {n_embd = 64 : i64, n_head = 8 : i64, n_head_kv = 4 : i64, n_ff = 172 : i64, n_vocab = 512 : i64, n_ctx = 2048 : i64, rope_dim = 8 : i64, n_layer = 5 : i64, max_seq_len = 64 : i64, rope_base = 1.000000e+04 : f64, rms_eps = 1.000000e-05 : f64, tied_embedding = 0 : i64}
-  %b.in = vmachine.buffer "b.in" transient {name = "input", stage = 0 : i64, step = "decode", device = "n0", space = "device", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64}
-  %b.x = vmachine.buffer "b.x" kv {name = "blk.0.q", stage = 0 : i64, step = "", device = "n0", space = "device", offset = 64 : i64, size = 256 : i64, alignment = 64 : i64}
-  %b.t = vmachine.buffer "b.t" weight {name = "rope.table", stage = 0 : i64, step = "", device = "n0", space = "device", offset = 320 : i64, size = 64 : i64, alignment = 64 : i64}
-  %b.y = vmachine.buffer "b.y" transient {name = "output", stage = 0 : i64, step = "decode", device = "n0", space = "device", offset = 384 : i64, size = 256 : i64, alignment = 64 : i64}
-  %b.tok = vmachine.buffer "b.tok" transient {name = "token", stage = 0 : i64, step = "decode", device = "n0", space = "device", offset = 640 : i64, size = 4 : i64, alignment = 64 : i64}
-  %b.e0 = vmachine.buffer "b.e0" edge {name = "e0", stage = -1 : i64, step = "", device = "n0", space = "link", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64}
+  %b.in = vmachine.buffer "b.in" transient step decode {name = "input", stage = 0 : i64, device = "n0", space = "device", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64}
+  %b.x = vmachine.buffer "b.x" kv {name = "blk.0.q", stage = 0 : i64, device = "n0", space = "device", offset = 64 : i64, size = 256 : i64, alignment = 64 : i64}
+  %b.t = vmachine.buffer "b.t" weight {name = "rope.table", stage = 0 : i64, device = "n0", space = "device", offset = 320 : i64, size = 64 : i64, alignment = 64 : i64}
+  %b.y = vmachine.buffer "b.y" transient step decode {name = "output", stage = 0 : i64, device = "n0", space = "device", offset = 384 : i64, size = 256 : i64, alignment = 64 : i64}
+  %b.tok = vmachine.buffer "b.tok" transient step decode {name = "token", stage = 0 : i64, device = "n0", space = "device", offset = 640 : i64, size = 4 : i64, alignment = 64 : i64}
+  %b.e0 = vmachine.buffer "b.e0" edge {name = "e0", stage = -1 : i64, device = "n0", space = "link", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64}
   %e0 = vmachine.edge "e0" %b.e0 {producer = -1 : i64, consumer = 0 : i64, link = ""}
-  %b.e1 = vmachine.buffer "b.e1" edge {name = "e1", stage = -1 : i64, step = "", device = "n0", space = "link", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64}
+  %b.e1 = vmachine.buffer "b.e1" edge {name = "e1", stage = -1 : i64, device = "n0", space = "link", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64}
   %e1 = vmachine.edge "e1" %b.e1 {producer = 0 : i64, consumer = -1 : i64, link = ""}
   vmachine.stage attributes {index = 0 : i64, device = "n0", layer_start = 2 : i64, layer_end = 1 : i64} {
   // CHECK:      invalid.mlir:[[# @LINE - 1]]:3: error: stage 0: layer range is reversed
   // CHECK-NEXT: {{^}}  vmachine.stage attributes {index = 0 : i64, device = "n0",
-    vmachine.step attributes {name = "decode", rows = 1 : i64} {
+    vmachine.step decode attributes {rows = 1 : i64} {
       %sync.0 = vmachine.token "sync.0" {signal = "c0", wait = "c1"}
       vmachine.queue attributes {engine = "queue.copy"} {
         vmachine.recv "i0" %e0 -> %b.in {cmd = "c0"}
@@ -275,21 +309,21 @@ vmachine.program attributes {target = "virtual-queue@1", deployment = "d", concr
 // stage: an op that is not a step
 vmachine.program attributes {target = "virtual-queue@1", deployment = "d", concrete = "c", portable = "p", binder = "list-schedule", engine = "pipeplan-vmachine/1"} {
   vmachine.abi {n_embd = 64 : i64, n_head = 8 : i64, n_head_kv = 4 : i64, n_ff = 172 : i64, n_vocab = 512 : i64, n_ctx = 2048 : i64, rope_dim = 8 : i64, n_layer = 5 : i64, max_seq_len = 64 : i64, rope_base = 1.000000e+04 : f64, rms_eps = 1.000000e-05 : f64, tied_embedding = 0 : i64}
-  %b.in = vmachine.buffer "b.in" transient {name = "input", stage = 0 : i64, step = "decode", device = "n0", space = "device", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64}
-  %b.x = vmachine.buffer "b.x" kv {name = "blk.0.q", stage = 0 : i64, step = "", device = "n0", space = "device", offset = 64 : i64, size = 256 : i64, alignment = 64 : i64}
-  %b.t = vmachine.buffer "b.t" weight {name = "rope.table", stage = 0 : i64, step = "", device = "n0", space = "device", offset = 320 : i64, size = 64 : i64, alignment = 64 : i64}
-  %b.y = vmachine.buffer "b.y" transient {name = "output", stage = 0 : i64, step = "decode", device = "n0", space = "device", offset = 384 : i64, size = 256 : i64, alignment = 64 : i64}
-  %b.tok = vmachine.buffer "b.tok" transient {name = "token", stage = 0 : i64, step = "decode", device = "n0", space = "device", offset = 640 : i64, size = 4 : i64, alignment = 64 : i64}
-  %b.e0 = vmachine.buffer "b.e0" edge {name = "e0", stage = -1 : i64, step = "", device = "n0", space = "link", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64}
+  %b.in = vmachine.buffer "b.in" transient step decode {name = "input", stage = 0 : i64, device = "n0", space = "device", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64}
+  %b.x = vmachine.buffer "b.x" kv {name = "blk.0.q", stage = 0 : i64, device = "n0", space = "device", offset = 64 : i64, size = 256 : i64, alignment = 64 : i64}
+  %b.t = vmachine.buffer "b.t" weight {name = "rope.table", stage = 0 : i64, device = "n0", space = "device", offset = 320 : i64, size = 64 : i64, alignment = 64 : i64}
+  %b.y = vmachine.buffer "b.y" transient step decode {name = "output", stage = 0 : i64, device = "n0", space = "device", offset = 384 : i64, size = 256 : i64, alignment = 64 : i64}
+  %b.tok = vmachine.buffer "b.tok" transient step decode {name = "token", stage = 0 : i64, device = "n0", space = "device", offset = 640 : i64, size = 4 : i64, alignment = 64 : i64}
+  %b.e0 = vmachine.buffer "b.e0" edge {name = "e0", stage = -1 : i64, device = "n0", space = "link", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64}
   %e0 = vmachine.edge "e0" %b.e0 {producer = -1 : i64, consumer = 0 : i64, link = ""}
-  %b.e1 = vmachine.buffer "b.e1" edge {name = "e1", stage = -1 : i64, step = "", device = "n0", space = "link", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64}
+  %b.e1 = vmachine.buffer "b.e1" edge {name = "e1", stage = -1 : i64, device = "n0", space = "link", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64}
   %e1 = vmachine.edge "e1" %b.e1 {producer = 0 : i64, consumer = -1 : i64, link = ""}
   vmachine.stage attributes {index = 0 : i64, device = "n0", layer_start = 0 : i64, layer_end = 1 : i64} {
     builtin.module {
     // CHECK:      invalid.mlir:[[# @LINE - 1]]:5: error: vmachine.stage may hold only vmachine.step ops, found 'builtin.module'
     // CHECK-NEXT: {{^}}  builtin.module {
     }
-    vmachine.step attributes {name = "decode", rows = 1 : i64} {
+    vmachine.step decode attributes {rows = 1 : i64} {
       %sync.0 = vmachine.token "sync.0" {signal = "c0", wait = "c1"}
       vmachine.queue attributes {engine = "queue.copy"} {
         vmachine.recv "i0" %e0 -> %b.in {cmd = "c0"}
@@ -310,17 +344,17 @@ vmachine.program attributes {target = "virtual-queue@1", deployment = "d", concr
 // stage: two steps of one name
 vmachine.program attributes {target = "virtual-queue@1", deployment = "d", concrete = "c", portable = "p", binder = "list-schedule", engine = "pipeplan-vmachine/1"} {
   vmachine.abi {n_embd = 64 : i64, n_head = 8 : i64, n_head_kv = 4 : i64, n_ff = 172 : i64, n_vocab = 512 : i64, n_ctx = 2048 : i64, rope_dim = 8 : i64, n_layer = 5 : i64, max_seq_len = 64 : i64, rope_base = 1.000000e+04 : f64, rms_eps = 1.000000e-05 : f64, tied_embedding = 0 : i64}
-  %b.in = vmachine.buffer "b.in" transient {name = "input", stage = 0 : i64, step = "decode", device = "n0", space = "device", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64}
-  %b.x = vmachine.buffer "b.x" kv {name = "blk.0.q", stage = 0 : i64, step = "", device = "n0", space = "device", offset = 64 : i64, size = 256 : i64, alignment = 64 : i64}
-  %b.t = vmachine.buffer "b.t" weight {name = "rope.table", stage = 0 : i64, step = "", device = "n0", space = "device", offset = 320 : i64, size = 64 : i64, alignment = 64 : i64}
-  %b.y = vmachine.buffer "b.y" transient {name = "output", stage = 0 : i64, step = "decode", device = "n0", space = "device", offset = 384 : i64, size = 256 : i64, alignment = 64 : i64}
-  %b.tok = vmachine.buffer "b.tok" transient {name = "token", stage = 0 : i64, step = "decode", device = "n0", space = "device", offset = 640 : i64, size = 4 : i64, alignment = 64 : i64}
-  %b.e0 = vmachine.buffer "b.e0" edge {name = "e0", stage = -1 : i64, step = "", device = "n0", space = "link", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64}
+  %b.in = vmachine.buffer "b.in" transient step decode {name = "input", stage = 0 : i64, device = "n0", space = "device", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64}
+  %b.x = vmachine.buffer "b.x" kv {name = "blk.0.q", stage = 0 : i64, device = "n0", space = "device", offset = 64 : i64, size = 256 : i64, alignment = 64 : i64}
+  %b.t = vmachine.buffer "b.t" weight {name = "rope.table", stage = 0 : i64, device = "n0", space = "device", offset = 320 : i64, size = 64 : i64, alignment = 64 : i64}
+  %b.y = vmachine.buffer "b.y" transient step decode {name = "output", stage = 0 : i64, device = "n0", space = "device", offset = 384 : i64, size = 256 : i64, alignment = 64 : i64}
+  %b.tok = vmachine.buffer "b.tok" transient step decode {name = "token", stage = 0 : i64, device = "n0", space = "device", offset = 640 : i64, size = 4 : i64, alignment = 64 : i64}
+  %b.e0 = vmachine.buffer "b.e0" edge {name = "e0", stage = -1 : i64, device = "n0", space = "link", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64}
   %e0 = vmachine.edge "e0" %b.e0 {producer = -1 : i64, consumer = 0 : i64, link = ""}
-  %b.e1 = vmachine.buffer "b.e1" edge {name = "e1", stage = -1 : i64, step = "", device = "n0", space = "link", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64}
+  %b.e1 = vmachine.buffer "b.e1" edge {name = "e1", stage = -1 : i64, device = "n0", space = "link", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64}
   %e1 = vmachine.edge "e1" %b.e1 {producer = 0 : i64, consumer = -1 : i64, link = ""}
   vmachine.stage attributes {index = 0 : i64, device = "n0", layer_start = 0 : i64, layer_end = 1 : i64} {
-    vmachine.step attributes {name = "decode", rows = 1 : i64} {
+    vmachine.step decode attributes {rows = 1 : i64} {
       %sync.0 = vmachine.token "sync.0" {signal = "c0", wait = "c1"}
       vmachine.queue attributes {engine = "queue.copy"} {
         vmachine.recv "i0" %e0 -> %b.in {cmd = "c0"}
@@ -333,9 +367,9 @@ vmachine.program attributes {target = "virtual-queue@1", deployment = "d", concr
         vmachine.send "i5" %b.tok -> %e1 {cmd = "c3"}
       }
     }
-    vmachine.step attributes {name = "decode", rows = 2 : i64} {
+    vmachine.step decode attributes {rows = 2 : i64} {
     // CHECK:      invalid.mlir:[[# @LINE - 1]]:5: error: stage 0: duplicate step name 'decode'
-    // CHECK-NEXT: {{^}}  vmachine.step attributes {name = "decode", rows = 2 : i64} {
+    // CHECK-NEXT: {{^}}  vmachine.step decode attributes {rows = 2 : i64} {
       vmachine.queue attributes {engine = "queue.copy"} {
         vmachine.recv "i6" %e0 -> %b.in {cmd = "c6"}
       }
@@ -348,19 +382,53 @@ vmachine.program attributes {target = "virtual-queue@1", deployment = "d", concr
 // step: no rows
 vmachine.program attributes {target = "virtual-queue@1", deployment = "d", concrete = "c", portable = "p", binder = "list-schedule", engine = "pipeplan-vmachine/1"} {
   vmachine.abi {n_embd = 64 : i64, n_head = 8 : i64, n_head_kv = 4 : i64, n_ff = 172 : i64, n_vocab = 512 : i64, n_ctx = 2048 : i64, rope_dim = 8 : i64, n_layer = 5 : i64, max_seq_len = 64 : i64, rope_base = 1.000000e+04 : f64, rms_eps = 1.000000e-05 : f64, tied_embedding = 0 : i64}
-  %b.in = vmachine.buffer "b.in" transient {name = "input", stage = 0 : i64, step = "decode", device = "n0", space = "device", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64}
-  %b.x = vmachine.buffer "b.x" kv {name = "blk.0.q", stage = 0 : i64, step = "", device = "n0", space = "device", offset = 64 : i64, size = 256 : i64, alignment = 64 : i64}
-  %b.t = vmachine.buffer "b.t" weight {name = "rope.table", stage = 0 : i64, step = "", device = "n0", space = "device", offset = 320 : i64, size = 64 : i64, alignment = 64 : i64}
-  %b.y = vmachine.buffer "b.y" transient {name = "output", stage = 0 : i64, step = "decode", device = "n0", space = "device", offset = 384 : i64, size = 256 : i64, alignment = 64 : i64}
-  %b.tok = vmachine.buffer "b.tok" transient {name = "token", stage = 0 : i64, step = "decode", device = "n0", space = "device", offset = 640 : i64, size = 4 : i64, alignment = 64 : i64}
-  %b.e0 = vmachine.buffer "b.e0" edge {name = "e0", stage = -1 : i64, step = "", device = "n0", space = "link", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64}
+  %b.in = vmachine.buffer "b.in" transient step decode {name = "input", stage = 0 : i64, device = "n0", space = "device", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64}
+  %b.x = vmachine.buffer "b.x" kv {name = "blk.0.q", stage = 0 : i64, device = "n0", space = "device", offset = 64 : i64, size = 256 : i64, alignment = 64 : i64}
+  %b.t = vmachine.buffer "b.t" weight {name = "rope.table", stage = 0 : i64, device = "n0", space = "device", offset = 320 : i64, size = 64 : i64, alignment = 64 : i64}
+  %b.y = vmachine.buffer "b.y" transient step decode {name = "output", stage = 0 : i64, device = "n0", space = "device", offset = 384 : i64, size = 256 : i64, alignment = 64 : i64}
+  %b.tok = vmachine.buffer "b.tok" transient step decode {name = "token", stage = 0 : i64, device = "n0", space = "device", offset = 640 : i64, size = 4 : i64, alignment = 64 : i64}
+  %b.e0 = vmachine.buffer "b.e0" edge {name = "e0", stage = -1 : i64, device = "n0", space = "link", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64}
   %e0 = vmachine.edge "e0" %b.e0 {producer = -1 : i64, consumer = 0 : i64, link = ""}
-  %b.e1 = vmachine.buffer "b.e1" edge {name = "e1", stage = -1 : i64, step = "", device = "n0", space = "link", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64}
+  %b.e1 = vmachine.buffer "b.e1" edge {name = "e1", stage = -1 : i64, device = "n0", space = "link", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64}
   %e1 = vmachine.edge "e1" %b.e1 {producer = 0 : i64, consumer = -1 : i64, link = ""}
   vmachine.stage attributes {index = 0 : i64, device = "n0", layer_start = 0 : i64, layer_end = 1 : i64} {
-    vmachine.step attributes {name = "decode", rows = 0 : i64} {
+    vmachine.step decode attributes {rows = 0 : i64} {
     // CHECK:      invalid.mlir:[[# @LINE - 1]]:5: error: step 'decode': rows must be >= 1
-    // CHECK-NEXT: {{^}}  vmachine.step attributes {name = "decode", rows = 0 : i64} {
+    // CHECK-NEXT: {{^}}  vmachine.step decode attributes {rows = 0 : i64} {
+      %sync.0 = vmachine.token "sync.0" {signal = "c0", wait = "c1"}
+      vmachine.queue attributes {engine = "queue.copy"} {
+        vmachine.recv "i0" %e0 -> %b.in {cmd = "c0"}
+        vmachine.signal "i1" %sync.0
+      }
+      vmachine.queue attributes {engine = "queue.compute"} {
+        vmachine.wait "i2" %sync.0
+        vmachine.kernel "i3" "rope" (%b.x, %b.t) -> (%b.y) start_pos {cmd = "c1", attrs = {head_dim = 8 : i64, n_heads = 8 : i64, rope_dim = 8 : i64}, block = 0 : i64}
+        vmachine.sample "i4" %b.y -> %b.tok {cmd = "c2"}
+        vmachine.send "i5" %b.tok -> %e1 {cmd = "c3"}
+      }
+    }
+  }
+}
+
+// -----
+
+// step: an unknown step (a parse error: the step is a #vmachine<step ...> enum)
+vmachine.program attributes {target = "virtual-queue@1", deployment = "d", concrete = "c", portable = "p", binder = "list-schedule", engine = "pipeplan-vmachine/1"} {
+  vmachine.abi {n_embd = 64 : i64, n_head = 8 : i64, n_head_kv = 4 : i64, n_ff = 172 : i64, n_vocab = 512 : i64, n_ctx = 2048 : i64, rope_dim = 8 : i64, n_layer = 5 : i64, max_seq_len = 64 : i64, rope_base = 1.000000e+04 : f64, rms_eps = 1.000000e-05 : f64, tied_embedding = 0 : i64}
+  %b.in = vmachine.buffer "b.in" transient step decode {name = "input", stage = 0 : i64, device = "n0", space = "device", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64}
+  %b.x = vmachine.buffer "b.x" kv {name = "blk.0.q", stage = 0 : i64, device = "n0", space = "device", offset = 64 : i64, size = 256 : i64, alignment = 64 : i64}
+  %b.t = vmachine.buffer "b.t" weight {name = "rope.table", stage = 0 : i64, device = "n0", space = "device", offset = 320 : i64, size = 64 : i64, alignment = 64 : i64}
+  %b.y = vmachine.buffer "b.y" transient step decode {name = "output", stage = 0 : i64, device = "n0", space = "device", offset = 384 : i64, size = 256 : i64, alignment = 64 : i64}
+  %b.tok = vmachine.buffer "b.tok" transient step decode {name = "token", stage = 0 : i64, device = "n0", space = "device", offset = 640 : i64, size = 4 : i64, alignment = 64 : i64}
+  %b.e0 = vmachine.buffer "b.e0" edge {name = "e0", stage = -1 : i64, device = "n0", space = "link", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64}
+  %e0 = vmachine.edge "e0" %b.e0 {producer = -1 : i64, consumer = 0 : i64, link = ""}
+  %b.e1 = vmachine.buffer "b.e1" edge {name = "e1", stage = -1 : i64, device = "n0", space = "link", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64}
+  %e1 = vmachine.edge "e1" %b.e1 {producer = 0 : i64, consumer = -1 : i64, link = ""}
+  vmachine.stage attributes {index = 0 : i64, device = "n0", layer_start = 0 : i64, layer_end = 1 : i64} {
+    vmachine.step warmup attributes {rows = 1 : i64} {
+    // CHECK:      invalid.mlir:[[# @LINE - 1]]:19
+    // CHECK-NEXT: {{^}}  vmachine.step warmup attributes {rows = 1 : i64} {
+    // CHECK:      Expected `prefill`, or `decode`.
       %sync.0 = vmachine.token "sync.0" {signal = "c0", wait = "c1"}
       vmachine.queue attributes {engine = "queue.copy"} {
         vmachine.recv "i0" %e0 -> %b.in {cmd = "c0"}
@@ -381,17 +449,17 @@ vmachine.program attributes {target = "virtual-queue@1", deployment = "d", concr
 // step: an op that is not a queue
 vmachine.program attributes {target = "virtual-queue@1", deployment = "d", concrete = "c", portable = "p", binder = "list-schedule", engine = "pipeplan-vmachine/1"} {
   vmachine.abi {n_embd = 64 : i64, n_head = 8 : i64, n_head_kv = 4 : i64, n_ff = 172 : i64, n_vocab = 512 : i64, n_ctx = 2048 : i64, rope_dim = 8 : i64, n_layer = 5 : i64, max_seq_len = 64 : i64, rope_base = 1.000000e+04 : f64, rms_eps = 1.000000e-05 : f64, tied_embedding = 0 : i64}
-  %b.in = vmachine.buffer "b.in" transient {name = "input", stage = 0 : i64, step = "decode", device = "n0", space = "device", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64}
-  %b.x = vmachine.buffer "b.x" kv {name = "blk.0.q", stage = 0 : i64, step = "", device = "n0", space = "device", offset = 64 : i64, size = 256 : i64, alignment = 64 : i64}
-  %b.t = vmachine.buffer "b.t" weight {name = "rope.table", stage = 0 : i64, step = "", device = "n0", space = "device", offset = 320 : i64, size = 64 : i64, alignment = 64 : i64}
-  %b.y = vmachine.buffer "b.y" transient {name = "output", stage = 0 : i64, step = "decode", device = "n0", space = "device", offset = 384 : i64, size = 256 : i64, alignment = 64 : i64}
-  %b.tok = vmachine.buffer "b.tok" transient {name = "token", stage = 0 : i64, step = "decode", device = "n0", space = "device", offset = 640 : i64, size = 4 : i64, alignment = 64 : i64}
-  %b.e0 = vmachine.buffer "b.e0" edge {name = "e0", stage = -1 : i64, step = "", device = "n0", space = "link", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64}
+  %b.in = vmachine.buffer "b.in" transient step decode {name = "input", stage = 0 : i64, device = "n0", space = "device", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64}
+  %b.x = vmachine.buffer "b.x" kv {name = "blk.0.q", stage = 0 : i64, device = "n0", space = "device", offset = 64 : i64, size = 256 : i64, alignment = 64 : i64}
+  %b.t = vmachine.buffer "b.t" weight {name = "rope.table", stage = 0 : i64, device = "n0", space = "device", offset = 320 : i64, size = 64 : i64, alignment = 64 : i64}
+  %b.y = vmachine.buffer "b.y" transient step decode {name = "output", stage = 0 : i64, device = "n0", space = "device", offset = 384 : i64, size = 256 : i64, alignment = 64 : i64}
+  %b.tok = vmachine.buffer "b.tok" transient step decode {name = "token", stage = 0 : i64, device = "n0", space = "device", offset = 640 : i64, size = 4 : i64, alignment = 64 : i64}
+  %b.e0 = vmachine.buffer "b.e0" edge {name = "e0", stage = -1 : i64, device = "n0", space = "link", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64}
   %e0 = vmachine.edge "e0" %b.e0 {producer = -1 : i64, consumer = 0 : i64, link = ""}
-  %b.e1 = vmachine.buffer "b.e1" edge {name = "e1", stage = -1 : i64, step = "", device = "n0", space = "link", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64}
+  %b.e1 = vmachine.buffer "b.e1" edge {name = "e1", stage = -1 : i64, device = "n0", space = "link", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64}
   %e1 = vmachine.edge "e1" %b.e1 {producer = 0 : i64, consumer = -1 : i64, link = ""}
   vmachine.stage attributes {index = 0 : i64, device = "n0", layer_start = 0 : i64, layer_end = 1 : i64} {
-    vmachine.step attributes {name = "decode", rows = 1 : i64} {
+    vmachine.step decode attributes {rows = 1 : i64} {
       %sync.0 = vmachine.token "sync.0" {signal = "c0", wait = "c1"}
       builtin.module {
       // CHECK:      invalid.mlir:[[# @LINE - 1]]:7: error: vmachine.step may hold only vmachine.token ops then vmachine.queue ops, found 'builtin.module'
@@ -416,17 +484,17 @@ vmachine.program attributes {target = "virtual-queue@1", deployment = "d", concr
 // queue: an op that is not an instruction
 vmachine.program attributes {target = "virtual-queue@1", deployment = "d", concrete = "c", portable = "p", binder = "list-schedule", engine = "pipeplan-vmachine/1"} {
   vmachine.abi {n_embd = 64 : i64, n_head = 8 : i64, n_head_kv = 4 : i64, n_ff = 172 : i64, n_vocab = 512 : i64, n_ctx = 2048 : i64, rope_dim = 8 : i64, n_layer = 5 : i64, max_seq_len = 64 : i64, rope_base = 1.000000e+04 : f64, rms_eps = 1.000000e-05 : f64, tied_embedding = 0 : i64}
-  %b.in = vmachine.buffer "b.in" transient {name = "input", stage = 0 : i64, step = "decode", device = "n0", space = "device", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64}
-  %b.x = vmachine.buffer "b.x" kv {name = "blk.0.q", stage = 0 : i64, step = "", device = "n0", space = "device", offset = 64 : i64, size = 256 : i64, alignment = 64 : i64}
-  %b.t = vmachine.buffer "b.t" weight {name = "rope.table", stage = 0 : i64, step = "", device = "n0", space = "device", offset = 320 : i64, size = 64 : i64, alignment = 64 : i64}
-  %b.y = vmachine.buffer "b.y" transient {name = "output", stage = 0 : i64, step = "decode", device = "n0", space = "device", offset = 384 : i64, size = 256 : i64, alignment = 64 : i64}
-  %b.tok = vmachine.buffer "b.tok" transient {name = "token", stage = 0 : i64, step = "decode", device = "n0", space = "device", offset = 640 : i64, size = 4 : i64, alignment = 64 : i64}
-  %b.e0 = vmachine.buffer "b.e0" edge {name = "e0", stage = -1 : i64, step = "", device = "n0", space = "link", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64}
+  %b.in = vmachine.buffer "b.in" transient step decode {name = "input", stage = 0 : i64, device = "n0", space = "device", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64}
+  %b.x = vmachine.buffer "b.x" kv {name = "blk.0.q", stage = 0 : i64, device = "n0", space = "device", offset = 64 : i64, size = 256 : i64, alignment = 64 : i64}
+  %b.t = vmachine.buffer "b.t" weight {name = "rope.table", stage = 0 : i64, device = "n0", space = "device", offset = 320 : i64, size = 64 : i64, alignment = 64 : i64}
+  %b.y = vmachine.buffer "b.y" transient step decode {name = "output", stage = 0 : i64, device = "n0", space = "device", offset = 384 : i64, size = 256 : i64, alignment = 64 : i64}
+  %b.tok = vmachine.buffer "b.tok" transient step decode {name = "token", stage = 0 : i64, device = "n0", space = "device", offset = 640 : i64, size = 4 : i64, alignment = 64 : i64}
+  %b.e0 = vmachine.buffer "b.e0" edge {name = "e0", stage = -1 : i64, device = "n0", space = "link", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64}
   %e0 = vmachine.edge "e0" %b.e0 {producer = -1 : i64, consumer = 0 : i64, link = ""}
-  %b.e1 = vmachine.buffer "b.e1" edge {name = "e1", stage = -1 : i64, step = "", device = "n0", space = "link", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64}
+  %b.e1 = vmachine.buffer "b.e1" edge {name = "e1", stage = -1 : i64, device = "n0", space = "link", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64}
   %e1 = vmachine.edge "e1" %b.e1 {producer = 0 : i64, consumer = -1 : i64, link = ""}
   vmachine.stage attributes {index = 0 : i64, device = "n0", layer_start = 0 : i64, layer_end = 1 : i64} {
-    vmachine.step attributes {name = "decode", rows = 1 : i64} {
+    vmachine.step decode attributes {rows = 1 : i64} {
       %sync.0 = vmachine.token "sync.0" {signal = "c0", wait = "c1"}
       vmachine.queue attributes {engine = "queue.copy"} {
         builtin.module {
@@ -451,17 +519,17 @@ vmachine.program attributes {target = "virtual-queue@1", deployment = "d", concr
 // kernel: outside the kernel ABI
 vmachine.program attributes {target = "virtual-queue@1", deployment = "d", concrete = "c", portable = "p", binder = "list-schedule", engine = "pipeplan-vmachine/1"} {
   vmachine.abi {n_embd = 64 : i64, n_head = 8 : i64, n_head_kv = 4 : i64, n_ff = 172 : i64, n_vocab = 512 : i64, n_ctx = 2048 : i64, rope_dim = 8 : i64, n_layer = 5 : i64, max_seq_len = 64 : i64, rope_base = 1.000000e+04 : f64, rms_eps = 1.000000e-05 : f64, tied_embedding = 0 : i64}
-  %b.in = vmachine.buffer "b.in" transient {name = "input", stage = 0 : i64, step = "decode", device = "n0", space = "device", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64}
-  %b.x = vmachine.buffer "b.x" kv {name = "blk.0.q", stage = 0 : i64, step = "", device = "n0", space = "device", offset = 64 : i64, size = 256 : i64, alignment = 64 : i64}
-  %b.t = vmachine.buffer "b.t" weight {name = "rope.table", stage = 0 : i64, step = "", device = "n0", space = "device", offset = 320 : i64, size = 64 : i64, alignment = 64 : i64}
-  %b.y = vmachine.buffer "b.y" transient {name = "output", stage = 0 : i64, step = "decode", device = "n0", space = "device", offset = 384 : i64, size = 256 : i64, alignment = 64 : i64}
-  %b.tok = vmachine.buffer "b.tok" transient {name = "token", stage = 0 : i64, step = "decode", device = "n0", space = "device", offset = 640 : i64, size = 4 : i64, alignment = 64 : i64}
-  %b.e0 = vmachine.buffer "b.e0" edge {name = "e0", stage = -1 : i64, step = "", device = "n0", space = "link", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64}
+  %b.in = vmachine.buffer "b.in" transient step decode {name = "input", stage = 0 : i64, device = "n0", space = "device", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64}
+  %b.x = vmachine.buffer "b.x" kv {name = "blk.0.q", stage = 0 : i64, device = "n0", space = "device", offset = 64 : i64, size = 256 : i64, alignment = 64 : i64}
+  %b.t = vmachine.buffer "b.t" weight {name = "rope.table", stage = 0 : i64, device = "n0", space = "device", offset = 320 : i64, size = 64 : i64, alignment = 64 : i64}
+  %b.y = vmachine.buffer "b.y" transient step decode {name = "output", stage = 0 : i64, device = "n0", space = "device", offset = 384 : i64, size = 256 : i64, alignment = 64 : i64}
+  %b.tok = vmachine.buffer "b.tok" transient step decode {name = "token", stage = 0 : i64, device = "n0", space = "device", offset = 640 : i64, size = 4 : i64, alignment = 64 : i64}
+  %b.e0 = vmachine.buffer "b.e0" edge {name = "e0", stage = -1 : i64, device = "n0", space = "link", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64}
   %e0 = vmachine.edge "e0" %b.e0 {producer = -1 : i64, consumer = 0 : i64, link = ""}
-  %b.e1 = vmachine.buffer "b.e1" edge {name = "e1", stage = -1 : i64, step = "", device = "n0", space = "link", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64}
+  %b.e1 = vmachine.buffer "b.e1" edge {name = "e1", stage = -1 : i64, device = "n0", space = "link", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64}
   %e1 = vmachine.edge "e1" %b.e1 {producer = 0 : i64, consumer = -1 : i64, link = ""}
   vmachine.stage attributes {index = 0 : i64, device = "n0", layer_start = 0 : i64, layer_end = 1 : i64} {
-    vmachine.step attributes {name = "decode", rows = 1 : i64} {
+    vmachine.step decode attributes {rows = 1 : i64} {
       %sync.0 = vmachine.token "sync.0" {signal = "c0", wait = "c1"}
       vmachine.queue attributes {engine = "queue.copy"} {
         vmachine.recv "i0" %e0 -> %b.in {cmd = "c0"}
@@ -484,17 +552,17 @@ vmachine.program attributes {target = "virtual-queue@1", deployment = "d", concr
 // kernel: wrong arity
 vmachine.program attributes {target = "virtual-queue@1", deployment = "d", concrete = "c", portable = "p", binder = "list-schedule", engine = "pipeplan-vmachine/1"} {
   vmachine.abi {n_embd = 64 : i64, n_head = 8 : i64, n_head_kv = 4 : i64, n_ff = 172 : i64, n_vocab = 512 : i64, n_ctx = 2048 : i64, rope_dim = 8 : i64, n_layer = 5 : i64, max_seq_len = 64 : i64, rope_base = 1.000000e+04 : f64, rms_eps = 1.000000e-05 : f64, tied_embedding = 0 : i64}
-  %b.in = vmachine.buffer "b.in" transient {name = "input", stage = 0 : i64, step = "decode", device = "n0", space = "device", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64}
-  %b.x = vmachine.buffer "b.x" kv {name = "blk.0.q", stage = 0 : i64, step = "", device = "n0", space = "device", offset = 64 : i64, size = 256 : i64, alignment = 64 : i64}
-  %b.t = vmachine.buffer "b.t" weight {name = "rope.table", stage = 0 : i64, step = "", device = "n0", space = "device", offset = 320 : i64, size = 64 : i64, alignment = 64 : i64}
-  %b.y = vmachine.buffer "b.y" transient {name = "output", stage = 0 : i64, step = "decode", device = "n0", space = "device", offset = 384 : i64, size = 256 : i64, alignment = 64 : i64}
-  %b.tok = vmachine.buffer "b.tok" transient {name = "token", stage = 0 : i64, step = "decode", device = "n0", space = "device", offset = 640 : i64, size = 4 : i64, alignment = 64 : i64}
-  %b.e0 = vmachine.buffer "b.e0" edge {name = "e0", stage = -1 : i64, step = "", device = "n0", space = "link", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64}
+  %b.in = vmachine.buffer "b.in" transient step decode {name = "input", stage = 0 : i64, device = "n0", space = "device", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64}
+  %b.x = vmachine.buffer "b.x" kv {name = "blk.0.q", stage = 0 : i64, device = "n0", space = "device", offset = 64 : i64, size = 256 : i64, alignment = 64 : i64}
+  %b.t = vmachine.buffer "b.t" weight {name = "rope.table", stage = 0 : i64, device = "n0", space = "device", offset = 320 : i64, size = 64 : i64, alignment = 64 : i64}
+  %b.y = vmachine.buffer "b.y" transient step decode {name = "output", stage = 0 : i64, device = "n0", space = "device", offset = 384 : i64, size = 256 : i64, alignment = 64 : i64}
+  %b.tok = vmachine.buffer "b.tok" transient step decode {name = "token", stage = 0 : i64, device = "n0", space = "device", offset = 640 : i64, size = 4 : i64, alignment = 64 : i64}
+  %b.e0 = vmachine.buffer "b.e0" edge {name = "e0", stage = -1 : i64, device = "n0", space = "link", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64}
   %e0 = vmachine.edge "e0" %b.e0 {producer = -1 : i64, consumer = 0 : i64, link = ""}
-  %b.e1 = vmachine.buffer "b.e1" edge {name = "e1", stage = -1 : i64, step = "", device = "n0", space = "link", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64}
+  %b.e1 = vmachine.buffer "b.e1" edge {name = "e1", stage = -1 : i64, device = "n0", space = "link", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64}
   %e1 = vmachine.edge "e1" %b.e1 {producer = 0 : i64, consumer = -1 : i64, link = ""}
   vmachine.stage attributes {index = 0 : i64, device = "n0", layer_start = 0 : i64, layer_end = 1 : i64} {
-    vmachine.step attributes {name = "decode", rows = 1 : i64} {
+    vmachine.step decode attributes {rows = 1 : i64} {
       %sync.0 = vmachine.token "sync.0" {signal = "c0", wait = "c1"}
       vmachine.queue attributes {engine = "queue.copy"} {
         vmachine.recv "i0" %e0 -> %b.in {cmd = "c0"}
@@ -517,17 +585,17 @@ vmachine.program attributes {target = "virtual-queue@1", deployment = "d", concr
 // kernel: start_pos not last
 vmachine.program attributes {target = "virtual-queue@1", deployment = "d", concrete = "c", portable = "p", binder = "list-schedule", engine = "pipeplan-vmachine/1"} {
   vmachine.abi {n_embd = 64 : i64, n_head = 8 : i64, n_head_kv = 4 : i64, n_ff = 172 : i64, n_vocab = 512 : i64, n_ctx = 2048 : i64, rope_dim = 8 : i64, n_layer = 5 : i64, max_seq_len = 64 : i64, rope_base = 1.000000e+04 : f64, rms_eps = 1.000000e-05 : f64, tied_embedding = 0 : i64}
-  %b.in = vmachine.buffer "b.in" transient {name = "input", stage = 0 : i64, step = "decode", device = "n0", space = "device", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64}
-  %b.x = vmachine.buffer "b.x" kv {name = "blk.0.q", stage = 0 : i64, step = "", device = "n0", space = "device", offset = 64 : i64, size = 256 : i64, alignment = 64 : i64}
-  %b.t = vmachine.buffer "b.t" weight {name = "rope.table", stage = 0 : i64, step = "", device = "n0", space = "device", offset = 320 : i64, size = 64 : i64, alignment = 64 : i64}
-  %b.y = vmachine.buffer "b.y" transient {name = "output", stage = 0 : i64, step = "decode", device = "n0", space = "device", offset = 384 : i64, size = 256 : i64, alignment = 64 : i64}
-  %b.tok = vmachine.buffer "b.tok" transient {name = "token", stage = 0 : i64, step = "decode", device = "n0", space = "device", offset = 640 : i64, size = 4 : i64, alignment = 64 : i64}
-  %b.e0 = vmachine.buffer "b.e0" edge {name = "e0", stage = -1 : i64, step = "", device = "n0", space = "link", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64}
+  %b.in = vmachine.buffer "b.in" transient step decode {name = "input", stage = 0 : i64, device = "n0", space = "device", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64}
+  %b.x = vmachine.buffer "b.x" kv {name = "blk.0.q", stage = 0 : i64, device = "n0", space = "device", offset = 64 : i64, size = 256 : i64, alignment = 64 : i64}
+  %b.t = vmachine.buffer "b.t" weight {name = "rope.table", stage = 0 : i64, device = "n0", space = "device", offset = 320 : i64, size = 64 : i64, alignment = 64 : i64}
+  %b.y = vmachine.buffer "b.y" transient step decode {name = "output", stage = 0 : i64, device = "n0", space = "device", offset = 384 : i64, size = 256 : i64, alignment = 64 : i64}
+  %b.tok = vmachine.buffer "b.tok" transient step decode {name = "token", stage = 0 : i64, device = "n0", space = "device", offset = 640 : i64, size = 4 : i64, alignment = 64 : i64}
+  %b.e0 = vmachine.buffer "b.e0" edge {name = "e0", stage = -1 : i64, device = "n0", space = "link", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64}
   %e0 = vmachine.edge "e0" %b.e0 {producer = -1 : i64, consumer = 0 : i64, link = ""}
-  %b.e1 = vmachine.buffer "b.e1" edge {name = "e1", stage = -1 : i64, step = "", device = "n0", space = "link", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64}
+  %b.e1 = vmachine.buffer "b.e1" edge {name = "e1", stage = -1 : i64, device = "n0", space = "link", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64}
   %e1 = vmachine.edge "e1" %b.e1 {producer = 0 : i64, consumer = -1 : i64, link = ""}
   vmachine.stage attributes {index = 0 : i64, device = "n0", layer_start = 0 : i64, layer_end = 1 : i64} {
-    vmachine.step attributes {name = "decode", rows = 1 : i64} {
+    vmachine.step decode attributes {rows = 1 : i64} {
       %sync.0 = vmachine.token "sync.0" {signal = "c0", wait = "c1"}
       vmachine.queue attributes {engine = "queue.copy"} {
         vmachine.recv "i0" %e0 -> %b.in {cmd = "c0"}
@@ -550,17 +618,17 @@ vmachine.program attributes {target = "virtual-queue@1", deployment = "d", concr
 // kernel: a missing static attribute
 vmachine.program attributes {target = "virtual-queue@1", deployment = "d", concrete = "c", portable = "p", binder = "list-schedule", engine = "pipeplan-vmachine/1"} {
   vmachine.abi {n_embd = 64 : i64, n_head = 8 : i64, n_head_kv = 4 : i64, n_ff = 172 : i64, n_vocab = 512 : i64, n_ctx = 2048 : i64, rope_dim = 8 : i64, n_layer = 5 : i64, max_seq_len = 64 : i64, rope_base = 1.000000e+04 : f64, rms_eps = 1.000000e-05 : f64, tied_embedding = 0 : i64}
-  %b.in = vmachine.buffer "b.in" transient {name = "input", stage = 0 : i64, step = "decode", device = "n0", space = "device", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64}
-  %b.x = vmachine.buffer "b.x" kv {name = "blk.0.q", stage = 0 : i64, step = "", device = "n0", space = "device", offset = 64 : i64, size = 256 : i64, alignment = 64 : i64}
-  %b.t = vmachine.buffer "b.t" weight {name = "rope.table", stage = 0 : i64, step = "", device = "n0", space = "device", offset = 320 : i64, size = 64 : i64, alignment = 64 : i64}
-  %b.y = vmachine.buffer "b.y" transient {name = "output", stage = 0 : i64, step = "decode", device = "n0", space = "device", offset = 384 : i64, size = 256 : i64, alignment = 64 : i64}
-  %b.tok = vmachine.buffer "b.tok" transient {name = "token", stage = 0 : i64, step = "decode", device = "n0", space = "device", offset = 640 : i64, size = 4 : i64, alignment = 64 : i64}
-  %b.e0 = vmachine.buffer "b.e0" edge {name = "e0", stage = -1 : i64, step = "", device = "n0", space = "link", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64}
+  %b.in = vmachine.buffer "b.in" transient step decode {name = "input", stage = 0 : i64, device = "n0", space = "device", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64}
+  %b.x = vmachine.buffer "b.x" kv {name = "blk.0.q", stage = 0 : i64, device = "n0", space = "device", offset = 64 : i64, size = 256 : i64, alignment = 64 : i64}
+  %b.t = vmachine.buffer "b.t" weight {name = "rope.table", stage = 0 : i64, device = "n0", space = "device", offset = 320 : i64, size = 64 : i64, alignment = 64 : i64}
+  %b.y = vmachine.buffer "b.y" transient step decode {name = "output", stage = 0 : i64, device = "n0", space = "device", offset = 384 : i64, size = 256 : i64, alignment = 64 : i64}
+  %b.tok = vmachine.buffer "b.tok" transient step decode {name = "token", stage = 0 : i64, device = "n0", space = "device", offset = 640 : i64, size = 4 : i64, alignment = 64 : i64}
+  %b.e0 = vmachine.buffer "b.e0" edge {name = "e0", stage = -1 : i64, device = "n0", space = "link", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64}
   %e0 = vmachine.edge "e0" %b.e0 {producer = -1 : i64, consumer = 0 : i64, link = ""}
-  %b.e1 = vmachine.buffer "b.e1" edge {name = "e1", stage = -1 : i64, step = "", device = "n0", space = "link", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64}
+  %b.e1 = vmachine.buffer "b.e1" edge {name = "e1", stage = -1 : i64, device = "n0", space = "link", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64}
   %e1 = vmachine.edge "e1" %b.e1 {producer = 0 : i64, consumer = -1 : i64, link = ""}
   vmachine.stage attributes {index = 0 : i64, device = "n0", layer_start = 0 : i64, layer_end = 1 : i64} {
-    vmachine.step attributes {name = "decode", rows = 1 : i64} {
+    vmachine.step decode attributes {rows = 1 : i64} {
       %sync.0 = vmachine.token "sync.0" {signal = "c0", wait = "c1"}
       vmachine.queue attributes {engine = "queue.copy"} {
         vmachine.recv "i0" %e0 -> %b.in {cmd = "c0"}
@@ -583,17 +651,17 @@ vmachine.program attributes {target = "virtual-queue@1", deployment = "d", concr
 // AB-M-1: queues that deadlock (each waits for a token the other signals later)
 vmachine.program attributes {target = "virtual-queue@1", deployment = "d", concrete = "c", portable = "p", binder = "list-schedule", engine = "pipeplan-vmachine/1"} {
   vmachine.abi {n_embd = 64 : i64, n_head = 8 : i64, n_head_kv = 4 : i64, n_ff = 172 : i64, n_vocab = 512 : i64, n_ctx = 2048 : i64, rope_dim = 8 : i64, n_layer = 5 : i64, max_seq_len = 64 : i64, rope_base = 1.000000e+04 : f64, rms_eps = 1.000000e-05 : f64, tied_embedding = 0 : i64}
-  %b.in = vmachine.buffer "b.in" transient {name = "input", stage = 0 : i64, step = "decode", device = "n0", space = "device", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64}
-  %b.x = vmachine.buffer "b.x" kv {name = "blk.0.q", stage = 0 : i64, step = "", device = "n0", space = "device", offset = 64 : i64, size = 256 : i64, alignment = 64 : i64}
-  %b.t = vmachine.buffer "b.t" weight {name = "rope.table", stage = 0 : i64, step = "", device = "n0", space = "device", offset = 320 : i64, size = 64 : i64, alignment = 64 : i64}
-  %b.y = vmachine.buffer "b.y" transient {name = "output", stage = 0 : i64, step = "decode", device = "n0", space = "device", offset = 384 : i64, size = 256 : i64, alignment = 64 : i64}
-  %b.tok = vmachine.buffer "b.tok" transient {name = "token", stage = 0 : i64, step = "decode", device = "n0", space = "device", offset = 640 : i64, size = 4 : i64, alignment = 64 : i64}
-  %b.e0 = vmachine.buffer "b.e0" edge {name = "e0", stage = -1 : i64, step = "", device = "n0", space = "link", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64}
+  %b.in = vmachine.buffer "b.in" transient step decode {name = "input", stage = 0 : i64, device = "n0", space = "device", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64}
+  %b.x = vmachine.buffer "b.x" kv {name = "blk.0.q", stage = 0 : i64, device = "n0", space = "device", offset = 64 : i64, size = 256 : i64, alignment = 64 : i64}
+  %b.t = vmachine.buffer "b.t" weight {name = "rope.table", stage = 0 : i64, device = "n0", space = "device", offset = 320 : i64, size = 64 : i64, alignment = 64 : i64}
+  %b.y = vmachine.buffer "b.y" transient step decode {name = "output", stage = 0 : i64, device = "n0", space = "device", offset = 384 : i64, size = 256 : i64, alignment = 64 : i64}
+  %b.tok = vmachine.buffer "b.tok" transient step decode {name = "token", stage = 0 : i64, device = "n0", space = "device", offset = 640 : i64, size = 4 : i64, alignment = 64 : i64}
+  %b.e0 = vmachine.buffer "b.e0" edge {name = "e0", stage = -1 : i64, device = "n0", space = "link", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64}
   %e0 = vmachine.edge "e0" %b.e0 {producer = -1 : i64, consumer = 0 : i64, link = ""}
-  %b.e1 = vmachine.buffer "b.e1" edge {name = "e1", stage = -1 : i64, step = "", device = "n0", space = "link", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64}
+  %b.e1 = vmachine.buffer "b.e1" edge {name = "e1", stage = -1 : i64, device = "n0", space = "link", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64}
   %e1 = vmachine.edge "e1" %b.e1 {producer = 0 : i64, consumer = -1 : i64, link = ""}
   vmachine.stage attributes {index = 0 : i64, device = "n0", layer_start = 0 : i64, layer_end = 1 : i64} {
-    vmachine.step attributes {name = "decode", rows = 1 : i64} {
+    vmachine.step decode attributes {rows = 1 : i64} {
       %sync.1 = vmachine.token "sync.1" {signal = "c2", wait = "c0"}
       %sync.0 = vmachine.token "sync.0" {signal = "c0", wait = "c1"}
       vmachine.queue attributes {engine = "queue.copy"} {
@@ -619,17 +687,17 @@ vmachine.program attributes {target = "virtual-queue@1", deployment = "d", concr
 // AB-M-1: a token signalled twice
 vmachine.program attributes {target = "virtual-queue@1", deployment = "d", concrete = "c", portable = "p", binder = "list-schedule", engine = "pipeplan-vmachine/1"} {
   vmachine.abi {n_embd = 64 : i64, n_head = 8 : i64, n_head_kv = 4 : i64, n_ff = 172 : i64, n_vocab = 512 : i64, n_ctx = 2048 : i64, rope_dim = 8 : i64, n_layer = 5 : i64, max_seq_len = 64 : i64, rope_base = 1.000000e+04 : f64, rms_eps = 1.000000e-05 : f64, tied_embedding = 0 : i64}
-  %b.in = vmachine.buffer "b.in" transient {name = "input", stage = 0 : i64, step = "decode", device = "n0", space = "device", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64}
-  %b.x = vmachine.buffer "b.x" kv {name = "blk.0.q", stage = 0 : i64, step = "", device = "n0", space = "device", offset = 64 : i64, size = 256 : i64, alignment = 64 : i64}
-  %b.t = vmachine.buffer "b.t" weight {name = "rope.table", stage = 0 : i64, step = "", device = "n0", space = "device", offset = 320 : i64, size = 64 : i64, alignment = 64 : i64}
-  %b.y = vmachine.buffer "b.y" transient {name = "output", stage = 0 : i64, step = "decode", device = "n0", space = "device", offset = 384 : i64, size = 256 : i64, alignment = 64 : i64}
-  %b.tok = vmachine.buffer "b.tok" transient {name = "token", stage = 0 : i64, step = "decode", device = "n0", space = "device", offset = 640 : i64, size = 4 : i64, alignment = 64 : i64}
-  %b.e0 = vmachine.buffer "b.e0" edge {name = "e0", stage = -1 : i64, step = "", device = "n0", space = "link", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64}
+  %b.in = vmachine.buffer "b.in" transient step decode {name = "input", stage = 0 : i64, device = "n0", space = "device", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64}
+  %b.x = vmachine.buffer "b.x" kv {name = "blk.0.q", stage = 0 : i64, device = "n0", space = "device", offset = 64 : i64, size = 256 : i64, alignment = 64 : i64}
+  %b.t = vmachine.buffer "b.t" weight {name = "rope.table", stage = 0 : i64, device = "n0", space = "device", offset = 320 : i64, size = 64 : i64, alignment = 64 : i64}
+  %b.y = vmachine.buffer "b.y" transient step decode {name = "output", stage = 0 : i64, device = "n0", space = "device", offset = 384 : i64, size = 256 : i64, alignment = 64 : i64}
+  %b.tok = vmachine.buffer "b.tok" transient step decode {name = "token", stage = 0 : i64, device = "n0", space = "device", offset = 640 : i64, size = 4 : i64, alignment = 64 : i64}
+  %b.e0 = vmachine.buffer "b.e0" edge {name = "e0", stage = -1 : i64, device = "n0", space = "link", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64}
   %e0 = vmachine.edge "e0" %b.e0 {producer = -1 : i64, consumer = 0 : i64, link = ""}
-  %b.e1 = vmachine.buffer "b.e1" edge {name = "e1", stage = -1 : i64, step = "", device = "n0", space = "link", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64}
+  %b.e1 = vmachine.buffer "b.e1" edge {name = "e1", stage = -1 : i64, device = "n0", space = "link", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64}
   %e1 = vmachine.edge "e1" %b.e1 {producer = 0 : i64, consumer = -1 : i64, link = ""}
   vmachine.stage attributes {index = 0 : i64, device = "n0", layer_start = 0 : i64, layer_end = 1 : i64} {
-    vmachine.step attributes {name = "decode", rows = 1 : i64} {
+    vmachine.step decode attributes {rows = 1 : i64} {
       %sync.0 = vmachine.token "sync.0" {signal = "c0", wait = "c1"}
       vmachine.queue attributes {engine = "queue.copy"} {
         vmachine.recv "i0" %e0 -> %b.in {cmd = "c0"}
@@ -653,20 +721,20 @@ vmachine.program attributes {target = "virtual-queue@1", deployment = "d", concr
 // AB-M-1: a buffer id declared twice
 vmachine.program attributes {target = "virtual-queue@1", deployment = "d", concrete = "c", portable = "p", binder = "list-schedule", engine = "pipeplan-vmachine/1"} {
   vmachine.abi {n_embd = 64 : i64, n_head = 8 : i64, n_head_kv = 4 : i64, n_ff = 172 : i64, n_vocab = 512 : i64, n_ctx = 2048 : i64, rope_dim = 8 : i64, n_layer = 5 : i64, max_seq_len = 64 : i64, rope_base = 1.000000e+04 : f64, rms_eps = 1.000000e-05 : f64, tied_embedding = 0 : i64}
-  %b.in = vmachine.buffer "b.in" transient {name = "input", stage = 0 : i64, step = "decode", device = "n0", space = "device", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64}
-  %b.x = vmachine.buffer "b.x" kv {name = "blk.0.q", stage = 0 : i64, step = "", device = "n0", space = "device", offset = 64 : i64, size = 256 : i64, alignment = 64 : i64}
-  %b.t = vmachine.buffer "b.t" weight {name = "rope.table", stage = 0 : i64, step = "", device = "n0", space = "device", offset = 320 : i64, size = 64 : i64, alignment = 64 : i64}
-  %b.y = vmachine.buffer "b.y" transient {name = "output", stage = 0 : i64, step = "decode", device = "n0", space = "device", offset = 384 : i64, size = 256 : i64, alignment = 64 : i64}
-  %b.tok = vmachine.buffer "b.tok" transient {name = "token", stage = 0 : i64, step = "decode", device = "n0", space = "device", offset = 640 : i64, size = 4 : i64, alignment = 64 : i64}
-  %b.t2 = vmachine.buffer "b.t" weight {name = "rope.table2", stage = 0 : i64, step = "", device = "n0", space = "device", offset = 704 : i64, size = 64 : i64, alignment = 64 : i64}
+  %b.in = vmachine.buffer "b.in" transient step decode {name = "input", stage = 0 : i64, device = "n0", space = "device", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64}
+  %b.x = vmachine.buffer "b.x" kv {name = "blk.0.q", stage = 0 : i64, device = "n0", space = "device", offset = 64 : i64, size = 256 : i64, alignment = 64 : i64}
+  %b.t = vmachine.buffer "b.t" weight {name = "rope.table", stage = 0 : i64, device = "n0", space = "device", offset = 320 : i64, size = 64 : i64, alignment = 64 : i64}
+  %b.y = vmachine.buffer "b.y" transient step decode {name = "output", stage = 0 : i64, device = "n0", space = "device", offset = 384 : i64, size = 256 : i64, alignment = 64 : i64}
+  %b.tok = vmachine.buffer "b.tok" transient step decode {name = "token", stage = 0 : i64, device = "n0", space = "device", offset = 640 : i64, size = 4 : i64, alignment = 64 : i64}
+  %b.t2 = vmachine.buffer "b.t" weight {name = "rope.table2", stage = 0 : i64, device = "n0", space = "device", offset = 704 : i64, size = 64 : i64, alignment = 64 : i64}
   // CHECK:      invalid.mlir:[[# @LINE - 1]]:3: error: [AB-M-1] a machine program must respect its dataflow and kernel ABI: buffer id 'b.t' is declared twice
   // CHECK-NEXT: {{^}}  %b.t2 = vmachine.buffer "b.t" weight {name = "rope.table2", stage = 0 : i64,
-  %b.e0 = vmachine.buffer "b.e0" edge {name = "e0", stage = -1 : i64, step = "", device = "n0", space = "link", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64}
+  %b.e0 = vmachine.buffer "b.e0" edge {name = "e0", stage = -1 : i64, device = "n0", space = "link", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64}
   %e0 = vmachine.edge "e0" %b.e0 {producer = -1 : i64, consumer = 0 : i64, link = ""}
-  %b.e1 = vmachine.buffer "b.e1" edge {name = "e1", stage = -1 : i64, step = "", device = "n0", space = "link", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64}
+  %b.e1 = vmachine.buffer "b.e1" edge {name = "e1", stage = -1 : i64, device = "n0", space = "link", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64}
   %e1 = vmachine.edge "e1" %b.e1 {producer = 0 : i64, consumer = -1 : i64, link = ""}
   vmachine.stage attributes {index = 0 : i64, device = "n0", layer_start = 0 : i64, layer_end = 1 : i64} {
-    vmachine.step attributes {name = "decode", rows = 1 : i64} {
+    vmachine.step decode attributes {rows = 1 : i64} {
       %sync.0 = vmachine.token "sync.0" {signal = "c0", wait = "c1"}
       vmachine.queue attributes {engine = "queue.copy"} {
         vmachine.recv "i0" %e0 -> %b.in {cmd = "c0"}
@@ -687,19 +755,19 @@ vmachine.program attributes {target = "virtual-queue@1", deployment = "d", concr
 // AB-M-1: an edge id declared twice
 vmachine.program attributes {target = "virtual-queue@1", deployment = "d", concrete = "c", portable = "p", binder = "list-schedule", engine = "pipeplan-vmachine/1"} {
   vmachine.abi {n_embd = 64 : i64, n_head = 8 : i64, n_head_kv = 4 : i64, n_ff = 172 : i64, n_vocab = 512 : i64, n_ctx = 2048 : i64, rope_dim = 8 : i64, n_layer = 5 : i64, max_seq_len = 64 : i64, rope_base = 1.000000e+04 : f64, rms_eps = 1.000000e-05 : f64, tied_embedding = 0 : i64}
-  %b.in = vmachine.buffer "b.in" transient {name = "input", stage = 0 : i64, step = "decode", device = "n0", space = "device", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64}
-  %b.x = vmachine.buffer "b.x" kv {name = "blk.0.q", stage = 0 : i64, step = "", device = "n0", space = "device", offset = 64 : i64, size = 256 : i64, alignment = 64 : i64}
-  %b.t = vmachine.buffer "b.t" weight {name = "rope.table", stage = 0 : i64, step = "", device = "n0", space = "device", offset = 320 : i64, size = 64 : i64, alignment = 64 : i64}
-  %b.y = vmachine.buffer "b.y" transient {name = "output", stage = 0 : i64, step = "decode", device = "n0", space = "device", offset = 384 : i64, size = 256 : i64, alignment = 64 : i64}
-  %b.tok = vmachine.buffer "b.tok" transient {name = "token", stage = 0 : i64, step = "decode", device = "n0", space = "device", offset = 640 : i64, size = 4 : i64, alignment = 64 : i64}
-  %b.e0 = vmachine.buffer "b.e0" edge {name = "e0", stage = -1 : i64, step = "", device = "n0", space = "link", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64}
+  %b.in = vmachine.buffer "b.in" transient step decode {name = "input", stage = 0 : i64, device = "n0", space = "device", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64}
+  %b.x = vmachine.buffer "b.x" kv {name = "blk.0.q", stage = 0 : i64, device = "n0", space = "device", offset = 64 : i64, size = 256 : i64, alignment = 64 : i64}
+  %b.t = vmachine.buffer "b.t" weight {name = "rope.table", stage = 0 : i64, device = "n0", space = "device", offset = 320 : i64, size = 64 : i64, alignment = 64 : i64}
+  %b.y = vmachine.buffer "b.y" transient step decode {name = "output", stage = 0 : i64, device = "n0", space = "device", offset = 384 : i64, size = 256 : i64, alignment = 64 : i64}
+  %b.tok = vmachine.buffer "b.tok" transient step decode {name = "token", stage = 0 : i64, device = "n0", space = "device", offset = 640 : i64, size = 4 : i64, alignment = 64 : i64}
+  %b.e0 = vmachine.buffer "b.e0" edge {name = "e0", stage = -1 : i64, device = "n0", space = "link", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64}
   %e0 = vmachine.edge "e0" %b.e0 {producer = -1 : i64, consumer = 0 : i64, link = ""}
-  %b.e1 = vmachine.buffer "b.e1" edge {name = "e0", stage = -1 : i64, step = "", device = "n0", space = "link", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64}
+  %b.e1 = vmachine.buffer "b.e1" edge {name = "e0", stage = -1 : i64, device = "n0", space = "link", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64}
   %e0b = vmachine.edge "e0" %b.e1 {producer = 0 : i64, consumer = -1 : i64, link = ""}
   // CHECK:      invalid.mlir:[[# @LINE - 1]]:3: error: [AB-M-1] a machine program must respect its dataflow and kernel ABI: edge id 'e0' is declared twice
   // CHECK-NEXT: {{^}}  %e0b = vmachine.edge "e0" %b.e1 {
   vmachine.stage attributes {index = 0 : i64, device = "n0", layer_start = 0 : i64, layer_end = 1 : i64} {
-    vmachine.step attributes {name = "decode", rows = 1 : i64} {
+    vmachine.step decode attributes {rows = 1 : i64} {
       %sync.0 = vmachine.token "sync.0" {signal = "c0", wait = "c1"}
       vmachine.queue attributes {engine = "queue.copy"} {
         vmachine.recv "i0" %e0 -> %b.in {cmd = "c0"}
@@ -720,17 +788,17 @@ vmachine.program attributes {target = "virtual-queue@1", deployment = "d", concr
 // AB-M-1: a stage declared twice
 vmachine.program attributes {target = "virtual-queue@1", deployment = "d", concrete = "c", portable = "p", binder = "list-schedule", engine = "pipeplan-vmachine/1"} {
   vmachine.abi {n_embd = 64 : i64, n_head = 8 : i64, n_head_kv = 4 : i64, n_ff = 172 : i64, n_vocab = 512 : i64, n_ctx = 2048 : i64, rope_dim = 8 : i64, n_layer = 5 : i64, max_seq_len = 64 : i64, rope_base = 1.000000e+04 : f64, rms_eps = 1.000000e-05 : f64, tied_embedding = 0 : i64}
-  %b.in = vmachine.buffer "b.in" transient {name = "input", stage = 0 : i64, step = "decode", device = "n0", space = "device", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64}
-  %b.x = vmachine.buffer "b.x" kv {name = "blk.0.q", stage = 0 : i64, step = "", device = "n0", space = "device", offset = 64 : i64, size = 256 : i64, alignment = 64 : i64}
-  %b.t = vmachine.buffer "b.t" weight {name = "rope.table", stage = 0 : i64, step = "", device = "n0", space = "device", offset = 320 : i64, size = 64 : i64, alignment = 64 : i64}
-  %b.y = vmachine.buffer "b.y" transient {name = "output", stage = 0 : i64, step = "decode", device = "n0", space = "device", offset = 384 : i64, size = 256 : i64, alignment = 64 : i64}
-  %b.tok = vmachine.buffer "b.tok" transient {name = "token", stage = 0 : i64, step = "decode", device = "n0", space = "device", offset = 640 : i64, size = 4 : i64, alignment = 64 : i64}
-  %b.e0 = vmachine.buffer "b.e0" edge {name = "e0", stage = -1 : i64, step = "", device = "n0", space = "link", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64}
+  %b.in = vmachine.buffer "b.in" transient step decode {name = "input", stage = 0 : i64, device = "n0", space = "device", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64}
+  %b.x = vmachine.buffer "b.x" kv {name = "blk.0.q", stage = 0 : i64, device = "n0", space = "device", offset = 64 : i64, size = 256 : i64, alignment = 64 : i64}
+  %b.t = vmachine.buffer "b.t" weight {name = "rope.table", stage = 0 : i64, device = "n0", space = "device", offset = 320 : i64, size = 64 : i64, alignment = 64 : i64}
+  %b.y = vmachine.buffer "b.y" transient step decode {name = "output", stage = 0 : i64, device = "n0", space = "device", offset = 384 : i64, size = 256 : i64, alignment = 64 : i64}
+  %b.tok = vmachine.buffer "b.tok" transient step decode {name = "token", stage = 0 : i64, device = "n0", space = "device", offset = 640 : i64, size = 4 : i64, alignment = 64 : i64}
+  %b.e0 = vmachine.buffer "b.e0" edge {name = "e0", stage = -1 : i64, device = "n0", space = "link", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64}
   %e0 = vmachine.edge "e0" %b.e0 {producer = -1 : i64, consumer = 0 : i64, link = ""}
-  %b.e1 = vmachine.buffer "b.e1" edge {name = "e1", stage = -1 : i64, step = "", device = "n0", space = "link", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64}
+  %b.e1 = vmachine.buffer "b.e1" edge {name = "e1", stage = -1 : i64, device = "n0", space = "link", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64}
   %e1 = vmachine.edge "e1" %b.e1 {producer = 0 : i64, consumer = -1 : i64, link = ""}
   vmachine.stage attributes {index = 0 : i64, device = "n0", layer_start = 0 : i64, layer_end = 1 : i64} {
-    vmachine.step attributes {name = "decode", rows = 1 : i64} {
+    vmachine.step decode attributes {rows = 1 : i64} {
       %sync.0 = vmachine.token "sync.0" {signal = "c0", wait = "c1"}
       vmachine.queue attributes {engine = "queue.copy"} {
         vmachine.recv "i0" %e0 -> %b.in {cmd = "c0"}
@@ -747,7 +815,7 @@ vmachine.program attributes {target = "virtual-queue@1", deployment = "d", concr
   vmachine.stage attributes {index = 0 : i64, device = "n0", layer_start = 1 : i64, layer_end = 2 : i64} {
   // CHECK:      invalid.mlir:[[# @LINE - 1]]:3: error: [AB-M-1] a machine program must respect its dataflow and kernel ABI: stage 0 is declared twice
   // CHECK-NEXT: {{^}}  vmachine.stage attributes {index = 0 : i64, device = "n0",
-    vmachine.step attributes {name = "decode", rows = 1 : i64} {
+    vmachine.step decode attributes {rows = 1 : i64} {
       vmachine.queue attributes {engine = "queue.copy"} {
         vmachine.recv "i6" %e0 -> %b.in {cmd = "c6"}
       }
@@ -760,19 +828,19 @@ vmachine.program attributes {target = "virtual-queue@1", deployment = "d", concr
 // AB-M-1: an edge to a stage the program lacks
 vmachine.program attributes {target = "virtual-queue@1", deployment = "d", concrete = "c", portable = "p", binder = "list-schedule", engine = "pipeplan-vmachine/1"} {
   vmachine.abi {n_embd = 64 : i64, n_head = 8 : i64, n_head_kv = 4 : i64, n_ff = 172 : i64, n_vocab = 512 : i64, n_ctx = 2048 : i64, rope_dim = 8 : i64, n_layer = 5 : i64, max_seq_len = 64 : i64, rope_base = 1.000000e+04 : f64, rms_eps = 1.000000e-05 : f64, tied_embedding = 0 : i64}
-  %b.in = vmachine.buffer "b.in" transient {name = "input", stage = 0 : i64, step = "decode", device = "n0", space = "device", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64}
-  %b.x = vmachine.buffer "b.x" kv {name = "blk.0.q", stage = 0 : i64, step = "", device = "n0", space = "device", offset = 64 : i64, size = 256 : i64, alignment = 64 : i64}
-  %b.t = vmachine.buffer "b.t" weight {name = "rope.table", stage = 0 : i64, step = "", device = "n0", space = "device", offset = 320 : i64, size = 64 : i64, alignment = 64 : i64}
-  %b.y = vmachine.buffer "b.y" transient {name = "output", stage = 0 : i64, step = "decode", device = "n0", space = "device", offset = 384 : i64, size = 256 : i64, alignment = 64 : i64}
-  %b.tok = vmachine.buffer "b.tok" transient {name = "token", stage = 0 : i64, step = "decode", device = "n0", space = "device", offset = 640 : i64, size = 4 : i64, alignment = 64 : i64}
-  %b.e0 = vmachine.buffer "b.e0" edge {name = "e0", stage = -1 : i64, step = "", device = "n0", space = "link", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64}
+  %b.in = vmachine.buffer "b.in" transient step decode {name = "input", stage = 0 : i64, device = "n0", space = "device", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64}
+  %b.x = vmachine.buffer "b.x" kv {name = "blk.0.q", stage = 0 : i64, device = "n0", space = "device", offset = 64 : i64, size = 256 : i64, alignment = 64 : i64}
+  %b.t = vmachine.buffer "b.t" weight {name = "rope.table", stage = 0 : i64, device = "n0", space = "device", offset = 320 : i64, size = 64 : i64, alignment = 64 : i64}
+  %b.y = vmachine.buffer "b.y" transient step decode {name = "output", stage = 0 : i64, device = "n0", space = "device", offset = 384 : i64, size = 256 : i64, alignment = 64 : i64}
+  %b.tok = vmachine.buffer "b.tok" transient step decode {name = "token", stage = 0 : i64, device = "n0", space = "device", offset = 640 : i64, size = 4 : i64, alignment = 64 : i64}
+  %b.e0 = vmachine.buffer "b.e0" edge {name = "e0", stage = -1 : i64, device = "n0", space = "link", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64}
   %e0 = vmachine.edge "e0" %b.e0 {producer = -1 : i64, consumer = 0 : i64, link = ""}
-  %b.e1 = vmachine.buffer "b.e1" edge {name = "e1", stage = -1 : i64, step = "", device = "n0", space = "link", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64}
+  %b.e1 = vmachine.buffer "b.e1" edge {name = "e1", stage = -1 : i64, device = "n0", space = "link", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64}
   %e1 = vmachine.edge "e1" %b.e1 {producer = 0 : i64, consumer = 3 : i64, link = ""}
   // CHECK:      invalid.mlir:[[# @LINE - 1]]:3: error: [AB-M-1] a machine program must respect its dataflow and kernel ABI: edge 'e1': consumer 3 is neither a stage of the program nor -1 (the orchestrator)
   // CHECK-NEXT: {{^}}  %e1 = vmachine.edge "e1" %b.e1 {
   vmachine.stage attributes {index = 0 : i64, device = "n0", layer_start = 0 : i64, layer_end = 1 : i64} {
-    vmachine.step attributes {name = "decode", rows = 1 : i64} {
+    vmachine.step decode attributes {rows = 1 : i64} {
       %sync.0 = vmachine.token "sync.0" {signal = "c0", wait = "c1"}
       vmachine.queue attributes {engine = "queue.copy"} {
         vmachine.recv "i0" %e0 -> %b.in {cmd = "c0"}
@@ -793,17 +861,17 @@ vmachine.program attributes {target = "virtual-queue@1", deployment = "d", concr
 // AB-M-1: a buffer on another device than the stage
 vmachine.program attributes {target = "virtual-queue@1", deployment = "d", concrete = "c", portable = "p", binder = "list-schedule", engine = "pipeplan-vmachine/1"} {
   vmachine.abi {n_embd = 64 : i64, n_head = 8 : i64, n_head_kv = 4 : i64, n_ff = 172 : i64, n_vocab = 512 : i64, n_ctx = 2048 : i64, rope_dim = 8 : i64, n_layer = 5 : i64, max_seq_len = 64 : i64, rope_base = 1.000000e+04 : f64, rms_eps = 1.000000e-05 : f64, tied_embedding = 0 : i64}
-  %b.in = vmachine.buffer "b.in" transient {name = "input", stage = 0 : i64, step = "decode", device = "n0", space = "device", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64}
-  %b.x = vmachine.buffer "b.x" kv {name = "blk.0.q", stage = 0 : i64, step = "", device = "n0", space = "device", offset = 64 : i64, size = 256 : i64, alignment = 64 : i64}
-  %b.t = vmachine.buffer "b.t" weight {name = "rope.table", stage = 0 : i64, step = "", device = "n1", space = "device", offset = 320 : i64, size = 64 : i64, alignment = 64 : i64}
-  %b.y = vmachine.buffer "b.y" transient {name = "output", stage = 0 : i64, step = "decode", device = "n0", space = "device", offset = 384 : i64, size = 256 : i64, alignment = 64 : i64}
-  %b.tok = vmachine.buffer "b.tok" transient {name = "token", stage = 0 : i64, step = "decode", device = "n0", space = "device", offset = 640 : i64, size = 4 : i64, alignment = 64 : i64}
-  %b.e0 = vmachine.buffer "b.e0" edge {name = "e0", stage = -1 : i64, step = "", device = "n0", space = "link", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64}
+  %b.in = vmachine.buffer "b.in" transient step decode {name = "input", stage = 0 : i64, device = "n0", space = "device", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64}
+  %b.x = vmachine.buffer "b.x" kv {name = "blk.0.q", stage = 0 : i64, device = "n0", space = "device", offset = 64 : i64, size = 256 : i64, alignment = 64 : i64}
+  %b.t = vmachine.buffer "b.t" weight {name = "rope.table", stage = 0 : i64, device = "n1", space = "device", offset = 320 : i64, size = 64 : i64, alignment = 64 : i64}
+  %b.y = vmachine.buffer "b.y" transient step decode {name = "output", stage = 0 : i64, device = "n0", space = "device", offset = 384 : i64, size = 256 : i64, alignment = 64 : i64}
+  %b.tok = vmachine.buffer "b.tok" transient step decode {name = "token", stage = 0 : i64, device = "n0", space = "device", offset = 640 : i64, size = 4 : i64, alignment = 64 : i64}
+  %b.e0 = vmachine.buffer "b.e0" edge {name = "e0", stage = -1 : i64, device = "n0", space = "link", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64}
   %e0 = vmachine.edge "e0" %b.e0 {producer = -1 : i64, consumer = 0 : i64, link = ""}
-  %b.e1 = vmachine.buffer "b.e1" edge {name = "e1", stage = -1 : i64, step = "", device = "n0", space = "link", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64}
+  %b.e1 = vmachine.buffer "b.e1" edge {name = "e1", stage = -1 : i64, device = "n0", space = "link", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64}
   %e1 = vmachine.edge "e1" %b.e1 {producer = 0 : i64, consumer = -1 : i64, link = ""}
   vmachine.stage attributes {index = 0 : i64, device = "n0", layer_start = 0 : i64, layer_end = 1 : i64} {
-    vmachine.step attributes {name = "decode", rows = 1 : i64} {
+    vmachine.step decode attributes {rows = 1 : i64} {
       %sync.0 = vmachine.token "sync.0" {signal = "c0", wait = "c1"}
       vmachine.queue attributes {engine = "queue.copy"} {
         vmachine.recv "i0" %e0 -> %b.in {cmd = "c0"}
@@ -826,17 +894,17 @@ vmachine.program attributes {target = "virtual-queue@1", deployment = "d", concr
 // AB-M-1: a buffer of another stage
 vmachine.program attributes {target = "virtual-queue@1", deployment = "d", concrete = "c", portable = "p", binder = "list-schedule", engine = "pipeplan-vmachine/1"} {
   vmachine.abi {n_embd = 64 : i64, n_head = 8 : i64, n_head_kv = 4 : i64, n_ff = 172 : i64, n_vocab = 512 : i64, n_ctx = 2048 : i64, rope_dim = 8 : i64, n_layer = 5 : i64, max_seq_len = 64 : i64, rope_base = 1.000000e+04 : f64, rms_eps = 1.000000e-05 : f64, tied_embedding = 0 : i64}
-  %b.in = vmachine.buffer "b.in" transient {name = "input", stage = 0 : i64, step = "decode", device = "n0", space = "device", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64}
-  %b.x = vmachine.buffer "b.x" kv {name = "blk.0.q", stage = 0 : i64, step = "", device = "n0", space = "device", offset = 64 : i64, size = 256 : i64, alignment = 64 : i64}
-  %b.t = vmachine.buffer "b.t" weight {name = "rope.table", stage = 0 : i64, step = "", device = "n0", space = "device", offset = 320 : i64, size = 64 : i64, alignment = 64 : i64}
-  %b.y = vmachine.buffer "b.y" transient {name = "output", stage = 1 : i64, step = "decode", device = "n0", space = "device", offset = 384 : i64, size = 256 : i64, alignment = 64 : i64}
-  %b.tok = vmachine.buffer "b.tok" transient {name = "token", stage = 0 : i64, step = "decode", device = "n0", space = "device", offset = 640 : i64, size = 4 : i64, alignment = 64 : i64}
-  %b.e0 = vmachine.buffer "b.e0" edge {name = "e0", stage = -1 : i64, step = "", device = "n0", space = "link", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64}
+  %b.in = vmachine.buffer "b.in" transient step decode {name = "input", stage = 0 : i64, device = "n0", space = "device", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64}
+  %b.x = vmachine.buffer "b.x" kv {name = "blk.0.q", stage = 0 : i64, device = "n0", space = "device", offset = 64 : i64, size = 256 : i64, alignment = 64 : i64}
+  %b.t = vmachine.buffer "b.t" weight {name = "rope.table", stage = 0 : i64, device = "n0", space = "device", offset = 320 : i64, size = 64 : i64, alignment = 64 : i64}
+  %b.y = vmachine.buffer "b.y" transient step decode {name = "output", stage = 1 : i64, device = "n0", space = "device", offset = 384 : i64, size = 256 : i64, alignment = 64 : i64}
+  %b.tok = vmachine.buffer "b.tok" transient step decode {name = "token", stage = 0 : i64, device = "n0", space = "device", offset = 640 : i64, size = 4 : i64, alignment = 64 : i64}
+  %b.e0 = vmachine.buffer "b.e0" edge {name = "e0", stage = -1 : i64, device = "n0", space = "link", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64}
   %e0 = vmachine.edge "e0" %b.e0 {producer = -1 : i64, consumer = 0 : i64, link = ""}
-  %b.e1 = vmachine.buffer "b.e1" edge {name = "e1", stage = -1 : i64, step = "", device = "n0", space = "link", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64}
+  %b.e1 = vmachine.buffer "b.e1" edge {name = "e1", stage = -1 : i64, device = "n0", space = "link", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64}
   %e1 = vmachine.edge "e1" %b.e1 {producer = 0 : i64, consumer = -1 : i64, link = ""}
   vmachine.stage attributes {index = 0 : i64, device = "n0", layer_start = 0 : i64, layer_end = 1 : i64} {
-    vmachine.step attributes {name = "decode", rows = 1 : i64} {
+    vmachine.step decode attributes {rows = 1 : i64} {
       %sync.0 = vmachine.token "sync.0" {signal = "c0", wait = "c1"}
       vmachine.queue attributes {engine = "queue.copy"} {
         vmachine.recv "i0" %e0 -> %b.in {cmd = "c0"}
@@ -859,17 +927,17 @@ vmachine.program attributes {target = "virtual-queue@1", deployment = "d", concr
 // AB-M-1: a kernel reading a step buffer nothing wrote
 vmachine.program attributes {target = "virtual-queue@1", deployment = "d", concrete = "c", portable = "p", binder = "list-schedule", engine = "pipeplan-vmachine/1"} {
   vmachine.abi {n_embd = 64 : i64, n_head = 8 : i64, n_head_kv = 4 : i64, n_ff = 172 : i64, n_vocab = 512 : i64, n_ctx = 2048 : i64, rope_dim = 8 : i64, n_layer = 5 : i64, max_seq_len = 64 : i64, rope_base = 1.000000e+04 : f64, rms_eps = 1.000000e-05 : f64, tied_embedding = 0 : i64}
-  %b.in = vmachine.buffer "b.in" transient {name = "input", stage = 0 : i64, step = "decode", device = "n0", space = "device", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64}
-  %b.x = vmachine.buffer "b.x" kv {name = "blk.0.q", stage = 0 : i64, step = "decode", device = "n0", space = "device", offset = 64 : i64, size = 256 : i64, alignment = 64 : i64}
-  %b.t = vmachine.buffer "b.t" weight {name = "rope.table", stage = 0 : i64, step = "", device = "n0", space = "device", offset = 320 : i64, size = 64 : i64, alignment = 64 : i64}
-  %b.y = vmachine.buffer "b.y" transient {name = "output", stage = 0 : i64, step = "decode", device = "n0", space = "device", offset = 384 : i64, size = 256 : i64, alignment = 64 : i64}
-  %b.tok = vmachine.buffer "b.tok" transient {name = "token", stage = 0 : i64, step = "decode", device = "n0", space = "device", offset = 640 : i64, size = 4 : i64, alignment = 64 : i64}
-  %b.e0 = vmachine.buffer "b.e0" edge {name = "e0", stage = -1 : i64, step = "", device = "n0", space = "link", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64}
+  %b.in = vmachine.buffer "b.in" transient step decode {name = "input", stage = 0 : i64, device = "n0", space = "device", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64}
+  %b.x = vmachine.buffer "b.x" kv step decode {name = "blk.0.q", stage = 0 : i64, device = "n0", space = "device", offset = 64 : i64, size = 256 : i64, alignment = 64 : i64}
+  %b.t = vmachine.buffer "b.t" weight {name = "rope.table", stage = 0 : i64, device = "n0", space = "device", offset = 320 : i64, size = 64 : i64, alignment = 64 : i64}
+  %b.y = vmachine.buffer "b.y" transient step decode {name = "output", stage = 0 : i64, device = "n0", space = "device", offset = 384 : i64, size = 256 : i64, alignment = 64 : i64}
+  %b.tok = vmachine.buffer "b.tok" transient step decode {name = "token", stage = 0 : i64, device = "n0", space = "device", offset = 640 : i64, size = 4 : i64, alignment = 64 : i64}
+  %b.e0 = vmachine.buffer "b.e0" edge {name = "e0", stage = -1 : i64, device = "n0", space = "link", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64}
   %e0 = vmachine.edge "e0" %b.e0 {producer = -1 : i64, consumer = 0 : i64, link = ""}
-  %b.e1 = vmachine.buffer "b.e1" edge {name = "e1", stage = -1 : i64, step = "", device = "n0", space = "link", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64}
+  %b.e1 = vmachine.buffer "b.e1" edge {name = "e1", stage = -1 : i64, device = "n0", space = "link", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64}
   %e1 = vmachine.edge "e1" %b.e1 {producer = 0 : i64, consumer = -1 : i64, link = ""}
   vmachine.stage attributes {index = 0 : i64, device = "n0", layer_start = 0 : i64, layer_end = 1 : i64} {
-    vmachine.step attributes {name = "decode", rows = 1 : i64} {
+    vmachine.step decode attributes {rows = 1 : i64} {
       %sync.0 = vmachine.token "sync.0" {signal = "c0", wait = "c1"}
       vmachine.queue attributes {engine = "queue.copy"} {
         vmachine.recv "i0" %e0 -> %b.in {cmd = "c0"}
@@ -892,17 +960,17 @@ vmachine.program attributes {target = "virtual-queue@1", deployment = "d", concr
 // AB-M-1: a receive on an edge another stage consumes
 vmachine.program attributes {target = "virtual-queue@1", deployment = "d", concrete = "c", portable = "p", binder = "list-schedule", engine = "pipeplan-vmachine/1"} {
   vmachine.abi {n_embd = 64 : i64, n_head = 8 : i64, n_head_kv = 4 : i64, n_ff = 172 : i64, n_vocab = 512 : i64, n_ctx = 2048 : i64, rope_dim = 8 : i64, n_layer = 5 : i64, max_seq_len = 64 : i64, rope_base = 1.000000e+04 : f64, rms_eps = 1.000000e-05 : f64, tied_embedding = 0 : i64}
-  %b.in = vmachine.buffer "b.in" transient {name = "input", stage = 0 : i64, step = "decode", device = "n0", space = "device", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64}
-  %b.x = vmachine.buffer "b.x" kv {name = "blk.0.q", stage = 0 : i64, step = "", device = "n0", space = "device", offset = 64 : i64, size = 256 : i64, alignment = 64 : i64}
-  %b.t = vmachine.buffer "b.t" weight {name = "rope.table", stage = 0 : i64, step = "", device = "n0", space = "device", offset = 320 : i64, size = 64 : i64, alignment = 64 : i64}
-  %b.y = vmachine.buffer "b.y" transient {name = "output", stage = 0 : i64, step = "decode", device = "n0", space = "device", offset = 384 : i64, size = 256 : i64, alignment = 64 : i64}
-  %b.tok = vmachine.buffer "b.tok" transient {name = "token", stage = 0 : i64, step = "decode", device = "n0", space = "device", offset = 640 : i64, size = 4 : i64, alignment = 64 : i64}
-  %b.e0 = vmachine.buffer "b.e0" edge {name = "e0", stage = -1 : i64, step = "", device = "n0", space = "link", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64}
+  %b.in = vmachine.buffer "b.in" transient step decode {name = "input", stage = 0 : i64, device = "n0", space = "device", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64}
+  %b.x = vmachine.buffer "b.x" kv {name = "blk.0.q", stage = 0 : i64, device = "n0", space = "device", offset = 64 : i64, size = 256 : i64, alignment = 64 : i64}
+  %b.t = vmachine.buffer "b.t" weight {name = "rope.table", stage = 0 : i64, device = "n0", space = "device", offset = 320 : i64, size = 64 : i64, alignment = 64 : i64}
+  %b.y = vmachine.buffer "b.y" transient step decode {name = "output", stage = 0 : i64, device = "n0", space = "device", offset = 384 : i64, size = 256 : i64, alignment = 64 : i64}
+  %b.tok = vmachine.buffer "b.tok" transient step decode {name = "token", stage = 0 : i64, device = "n0", space = "device", offset = 640 : i64, size = 4 : i64, alignment = 64 : i64}
+  %b.e0 = vmachine.buffer "b.e0" edge {name = "e0", stage = -1 : i64, device = "n0", space = "link", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64}
   %e0 = vmachine.edge "e0" %b.e0 {producer = 0 : i64, consumer = -1 : i64, link = ""}
-  %b.e1 = vmachine.buffer "b.e1" edge {name = "e1", stage = -1 : i64, step = "", device = "n0", space = "link", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64}
+  %b.e1 = vmachine.buffer "b.e1" edge {name = "e1", stage = -1 : i64, device = "n0", space = "link", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64}
   %e1 = vmachine.edge "e1" %b.e1 {producer = 0 : i64, consumer = -1 : i64, link = ""}
   vmachine.stage attributes {index = 0 : i64, device = "n0", layer_start = 0 : i64, layer_end = 1 : i64} {
-    vmachine.step attributes {name = "decode", rows = 1 : i64} {
+    vmachine.step decode attributes {rows = 1 : i64} {
       %sync.0 = vmachine.token "sync.0" {signal = "c0", wait = "c1"}
       vmachine.queue attributes {engine = "queue.copy"} {
         vmachine.recv "i0" %e0 -> %b.in {cmd = "c0"}
@@ -925,17 +993,17 @@ vmachine.program attributes {target = "virtual-queue@1", deployment = "d", concr
 // AB-M-1: a send on an edge another stage produces
 vmachine.program attributes {target = "virtual-queue@1", deployment = "d", concrete = "c", portable = "p", binder = "list-schedule", engine = "pipeplan-vmachine/1"} {
   vmachine.abi {n_embd = 64 : i64, n_head = 8 : i64, n_head_kv = 4 : i64, n_ff = 172 : i64, n_vocab = 512 : i64, n_ctx = 2048 : i64, rope_dim = 8 : i64, n_layer = 5 : i64, max_seq_len = 64 : i64, rope_base = 1.000000e+04 : f64, rms_eps = 1.000000e-05 : f64, tied_embedding = 0 : i64}
-  %b.in = vmachine.buffer "b.in" transient {name = "input", stage = 0 : i64, step = "decode", device = "n0", space = "device", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64}
-  %b.x = vmachine.buffer "b.x" kv {name = "blk.0.q", stage = 0 : i64, step = "", device = "n0", space = "device", offset = 64 : i64, size = 256 : i64, alignment = 64 : i64}
-  %b.t = vmachine.buffer "b.t" weight {name = "rope.table", stage = 0 : i64, step = "", device = "n0", space = "device", offset = 320 : i64, size = 64 : i64, alignment = 64 : i64}
-  %b.y = vmachine.buffer "b.y" transient {name = "output", stage = 0 : i64, step = "decode", device = "n0", space = "device", offset = 384 : i64, size = 256 : i64, alignment = 64 : i64}
-  %b.tok = vmachine.buffer "b.tok" transient {name = "token", stage = 0 : i64, step = "decode", device = "n0", space = "device", offset = 640 : i64, size = 4 : i64, alignment = 64 : i64}
-  %b.e0 = vmachine.buffer "b.e0" edge {name = "e0", stage = -1 : i64, step = "", device = "n0", space = "link", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64}
+  %b.in = vmachine.buffer "b.in" transient step decode {name = "input", stage = 0 : i64, device = "n0", space = "device", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64}
+  %b.x = vmachine.buffer "b.x" kv {name = "blk.0.q", stage = 0 : i64, device = "n0", space = "device", offset = 64 : i64, size = 256 : i64, alignment = 64 : i64}
+  %b.t = vmachine.buffer "b.t" weight {name = "rope.table", stage = 0 : i64, device = "n0", space = "device", offset = 320 : i64, size = 64 : i64, alignment = 64 : i64}
+  %b.y = vmachine.buffer "b.y" transient step decode {name = "output", stage = 0 : i64, device = "n0", space = "device", offset = 384 : i64, size = 256 : i64, alignment = 64 : i64}
+  %b.tok = vmachine.buffer "b.tok" transient step decode {name = "token", stage = 0 : i64, device = "n0", space = "device", offset = 640 : i64, size = 4 : i64, alignment = 64 : i64}
+  %b.e0 = vmachine.buffer "b.e0" edge {name = "e0", stage = -1 : i64, device = "n0", space = "link", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64}
   %e0 = vmachine.edge "e0" %b.e0 {producer = -1 : i64, consumer = 0 : i64, link = ""}
-  %b.e1 = vmachine.buffer "b.e1" edge {name = "e1", stage = -1 : i64, step = "", device = "n0", space = "link", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64}
+  %b.e1 = vmachine.buffer "b.e1" edge {name = "e1", stage = -1 : i64, device = "n0", space = "link", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64}
   %e1 = vmachine.edge "e1" %b.e1 {producer = -1 : i64, consumer = 0 : i64, link = ""}
   vmachine.stage attributes {index = 0 : i64, device = "n0", layer_start = 0 : i64, layer_end = 1 : i64} {
-    vmachine.step attributes {name = "decode", rows = 1 : i64} {
+    vmachine.step decode attributes {rows = 1 : i64} {
       %sync.0 = vmachine.token "sync.0" {signal = "c0", wait = "c1"}
       vmachine.queue attributes {engine = "queue.copy"} {
         vmachine.recv "i0" %e0 -> %b.in {cmd = "c0"}
@@ -958,17 +1026,17 @@ vmachine.program attributes {target = "virtual-queue@1", deployment = "d", concr
 // AB-M-1: a send of a buffer before it is written
 vmachine.program attributes {target = "virtual-queue@1", deployment = "d", concrete = "c", portable = "p", binder = "list-schedule", engine = "pipeplan-vmachine/1"} {
   vmachine.abi {n_embd = 64 : i64, n_head = 8 : i64, n_head_kv = 4 : i64, n_ff = 172 : i64, n_vocab = 512 : i64, n_ctx = 2048 : i64, rope_dim = 8 : i64, n_layer = 5 : i64, max_seq_len = 64 : i64, rope_base = 1.000000e+04 : f64, rms_eps = 1.000000e-05 : f64, tied_embedding = 0 : i64}
-  %b.in = vmachine.buffer "b.in" transient {name = "input", stage = 0 : i64, step = "decode", device = "n0", space = "device", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64}
-  %b.x = vmachine.buffer "b.x" kv {name = "blk.0.q", stage = 0 : i64, step = "", device = "n0", space = "device", offset = 64 : i64, size = 256 : i64, alignment = 64 : i64}
-  %b.t = vmachine.buffer "b.t" weight {name = "rope.table", stage = 0 : i64, step = "", device = "n0", space = "device", offset = 320 : i64, size = 64 : i64, alignment = 64 : i64}
-  %b.y = vmachine.buffer "b.y" transient {name = "output", stage = 0 : i64, step = "decode", device = "n0", space = "device", offset = 384 : i64, size = 256 : i64, alignment = 64 : i64}
-  %b.tok = vmachine.buffer "b.tok" transient {name = "token", stage = 0 : i64, step = "decode", device = "n0", space = "device", offset = 640 : i64, size = 4 : i64, alignment = 64 : i64}
-  %b.e0 = vmachine.buffer "b.e0" edge {name = "e0", stage = -1 : i64, step = "", device = "n0", space = "link", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64}
+  %b.in = vmachine.buffer "b.in" transient step decode {name = "input", stage = 0 : i64, device = "n0", space = "device", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64}
+  %b.x = vmachine.buffer "b.x" kv {name = "blk.0.q", stage = 0 : i64, device = "n0", space = "device", offset = 64 : i64, size = 256 : i64, alignment = 64 : i64}
+  %b.t = vmachine.buffer "b.t" weight {name = "rope.table", stage = 0 : i64, device = "n0", space = "device", offset = 320 : i64, size = 64 : i64, alignment = 64 : i64}
+  %b.y = vmachine.buffer "b.y" transient step decode {name = "output", stage = 0 : i64, device = "n0", space = "device", offset = 384 : i64, size = 256 : i64, alignment = 64 : i64}
+  %b.tok = vmachine.buffer "b.tok" transient step decode {name = "token", stage = 0 : i64, device = "n0", space = "device", offset = 640 : i64, size = 4 : i64, alignment = 64 : i64}
+  %b.e0 = vmachine.buffer "b.e0" edge {name = "e0", stage = -1 : i64, device = "n0", space = "link", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64}
   %e0 = vmachine.edge "e0" %b.e0 {producer = -1 : i64, consumer = 0 : i64, link = ""}
-  %b.e1 = vmachine.buffer "b.e1" edge {name = "e1", stage = -1 : i64, step = "", device = "n0", space = "link", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64}
+  %b.e1 = vmachine.buffer "b.e1" edge {name = "e1", stage = -1 : i64, device = "n0", space = "link", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64}
   %e1 = vmachine.edge "e1" %b.e1 {producer = 0 : i64, consumer = -1 : i64, link = ""}
   vmachine.stage attributes {index = 0 : i64, device = "n0", layer_start = 0 : i64, layer_end = 1 : i64} {
-    vmachine.step attributes {name = "decode", rows = 1 : i64} {
+    vmachine.step decode attributes {rows = 1 : i64} {
       %sync.0 = vmachine.token "sync.0" {signal = "c0", wait = "c1"}
       vmachine.queue attributes {engine = "queue.copy"} {
         vmachine.recv "i0" %e0 -> %b.in {cmd = "c0"}
@@ -991,17 +1059,17 @@ vmachine.program attributes {target = "virtual-queue@1", deployment = "d", concr
 // AB-M-1: a sample of a buffer before it is written
 vmachine.program attributes {target = "virtual-queue@1", deployment = "d", concrete = "c", portable = "p", binder = "list-schedule", engine = "pipeplan-vmachine/1"} {
   vmachine.abi {n_embd = 64 : i64, n_head = 8 : i64, n_head_kv = 4 : i64, n_ff = 172 : i64, n_vocab = 512 : i64, n_ctx = 2048 : i64, rope_dim = 8 : i64, n_layer = 5 : i64, max_seq_len = 64 : i64, rope_base = 1.000000e+04 : f64, rms_eps = 1.000000e-05 : f64, tied_embedding = 0 : i64}
-  %b.in = vmachine.buffer "b.in" transient {name = "input", stage = 0 : i64, step = "decode", device = "n0", space = "device", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64}
-  %b.x = vmachine.buffer "b.x" kv {name = "blk.0.q", stage = 0 : i64, step = "", device = "n0", space = "device", offset = 64 : i64, size = 256 : i64, alignment = 64 : i64}
-  %b.t = vmachine.buffer "b.t" weight {name = "rope.table", stage = 0 : i64, step = "", device = "n0", space = "device", offset = 320 : i64, size = 64 : i64, alignment = 64 : i64}
-  %b.y = vmachine.buffer "b.y" transient {name = "output", stage = 0 : i64, step = "decode", device = "n0", space = "device", offset = 384 : i64, size = 256 : i64, alignment = 64 : i64}
-  %b.tok = vmachine.buffer "b.tok" transient {name = "token", stage = 0 : i64, step = "decode", device = "n0", space = "device", offset = 640 : i64, size = 4 : i64, alignment = 64 : i64}
-  %b.e0 = vmachine.buffer "b.e0" edge {name = "e0", stage = -1 : i64, step = "", device = "n0", space = "link", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64}
+  %b.in = vmachine.buffer "b.in" transient step decode {name = "input", stage = 0 : i64, device = "n0", space = "device", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64}
+  %b.x = vmachine.buffer "b.x" kv {name = "blk.0.q", stage = 0 : i64, device = "n0", space = "device", offset = 64 : i64, size = 256 : i64, alignment = 64 : i64}
+  %b.t = vmachine.buffer "b.t" weight {name = "rope.table", stage = 0 : i64, device = "n0", space = "device", offset = 320 : i64, size = 64 : i64, alignment = 64 : i64}
+  %b.y = vmachine.buffer "b.y" transient step decode {name = "output", stage = 0 : i64, device = "n0", space = "device", offset = 384 : i64, size = 256 : i64, alignment = 64 : i64}
+  %b.tok = vmachine.buffer "b.tok" transient step decode {name = "token", stage = 0 : i64, device = "n0", space = "device", offset = 640 : i64, size = 4 : i64, alignment = 64 : i64}
+  %b.e0 = vmachine.buffer "b.e0" edge {name = "e0", stage = -1 : i64, device = "n0", space = "link", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64}
   %e0 = vmachine.edge "e0" %b.e0 {producer = -1 : i64, consumer = 0 : i64, link = ""}
-  %b.e1 = vmachine.buffer "b.e1" edge {name = "e1", stage = -1 : i64, step = "", device = "n0", space = "link", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64}
+  %b.e1 = vmachine.buffer "b.e1" edge {name = "e1", stage = -1 : i64, device = "n0", space = "link", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64}
   %e1 = vmachine.edge "e1" %b.e1 {producer = 0 : i64, consumer = -1 : i64, link = ""}
   vmachine.stage attributes {index = 0 : i64, device = "n0", layer_start = 0 : i64, layer_end = 1 : i64} {
-    vmachine.step attributes {name = "decode", rows = 1 : i64} {
+    vmachine.step decode attributes {rows = 1 : i64} {
       %sync.0 = vmachine.token "sync.0" {signal = "c0", wait = "c1"}
       vmachine.queue attributes {engine = "queue.copy"} {
         vmachine.recv "i0" %e0 -> %b.in {cmd = "c0"}
@@ -1024,17 +1092,17 @@ vmachine.program attributes {target = "virtual-queue@1", deployment = "d", concr
 // AB-M-1: a wait for a token nothing signals
 vmachine.program attributes {target = "virtual-queue@1", deployment = "d", concrete = "c", portable = "p", binder = "list-schedule", engine = "pipeplan-vmachine/1"} {
   vmachine.abi {n_embd = 64 : i64, n_head = 8 : i64, n_head_kv = 4 : i64, n_ff = 172 : i64, n_vocab = 512 : i64, n_ctx = 2048 : i64, rope_dim = 8 : i64, n_layer = 5 : i64, max_seq_len = 64 : i64, rope_base = 1.000000e+04 : f64, rms_eps = 1.000000e-05 : f64, tied_embedding = 0 : i64}
-  %b.in = vmachine.buffer "b.in" transient {name = "input", stage = 0 : i64, step = "decode", device = "n0", space = "device", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64}
-  %b.x = vmachine.buffer "b.x" kv {name = "blk.0.q", stage = 0 : i64, step = "", device = "n0", space = "device", offset = 64 : i64, size = 256 : i64, alignment = 64 : i64}
-  %b.t = vmachine.buffer "b.t" weight {name = "rope.table", stage = 0 : i64, step = "", device = "n0", space = "device", offset = 320 : i64, size = 64 : i64, alignment = 64 : i64}
-  %b.y = vmachine.buffer "b.y" transient {name = "output", stage = 0 : i64, step = "decode", device = "n0", space = "device", offset = 384 : i64, size = 256 : i64, alignment = 64 : i64}
-  %b.tok = vmachine.buffer "b.tok" transient {name = "token", stage = 0 : i64, step = "decode", device = "n0", space = "device", offset = 640 : i64, size = 4 : i64, alignment = 64 : i64}
-  %b.e0 = vmachine.buffer "b.e0" edge {name = "e0", stage = -1 : i64, step = "", device = "n0", space = "link", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64}
+  %b.in = vmachine.buffer "b.in" transient step decode {name = "input", stage = 0 : i64, device = "n0", space = "device", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64}
+  %b.x = vmachine.buffer "b.x" kv {name = "blk.0.q", stage = 0 : i64, device = "n0", space = "device", offset = 64 : i64, size = 256 : i64, alignment = 64 : i64}
+  %b.t = vmachine.buffer "b.t" weight {name = "rope.table", stage = 0 : i64, device = "n0", space = "device", offset = 320 : i64, size = 64 : i64, alignment = 64 : i64}
+  %b.y = vmachine.buffer "b.y" transient step decode {name = "output", stage = 0 : i64, device = "n0", space = "device", offset = 384 : i64, size = 256 : i64, alignment = 64 : i64}
+  %b.tok = vmachine.buffer "b.tok" transient step decode {name = "token", stage = 0 : i64, device = "n0", space = "device", offset = 640 : i64, size = 4 : i64, alignment = 64 : i64}
+  %b.e0 = vmachine.buffer "b.e0" edge {name = "e0", stage = -1 : i64, device = "n0", space = "link", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64}
   %e0 = vmachine.edge "e0" %b.e0 {producer = -1 : i64, consumer = 0 : i64, link = ""}
-  %b.e1 = vmachine.buffer "b.e1" edge {name = "e1", stage = -1 : i64, step = "", device = "n0", space = "link", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64}
+  %b.e1 = vmachine.buffer "b.e1" edge {name = "e1", stage = -1 : i64, device = "n0", space = "link", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64}
   %e1 = vmachine.edge "e1" %b.e1 {producer = 0 : i64, consumer = -1 : i64, link = ""}
   vmachine.stage attributes {index = 0 : i64, device = "n0", layer_start = 0 : i64, layer_end = 1 : i64} {
-    vmachine.step attributes {name = "decode", rows = 1 : i64} {
+    vmachine.step decode attributes {rows = 1 : i64} {
       %sync.0 = vmachine.token "sync.0" {signal = "c0", wait = "c1"}
       %sync.7 = vmachine.token "sync.7" {signal = "c0", wait = "c1"}
       vmachine.queue attributes {engine = "queue.copy"} {
@@ -1058,17 +1126,17 @@ vmachine.program attributes {target = "virtual-queue@1", deployment = "d", concr
 // AB-M-1: a wait for a token of a later stage
 vmachine.program attributes {target = "virtual-queue@1", deployment = "d", concrete = "c", portable = "p", binder = "list-schedule", engine = "pipeplan-vmachine/1"} {
   vmachine.abi {n_embd = 64 : i64, n_head = 8 : i64, n_head_kv = 4 : i64, n_ff = 172 : i64, n_vocab = 512 : i64, n_ctx = 2048 : i64, rope_dim = 8 : i64, n_layer = 5 : i64, max_seq_len = 64 : i64, rope_base = 1.000000e+04 : f64, rms_eps = 1.000000e-05 : f64, tied_embedding = 0 : i64}
-  %b.in = vmachine.buffer "b.in" transient {name = "input", stage = 0 : i64, step = "decode", device = "n0", space = "device", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64}
-  %b.x = vmachine.buffer "b.x" kv {name = "blk.0.q", stage = 0 : i64, step = "", device = "n0", space = "device", offset = 64 : i64, size = 256 : i64, alignment = 64 : i64}
-  %b.t = vmachine.buffer "b.t" weight {name = "rope.table", stage = 0 : i64, step = "", device = "n0", space = "device", offset = 320 : i64, size = 64 : i64, alignment = 64 : i64}
-  %b.y = vmachine.buffer "b.y" transient {name = "output", stage = 0 : i64, step = "decode", device = "n0", space = "device", offset = 384 : i64, size = 256 : i64, alignment = 64 : i64}
-  %b.tok = vmachine.buffer "b.tok" transient {name = "token", stage = 0 : i64, step = "decode", device = "n0", space = "device", offset = 640 : i64, size = 4 : i64, alignment = 64 : i64}
-  %b.e0 = vmachine.buffer "b.e0" edge {name = "e0", stage = -1 : i64, step = "", device = "n0", space = "link", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64}
+  %b.in = vmachine.buffer "b.in" transient step decode {name = "input", stage = 0 : i64, device = "n0", space = "device", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64}
+  %b.x = vmachine.buffer "b.x" kv {name = "blk.0.q", stage = 0 : i64, device = "n0", space = "device", offset = 64 : i64, size = 256 : i64, alignment = 64 : i64}
+  %b.t = vmachine.buffer "b.t" weight {name = "rope.table", stage = 0 : i64, device = "n0", space = "device", offset = 320 : i64, size = 64 : i64, alignment = 64 : i64}
+  %b.y = vmachine.buffer "b.y" transient step decode {name = "output", stage = 0 : i64, device = "n0", space = "device", offset = 384 : i64, size = 256 : i64, alignment = 64 : i64}
+  %b.tok = vmachine.buffer "b.tok" transient step decode {name = "token", stage = 0 : i64, device = "n0", space = "device", offset = 640 : i64, size = 4 : i64, alignment = 64 : i64}
+  %b.e0 = vmachine.buffer "b.e0" edge {name = "e0", stage = -1 : i64, device = "n0", space = "link", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64}
   %e0 = vmachine.edge "e0" %b.e0 {producer = -1 : i64, consumer = 0 : i64, link = ""}
-  %b.e1 = vmachine.buffer "b.e1" edge {name = "e1", stage = -1 : i64, step = "", device = "n0", space = "link", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64}
+  %b.e1 = vmachine.buffer "b.e1" edge {name = "e1", stage = -1 : i64, device = "n0", space = "link", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64}
   %e1 = vmachine.edge "e1" %b.e1 {producer = 0 : i64, consumer = -1 : i64, link = ""}
   vmachine.stage attributes {index = 0 : i64, device = "n0", layer_start = 0 : i64, layer_end = 1 : i64} {
-    vmachine.step attributes {name = "decode", rows = 1 : i64} {
+    vmachine.step decode attributes {rows = 1 : i64} {
       %sync.0 = vmachine.token "sync.0" {signal = "c0", wait = "c1"}
       %sync.9 = vmachine.token "sync.9" {signal = "c0", wait = "c1"}
       vmachine.queue attributes {engine = "queue.copy"} {
@@ -1086,7 +1154,7 @@ vmachine.program attributes {target = "virtual-queue@1", deployment = "d", concr
     }
   }
   vmachine.stage attributes {index = 1 : i64, device = "n0", layer_start = 1 : i64, layer_end = 2 : i64} {
-    vmachine.step attributes {name = "decode", rows = 1 : i64} {
+    vmachine.step decode attributes {rows = 1 : i64} {
       %sync.9 = vmachine.token "sync.9" {signal = "c0", wait = "c1"}
       vmachine.queue attributes {engine = "queue.compute"} {
         vmachine.signal "i9" %sync.9
@@ -1101,17 +1169,17 @@ vmachine.program attributes {target = "virtual-queue@1", deployment = "d", concr
 %ghost = builtin.unrealized_conversion_cast to !vmachine.buffer
 vmachine.program attributes {target = "virtual-queue@1", deployment = "d", concrete = "c", portable = "p", binder = "list-schedule", engine = "pipeplan-vmachine/1"} {
   vmachine.abi {n_embd = 64 : i64, n_head = 8 : i64, n_head_kv = 4 : i64, n_ff = 172 : i64, n_vocab = 512 : i64, n_ctx = 2048 : i64, rope_dim = 8 : i64, n_layer = 5 : i64, max_seq_len = 64 : i64, rope_base = 1.000000e+04 : f64, rms_eps = 1.000000e-05 : f64, tied_embedding = 0 : i64}
-  %b.in = vmachine.buffer "b.in" transient {name = "input", stage = 0 : i64, step = "decode", device = "n0", space = "device", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64}
-  %b.x = vmachine.buffer "b.x" kv {name = "blk.0.q", stage = 0 : i64, step = "", device = "n0", space = "device", offset = 64 : i64, size = 256 : i64, alignment = 64 : i64}
-  %b.t = vmachine.buffer "b.t" weight {name = "rope.table", stage = 0 : i64, step = "", device = "n0", space = "device", offset = 320 : i64, size = 64 : i64, alignment = 64 : i64}
-  %b.y = vmachine.buffer "b.y" transient {name = "output", stage = 0 : i64, step = "decode", device = "n0", space = "device", offset = 384 : i64, size = 256 : i64, alignment = 64 : i64}
-  %b.tok = vmachine.buffer "b.tok" transient {name = "token", stage = 0 : i64, step = "decode", device = "n0", space = "device", offset = 640 : i64, size = 4 : i64, alignment = 64 : i64}
-  %b.e0 = vmachine.buffer "b.e0" edge {name = "e0", stage = -1 : i64, step = "", device = "n0", space = "link", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64}
+  %b.in = vmachine.buffer "b.in" transient step decode {name = "input", stage = 0 : i64, device = "n0", space = "device", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64}
+  %b.x = vmachine.buffer "b.x" kv {name = "blk.0.q", stage = 0 : i64, device = "n0", space = "device", offset = 64 : i64, size = 256 : i64, alignment = 64 : i64}
+  %b.t = vmachine.buffer "b.t" weight {name = "rope.table", stage = 0 : i64, device = "n0", space = "device", offset = 320 : i64, size = 64 : i64, alignment = 64 : i64}
+  %b.y = vmachine.buffer "b.y" transient step decode {name = "output", stage = 0 : i64, device = "n0", space = "device", offset = 384 : i64, size = 256 : i64, alignment = 64 : i64}
+  %b.tok = vmachine.buffer "b.tok" transient step decode {name = "token", stage = 0 : i64, device = "n0", space = "device", offset = 640 : i64, size = 4 : i64, alignment = 64 : i64}
+  %b.e0 = vmachine.buffer "b.e0" edge {name = "e0", stage = -1 : i64, device = "n0", space = "link", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64}
   %e0 = vmachine.edge "e0" %b.e0 {producer = -1 : i64, consumer = 0 : i64, link = ""}
-  %b.e1 = vmachine.buffer "b.e1" edge {name = "e1", stage = -1 : i64, step = "", device = "n0", space = "link", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64}
+  %b.e1 = vmachine.buffer "b.e1" edge {name = "e1", stage = -1 : i64, device = "n0", space = "link", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64}
   %e1 = vmachine.edge "e1" %b.e1 {producer = 0 : i64, consumer = -1 : i64, link = ""}
   vmachine.stage attributes {index = 0 : i64, device = "n0", layer_start = 0 : i64, layer_end = 1 : i64} {
-    vmachine.step attributes {name = "decode", rows = 1 : i64} {
+    vmachine.step decode attributes {rows = 1 : i64} {
       %sync.0 = vmachine.token "sync.0" {signal = "c0", wait = "c1"}
       vmachine.queue attributes {engine = "queue.copy"} {
         vmachine.recv "i0" %e0 -> %b.in {cmd = "c0"}
@@ -1136,17 +1204,17 @@ vmachine.program attributes {target = "virtual-queue@1", deployment = "d", concr
 %nowhere = builtin.unrealized_conversion_cast to !vmachine.edge
 vmachine.program attributes {target = "virtual-queue@1", deployment = "d", concrete = "c", portable = "p", binder = "list-schedule", engine = "pipeplan-vmachine/1"} {
   vmachine.abi {n_embd = 64 : i64, n_head = 8 : i64, n_head_kv = 4 : i64, n_ff = 172 : i64, n_vocab = 512 : i64, n_ctx = 2048 : i64, rope_dim = 8 : i64, n_layer = 5 : i64, max_seq_len = 64 : i64, rope_base = 1.000000e+04 : f64, rms_eps = 1.000000e-05 : f64, tied_embedding = 0 : i64}
-  %b.in = vmachine.buffer "b.in" transient {name = "input", stage = 0 : i64, step = "decode", device = "n0", space = "device", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64}
-  %b.x = vmachine.buffer "b.x" kv {name = "blk.0.q", stage = 0 : i64, step = "", device = "n0", space = "device", offset = 64 : i64, size = 256 : i64, alignment = 64 : i64}
-  %b.t = vmachine.buffer "b.t" weight {name = "rope.table", stage = 0 : i64, step = "", device = "n0", space = "device", offset = 320 : i64, size = 64 : i64, alignment = 64 : i64}
-  %b.y = vmachine.buffer "b.y" transient {name = "output", stage = 0 : i64, step = "decode", device = "n0", space = "device", offset = 384 : i64, size = 256 : i64, alignment = 64 : i64}
-  %b.tok = vmachine.buffer "b.tok" transient {name = "token", stage = 0 : i64, step = "decode", device = "n0", space = "device", offset = 640 : i64, size = 4 : i64, alignment = 64 : i64}
-  %b.e0 = vmachine.buffer "b.e0" edge {name = "e0", stage = -1 : i64, step = "", device = "n0", space = "link", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64}
+  %b.in = vmachine.buffer "b.in" transient step decode {name = "input", stage = 0 : i64, device = "n0", space = "device", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64}
+  %b.x = vmachine.buffer "b.x" kv {name = "blk.0.q", stage = 0 : i64, device = "n0", space = "device", offset = 64 : i64, size = 256 : i64, alignment = 64 : i64}
+  %b.t = vmachine.buffer "b.t" weight {name = "rope.table", stage = 0 : i64, device = "n0", space = "device", offset = 320 : i64, size = 64 : i64, alignment = 64 : i64}
+  %b.y = vmachine.buffer "b.y" transient step decode {name = "output", stage = 0 : i64, device = "n0", space = "device", offset = 384 : i64, size = 256 : i64, alignment = 64 : i64}
+  %b.tok = vmachine.buffer "b.tok" transient step decode {name = "token", stage = 0 : i64, device = "n0", space = "device", offset = 640 : i64, size = 4 : i64, alignment = 64 : i64}
+  %b.e0 = vmachine.buffer "b.e0" edge {name = "e0", stage = -1 : i64, device = "n0", space = "link", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64}
   %e0 = vmachine.edge "e0" %b.e0 {producer = -1 : i64, consumer = 0 : i64, link = ""}
-  %b.e1 = vmachine.buffer "b.e1" edge {name = "e1", stage = -1 : i64, step = "", device = "n0", space = "link", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64}
+  %b.e1 = vmachine.buffer "b.e1" edge {name = "e1", stage = -1 : i64, device = "n0", space = "link", offset = 0 : i64, size = 4 : i64, alignment = 64 : i64}
   %e1 = vmachine.edge "e1" %b.e1 {producer = 0 : i64, consumer = -1 : i64, link = ""}
   vmachine.stage attributes {index = 0 : i64, device = "n0", layer_start = 0 : i64, layer_end = 1 : i64} {
-    vmachine.step attributes {name = "decode", rows = 1 : i64} {
+    vmachine.step decode attributes {rows = 1 : i64} {
       %sync.0 = vmachine.token "sync.0" {signal = "c0", wait = "c1"}
       vmachine.queue attributes {engine = "queue.copy"} {
         vmachine.recv "i0" %nowhere -> %b.in {cmd = "c0"}
