@@ -59,7 +59,7 @@ from pipeplan.runtime.backends import Backend, WorkerOptions, default_num_thread
 from pipeplan.runtime.compiled import CompiledRun, compile_provisions, provisions_model
 from pipeplan.runtime.events import Event, EventLog, StageFaulted, StageReady, event_to_dict
 from pipeplan.runtime.stage import POLL_S, FaultInjection, StageProgram
-from pipeplan.runtime.tmachine_run import KERNEL_PACKAGES, TMachineStageProgram
+from pipeplan.runtime.tmachine_run import TMachineStageProgram, compile_target
 from pipeplan.runtime.transport import (
     DATA,
     MAX_SEGMENTS,
@@ -70,10 +70,6 @@ from pipeplan.runtime.transport import (
     SamplerParams,
     Segment,
 )
-
-KERNEL_TARGETS = {package: target for target, package in KERNEL_PACKAGES.items()}
-"""kernel table -> the compile target whose machine program it runs (``programs=None``): the Triton table's is
-``cuda-triton`` (the stages interpret the lowered tmachine program); any other table runs ``virtual-queue``."""
 
 DEATH_GRACE_S = 0.3
 """After noticing a dead stage, how long to wait for its StageFaulted event before calling it a crash."""
@@ -149,7 +145,7 @@ class Pipeline:
             the usable cores split among the stages, 1 for small models).
         programs: the compiled stage programs (stage -> StageProgram, or the tmachine programs of ``--target
             cuda``); None: :meth:`start` compiles the provisions' RunPlan (module docstring; :attr:`compiled`) for
-            the target of ``kernels`` (:data:`KERNEL_TARGETS`: the Triton table's tmachine program, else the
+            the target of ``kernels`` (:func:`~pipeplan.runtime.tmachine_run.compile_target`: the Triton table's tmachine program, else the
             virtual-queue program).
         model: the GGUF whose header facts the compile of ``programs=None`` reads (default: the first
             provision's weight source, when it is on this host without a download).
@@ -263,7 +259,7 @@ class Pipeline:
         if facts is None:
             raise RunRequestError(f"the stages need compiled programs and the orchestrator cannot compile the plan: "
                                   f"{why}; give Pipeline(model=<the GGUF>) or programs=", where="model")
-        target = KERNEL_TARGETS.get(self.options.kernels or "", "virtual-queue")
+        target = compile_target(self.options.kernels)
         run = compile_provisions(self.provisions, facts, cache_dir=self.options.cache_dir, parallel=self.parallel,
                                  prefill_rows=self._prefill_rows_given, target=target, model=path)
         self.compiled = run

@@ -51,6 +51,17 @@ if TYPE_CHECKING:
 KERNEL_PACKAGES = {"cuda-triton": "pipeplan.runtime.kernels.triton"}
 """``tmachine.program`` target -> the kernel package its launches resolve in (:mod:`~pipeplan.runtime.tmachine_interp`)."""
 
+
+def compile_target(kernels: str | None) -> str:
+    """The compile target whose machine program a stage running kernel table ``kernels`` executes: the table's
+    ``tmachine.program`` target (:data:`KERNEL_PACKAGES`: the Triton table's is ``cuda-triton``), else
+    ``virtual-queue`` (the cpu and reference tables run the vmachine program)."""
+    for target, package in KERNEL_PACKAGES.items():
+        if package == kernels:
+            return target
+    return "virtual-queue"
+
+
 TRACE_ENV = "PIPEPLAN_TMACHINE_TRACE"
 """Directory where every stage appends its executed instructions as JSON lines (module docstring)."""
 

@@ -29,11 +29,12 @@ from typing import Any, TextIO
 
 from pipeplan.errors import PipeplanError
 from pipeplan.runtime.limits import check_prompt
+from pipeplan.runtime.tmachine_run import compile_target
 
 TARGET_KERNELS = {"cpu": "pipeplan.runtime.kernels.cpu", "reference": None, "cuda": "pipeplan.runtime.kernels.triton"}
 """``--target`` -> the kernel module the stages run: cpu (weights kept in their GGUF types, C kernels),
 reference (None: the torch float32 reference), cuda (Triton)."""
-COMPILE_TARGETS = {"cpu": "virtual-queue", "reference": "virtual-queue", "cuda": "cuda-triton"}
+COMPILE_TARGETS = {t: compile_target(k) for t, k in TARGET_KERNELS.items()}
 """``--target`` -> the compiler target of the run: the virtual machine's stage programs, or for cuda the
 ``tmachine`` program the stages interpret (:mod:`pipeplan.runtime.tmachine_run`)."""
 DEFAULT_TARGET = "cpu"

@@ -163,8 +163,7 @@ def test_triton_kernels_compile_and_run_the_tmachine_program(plan2, expected_cas
     for ``cuda-triton`` (what ``pipeplan run --target cuda`` runs): every stage binds its part of the lowered
     ``tmachine.program`` (never a vmachine program with the Triton table swapped in), the stages interpret it
     (Triton's CPU interpreter) and the greedy ids are llama.cpp's."""
-    from pipeplan.runtime.orchestrator import KERNEL_TARGETS
-    from pipeplan.runtime.tmachine_run import TRACE_ENV, TMachineStageProgram
+    from pipeplan.runtime.tmachine_run import TRACE_ENV, TMachineStageProgram, compile_target
 
     trace = tmp_path / "trace"
     trace.mkdir()
@@ -173,7 +172,8 @@ def test_triton_kernels_compile_and_run_the_tmachine_program(plan2, expected_cas
     n = 2
     with Pipeline(plan2[2], backend="inproc", kernels="pipeplan.runtime.kernels.triton", prefill_rows=len(c["prompt_ids"]),
                   cache_dir=tmp_path / "cache") as pipe:
-        assert KERNEL_TARGETS["pipeplan.runtime.kernels.triton"] == "cuda-triton"
+        assert compile_target("pipeplan.runtime.kernels.triton") == "cuda-triton"
+        assert compile_target("pipeplan.runtime.kernels.cpu") == compile_target(None) == "virtual-queue"
         progs = pipe.options.programs
         assert progs and all(isinstance(p, TMachineStageProgram) for p in progs.values())
         assert all(w.tmachine is not None and w.bound is None for w in pipe.backend.workers)
