@@ -26,7 +26,7 @@ from __future__ import annotations
 import heapq
 from dataclasses import dataclass
 
-from pipeplan.dialects.cplan import RISK_POLICIES, CplanError, Device, Link, risk_allows
+from pipeplan.dialects.cplan import RISK_POLICIES, CplanError, Device, Lineage, Link, risk_allows
 from pipeplan.dialects.graph import ancestor_sets, cycle_members, stable_topo_order  # noqa: F401  (re-exported)
 
 
@@ -37,7 +37,9 @@ class TaskNode:
     ``device``/``engine``/``implementation`` come from the explicit bindings; ``deps`` are task ids;
     ``reads``/``writes`` buffer ids; ``duration`` seconds or None when the cost is missing;
     ``status`` one of ``direct|fallback|missing``; ``candidates`` the legal implementations the
-    target offered (the selected one must be among them); ``link`` the link a transfer uses.
+    target offered (the selected one must be among them); ``link`` the link a transfer uses; ``lineage``
+    the diagnostic path, ``origin`` the task's place in the model (the command's ``#cplan.lineage``; a
+    problem is bound only when every task has one).
     """
 
     id: str
@@ -54,6 +56,7 @@ class TaskNode:
     lineage: str
     candidates: tuple[str, ...] = ()
     link: str = ""
+    origin: Lineage | None = None
 
 
 @dataclass(frozen=True)
@@ -248,12 +251,12 @@ def decode_problem(*, blocks: int, stages: int, hidden: int, heads: int, kv_head
         return bid
 
     def task(tid: str, op: str, dev: str, reads: list[str], writes: list[str], deps: list[str], flops: float,
-             lineage: str, engine: str = "queue.compute", link: str = "") -> str:
+             lineage: str, origin: Lineage, engine: str = "queue.compute", link: str = "") -> str:
         moved = sum(sizes[b] for b in reads + writes)
         dur = max(flops / flops_per_s, moved / bytes_per_s)
         impl = "vq." + op
         tasks.append(TaskNode(tid, op, dev, engine, impl, tuple(deps), tuple(reads), tuple(writes), dur, "roofline",
-                              "direct", lineage, (impl,), link))
+                              "direct", lineage, (impl,), link, origin))
         return tid
 
     act = hidden * act_width
@@ -273,8 +276,10 @@ def decode_problem(*, blocks: int, stages: int, hidden: int, heads: int, kv_head
         return ds
 
     def emit(tid: str, op: str, dev: str, reads: list[str], writes: list[str], flops: float, lineage: str,
-             engine: str = "queue.compute", link: str = "") -> None:
-        task(tid, op, dev, reads, writes, deps_for(reads, writes), flops, lineage, engine, link)
+             engine: str = "queue.compute", link: str = "", *, stage: int, model_op: str, block: int = -1,
+             edge: str = "") -> None:
+        origin = Lineage("decode", stage, block, model_op, edge)
+        task(tid, op, dev, reads, writes, deps_for(reads, writes), flops, lineage, origin, engine, link)
         for b in reads:
             readers.setdefault(b, []).append(tid)
         for b in writes:
@@ -293,10 +298,11 @@ def decode_problem(*, blocks: int, stages: int, hidden: int, heads: int, kv_head
             tok = buf(f"{p}.token", dev, 4, "edge", "edge token_in", space="link")
             emb = buf(f"{p}.w.token_embd", dev, wbytes(vocab * hidden), "weight", "token_embd.weight")
             x = buf(f"{p}.x.in", dev, act, "transient", "decode:x")
-            emit(f"{p}.embed", "embedding_gather", dev, [tok, emb], [x], 0, f"stage {s} embedding")
+            emit(f"{p}.embed", "embedding_gather", dev, [tok, emb], [x], 0, f"stage {s} embedding", stage=s, model_op="token_embd")
         else:
             x = buf(f"{p}.x.in", dev, act, "transient", "decode:x")
-            emit(f"{p}.recv", "recv", dev, [edge_prev], [x], 0, f"stage {s} recv", engine="queue.copy")
+            emit(f"{p}.recv", "recv", dev, [edge_prev], [x], 0, f"stage {s} recv", engine="queue.copy", stage=s,
+                 model_op=f"edge:{edge_prev}", edge=edge_prev)
         for blk in range(lo, hi):
             b = f"{p}.b{blk}"
             ln = f"stage {s} block {blk}"
@@ -310,23 +316,23 @@ def decode_problem(*, blocks: int, stages: int, hidden: int, heads: int, kv_head
                 ("xn", hidden), ("q", hidden), ("k", kvd), ("v", kvd), ("qr", hidden), ("kr", kvd),
                 ("att", hidden), ("o", hidden), ("x1", hidden), ("xn2", hidden), ("g", ffn), ("u", ffn),
                 ("h", ffn), ("f", hidden), ("x2", hidden))}
-            emit(f"{b}.attn_norm", "rms_norm", dev, [x, w["attn_norm"]], [t["xn"]], 4 * hidden, f"{ln} attn_norm")
-            emit(f"{b}.attn_q", "matmul", dev, [t["xn"], w["attn_q"]], [t["q"]], 2 * hidden * hidden, f"{ln} attn_q")
-            emit(f"{b}.attn_k", "matmul", dev, [t["xn"], w["attn_k"]], [t["k"]], 2 * hidden * kvd, f"{ln} attn_k")
-            emit(f"{b}.attn_v", "matmul", dev, [t["xn"], w["attn_v"]], [t["v"]], 2 * hidden * kvd, f"{ln} attn_v")
-            emit(f"{b}.rope", "rope", dev, [t["q"], t["k"]], [t["qr"], t["kr"]], 6 * (hidden + kvd), f"{ln} rope")
-            emit(f"{b}.kv_write", "kv_cache_write", dev, [t["kr"], t["v"]], [kc, vc], 0, f"{ln} kv_cache_write")
+            emit(f"{b}.attn_norm", "rms_norm", dev, [x, w["attn_norm"]], [t["xn"]], 4 * hidden, f"{ln} attn_norm", stage=s, model_op=f"blk.{blk}.attn_norm", block=blk)
+            emit(f"{b}.attn_q", "matmul", dev, [t["xn"], w["attn_q"]], [t["q"]], 2 * hidden * hidden, f"{ln} attn_q", stage=s, model_op=f"blk.{blk}.attn_q", block=blk)
+            emit(f"{b}.attn_k", "matmul", dev, [t["xn"], w["attn_k"]], [t["k"]], 2 * hidden * kvd, f"{ln} attn_k", stage=s, model_op=f"blk.{blk}.attn_k", block=blk)
+            emit(f"{b}.attn_v", "matmul", dev, [t["xn"], w["attn_v"]], [t["v"]], 2 * hidden * kvd, f"{ln} attn_v", stage=s, model_op=f"blk.{blk}.attn_v", block=blk)
+            emit(f"{b}.rope", "rope", dev, [t["q"], t["k"]], [t["qr"], t["kr"]], 6 * (hidden + kvd), f"{ln} rope", stage=s, model_op=f"blk.{blk}.rope", block=blk)
+            emit(f"{b}.kv_write", "kv_cache_write", dev, [t["kr"], t["v"]], [kc, vc], 0, f"{ln} kv_cache_write", stage=s, model_op=f"blk.{blk}.kv_cache_write", block=blk)
             emit(f"{b}.attention", "attention", dev, [t["qr"], kc, vc], [t["att"]], 4 * max_seq_len * hidden,
-                 f"{ln} attention")
+                 f"{ln} attention", stage=s, model_op=f"blk.{blk}.attention", block=blk)
             emit(f"{b}.attn_output", "matmul", dev, [t["att"], w["attn_output"]], [t["o"]], 2 * hidden * hidden,
-                 f"{ln} attn_output")
-            emit(f"{b}.add1", "add", dev, [x, t["o"]], [t["x1"]], hidden, f"{ln} add")
-            emit(f"{b}.ffn_norm", "rms_norm", dev, [t["x1"], w["ffn_norm"]], [t["xn2"]], 4 * hidden, f"{ln} ffn_norm")
-            emit(f"{b}.ffn_gate", "matmul", dev, [t["xn2"], w["ffn_gate"]], [t["g"]], 2 * hidden * ffn, f"{ln} ffn_gate")
-            emit(f"{b}.ffn_up", "matmul", dev, [t["xn2"], w["ffn_up"]], [t["u"]], 2 * hidden * ffn, f"{ln} ffn_up")
-            emit(f"{b}.silu_mul", "silu_mul", dev, [t["g"], t["u"]], [t["h"]], 6 * ffn, f"{ln} silu_mul")
-            emit(f"{b}.ffn_down", "matmul", dev, [t["h"], w["ffn_down"]], [t["f"]], 2 * hidden * ffn, f"{ln} ffn_down")
-            emit(f"{b}.add2", "add", dev, [t["x1"], t["f"]], [t["x2"]], hidden, f"{ln} add")
+                 f"{ln} attn_output", stage=s, model_op=f"blk.{blk}.attn_output", block=blk)
+            emit(f"{b}.add1", "add", dev, [x, t["o"]], [t["x1"]], hidden, f"{ln} add", stage=s, model_op=f"blk.{blk}.add", block=blk)
+            emit(f"{b}.ffn_norm", "rms_norm", dev, [t["x1"], w["ffn_norm"]], [t["xn2"]], 4 * hidden, f"{ln} ffn_norm", stage=s, model_op=f"blk.{blk}.ffn_norm", block=blk)
+            emit(f"{b}.ffn_gate", "matmul", dev, [t["xn2"], w["ffn_gate"]], [t["g"]], 2 * hidden * ffn, f"{ln} ffn_gate", stage=s, model_op=f"blk.{blk}.ffn_gate", block=blk)
+            emit(f"{b}.ffn_up", "matmul", dev, [t["xn2"], w["ffn_up"]], [t["u"]], 2 * hidden * ffn, f"{ln} ffn_up", stage=s, model_op=f"blk.{blk}.ffn_up", block=blk)
+            emit(f"{b}.silu_mul", "silu_mul", dev, [t["g"], t["u"]], [t["h"]], 6 * ffn, f"{ln} silu_mul", stage=s, model_op=f"blk.{blk}.silu_mul", block=blk)
+            emit(f"{b}.ffn_down", "matmul", dev, [t["h"], w["ffn_down"]], [t["f"]], 2 * hidden * ffn, f"{ln} ffn_down", stage=s, model_op=f"blk.{blk}.ffn_down", block=blk)
+            emit(f"{b}.add2", "add", dev, [t["x1"], t["f"]], [t["x2"]], hidden, f"{ln} add", stage=s, model_op=f"blk.{blk}.add", block=blk)
             x = t["x2"]
         if s == stages - 1:
             on = buf(f"{p}.w.output_norm", dev, wbytes(hidden), "weight", "output_norm.weight")
@@ -334,12 +340,13 @@ def decode_problem(*, blocks: int, stages: int, hidden: int, heads: int, kv_head
             xn = buf(f"{p}.xn.out", dev, act, "transient", "decode:xn_out")
             lg = buf(f"{p}.logits", dev, vocab * act_width, "transient", "decode:logits")
             tok = buf(f"{p}.next_token", dev, 4, "transient", "decode:next_token")
-            emit(f"{p}.output_norm", "rms_norm", dev, [x, on], [xn], 4 * hidden, f"stage {s} output_norm")
-            emit(f"{p}.output", "matmul", dev, [xn, ow], [lg], 2 * hidden * vocab, f"stage {s} output")
-            emit(f"{p}.argmax", "argmax", dev, [lg], [tok], vocab, f"stage {s} argmax")
+            emit(f"{p}.output_norm", "rms_norm", dev, [x, on], [xn], 4 * hidden, f"stage {s} output_norm", stage=s, model_op="output_norm")
+            emit(f"{p}.output", "matmul", dev, [xn, ow], [lg], 2 * hidden * vocab, f"stage {s} output", stage=s, model_op="output")
+            emit(f"{p}.argmax", "argmax", dev, [lg], [tok], vocab, f"stage {s} argmax", stage=s, model_op="argmax")
         else:
             edge_prev = buf(f"e{s}", dev, act, "edge", f"edge e{s}", space="link")
-            emit(f"{p}.send", "send", dev, [x], [edge_prev], 0, f"stage {s} send", engine="queue.copy", link=f"l{s}")
+            emit(f"{p}.send", "send", dev, [x], [edge_prev], 0, f"stage {s} send", engine="queue.copy", link=f"l{s}",
+                 stage=s, model_op=f"edge:{edge_prev}", edge=edge_prev)
     devices = tuple(Device(f"d{s}", (("device", memory_bytes), ("link", memory_bytes)),
                            (("queue.compute", 1), ("queue.copy", 1))) for s in range(stages))
     links = tuple(Link(f"l{s}", f"d{s}", f"d{s + 1}", memory_bytes) for s in range(stages - 1))

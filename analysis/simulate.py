@@ -7,7 +7,7 @@ maps the *same* commands and resources into discrete events (AB-T-2). Both read 
 disagree about what runs where.
 
 **Steps and instances.** A plan built from a RunPlan describes one ``prefill`` step and one
-``decode`` step (task ids ``<step>.s<stage>.…``, see ``convert-runplan-to-pplan``). A run repeats
+``decode`` step (each command's ``#cplan.lineage`` names its step and stage). A run repeats
 them: ``prefill#0`` (further ``prefill#k`` for prompt chunks) then ``decode#0 … decode#K-1``. Each
 *step instance* holds the commands of its step. Its constraints, all "predecessor finishes before
 successor starts":
@@ -45,16 +45,12 @@ through SimPy processes. Everything is deterministic: ties are broken by instanc
 from __future__ import annotations
 
 import heapq
-import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from pipeplan.dialects.cplan import PlanOp
 from pipeplan.dialects.cplan_invariants import PlanIndex
 from pipeplan.errors import PipeplanError
-
-STEP_RE = re.compile(r"^(?P<step>[a-z_]+)\.s(?P<stage>\d+)\.")
-"""Task id prefix ``<step>.s<stage>.`` of the portable plan (``convert-runplan-to-pplan``)."""
 
 STATUS_CONFIDENCE = {"direct": 0.5, "fallback": 0.5, "out_of_domain": 0.25, "missing": 0.0}
 """Confidence used when the CostedTaskView is not at hand: the roofline/out-of-domain constants of
@@ -63,9 +59,9 @@ measured table's clamp for a 5% spread)."""
 
 
 class SimulationError(PipeplanError):
-    """A plan the timing model cannot run: ``code`` is ``unknown_step`` (a task id without the
-    ``<step>.s<stage>.`` prefix), ``bad_schedule`` (empty or unknown step names), or ``deadlock``
-    (commands that can never start; the message lists them with lineage)."""
+    """A plan the timing model cannot run: ``code`` is ``bad_schedule`` (empty or unknown step names) or
+    ``deadlock`` (commands that can never start; the message lists them with lineage). Each command's step
+    and stage are its ``#cplan.lineage``'s (whose verifier rejects an unknown step at parse)."""
 
     code = "simulation"
 
@@ -107,19 +103,6 @@ class ExecModel:
         return {c.id: c.index for c in self.commands}
 
 
-def parse_step(task: str) -> tuple[str, int] | None:
-    """``(step, stage)`` of a portable task id such as ``decode.s2.b4.matmul.attn_q``, else None."""
-    m = STEP_RE.match(task)
-    return (m.group("step"), int(m.group("stage"))) if m else None
-
-
-def _edge_of(task: str) -> str:
-    parts = task.split(".")
-    if len(parts) >= 4 and parts[2] in ("send", "recv"):
-        return parts[3]
-    return ""
-
-
 def build_model(plan: PlanOp, confidences: Mapping[str, float] | None = None) -> ExecModel:
     """The execution model of ``plan``.
 
@@ -127,8 +110,6 @@ def build_model(plan: PlanOp, confidences: Mapping[str, float] | None = None) ->
         plan: a verified ``cplan.plan`` op (queue or slot extension).
         confidences: command id -> confidence in [0, 1] (from the CostedTaskView); commands not in
             it get :data:`STATUS_CONFIDENCE` of their status (0.95 for a direct measured cost).
-    Raises:
-        SimulationError(unknown_step): a command's task id lacks the ``<step>.s<stage>.`` prefix.
     """
     confidences = confidences or {}
     cx = PlanIndex(plan)
@@ -143,11 +124,7 @@ def build_model(plan: PlanOp, confidences: Mapping[str, float] | None = None) ->
                 qof.setdefault(j, (key, u.engine.data))
     cmds: list[ModelCommand] = []
     for i, c in enumerate(cx.cmds):
-        cid, task, lineage, status = cx.ids[i], c.task.data, c.lineage.data, c.status.data
-        ps = parse_step(task)
-        if ps is None:
-            raise SimulationError(f"command '{cid}' ({lineage}): task id '{task}' has no '<step>.s<stage>.' "
-                                  f"prefix, so its step is unknown", code="unknown_step", where=cid)
+        cid, lin, status = cx.ids[i], c.lineage, c.status.data
         dev, engine = c.device.data, c.engine.data
         key, eng = qof.get(i, (f"{dev}:{engine}", engine))
         if cid in confidences:
@@ -157,10 +134,10 @@ def build_model(plan: PlanOp, confidences: Mapping[str, float] | None = None) ->
         else:
             conf = STATUS_CONFIDENCE.get(status, 0.0)
         duration = None if c.duration is None else c.duration.value.data
-        cmds.append(ModelCommand(i, cid, c.op.data, ps[0], ps[1], dev, key, eng,
-                                 "" if c.link is None else c.link.data, _edge_of(task),
+        cmds.append(ModelCommand(i, cid, c.op.data, lin.step, lin.stage, dev, key, eng,
+                                 "" if c.link is None else c.link.data, lin.edge,
                                  0.0 if duration is None else float(duration), min(1.0, max(0.0, conf)),
-                                 duration is None, lineage))
+                                 duration is None, c.lineage_text))
     deps = tuple(tuple(dict.fromkeys(j for j in ds if j >= 0)) for ds in cx.deps)
     pos = cx.cmd_pos
     syncs = tuple((pos[s.signal], pos[s.wait]) for s in cx.syncs if s.signal in pos and s.wait in pos)
@@ -506,6 +483,6 @@ def simulate(model: ExecModel, schedule: Sequence[str]) -> Simulation:
 
 __all__ = [
     "ExecModel", "InstanceGraph", "Interval", "ModelCommand", "Node", "Projection", "STATUS_CONFIDENCE", "SimEvent",
-    "Simulation", "SimulationError", "build_model", "instance_graph", "parse_step", "project", "run_schedule",
+    "Simulation", "SimulationError", "build_model", "instance_graph", "project", "run_schedule",
     "simulate",
 ]

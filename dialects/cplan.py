@@ -54,21 +54,25 @@ from pipeplan.dialects.cplan_types import (  # noqa: F401  (re-exported: the dia
     CplanError,
     Device,
     Fire,
+    Lineage,
     Link,
     Queue,
     QueueSchedule,
     Slot,
     SlotDataflow,
     Sync,
+    lineage_text,
     risk_allows,
 )
 from pipeplan.dialects.diagnostics import IRVerifyError, PipeplanOp
 from pipeplan.dialects.lifetimes import Lifetime, enum_interner
+from pipeplan.dialects.steps import STEPS
 from xdsl.dialects.builtin import (
     ArrayAttr,
     DenseArrayBase,
     DictionaryAttr,
     FloatAttr,
+    IntAttr,
     IntegerAttr,
     StringAttr,
     f64,
@@ -99,6 +103,8 @@ from xdsl.irdl import (
     traits_def,
     var_operand_def,
 )
+from xdsl.parser import AttrParser
+from xdsl.printer import Printer
 from xdsl.traits import HasParent, NoTerminator
 from xdsl.utils.exceptions import VerifyException
 
@@ -146,7 +152,7 @@ class PlanOp(PipeplanOp):
       %0 = cplan.alloc "b0" transient {source = "b0", device = "d0", space = "hbm", offset = 0 : i64,
                              size = 64 : i64, alignment = 64 : i64}
       %1 = cplan.command "c0" () -> (%0) {task = "t0", op = "rms_norm", impl = "vq.rms_norm", device = "d0",
-                     engine = "compute", lineage = "s0/blk0/attn_norm", provider = "roofline", status = "direct",
+                     engine = "compute", lineage = #cplan.lineage<prefill, stage 0, block 0, "blk.0.attn_norm">, provider = "roofline", status = "direct",
                      duration = 1.0e-06 : f64}
       cplan.queue_schedule {
         cplan.queue "d0" "compute" [%1]
@@ -294,6 +300,109 @@ lifetime_attr = enum_interner(LifetimeAttr)
 :class:`~pipeplan.dialects.lifetimes.Lifetime`."""
 
 
+@irdl_attr_definition
+class LineageAttr(ParametrizedAttribute):
+    """Where a ``cplan.command`` comes from in the model: ``step`` (``prefill``/``decode``), pipeline
+    ``stage``, transformer ``block`` (-1: none), the portable task's ``model_op`` and the RunPlan ``edge``
+    a send/recv moves ("" otherwise). The task and candidate are the command's ``task``/``impl``.
+
+    Syntax: ``#cplan.lineage<<step>, stage <s>[, block <b>], "<model op>"[, edge "<edge>"]>``, e.g.
+    ``#cplan.lineage<prefill, stage 0, block 0, "blk.0.attn_q">``,
+    ``#cplan.lineage<decode, stage 1, "edge:e1", edge "e1">`` (block -1 and edge "" elided).
+
+    Verifier: step one of STEPS; stage >= 0; block >= -1; model op non-empty; an edge only with an
+    ``edge:`` model op.
+    """
+
+    name = "cplan.lineage"
+
+    step_: StringAttr
+    stage_: IntAttr
+    block_: IntAttr
+    model_op_: StringAttr
+    edge_: StringAttr
+
+    def __init__(self, step: str, stage: int, block: int = -1, model_op: str = "", edge: str = ""):
+        super().__init__(StringAttr(step), IntAttr(stage), IntAttr(block), StringAttr(model_op), StringAttr(edge))
+
+    @property
+    def step(self) -> str:
+        return self.step_.data
+
+    @property
+    def stage(self) -> int:
+        return self.stage_.data
+
+    @property
+    def block(self) -> int:
+        return self.block_.data
+
+    @property
+    def model_op(self) -> str:
+        return self.model_op_.data
+
+    @property
+    def edge(self) -> str:
+        return self.edge_.data
+
+    def record(self) -> Lineage:
+        """The :class:`~pipeplan.dialects.cplan_types.Lineage` record of the attribute."""
+        return Lineage(self.step, self.stage, self.block, self.model_op, self.edge)
+
+    def text(self, task: str, impl: str) -> str:
+        """``model op <op> -> stage <s>[ block <b>] (<step>) -> task @<task> -> candidate <impl>`` (AB-D-1)."""
+        return lineage_text(self.step, self.stage, self.block, self.model_op, task, impl)
+
+    def verify(self) -> None:
+        if self.step not in STEPS:
+            raise VerifyException(f"lineage: unknown step '{self.step}', expected one of {', '.join(STEPS)}")
+        if self.stage < 0:
+            raise VerifyException(f"lineage: stage {self.stage} is negative")
+        if self.block < -1:
+            raise VerifyException(f"lineage: block {self.block} < -1 (-1: no block)")
+        if not self.model_op:
+            raise VerifyException("lineage: the model op is empty")
+        if self.edge and not self.model_op.startswith("edge:"):
+            raise VerifyException(f"lineage: edge '{self.edge}' on model op '{self.model_op}' (only an 'edge:' "
+                                  f"model op moves an edge)")
+
+    def print_parameters(self, printer: Printer) -> None:
+        printer.print_string(f"<{self.step}, stage {self.stage}")
+        if self.block != -1:
+            printer.print_string(f", block {self.block}")
+        printer.print_string(", ")
+        printer.print_string_literal(self.model_op)
+        if self.edge:
+            printer.print_string(", edge ")
+            printer.print_string_literal(self.edge)
+        printer.print_string(">")
+
+    @classmethod
+    def parse_parameters(cls, parser: AttrParser) -> Sequence[Attribute]:
+        with parser.in_angle_brackets():
+            step = parser.parse_identifier(context_msg=" (lineage step)")
+            parser.parse_punctuation(",")
+            parser.parse_keyword("stage")
+            stage = parser.parse_integer(allow_boolean=False)
+            parser.parse_punctuation(",")
+            block = -1
+            if parser.parse_optional_keyword("block") is not None:
+                block = parser.parse_integer(allow_boolean=False)
+                parser.parse_punctuation(",")
+            model_op = parser.parse_str_literal()
+            edge = ""
+            if parser.parse_optional_punctuation(",") is not None:
+                parser.parse_keyword("edge")
+                edge = parser.parse_str_literal()
+        return (StringAttr(step), IntAttr(stage), IntAttr(block), StringAttr(model_op), StringAttr(edge))
+
+
+@lru_cache(maxsize=65536)
+def lineage_attr(lin: Lineage) -> LineageAttr:
+    """The :class:`LineageAttr` of a :class:`~pipeplan.dialects.cplan_types.Lineage` record."""
+    return LineageAttr(lin.step, lin.stage, lin.block, lin.model_op, lin.edge)
+
+
 @irdl_op_definition
 class AllocOp(PipeplanOp):
     """A buffer allocation of ``size`` bytes at byte ``offset`` of ``space`` on ``device``; yields the
@@ -340,14 +449,16 @@ class CommandOp(PipeplanOp):
     its own completion ``!cplan.timepoint``.
 
     ``id`` names it (lineage, vmachine ``cmd``); ``impl`` is the selected implementation,
-    ``device``/``engine`` its placement, ``lineage`` the path back to the model, ``provider``/``status``/
+    ``device``/``engine`` its placement, ``lineage`` (:class:`LineageAttr`) its place in the model
+    (:attr:`lineage_text` the diagnostic path), ``provider``/``status``/
     ``duration`` (seconds) the cost used. ``duration`` is present exactly when ``status`` is not
     ``missing``; ``link`` names the link a transfer uses. ``reads``/``writes``/``deps`` give the alloc and
     command ids of the operands.
 
     ```mlir
     %c1 = cplan.command "c1" (%b0) -> (%b1) after (%c0) {task = "t1", op = "matmul", impl = "vq.matmul",
-        device = "d0", engine = "compute", lineage = "s0/blk0/attn_q", provider = "roofline",
+        device = "d0", engine = "compute", lineage = #cplan.lineage<prefill, stage 0, block 0, "blk.0.attn_q">,
+        provider = "roofline",
         status = "direct", duration = 2.5e-06 : f64}
     ```
     """
@@ -364,7 +475,7 @@ class CommandOp(PipeplanOp):
     impl = prop_def(StringAttr)
     device = prop_def(StringAttr)
     engine = prop_def(StringAttr)
-    lineage = prop_def(StringAttr)
+    lineage = prop_def(LineageAttr)
     provider = prop_def(StringAttr)
     status = prop_def(StringAttr)
     duration = opt_prop_def(FloatAttr)
@@ -405,6 +516,11 @@ class CommandOp(PipeplanOp):
     def deps(self) -> ArrayAttr:
         """The ids of the commands it depends on (``after``), in operand order."""
         return _names(self.groups()[2], command_name)
+
+    @property
+    def lineage_text(self) -> str:
+        """The diagnostic lineage path ``model op -> stage/block (step) -> task @<task> -> candidate <impl>``."""
+        return self.lineage.text(self.task.data, self.impl.data)
 
     def verify_(self) -> None:
         name = self.id.data
@@ -595,7 +711,7 @@ class FireOp(PipeplanOp):
 Cplan = Dialect(
     "cplan",
     [PlanOp, DeviceOp, LinkOp, AllocOp, CommandOp, SyncOp, QueueScheduleOp, QueueOp, SlotDataflowOp, SlotOp, FireOp],
-    [AllocType, TimepointType, LifetimeAttr],
+    [AllocType, TimepointType, LifetimeAttr, LineageAttr],
 )
 
 
@@ -665,7 +781,7 @@ def command_op(c: Command, allocs: Mapping[str, SSAValue], after: Sequence[SSAVa
     ``allocs`` lacks."""
     props: dict[str, Attribute] = {
         "id": string(c.id), "task": string(c.task), "op": string(c.op), "impl": string(c.implementation),
-        "device": string(c.device), "engine": string(c.engine), "lineage": string(c.lineage),
+        "device": string(c.device), "engine": string(c.engine), "lineage": lineage_attr(c.lineage),
         "provider": string(c.provider), "status": string(c.status)}
     if c.duration is not None:
         props["duration"] = _f64(c.duration)

@@ -133,7 +133,7 @@ class PlanIndex:
 
     def who(self, cid: str) -> str:
         i = self.index.get(cid)
-        return f"'{cid}' ({self.cmds[i].lineage.data})" if i is not None else f"'{cid}'"
+        return f"'{cid}' ({self.cmds[i].lineage_text})" if i is not None else f"'{cid}'"
 
 
 def _dep_preds(cx: PlanIndex) -> list[list[int]]:

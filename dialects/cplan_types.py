@@ -79,9 +79,33 @@ class Alloc:
 
 
 @dataclass(frozen=True)
+class Lineage:
+    """Where a command comes from in the model (``#cplan.lineage``): the ``step`` (``prefill``/``decode``),
+    the pipeline ``stage``, the transformer ``block`` (-1: none), the portable task's ``model_op``
+    (``blk.0.attn_q``, ``token_embd``, ``edge:e0``) and the RunPlan ``edge`` a send/recv moves ("" otherwise)."""
+
+    step: str
+    stage: int
+    block: int = -1
+    model_op: str = ""
+    edge: str = ""
+
+    def text(self, task: str, impl: str) -> str:
+        """``model op <op> -> stage <s>[ block <b>] (<step>) -> task @<task> -> candidate <impl>`` (AB-D-1)."""
+        return lineage_text(self.step, self.stage, self.block, self.model_op, task, impl)
+
+
+def lineage_text(step: str, stage: int, block: int, model_op: str, task: str, impl: str) -> str:
+    """The diagnostic lineage path of a command (see :meth:`Lineage.text`)."""
+    where = f"stage {stage}" + (f" block {block}" if block >= 0 else "")
+    return f"model op {model_op} -> {where} ({step}) -> task @{task} -> candidate {impl}"
+
+
+@dataclass(frozen=True)
 class Command:
     """One concrete command, 1:1 with portable task ``task``. ``duration`` is seconds (None when
-    the cost is missing); ``link`` names the link a transfer command uses ("" otherwise)."""
+    the cost is missing); ``lineage`` places it in the model; ``link`` names the link a transfer command uses
+    ("" otherwise)."""
 
     id: str
     task: str
@@ -92,7 +116,7 @@ class Command:
     deps: tuple[str, ...]
     reads: tuple[str, ...]
     writes: tuple[str, ...]
-    lineage: str
+    lineage: Lineage
     provider: str
     status: str
     duration: float | None

@@ -51,6 +51,7 @@ from pipeplan.dialects.carriers import i64_attr, int_array, int_tuple, string, s
 from pipeplan.dialects.diagnostics import IRVerifyError, PipeplanOp
 from pipeplan.dialects.ggml_types import GGML_TYPE_SIZES
 from pipeplan.dialects.lifetimes import LIFETIMES, Lifetime  # noqa: F401  (re-exported)
+from pipeplan.dialects.steps import STEPS, Step  # noqa: F401  (re-exported)
 from xdsl.dialects.builtin import (
     I64,
     ArrayAttr,
@@ -118,8 +119,6 @@ COST_STATUSES = ("direct", "fallback", "out_of_domain")
 LAYOUTS = ("row_major",)
 """Layouts a task may require (activations and weights are row-major, GGUF order reversed)."""
 
-STEPS = ("prefill", "decode")
-"""The steps a portable plan describes: one prefill of the prompt, one decode of one token."""
 
 PORTABLE_OPS = (
     "embedding_gather", "rms_norm", "matmul", "rope", "kv_cache_write", "attention", "silu_mul",
@@ -192,13 +191,6 @@ class PortableOp(StrEnum):
     HEAD_RMS_NORM = "head_rms_norm"
     GELU_MUL = "gelu_mul"
     ADD_BIAS = "add_bias"
-
-
-class Step(StrEnum):
-    """The steps of a portable plan (STEPS)."""
-
-    PREFILL = "prefill"
-    DECODE = "decode"
 
 
 @irdl_attr_definition

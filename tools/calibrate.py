@@ -628,10 +628,10 @@ def measure_cpu(plan_module, model: str | Path, *, pool: str | Path | None = Non
                                 for t in transfer.values()}), round_trips=round_trips)
     last_stage = n - 1
     hop_entries = {}
-    for name, t in tasks.items():
+    for t in tasks.values():
         if t.op.data not in ("send", "recv"):
             continue
-        stage = int(name.split(".")[1][1:])
+        stage = t.stage_index
         nbytes = int(t.nbytes_read + t.nbytes_written) // 2 or 1
         hop_s, send_s = hop_seconds(hops, nbytes)
         loop = (t.op.data == "recv" and stage == 0) or (t.op.data == "send" and stage == last_stage)

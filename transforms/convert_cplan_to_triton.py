@@ -176,7 +176,7 @@ def _launch(cmd: CommandOp, kernel: str, grid: tuple[int, ...], meta: dict, args
         "grid": DenseArrayBase.from_list(i64, g), "meta": DictionaryAttr({k: scalar_attr(v) for k, v in meta.items()}),
         "scalars": DictionaryAttr({k: scalar_attr(v) for k, v in scalars.items()}),
         "autotune": IntegerAttr(int(autotune), i1),
-        "lineage": StringAttr(f"{cmd.lineage.data} -> concrete command {cmd.id.data}")})
+        "lineage": StringAttr(f"{cmd.lineage_text} -> concrete command {cmd.id.data}")})
 
 
 class KernelAttrs:
@@ -370,7 +370,7 @@ def lower_command(cmd: CommandOp, task: TaskOp, bufs: Mapping[str, BufferInfo], 
         PassFailedException: ``no Triton kernel for <reason> at <lineage> -> concrete command <id>``.
     """
     cid = cmd.id.data
-    where = f"{cmd.lineage.data} -> concrete command {cid}"
+    where = f"{cmd.lineage_text} -> concrete command {cid}"
     impl = cmd.impl.data
     try:
         if impl not in IMPLS:

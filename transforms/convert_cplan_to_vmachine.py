@@ -41,7 +41,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from pipeplan.analysis.simulate import parse_step
 from pipeplan.dialects.carriers import build_op, i64_of, scalar_attr, string
 from pipeplan.dialects.cplan import (
     AllocOp,
@@ -181,14 +180,8 @@ class Lowering:
 
 
 def _steps(cmds: list[CommandOp]) -> dict[str, tuple[str, int]]:
-    where: dict[str, tuple[str, int]] = {}
-    for c in cmds:
-        ps = parse_step(c.task.data)
-        if ps is None:
-            raise UnsupportedPlanError(f"command '{c.id.data}' ({c.lineage.data}): task '{c.task.data}' has no step",
-                                       where=c.id.data)
-        where[c.id.data] = ps
-    return where
+    """Command id -> ``(step, stage)`` of its lineage."""
+    return {c.id.data: (c.lineage.step, c.lineage.stage) for c in cmds}
 
 
 def place_commands(plan: PlanOp, abi: Mapping[str, Any], concrete: str = "") -> tuple[ProgramOp, Lowering, int]:
@@ -218,7 +211,7 @@ def place_commands(plan: PlanOp, abi: Mapping[str, Any], concrete: str = "") -> 
         st = where[c.id.data][1]
         if device.setdefault(st, c.device.data) != c.device.data:
             raise UnsupportedPlanError(f"stage {st} has commands on devices '{device[st]}' and '{c.device.data}' "
-                                       f"(command '{c.id.data}': {c.lineage.data}); the virtual target runs one stage per device",
+                                       f"(command '{c.id.data}': {c.lineage_text}); the virtual target runs one stage per device",
                                        where=c.id.data)
     hp = hparams_of(abi)
     env = Lowering(hp, names, where=where)
@@ -250,7 +243,7 @@ def place_commands(plan: PlanOp, abi: Mapping[str, Any], concrete: str = "") -> 
         elif op in ("last_row", "argmax"):
             last.add(st)
         elif op in ("send", "recv"):
-            eid = c.task.data.split(".")[3]
+            eid = c.lineage.edge
             e = edge_rows.setdefault(eid, {"producer": -1, "consumer": -1, "buffer": "", "link": ""})
             e["buffer"] = (writes if op == "send" else reads)[0]
             if op == "send":
@@ -351,7 +344,7 @@ def place_commands(plan: PlanOp, abi: Mapping[str, Any], concrete: str = "") -> 
                 ops: list[Operation] = []
                 for cid in order:
                     c = cmd_of[cid]
-                    lin = c.lineage.data
+                    lin = c.lineage_text
                     for k, s in wait_before.get(cid, ()):
                         iid = f"i{counter}"
                         counter += 1
@@ -410,7 +403,7 @@ class LowerCommand(LowerPlacedCommand):
 
     def lower(self, op: CommandOp) -> Operation:
         env = self.env
-        cid, kind, lin = op.id.data, op.op.data, op.lineage.data
+        cid, kind, lin = op.id.data, op.op.data, op.lineage_text
         iid = env.iid[cid]
         path = env.lineage[iid]
         reads, writes = env.ids[cid]
@@ -426,9 +419,9 @@ class LowerCommand(LowerPlacedCommand):
         if kind in ("recv", "send", "argmax"):
             ends = [buf(reads[0]), buf(writes[0])]
             if kind == "recv":
-                ins_op: Operation = new_op(RecvOp, [env.edges[op.task.data.split(".")[3]], ends[1]], props)
+                ins_op: Operation = new_op(RecvOp, [env.edges[op.lineage.edge], ends[1]], props)
             elif kind == "send":
-                ins_op = new_op(SendOp, [ends[0], env.edges[op.task.data.split(".")[3]]], props)
+                ins_op = new_op(SendOp, [ends[0], env.edges[op.lineage.edge]], props)
             else:
                 ins_op = new_op(SampleOp, ends, props)
             return self._timed(ins_op, op)

@@ -61,6 +61,7 @@ from pipeplan.dialects.cplan import (
     CplanError,
     Device,
     Fire,
+    Lineage,
     Link,
     Queue,
     QueueSchedule,
@@ -149,6 +150,9 @@ def _check_problem(p: Problem) -> None:
         if t.link and t.link not in links:
             raise CplanError(f"task '{t.id}' ({t.lineage}) uses undeclared link '{t.link}'", code="missing_binding",
                              where=t.id)
+        if t.origin is None:
+            raise CplanError(f"task '{t.id}' ({t.lineage}) has no origin (step, stage, block, model op)",
+                             code="invalid_problem", where=t.id)
         for u in t.reads + t.writes:
             if u not in bufs:
                 raise CplanError(f"task '{t.id}' ({t.lineage}) uses undeclared buffer '{u}'", code="invalid_problem",
@@ -170,8 +174,14 @@ def _commands(p: Problem) -> tuple[Command, ...]:
     return tuple(Command(
         id=command_id(t.id), task=t.id, op=t.op, implementation=t.implementation, device=t.device, engine=t.engine,
         deps=tuple(command_id(d) for d in t.deps), reads=tuple(alloc_id(b) for b in t.reads),
-        writes=tuple(alloc_id(b) for b in t.writes), lineage=t.lineage, provider=t.provider, status=t.status,
+        writes=tuple(alloc_id(b) for b in t.writes), lineage=_origin(t), provider=t.provider, status=t.status,
         duration=t.duration, link=t.link) for t in p.tasks)
+
+
+def _origin(t: TaskNode) -> Lineage:
+    if t.origin is None:  # validate() rejects such a problem first
+        raise CplanError(f"task '{t.id}' ({t.lineage}) has no origin", code="invalid_problem", where=t.id)
+    return t.origin
 
 
 def _syncs(p: Problem, order: list[int] | tuple[int, ...]) -> tuple[Sync, ...]:
@@ -379,6 +389,12 @@ class PlanTask:
     lineage: str
 
 
+def task_lineage(t: TaskOp) -> Lineage:
+    """The :class:`~pipeplan.dialects.cplan_types.Lineage` of portable task ``t`` (its step, stage, block,
+    model op and the edge a send/recv moves): the ``#cplan.lineage`` of its command."""
+    return Lineage(t.step_name, t.stage_index, t.block.value.data, t.model_op.data, t.edge or "")
+
+
 def read_plan(plan: PPlanOp) -> tuple[list[PlanTask], list[BufferInfo]]:
     """The plan's tasks in program order and its buffers (``PlanOp.buffers()``'s order), in one walk: each
     value's buffer name, declaration and producing task are found once (through stage/step results)."""
@@ -538,7 +554,8 @@ def problem_from_module(module: ModuleOp, risk: str = "policy") -> Problem:
             duration=None if cost is None else cost.duration_s,
             provider="" if cost is None else cost.evidence,
             status="missing" if cost is None else cost.status, lineage=lineage,
-            candidates=tuple(c.impl for c in cands), link=link))
+            candidates=tuple(c.impl for c in cands), link=link,
+            origin=task_lineage(t)))
     writer: dict[str, str] = {}
     reader: dict[str, str] = {}
     for tn in tasks:

@@ -20,8 +20,7 @@ Confidence per command: the ``#pplan.cost`` of its task's candidate of that impl
 ``pplan.costed_view`` is in the module (present when the plan was bound with ``keep_source=true``); otherwise the status
 defaults of :data:`pipeplan.analysis.simulate.STATUS_CONFIDENCE`.
 
-Errors (PassFailedException): no ``cplan.plan`` in the module, a command whose task id lacks a
-step, queue order and signal/wait edges that deadlock.
+Errors (PassFailedException): no ``cplan.plan`` in the module, queue order and signal/wait edges that deadlock.
 """
 
 from __future__ import annotations
@@ -145,7 +144,7 @@ def strip_timing(root: Operation) -> int:
 def project_module(module: ModuleOp) -> Projection:
     """Project the module's ``cplan.plan`` and annotate it (see the module docstring).
 
-    Raises PipeplanError (no_concrete_plan) or SimulationError (unknown_step, deadlock).
+    Raises PipeplanError (no_concrete_plan) or SimulationError (deadlock).
     """
     plan_op = find_cplan(module)
     model = build_model(plan_op, confidences_from_module(module, plan_op))

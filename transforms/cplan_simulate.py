@@ -17,7 +17,7 @@ predicted timeline comes from). The ``simulation`` attribute of ``cplan.plan`` (
 ``device/engine`` queue's summed command time. Discardable: the concrete digest does not change.
 
 Errors (PassFailedException): no ``cplan.plan``, options below 0 or an empty run (``bad_schedule``), a
-command whose task id lacks a step (``unknown_step``), a deadlock.
+deadlock (a command's step is its ``#cplan.lineage``'s, checked at parse).
 """
 
 from __future__ import annotations
@@ -72,7 +72,7 @@ def annotate_simulation(plan_op: PlanOp, sim: Simulation) -> None:
 
 def simulate_module(module: ModuleOp, prompt_chunks: int = 1, decode_tokens: int = 4) -> Simulation:
     """Simulate the module's ``cplan.plan`` and annotate it (module docstring). Raises PipeplanError
-    (no_concrete_plan, bad_schedule) or SimulationError (unknown_step, deadlock)."""
+    (no_concrete_plan, bad_schedule) or SimulationError (deadlock)."""
     if prompt_chunks < 0 or decode_tokens < 0:
         raise PipeplanError(f"prompt_chunks and decode_tokens must be >= 0, got {prompt_chunks} and {decode_tokens}",
                             code="bad_schedule")

@@ -98,7 +98,7 @@ def op_key(op: Operation) -> tuple[object, ...]:
 def _describe(op: Operation, other: Operation | None) -> str:
     """``op`` as a commit-gate message shows it: its name and id, then the properties and operand definers in
     which it differs from ``other`` (all of them when ``other`` is None), e.g.
-    ``cplan.command "cmd.t0" {lineage = "elsewhere"}``."""
+    ``cplan.command "cmd.t0" {lineage = #cplan.lineage<decode, stage 0, "elsewhere">}``."""
     ident = op.properties.get("id")
     head = op.name + (f' "{ident.data}"' if isinstance(ident, StringAttr) else "")
     theirs = {} if other is None or other.name != op.name else other.properties

@@ -268,9 +268,9 @@ class CostCoverage(Observer):
 
 # --------------------------------------------------------------------------- construction
 class CommandCorrelation(Observer):
-    """Every ``cplan.command`` traces to a portable task: its ``task`` names a ``pplan.task`` and its lineage
-    names the same task; every task has a command (AB-D-1). Without the portable source
-    (``keep_source=false``) only command task/lineage agreement is checked."""
+    """Every ``cplan.command`` traces to a portable task: its ``task`` names a ``pplan.task`` whose step,
+    stage, block and model op its ``#cplan.lineage`` states; every task has a command (AB-D-1). Without the
+    portable source (``keep_source=false``) there is nothing to trace to: every command counts as traced."""
 
     name = "command-correlation"
     boundary = "construction"
@@ -284,11 +284,14 @@ class CommandCorrelation(Observer):
         findings: list[str] = []
         traced: set[str] = set()
         for c in cmds:
-            task, m = c.task.data, _TASK_REF.search(c.lineage.data)
-            if m is None or m.group(1) != task:
-                findings.append(f"command '{c.id.data}': lineage '{c.lineage.data}' does not name its task @{task}")
-            elif tasks and task not in tasks:
+            task, lin = c.task.data, c.lineage
+            t = tasks.get(task)
+            if tasks and t is None:
                 findings.append(f"command '{c.id.data}' names task @{task} that is not in the portable plan")
+            elif t is not None and (lin.step, lin.stage, lin.block, lin.model_op) != (
+                    t.step_name, t.stage_index, t.block.value.data, t.model_op.data):
+                findings.append(f"command '{c.id.data}': lineage {lin} does not agree with its task @{task} "
+                                f"({t.lineage})")
             else:
                 traced.add(task)
         untraced = [t for name, t in tasks.items() if name not in traced]
@@ -358,7 +361,6 @@ class TraceConservation(Observer):
 
     def observe(self, module: ModuleOp) -> Observation:
         findings: list[str] = []
-        steps_of = {t.task_id: t.step_name for t in _tasks(module)}
         intervals = 0
         busy: dict[str, float] = {}
         makespan = 0.0
@@ -374,12 +376,11 @@ class TraceConservation(Observer):
             for c in _inner(p, cplan.CommandOp):
                 n_cmds += 1
                 cid = c.id.data
-                m = re.search(r"\((\w+)\) -> task @", c.lineage.data)
-                step = steps_of.get(c.task.data) or (m.group(1) if m else "")
+                step = c.lineage.step
                 t = c.attributes.get("timing")
                 if not isinstance(t, DictionaryAttr):
                     if step in steps:
-                        findings.append(f"command '{cid}' ({c.lineage.data}) has no interval in step '{step}'")
+                        findings.append(f"command '{cid}' ({c.lineage_text}) has no interval in step '{step}'")
                     continue
                 if step not in steps:
                     findings.append(f"command '{cid}' has an interval but its step '{step}' was not projected")

@@ -19,6 +19,8 @@ from pipeplan.dialects.cplan import (
     CplanError,
     Device,
     FireOp,
+    Lineage,
+    LineageAttr,
     Link,
     LinkOp,
     PlanOp,
@@ -55,7 +57,7 @@ from xdsl.printer import Printer
 def _task(tid, op, dev, deps, reads, writes, engine="compute", status="direct", link="", dur=1e-6):
     return TaskNode(tid, op, dev, engine, f"vq.{op}", tuple(deps), tuple(reads), tuple(writes),
                     None if status == "missing" else dur, "roofline", status, f"stage {dev} {tid}",
-                    (f"vq.{op}",), link)
+                    (f"vq.{op}",), link, Lineage("decode", 0, -1, tid))
 
 
 def problem(risk="strict", cap=1 << 20, status="direct") -> Problem:
@@ -100,7 +102,8 @@ def alloc(plan: PlanOp, aid: str) -> AllocOp:
 
 def stray(cid: str) -> CommandOp:
     """A detached command (no op of the plan): a use of its timepoint names an unknown command."""
-    return command_op(Command(cid, cid, "add", "vq.add", "d0", "compute", (), (), (), "stray", "roofline",
+    return command_op(Command(cid, cid, "add", "vq.add", "d0", "compute", (), (), (), Lineage("decode", 0, -1, "stray"),
+                              "roofline",
                               "direct", 1e-6), {})
 
 
@@ -191,7 +194,7 @@ def test_s1_unknown_dependency_and_cycle(prob):
     cmd(p, "cmd.t0").set_operands(after=[cmd(p, "cmd.t1").done])
     vs = check_invariants(p)
     cyc = [v for v in vs if v.code == "dependency_cycle"]
-    assert cyc and "'cmd.t0' (stage d0 t0)" in cyc[0].message and "'cmd.t1'" in cyc[0].message
+    assert cyc and "'cmd.t0' (model op t0 -> stage 0 (decode) -> task @t0 -> candidate vq." in cyc[0].message and "'cmd.t1'" in cyc[0].message
 
 
 def test_ir_references_are_ssa_uses(prob):
@@ -284,7 +287,7 @@ def test_s3_illegal_implementation_and_placement(prob):
     cmd(p, "cmd.t3").properties["engine"] = string("tensor")
     vs = check_invariants(p)
     assert {"no_implementation", "unknown_engine"} <= codes(vs, "AB-S-3")
-    assert any("'cmd.t3' (stage d1 t3)" in v.message for v in vs if v.code == "unknown_engine")
+    assert any("'cmd.t3' (model op t3 -> stage 0 (decode) -> task @t3 -> candidate vq." in v.message for v in vs if v.code == "unknown_engine")
 
 
 def test_s4_lifetime_does_not_cover_consumer(prob):
@@ -398,7 +401,7 @@ def test_commit_gate_detects_tampering(prob):
     """AB-R-5: a changed offset, lineage or extension differs from the rebuild."""
     p = bind(prob, "list-schedule").plan
     assert commit_gate(p, prob) == []
-    cmd(p, "cmd.t0").properties["lineage"] = string("elsewhere")
+    cmd(p, "cmd.t0").properties["lineage"] = LineageAttr("decode", 0, -1, "elsewhere")
     vs = commit_gate(p, prob)
     assert vs and vs[0].code == "commit_gate_mismatch" and "task lineage" in vs[0].message
     p = bind(prob, "list-schedule").plan

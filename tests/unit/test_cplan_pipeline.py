@@ -71,7 +71,7 @@ def test_stories_binders_pass_commit_gate(stories_pplan, binder):
     cmds = plan.ops_of(CommandOp)
     assert len(cmds) == len(problem.tasks) > 100
     assert isinstance(plan.extension, SlotDataflowOp if binder == "reference-slot" else QueueScheduleOp)
-    assert all("-> candidate vq." in c.lineage.data and "model op" in c.lineage.data for c in cmds)
+    assert all("-> candidate vq." in c.lineage_text and "model op" in c.lineage_text for c in cmds)
 
 
 @pytest.mark.parametrize("binder", ["list-schedule", "reference-slot"])

@@ -7,7 +7,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from pipeplan.analysis.memplan import PERSISTENT
 from pipeplan.analysis.schedule import BufferNode, Problem, TaskNode
-from pipeplan.dialects.cplan import AllocOp, CommandOp, Device, QueueOp, SyncOp, command_name
+from pipeplan.dialects.cplan import AllocOp, CommandOp, Device, Lineage, QueueOp, SyncOp, command_name
 from pipeplan.transforms.convert_pplan_to_cplan import bind
 from pipeplan.transforms.cplan_verify import check_invariants, verify_plan
 
@@ -42,7 +42,8 @@ def problems(draw) -> Problem:
         writer[out] = i
         dur = draw(st.floats(0.0, 1e-3, allow_nan=False))
         tasks.append(TaskNode(f"t{i}", "add", dev, eng, "vq.add", tuple(f"t{d}" for d in sorted(deps)), tuple(reads),
-                              (out,), dur, "roofline", "direct", f"stage {dev} task {i}", ("vq.add",)))
+                              (out,), dur, "roofline", "direct", f"stage {dev} task {i}", ("vq.add",),
+                              origin=Lineage("decode", int(dev[1:]), -1, f"add.{i}")))
     devs = tuple(Device(f"d{d}", (("device", 1 << 40),), (("compute", 1), ("copy", 1))) for d in range(ndev))
     return Problem(tuple(tasks), tuple(bufs), devs, (), "vq@1", "dep", "roofline@r1", "strict", "sha256:p")
 
@@ -214,7 +215,7 @@ def test_list_schedule_does_not_reuse_a_buffer_live_across_a_transfer():
 
     def task(tid: str, eng: str, deps: tuple[str, ...], writes: tuple[str, ...], reads: tuple[str, ...] = ()):
         return TaskNode(tid, "add", "d0", eng, "vq.add", deps, reads, writes, 1e-3, "roofline", "direct", f"task {tid}",
-                        ("vq.add",))
+                        ("vq.add",), origin=Lineage("decode", 0, -1, tid))
 
     p = Problem((task("a0", "compute", (), ("j",)), task("b0", "copy", ("a0",), ("i",)),
                  task("a1", "compute", ("a0", "b0"), (), ("j",))),

@@ -180,7 +180,7 @@ def test_lowering_checks_are_typed_errors_with_lineage(cplans, models):
     cmds = plan.ops_of(CommandOp)
     silu = next(c for c in cmds if c.op.data == "silu_mul" and ".s1." in c.id.data)
     norm = next(c for c in cmds if c.op.data == "rms_norm" and ".s1." in c.id.data)
-    silu_id, silu_lineage, norm_id = silu.id.data, silu.lineage.data, norm.id.data
+    silu_id, silu_lineage, norm_id = silu.id.data, silu.lineage_text, norm.id.data
     silu_reads, norm_reads = [r.data for r in silu.reads], [r.data for r in norm.reads]
     cases = [
         (lambda p: _with(p, silu_id, op="foo"), vm.MachineVerifyError, "op 'foo' has no virtual-target instruction"),
@@ -213,7 +213,7 @@ def test_buffer_outside_the_plan_is_a_typed_error(cplans, models):
     with pytest.raises(UnsupportedPlanError) as ei:
         lower_plan(plan, abi)
     msg = ei.value.one_line()
-    assert cmd.id.data in msg and cmd.lineage.data in msg and "'alloc.stray' is not an allocation of the plan" in msg
+    assert cmd.id.data in msg and cmd.lineage_text in msg and "'alloc.stray' is not an allocation of the plan" in msg
     assert len(list(plan.walk())) == n_ops
 
 

@@ -153,11 +153,12 @@ def test_command_correlation_names_task_without_command_and_bad_lineage(stages):
     cmds = _ops(m, cplan.CommandOp)
     lost = cmds[7].task.data
     cmds[7].detach()
-    cmds[2].properties["lineage"] = StringAttr("model op x -> task @elsewhere")
+    lin = cmds[2].lineage
+    cmds[2].properties["lineage"] = cplan.LineageAttr(lin.step, lin.stage, lin.block, "elsewhere")
     obs = CommandCorrelation().observe(m)
     assert not obs.ok
     assert any(f"task @{lost} has no concrete command" in f for f in obs.findings)
-    assert any(f"command '{cmds[2].id.data}'" in f and "does not name its task" in f for f in obs.findings)
+    assert any(f"command '{cmds[2].id.data}'" in f and "does not agree with its task" in f for f in obs.findings)
 
 
 # --------------------------------------------------------------------------- resource conflicts

@@ -11,6 +11,7 @@ from pipeplan.dialects.cplan import (
     Command,
     CommandOp,
     Device,
+    Lineage,
     Link,
     PlanOp,
     Queue,
@@ -18,11 +19,13 @@ from pipeplan.dialects.cplan import (
     Sync,
     build_plan,
 )
+from xdsl.utils.exceptions import VerifyException
 
 
-def _cmd(cid, op, dev, eng, deps, reads, writes, dur, link="", status="direct"):
+def _cmd(cid, op, dev, eng, deps, reads, writes, dur, link="", status="direct", edge=""):
+    lineage = Lineage("decode", {"d0": 0, "d1": 1}[dev], -1, f"edge:{edge}" if edge else cid, edge)
     return Command(f"cmd.{cid}", cid, op, f"vq.{op}", dev, eng, tuple(f"cmd.{d}" for d in deps), reads, writes,
-                   f"model op {cid}", "roofline", status, dur, link)
+                   lineage, "roofline", status, dur, link)
 
 
 def _parts() -> dict:
@@ -44,14 +47,17 @@ def _records() -> dict:
         ("decode.s1.input", "d1", "transient"), ("decode.s1.output", "d1", "transient")])
     a = {x.source: x.id for x in allocs}
     cmds = (
-        _cmd("decode.s0.recv.e0", "recv", "d0", "copy", [], (a["edge.e0"],), (a["decode.s0.input"],), 1.0),
+        _cmd("decode.s0.recv.e0", "recv", "d0", "copy", [], (a["edge.e0"],), (a["decode.s0.input"],), 1.0,
+             edge="e0"),
         _cmd("decode.s0.k0", "matmul", "d0", "compute", ["decode.s0.recv.e0"], (a["decode.s0.input"],), (a["decode.s0.output"],), 2.0),
         _cmd("decode.s0.k0b", "add", "d0", "compute", ["decode.s0.recv.e0"], (a["decode.s0.input"],), (a["decode.s0.x"],), 3.0),
         _cmd("decode.s0.send.e1", "send", "d0", "copy", ["decode.s0.k0"], (a["decode.s0.output"],), (a["edge.e1"],), 1.0,
-             link="l01"),
-        _cmd("decode.s1.recv.e1", "recv", "d1", "copy", ["decode.s0.send.e1"], (a["edge.e1"],), (a["decode.s1.input"],), 1.0),
+             link="l01", edge="e1"),
+        _cmd("decode.s1.recv.e1", "recv", "d1", "copy", ["decode.s0.send.e1"], (a["edge.e1"],), (a["decode.s1.input"],), 1.0,
+             edge="e1"),
         _cmd("decode.s1.k1", "matmul", "d1", "compute", ["decode.s1.recv.e1"], (a["decode.s1.input"],), (a["decode.s1.output"],), 4.0),
-        _cmd("decode.s1.send.e2", "send", "d1", "copy", ["decode.s1.k1"], (a["decode.s1.output"],), (a["edge.e2"],), 1.0),
+        _cmd("decode.s1.send.e2", "send", "d1", "copy", ["decode.s1.k1"], (a["decode.s1.output"],), (a["edge.e2"],), 1.0,
+             edge="e2"),
     )
     q = QueueSchedule((Queue("d0", "copy", ("cmd.decode.s0.recv.e0", "cmd.decode.s0.send.e1")),
                        Queue("d0", "compute", ("cmd.decode.s0.k0b", "cmd.decode.s0.k0")),
@@ -120,8 +126,8 @@ def test_link_is_a_shared_resource():
 
 
 def test_deadlock_and_unknown_step_are_typed_errors():
-    """A queue order contradicting a dependency deadlocks (SimulationError deadlock, naming commands); a task
-    id without a step is unknown_step."""
+    """A queue order contradicting a dependency deadlocks (SimulationError deadlock, naming commands); a command
+    whose step is unknown is rejected (its ``#cplan.lineage`` verifier, at parse)."""
     q = _parts()["extension"].queues
     bad = QueueSchedule((Queue("d0", "copy", ("cmd.decode.s0.send.e1", "cmd.decode.s0.recv.e0")),) + q[1:])
     with pytest.raises(SimulationError) as ei:
@@ -131,10 +137,9 @@ def test_deadlock_and_unknown_step_are_typed_errors():
         project(build_model(_plan(extension=bad)), ("decode",))
     assert ei.value.code == "deadlock"
     cmds = _parts()["commands"]
-    cmds = (dataclasses.replace(cmds[0], task="recv0"),) + cmds[1:]
-    with pytest.raises(SimulationError) as ei:
-        build_model(_plan(commands=cmds))
-    assert ei.value.code == "unknown_step"
+    cmds = (dataclasses.replace(cmds[0], lineage=dataclasses.replace(cmds[0].lineage, step="warmup")),) + cmds[1:]
+    with pytest.raises(VerifyException, match="lineage: unknown step 'warmup'"):
+        _plan(commands=cmds).verify()  # the plan never reaches the model: parse runs this verifier
     with pytest.raises(SimulationError) as ei:
         simulate(build_model(_plan()), ("prefill",))
     assert ei.value.code == "bad_schedule"

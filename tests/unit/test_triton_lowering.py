@@ -33,6 +33,7 @@ from pipeplan.models.stage_program import KernelCall
 from pipeplan.targets import get_target
 from pipeplan.targets.triton_formats import DTYPES, OPERANDS, WEIGHT_FORMATS
 from pipeplan.transforms.convert_cplan_to_triton import KernelAttrs, Sync, lower_command
+from pipeplan.transforms.convert_pplan_to_cplan import task_lineage
 from pipeplan.transforms.pplan_legalize import task_requirements
 from xdsl.dialects.builtin import DenseArrayBase, StringAttr, i64
 from xdsl.utils.exceptions import PassFailedException
@@ -100,7 +101,7 @@ def _command(op: str, dtypes: tuple[str, ...], impl: str | None = None, stage: i
     (_, out_shape, out_origin), out_dt = operands[-1], dtypes[-1]
     task = TaskOp(f"t.{op}", op=op, ins=vals[:n_reads], updates=vals[n_reads:] if inplace else (),
                   out=None if inplace else BufferType(out_shape, out_dt),
-                  out_name=None if inplace else out_origin.split(":", 1)[-1], model_op=f"blk.0.{op}", block=block,
+                  out_name=None if inplace else out_origin.split(":", 1)[-1], model_op={"send": "edge:e1", "recv": "edge:e0"}.get(op, f"blk.0.{op}"), block=block,
                   flops=1, work=shape, nbytes=[V * 4] * n_reads + [4] * (len(operands) - n_reads))
     step = StepOp("decode", [StageOp(stage, [task], [])], [])
     plan = PlanOp("p", stage_count=stage + 1, prompt_len=1, decode_pos=1, model="m", source="s",
@@ -111,7 +112,7 @@ def _command(op: str, dtypes: tuple[str, ...], impl: str | None = None, stage: i
     vals = {a: alloc_op(Alloc(a, a, "n0", "device", 0, 1024, 64, "transient")).result for a in allocs}
     cmd = command_op(Command(f"cmd.{op}", task.task_id, op, impl or f"triton.{op}", "n0", "cuda.stream", (),
                              tuple(allocs[:n_reads]), tuple(allocs[n_reads:]),
-                             task.lineage + f" -> candidate {impl or f'triton.{op}'}", "roofline", "missing", None), vals)
+                             task_lineage(task), "roofline", "missing", None), vals)
     return cmd, task, bufs
 
 

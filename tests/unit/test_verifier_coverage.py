@@ -25,7 +25,7 @@ ROOT = Path(__file__).resolve().parents[2]
 LIT = ROOT / "tests" / "filecheck" / "dialects"
 
 DIALECTS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
-    "cplan": (("dialects/cplan.py", "dialects/cplan_invariants.py"), ("cplan/invalid.mlir",)),
+    "cplan": (("dialects/cplan.py", "dialects/cplan_invariants.py"), ("cplan/invalid.mlir", "cplan/lineage-invalid.mlir")),
     "vmachine": (("dialects/vmachine.py",), ("vmachine/invalid.mlir",)),
     "tmachine": (("dialects/triton_machine.py",), ("tmachine/invalid.mlir",)),
     "bindings": (("dialects/bindings.py",), ("pplan/invalid.mlir",)),

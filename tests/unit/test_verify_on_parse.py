@@ -181,7 +181,7 @@ def test_tmachine_launch_points_at_launch(change, needle):
 _SMALL_CPLAN = """cplan.plan attributes {binder = "reference-queue", target = "vq@1", deployment = "dep", evidence = "e", risk = "strict", source = "s"} {
   cplan.device {id = "d0", capacity = {device = 100 : i64}, engines = {compute = 1 : i64}}
   %a = cplan.alloc "alloc.a" transient {source = "a", device = "d0", space = "device", offset = 0 : i64, size = 64 : i64, alignment = 64 : i64}
-  %t0 = cplan.command "cmd.t0" () -> (%a) {task = "t0", op = "add", impl = "generic", device = "d0", engine = "compute", lineage = "l0", provider = "roofline", status = "direct", duration = 1.0e-06 : f64}
+  %t0 = cplan.command "cmd.t0" () -> (%a) {task = "t0", op = "add", impl = "generic", device = "d0", engine = "compute", lineage = #cplan.lineage<decode, stage 0, "m0">, provider = "roofline", status = "direct", duration = 1.0e-06 : f64}
   cplan.queue_schedule {
     cplan.queue "d0" "compute" [%t0]
   }
@@ -196,7 +196,7 @@ def test_cplan_verify_pass_error_points_at_op():
     with pytest.raises(OpPassError) as ei:
         CplanVerifyPass().apply(_ctx(), mod)
     e = ei.value
-    assert "AB-S-3 no_implementation: command 'cmd.t0' (l0) has no legal implementation ('generic')" in e.message
+    assert "AB-S-3 no_implementation: command 'cmd.t0' (model op m0 -> stage 0 (decode) -> task @t0 -> candidate generic) has no legal implementation ('generic')" in e.message
     assert isinstance(e.op, cplan.CommandOp) and e.location == ("p.mlir", 4, 3)
     assert e.diagnostic().startswith("p.mlir:4:3: error: cplan-verify failed:")
 
@@ -211,5 +211,5 @@ def test_pipeplan_opt_prints_location_not_module(tmp_path):
     assert r.returncode == 1 and r.stdout == ""
     lines = r.stderr.strip().split("\n")
     assert lines[0].startswith(f"{f}:4:3: error: [AB-S-3] every command needs a legal implementation and "
-                               f"placement (no_implementation): command 'cmd.t0' (l0)"), r.stderr
+                               f"placement (no_implementation): command 'cmd.t0' (model op m0 -> stage 0 (decode) -> task @t0 -> candidate generic)"), r.stderr
     assert lines[1].startswith('  %t0 = cplan.command "cmd.t0"') and len(lines) == 2

@@ -17,7 +17,7 @@
 // LIST:        cplan.link {id = "link.n0.n1", src = "n0", dst = "n1", capacity = 1073741824 : i64}
 // LIST:        %[[RECV:[0-9]+]] = cplan.command "cmd.prefill.s0.recv.e0" (%{{[0-9]+}}) -> (%{{[0-9]+}}) {task = "prefill.s0.recv.e0"
 // LIST:        %[[NORM:[0-9]+]] = cplan.command "cmd.prefill.s0.b0.rms_norm.attn_norm" (%{{[0-9]+}}, %{{[0-9]+}}) -> (%{{[0-9]+}}) after(%{{[0-9]+}})
-// LIST-NEXT:   %{{[0-9]+}} = cplan.command "cmd.prefill.s0.b0.matmul.attn_q" (%{{[0-9]+}}, %{{[0-9]+}}) -> (%{{[0-9]+}}) after(%[[NORM]]) {task = "prefill.s0.b0.matmul.attn_q", op = "matmul", impl = "vq.matmul", device = "n0", engine = "queue.compute", lineage = "model op blk.0.attn_q -> stage 0 block 0 (prefill) -> task @prefill.s0.b0.matmul.attn_q -> candidate vq.matmul", provider = "roofline", status = "direct", duration = {{.*}}
+// LIST-NEXT:   %{{[0-9]+}} = cplan.command "cmd.prefill.s0.b0.matmul.attn_q" (%{{[0-9]+}}, %{{[0-9]+}}) -> (%{{[0-9]+}}) after(%[[NORM]]) {task = "prefill.s0.b0.matmul.attn_q", op = "matmul", impl = "vq.matmul", device = "n0", engine = "queue.compute", lineage = #cplan.lineage<prefill, stage 0, block 0, "blk.0.attn_q">, provider = "roofline", status = "direct", duration = {{.*}}
 // LIST:        cplan.sync %{{[0-9]+}} -> %{{[0-9]+}}
 // LIST:        cplan.queue_schedule {
 // LIST-NEXT:     cplan.queue "n0" "queue.copy" [%[[RECV]], 

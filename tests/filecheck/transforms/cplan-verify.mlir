@@ -10,8 +10,8 @@ cplan.plan attributes {binder = "reference-queue", target = "vq@1", deployment =
   %w = cplan.alloc "alloc.w" weight {source = "w", device = "d0", space = "device", offset = 0 : i64, size = 128 : i64, alignment = 64 : i64}
   %a = cplan.alloc "alloc.a" transient {source = "a", device = "d0", space = "device", offset = 128 : i64, size = 64 : i64, alignment = 64 : i64}
   %b = cplan.alloc "alloc.b" transient {source = "b", device = "d0", space = "device", offset = 192 : i64, size = 64 : i64, alignment = 64 : i64}
-  %t0 = cplan.command "cmd.t0" (%w) -> (%a) {task = "t0", op = "rms_norm", impl = "vq.rms_norm", device = "d0", engine = "compute", lineage = "stage 0 block 0 attn_norm", provider = "roofline", status = "direct", duration = 1.0e-06 : f64}
-  %t1 = cplan.command "cmd.t1" (%a) -> (%b) after(%t0) {task = "t1", op = "matmul", impl = "vq.matmul", device = "d0", engine = "copy", lineage = "stage 0 block 0 attn_q", provider = "roofline", status = "direct", duration = 1.0e-06 : f64}
+  %t0 = cplan.command "cmd.t0" (%w) -> (%a) {task = "t0", op = "rms_norm", impl = "vq.rms_norm", device = "d0", engine = "compute", lineage = #cplan.lineage<decode, stage 0, block 0, "blk.0.attn_norm">, provider = "roofline", status = "direct", duration = 1.0e-06 : f64}
+  %t1 = cplan.command "cmd.t1" (%a) -> (%b) after(%t0) {task = "t1", op = "matmul", impl = "vq.matmul", device = "d0", engine = "copy", lineage = #cplan.lineage<decode, stage 0, block 0, "blk.0.attn_q">, provider = "roofline", status = "direct", duration = 1.0e-06 : f64}
   cplan.sync %t0 -> %t1
   cplan.queue_schedule {
     cplan.queue "d0" "compute" [%t0]
@@ -31,16 +31,16 @@ cplan.plan attributes {binder = "reference-queue", target = "vq@1", deployment =
   %w = cplan.alloc "alloc.w" weight {source = "w", device = "d0", space = "device", offset = 0 : i64, size = 128 : i64, alignment = 64 : i64}
   %a = cplan.alloc "alloc.a" transient {source = "a", device = "d0", space = "device", offset = 128 : i64, size = 64 : i64, alignment = 64 : i64}
   %b = cplan.alloc "alloc.b" transient {source = "b", device = "d0", space = "device", offset = 192 : i64, size = 64 : i64, alignment = 64 : i64}
-  %t0 = cplan.command "cmd.t0" (%w) -> (%a) after(%t1) {task = "t0", op = "rms_norm", impl = "vq.rms_norm", device = "d0", engine = "compute", lineage = "stage 0 block 0 attn_norm", provider = "roofline", status = "direct", duration = 1.0e-06 : f64}
-  %t1 = cplan.command "cmd.t1" (%a) -> (%b) after(%t0) {task = "t1", op = "matmul", impl = "vq.matmul", device = "d0", engine = "copy", lineage = "stage 0 block 0 attn_q", provider = "roofline", status = "direct", duration = 1.0e-06 : f64}
+  %t0 = cplan.command "cmd.t0" (%w) -> (%a) after(%t1) {task = "t0", op = "rms_norm", impl = "vq.rms_norm", device = "d0", engine = "compute", lineage = #cplan.lineage<decode, stage 0, block 0, "blk.0.attn_norm">, provider = "roofline", status = "direct", duration = 1.0e-06 : f64}
+  %t1 = cplan.command "cmd.t1" (%a) -> (%b) after(%t0) {task = "t1", op = "matmul", impl = "vq.matmul", device = "d0", engine = "copy", lineage = #cplan.lineage<decode, stage 0, block 0, "blk.0.attn_q">, provider = "roofline", status = "direct", duration = 1.0e-06 : f64}
   cplan.sync %t0 -> %t1
   cplan.queue_schedule {
     cplan.queue "d0" "compute" [%t0]
     cplan.queue "d0" "copy" [%t1]
   }
 }
-// CHECK: [AB-S-1] {{.*}} (dependency_cycle): command dependencies form a cycle through 'cmd.t0' (stage 0 block 0 attn_norm), 'cmd.t1' (stage 0 block 0 attn_q)
-// PASS: AB-S-1 dependency_cycle: command dependencies form a cycle through 'cmd.t0' (stage 0 block 0 attn_norm), 'cmd.t1' (stage 0 block 0 attn_q)
+// CHECK: [AB-S-1] {{.*}} (dependency_cycle): command dependencies form a cycle through 'cmd.t0' (model op blk.0.attn_norm -> stage 0 block 0 (decode) -> task @t0 -> candidate vq.rms_norm), 'cmd.t1' (model op blk.0.attn_q -> stage 0 block 0 (decode) -> task @t1 -> candidate vq.matmul)
+// PASS: AB-S-1 dependency_cycle: command dependencies form a cycle through 'cmd.t0' (model op blk.0.attn_norm -> stage 0 block 0 (decode) -> task @t0 -> candidate vq.rms_norm), 'cmd.t1' (model op blk.0.attn_q -> stage 0 block 0 (decode) -> task @t1 -> candidate vq.matmul)
 
 // -----
 
@@ -50,15 +50,15 @@ cplan.plan attributes {binder = "reference-queue", target = "vq@1", deployment =
   %w = cplan.alloc "alloc.w" weight {source = "w", device = "d0", space = "device", offset = 0 : i64, size = 128 : i64, alignment = 64 : i64}
   %a = cplan.alloc "alloc.a" transient {source = "a", device = "d0", space = "device", offset = 128 : i64, size = 64 : i64, alignment = 64 : i64}
   %b = cplan.alloc "alloc.b" transient {source = "b", device = "d0", space = "device", offset = 192 : i64, size = 64 : i64, alignment = 64 : i64}
-  %t0 = cplan.command "cmd.t0" (%w) -> (%a) {task = "t0", op = "rms_norm", impl = "vq.rms_norm", device = "d0", engine = "compute", lineage = "stage 0 block 0 attn_norm", provider = "roofline", status = "direct", duration = 1.0e-06 : f64}
-  %t1 = cplan.command "cmd.t1" (%a) -> (%b) after(%t0) {task = "t1", op = "matmul", impl = "vq.matmul", device = "d0", engine = "copy", lineage = "stage 0 block 0 attn_q", provider = "roofline", status = "direct", duration = 1.0e-06 : f64}
+  %t0 = cplan.command "cmd.t0" (%w) -> (%a) {task = "t0", op = "rms_norm", impl = "vq.rms_norm", device = "d0", engine = "compute", lineage = #cplan.lineage<decode, stage 0, block 0, "blk.0.attn_norm">, provider = "roofline", status = "direct", duration = 1.0e-06 : f64}
+  %t1 = cplan.command "cmd.t1" (%a) -> (%b) after(%t0) {task = "t1", op = "matmul", impl = "vq.matmul", device = "d0", engine = "copy", lineage = #cplan.lineage<decode, stage 0, block 0, "blk.0.attn_q">, provider = "roofline", status = "direct", duration = 1.0e-06 : f64}
   cplan.queue_schedule {
     cplan.queue "d0" "compute" [%t0]
     cplan.queue "d0" "copy" [%t1]
   }
 }
-// CHECK: [AB-S-2] {{.*}} (unenforced_dependency): dependency 'cmd.t0' (stage 0 block 0 attn_norm) -> 'cmd.t1' (stage 0 block 0 attn_q) is not enforced by queue order or signal/wait (missing wait)
-// PASS: AB-S-2 unenforced_dependency: dependency 'cmd.t0' (stage 0 block 0 attn_norm) -> 'cmd.t1' (stage 0 block 0 attn_q) is not enforced by queue order or signal/wait (missing wait)
+// CHECK: [AB-S-2] {{.*}} (unenforced_dependency): dependency 'cmd.t0' (model op blk.0.attn_norm -> stage 0 block 0 (decode) -> task @t0 -> candidate vq.rms_norm) -> 'cmd.t1' (model op blk.0.attn_q -> stage 0 block 0 (decode) -> task @t1 -> candidate vq.matmul) is not enforced by queue order or signal/wait (missing wait)
+// PASS: AB-S-2 unenforced_dependency: dependency 'cmd.t0' (model op blk.0.attn_norm -> stage 0 block 0 (decode) -> task @t0 -> candidate vq.rms_norm) -> 'cmd.t1' (model op blk.0.attn_q -> stage 0 block 0 (decode) -> task @t1 -> candidate vq.matmul) is not enforced by queue order or signal/wait (missing wait)
 
 // -----
 
@@ -68,16 +68,16 @@ cplan.plan attributes {binder = "reference-queue", target = "vq@1", deployment =
   %w = cplan.alloc "alloc.w" weight {source = "w", device = "d0", space = "device", offset = 0 : i64, size = 128 : i64, alignment = 64 : i64}
   %a = cplan.alloc "alloc.a" transient {source = "a", device = "d0", space = "device", offset = 128 : i64, size = 64 : i64, alignment = 64 : i64}
   %b = cplan.alloc "alloc.b" transient {source = "b", device = "d0", space = "device", offset = 192 : i64, size = 64 : i64, alignment = 64 : i64}
-  %t0 = cplan.command "cmd.t0" (%w) -> (%a) {task = "t0", op = "rms_norm", impl = "generic", device = "d0", engine = "compute", lineage = "stage 0 block 0 attn_norm", provider = "roofline", status = "direct", duration = 1.0e-06 : f64}
-  %t1 = cplan.command "cmd.t1" (%a) -> (%b) after(%t0) {task = "t1", op = "matmul", impl = "vq.matmul", device = "d0", engine = "copy", lineage = "stage 0 block 0 attn_q", provider = "roofline", status = "direct", duration = 1.0e-06 : f64}
+  %t0 = cplan.command "cmd.t0" (%w) -> (%a) {task = "t0", op = "rms_norm", impl = "generic", device = "d0", engine = "compute", lineage = #cplan.lineage<decode, stage 0, block 0, "blk.0.attn_norm">, provider = "roofline", status = "direct", duration = 1.0e-06 : f64}
+  %t1 = cplan.command "cmd.t1" (%a) -> (%b) after(%t0) {task = "t1", op = "matmul", impl = "vq.matmul", device = "d0", engine = "copy", lineage = #cplan.lineage<decode, stage 0, block 0, "blk.0.attn_q">, provider = "roofline", status = "direct", duration = 1.0e-06 : f64}
   cplan.sync %t0 -> %t1
   cplan.queue_schedule {
     cplan.queue "d0" "compute" [%t0]
     cplan.queue "d0" "copy" [%t1]
   }
 }
-// CHECK: [AB-S-3] {{.*}} (no_implementation): command 'cmd.t0' (stage 0 block 0 attn_norm) has no legal implementation ('generic')
-// PASS: AB-S-3 no_implementation: command 'cmd.t0' (stage 0 block 0 attn_norm) has no legal implementation ('generic')
+// CHECK: [AB-S-3] {{.*}} (no_implementation): command 'cmd.t0' (model op blk.0.attn_norm -> stage 0 block 0 (decode) -> task @t0 -> candidate generic) has no legal implementation ('generic')
+// PASS: AB-S-3 no_implementation: command 'cmd.t0' (model op blk.0.attn_norm -> stage 0 block 0 (decode) -> task @t0 -> candidate generic) has no legal implementation ('generic')
 
 // -----
 
@@ -87,16 +87,16 @@ cplan.plan attributes {binder = "reference-queue", target = "vq@1", deployment =
   %w = cplan.alloc "alloc.w" weight {source = "w", device = "d0", space = "device", offset = 0 : i64, size = 128 : i64, alignment = 64 : i64}
   %a = cplan.alloc "alloc.a" transient {source = "a", device = "d0", space = "device", offset = 128 : i64, size = 64 : i64, alignment = 64 : i64}
   %b = cplan.alloc "alloc.b" transient {source = "b", device = "d0", space = "device", offset = 192 : i64, size = 64 : i64, alignment = 64 : i64}
-  %t0 = cplan.command "cmd.t0" (%w) -> () {task = "t0", op = "rms_norm", impl = "vq.rms_norm", device = "d0", engine = "compute", lineage = "stage 0 block 0 attn_norm", provider = "roofline", status = "direct", duration = 1.0e-06 : f64}
-  %t1 = cplan.command "cmd.t1" (%a) -> (%b) after(%t0) {task = "t1", op = "matmul", impl = "vq.matmul", device = "d0", engine = "copy", lineage = "stage 0 block 0 attn_q", provider = "roofline", status = "direct", duration = 1.0e-06 : f64}
+  %t0 = cplan.command "cmd.t0" (%w) -> () {task = "t0", op = "rms_norm", impl = "vq.rms_norm", device = "d0", engine = "compute", lineage = #cplan.lineage<decode, stage 0, block 0, "blk.0.attn_norm">, provider = "roofline", status = "direct", duration = 1.0e-06 : f64}
+  %t1 = cplan.command "cmd.t1" (%a) -> (%b) after(%t0) {task = "t1", op = "matmul", impl = "vq.matmul", device = "d0", engine = "copy", lineage = #cplan.lineage<decode, stage 0, block 0, "blk.0.attn_q">, provider = "roofline", status = "direct", duration = 1.0e-06 : f64}
   cplan.sync %t0 -> %t1
   cplan.queue_schedule {
     cplan.queue "d0" "compute" [%t0]
     cplan.queue "d0" "copy" [%t1]
   }
 }
-// CHECK: [AB-S-4] {{.*}} (lifetime_gap): transient buffer 'alloc.a' (source 'a') is read by 'cmd.t1' (stage 0 block 0 attn_q) before any producer is guaranteed to have written it (producers: none)
-// PASS: AB-S-4 lifetime_gap: transient buffer 'alloc.a' (source 'a') is read by 'cmd.t1' (stage 0 block 0 attn_q) before any producer is guaranteed to have written it (producers: none)
+// CHECK: [AB-S-4] {{.*}} (lifetime_gap): transient buffer 'alloc.a' (source 'a') is read by 'cmd.t1' (model op blk.0.attn_q -> stage 0 block 0 (decode) -> task @t1 -> candidate vq.matmul) before any producer is guaranteed to have written it (producers: none)
+// PASS: AB-S-4 lifetime_gap: transient buffer 'alloc.a' (source 'a') is read by 'cmd.t1' (model op blk.0.attn_q -> stage 0 block 0 (decode) -> task @t1 -> candidate vq.matmul) before any producer is guaranteed to have written it (producers: none)
 
 // -----
 
@@ -106,16 +106,16 @@ cplan.plan attributes {binder = "reference-queue", target = "vq@1", deployment =
   %w = cplan.alloc "alloc.w" weight {source = "w", device = "d0", space = "device", offset = 0 : i64, size = 128 : i64, alignment = 64 : i64}
   %a = cplan.alloc "alloc.a" transient {source = "a", device = "d0", space = "device", offset = 192 : i64, size = 64 : i64, alignment = 64 : i64}
   %b = cplan.alloc "alloc.b" transient {source = "b", device = "d0", space = "device", offset = 192 : i64, size = 64 : i64, alignment = 64 : i64}
-  %t0 = cplan.command "cmd.t0" (%w) -> (%a) {task = "t0", op = "rms_norm", impl = "vq.rms_norm", device = "d0", engine = "compute", lineage = "stage 0 block 0 attn_norm", provider = "roofline", status = "direct", duration = 1.0e-06 : f64}
-  %t1 = cplan.command "cmd.t1" (%a) -> (%b) after(%t0) {task = "t1", op = "matmul", impl = "vq.matmul", device = "d0", engine = "copy", lineage = "stage 0 block 0 attn_q", provider = "roofline", status = "direct", duration = 1.0e-06 : f64}
+  %t0 = cplan.command "cmd.t0" (%w) -> (%a) {task = "t0", op = "rms_norm", impl = "vq.rms_norm", device = "d0", engine = "compute", lineage = #cplan.lineage<decode, stage 0, block 0, "blk.0.attn_norm">, provider = "roofline", status = "direct", duration = 1.0e-06 : f64}
+  %t1 = cplan.command "cmd.t1" (%a) -> (%b) after(%t0) {task = "t1", op = "matmul", impl = "vq.matmul", device = "d0", engine = "copy", lineage = #cplan.lineage<decode, stage 0, block 0, "blk.0.attn_q">, provider = "roofline", status = "direct", duration = 1.0e-06 : f64}
   cplan.sync %t0 -> %t1
   cplan.queue_schedule {
     cplan.queue "d0" "compute" [%t0]
     cplan.queue "d0" "copy" [%t1]
   }
 }
-// CHECK: [AB-S-5] {{.*}} (unsafe_reuse): d0/device: allocations 'alloc.a' [192, 256) and 'alloc.b' [192, 256) overlap; they may be live at once: 'cmd.t1' (stage 0 block 0 attn_q) accesses both
-// PASS: AB-S-5 unsafe_reuse: d0/device: allocations 'alloc.a' [192, 256) and 'alloc.b' [192, 256) overlap; they may be live at once: 'cmd.t1' (stage 0 block 0 attn_q) accesses both
+// CHECK: [AB-S-5] {{.*}} (unsafe_reuse): d0/device: allocations 'alloc.a' [192, 256) and 'alloc.b' [192, 256) overlap; they may be live at once: 'cmd.t1' (model op blk.0.attn_q -> stage 0 block 0 (decode) -> task @t1 -> candidate vq.matmul) accesses both
+// PASS: AB-S-5 unsafe_reuse: d0/device: allocations 'alloc.a' [192, 256) and 'alloc.b' [192, 256) overlap; they may be live at once: 'cmd.t1' (model op blk.0.attn_q -> stage 0 block 0 (decode) -> task @t1 -> candidate vq.matmul) accesses both
 
 // -----
 
@@ -125,8 +125,8 @@ cplan.plan attributes {binder = "reference-queue", target = "vq@1", deployment =
   %w = cplan.alloc "alloc.w" weight {source = "w", device = "d0", space = "device", offset = 0 : i64, size = 128 : i64, alignment = 64 : i64}
   %a = cplan.alloc "alloc.a" transient {source = "a", device = "d0", space = "device", offset = 128 : i64, size = 64 : i64, alignment = 64 : i64}
   %b = cplan.alloc "alloc.b" transient {source = "b", device = "d0", space = "device", offset = 192 : i64, size = 64 : i64, alignment = 64 : i64}
-  %t0 = cplan.command "cmd.t0" (%w) -> (%a) {task = "t0", op = "rms_norm", impl = "vq.rms_norm", device = "d0", engine = "compute", lineage = "stage 0 block 0 attn_norm", provider = "roofline", status = "direct", duration = 1.0e-06 : f64}
-  %t1 = cplan.command "cmd.t1" (%a) -> (%b) after(%t0) {task = "t1", op = "matmul", impl = "vq.matmul", device = "d0", engine = "copy", lineage = "stage 0 block 0 attn_q", provider = "roofline", status = "direct", duration = 1.0e-06 : f64}
+  %t0 = cplan.command "cmd.t0" (%w) -> (%a) {task = "t0", op = "rms_norm", impl = "vq.rms_norm", device = "d0", engine = "compute", lineage = #cplan.lineage<decode, stage 0, block 0, "blk.0.attn_norm">, provider = "roofline", status = "direct", duration = 1.0e-06 : f64}
+  %t1 = cplan.command "cmd.t1" (%a) -> (%b) after(%t0) {task = "t1", op = "matmul", impl = "vq.matmul", device = "d0", engine = "copy", lineage = #cplan.lineage<decode, stage 0, block 0, "blk.0.attn_q">, provider = "roofline", status = "direct", duration = 1.0e-06 : f64}
   cplan.sync %t0 -> %t1
   cplan.queue_schedule {
     cplan.queue "d0" "compute" [%t0]
@@ -144,13 +144,13 @@ cplan.plan attributes {binder = "reference-queue", target = "vq@1", deployment =
   %w = cplan.alloc "alloc.w" weight {source = "w", device = "d0", space = "device", offset = 0 : i64, size = 128 : i64, alignment = 64 : i64}
   %a = cplan.alloc "alloc.a" transient {source = "a", device = "d0", space = "device", offset = 128 : i64, size = 64 : i64, alignment = 64 : i64}
   %b = cplan.alloc "alloc.b" transient {source = "b", device = "d0", space = "device", offset = 192 : i64, size = 64 : i64, alignment = 64 : i64}
-  %t0 = cplan.command "cmd.t0" (%w) -> (%a) {task = "t0", op = "rms_norm", impl = "vq.rms_norm", device = "d0", engine = "compute", lineage = "stage 0 block 0 attn_norm", provider = "roofline", status = "fallback", duration = 1.0e-06 : f64}
-  %t1 = cplan.command "cmd.t1" (%a) -> (%b) after(%t0) {task = "t1", op = "matmul", impl = "vq.matmul", device = "d0", engine = "copy", lineage = "stage 0 block 0 attn_q", provider = "roofline", status = "direct", duration = 1.0e-06 : f64}
+  %t0 = cplan.command "cmd.t0" (%w) -> (%a) {task = "t0", op = "rms_norm", impl = "vq.rms_norm", device = "d0", engine = "compute", lineage = #cplan.lineage<decode, stage 0, block 0, "blk.0.attn_norm">, provider = "roofline", status = "fallback", duration = 1.0e-06 : f64}
+  %t1 = cplan.command "cmd.t1" (%a) -> (%b) after(%t0) {task = "t1", op = "matmul", impl = "vq.matmul", device = "d0", engine = "copy", lineage = #cplan.lineage<decode, stage 0, block 0, "blk.0.attn_q">, provider = "roofline", status = "direct", duration = 1.0e-06 : f64}
   cplan.sync %t0 -> %t1
   cplan.queue_schedule {
     cplan.queue "d0" "compute" [%t0]
     cplan.queue "d0" "copy" [%t1]
   }
 }
-// CHECK: [AB-S-7] {{.*}} (cost_not_covered): command 'cmd.t0' (stage 0 block 0 attn_norm) uses a fallback cost (provider 'roofline') that risk policy 'strict' does not cover
-// PASS: AB-S-7 cost_not_covered: command 'cmd.t0' (stage 0 block 0 attn_norm) uses a fallback cost (provider 'roofline') that risk policy 'strict' does not cover
+// CHECK: [AB-S-7] {{.*}} (cost_not_covered): command 'cmd.t0' (model op blk.0.attn_norm -> stage 0 block 0 (decode) -> task @t0 -> candidate vq.rms_norm) uses a fallback cost (provider 'roofline') that risk policy 'strict' does not cover
+// PASS: AB-S-7 cost_not_covered: command 'cmd.t0' (model op blk.0.attn_norm -> stage 0 block 0 (decode) -> task @t0 -> candidate vq.rms_norm) uses a fallback cost (provider 'roofline') that risk policy 'strict' does not cover

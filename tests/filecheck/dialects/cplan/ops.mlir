@@ -19,9 +19,9 @@ cplan.plan attributes {binder = "reference-queue", target = "virtual-queue@1", d
   %1 = cplan.alloc "alloc.a" transient {source = "a", device = "d0", space = "device", offset = 128 : i64, size = 64 : i64, alignment = 64 : i64}
   %2 = cplan.alloc "alloc.e" edge {source = "e", device = "d0", space = "link", offset = 0 : i64, size = 64 : i64, alignment = 64 : i64}
   %3 = cplan.alloc "alloc.c" transient {source = "c", device = "d1", space = "device", offset = 0 : i64, size = 64 : i64, alignment = 64 : i64}
-  %4 = cplan.command "cmd.t0" (%0) -> (%1) {task = "t0", op = "rms_norm", impl = "vq.rms_norm", device = "d0", engine = "queue.compute", lineage = "stage 0 block 0 attn_norm", provider = "roofline", status = "direct", duration = 2.5e-06 : f64}
-  %5 = cplan.command "cmd.t1" (%1) -> (%2) after(%4) {task = "t1", op = "send", impl = "vq.send", device = "d0", engine = "queue.copy", lineage = "stage 0 send", provider = "roofline", status = "direct", duration = 1.0e-06 : f64, link = "l0"}
-  %6 = cplan.command "cmd.t2" (%2) -> (%3) after(%5) {task = "t2", op = "add", impl = "vq.add", device = "d1", engine = "queue.compute", lineage = "stage 1 add", provider = "roofline", status = "direct", duration = 1.0e-06 : f64}
+  %4 = cplan.command "cmd.t0" (%0) -> (%1) {task = "t0", op = "rms_norm", impl = "vq.rms_norm", device = "d0", engine = "queue.compute", lineage = #cplan.lineage<decode, stage 0, block 0, "blk.0.attn_norm">, provider = "roofline", status = "direct", duration = 2.5e-06 : f64}
+  %5 = cplan.command "cmd.t1" (%1) -> (%2) after(%4) {task = "t1", op = "send", impl = "vq.send", device = "d0", engine = "queue.copy", lineage = #cplan.lineage<decode, stage 0, "edge:e1", edge "e1">, provider = "roofline", status = "direct", duration = 1.0e-06 : f64, link = "l0"}
+  %6 = cplan.command "cmd.t2" (%2) -> (%3) after(%5) {task = "t2", op = "add", impl = "vq.add", device = "d1", engine = "queue.compute", lineage = #cplan.lineage<decode, stage 1, block 1, "blk.1.add(h_mid)">, provider = "roofline", status = "direct", duration = 1.0e-06 : f64}
   cplan.sync %4 -> %5
   cplan.sync %5 -> %6
   cplan.queue_schedule {
@@ -39,9 +39,9 @@ cplan.plan attributes {binder = "reference-queue", target = "virtual-queue@1", d
 // CHECK-NEXT:   %1 = cplan.alloc "alloc.a" transient {source = "a", device = "d0", space = "device", offset = 128 : i64, size = 64 : i64, alignment = 64 : i64}
 // CHECK-NEXT:   %2 = cplan.alloc "alloc.e" edge {source = "e", device = "d0", space = "link", offset = 0 : i64, size = 64 : i64, alignment = 64 : i64}
 // CHECK-NEXT:   %3 = cplan.alloc "alloc.c" transient {source = "c", device = "d1", space = "device", offset = 0 : i64, size = 64 : i64, alignment = 64 : i64}
-// CHECK-NEXT:   %4 = cplan.command "cmd.t0" (%0) -> (%1) {task = "t0", op = "rms_norm", impl = "vq.rms_norm", device = "d0", engine = "queue.compute", lineage = "stage 0 block 0 attn_norm", provider = "roofline", status = "direct", duration = 2.500000e-06 : f64}
-// CHECK-NEXT:   %5 = cplan.command "cmd.t1" (%1) -> (%2) after(%4) {task = "t1", op = "send", impl = "vq.send", device = "d0", engine = "queue.copy", lineage = "stage 0 send", provider = "roofline", status = "direct", duration = 1.000000e-06 : f64, link = "l0"}
-// CHECK-NEXT:   %6 = cplan.command "cmd.t2" (%2) -> (%3) after(%5) {task = "t2", op = "add", impl = "vq.add", device = "d1", engine = "queue.compute", lineage = "stage 1 add", provider = "roofline", status = "direct", duration = 1.000000e-06 : f64}
+// CHECK-NEXT:   %4 = cplan.command "cmd.t0" (%0) -> (%1) {task = "t0", op = "rms_norm", impl = "vq.rms_norm", device = "d0", engine = "queue.compute", lineage = #cplan.lineage<decode, stage 0, block 0, "blk.0.attn_norm">, provider = "roofline", status = "direct", duration = 2.500000e-06 : f64}
+// CHECK-NEXT:   %5 = cplan.command "cmd.t1" (%1) -> (%2) after(%4) {task = "t1", op = "send", impl = "vq.send", device = "d0", engine = "queue.copy", lineage = #cplan.lineage<decode, stage 0, "edge:e1", edge "e1">, provider = "roofline", status = "direct", duration = 1.000000e-06 : f64, link = "l0"}
+// CHECK-NEXT:   %6 = cplan.command "cmd.t2" (%2) -> (%3) after(%5) {task = "t2", op = "add", impl = "vq.add", device = "d1", engine = "queue.compute", lineage = #cplan.lineage<decode, stage 1, block 1, "blk.1.add(h_mid)">, provider = "roofline", status = "direct", duration = 1.000000e-06 : f64}
 // CHECK-NEXT:   cplan.sync %4 -> %5
 // CHECK-NEXT:   cplan.sync %5 -> %6
 // CHECK-NEXT:   cplan.queue_schedule {
@@ -62,8 +62,8 @@ cplan.plan attributes {binder = "reference-slot", target = "virtual-slot@1", dep
   cplan.device {id = "d0", capacity = {device = 4096 : i64}, engines = {slot.dataflow = 2 : i64}}
   %7 = cplan.alloc "alloc.a" transient {source = "a", device = "d0", space = "device", offset = 0 : i64, size = 64 : i64, alignment = 64 : i64}
   %8 = cplan.alloc "alloc.b" transient {source = "b", device = "d0", space = "device", offset = 64 : i64, size = 64 : i64, alignment = 64 : i64}
-  %9 = cplan.command "cmd.t0" () -> (%7) {task = "t0", op = "rms_norm", impl = "vs.rms_norm", device = "d0", engine = "slot.dataflow", lineage = "stage 0 a", provider = "roofline", status = "direct", duration = 1.0e-06 : f64}
-  %10 = cplan.command "cmd.t1" (%7) -> (%8) after(%9) {task = "t1", op = "add", impl = "vs.add", device = "d0", engine = "slot.dataflow", lineage = "stage 0 b", provider = "", status = "missing"}
+  %9 = cplan.command "cmd.t0" () -> (%7) {task = "t0", op = "rms_norm", impl = "vs.rms_norm", device = "d0", engine = "slot.dataflow", lineage = #cplan.lineage<decode, stage 0, block 0, "blk.0.attn_norm">, provider = "roofline", status = "direct", duration = 1.0e-06 : f64}
+  %10 = cplan.command "cmd.t1" (%7) -> (%8) after(%9) {task = "t1", op = "add", impl = "vs.add", device = "d0", engine = "slot.dataflow", lineage = #cplan.lineage<decode, stage 0, block 0, "blk.0.add(h_mid)">, provider = "", status = "missing"}
   cplan.slot_dataflow {
     cplan.slot "slot.d0.slot.dataflow" on "d0" "slot.dataflow" [%9, %10]
     cplan.fire %9 on "slot.d0.slot.dataflow" after []
@@ -72,7 +72,7 @@ cplan.plan attributes {binder = "reference-slot", target = "virtual-slot@1", dep
 }
 
 // CHECK:      cplan.plan attributes {binder = "reference-slot", target = "virtual-slot@1", deployment = "dep", evidence = "roofline@r1", risk = "accept-missing", source = "sha256:00"} {
-// CHECK:        %10 = cplan.command "cmd.t1" (%7) -> (%8) after(%9) {task = "t1", op = "add", impl = "vs.add", device = "d0", engine = "slot.dataflow", lineage = "stage 0 b", provider = "", status = "missing"}
+// CHECK:        %10 = cplan.command "cmd.t1" (%7) -> (%8) after(%9) {task = "t1", op = "add", impl = "vs.add", device = "d0", engine = "slot.dataflow", lineage = #cplan.lineage<decode, stage 0, block 0, "blk.0.add(h_mid)">, provider = "", status = "missing"}
 // CHECK-NEXT:   cplan.slot_dataflow {
 // CHECK-NEXT:     cplan.slot "slot.d0.slot.dataflow" on "d0" "slot.dataflow" [%9, %10]
 // CHECK-NEXT:     cplan.fire %9 on "slot.d0.slot.dataflow" after []

@@ -1,0 +1,17 @@
+"""The steps a plan describes, one vocabulary for every dialect that names them (``pplan.step``, the
+``#cplan.lineage`` of a command): one ``prefill`` of the prompt, one ``decode`` of one token."""
+
+from __future__ import annotations
+
+from xdsl.utils.str_enum import StrEnum
+
+
+class Step(StrEnum):
+    """The steps of a portable plan (STEPS), equal to their names as strings."""
+
+    PREFILL = "prefill"
+    DECODE = "decode"
+
+
+STEPS: tuple[str, ...] = tuple(m.value for m in Step)
+"""The step names, in plan order."""
