@@ -8,6 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from pipeplan.dialects.lifetimes import LIFETIMES, PERSISTENT_LIFETIMES  # noqa: F401  (re-exported)
+from pipeplan.dialects.steps import task_path
 from pipeplan.errors import PipeplanError
 
 COST_STATUSES = ("direct", "fallback", "out_of_domain", "missing")
@@ -97,8 +98,7 @@ class Lineage:
 
 def lineage_text(step: str, stage: int, block: int, model_op: str, task: str, impl: str) -> str:
     """The diagnostic lineage path of a command (see :meth:`Lineage.text`)."""
-    where = f"stage {stage}" + (f" block {block}" if block >= 0 else "")
-    return f"model op {model_op} -> {where} ({step}) -> task @{task} -> candidate {impl}"
+    return f"{task_path(step, stage, block, model_op, task)} -> candidate {impl}"
 
 
 @dataclass(frozen=True)

@@ -51,7 +51,7 @@ from pipeplan.dialects.carriers import i64_attr, int_array, int_tuple, string, s
 from pipeplan.dialects.diagnostics import IRVerifyError, PipeplanOp
 from pipeplan.dialects.ggml_types import GGML_TYPE_SIZES
 from pipeplan.dialects.lifetimes import LIFETIMES, Lifetime  # noqa: F401  (re-exported)
-from pipeplan.dialects.steps import STEPS, Step  # noqa: F401  (re-exported)
+from pipeplan.dialects.steps import STEPS, Step, task_path  # noqa: F401  (re-exported)
 from xdsl.dialects.builtin import (
     I64,
     ArrayAttr,
@@ -666,9 +666,7 @@ class TaskOp(PipeplanOp):
     @property
     def lineage(self) -> str:
         """``model op -> stage/block -> portable task`` (AB-D-1), for diagnostics."""
-        blk = self.block.value.data
-        where = f"stage {self.stage_index}" + (f" block {blk}" if blk >= 0 else "")
-        return f"model op {self.model_op.data} -> {where} ({self.step_name}) -> task @{self.task_id}"
+        return task_path(self.step_name, self.stage_index, self.block.value.data, self.model_op.data, self.task_id)
 
     # ---- analysis annotations (discardable: outside the portable digest)
     @property

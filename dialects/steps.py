@@ -15,3 +15,10 @@ class Step(StrEnum):
 
 STEPS: tuple[str, ...] = tuple(m.value for m in Step)
 """The step names, in plan order."""
+
+
+def task_path(step: str, stage: int, block: int, model_op: str, task: str) -> str:
+    """``model op <op> -> stage <s>[ block <b>] (<step>) -> task @<task>``: a portable task's place in the model
+    (AB-D-1 lineage; a concrete command's path appends its candidate)."""
+    where = f"stage {stage}" + (f" block {block}" if block >= 0 else "")
+    return f"model op {model_op} -> {where} ({step}) -> task @{task}"
