@@ -41,7 +41,7 @@ Decisions (documented choices the contract leaves open)
 * **Partition**: contiguous non-empty block ranges minimizing the bottleneck stage time
   ``(bytes a decode step reads + KV bytes) / memory bandwidth``: every block tensor, the last stage's
   ``output_norm``/``output`` (or tied ``token_embd``) whole, but one row of the first stage's gathered
-  ``token_embd`` (:func:`_extra_read_bytes`; memory still counts the whole tensor), subject to every
+  ``token_embd`` (:func:`_extra_bytes`; memory still counts the whole tensor), subject to every
   stage's memory. Bandwidths are used when some placed node gives one (nodes without one
   count as the slowest given); with none, stages are balanced by bytes. Exact algorithm: bisection
   on the bottleneck ``T`` with an O(blocks x stages) reachability check (for a fixed end block the
@@ -317,37 +317,31 @@ def _resolve_placement(pool: NodePool, stage_count: object, placement: Sequence[
 
 
 # --------------------------------------------------------------------------- partition
-def _extra_weight_bytes(facts: ModelFacts, stage_count: int) -> list[int]:
-    """Non-block tensor bytes per stage (token_embd first; output_norm/output or tied embd last)."""
-    by_role: dict[tuple[bool, bool], int] = {}
-    out = []
-    for s in range(stage_count):
-        role = (s == 0, s == stage_count - 1)
-        if role not in by_role:  # at most 4 scans of the tensor index, whatever the stage count
-            by_role[role] = sum(t.n_bytes for t in facts.tensors_for_stage(0, 0, *role) if t.block is None)
-        out.append(by_role[role])
-    return out
-
-
-def _extra_read_bytes(facts: ModelFacts, stage_count: int) -> list[int]:
-    """Non-block tensor bytes one decode step of each stage reads: a gathered ``token_embd.weight`` (the first
-    stage's embedding lookup, llama.cpp ``ggml_get_rows``) reads one row per token, not the tensor; the last
-    stage's ``output_norm``/``output`` (or the tied ``token_embd`` used as the output matrix) are read whole."""
+def _extra_bytes(facts: ModelFacts, stage_count: int) -> tuple[list[int], list[int]]:
+    """Per stage, the non-block tensor bytes it holds (token_embd first; output_norm/output or tied embd last)
+    and the bytes one decode step of it reads: a gathered ``token_embd.weight`` (the first stage's embedding
+    lookup, llama.cpp ``ggml_get_rows``) reads one row per token, not the tensor; the last stage's
+    ``output_norm``/``output`` (or the tied ``token_embd`` used as the output matrix) are read whole."""
     has_output = any(t.name == "output.weight" for t in facts.tensors)
-    out = []
+    by_role: dict[tuple[bool, bool], tuple[int, int]] = {}
+    held, read = [], []
     for s in range(stage_count):
-        first, last = s == 0, s == stage_count - 1
-        n = 0
-        for t in facts.tensors_for_stage(0, 0, first, last):
-            if t.block is not None:
-                continue
-            if t.name == "token_embd.weight" and not (last and not has_output):
-                rows = math.prod(t.shape[1:]) if len(t.shape) > 1 else 1
-                n += -(-t.n_bytes // max(rows, 1))
-            else:
-                n += t.n_bytes
-        out.append(n)
-    return out
+        role = first, last = (s == 0, s == stage_count - 1)
+        if role not in by_role:  # at most 4 scans of the tensor index, whatever the stage count
+            h = r = 0
+            for t in facts.tensors_for_stage(0, 0, first, last):
+                if t.block is not None:
+                    continue
+                h += t.n_bytes
+                if t.name == "token_embd.weight" and not (last and not has_output):
+                    rows = math.prod(t.shape[1:]) if len(t.shape) > 1 else 1
+                    r += -(-t.n_bytes // max(rows, 1))
+                else:
+                    r += t.n_bytes
+            by_role[role] = (h, r)
+        held.append(by_role[role][0])
+        read.append(by_role[role][1])
+    return held, read
 
 
 def _partition(block_cost: np.ndarray, caps: np.ndarray, extra: np.ndarray, bw: np.ndarray) -> list[int] | None:
@@ -510,7 +504,7 @@ def plan_run_spec(model_facts: ModelFacts, runtime_config: RuntimeConfig, node_p
     kv_one = facts.kv_bytes_per_block(config.max_seq_len, DTYPE_WIDTHS[config.kv_dtype])
     kv_block = kv_one * config.parallel
     block_cost = np.asarray(facts.block_bytes, dtype=np.int64) + kv_block
-    extra = _extra_weight_bytes(facts, S)
+    extra, read_bytes = _extra_bytes(facts, S)
     ring = [e.ring_spec.slots * e.ring_spec.slot_bytes for e in edges]  # edge i feeds stage i
     fixed = [extra[s] + ring[s] + ring[s + 1] for s in range(S)]
     caps = np.asarray([node.memory_bytes - fixed[s] for s, node in enumerate(nodes)], dtype=np.int64)
@@ -520,7 +514,7 @@ def plan_run_spec(model_facts: ModelFacts, runtime_config: RuntimeConfig, node_p
         bw = np.asarray([node.bandwidth_bytes_per_s or slowest for node in nodes], dtype=np.float64)
     else:
         bw = np.ones(S, dtype=np.float64)
-    read = np.asarray(_extra_read_bytes(facts, S), dtype=np.float64)
+    read = np.asarray(read_bytes, dtype=np.float64)
     bounds = None if (caps < 0).any() else _partition(block_cost, caps, read, bw)
     if bounds is None:
         if config.parallel > 1:
