@@ -247,18 +247,11 @@ def test_cli_run_several_prompts_in_parallel(cli_cache, capsys, monkeypatch, exp
         [r["token_ids"] for r in doc["results"]]
 
 
-def test_cli_run_names_the_chosen_micro_batches(cli_cache, capsys, monkeypatch):
-    """RP-PP-3 (issue 14): ``pipeplan run --parallel 2`` without ``--micro-batches`` prints one stderr line naming
-    the M the compiled package's costs predict fastest and the predicted tok/s per M (``--json``:
-    ``micro_batches``), and the pipeline runs with that M; ``--micro-batches`` overrides it (no line, no key);
-    the token ids are the same."""
-    import re
-
+@pytest.fixture
+def micro_batch_spy(monkeypatch) -> list[int]:
+    """The micro-batch counts every Pipeline is set to (``Pipeline._set_micro_batches`` calls), in order."""
     import pipeplan.runtime.orchestrator as orch
-    from pipeplan.analysis.concurrency import choose_micro_batches
-    from pipeplan.tools.cli import main
 
-    monkeypatch.setenv("PIPEPLAN_CACHE", str(cli_cache))
     used: list[int] = []
     real_set = orch.Pipeline._set_micro_batches
 
@@ -267,6 +260,21 @@ def test_cli_run_names_the_chosen_micro_batches(cli_cache, capsys, monkeypatch):
         real_set(self, m)
 
     monkeypatch.setattr(orch.Pipeline, "_set_micro_batches", spy)
+    return used
+
+
+def test_cli_run_names_the_chosen_micro_batches(cli_cache, capsys, monkeypatch, micro_batch_spy):
+    """RP-PP-3 (issue 14): ``pipeplan run --parallel 2`` without ``--micro-batches`` prints one stderr line naming
+    the M the compiled package's costs predict fastest and the predicted tok/s per M (``--json``:
+    ``micro_batches``), and the pipeline runs with that M; ``--micro-batches`` overrides it (no line, no key);
+    the token ids are the same."""
+    import re
+
+    from pipeplan.analysis.concurrency import choose_micro_batches
+    from pipeplan.tools.cli import main
+
+    monkeypatch.setenv("PIPEPLAN_CACHE", str(cli_cache))
+    used = micro_batch_spy
     argv = ["run", str(STORIES), "--stages", "2", "--backend", "inproc", "--max-tokens", "6", "--json",
             "--max-seq-len", "1024", "--parallel", "2", "--prompt", "Lily", "--prompt", "Sam"]
     assert main(argv) == 0
@@ -356,25 +364,16 @@ def test_serve_parallel_streams_overlap(cli_cache):
         srv.stop()
 
 
-def test_serve_names_the_chosen_micro_batches(cli_cache, capsys, monkeypatch):
+def test_serve_names_the_chosen_micro_batches(cli_cache, capsys, micro_batch_spy):
     """RP-PP-3 (issue 14): ``pipeplan serve --parallel 2`` without ``--micro-batches`` prints, before it serves,
     one stderr line naming the M the compiled package's costs predict fastest (the line ``pipeplan run``
     prints), and its pipeline runs with that M; with ``--micro-batches`` there is no such line and the given M
     is used."""
     import re
 
-    import pipeplan.runtime.orchestrator as orch
-
     from tests.contract.test_serve import InProcessServer
 
-    used: list[int] = []
-    real_set = orch.Pipeline._set_micro_batches
-
-    def spy(self, m: int) -> None:
-        used.append(m)
-        real_set(self, m)
-
-    monkeypatch.setattr(orch.Pipeline, "_set_micro_batches", spy)
+    used = micro_batch_spy
     argv = [str(STORIES), "--stages", "2", "--backend", "inproc", "--host", "127.0.0.1", "--port", "0",
             "--max-seq-len", "1024", "--queue", "1", "--parallel", "2", "--cache-dir", str(cli_cache)]
     capsys.readouterr()
