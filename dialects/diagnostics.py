@@ -16,9 +16,11 @@ A diagnostic is ``file.mlir:LINE:COL: error: [AB-S-3] ...`` followed by the op's
 
 from __future__ import annotations
 
+import gc
 import io
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from typing import ClassVar, NoReturn, Self, cast
 
 from pipeplan.dialects import irdl_fast
@@ -443,11 +445,29 @@ class LocatingParser(FastParser):
         return op
 
 
+@contextmanager
+def gc_paused() -> Iterator[None]:
+    """Pause CPython's cyclic garbage collector for a block, restoring its state after.
+
+    Parsing or building thousands of (acyclic) ops triggers repeated full-heap GC scans (bench/portable_scaling.py
+    and bench/plan_scaling.py measure the passes and the parse with it).
+    Reference counting still frees everything; only cycle detection waits until the block ends.
+    """
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was:
+            gc.enable()
+
+
 def parse_located(ctx: Context, text: str | bytes, name: str = "<input>", *, line_offset: int = 0,
                   allow_implicit_module: bool = True):
     """Parse ``text`` into a ``builtin.module`` (not verified) whose ops carry their source locations."""
-    return LocatingParser(ctx, text, name, line_offset).parse_module(allow_implicit_module)
+    with gc_paused():  # thousands of acyclic ops: no cyclic-GC scans while they are built
+        return LocatingParser(ctx, text, name, line_offset).parse_module(allow_implicit_module)
 
 
 __all__ = ["IRVerifyError", "LocatingParser", "OP_TEXT_LIMIT", "OpPassError", "PipeplanOp", "contract_id",
-           "format_diagnostic", "located", "op_location", "op_text", "parse_located", "verify_cached", "verify_module"]
+           "format_diagnostic", "gc_paused", "located", "op_location", "op_text", "parse_located", "verify_cached", "verify_module"]

@@ -54,7 +54,7 @@ from pipeplan.dialects.cplan import (
     command_name,
 )
 from pipeplan.dialects.cplan import QueueOp as PlanQueueOp
-from pipeplan.dialects.pplan import gc_paused
+from pipeplan.dialects.diagnostics import gc_paused
 from pipeplan.dialects.vmachine import (
     ENGINE_REVISION,
     KERNEL_ABI,

@@ -71,6 +71,7 @@ from pipeplan.dialects.cplan import (
     build_plan,
 )
 from pipeplan.dialects.cplan import PlanOp as CPlanOp
+from pipeplan.dialects.diagnostics import gc_paused
 from pipeplan.dialects.pplan import (
     MEMSPACES,
     BufferInfo,
@@ -83,7 +84,6 @@ from pipeplan.dialects.pplan import (
     TaskOp,
     WeightOp,
     find_plan,
-    gc_paused,
     portable_digest,
 )
 from pipeplan.dialects.pplan import PlanOp as PPlanOp

@@ -61,6 +61,7 @@ from typing import Any
 
 from pipeplan.dialects.bindings import DeploymentBinding
 from pipeplan.dialects.carriers import i64_attr, int_array, string
+from pipeplan.dialects.diagnostics import gc_paused
 from pipeplan.dialects.pplan import (
     BufferType,
     EdgeObjectOp,
@@ -75,7 +76,6 @@ from pipeplan.dialects.pplan import (
     TokenType,
     WeightOp,
     dtype_nbytes,
-    gc_paused,
 )
 from pipeplan.dialects.runplan import EdgeOp as RunplanEdgeOp
 from pipeplan.dialects.runplan import PlanOp as RunplanPlanOp

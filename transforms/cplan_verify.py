@@ -66,8 +66,7 @@ from pipeplan.dialects.cplan_invariants import (  # noqa: F401  (re-exported: th
     execution_graph,
     owner_id,
 )
-from pipeplan.dialects.diagnostics import OpPassError
-from pipeplan.dialects.pplan import gc_paused
+from pipeplan.dialects.diagnostics import OpPassError, gc_paused
 from xdsl.context import Context
 from xdsl.dialects.builtin import ModuleOp, StringAttr
 from xdsl.ir import Attribute, Operation

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 
 from pipeplan.dialects.bindings import TargetBinding, TargetBindingOp, find_binding, require_binding
 from pipeplan.dialects.carriers import int_tuple
+from pipeplan.dialects.diagnostics import gc_paused
 from pipeplan.dialects.pplan import (
     BufferType,
     CandidateAttr,
@@ -31,7 +32,6 @@ from pipeplan.dialects.pplan import (
     PlanOp,
     TaskOp,
     find_plan,
-    gc_paused,
     ints,
     portable_digest,
 )

@@ -35,6 +35,7 @@ from pipeplan.dialects.bindings import (
     find_binding,
     require_binding,
 )
+from pipeplan.dialects.diagnostics import gc_paused
 from pipeplan.dialects.pplan import (
     CostAttr,
     CostedViewOp,
@@ -44,7 +45,6 @@ from pipeplan.dialects.pplan import (
     cost_key,
     find_plan,
     fingerprint,
-    gc_paused,
 )
 from pipeplan.transforms.pplan_legalize import plan_of, plan_task_requirements
 from pipeplan.transforms.pplan_select_implementations import candidates_of

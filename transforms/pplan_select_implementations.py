@@ -12,7 +12,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from pipeplan.dialects.pplan import CandidateAttr, CandidatesOp, gc_paused
+from pipeplan.dialects.diagnostics import gc_paused
+from pipeplan.dialects.pplan import CandidateAttr, CandidatesOp
 from pipeplan.targets import Candidate, CapabilityRule, UnknownTargetError, get_target
 from pipeplan.transforms.pplan_legalize import plan_of, plan_task_requirements
 from xdsl.context import Context
