@@ -1,5 +1,5 @@
 """Vocabularies of the concrete plan IR (the ``cplan`` dialect, :mod:`pipeplan.dialects.cplan`): lifetimes, cost
-statuses, risk policies, binders; and the decision records a binder hands to
+statuses and evidence kinds (from :mod:`pipeplan.dialects.costs`), risk policies, binders; and the decision records a binder hands to
 :func:`~pipeplan.dialects.cplan.build_plan` (one record per op it builds). The ``cplan.plan`` op is the
 plan: nothing reads these records back out of IR."""
 
@@ -7,13 +7,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from pipeplan.dialects.costs import COST_STATUSES, EVIDENCE_KINDS  # noqa: F401  (re-exported)
 from pipeplan.dialects.lifetimes import LIFETIMES, PERSISTENT_LIFETIMES  # noqa: F401  (re-exported)
 from pipeplan.dialects.steps import task_path
 from pipeplan.errors import PipeplanError
-
-COST_STATUSES = ("direct", "fallback", "out_of_domain", "missing")
-"""Cost status of a command: the CostedTaskView's ``direct | fallback | out_of_domain`` (see
-``#pplan.cost``), or ``missing`` when no estimate priced the selected implementation."""
 
 RISK_POLICIES = ("strict", "accept-fallback", "accept-out-of-domain", "accept-missing")
 """Explicit risk policies (AB-S-7), each accepting the statuses of the previous one and one more:
@@ -103,9 +100,10 @@ def lineage_text(step: str, stage: int, block: int, model_op: str, task: str, im
 
 @dataclass(frozen=True)
 class Command:
-    """One concrete command, 1:1 with portable task ``task``. ``duration`` is seconds (None when
-    the cost is missing); ``lineage`` places it in the model; ``link`` names the link a transfer command uses
-    ("" otherwise)."""
+    """One concrete command, 1:1 with portable task ``task``. ``status`` is one of COST_STATUSES; ``provider``
+    the evidence kind that priced it (one of EVIDENCE_KINDS, "" when the cost is missing); ``duration`` is
+    seconds (None when the cost is missing); ``lineage`` places it in the model; ``link`` names the link a
+    transfer command uses ("" otherwise)."""
 
     id: str
     task: str

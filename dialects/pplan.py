@@ -46,6 +46,7 @@ from typing import ClassVar
 
 from pipeplan.dialects.bindings import DeploymentBindingOp, EvidencePolicyOp, TargetBindingOp
 from pipeplan.dialects.carriers import i64_attr, int_array, int_tuple, string, string_elements, strings
+from pipeplan.dialects.costs import RESOLVED_COST_STATUSES, CostStatus, EvidenceKind  # noqa: F401  (re-exported)
 from pipeplan.dialects.diagnostics import IRVerifyError, PipeplanOp
 from pipeplan.dialects.ggml_types import GGML_TYPE_SIZES
 from pipeplan.dialects.lifetimes import LIFETIMES, Lifetime  # noqa: F401  (re-exported)
@@ -110,9 +111,6 @@ MEMSPACES = ("device", "host", "link")
 
 COLLECTIVES = ("none", "send", "recv")
 """Collective kind of a task: point-to-point edge transfers are the only collectives so far."""
-
-COST_STATUSES = ("direct", "fallback", "out_of_domain")
-"""Status of a resolved estimate (see CostOp)."""
 
 LAYOUTS = ("row_major",)
 """Layouts a task may require (activations and weights are row-major, GGUF order reversed)."""
@@ -205,21 +203,6 @@ class StepAttr(EnumAttribute[Step], SpacedOpaqueSyntaxAttribute):
     name = "pplan.step"
 
 
-class EvidenceKind(StrEnum):
-    """The evidence provider that priced a cost (``pplan.evidence_policy`` providers, by kind)."""
-
-    ROOFLINE = "roofline"
-    MEASURED = "measured"
-
-
-class CostStatus(StrEnum):
-    """Status of a resolved estimate (COST_STATUSES, see CostAttr)."""
-
-    DIRECT = "direct"
-    FALLBACK = "fallback"
-    OUT_OF_DOMAIN = "out_of_domain"
-
-
 @irdl_attr_definition
 class EvidenceKindAttr(EnumAttribute[EvidenceKind], SpacedOpaqueSyntaxAttribute):
     """``#pplan<evidence roofline>``: the provider kind of a ``#pplan.cost`` (printed bare inside it)."""
@@ -229,7 +212,8 @@ class EvidenceKindAttr(EnumAttribute[EvidenceKind], SpacedOpaqueSyntaxAttribute)
 
 @irdl_attr_definition
 class CostStatusAttr(EnumAttribute[CostStatus], SpacedOpaqueSyntaxAttribute):
-    """``#pplan<cost_status direct>``: the status of a ``#pplan.cost`` (printed bare inside it)."""
+    """``#pplan<cost_status direct>``: the status of a ``#pplan.cost`` (printed bare inside it); the
+    :class:`~pipeplan.dialects.costs.CostStatus` vocabulary, whose ``missing`` the cost's verifier rejects."""
 
     name = "pplan.cost_status"
 
@@ -1372,7 +1356,8 @@ class CostAttr(ParametrizedAttribute):
     Syntax: ``#pplan.cost<"<rule>", <seconds> s, <evidence>, <status>, conf <c>>``; floats print exactly
     (``repr``).
 
-    Verifier: confidence in [0, 1], duration >= 0; a measured estimate is direct or out_of_domain.
+    Verifier: status one of RESOLVED_COST_STATUSES (not ``missing``); confidence in [0, 1], duration >= 0; a
+    measured estimate is direct or out_of_domain.
     """
 
     name = "pplan.cost"
@@ -1408,6 +1393,9 @@ class CostAttr(ParametrizedAttribute):
         return float(self.confidence_.value.data)
 
     def verify(self) -> None:
+        if self.status_.data is CostStatus.MISSING:
+            raise VerifyException(f"cost of {self.rule!r}: a resolved estimate is never missing (direct, fallback or "
+                                  f"out_of_domain)")
         if not 0.0 <= self.confidence <= 1.0 or self.duration_s < 0:
             raise VerifyException(f"cost of {self.rule!r}: confidence must be in [0, 1] and duration >= 0")
         if self.evidence == "measured" and self.status == "fallback":

@@ -618,7 +618,24 @@ pplan.plan @p attributes {stage_count = 1 : i64, prompt_len = 1 : i64, decode_po
       %1 = pplan.task recv(%0) -> "x" at "edge:e0" {pplan.candidates = [#pplan.candidate<"vq.recv", "queue.copy", 0>], pplan.costs = [#pplan.cost<"vq.recv", 1.0e-06 s, roofline, guessed, conf 0.5>]} : !pplan.buffer<1x4xf32>
       // CHECK:      invalid.mlir:[[# @LINE - 1]]:179
       // CHECK-NEXT: %1 = pplan.task recv(%0) -> "x" at "edge:e0" {pplan.candidat
-      // CHECK:      Expected `direct`, `fallback`, or `out_of_domain`.
+      // CHECK:      Expected `direct`, `fallback`, `out_of_domain`, or `missing`.
+      pplan.yield
+    }
+    pplan.yield
+  }
+}
+
+// -----
+
+// cost: a missing estimate (the shared cost status vocabulary; only a cplan.command's cost can be missing)
+pplan.plan @p attributes {stage_count = 1 : i64, prompt_len = 1 : i64, decode_pos = 1 : i64, model = "m", source = "s"} {
+  %0 = pplan.edge_object "e0" "activation" : !pplan.buffer<1x4xf32, edge>
+  pplan.step decode {
+    pplan.stage 0 {
+      %1 = pplan.task recv(%0) -> "x" at "edge:e0" {pplan.candidates = [#pplan.candidate<"vq.recv", "queue.copy", 0>], pplan.costs = [#pplan.cost<"vq.recv", 1.0e-06 s, roofline, missing, conf 0.5>]} : !pplan.buffer<1x4xf32>
+      // CHECK:      invalid.mlir:[[# @LINE - 1]]:7
+      // CHECK-NEXT: %1 = pplan.task recv(%0) -> "x" at "edge:e0" {pplan.candidat
+      // CHECK:      cost of 'vq.recv': a resolved estimate is never missing (direct, fallback or out_of_domain)
       pplan.yield
     }
     pplan.yield
