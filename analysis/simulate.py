@@ -129,7 +129,7 @@ def build_model(plan: PlanOp, confidences: Mapping[str, float] | None = None) ->
         key, eng = qof.get(i, (f"{dev}:{engine}", engine))
         if cid in confidences:
             conf = float(confidences[cid])
-        elif status == "direct" and c.provider.data == "measured":
+        elif status == "direct" and c.provider is not None and c.provider.data == "measured":
             conf = 0.95
         else:
             conf = STATUS_CONFIDENCE.get(status, 0.0)

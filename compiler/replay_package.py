@@ -260,7 +260,7 @@ def build_package_files(module, runplan, *, target: str, decode_tokens: int = 16
     model = build_model(plan_op, confidences_from_module(module, plan_op))
     sim = simulate(model, run_schedule(model, prompt_chunks, decode_tokens))
     body = list(plan_op.body.block.ops)
-    statuses = {c.id.data: c.status.data for c in body if isinstance(c, CommandOp)}
+    statuses = {c.id.data: str(c.status.data) for c in body if isinstance(c, CommandOp)}
     bundle = bundle_from_simulation(sim, digests, projection=proj, instructions=low.instruction_of,
                                     meta={"prompt_chunks": prompt_chunks, "decode_tokens": decode_tokens})
     lineage = {"format": LINEAGE_FORMAT, "machine": digests["machine"], "concrete": digests["concrete"],

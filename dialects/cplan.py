@@ -42,10 +42,12 @@ from functools import lru_cache
 from typing import TypeVar
 
 from pipeplan.dialects.carriers import PropsInAttrDict, build_op, i64_attr, string
+from pipeplan.dialects.costs import CostStatus, EvidenceKind
 from pipeplan.dialects.cplan_invariants import core_violations
 from pipeplan.dialects.cplan_types import (  # noqa: F401  (re-exported: the dialect's vocabularies and records)
     BINDERS,
     COST_STATUSES,
+    EVIDENCE_KINDS,
     LIFETIMES,
     PERSISTENT_LIFETIMES,
     RISK_POLICIES,
@@ -151,8 +153,8 @@ class PlanOp(PipeplanOp):
       cplan.device {id = "d0", capacity = {hbm = 1024 : i64}, engines = {compute = 1 : i64}}
       %0 = cplan.alloc "b0" transient {source = "b0", device = "d0", space = "hbm", offset = 0 : i64,
                              size = 64 : i64, alignment = 64 : i64}
-      %1 = cplan.command "c0" () -> (%0) {task = "t0", op = "rms_norm", impl = "vq.rms_norm", device = "d0",
-                     engine = "compute", lineage = #cplan.lineage<prefill, stage 0, block 0, "blk.0.attn_norm">, provider = "roofline", status = "direct",
+      %1 = cplan.command "c0" () -> (%0) cost direct by roofline {task = "t0", op = "rms_norm", impl = "vq.rms_norm",
+                     device = "d0", engine = "compute", lineage = #cplan.lineage<prefill, stage 0, block 0, "blk.0.attn_norm">,
                      duration = 1.0e-06 : f64}
       cplan.queue_schedule {
         cplan.queue "d0" "compute" [%1]
@@ -298,6 +300,30 @@ class LifetimeAttr(EnumAttribute[Lifetime], SpacedOpaqueSyntaxAttribute):
 lifetime_attr = enum_interner(LifetimeAttr)
 """lifetime name -> the (interned) :class:`LifetimeAttr`; ValueError for a name that is not a
 :class:`~pipeplan.dialects.lifetimes.Lifetime`."""
+
+
+@irdl_attr_definition
+class CostStatusAttr(EnumAttribute[CostStatus], SpacedOpaqueSyntaxAttribute):
+    """``#cplan<cost_status direct>``: the status of a ``cplan.command``'s cost, ``direct | fallback |
+    out_of_domain | missing`` (:class:`~pipeplan.dialects.costs.CostStatus`; printed bare after ``cost``)."""
+
+    name = "cplan.cost_status"
+
+
+cost_status_attr = enum_interner(CostStatusAttr)
+"""status name -> the (interned) :class:`CostStatusAttr`; ValueError for a name outside COST_STATUSES."""
+
+
+@irdl_attr_definition
+class ProviderAttr(EnumAttribute[EvidenceKind], SpacedOpaqueSyntaxAttribute):
+    """``#cplan<provider roofline>``: the evidence provider kind that priced a ``cplan.command``'s cost,
+    ``roofline | measured`` (:class:`~pipeplan.dialects.costs.EvidenceKind`; printed bare after ``by``)."""
+
+    name = "cplan.provider"
+
+
+provider_attr = enum_interner(ProviderAttr)
+"""provider kind -> the (interned) :class:`ProviderAttr`; ValueError for a name outside EVIDENCE_KINDS."""
 
 
 @irdl_attr_definition
@@ -450,16 +476,17 @@ class CommandOp(PipeplanOp):
 
     ``id`` names it (lineage, vmachine ``cmd``); ``impl`` is the selected implementation,
     ``device``/``engine`` its placement, ``lineage`` (:class:`LineageAttr`) its place in the model
-    (:attr:`lineage_text` the diagnostic path), ``provider``/``status``/
-    ``duration`` (seconds) the cost used. ``duration`` is present exactly when ``status`` is not
-    ``missing``; ``link`` names the link a transfer uses. ``reads``/``writes``/``deps`` give the alloc and
-    command ids of the operands.
+    (:attr:`lineage_text` the diagnostic path); the cost used is ``cost <status> [by <provider>]``
+    (:class:`CostStatusAttr`, :class:`ProviderAttr`) and ``duration`` (seconds). ``provider`` and ``duration``
+    are present exactly when ``status`` is not ``missing``; ``link`` names the link a transfer uses.
+    ``reads``/``writes``/``deps`` give the alloc and command ids of the operands.
 
     ```mlir
-    %c1 = cplan.command "c1" (%b0) -> (%b1) after (%c0) {task = "t1", op = "matmul", impl = "vq.matmul",
-        device = "d0", engine = "compute", lineage = #cplan.lineage<prefill, stage 0, block 0, "blk.0.attn_q">,
-        provider = "roofline",
-        status = "direct", duration = 2.5e-06 : f64}
+    %c1 = cplan.command "c1" (%b0) -> (%b1) after(%c0) cost direct by roofline {task = "t1", op = "matmul",
+        impl = "vq.matmul", device = "d0", engine = "compute",
+        lineage = #cplan.lineage<prefill, stage 0, block 0, "blk.0.attn_q">, duration = 2.5e-06 : f64}
+    %c2 = cplan.command "c2" (%b1) -> (%b2) after(%c1) cost missing {task = "t2", op = "add", impl = "vq.add",
+        device = "d0", engine = "compute", lineage = #cplan.lineage<prefill, stage 0, block 0, "blk.0.add(h_mid)">}
     ```
     """
 
@@ -476,12 +503,13 @@ class CommandOp(PipeplanOp):
     device = prop_def(StringAttr)
     engine = prop_def(StringAttr)
     lineage = prop_def(LineageAttr)
-    provider = prop_def(StringAttr)
-    status = prop_def(StringAttr)
+    provider = opt_prop_def(ProviderAttr)
+    status = prop_def(CostStatusAttr)
     duration = opt_prop_def(FloatAttr)
     link = opt_prop_def(StringAttr)
     traits = traits_def(HasParent(PlanOp))
-    assembly_format = "$id ` ` `(` $inputs `)` `->` `(` $outputs `)` (`after` `(` $after^ `)`)? attr-dict"
+    assembly_format = ("$id ` ` `(` $inputs `)` `->` `(` $outputs `)` (`after` `(` $after^ `)`)? "
+                       "`cost` $status (`by` $provider^)? attr-dict")
 
     def groups(self) -> tuple[Sequence[SSAValue], Sequence[SSAValue], Sequence[SSAValue]]:
         """``(inputs, outputs, after)`` in one read of the operand segments (the field accessors decode
@@ -524,10 +552,11 @@ class CommandOp(PipeplanOp):
 
     def verify_(self) -> None:
         name = self.id.data
-        if self.status.data not in COST_STATUSES:
-            raise VerifyException(f"command '{name}': unknown cost status '{self.status.data}'")
-        if (self.duration is None) != (self.status.data == "missing"):
+        missing = self.status.data is CostStatus.MISSING
+        if (self.duration is None) != missing:
             raise VerifyException(f"command '{name}': duration must be present exactly when the cost is not missing")
+        if (self.provider is None) != missing:
+            raise VerifyException(f"command '{name}': provider must be present exactly when the cost is not missing")
         if self.duration is not None and not self.duration.value.data >= 0.0:
             raise VerifyException(f"command '{name}': duration must be >= 0 seconds")
 
@@ -711,7 +740,7 @@ class FireOp(PipeplanOp):
 Cplan = Dialect(
     "cplan",
     [PlanOp, DeviceOp, LinkOp, AllocOp, CommandOp, SyncOp, QueueScheduleOp, QueueOp, SlotDataflowOp, SlotOp, FireOp],
-    [AllocType, TimepointType, LifetimeAttr, LineageAttr],
+    [AllocType, TimepointType, LifetimeAttr, CostStatusAttr, ProviderAttr, LineageAttr],
 )
 
 
@@ -781,8 +810,10 @@ def command_op(c: Command, allocs: Mapping[str, SSAValue], after: Sequence[SSAVa
     ``allocs`` lacks."""
     props: dict[str, Attribute] = {
         "id": string(c.id), "task": string(c.task), "op": string(c.op), "impl": string(c.implementation),
-        "device": string(c.device), "engine": string(c.engine), "lineage": lineage_attr(c.lineage),
-        "provider": string(c.provider), "status": string(c.status)}
+        "device": string(c.device), "engine": string(c.engine), "lineage": lineage_attr(c.lineage)}
+    if c.provider:
+        props["provider"] = provider_attr(c.provider)
+    props["status"] = cost_status_attr(c.status)
     if c.duration is not None:
         props["duration"] = _f64(c.duration)
     if c.link:

@@ -527,8 +527,9 @@ def check_s7(cx: PlanIndex) -> list[Violation]:
     for i, c in enumerate(cx.cmds):
         status = c.status.data
         if not risk_allows(risk, status):
+            by = "" if c.provider is None else f" (provider '{c.provider.data}')"
             out.append(Violation("AB-S-7", "cost_not_covered",
-                                 f"command {cx.who(cx.ids[i])} uses a {status} cost (provider '{c.provider.data}') "
+                                 f"command {cx.who(cx.ids[i])} uses a {status} cost{by} "
                                  f"that risk policy '{risk}' does not cover", ("command", i)))
     return out
 

@@ -32,6 +32,7 @@ from pipeplan.dialects.cplan import (
     build_plan,
     command_name,
     command_op,
+    cost_status_attr,
 )
 from pipeplan.dialects.diagnostics import parse_located
 from pipeplan.transforms.convert_pplan_to_cplan import (
@@ -355,7 +356,7 @@ def test_s6_capacity(prob):
 def test_s7_cost_not_covered(prob):
     """AB-S-7: a fallback cost under the strict risk policy is rejected by the verifier and the binder."""
     p = _qplan(prob)
-    cmd(p, "cmd.t1").properties["status"] = string("fallback")
+    cmd(p, "cmd.t1").properties["status"] = cost_status_attr("fallback")
     vs = check_invariants(p)
     assert [v.code for v in vs] == ["cost_not_covered"] and "'cmd.t1'" in vs[0].message
     with pytest.raises(CplanError) as ei:

@@ -110,9 +110,9 @@ def test_cplan_cycle_points_at_command(three_stage):
     timepoint, a forward use) is rejected on parse, at a command of the cycle."""
     text = three_stage["cplan"]
     cmds = re.findall(r'(%\d+) = cplan\.command "([^"]+)"', text)
-    first = re.search(r'(%\d+ = cplan\.command "' + re.escape(cmds[0][1]) + r'" \([^)]*\) -> \([^)]*\)) \{', text)
+    first = re.search(r'(%\d+ = cplan\.command "' + re.escape(cmds[0][1]) + r'" \([^)]*\) -> \([^)]*\)) cost ', text)
     assert first
-    bad = text.replace(first.group(0), first.group(1) + f" after({cmds[-1][0]}) {{", 1)
+    bad = text.replace(first.group(0), first.group(1) + f" after({cmds[-1][0]}) cost ", 1)
     e = _rejects(bad)
     assert e.invariant == "AB-S-1" and "dependency_cycle" in e.message
     assert isinstance(e.op, cplan.CommandOp)
@@ -181,7 +181,7 @@ def test_tmachine_launch_points_at_launch(change, needle):
 _SMALL_CPLAN = """cplan.plan attributes {binder = "reference-queue", target = "vq@1", deployment = "dep", evidence = "e", risk = "strict", source = "s"} {
   cplan.device {id = "d0", capacity = {device = 100 : i64}, engines = {compute = 1 : i64}}
   %a = cplan.alloc "alloc.a" transient {source = "a", device = "d0", space = "device", offset = 0 : i64, size = 64 : i64, alignment = 64 : i64}
-  %t0 = cplan.command "cmd.t0" () -> (%a) {task = "t0", op = "add", impl = "generic", device = "d0", engine = "compute", lineage = #cplan.lineage<decode, stage 0, "m0">, provider = "roofline", status = "direct", duration = 1.0e-06 : f64}
+  %t0 = cplan.command "cmd.t0" () -> (%a) cost direct by roofline {task = "t0", op = "add", impl = "generic", device = "d0", engine = "compute", lineage = #cplan.lineage<decode, stage 0, "m0">, duration = 1.0e-06 : f64}
   cplan.queue_schedule {
     cplan.queue "d0" "compute" [%t0]
   }

@@ -18,9 +18,9 @@ cplan.plan attributes {binder = "reference-queue", target = "t", deployment = "d
   %a = cplan.alloc "a" transient {source = "a", device = "d0", space = "device", offset = 128 : i64, size = 64 : i64, alignment = 64 : i64}
   %e = cplan.alloc "e" edge {source = "e", device = "d0", space = "link", offset = 0 : i64, size = 64 : i64, alignment = 64 : i64}
   %c = cplan.alloc "c" transient {source = "c", device = "d1", space = "device", offset = 0 : i64, size = 64 : i64, alignment = 64 : i64}
-  %t0 = cplan.command "t0" (%w) -> (%a) {task = "t0", op = "rms_norm", impl = "vq.rms_norm", device = "d0", engine = "compute", lineage = #cplan.lineage<decode, stage 0, block 0, "blk.0.attn_norm">, provider = "roofline", status = "direct", duration = 1.0e-06 : f64}
-  %t1 = cplan.command "t1" (%a) -> (%e) after(%t0) {task = "t1", op = "send", impl = "vq.send", device = "d0", engine = "copy", lineage = #cplan.lineage<decode, stage 0, "edge:e1", edge "e1">, provider = "roofline", status = "direct", duration = 1.0e-06 : f64, link = "l0"}
-  %t2 = cplan.command "t2" (%e) -> (%c) after(%t1) {task = "t2", op = "add", impl = "vq.add", device = "d1", engine = "compute", lineage = #cplan.lineage<decode, stage 1, block 1, "blk.1.add(h_mid)">, provider = "roofline", status = "direct", duration = 1.0e-06 : f64}
+  %t0 = cplan.command "t0" (%w) -> (%a) cost direct by roofline {task = "t0", op = "rms_norm", impl = "vq.rms_norm", device = "d0", engine = "compute", lineage = #cplan.lineage<decode, stage 0, block 0, "blk.0.attn_norm">, duration = 1.0e-06 : f64}
+  %t1 = cplan.command "t1" (%a) -> (%e) after(%t0) cost direct by roofline {task = "t1", op = "send", impl = "vq.send", device = "d0", engine = "copy", lineage = #cplan.lineage<decode, stage 0, "edge:e1", edge "e1">, duration = 1.0e-06 : f64, link = "l0"}
+  %t2 = cplan.command "t2" (%e) -> (%c) after(%t1) cost direct by roofline {task = "t2", op = "add", impl = "vq.add", device = "d1", engine = "compute", lineage = #cplan.lineage<decode, stage 1, block 1, "blk.1.add(h_mid)">, duration = 1.0e-06 : f64}
   cplan.sync %t0 -> %t1
   cplan.sync %t1 -> %t2
 }
@@ -171,26 +171,29 @@ cplan.plan attributes {binder = "reference-queue", target = "t", deployment = "d
 
 // -----
 
-// command: unknown cost status
+// command: unknown cost status (a parse error: the status is a #cplan<cost_status ...> enum)
 cplan.plan attributes {binder = "reference-queue", target = "t", deployment = "d", evidence = "e", risk = "strict", source = "s"} {
-  cplan.device {id = "d0", capacity = {device = 4096 : i64, link = 1024 : i64}, engines = {compute = 1 : i64, copy = 1 : i64}}
-  cplan.device {id = "d1", capacity = {device = 4096 : i64}, engines = {compute = 1 : i64}}
-  cplan.link {id = "l0", src = "d0", dst = "d1", capacity = 1024 : i64}
   %w = cplan.alloc "w" weight {source = "w", device = "d0", space = "device", offset = 0 : i64, size = 100 : i64, alignment = 64 : i64}
   %a = cplan.alloc "a" transient {source = "a", device = "d0", space = "device", offset = 128 : i64, size = 64 : i64, alignment = 64 : i64}
-  %e = cplan.alloc "e" edge {source = "e", device = "d0", space = "link", offset = 0 : i64, size = 64 : i64, alignment = 64 : i64}
-  %c = cplan.alloc "c" transient {source = "c", device = "d1", space = "device", offset = 0 : i64, size = 64 : i64, alignment = 64 : i64}
-  %t0 = cplan.command "t0" (%w) -> (%a) {task = "t0", op = "rms_norm", impl = "vq.rms_norm", device = "d0", engine = "compute", lineage = #cplan.lineage<decode, stage 0, block 0, "blk.0.attn_norm">, provider = "roofline", status = "guessed", duration = 1.0e-06 : f64}
-  // CHECK:      invalid.mlir:[[# @LINE - 1]]:3: error: command 't0': unknown cost status 'guessed'
-  // CHECK-NEXT: {{^}}  %t0 = cplan.command "t0" {{.*}}{task = "t0", op = "rms_norm",
-  %t1 = cplan.command "t1" (%a) -> (%e) after(%t0) {task = "t1", op = "send", impl = "vq.send", device = "d0", engine = "copy", lineage = #cplan.lineage<decode, stage 0, "edge:e1", edge "e1">, provider = "roofline", status = "direct", duration = 1.0e-06 : f64, link = "l0"}
-  %t2 = cplan.command "t2" (%e) -> (%c) after(%t1) {task = "t2", op = "add", impl = "vq.add", device = "d1", engine = "compute", lineage = #cplan.lineage<decode, stage 1, block 1, "blk.1.add(h_mid)">, provider = "roofline", status = "direct", duration = 1.0e-06 : f64}
-  cplan.sync %t0 -> %t1
-  cplan.sync %t1 -> %t2
+  %t0 = cplan.command "t0" (%w) -> (%a) cost guessed by roofline {task = "t0", op = "rms_norm", impl = "vq.rms_norm", device = "d0", engine = "compute", lineage = #cplan.lineage<decode, stage 0, block 0, "blk.0.attn_norm">, duration = 1.0e-06 : f64}
+  // CHECK:      invalid.mlir:[[# @LINE - 1]]:46
+  // CHECK-NEXT: {{^}}  %t0 = cplan.command "t0" (%w) -> (%a) cost guessed by roofline {task = "t0",
+  // CHECK:      Expected `direct`, `fallback`, `out_of_domain`, or `missing`.
   cplan.queue_schedule {
-    cplan.queue "d0" "compute" [%t0]
-    cplan.queue "d0" "copy" [%t1]
-    cplan.queue "d1" "compute" [%t2]
+  }
+}
+
+// -----
+
+// command: unknown cost provider (a parse error: the provider is a #cplan<provider ...> enum)
+cplan.plan attributes {binder = "reference-queue", target = "t", deployment = "d", evidence = "e", risk = "strict", source = "s"} {
+  %w = cplan.alloc "w" weight {source = "w", device = "d0", space = "device", offset = 0 : i64, size = 100 : i64, alignment = 64 : i64}
+  %a = cplan.alloc "a" transient {source = "a", device = "d0", space = "device", offset = 128 : i64, size = 64 : i64, alignment = 64 : i64}
+  %t0 = cplan.command "t0" (%w) -> (%a) cost direct by oracle {task = "t0", op = "rms_norm", impl = "vq.rms_norm", device = "d0", engine = "compute", lineage = #cplan.lineage<decode, stage 0, block 0, "blk.0.attn_norm">, duration = 1.0e-06 : f64}
+  // CHECK:      invalid.mlir:[[# @LINE - 1]]:56
+  // CHECK-NEXT: {{^}}  %t0 = cplan.command "t0" (%w) -> (%a) cost direct by oracle {task = "t0",
+  // CHECK:      Expected `roofline`, or `measured`.
+  cplan.queue_schedule {
   }
 }
 
@@ -205,11 +208,36 @@ cplan.plan attributes {binder = "reference-queue", target = "t", deployment = "d
   %a = cplan.alloc "a" transient {source = "a", device = "d0", space = "device", offset = 128 : i64, size = 64 : i64, alignment = 64 : i64}
   %e = cplan.alloc "e" edge {source = "e", device = "d0", space = "link", offset = 0 : i64, size = 64 : i64, alignment = 64 : i64}
   %c = cplan.alloc "c" transient {source = "c", device = "d1", space = "device", offset = 0 : i64, size = 64 : i64, alignment = 64 : i64}
-  %t0 = cplan.command "t0" (%w) -> (%a) {task = "t0", op = "rms_norm", impl = "vq.rms_norm", device = "d0", engine = "compute", lineage = #cplan.lineage<decode, stage 0, block 0, "blk.0.attn_norm">, provider = "roofline", status = "direct"}
+  %t0 = cplan.command "t0" (%w) -> (%a) cost direct by roofline {task = "t0", op = "rms_norm", impl = "vq.rms_norm", device = "d0", engine = "compute", lineage = #cplan.lineage<decode, stage 0, block 0, "blk.0.attn_norm">}
   // CHECK:      invalid.mlir:[[# @LINE - 1]]:3: error: command 't0': duration must be present exactly when the cost is not missing
   // CHECK-NEXT: {{^}}  %t0 = cplan.command "t0" {{.*}}{task = "t0", op = "rms_norm",
-  %t1 = cplan.command "t1" (%a) -> (%e) after(%t0) {task = "t1", op = "send", impl = "vq.send", device = "d0", engine = "copy", lineage = #cplan.lineage<decode, stage 0, "edge:e1", edge "e1">, provider = "roofline", status = "direct", duration = 1.0e-06 : f64, link = "l0"}
-  %t2 = cplan.command "t2" (%e) -> (%c) after(%t1) {task = "t2", op = "add", impl = "vq.add", device = "d1", engine = "compute", lineage = #cplan.lineage<decode, stage 1, block 1, "blk.1.add(h_mid)">, provider = "roofline", status = "direct", duration = 1.0e-06 : f64}
+  %t1 = cplan.command "t1" (%a) -> (%e) after(%t0) cost direct by roofline {task = "t1", op = "send", impl = "vq.send", device = "d0", engine = "copy", lineage = #cplan.lineage<decode, stage 0, "edge:e1", edge "e1">, duration = 1.0e-06 : f64, link = "l0"}
+  %t2 = cplan.command "t2" (%e) -> (%c) after(%t1) cost direct by roofline {task = "t2", op = "add", impl = "vq.add", device = "d1", engine = "compute", lineage = #cplan.lineage<decode, stage 1, block 1, "blk.1.add(h_mid)">, duration = 1.0e-06 : f64}
+  cplan.sync %t0 -> %t1
+  cplan.sync %t1 -> %t2
+  cplan.queue_schedule {
+    cplan.queue "d0" "compute" [%t0]
+    cplan.queue "d0" "copy" [%t1]
+    cplan.queue "d1" "compute" [%t2]
+  }
+}
+
+// -----
+
+// command: a direct cost without its provider
+cplan.plan attributes {binder = "reference-queue", target = "t", deployment = "d", evidence = "e", risk = "strict", source = "s"} {
+  cplan.device {id = "d0", capacity = {device = 4096 : i64, link = 1024 : i64}, engines = {compute = 1 : i64, copy = 1 : i64}}
+  cplan.device {id = "d1", capacity = {device = 4096 : i64}, engines = {compute = 1 : i64}}
+  cplan.link {id = "l0", src = "d0", dst = "d1", capacity = 1024 : i64}
+  %w = cplan.alloc "w" weight {source = "w", device = "d0", space = "device", offset = 0 : i64, size = 100 : i64, alignment = 64 : i64}
+  %a = cplan.alloc "a" transient {source = "a", device = "d0", space = "device", offset = 128 : i64, size = 64 : i64, alignment = 64 : i64}
+  %e = cplan.alloc "e" edge {source = "e", device = "d0", space = "link", offset = 0 : i64, size = 64 : i64, alignment = 64 : i64}
+  %c = cplan.alloc "c" transient {source = "c", device = "d1", space = "device", offset = 0 : i64, size = 64 : i64, alignment = 64 : i64}
+  %t0 = cplan.command "t0" (%w) -> (%a) cost direct {task = "t0", op = "rms_norm", impl = "vq.rms_norm", device = "d0", engine = "compute", lineage = #cplan.lineage<decode, stage 0, block 0, "blk.0.attn_norm">, duration = 1.0e-06 : f64}
+  // CHECK:      invalid.mlir:[[# @LINE - 1]]:3: error: command 't0': provider must be present exactly when the cost is not missing
+  // CHECK-NEXT: {{^}}  %t0 = cplan.command "t0" {{.*}}{task = "t0", op = "rms_norm",
+  %t1 = cplan.command "t1" (%a) -> (%e) after(%t0) cost direct by roofline {task = "t1", op = "send", impl = "vq.send", device = "d0", engine = "copy", lineage = #cplan.lineage<decode, stage 0, "edge:e1", edge "e1">, duration = 1.0e-06 : f64, link = "l0"}
+  %t2 = cplan.command "t2" (%e) -> (%c) after(%t1) cost direct by roofline {task = "t2", op = "add", impl = "vq.add", device = "d1", engine = "compute", lineage = #cplan.lineage<decode, stage 1, block 1, "blk.1.add(h_mid)">, duration = 1.0e-06 : f64}
   cplan.sync %t0 -> %t1
   cplan.sync %t1 -> %t2
   cplan.queue_schedule {
@@ -230,11 +258,11 @@ cplan.plan attributes {binder = "reference-queue", target = "t", deployment = "d
   %a = cplan.alloc "a" transient {source = "a", device = "d0", space = "device", offset = 128 : i64, size = 64 : i64, alignment = 64 : i64}
   %e = cplan.alloc "e" edge {source = "e", device = "d0", space = "link", offset = 0 : i64, size = 64 : i64, alignment = 64 : i64}
   %c = cplan.alloc "c" transient {source = "c", device = "d1", space = "device", offset = 0 : i64, size = 64 : i64, alignment = 64 : i64}
-  %t0 = cplan.command "t0" (%w) -> (%a) {task = "t0", op = "rms_norm", impl = "vq.rms_norm", device = "d0", engine = "compute", lineage = #cplan.lineage<decode, stage 0, block 0, "blk.0.attn_norm">, provider = "roofline", status = "direct", duration = -1.0 : f64}
+  %t0 = cplan.command "t0" (%w) -> (%a) cost direct by roofline {task = "t0", op = "rms_norm", impl = "vq.rms_norm", device = "d0", engine = "compute", lineage = #cplan.lineage<decode, stage 0, block 0, "blk.0.attn_norm">, duration = -1.0 : f64}
   // CHECK:      invalid.mlir:[[# @LINE - 1]]:3: error: command 't0': duration must be >= 0 seconds
   // CHECK-NEXT: {{^}}  %t0 = cplan.command "t0" {{.*}}{task = "t0", op = "rms_norm",
-  %t1 = cplan.command "t1" (%a) -> (%e) after(%t0) {task = "t1", op = "send", impl = "vq.send", device = "d0", engine = "copy", lineage = #cplan.lineage<decode, stage 0, "edge:e1", edge "e1">, provider = "roofline", status = "direct", duration = 1.0e-06 : f64, link = "l0"}
-  %t2 = cplan.command "t2" (%e) -> (%c) after(%t1) {task = "t2", op = "add", impl = "vq.add", device = "d1", engine = "compute", lineage = #cplan.lineage<decode, stage 1, block 1, "blk.1.add(h_mid)">, provider = "roofline", status = "direct", duration = 1.0e-06 : f64}
+  %t1 = cplan.command "t1" (%a) -> (%e) after(%t0) cost direct by roofline {task = "t1", op = "send", impl = "vq.send", device = "d0", engine = "copy", lineage = #cplan.lineage<decode, stage 0, "edge:e1", edge "e1">, duration = 1.0e-06 : f64, link = "l0"}
+  %t2 = cplan.command "t2" (%e) -> (%c) after(%t1) cost direct by roofline {task = "t2", op = "add", impl = "vq.add", device = "d1", engine = "compute", lineage = #cplan.lineage<decode, stage 1, block 1, "blk.1.add(h_mid)">, duration = 1.0e-06 : f64}
   cplan.sync %t0 -> %t1
   cplan.sync %t1 -> %t2
   cplan.queue_schedule {
@@ -267,9 +295,9 @@ cplan.plan attributes {binder = "reference-queue", target = "t", deployment = "d
   %a = cplan.alloc "a" transient {source = "a", device = "d0", space = "device", offset = 128 : i64, size = 64 : i64, alignment = 64 : i64}
   %e = cplan.alloc "e" edge {source = "e", device = "d0", space = "link", offset = 0 : i64, size = 64 : i64, alignment = 64 : i64}
   %c = cplan.alloc "c" transient {source = "c", device = "d1", space = "device", offset = 0 : i64, size = 64 : i64, alignment = 64 : i64}
-  %t0 = cplan.command "t0" (%w) -> (%a) {task = "t0", op = "rms_norm", impl = "vq.rms_norm", device = "d0", engine = "compute", lineage = #cplan.lineage<decode, stage 0, block 0, "blk.0.attn_norm">, provider = "roofline", status = "direct", duration = 1.0e-06 : f64}
-  %t1 = cplan.command "t1" (%a) -> (%e) after(%t0) {task = "t1", op = "send", impl = "vq.send", device = "d0", engine = "copy", lineage = #cplan.lineage<decode, stage 0, "edge:e1", edge "e1">, provider = "roofline", status = "direct", duration = 1.0e-06 : f64, link = "l0"}
-  %t2 = cplan.command "t2" (%e) -> (%c) after(%t1) {task = "t2", op = "add", impl = "vq.add", device = "d1", engine = "compute", lineage = #cplan.lineage<decode, stage 1, block 1, "blk.1.add(h_mid)">, provider = "roofline", status = "direct", duration = 1.0e-06 : f64}
+  %t0 = cplan.command "t0" (%w) -> (%a) cost direct by roofline {task = "t0", op = "rms_norm", impl = "vq.rms_norm", device = "d0", engine = "compute", lineage = #cplan.lineage<decode, stage 0, block 0, "blk.0.attn_norm">, duration = 1.0e-06 : f64}
+  %t1 = cplan.command "t1" (%a) -> (%e) after(%t0) cost direct by roofline {task = "t1", op = "send", impl = "vq.send", device = "d0", engine = "copy", lineage = #cplan.lineage<decode, stage 0, "edge:e1", edge "e1">, duration = 1.0e-06 : f64, link = "l0"}
+  %t2 = cplan.command "t2" (%e) -> (%c) after(%t1) cost direct by roofline {task = "t2", op = "add", impl = "vq.add", device = "d1", engine = "compute", lineage = #cplan.lineage<decode, stage 1, block 1, "blk.1.add(h_mid)">, duration = 1.0e-06 : f64}
   cplan.sync %t0 -> %t1
   cplan.sync %t1 -> %t2
   cplan.queue_schedule {
@@ -292,9 +320,9 @@ cplan.plan attributes {binder = "reference-queue", target = "t", deployment = "d
   %a = cplan.alloc "a" transient {source = "a", device = "d0", space = "device", offset = 128 : i64, size = 64 : i64, alignment = 64 : i64}
   %e = cplan.alloc "e" edge {source = "e", device = "d0", space = "link", offset = 0 : i64, size = 64 : i64, alignment = 64 : i64}
   %c = cplan.alloc "c" transient {source = "c", device = "d1", space = "device", offset = 0 : i64, size = 64 : i64, alignment = 64 : i64}
-  %t0 = cplan.command "t0" (%w) -> (%a) {task = "t0", op = "rms_norm", impl = "vq.rms_norm", device = "d0", engine = "compute", lineage = #cplan.lineage<decode, stage 0, block 0, "blk.0.attn_norm">, provider = "roofline", status = "direct", duration = 1.0e-06 : f64}
-  %t1 = cplan.command "t1" (%a) -> (%e) after(%t0) {task = "t1", op = "send", impl = "vq.send", device = "d0", engine = "copy", lineage = #cplan.lineage<decode, stage 0, "edge:e1", edge "e1">, provider = "roofline", status = "direct", duration = 1.0e-06 : f64, link = "l0"}
-  %t2 = cplan.command "t2" (%e) -> (%c) after(%t1) {task = "t2", op = "add", impl = "vq.add", device = "d1", engine = "compute", lineage = #cplan.lineage<decode, stage 1, block 1, "blk.1.add(h_mid)">, provider = "roofline", status = "direct", duration = 1.0e-06 : f64}
+  %t0 = cplan.command "t0" (%w) -> (%a) cost direct by roofline {task = "t0", op = "rms_norm", impl = "vq.rms_norm", device = "d0", engine = "compute", lineage = #cplan.lineage<decode, stage 0, block 0, "blk.0.attn_norm">, duration = 1.0e-06 : f64}
+  %t1 = cplan.command "t1" (%a) -> (%e) after(%t0) cost direct by roofline {task = "t1", op = "send", impl = "vq.send", device = "d0", engine = "copy", lineage = #cplan.lineage<decode, stage 0, "edge:e1", edge "e1">, duration = 1.0e-06 : f64, link = "l0"}
+  %t2 = cplan.command "t2" (%e) -> (%c) after(%t1) cost direct by roofline {task = "t2", op = "add", impl = "vq.add", device = "d1", engine = "compute", lineage = #cplan.lineage<decode, stage 1, block 1, "blk.1.add(h_mid)">, duration = 1.0e-06 : f64}
   cplan.sync %t0 -> %t1
   cplan.sync %t1 -> %t2
   cplan.queue_schedule {
@@ -313,8 +341,8 @@ cplan.plan attributes {binder = "reference-slot", target = "t", deployment = "d"
   cplan.device {id = "d0", capacity = {device = 4096 : i64}, engines = {df = 2 : i64}}
   %a = cplan.alloc "a" transient {source = "a", device = "d0", space = "device", offset = 0 : i64, size = 64 : i64, alignment = 64 : i64}
   %b = cplan.alloc "b" transient {source = "b", device = "d0", space = "device", offset = 64 : i64, size = 64 : i64, alignment = 64 : i64}
-  %t0 = cplan.command "t0" () -> (%a) {task = "t0", op = "rms_norm", impl = "vs.rms_norm", device = "d0", engine = "df", lineage = #cplan.lineage<decode, stage 0, block 0, "blk.0.attn_norm">, provider = "roofline", status = "direct", duration = 1.0e-06 : f64}
-  %t1 = cplan.command "t1" (%a) -> (%b) after(%t0) {task = "t1", op = "add", impl = "vs.add", device = "d0", engine = "df", lineage = #cplan.lineage<decode, stage 0, block 0, "blk.0.add(h_mid)">, provider = "", status = "missing"}
+  %t0 = cplan.command "t0" () -> (%a) cost direct by roofline {task = "t0", op = "rms_norm", impl = "vs.rms_norm", device = "d0", engine = "df", lineage = #cplan.lineage<decode, stage 0, block 0, "blk.0.attn_norm">, duration = 1.0e-06 : f64}
+  %t1 = cplan.command "t1" (%a) -> (%b) after(%t0) cost missing {task = "t1", op = "add", impl = "vs.add", device = "d0", engine = "df", lineage = #cplan.lineage<decode, stage 0, block 0, "blk.0.add(h_mid)">}
   cplan.slot_dataflow {
     cplan.slot "s0" on "d0" "df" [%t0, %t1]
     cplan.slot "s0" on "d0" "df" []
@@ -332,8 +360,8 @@ cplan.plan attributes {binder = "reference-slot", target = "t", deployment = "d"
   cplan.device {id = "d0", capacity = {device = 4096 : i64}, engines = {df = 2 : i64}}
   %a = cplan.alloc "a" transient {source = "a", device = "d0", space = "device", offset = 0 : i64, size = 64 : i64, alignment = 64 : i64}
   %b = cplan.alloc "b" transient {source = "b", device = "d0", space = "device", offset = 64 : i64, size = 64 : i64, alignment = 64 : i64}
-  %t0 = cplan.command "t0" () -> (%a) {task = "t0", op = "rms_norm", impl = "vs.rms_norm", device = "d0", engine = "df", lineage = #cplan.lineage<decode, stage 0, block 0, "blk.0.attn_norm">, provider = "roofline", status = "direct", duration = 1.0e-06 : f64}
-  %t1 = cplan.command "t1" (%a) -> (%b) after(%t0) {task = "t1", op = "add", impl = "vs.add", device = "d0", engine = "df", lineage = #cplan.lineage<decode, stage 0, block 0, "blk.0.add(h_mid)">, provider = "", status = "missing"}
+  %t0 = cplan.command "t0" () -> (%a) cost direct by roofline {task = "t0", op = "rms_norm", impl = "vs.rms_norm", device = "d0", engine = "df", lineage = #cplan.lineage<decode, stage 0, block 0, "blk.0.attn_norm">, duration = 1.0e-06 : f64}
+  %t1 = cplan.command "t1" (%a) -> (%b) after(%t0) cost missing {task = "t1", op = "add", impl = "vs.add", device = "d0", engine = "df", lineage = #cplan.lineage<decode, stage 0, block 0, "blk.0.add(h_mid)">}
   cplan.slot_dataflow {
     cplan.slot "s0" on "d0" "df" [%t0, %t1]
     cplan.fire %t0 on "s0" after []
@@ -351,8 +379,8 @@ cplan.plan attributes {binder = "reference-slot", target = "t", deployment = "d"
   cplan.device {id = "d0", capacity = {device = 4096 : i64}, engines = {df = 2 : i64}}
   %a = cplan.alloc "a" transient {source = "a", device = "d0", space = "device", offset = 0 : i64, size = 64 : i64, alignment = 64 : i64}
   %b = cplan.alloc "b" transient {source = "b", device = "d0", space = "device", offset = 64 : i64, size = 64 : i64, alignment = 64 : i64}
-  %t0 = cplan.command "t0" () -> (%a) {task = "t0", op = "rms_norm", impl = "vs.rms_norm", device = "d0", engine = "df", lineage = #cplan.lineage<decode, stage 0, block 0, "blk.0.attn_norm">, provider = "roofline", status = "direct", duration = 1.0e-06 : f64}
-  %t1 = cplan.command "t1" (%a) -> (%b) after(%t0) {task = "t1", op = "add", impl = "vs.add", device = "d0", engine = "df", lineage = #cplan.lineage<decode, stage 0, block 0, "blk.0.add(h_mid)">, provider = "", status = "missing"}
+  %t0 = cplan.command "t0" () -> (%a) cost direct by roofline {task = "t0", op = "rms_norm", impl = "vs.rms_norm", device = "d0", engine = "df", lineage = #cplan.lineage<decode, stage 0, block 0, "blk.0.attn_norm">, duration = 1.0e-06 : f64}
+  %t1 = cplan.command "t1" (%a) -> (%b) after(%t0) cost missing {task = "t1", op = "add", impl = "vs.add", device = "d0", engine = "df", lineage = #cplan.lineage<decode, stage 0, block 0, "blk.0.add(h_mid)">}
   cplan.slot_dataflow {
     builtin.module {
     // CHECK:      invalid.mlir:[[# @LINE - 1]]:5: error: slot_dataflow may hold only cplan.slot and cplan.fire ops, found 'builtin.module'
@@ -371,8 +399,8 @@ cplan.plan attributes {binder = "reference-slot", target = "t", deployment = "d"
   cplan.device {id = "d0", capacity = {device = 4096 : i64}, engines = {df = 2 : i64}}
   %a = cplan.alloc "a" transient {source = "a", device = "d0", space = "device", offset = 0 : i64, size = 64 : i64, alignment = 64 : i64}
   %b = cplan.alloc "b" transient {source = "b", device = "d0", space = "device", offset = 64 : i64, size = 64 : i64, alignment = 64 : i64}
-  %t0 = cplan.command "t0" () -> (%a) {task = "t0", op = "rms_norm", impl = "vs.rms_norm", device = "d0", engine = "df", lineage = #cplan.lineage<decode, stage 0, block 0, "blk.0.attn_norm">, provider = "roofline", status = "direct", duration = 1.0e-06 : f64}
-  %t1 = cplan.command "t1" (%a) -> (%b) after(%t0) {task = "t1", op = "add", impl = "vs.add", device = "d0", engine = "df", lineage = #cplan.lineage<decode, stage 0, block 0, "blk.0.add(h_mid)">, provider = "", status = "missing"}
+  %t0 = cplan.command "t0" () -> (%a) cost direct by roofline {task = "t0", op = "rms_norm", impl = "vs.rms_norm", device = "d0", engine = "df", lineage = #cplan.lineage<decode, stage 0, block 0, "blk.0.attn_norm">, duration = 1.0e-06 : f64}
+  %t1 = cplan.command "t1" (%a) -> (%b) after(%t0) cost missing {task = "t1", op = "add", impl = "vs.add", device = "d0", engine = "df", lineage = #cplan.lineage<decode, stage 0, block 0, "blk.0.add(h_mid)">}
   cplan.slot_dataflow {
     cplan.slot "s0" on "d0" "df" [%t0, %t1]
     cplan.slot "s1" on "d0" "df" [%t1]
@@ -390,8 +418,8 @@ cplan.plan attributes {binder = "reference-slot", target = "t", deployment = "d"
   cplan.device {id = "d0", capacity = {device = 4096 : i64}, engines = {df = 2 : i64}}
   %a = cplan.alloc "a" transient {source = "a", device = "d0", space = "device", offset = 0 : i64, size = 64 : i64, alignment = 64 : i64}
   %b = cplan.alloc "b" transient {source = "b", device = "d0", space = "device", offset = 64 : i64, size = 64 : i64, alignment = 64 : i64}
-  %t0 = cplan.command "t0" () -> (%a) {task = "t0", op = "rms_norm", impl = "vs.rms_norm", device = "d0", engine = "df", lineage = #cplan.lineage<decode, stage 0, block 0, "blk.0.attn_norm">, provider = "roofline", status = "direct", duration = 1.0e-06 : f64}
-  %t1 = cplan.command "t1" (%a) -> (%b) after(%t0) {task = "t1", op = "add", impl = "vs.add", device = "d0", engine = "df", lineage = #cplan.lineage<decode, stage 0, block 0, "blk.0.add(h_mid)">, provider = "", status = "missing"}
+  %t0 = cplan.command "t0" () -> (%a) cost direct by roofline {task = "t0", op = "rms_norm", impl = "vs.rms_norm", device = "d0", engine = "df", lineage = #cplan.lineage<decode, stage 0, block 0, "blk.0.attn_norm">, duration = 1.0e-06 : f64}
+  %t1 = cplan.command "t1" (%a) -> (%b) after(%t0) cost missing {task = "t1", op = "add", impl = "vs.add", device = "d0", engine = "df", lineage = #cplan.lineage<decode, stage 0, block 0, "blk.0.add(h_mid)">}
   cplan.slot_dataflow {
     cplan.slot "s0" on "d0" "df" [%t0, %t1]
     cplan.fire %t0 on "s0" after []
@@ -408,8 +436,8 @@ cplan.plan attributes {binder = "reference-slot", target = "t", deployment = "d"
   cplan.device {id = "d0", capacity = {device = 4096 : i64}, engines = {df = 2 : i64}}
   %a = cplan.alloc "a" transient {source = "a", device = "d0", space = "device", offset = 0 : i64, size = 64 : i64, alignment = 64 : i64}
   %b = cplan.alloc "b" transient {source = "b", device = "d0", space = "device", offset = 64 : i64, size = 64 : i64, alignment = 64 : i64}
-  %t0 = cplan.command "t0" () -> (%a) {task = "t0", op = "rms_norm", impl = "vs.rms_norm", device = "d0", engine = "df", lineage = #cplan.lineage<decode, stage 0, block 0, "blk.0.attn_norm">, provider = "roofline", status = "direct", duration = 1.0e-06 : f64}
-  %t1 = cplan.command "t1" (%a) -> (%b) after(%t0) {task = "t1", op = "add", impl = "vs.add", device = "d0", engine = "df", lineage = #cplan.lineage<decode, stage 0, block 0, "blk.0.add(h_mid)">, provider = "", status = "missing"}
+  %t0 = cplan.command "t0" () -> (%a) cost direct by roofline {task = "t0", op = "rms_norm", impl = "vs.rms_norm", device = "d0", engine = "df", lineage = #cplan.lineage<decode, stage 0, block 0, "blk.0.attn_norm">, duration = 1.0e-06 : f64}
+  %t1 = cplan.command "t1" (%a) -> (%b) after(%t0) cost missing {task = "t1", op = "add", impl = "vs.add", device = "d0", engine = "df", lineage = #cplan.lineage<decode, stage 0, block 0, "blk.0.add(h_mid)">}
   cplan.slot_dataflow {
     cplan.slot "s0" on "d0" "df" [%t0]
     cplan.slot "s1" on "d0" "df" [%t1]
@@ -427,8 +455,8 @@ cplan.plan attributes {binder = "reference-slot", target = "t", deployment = "d"
   cplan.device {id = "d0", capacity = {device = 4096 : i64}, engines = {df = 2 : i64}}
   %a = cplan.alloc "a" transient {source = "a", device = "d0", space = "device", offset = 0 : i64, size = 64 : i64, alignment = 64 : i64}
   %b = cplan.alloc "b" transient {source = "b", device = "d0", space = "device", offset = 64 : i64, size = 64 : i64, alignment = 64 : i64}
-  %t0 = cplan.command "t0" () -> (%a) {task = "t0", op = "rms_norm", impl = "vs.rms_norm", device = "d0", engine = "df", lineage = #cplan.lineage<decode, stage 0, block 0, "blk.0.attn_norm">, provider = "roofline", status = "direct", duration = 1.0e-06 : f64}
-  %t1 = cplan.command "t1" (%a) -> (%b) after(%t0) {task = "t1", op = "add", impl = "vs.add", device = "d0", engine = "df", lineage = #cplan.lineage<decode, stage 0, block 0, "blk.0.add(h_mid)">, provider = "", status = "missing"}
+  %t0 = cplan.command "t0" () -> (%a) cost direct by roofline {task = "t0", op = "rms_norm", impl = "vs.rms_norm", device = "d0", engine = "df", lineage = #cplan.lineage<decode, stage 0, block 0, "blk.0.attn_norm">, duration = 1.0e-06 : f64}
+  %t1 = cplan.command "t1" (%a) -> (%b) after(%t0) cost missing {task = "t1", op = "add", impl = "vs.add", device = "d0", engine = "df", lineage = #cplan.lineage<decode, stage 0, block 0, "blk.0.add(h_mid)">}
   cplan.slot_dataflow {
     cplan.slot "s0" on "d0" "df" [%t0, %t1]
     // CHECK:      invalid.mlir:[[# @LINE - 1]]:5: error: slot_dataflow: command 't1' has no firing rule
@@ -448,10 +476,10 @@ cplan.plan attributes {binder = "reference-queue", target = "t", deployment = "d
   %a = cplan.alloc "a" transient {source = "a", device = "d0", space = "device", offset = 128 : i64, size = 64 : i64, alignment = 64 : i64}
   %e = cplan.alloc "e" edge {source = "e", device = "d0", space = "link", offset = 0 : i64, size = 64 : i64, alignment = 64 : i64}
   %c = cplan.alloc "c" transient {source = "c", device = "d1", space = "device", offset = 0 : i64, size = 64 : i64, alignment = 64 : i64}
-  %t0 = cplan.command "t0" (%w) -> (%a) {task = "t0", op = "rms_norm", impl = "vq.rms_norm", device = "d0", engine = "compute", lineage = #cplan.lineage<decode, stage 0, block 0, "blk.0.attn_norm">, provider = "roofline", status = "direct", duration = 1.0e-06 : f64}
-  %t1 = cplan.command "t1" (%a) -> (%e) after(%t0) {task = "t1", op = "send", impl = "vq.send", device = "d0", engine = "copy", lineage = #cplan.lineage<decode, stage 0, "edge:e1", edge "e1">, provider = "roofline", status = "direct", duration = 1.0e-06 : f64, link = "l0"}
-  %t2 = cplan.command "t2" (%e) -> (%c) after(%t1) {task = "t2", op = "add", impl = "vq.add", device = "d1", engine = "compute", lineage = #cplan.lineage<decode, stage 1, block 1, "blk.1.add(h_mid)">, provider = "roofline", status = "direct", duration = 1.0e-06 : f64}
-  %t2b = cplan.command "t2" (%e) -> (%c) after(%t1) {task = "t2", op = "mul", impl = "vq.add", device = "d1", engine = "compute", lineage = #cplan.lineage<decode, stage 1, block 1, "blk.1.mul">, provider = "roofline", status = "direct", duration = 1.0e-06 : f64}
+  %t0 = cplan.command "t0" (%w) -> (%a) cost direct by roofline {task = "t0", op = "rms_norm", impl = "vq.rms_norm", device = "d0", engine = "compute", lineage = #cplan.lineage<decode, stage 0, block 0, "blk.0.attn_norm">, duration = 1.0e-06 : f64}
+  %t1 = cplan.command "t1" (%a) -> (%e) after(%t0) cost direct by roofline {task = "t1", op = "send", impl = "vq.send", device = "d0", engine = "copy", lineage = #cplan.lineage<decode, stage 0, "edge:e1", edge "e1">, duration = 1.0e-06 : f64, link = "l0"}
+  %t2 = cplan.command "t2" (%e) -> (%c) after(%t1) cost direct by roofline {task = "t2", op = "add", impl = "vq.add", device = "d1", engine = "compute", lineage = #cplan.lineage<decode, stage 1, block 1, "blk.1.add(h_mid)">, duration = 1.0e-06 : f64}
+  %t2b = cplan.command "t2" (%e) -> (%c) after(%t1) cost direct by roofline {task = "t2", op = "mul", impl = "vq.add", device = "d1", engine = "compute", lineage = #cplan.lineage<decode, stage 1, block 1, "blk.1.mul">, duration = 1.0e-06 : f64}
   // CHECK:      invalid.mlir:[[# @LINE - 1]]:3: error: [AB-S-1] command dependencies must be closed and acyclic (duplicate_command): command id 't2' (model op blk.1.add(h_mid) -> stage 1 block 1 (decode) -> task @t2 -> candidate vq.add) is declared twice
   // CHECK-NEXT: {{^}}  %t2b = cplan.command "t2" {{.*}}{task = "t2", op = "mul", impl = "vq.add",
   cplan.sync %t0 -> %t1
@@ -474,11 +502,11 @@ cplan.plan attributes {binder = "reference-queue", target = "t", deployment = "d
   %a = cplan.alloc "a" transient {source = "a", device = "d0", space = "device", offset = 128 : i64, size = 64 : i64, alignment = 64 : i64}
   %e = cplan.alloc "e" edge {source = "e", device = "d0", space = "link", offset = 0 : i64, size = 64 : i64, alignment = 64 : i64}
   %c = cplan.alloc "c" transient {source = "c", device = "d1", space = "device", offset = 0 : i64, size = 64 : i64, alignment = 64 : i64}
-  %t0 = cplan.command "t0" (%w) -> (%a) after(%t2) {task = "t0", op = "rms_norm", impl = "vq.rms_norm", device = "d0", engine = "compute", lineage = #cplan.lineage<decode, stage 0, block 0, "blk.0.attn_norm">, provider = "roofline", status = "direct", duration = 1.0e-06 : f64}
+  %t0 = cplan.command "t0" (%w) -> (%a) after(%t2) cost direct by roofline {task = "t0", op = "rms_norm", impl = "vq.rms_norm", device = "d0", engine = "compute", lineage = #cplan.lineage<decode, stage 0, block 0, "blk.0.attn_norm">, duration = 1.0e-06 : f64}
   // CHECK:      invalid.mlir:[[# @LINE - 1]]:3: error: [AB-S-1] command dependencies must be closed and acyclic (dependency_cycle): command dependencies form a cycle through 't0' (model op blk.0.attn_norm -> stage 0 block 0 (decode) -> task @t0 -> candidate vq.rms_norm), 't1' (model op edge:e1 -> stage 0 (decode) -> task @t1 -> candidate vq.send), 't2' (model op blk.1.add(h_mid) -> stage 1 block 1 (decode) -> task @t2 -> candidate vq.add)
   // CHECK-NEXT: {{^}}  %t0 = cplan.command "t0" {{.*}}{task = "t0", op = "rms_norm",
-  %t1 = cplan.command "t1" (%a) -> (%e) after(%t0) {task = "t1", op = "send", impl = "vq.send", device = "d0", engine = "copy", lineage = #cplan.lineage<decode, stage 0, "edge:e1", edge "e1">, provider = "roofline", status = "direct", duration = 1.0e-06 : f64, link = "l0"}
-  %t2 = cplan.command "t2" (%e) -> (%c) after(%t1) {task = "t2", op = "add", impl = "vq.add", device = "d1", engine = "compute", lineage = #cplan.lineage<decode, stage 1, block 1, "blk.1.add(h_mid)">, provider = "roofline", status = "direct", duration = 1.0e-06 : f64}
+  %t1 = cplan.command "t1" (%a) -> (%e) after(%t0) cost direct by roofline {task = "t1", op = "send", impl = "vq.send", device = "d0", engine = "copy", lineage = #cplan.lineage<decode, stage 0, "edge:e1", edge "e1">, duration = 1.0e-06 : f64, link = "l0"}
+  %t2 = cplan.command "t2" (%e) -> (%c) after(%t1) cost direct by roofline {task = "t2", op = "add", impl = "vq.add", device = "d1", engine = "compute", lineage = #cplan.lineage<decode, stage 1, block 1, "blk.1.add(h_mid)">, duration = 1.0e-06 : f64}
   cplan.sync %t0 -> %t1
   cplan.sync %t1 -> %t2
   cplan.queue_schedule {
@@ -499,9 +527,9 @@ cplan.plan attributes {binder = "reference-queue", target = "t", deployment = "d
   %a = cplan.alloc "a" transient {source = "a", device = "d0", space = "device", offset = 128 : i64, size = 64 : i64, alignment = 64 : i64}
   %e = cplan.alloc "e" edge {source = "e", device = "d0", space = "link", offset = 0 : i64, size = 64 : i64, alignment = 64 : i64}
   %c = cplan.alloc "c" transient {source = "c", device = "d1", space = "device", offset = 0 : i64, size = 64 : i64, alignment = 64 : i64}
-  %t0 = cplan.command "t0" (%w) -> (%a) {task = "t0", op = "rms_norm", impl = "vq.rms_norm", device = "d0", engine = "compute", lineage = #cplan.lineage<decode, stage 0, block 0, "blk.0.attn_norm">, provider = "roofline", status = "direct", duration = 1.0e-06 : f64}
-  %t1 = cplan.command "t1" (%a) -> (%e) after(%t0) {task = "t1", op = "send", impl = "vq.send", device = "d0", engine = "copy", lineage = #cplan.lineage<decode, stage 0, "edge:e1", edge "e1">, provider = "roofline", status = "direct", duration = 1.0e-06 : f64, link = "l0"}
-  %t2 = cplan.command "t2" (%e) -> (%c) after(%t1) {task = "t2", op = "add", impl = "vq.add", device = "d1", engine = "compute", lineage = #cplan.lineage<decode, stage 1, block 1, "blk.1.add(h_mid)">, provider = "roofline", status = "direct", duration = 1.0e-06 : f64}
+  %t0 = cplan.command "t0" (%w) -> (%a) cost direct by roofline {task = "t0", op = "rms_norm", impl = "vq.rms_norm", device = "d0", engine = "compute", lineage = #cplan.lineage<decode, stage 0, block 0, "blk.0.attn_norm">, duration = 1.0e-06 : f64}
+  %t1 = cplan.command "t1" (%a) -> (%e) after(%t0) cost direct by roofline {task = "t1", op = "send", impl = "vq.send", device = "d0", engine = "copy", lineage = #cplan.lineage<decode, stage 0, "edge:e1", edge "e1">, duration = 1.0e-06 : f64, link = "l0"}
+  %t2 = cplan.command "t2" (%e) -> (%c) after(%t1) cost direct by roofline {task = "t2", op = "add", impl = "vq.add", device = "d1", engine = "compute", lineage = #cplan.lineage<decode, stage 1, block 1, "blk.1.add(h_mid)">, duration = 1.0e-06 : f64}
   // CHECK:      invalid.mlir:[[# @LINE - 1]]:3: error: [AB-S-2] queue order and signal/wait edges must not deadlock and must enforce every dependency (unscheduled_command): command 't2' (model op blk.1.add(h_mid) -> stage 1 block 1 (decode) -> task @t2 -> candidate vq.add) is in no queue
   // CHECK-NEXT: {{^}}  %t2 = cplan.command "t2" {{.*}}{task = "t2", op = "add", impl = "vq.add",
   cplan.sync %t0 -> %t1
@@ -524,11 +552,11 @@ cplan.plan attributes {binder = "reference-queue", target = "t", deployment = "d
   %a = cplan.alloc "a" transient {source = "a", device = "d0", space = "device", offset = 128 : i64, size = 64 : i64, alignment = 64 : i64}
   %e = cplan.alloc "e" edge {source = "e", device = "d0", space = "link", offset = 0 : i64, size = 64 : i64, alignment = 64 : i64}
   %c = cplan.alloc "c" transient {source = "c", device = "d1", space = "device", offset = 0 : i64, size = 64 : i64, alignment = 64 : i64}
-  %t0 = cplan.command "t0" (%w) -> (%a) {task = "t0", op = "rms_norm", impl = "vq.rms_norm", device = "d0", engine = "compute", lineage = #cplan.lineage<decode, stage 0, block 0, "blk.0.attn_norm">, provider = "roofline", status = "direct", duration = 1.0e-06 : f64}
+  %t0 = cplan.command "t0" (%w) -> (%a) cost direct by roofline {task = "t0", op = "rms_norm", impl = "vq.rms_norm", device = "d0", engine = "compute", lineage = #cplan.lineage<decode, stage 0, block 0, "blk.0.attn_norm">, duration = 1.0e-06 : f64}
   // CHECK:      invalid.mlir:[[# @LINE - 1]]:3: error: [AB-S-2] queue order and signal/wait edges must not deadlock and must enforce every dependency (placement_mismatch): command 't0' (model op blk.0.attn_norm -> stage 0 block 0 (decode) -> task @t0 -> candidate vq.rms_norm) is placed on d0/compute but its queue is on d0/copy
   // CHECK-NEXT: {{^}}  %t0 = cplan.command "t0" {{.*}}{task = "t0", op = "rms_norm",
-  %t1 = cplan.command "t1" (%a) -> (%e) after(%t0) {task = "t1", op = "send", impl = "vq.send", device = "d0", engine = "copy", lineage = #cplan.lineage<decode, stage 0, "edge:e1", edge "e1">, provider = "roofline", status = "direct", duration = 1.0e-06 : f64, link = "l0"}
-  %t2 = cplan.command "t2" (%e) -> (%c) after(%t1) {task = "t2", op = "add", impl = "vq.add", device = "d1", engine = "compute", lineage = #cplan.lineage<decode, stage 1, block 1, "blk.1.add(h_mid)">, provider = "roofline", status = "direct", duration = 1.0e-06 : f64}
+  %t1 = cplan.command "t1" (%a) -> (%e) after(%t0) cost direct by roofline {task = "t1", op = "send", impl = "vq.send", device = "d0", engine = "copy", lineage = #cplan.lineage<decode, stage 0, "edge:e1", edge "e1">, duration = 1.0e-06 : f64, link = "l0"}
+  %t2 = cplan.command "t2" (%e) -> (%c) after(%t1) cost direct by roofline {task = "t2", op = "add", impl = "vq.add", device = "d1", engine = "compute", lineage = #cplan.lineage<decode, stage 1, block 1, "blk.1.add(h_mid)">, duration = 1.0e-06 : f64}
   cplan.sync %t0 -> %t1
   cplan.sync %t1 -> %t2
   cplan.queue_schedule {
@@ -549,11 +577,11 @@ cplan.plan attributes {binder = "reference-queue", target = "t", deployment = "d
   %a = cplan.alloc "a" transient {source = "a", device = "d0", space = "device", offset = 128 : i64, size = 64 : i64, alignment = 64 : i64}
   %e = cplan.alloc "e" edge {source = "e", device = "d0", space = "link", offset = 0 : i64, size = 64 : i64, alignment = 64 : i64}
   %c = cplan.alloc "c" transient {source = "c", device = "d1", space = "device", offset = 0 : i64, size = 64 : i64, alignment = 64 : i64}
-  %t0 = cplan.command "t0" (%w) -> (%a) {task = "t0", op = "rms_norm", impl = "vq.rms_norm", device = "d0", engine = "compute", lineage = #cplan.lineage<decode, stage 0, block 0, "blk.0.attn_norm">, provider = "roofline", status = "direct", duration = 1.0e-06 : f64}
+  %t0 = cplan.command "t0" (%w) -> (%a) cost direct by roofline {task = "t0", op = "rms_norm", impl = "vq.rms_norm", device = "d0", engine = "compute", lineage = #cplan.lineage<decode, stage 0, block 0, "blk.0.attn_norm">, duration = 1.0e-06 : f64}
   // CHECK:      invalid.mlir:[[# @LINE - 1]]:3: error: [AB-S-2] queue order and signal/wait edges must not deadlock and must enforce every dependency (deadlock): queue order and signal/wait edges form a cycle (deadlock) through 't0' (model op blk.0.attn_norm -> stage 0 block 0 (decode) -> task @t0 -> candidate vq.rms_norm), 't1' (model op edge:e1 -> stage 0 (decode) -> task @t1 -> candidate vq.send), 't2' (model op blk.1.add(h_mid) -> stage 1 block 1 (decode) -> task @t2 -> candidate vq.add)
   // CHECK-NEXT: {{^}}  %t0 = cplan.command "t0" {{.*}}{task = "t0", op = "rms_norm",
-  %t1 = cplan.command "t1" (%a) -> (%e) after(%t0) {task = "t1", op = "send", impl = "vq.send", device = "d0", engine = "copy", lineage = #cplan.lineage<decode, stage 0, "edge:e1", edge "e1">, provider = "roofline", status = "direct", duration = 1.0e-06 : f64, link = "l0"}
-  %t2 = cplan.command "t2" (%e) -> (%c) after(%t1) {task = "t2", op = "add", impl = "vq.add", device = "d1", engine = "compute", lineage = #cplan.lineage<decode, stage 1, block 1, "blk.1.add(h_mid)">, provider = "roofline", status = "direct", duration = 1.0e-06 : f64}
+  %t1 = cplan.command "t1" (%a) -> (%e) after(%t0) cost direct by roofline {task = "t1", op = "send", impl = "vq.send", device = "d0", engine = "copy", lineage = #cplan.lineage<decode, stage 0, "edge:e1", edge "e1">, duration = 1.0e-06 : f64, link = "l0"}
+  %t2 = cplan.command "t2" (%e) -> (%c) after(%t1) cost direct by roofline {task = "t2", op = "add", impl = "vq.add", device = "d1", engine = "compute", lineage = #cplan.lineage<decode, stage 1, block 1, "blk.1.add(h_mid)">, duration = 1.0e-06 : f64}
   cplan.sync %t0 -> %t1
   cplan.sync %t2 -> %t0
   cplan.sync %t1 -> %t2
@@ -575,9 +603,9 @@ cplan.plan attributes {binder = "reference-queue", target = "t", deployment = "d
   %a = cplan.alloc "a" transient {source = "a", device = "d0", space = "device", offset = 128 : i64, size = 64 : i64, alignment = 64 : i64}
   %e = cplan.alloc "e" edge {source = "e", device = "d0", space = "link", offset = 0 : i64, size = 64 : i64, alignment = 64 : i64}
   %c = cplan.alloc "c" transient {source = "c", device = "d1", space = "device", offset = 0 : i64, size = 64 : i64, alignment = 64 : i64}
-  %t0 = cplan.command "t0" (%w) -> (%a) {task = "t0", op = "rms_norm", impl = "vq.rms_norm", device = "d0", engine = "compute", lineage = #cplan.lineage<decode, stage 0, block 0, "blk.0.attn_norm">, provider = "roofline", status = "direct", duration = 1.0e-06 : f64}
-  %t1 = cplan.command "t1" (%a) -> (%e) after(%t0) {task = "t1", op = "send", impl = "vq.send", device = "d0", engine = "copy", lineage = #cplan.lineage<decode, stage 0, "edge:e1", edge "e1">, provider = "roofline", status = "direct", duration = 1.0e-06 : f64, link = "l0"}
-  %t2 = cplan.command "t2" (%e) -> (%c) after(%t1) {task = "t2", op = "add", impl = "vq.add", device = "d1", engine = "compute", lineage = #cplan.lineage<decode, stage 1, block 1, "blk.1.add(h_mid)">, provider = "roofline", status = "direct", duration = 1.0e-06 : f64}
+  %t0 = cplan.command "t0" (%w) -> (%a) cost direct by roofline {task = "t0", op = "rms_norm", impl = "vq.rms_norm", device = "d0", engine = "compute", lineage = #cplan.lineage<decode, stage 0, block 0, "blk.0.attn_norm">, duration = 1.0e-06 : f64}
+  %t1 = cplan.command "t1" (%a) -> (%e) after(%t0) cost direct by roofline {task = "t1", op = "send", impl = "vq.send", device = "d0", engine = "copy", lineage = #cplan.lineage<decode, stage 0, "edge:e1", edge "e1">, duration = 1.0e-06 : f64, link = "l0"}
+  %t2 = cplan.command "t2" (%e) -> (%c) after(%t1) cost direct by roofline {task = "t2", op = "add", impl = "vq.add", device = "d1", engine = "compute", lineage = #cplan.lineage<decode, stage 1, block 1, "blk.1.add(h_mid)">, duration = 1.0e-06 : f64}
   // CHECK:      invalid.mlir:[[# @LINE - 1]]:3: error: [AB-S-2] queue order and signal/wait edges must not deadlock and must enforce every dependency (unenforced_dependency): dependency 't1' (model op edge:e1 -> stage 0 (decode) -> task @t1 -> candidate vq.send) -> 't2' (model op blk.1.add(h_mid) -> stage 1 block 1 (decode) -> task @t2 -> candidate vq.add) is not enforced by queue order or signal/wait (missing wait)
   // CHECK-NEXT: {{^}}  %t2 = cplan.command "t2" {{.*}}{task = "t2", op = "add", impl = "vq.add",
   cplan.sync %t0 -> %t1
@@ -599,9 +627,9 @@ cplan.plan attributes {binder = "reference-queue", target = "t", deployment = "d
   %a = cplan.alloc "a" transient {source = "a", device = "d0", space = "device", offset = 128 : i64, size = 64 : i64, alignment = 64 : i64}
   %e = cplan.alloc "e" edge {source = "e", device = "d0", space = "link", offset = 0 : i64, size = 64 : i64, alignment = 64 : i64}
   %c = cplan.alloc "c" transient {source = "c", device = "d1", space = "device", offset = 0 : i64, size = 64 : i64, alignment = 64 : i64}
-  %t0 = cplan.command "t0" (%w) -> (%a) {task = "t0", op = "rms_norm", impl = "vq.rms_norm", device = "d0", engine = "compute", lineage = #cplan.lineage<decode, stage 0, block 0, "blk.0.attn_norm">, provider = "roofline", status = "direct", duration = 1.0e-06 : f64}
-  %t1 = cplan.command "t1" (%a) -> (%e) after(%t0) {task = "t1", op = "send", impl = "vq.send", device = "d0", engine = "copy", lineage = #cplan.lineage<decode, stage 0, "edge:e1", edge "e1">, provider = "roofline", status = "direct", duration = 1.0e-06 : f64, link = "l0"}
-  %t2 = cplan.command "t2" (%e) -> (%c) after(%t1) {task = "t2", op = "add", impl = "generic", device = "d1", engine = "compute", lineage = #cplan.lineage<decode, stage 1, block 1, "blk.1.add(h_mid)">, provider = "roofline", status = "direct", duration = 1.0e-06 : f64}
+  %t0 = cplan.command "t0" (%w) -> (%a) cost direct by roofline {task = "t0", op = "rms_norm", impl = "vq.rms_norm", device = "d0", engine = "compute", lineage = #cplan.lineage<decode, stage 0, block 0, "blk.0.attn_norm">, duration = 1.0e-06 : f64}
+  %t1 = cplan.command "t1" (%a) -> (%e) after(%t0) cost direct by roofline {task = "t1", op = "send", impl = "vq.send", device = "d0", engine = "copy", lineage = #cplan.lineage<decode, stage 0, "edge:e1", edge "e1">, duration = 1.0e-06 : f64, link = "l0"}
+  %t2 = cplan.command "t2" (%e) -> (%c) after(%t1) cost direct by roofline {task = "t2", op = "add", impl = "generic", device = "d1", engine = "compute", lineage = #cplan.lineage<decode, stage 1, block 1, "blk.1.add(h_mid)">, duration = 1.0e-06 : f64}
   // CHECK:      invalid.mlir:[[# @LINE - 1]]:3: error: [AB-S-3] every command needs a legal implementation and placement (no_implementation): command 't2' (model op blk.1.add(h_mid) -> stage 1 block 1 (decode) -> task @t2 -> candidate generic) has no legal implementation ('generic')
   // CHECK-NEXT: {{^}}  %t2 = cplan.command "t2" {{.*}}{task = "t2", op = "add", impl = "generic",
   cplan.sync %t0 -> %t1
@@ -624,9 +652,9 @@ cplan.plan attributes {binder = "reference-queue", target = "t", deployment = "d
   %a = cplan.alloc "a" transient {source = "a", device = "d0", space = "device", offset = 128 : i64, size = 64 : i64, alignment = 64 : i64}
   %e = cplan.alloc "e" edge {source = "e", device = "d0", space = "link", offset = 0 : i64, size = 64 : i64, alignment = 64 : i64}
   %c = cplan.alloc "c" transient {source = "c", device = "d1", space = "device", offset = 0 : i64, size = 64 : i64, alignment = 64 : i64}
-  %t0 = cplan.command "t0" (%w) -> (%a) {task = "t0", op = "rms_norm", impl = "vq.rms_norm", device = "d0", engine = "compute", lineage = #cplan.lineage<decode, stage 0, block 0, "blk.0.attn_norm">, provider = "roofline", status = "direct", duration = 1.0e-06 : f64}
-  %t1 = cplan.command "t1" (%a) -> (%e) after(%t0) {task = "t1", op = "send", impl = "vq.send", device = "d0", engine = "copy", lineage = #cplan.lineage<decode, stage 0, "edge:e1", edge "e1">, provider = "roofline", status = "direct", duration = 1.0e-06 : f64, link = "l0"}
-  %t2 = cplan.command "t2" (%e) -> (%c) after(%t1) {task = "t2", op = "add", impl = "vq.add", device = "d7", engine = "compute", lineage = #cplan.lineage<decode, stage 1, block 1, "blk.1.add(h_mid)">, provider = "roofline", status = "direct", duration = 1.0e-06 : f64}
+  %t0 = cplan.command "t0" (%w) -> (%a) cost direct by roofline {task = "t0", op = "rms_norm", impl = "vq.rms_norm", device = "d0", engine = "compute", lineage = #cplan.lineage<decode, stage 0, block 0, "blk.0.attn_norm">, duration = 1.0e-06 : f64}
+  %t1 = cplan.command "t1" (%a) -> (%e) after(%t0) cost direct by roofline {task = "t1", op = "send", impl = "vq.send", device = "d0", engine = "copy", lineage = #cplan.lineage<decode, stage 0, "edge:e1", edge "e1">, duration = 1.0e-06 : f64, link = "l0"}
+  %t2 = cplan.command "t2" (%e) -> (%c) after(%t1) cost direct by roofline {task = "t2", op = "add", impl = "vq.add", device = "d7", engine = "compute", lineage = #cplan.lineage<decode, stage 1, block 1, "blk.1.add(h_mid)">, duration = 1.0e-06 : f64}
   // CHECK:      invalid.mlir:[[# @LINE - 1]]:3: error: [AB-S-3] every command needs a legal implementation and placement (unknown_device): command 't2' (model op blk.1.add(h_mid) -> stage 1 block 1 (decode) -> task @t2 -> candidate vq.add) is placed on undeclared device 'd7'
   // CHECK-NEXT: {{^}}  %t2 = cplan.command "t2" {{.*}}{task = "t2", op = "add", impl = "vq.add",
   cplan.sync %t0 -> %t1
@@ -649,9 +677,9 @@ cplan.plan attributes {binder = "reference-queue", target = "t", deployment = "d
   %a = cplan.alloc "a" transient {source = "a", device = "d0", space = "device", offset = 128 : i64, size = 64 : i64, alignment = 64 : i64}
   %e = cplan.alloc "e" edge {source = "e", device = "d0", space = "link", offset = 0 : i64, size = 64 : i64, alignment = 64 : i64}
   %c = cplan.alloc "c" transient {source = "c", device = "d1", space = "device", offset = 0 : i64, size = 64 : i64, alignment = 64 : i64}
-  %t0 = cplan.command "t0" (%w) -> (%a) {task = "t0", op = "rms_norm", impl = "vq.rms_norm", device = "d0", engine = "compute", lineage = #cplan.lineage<decode, stage 0, block 0, "blk.0.attn_norm">, provider = "roofline", status = "direct", duration = 1.0e-06 : f64}
-  %t1 = cplan.command "t1" (%a) -> (%e) after(%t0) {task = "t1", op = "send", impl = "vq.send", device = "d0", engine = "copy", lineage = #cplan.lineage<decode, stage 0, "edge:e1", edge "e1">, provider = "roofline", status = "direct", duration = 1.0e-06 : f64, link = "l0"}
-  %t2 = cplan.command "t2" (%e) -> (%c) after(%t1) {task = "t2", op = "add", impl = "vq.add", device = "d1", engine = "copy", lineage = #cplan.lineage<decode, stage 1, block 1, "blk.1.add(h_mid)">, provider = "roofline", status = "direct", duration = 1.0e-06 : f64}
+  %t0 = cplan.command "t0" (%w) -> (%a) cost direct by roofline {task = "t0", op = "rms_norm", impl = "vq.rms_norm", device = "d0", engine = "compute", lineage = #cplan.lineage<decode, stage 0, block 0, "blk.0.attn_norm">, duration = 1.0e-06 : f64}
+  %t1 = cplan.command "t1" (%a) -> (%e) after(%t0) cost direct by roofline {task = "t1", op = "send", impl = "vq.send", device = "d0", engine = "copy", lineage = #cplan.lineage<decode, stage 0, "edge:e1", edge "e1">, duration = 1.0e-06 : f64, link = "l0"}
+  %t2 = cplan.command "t2" (%e) -> (%c) after(%t1) cost direct by roofline {task = "t2", op = "add", impl = "vq.add", device = "d1", engine = "copy", lineage = #cplan.lineage<decode, stage 1, block 1, "blk.1.add(h_mid)">, duration = 1.0e-06 : f64}
   // CHECK:      invalid.mlir:[[# @LINE - 1]]:3: error: [AB-S-3] every command needs a legal implementation and placement (unknown_engine): command 't2' (model op blk.1.add(h_mid) -> stage 1 block 1 (decode) -> task @t2 -> candidate vq.add) is placed on engine 'copy' that device 'd1' lacks
   // CHECK-NEXT: {{^}}  %t2 = cplan.command "t2" {{.*}}{task = "t2", op = "add", impl = "vq.add",
   cplan.sync %t0 -> %t1
@@ -674,11 +702,11 @@ cplan.plan attributes {binder = "reference-queue", target = "t", deployment = "d
   %a = cplan.alloc "a" transient {source = "a", device = "d0", space = "device", offset = 128 : i64, size = 64 : i64, alignment = 64 : i64}
   %e = cplan.alloc "e" edge {source = "e", device = "d0", space = "link", offset = 0 : i64, size = 64 : i64, alignment = 64 : i64}
   %c = cplan.alloc "c" transient {source = "c", device = "d1", space = "device", offset = 0 : i64, size = 64 : i64, alignment = 64 : i64}
-  %t0 = cplan.command "t0" (%w) -> (%a) {task = "t0", op = "rms_norm", impl = "vq.rms_norm", device = "d0", engine = "compute", lineage = #cplan.lineage<decode, stage 0, block 0, "blk.0.attn_norm">, provider = "roofline", status = "direct", duration = 1.0e-06 : f64}
-  %t1 = cplan.command "t1" (%a) -> (%e) after(%t0) {task = "t1", op = "send", impl = "vq.send", device = "d0", engine = "copy", lineage = #cplan.lineage<decode, stage 0, "edge:e1", edge "e1">, provider = "roofline", status = "direct", duration = 1.0e-06 : f64, link = "l9"}
+  %t0 = cplan.command "t0" (%w) -> (%a) cost direct by roofline {task = "t0", op = "rms_norm", impl = "vq.rms_norm", device = "d0", engine = "compute", lineage = #cplan.lineage<decode, stage 0, block 0, "blk.0.attn_norm">, duration = 1.0e-06 : f64}
+  %t1 = cplan.command "t1" (%a) -> (%e) after(%t0) cost direct by roofline {task = "t1", op = "send", impl = "vq.send", device = "d0", engine = "copy", lineage = #cplan.lineage<decode, stage 0, "edge:e1", edge "e1">, duration = 1.0e-06 : f64, link = "l9"}
   // CHECK:      invalid.mlir:[[# @LINE - 1]]:3: error: [AB-S-3] every command needs a legal implementation and placement (unknown_link): command 't1' (model op edge:e1 -> stage 0 (decode) -> task @t1 -> candidate vq.send) uses undeclared link 'l9'
   // CHECK-NEXT: {{^}}  %t1 = cplan.command "t1" {{.*}}{task = "t1", op = "send", impl = "vq.send",
-  %t2 = cplan.command "t2" (%e) -> (%c) after(%t1) {task = "t2", op = "add", impl = "vq.add", device = "d1", engine = "compute", lineage = #cplan.lineage<decode, stage 1, block 1, "blk.1.add(h_mid)">, provider = "roofline", status = "direct", duration = 1.0e-06 : f64}
+  %t2 = cplan.command "t2" (%e) -> (%c) after(%t1) cost direct by roofline {task = "t2", op = "add", impl = "vq.add", device = "d1", engine = "compute", lineage = #cplan.lineage<decode, stage 1, block 1, "blk.1.add(h_mid)">, duration = 1.0e-06 : f64}
   cplan.sync %t0 -> %t1
   cplan.sync %t1 -> %t2
   cplan.queue_schedule {
@@ -699,11 +727,11 @@ cplan.plan attributes {binder = "reference-queue", target = "t", deployment = "d
   %a = cplan.alloc "a" transient {source = "a", device = "d0", space = "device", offset = 128 : i64, size = 64 : i64, alignment = 64 : i64}
   %e = cplan.alloc "e" edge {source = "e", device = "d0", space = "link", offset = 0 : i64, size = 64 : i64, alignment = 64 : i64}
   %c = cplan.alloc "c" transient {source = "c", device = "d1", space = "device", offset = 0 : i64, size = 64 : i64, alignment = 64 : i64}
-  %t0 = cplan.command "t0" (%w) -> (%a) {task = "t0", op = "rms_norm", impl = "vq.rms_norm", device = "d0", engine = "compute", lineage = #cplan.lineage<decode, stage 0, block 0, "blk.0.attn_norm">, provider = "roofline", status = "direct", duration = 1.0e-06 : f64}
-  %t1 = cplan.command "t1" (%a) -> (%e) after(%t0) {task = "t1", op = "send", impl = "vq.send", device = "d0", engine = "copy", lineage = #cplan.lineage<decode, stage 0, "edge:e1", edge "e1">, provider = "roofline", status = "direct", duration = 1.0e-06 : f64, link = "l0"}
+  %t0 = cplan.command "t0" (%w) -> (%a) cost direct by roofline {task = "t0", op = "rms_norm", impl = "vq.rms_norm", device = "d0", engine = "compute", lineage = #cplan.lineage<decode, stage 0, block 0, "blk.0.attn_norm">, duration = 1.0e-06 : f64}
+  %t1 = cplan.command "t1" (%a) -> (%e) after(%t0) cost direct by roofline {task = "t1", op = "send", impl = "vq.send", device = "d0", engine = "copy", lineage = #cplan.lineage<decode, stage 0, "edge:e1", edge "e1">, duration = 1.0e-06 : f64, link = "l0"}
   // CHECK:      invalid.mlir:[[# @LINE - 1]]:3: error: [AB-S-3] every command needs a legal implementation and placement (link_placement): command 't1' (model op edge:e1 -> stage 0 (decode) -> task @t1 -> candidate vq.send) on 'd0' uses link 'l0' leaving 'd1'
   // CHECK-NEXT: {{^}}  %t1 = cplan.command "t1" {{.*}}{task = "t1", op = "send", impl = "vq.send",
-  %t2 = cplan.command "t2" (%e) -> (%c) after(%t1) {task = "t2", op = "add", impl = "vq.add", device = "d1", engine = "compute", lineage = #cplan.lineage<decode, stage 1, block 1, "blk.1.add(h_mid)">, provider = "roofline", status = "direct", duration = 1.0e-06 : f64}
+  %t2 = cplan.command "t2" (%e) -> (%c) after(%t1) cost direct by roofline {task = "t2", op = "add", impl = "vq.add", device = "d1", engine = "compute", lineage = #cplan.lineage<decode, stage 1, block 1, "blk.1.add(h_mid)">, duration = 1.0e-06 : f64}
   cplan.sync %t0 -> %t1
   cplan.sync %t1 -> %t2
   cplan.queue_schedule {
@@ -724,9 +752,9 @@ cplan.plan attributes {binder = "reference-queue", target = "t", deployment = "d
   %a = cplan.alloc "a" transient {source = "a", device = "d0", space = "device", offset = 128 : i64, size = 64 : i64, alignment = 64 : i64}
   %e = cplan.alloc "e" edge {source = "e", device = "d0", space = "link", offset = 0 : i64, size = 64 : i64, alignment = 64 : i64}
   %c = cplan.alloc "c" transient {source = "c", device = "d1", space = "device", offset = 0 : i64, size = 64 : i64, alignment = 64 : i64}
-  %t0 = cplan.command "t0" (%w) -> (%a) {task = "t0", op = "rms_norm", impl = "vq.rms_norm", device = "d0", engine = "compute", lineage = #cplan.lineage<decode, stage 0, block 0, "blk.0.attn_norm">, provider = "roofline", status = "direct", duration = 1.0e-06 : f64}
-  %t1 = cplan.command "t1" (%a) -> (%e) after(%t0) {task = "t1", op = "send", impl = "vq.send", device = "d0", engine = "copy", lineage = #cplan.lineage<decode, stage 0, "edge:e1", edge "e1">, provider = "roofline", status = "direct", duration = 1.0e-06 : f64, link = "l0"}
-  %t2 = cplan.command "t2" (%e, %a) -> (%c) after(%t1) {task = "t2", op = "add", impl = "vq.add", device = "d1", engine = "compute", lineage = #cplan.lineage<decode, stage 1, block 1, "blk.1.add(h_mid)">, provider = "roofline", status = "direct", duration = 1.0e-06 : f64}
+  %t0 = cplan.command "t0" (%w) -> (%a) cost direct by roofline {task = "t0", op = "rms_norm", impl = "vq.rms_norm", device = "d0", engine = "compute", lineage = #cplan.lineage<decode, stage 0, block 0, "blk.0.attn_norm">, duration = 1.0e-06 : f64}
+  %t1 = cplan.command "t1" (%a) -> (%e) after(%t0) cost direct by roofline {task = "t1", op = "send", impl = "vq.send", device = "d0", engine = "copy", lineage = #cplan.lineage<decode, stage 0, "edge:e1", edge "e1">, duration = 1.0e-06 : f64, link = "l0"}
+  %t2 = cplan.command "t2" (%e, %a) -> (%c) after(%t1) cost direct by roofline {task = "t2", op = "add", impl = "vq.add", device = "d1", engine = "compute", lineage = #cplan.lineage<decode, stage 1, block 1, "blk.1.add(h_mid)">, duration = 1.0e-06 : f64}
   // CHECK:      invalid.mlir:[[# @LINE - 1]]:3: error: [AB-S-4] buffer lifetimes must cover all producers and consumers (buffer_placement): command 't2' (model op blk.1.add(h_mid) -> stage 1 block 1 (decode) -> task @t2 -> candidate vq.add) on 'd1' accesses buffer 'a' (source 'a') allocated on 'd0'
   // CHECK-NEXT: {{^}}  %t2 = cplan.command "t2" {{.*}}{task = "t2", op = "add", impl = "vq.add",
   cplan.sync %t0 -> %t1
@@ -749,11 +777,11 @@ cplan.plan attributes {binder = "reference-queue", target = "t", deployment = "d
   %a = cplan.alloc "a" transient {source = "a", device = "d0", space = "device", offset = 128 : i64, size = 64 : i64, alignment = 64 : i64}
   %e = cplan.alloc "e" edge {source = "e", device = "d0", space = "link", offset = 0 : i64, size = 64 : i64, alignment = 64 : i64}
   %c = cplan.alloc "c" transient {source = "c", device = "d1", space = "device", offset = 0 : i64, size = 64 : i64, alignment = 64 : i64}
-  %t0 = cplan.command "t0" (%w) -> () {task = "t0", op = "rms_norm", impl = "vq.rms_norm", device = "d0", engine = "compute", lineage = #cplan.lineage<decode, stage 0, block 0, "blk.0.attn_norm">, provider = "roofline", status = "direct", duration = 1.0e-06 : f64}
-  %t1 = cplan.command "t1" (%a) -> (%e) after(%t0) {task = "t1", op = "send", impl = "vq.send", device = "d0", engine = "copy", lineage = #cplan.lineage<decode, stage 0, "edge:e1", edge "e1">, provider = "roofline", status = "direct", duration = 1.0e-06 : f64, link = "l0"}
+  %t0 = cplan.command "t0" (%w) -> () cost direct by roofline {task = "t0", op = "rms_norm", impl = "vq.rms_norm", device = "d0", engine = "compute", lineage = #cplan.lineage<decode, stage 0, block 0, "blk.0.attn_norm">, duration = 1.0e-06 : f64}
+  %t1 = cplan.command "t1" (%a) -> (%e) after(%t0) cost direct by roofline {task = "t1", op = "send", impl = "vq.send", device = "d0", engine = "copy", lineage = #cplan.lineage<decode, stage 0, "edge:e1", edge "e1">, duration = 1.0e-06 : f64, link = "l0"}
   // CHECK:      invalid.mlir:[[# @LINE - 1]]:3: error: [AB-S-4] buffer lifetimes must cover all producers and consumers (lifetime_gap): transient buffer 'a' (source 'a') is read by 't1' (model op edge:e1 -> stage 0 (decode) -> task @t1 -> candidate vq.send) before any producer is guaranteed to have written it (producers: none)
   // CHECK-NEXT: {{^}}  %t1 = cplan.command "t1" {{.*}}{task = "t1", op = "send", impl = "vq.send",
-  %t2 = cplan.command "t2" (%e) -> (%c) after(%t1) {task = "t2", op = "add", impl = "vq.add", device = "d1", engine = "compute", lineage = #cplan.lineage<decode, stage 1, block 1, "blk.1.add(h_mid)">, provider = "roofline", status = "direct", duration = 1.0e-06 : f64}
+  %t2 = cplan.command "t2" (%e) -> (%c) after(%t1) cost direct by roofline {task = "t2", op = "add", impl = "vq.add", device = "d1", engine = "compute", lineage = #cplan.lineage<decode, stage 1, block 1, "blk.1.add(h_mid)">, duration = 1.0e-06 : f64}
   cplan.sync %t0 -> %t1
   cplan.sync %t1 -> %t2
   cplan.queue_schedule {
@@ -777,9 +805,9 @@ cplan.plan attributes {binder = "reference-queue", target = "t", deployment = "d
   %c2 = cplan.alloc "c" transient {source = "c2", device = "d1", space = "device", offset = 64 : i64, size = 64 : i64, alignment = 64 : i64}
   // CHECK:      invalid.mlir:[[# @LINE - 1]]:3: error: [AB-S-4] buffer lifetimes must cover all producers and consumers (duplicate_alloc): allocation id 'c' (source 'c2') is declared twice
   // CHECK-NEXT: {{^}}  %c2 = cplan.alloc "c" transient {source = "c2", device = "d1",
-  %t0 = cplan.command "t0" (%w) -> (%a) {task = "t0", op = "rms_norm", impl = "vq.rms_norm", device = "d0", engine = "compute", lineage = #cplan.lineage<decode, stage 0, block 0, "blk.0.attn_norm">, provider = "roofline", status = "direct", duration = 1.0e-06 : f64}
-  %t1 = cplan.command "t1" (%a) -> (%e) after(%t0) {task = "t1", op = "send", impl = "vq.send", device = "d0", engine = "copy", lineage = #cplan.lineage<decode, stage 0, "edge:e1", edge "e1">, provider = "roofline", status = "direct", duration = 1.0e-06 : f64, link = "l0"}
-  %t2 = cplan.command "t2" (%e) -> (%c) after(%t1) {task = "t2", op = "add", impl = "vq.add", device = "d1", engine = "compute", lineage = #cplan.lineage<decode, stage 1, block 1, "blk.1.add(h_mid)">, provider = "roofline", status = "direct", duration = 1.0e-06 : f64}
+  %t0 = cplan.command "t0" (%w) -> (%a) cost direct by roofline {task = "t0", op = "rms_norm", impl = "vq.rms_norm", device = "d0", engine = "compute", lineage = #cplan.lineage<decode, stage 0, block 0, "blk.0.attn_norm">, duration = 1.0e-06 : f64}
+  %t1 = cplan.command "t1" (%a) -> (%e) after(%t0) cost direct by roofline {task = "t1", op = "send", impl = "vq.send", device = "d0", engine = "copy", lineage = #cplan.lineage<decode, stage 0, "edge:e1", edge "e1">, duration = 1.0e-06 : f64, link = "l0"}
+  %t2 = cplan.command "t2" (%e) -> (%c) after(%t1) cost direct by roofline {task = "t2", op = "add", impl = "vq.add", device = "d1", engine = "compute", lineage = #cplan.lineage<decode, stage 1, block 1, "blk.1.add(h_mid)">, duration = 1.0e-06 : f64}
   cplan.sync %t0 -> %t1
   cplan.sync %t1 -> %t2
   cplan.queue_schedule {
@@ -802,9 +830,9 @@ cplan.plan attributes {binder = "reference-queue", target = "t", deployment = "d
   // CHECK-NEXT: {{^}}  %a = cplan.alloc "a" transient {source = "a", device = "d0", space = "device",
   %e = cplan.alloc "e" edge {source = "e", device = "d0", space = "link", offset = 0 : i64, size = 64 : i64, alignment = 64 : i64}
   %c = cplan.alloc "c" transient {source = "c", device = "d1", space = "device", offset = 0 : i64, size = 64 : i64, alignment = 64 : i64}
-  %t0 = cplan.command "t0" (%w) -> (%a) {task = "t0", op = "rms_norm", impl = "vq.rms_norm", device = "d0", engine = "compute", lineage = #cplan.lineage<decode, stage 0, block 0, "blk.0.attn_norm">, provider = "roofline", status = "direct", duration = 1.0e-06 : f64}
-  %t1 = cplan.command "t1" (%a) -> (%e) after(%t0) {task = "t1", op = "send", impl = "vq.send", device = "d0", engine = "copy", lineage = #cplan.lineage<decode, stage 0, "edge:e1", edge "e1">, provider = "roofline", status = "direct", duration = 1.0e-06 : f64, link = "l0"}
-  %t2 = cplan.command "t2" (%e) -> (%c) after(%t1) {task = "t2", op = "add", impl = "vq.add", device = "d1", engine = "compute", lineage = #cplan.lineage<decode, stage 1, block 1, "blk.1.add(h_mid)">, provider = "roofline", status = "direct", duration = 1.0e-06 : f64}
+  %t0 = cplan.command "t0" (%w) -> (%a) cost direct by roofline {task = "t0", op = "rms_norm", impl = "vq.rms_norm", device = "d0", engine = "compute", lineage = #cplan.lineage<decode, stage 0, block 0, "blk.0.attn_norm">, duration = 1.0e-06 : f64}
+  %t1 = cplan.command "t1" (%a) -> (%e) after(%t0) cost direct by roofline {task = "t1", op = "send", impl = "vq.send", device = "d0", engine = "copy", lineage = #cplan.lineage<decode, stage 0, "edge:e1", edge "e1">, duration = 1.0e-06 : f64, link = "l0"}
+  %t2 = cplan.command "t2" (%e) -> (%c) after(%t1) cost direct by roofline {task = "t2", op = "add", impl = "vq.add", device = "d1", engine = "compute", lineage = #cplan.lineage<decode, stage 1, block 1, "blk.1.add(h_mid)">, duration = 1.0e-06 : f64}
   cplan.sync %t0 -> %t1
   cplan.sync %t1 -> %t2
   cplan.queue_schedule {
@@ -828,9 +856,9 @@ cplan.plan attributes {binder = "reference-queue", target = "t", deployment = "d
   %a = cplan.alloc "a" transient {source = "a", device = "d0", space = "device", offset = 128 : i64, size = 64 : i64, alignment = 64 : i64}
   %e = cplan.alloc "e" edge {source = "e", device = "d0", space = "link", offset = 0 : i64, size = 64 : i64, alignment = 64 : i64}
   %c = cplan.alloc "c" transient {source = "c", device = "d1", space = "device", offset = 0 : i64, size = 64 : i64, alignment = 64 : i64}
-  %t0 = cplan.command "t0" (%w) -> (%a) {task = "t0", op = "rms_norm", impl = "vq.rms_norm", device = "d0", engine = "compute", lineage = #cplan.lineage<decode, stage 0, block 0, "blk.0.attn_norm">, provider = "roofline", status = "direct", duration = 1.0e-06 : f64}
-  %t1 = cplan.command "t1" (%a) -> (%e) after(%t0) {task = "t1", op = "send", impl = "vq.send", device = "d0", engine = "copy", lineage = #cplan.lineage<decode, stage 0, "edge:e1", edge "e1">, provider = "roofline", status = "direct", duration = 1.0e-06 : f64, link = "l0"}
-  %t2 = cplan.command "t2" (%e) -> (%c) after(%t1) {task = "t2", op = "add", impl = "vq.add", device = "d1", engine = "compute", lineage = #cplan.lineage<decode, stage 1, block 1, "blk.1.add(h_mid)">, provider = "roofline", status = "direct", duration = 1.0e-06 : f64}
+  %t0 = cplan.command "t0" (%w) -> (%a) cost direct by roofline {task = "t0", op = "rms_norm", impl = "vq.rms_norm", device = "d0", engine = "compute", lineage = #cplan.lineage<decode, stage 0, block 0, "blk.0.attn_norm">, duration = 1.0e-06 : f64}
+  %t1 = cplan.command "t1" (%a) -> (%e) after(%t0) cost direct by roofline {task = "t1", op = "send", impl = "vq.send", device = "d0", engine = "copy", lineage = #cplan.lineage<decode, stage 0, "edge:e1", edge "e1">, duration = 1.0e-06 : f64, link = "l0"}
+  %t2 = cplan.command "t2" (%e) -> (%c) after(%t1) cost direct by roofline {task = "t2", op = "add", impl = "vq.add", device = "d1", engine = "compute", lineage = #cplan.lineage<decode, stage 1, block 1, "blk.1.add(h_mid)">, duration = 1.0e-06 : f64}
   cplan.sync %t0 -> %t1
   cplan.sync %t1 -> %t2
   cplan.queue_schedule {
@@ -854,9 +882,9 @@ cplan.plan attributes {binder = "reference-queue", target = "t", deployment = "d
   %a = cplan.alloc "a" transient {source = "a", device = "d0", space = "device", offset = 128 : i64, size = 64 : i64, alignment = 64 : i64}
   %e = cplan.alloc "e" edge {source = "e", device = "d0", space = "link", offset = 0 : i64, size = 64 : i64, alignment = 64 : i64}
   %c = cplan.alloc "c" transient {source = "c", device = "d1", space = "device", offset = 0 : i64, size = 64 : i64, alignment = 64 : i64}
-  %t0 = cplan.command "t0" (%w) -> (%a) {task = "t0", op = "rms_norm", impl = "vq.rms_norm", device = "d0", engine = "compute", lineage = #cplan.lineage<decode, stage 0, block 0, "blk.0.attn_norm">, provider = "roofline", status = "direct", duration = 1.0e-06 : f64}
-  %t1 = cplan.command "t1" (%a) -> (%e) after(%t0) {task = "t1", op = "send", impl = "vq.send", device = "d0", engine = "copy", lineage = #cplan.lineage<decode, stage 0, "edge:e1", edge "e1">, provider = "roofline", status = "direct", duration = 1.0e-06 : f64, link = "l0"}
-  %t2 = cplan.command "t2" (%e) -> (%c) after(%t1) {task = "t2", op = "add", impl = "vq.add", device = "d1", engine = "compute", lineage = #cplan.lineage<decode, stage 1, block 1, "blk.1.add(h_mid)">, provider = "roofline", status = "direct", duration = 1.0e-06 : f64}
+  %t0 = cplan.command "t0" (%w) -> (%a) cost direct by roofline {task = "t0", op = "rms_norm", impl = "vq.rms_norm", device = "d0", engine = "compute", lineage = #cplan.lineage<decode, stage 0, block 0, "blk.0.attn_norm">, duration = 1.0e-06 : f64}
+  %t1 = cplan.command "t1" (%a) -> (%e) after(%t0) cost direct by roofline {task = "t1", op = "send", impl = "vq.send", device = "d0", engine = "copy", lineage = #cplan.lineage<decode, stage 0, "edge:e1", edge "e1">, duration = 1.0e-06 : f64, link = "l0"}
+  %t2 = cplan.command "t2" (%e) -> (%c) after(%t1) cost direct by roofline {task = "t2", op = "add", impl = "vq.add", device = "d1", engine = "compute", lineage = #cplan.lineage<decode, stage 1, block 1, "blk.1.add(h_mid)">, duration = 1.0e-06 : f64}
   cplan.sync %t0 -> %t1
   cplan.sync %t1 -> %t2
   cplan.queue_schedule {
@@ -880,9 +908,9 @@ cplan.plan attributes {binder = "reference-queue", target = "t", deployment = "d
   %x = cplan.alloc "x" transient {source = "x", device = "d7", space = "device", offset = 0 : i64, size = 64 : i64, alignment = 64 : i64}
   // CHECK:      invalid.mlir:[[# @LINE - 1]]:3: error: [AB-S-6] device, memory-space, engine and link capacities must be respected (unknown_device): allocation 'x' is on undeclared device 'd7'
   // CHECK-NEXT: {{^}}  %x = cplan.alloc "x" transient {source = "x", device = "d7", space = "device",
-  %t0 = cplan.command "t0" (%w) -> (%a) {task = "t0", op = "rms_norm", impl = "vq.rms_norm", device = "d0", engine = "compute", lineage = #cplan.lineage<decode, stage 0, block 0, "blk.0.attn_norm">, provider = "roofline", status = "direct", duration = 1.0e-06 : f64}
-  %t1 = cplan.command "t1" (%a) -> (%e) after(%t0) {task = "t1", op = "send", impl = "vq.send", device = "d0", engine = "copy", lineage = #cplan.lineage<decode, stage 0, "edge:e1", edge "e1">, provider = "roofline", status = "direct", duration = 1.0e-06 : f64, link = "l0"}
-  %t2 = cplan.command "t2" (%e) -> (%c) after(%t1) {task = "t2", op = "add", impl = "vq.add", device = "d1", engine = "compute", lineage = #cplan.lineage<decode, stage 1, block 1, "blk.1.add(h_mid)">, provider = "roofline", status = "direct", duration = 1.0e-06 : f64}
+  %t0 = cplan.command "t0" (%w) -> (%a) cost direct by roofline {task = "t0", op = "rms_norm", impl = "vq.rms_norm", device = "d0", engine = "compute", lineage = #cplan.lineage<decode, stage 0, block 0, "blk.0.attn_norm">, duration = 1.0e-06 : f64}
+  %t1 = cplan.command "t1" (%a) -> (%e) after(%t0) cost direct by roofline {task = "t1", op = "send", impl = "vq.send", device = "d0", engine = "copy", lineage = #cplan.lineage<decode, stage 0, "edge:e1", edge "e1">, duration = 1.0e-06 : f64, link = "l0"}
+  %t2 = cplan.command "t2" (%e) -> (%c) after(%t1) cost direct by roofline {task = "t2", op = "add", impl = "vq.add", device = "d1", engine = "compute", lineage = #cplan.lineage<decode, stage 1, block 1, "blk.1.add(h_mid)">, duration = 1.0e-06 : f64}
   cplan.sync %t0 -> %t1
   cplan.sync %t1 -> %t2
   cplan.queue_schedule {
@@ -905,9 +933,9 @@ cplan.plan attributes {binder = "reference-queue", target = "t", deployment = "d
   %c = cplan.alloc "c" transient {source = "c", device = "d1", space = "host", offset = 0 : i64, size = 64 : i64, alignment = 64 : i64}
   // CHECK:      invalid.mlir:[[# @LINE - 1]]:3: error: [AB-S-6] device, memory-space, engine and link capacities must be respected (unknown_space): allocation 'c' is in memory space 'host' that device 'd1' lacks
   // CHECK-NEXT: {{^}}  %c = cplan.alloc "c" transient {source = "c", device = "d1", space = "host",
-  %t0 = cplan.command "t0" (%w) -> (%a) {task = "t0", op = "rms_norm", impl = "vq.rms_norm", device = "d0", engine = "compute", lineage = #cplan.lineage<decode, stage 0, block 0, "blk.0.attn_norm">, provider = "roofline", status = "direct", duration = 1.0e-06 : f64}
-  %t1 = cplan.command "t1" (%a) -> (%e) after(%t0) {task = "t1", op = "send", impl = "vq.send", device = "d0", engine = "copy", lineage = #cplan.lineage<decode, stage 0, "edge:e1", edge "e1">, provider = "roofline", status = "direct", duration = 1.0e-06 : f64, link = "l0"}
-  %t2 = cplan.command "t2" (%e) -> (%c) after(%t1) {task = "t2", op = "add", impl = "vq.add", device = "d1", engine = "compute", lineage = #cplan.lineage<decode, stage 1, block 1, "blk.1.add(h_mid)">, provider = "roofline", status = "direct", duration = 1.0e-06 : f64}
+  %t0 = cplan.command "t0" (%w) -> (%a) cost direct by roofline {task = "t0", op = "rms_norm", impl = "vq.rms_norm", device = "d0", engine = "compute", lineage = #cplan.lineage<decode, stage 0, block 0, "blk.0.attn_norm">, duration = 1.0e-06 : f64}
+  %t1 = cplan.command "t1" (%a) -> (%e) after(%t0) cost direct by roofline {task = "t1", op = "send", impl = "vq.send", device = "d0", engine = "copy", lineage = #cplan.lineage<decode, stage 0, "edge:e1", edge "e1">, duration = 1.0e-06 : f64, link = "l0"}
+  %t2 = cplan.command "t2" (%e) -> (%c) after(%t1) cost direct by roofline {task = "t2", op = "add", impl = "vq.add", device = "d1", engine = "compute", lineage = #cplan.lineage<decode, stage 1, block 1, "blk.1.add(h_mid)">, duration = 1.0e-06 : f64}
   cplan.sync %t0 -> %t1
   cplan.sync %t1 -> %t2
   cplan.queue_schedule {
@@ -930,9 +958,9 @@ cplan.plan attributes {binder = "reference-queue", target = "t", deployment = "d
   %c = cplan.alloc "c" transient {source = "c", device = "d1", space = "device", offset = 0 : i64, size = 64 : i64, alignment = 64 : i64}
   // CHECK:      invalid.mlir:[[# @LINE - 1]]:3: error: [AB-S-6] device, memory-space, engine and link capacities must be respected (capacity_exceeded): device 'd1' memory space 'device': peak 64 bytes exceeds capacity 32; largest: c (64 B)
   // CHECK-NEXT: {{^}}  %c = cplan.alloc "c" transient {source = "c", device = "d1", space = "device",
-  %t0 = cplan.command "t0" (%w) -> (%a) {task = "t0", op = "rms_norm", impl = "vq.rms_norm", device = "d0", engine = "compute", lineage = #cplan.lineage<decode, stage 0, block 0, "blk.0.attn_norm">, provider = "roofline", status = "direct", duration = 1.0e-06 : f64}
-  %t1 = cplan.command "t1" (%a) -> (%e) after(%t0) {task = "t1", op = "send", impl = "vq.send", device = "d0", engine = "copy", lineage = #cplan.lineage<decode, stage 0, "edge:e1", edge "e1">, provider = "roofline", status = "direct", duration = 1.0e-06 : f64, link = "l0"}
-  %t2 = cplan.command "t2" (%e) -> (%c) after(%t1) {task = "t2", op = "add", impl = "vq.add", device = "d1", engine = "compute", lineage = #cplan.lineage<decode, stage 1, block 1, "blk.1.add(h_mid)">, provider = "roofline", status = "direct", duration = 1.0e-06 : f64}
+  %t0 = cplan.command "t0" (%w) -> (%a) cost direct by roofline {task = "t0", op = "rms_norm", impl = "vq.rms_norm", device = "d0", engine = "compute", lineage = #cplan.lineage<decode, stage 0, block 0, "blk.0.attn_norm">, duration = 1.0e-06 : f64}
+  %t1 = cplan.command "t1" (%a) -> (%e) after(%t0) cost direct by roofline {task = "t1", op = "send", impl = "vq.send", device = "d0", engine = "copy", lineage = #cplan.lineage<decode, stage 0, "edge:e1", edge "e1">, duration = 1.0e-06 : f64, link = "l0"}
+  %t2 = cplan.command "t2" (%e) -> (%c) after(%t1) cost direct by roofline {task = "t2", op = "add", impl = "vq.add", device = "d1", engine = "compute", lineage = #cplan.lineage<decode, stage 1, block 1, "blk.1.add(h_mid)">, duration = 1.0e-06 : f64}
   cplan.sync %t0 -> %t1
   cplan.sync %t1 -> %t2
   cplan.queue_schedule {
@@ -953,9 +981,9 @@ cplan.plan attributes {binder = "reference-queue", target = "t", deployment = "d
   %a = cplan.alloc "a" transient {source = "a", device = "d0", space = "device", offset = 128 : i64, size = 64 : i64, alignment = 64 : i64}
   %e = cplan.alloc "e" edge {source = "e", device = "d0", space = "link", offset = 0 : i64, size = 64 : i64, alignment = 64 : i64}
   %c = cplan.alloc "c" transient {source = "c", device = "d1", space = "device", offset = 0 : i64, size = 64 : i64, alignment = 64 : i64}
-  %t0 = cplan.command "t0" (%w) -> (%a) {task = "t0", op = "rms_norm", impl = "vq.rms_norm", device = "d0", engine = "compute", lineage = #cplan.lineage<decode, stage 0, block 0, "blk.0.attn_norm">, provider = "roofline", status = "direct", duration = 1.0e-06 : f64}
-  %t1 = cplan.command "t1" (%a) -> (%e) after(%t0) {task = "t1", op = "send", impl = "vq.send", device = "d0", engine = "copy", lineage = #cplan.lineage<decode, stage 0, "edge:e1", edge "e1">, provider = "roofline", status = "direct", duration = 1.0e-06 : f64, link = "l0"}
-  %t2 = cplan.command "t2" (%e) -> (%c) after(%t1) {task = "t2", op = "add", impl = "vq.add", device = "d1", engine = "compute", lineage = #cplan.lineage<decode, stage 1, block 1, "blk.1.add(h_mid)">, provider = "roofline", status = "direct", duration = 1.0e-06 : f64}
+  %t0 = cplan.command "t0" (%w) -> (%a) cost direct by roofline {task = "t0", op = "rms_norm", impl = "vq.rms_norm", device = "d0", engine = "compute", lineage = #cplan.lineage<decode, stage 0, block 0, "blk.0.attn_norm">, duration = 1.0e-06 : f64}
+  %t1 = cplan.command "t1" (%a) -> (%e) after(%t0) cost direct by roofline {task = "t1", op = "send", impl = "vq.send", device = "d0", engine = "copy", lineage = #cplan.lineage<decode, stage 0, "edge:e1", edge "e1">, duration = 1.0e-06 : f64, link = "l0"}
+  %t2 = cplan.command "t2" (%e) -> (%c) after(%t1) cost direct by roofline {task = "t2", op = "add", impl = "vq.add", device = "d1", engine = "compute", lineage = #cplan.lineage<decode, stage 1, block 1, "blk.1.add(h_mid)">, duration = 1.0e-06 : f64}
   cplan.sync %t0 -> %t1
   cplan.sync %t1 -> %t2
   cplan.queue_schedule {
@@ -975,8 +1003,8 @@ cplan.plan attributes {binder = "reference-slot", target = "t", deployment = "d"
   cplan.device {id = "d0", capacity = {device = 4096 : i64}, engines = {df = 1 : i64}}
   %a = cplan.alloc "a" transient {source = "a", device = "d0", space = "device", offset = 0 : i64, size = 64 : i64, alignment = 64 : i64}
   %b = cplan.alloc "b" transient {source = "b", device = "d0", space = "device", offset = 64 : i64, size = 64 : i64, alignment = 64 : i64}
-  %t0 = cplan.command "t0" () -> (%a) {task = "t0", op = "rms_norm", impl = "vs.rms_norm", device = "d0", engine = "df", lineage = #cplan.lineage<decode, stage 0, block 0, "blk.0.attn_norm">, provider = "roofline", status = "direct", duration = 1.0e-06 : f64}
-  %t1 = cplan.command "t1" (%a) -> (%b) after(%t0) {task = "t1", op = "add", impl = "vs.add", device = "d0", engine = "df", lineage = #cplan.lineage<decode, stage 0, block 0, "blk.0.add(h_mid)">, provider = "", status = "missing"}
+  %t0 = cplan.command "t0" () -> (%a) cost direct by roofline {task = "t0", op = "rms_norm", impl = "vs.rms_norm", device = "d0", engine = "df", lineage = #cplan.lineage<decode, stage 0, block 0, "blk.0.attn_norm">, duration = 1.0e-06 : f64}
+  %t1 = cplan.command "t1" (%a) -> (%b) after(%t0) cost missing {task = "t1", op = "add", impl = "vs.add", device = "d0", engine = "df", lineage = #cplan.lineage<decode, stage 0, block 0, "blk.0.add(h_mid)">}
   cplan.slot_dataflow {
     cplan.slot "s0" on "d0" "df" [%t0]
     // CHECK:      invalid.mlir:[[# @LINE - 1]]:5: error: [AB-S-6] device, memory-space, engine and link capacities must be respected (engine_oversubscribed): engine d0/df has 1 slot(s) but the schedule uses 2
@@ -998,11 +1026,11 @@ cplan.plan attributes {binder = "reference-queue", target = "t", deployment = "d
   %a = cplan.alloc "a" transient {source = "a", device = "d0", space = "device", offset = 128 : i64, size = 64 : i64, alignment = 64 : i64}
   %e = cplan.alloc "e" edge {source = "e", device = "d0", space = "link", offset = 0 : i64, size = 64 : i64, alignment = 64 : i64}
   %c = cplan.alloc "c" transient {source = "c", device = "d1", space = "device", offset = 0 : i64, size = 64 : i64, alignment = 64 : i64}
-  %t0 = cplan.command "t0" (%w) -> (%a) {task = "t0", op = "rms_norm", impl = "vq.rms_norm", device = "d0", engine = "compute", lineage = #cplan.lineage<decode, stage 0, block 0, "blk.0.attn_norm">, provider = "roofline", status = "direct", duration = 1.0e-06 : f64}
-  %t1 = cplan.command "t1" (%a) -> (%e) after(%t0) {task = "t1", op = "send", impl = "vq.send", device = "d0", engine = "copy", lineage = #cplan.lineage<decode, stage 0, "edge:e1", edge "e1">, provider = "roofline", status = "direct", duration = 1.0e-06 : f64, link = "l0"}
+  %t0 = cplan.command "t0" (%w) -> (%a) cost direct by roofline {task = "t0", op = "rms_norm", impl = "vq.rms_norm", device = "d0", engine = "compute", lineage = #cplan.lineage<decode, stage 0, block 0, "blk.0.attn_norm">, duration = 1.0e-06 : f64}
+  %t1 = cplan.command "t1" (%a) -> (%e) after(%t0) cost direct by roofline {task = "t1", op = "send", impl = "vq.send", device = "d0", engine = "copy", lineage = #cplan.lineage<decode, stage 0, "edge:e1", edge "e1">, duration = 1.0e-06 : f64, link = "l0"}
   // CHECK:      invalid.mlir:[[# @LINE - 1]]:3: error: [AB-S-6] device, memory-space, engine and link capacities must be respected (link_capacity): command 't1' (model op edge:e1 -> stage 0 (decode) -> task @t1 -> candidate vq.send) moves 64 bytes over link 'l0' of capacity 16
   // CHECK-NEXT: {{^}}  %t1 = cplan.command "t1" {{.*}}{task = "t1", op = "send", impl = "vq.send",
-  %t2 = cplan.command "t2" (%e) -> (%c) after(%t1) {task = "t2", op = "add", impl = "vq.add", device = "d1", engine = "compute", lineage = #cplan.lineage<decode, stage 1, block 1, "blk.1.add(h_mid)">, provider = "roofline", status = "direct", duration = 1.0e-06 : f64}
+  %t2 = cplan.command "t2" (%e) -> (%c) after(%t1) cost direct by roofline {task = "t2", op = "add", impl = "vq.add", device = "d1", engine = "compute", lineage = #cplan.lineage<decode, stage 1, block 1, "blk.1.add(h_mid)">, duration = 1.0e-06 : f64}
   cplan.sync %t0 -> %t1
   cplan.sync %t1 -> %t2
   cplan.queue_schedule {
@@ -1023,10 +1051,10 @@ cplan.plan attributes {binder = "reference-queue", target = "t", deployment = "d
   %a = cplan.alloc "a" transient {source = "a", device = "d0", space = "device", offset = 128 : i64, size = 64 : i64, alignment = 64 : i64}
   %e = cplan.alloc "e" edge {source = "e", device = "d0", space = "link", offset = 0 : i64, size = 64 : i64, alignment = 64 : i64}
   %c = cplan.alloc "c" transient {source = "c", device = "d1", space = "device", offset = 0 : i64, size = 64 : i64, alignment = 64 : i64}
-  %t0 = cplan.command "t0" (%w) -> (%a) {task = "t0", op = "rms_norm", impl = "vq.rms_norm", device = "d0", engine = "compute", lineage = #cplan.lineage<decode, stage 0, block 0, "blk.0.attn_norm">, provider = "roofline", status = "direct", duration = 1.0e-06 : f64}
-  %t1 = cplan.command "t1" (%a) -> (%e) after(%t0) {task = "t1", op = "send", impl = "vq.send", device = "d0", engine = "copy", lineage = #cplan.lineage<decode, stage 0, "edge:e1", edge "e1">, provider = "roofline", status = "direct", duration = 1.0e-06 : f64, link = "l0"}
-  %t2 = cplan.command "t2" (%e) -> (%c) after(%t1) {task = "t2", op = "add", impl = "vq.add", device = "d1", engine = "compute", lineage = #cplan.lineage<decode, stage 1, block 1, "blk.1.add(h_mid)">, provider = "roofline", status = "missing"}
-  // CHECK:      invalid.mlir:[[# @LINE - 1]]:3: error: [AB-S-7] every cost used must be present or covered by the risk policy (cost_not_covered): command 't2' (model op blk.1.add(h_mid) -> stage 1 block 1 (decode) -> task @t2 -> candidate vq.add) uses a missing cost (provider 'roofline') that risk policy 'strict' does not cover
+  %t0 = cplan.command "t0" (%w) -> (%a) cost direct by roofline {task = "t0", op = "rms_norm", impl = "vq.rms_norm", device = "d0", engine = "compute", lineage = #cplan.lineage<decode, stage 0, block 0, "blk.0.attn_norm">, duration = 1.0e-06 : f64}
+  %t1 = cplan.command "t1" (%a) -> (%e) after(%t0) cost direct by roofline {task = "t1", op = "send", impl = "vq.send", device = "d0", engine = "copy", lineage = #cplan.lineage<decode, stage 0, "edge:e1", edge "e1">, duration = 1.0e-06 : f64, link = "l0"}
+  %t2 = cplan.command "t2" (%e) -> (%c) after(%t1) cost missing {task = "t2", op = "add", impl = "vq.add", device = "d1", engine = "compute", lineage = #cplan.lineage<decode, stage 1, block 1, "blk.1.add(h_mid)">}
+  // CHECK:      invalid.mlir:[[# @LINE - 1]]:3: error: [AB-S-7] every cost used must be present or covered by the risk policy (cost_not_covered): command 't2' (model op blk.1.add(h_mid) -> stage 1 block 1 (decode) -> task @t2 -> candidate vq.add) uses a missing cost that risk policy 'strict' does not cover
   // CHECK-NEXT: {{^}}  %t2 = cplan.command "t2" {{.*}}{task = "t2", op = "add", impl = "vq.add",
   cplan.sync %t0 -> %t1
   cplan.sync %t1 -> %t2
