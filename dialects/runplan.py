@@ -552,7 +552,7 @@ class ProvisionStageOp(PipeplanOp):
 
     @classmethod
     def parse(cls, parser: Parser) -> ProvisionStageOp:
-        stage = parser.parse_operand()
+        stage = parser.parse_operand(STAGE)
         parser.parse_keyword("of")
         count = parser.parse_integer()
         parser.parse_keyword("on")
