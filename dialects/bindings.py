@@ -205,7 +205,7 @@ class DeploymentBinding:
                 entry[k] = IntegerAttr(getattr(d, k), i64)
             for k in _DEVICE_FLOAT:
                 entry[k] = FloatAttr(float(getattr(d, k)), f64)
-            devs.append(DictionaryAttr(entry))
+            devs.append(DictionaryAttr(dict(sorted(entry.items()))))  # sorted: MLIR's dictionary order
         return DeploymentBindingOp.create(properties={
             "sym_name": StringAttr(sym), "devices": ArrayAttr(devs), "stage_devices": strings(self.stage_devices),
             "topology": StringAttr(self.topology)})

@@ -115,7 +115,7 @@ _OpT = TypeVar("_OpT", bound=Operation)
 
 # --------------------------------------------------------------------------- attribute helpers
 def _intdict(pairs: tuple[tuple[str, int], ...]) -> DictionaryAttr:
-    return DictionaryAttr({k: i64_attr(v) for k, v in pairs})
+    return DictionaryAttr({k: i64_attr(v) for k, v in sorted(pairs)})  # sorted: MLIR's dictionary order
 
 
 def _rintdict(d: DictionaryAttr) -> tuple[tuple[str, int], ...]:

@@ -172,6 +172,12 @@ generic parse."""
 
 
 _ORDERS: dict[tuple[type, tuple[str, ...]], list[str]] = {}
+_VALUE_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_.$-]*$")
+
+
+def value_name(text: str) -> str | None:
+    """``text`` as an SSA value name (``%text``), or None when it has characters a name cannot hold."""
+    return text if _VALUE_NAME.match(text) else None
 """Per op class and order of given property names: the names in declaration order (:meth:`PipeplanOp.create`)."""
 
 
@@ -203,7 +209,8 @@ class PipeplanOp(IRDLOperation):
                regions: Sequence[Region] = ()) -> Self:
         return super().create(operands=operands, result_types=result_types,
                               properties=cast(dict[str, Attribute], cls._declared_order(properties)),
-                              attributes=attributes, location=location, successors=successors, regions=regions)
+                              attributes=attributes, location=location, successors=successors,
+                              regions=regions).name_result()
 
     @classmethod
     def build(cls, *, operands: Sequence[SSAValue | Operation | Sequence[SSAValue | Operation] | None] | None = None,
@@ -215,7 +222,21 @@ class PipeplanOp(IRDLOperation):
                                 | Sequence[Region | Sequence[Operation] | Sequence[Block]] | None] | None = None,
               ) -> Self:
         return super().build(operands=operands, result_types=result_types, attributes=attributes,
-                             properties=cls._declared_order(properties), successors=successors, regions=regions)
+                             properties=cls._declared_order(properties), successors=successors,
+                             regions=regions).name_result()
+
+    def result_name(self) -> str | None:
+        """The name of the op's first result, derived from its properties (a buffer's or a token's id), or
+        None (default): the value is numbered. :meth:`name_result` gives it to a value without a name."""
+        return None
+
+    def name_result(self) -> Self:
+        """Names the op's first result :meth:`result_name` when it has no name: an op parsed from text whose
+        values a tool renumbered (``mlir-opt``), or built without a name, prints as the lowering named it.
+        Returns the op."""
+        if self.results and self.results[0].name_hint is None:
+            self.results[0].name_hint = self.result_name()
+        return self
 
     ATTRIBUTE_VERIFIER: ClassVar[bool] = False
     """True where the op's discardable attributes (``op.attributes``) are read by no verifier but the op's
@@ -470,4 +491,4 @@ def parse_located(ctx: Context, text: str | bytes, name: str = "<input>", *, lin
 
 
 __all__ = ["IRVerifyError", "LocatingParser", "OP_TEXT_LIMIT", "OpPassError", "PipeplanOp", "contract_id",
-           "format_diagnostic", "gc_paused", "located", "op_location", "op_text", "parse_located", "verify_cached", "verify_module"]
+           "format_diagnostic", "gc_paused", "located", "op_location", "op_text", "parse_located", "value_name", "verify_cached", "verify_module"]

@@ -38,7 +38,6 @@ This module holds the ops and the plan-level entry points (:func:`check_plan`, :
 from __future__ import annotations
 
 import re
-from typing import Any, Self
 
 from pipeplan.dialects.carriers import i64_of
 from pipeplan.dialects.diagnostics import PipeplanOp, located
@@ -133,16 +132,10 @@ def _stage_name(op: Operation) -> str | None:
 
 
 class _NamedStageValue(PipeplanOp):
-    """Base of the ops that define a ``!runplan.stage`` value."""
+    """Base of the ops that define a ``!runplan.stage`` value, named ``%s<index>`` / ``%orch``."""
 
-    @classmethod
-    def create(cls, **kwargs: Any) -> Self:  # type: ignore[override]
-        """Also names the stage value (``%s<index>`` / ``%orch``) when it has no name yet, so a plan
-        that went through a tool that renumbers values (``mlir-opt``) prints as before."""
-        op = super().create(**kwargs)
-        if op.results and op.results[0].name_hint is None:
-            op.results[0].name_hint = _stage_name(op)
-        return op
+    def result_name(self) -> str | None:
+        return _stage_name(self)
 
 
 @irdl_op_definition

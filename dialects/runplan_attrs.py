@@ -785,7 +785,7 @@ def arch_params_attr(params: Iterable[tuple[str, int | float | str]]) -> Diction
     """The ``arch_params`` dictionary of ``ModelFacts.arch_params`` (None when empty): ints as i64,
     floats as f64, strings as strings."""
     items = {k: (i64_of(v) if isinstance(v, int) else FloatAttr(v, f64) if isinstance(v, float) else StringAttr(v))
-             for k, v in params}
+             for k, v in sorted(params)}
     return DictionaryAttr(items) if items else None
 
 

@@ -46,7 +46,7 @@ from collections.abc import Sequence
 from typing import ClassVar
 
 from pipeplan.dialects.carriers import PropsInAttrDict
-from pipeplan.dialects.diagnostics import IRVerifyError, PipeplanOp
+from pipeplan.dialects.diagnostics import IRVerifyError, PipeplanOp, value_name
 from pipeplan.dialects.graph import cycle_members, stable_topo_order
 from pipeplan.dialects.lifetimes import LIFETIMES, Lifetime, enum_interner  # noqa: F401  (LIFETIMES re-exported)
 from xdsl.dialects.builtin import (
@@ -211,6 +211,10 @@ class BufferOp(PipeplanOp):
     traits = traits_def(HasParent(ProgramOp))
     assembly_format = "$id $lifetime attr-dict"
 
+    def result_name(self) -> str | None:
+        """``%<id>`` without its ``alloc.`` prefix."""
+        return value_name(self.id.data.removeprefix("alloc."))
+
     def verify_(self) -> None:
         if any(not isinstance(d, int) or d < 0 for d in self.shape.get_values()):
             raise VerifyException(f"buffer '{self.id.data}': shape must be non-negative integers")
@@ -233,6 +237,10 @@ class TokenOp(PipeplanOp):
     result = result_def(TokenType)
     traits = traits_def(HasParent(ProgramOp))
     assembly_format = "$id attr-dict"
+
+    def result_name(self) -> str | None:
+        """``%done.<command>`` for the token ``done.cmd.<command>``."""
+        return value_name("done." + self.id.data.removeprefix("done.").removeprefix("cmd."))
 
 
 @irdl_op_definition

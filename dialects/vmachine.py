@@ -53,7 +53,7 @@ from pipeplan.dialects.carriers import (
     str_tuple,
     strings,
 )
-from pipeplan.dialects.diagnostics import IRVerifyError, PipeplanOp
+from pipeplan.dialects.diagnostics import IRVerifyError, PipeplanOp, value_name
 from pipeplan.dialects.lifetimes import Lifetime, enum_interner
 from pipeplan.dialects.pplan import Step
 from pipeplan.errors import PipeplanError
@@ -378,6 +378,10 @@ class BufferOp(PipeplanOp):
     traits = traits_def(HasParent(ProgramOp))
     assembly_format = "$id $lifetime (`step` $step^)? attr-dict"
 
+    def result_name(self) -> str | None:
+        """``%<id>`` without its ``alloc.`` prefix."""
+        return value_name(self.id.data.removeprefix("alloc."))
+
     @property
     def step_name(self) -> str:
         """The step it belongs to, ``""`` for a persistent buffer."""
@@ -410,6 +414,10 @@ class EdgeOp(PipeplanOp):
     result = result_def(EdgeType)
     traits = traits_def(HasParent(ProgramOp))
     assembly_format = "$id $allocation attr-dict"
+
+    def result_name(self) -> str | None:
+        """``%<id>``."""
+        return value_name(self.id.data)
 
     @property
     def buffer(self) -> StringAttr:
@@ -539,6 +547,10 @@ class TokenOp(PipeplanOp):
     result = result_def(TokenType)
     traits = traits_def(HasParent(StepOp, ProgramOp))
     assembly_format = "$id attr-dict"
+
+    def result_name(self) -> str | None:
+        """``%<id>``."""
+        return value_name(self.id.data)
 
 
 @irdl_op_definition

@@ -97,7 +97,6 @@ from pipeplan.targets.triton_formats import (
 from pipeplan.transforms.machine_lowering import (
     LowerPlacedCommand,
     call_attrs,
-    hint,
     lower_placed,
     stage_layer_range,
 )
@@ -173,8 +172,8 @@ def _launch(cmd: CommandOp, kernel: str, grid: tuple[int, ...], meta: dict, args
     g = list(grid) + [1] * (3 - len(grid))
     return sync.build(LaunchOp, [sync.buf(a) for a in args], {
         "id": StringAttr(f"i.{cmd.id.data}"), "kernel": StringAttr(kernel), "cmd": cmd.id,
-        "grid": DenseArrayBase.from_list(i64, g), "meta": DictionaryAttr({k: scalar_attr(v) for k, v in meta.items()}),
-        "scalars": DictionaryAttr({k: scalar_attr(v) for k, v in scalars.items()}),
+        "grid": DenseArrayBase.from_list(i64, g), "meta": DictionaryAttr({k: scalar_attr(v) for k, v in sorted(meta.items())}),
+        "scalars": DictionaryAttr({k: scalar_attr(v) for k, v in sorted(scalars.items())}),
         "autotune": IntegerAttr(int(autotune), i1),
         "lineage": StringAttr(f"{cmd.lineage_text} -> concrete command {cmd.id.data}")})
 
@@ -464,8 +463,7 @@ def place_commands(plan: PlanOp, pplan: PPlanOp, abi: Mapping[str, Any] | None =
     queue_of = {c: k for k, (_, _, order) in enumerate(queues) for c in order}
     decls: list[Operation] = []
     for a in (o for o in plan.body.walk() if isinstance(o, AllocOp)):
-        b = _buffer(a, bufs)
-        b.result.name_hint = hint(a.id.data.removeprefix("alloc."))
+        b = _buffer(a, bufs).name_result()
         env.values[a.id.data] = b.result
         decls.append(b)
     tokens: list[TokenOp] = []
@@ -477,7 +475,6 @@ def place_commands(plan: PlanOp, pplan: PPlanOp, abi: Mapping[str, Any] | None =
                     continue
                 if dep not in env.signal:
                     t = TokenOp.create(properties={"id": StringAttr(f"done.{dep}")}, result_types=[TokenType()])
-                    t.result.name_hint = hint(f"done.{dep.removeprefix('cmd.')}")
                     env.signal[dep] = t.result
                     tokens.append(t)
                 env.waits.setdefault(cid, []).append(env.signal[dep])

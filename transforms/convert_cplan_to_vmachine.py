@@ -90,7 +90,6 @@ from pipeplan.transforms.machine_lowering import (
     UnsupportedPlanError,
     block_of,
     call_attrs,
-    hint,
     lower_placed,
     new_op,
     stage_layer_range,
@@ -306,8 +305,7 @@ def place_commands(plan: PlanOp, abi: Mapping[str, Any], concrete: str = "") -> 
                  "lifetime": lifetime_attr(a.lifetime.data)}
         if step:
             props["step"] = step_attr(step)
-        b = new_op(BufferOp, (), props, [buffer_t])
-        b.result.name_hint = hint(aid[len("alloc."):] if aid.startswith("alloc.") else aid)
+        b = new_op(BufferOp, (), props, [buffer_t]).name_result()
         env.buffers[aid] = b.result
         body_ops.append(b)
     for eid in sorted(edge_rows):
@@ -318,7 +316,6 @@ def place_commands(plan: PlanOp, abi: Mapping[str, Any], concrete: str = "") -> 
         eo = EdgeOp.create(operands=[env.buffers[e["buffer"]]], properties={
             "id": string(eid), "producer": i64_of(e["producer"]), "consumer": i64_of(e["consumer"]),
             "link": string(e["link"])}, result_types=[EdgeType()])
-        eo.result.name_hint = hint(eid)
         env.edges[eid] = eo.result
         body_ops.append(eo)
 
@@ -336,7 +333,6 @@ def place_commands(plan: PlanOp, abi: Mapping[str, Any], concrete: str = "") -> 
                 if t is None:
                     t = pool[k] = TokenOp.create(properties={"id": string(f"sync.{k}"), "signal": string(s[0]),
                                                              "wait": string(s[1])}, result_types=[TokenType()])
-                    t.result.name_hint = f"sync.{k}"
                 return t.result
 
             q_ops: list[Operation] = []

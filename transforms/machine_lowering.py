@@ -35,7 +35,6 @@ from xdsl.pattern_rewriter import (
 )
 
 _Op = TypeVar("_Op", bound=Operation)
-_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_.$-]*$")
 BLK = re.compile(r"^blk\.(\d+)\.")
 """A GGUF block's buffer or tensor name: ``blk.<N>.<rest>``."""
 
@@ -57,11 +56,6 @@ def new_op(cls: type[_Op], operands: Sequence[SSAValue], props: dict[str, Attrib
     op = cls.__new__(cls)
     Operation.__init__(op, operands=operands, result_types=results, properties=props)
     return op
-
-
-def hint(name: str) -> str | None:
-    """A printable SSA name hint of an id (None when the id has characters a name cannot hold)."""
-    return name if _NAME.match(name) else None
 
 
 def block_of(names: Iterable[str]) -> int | None:

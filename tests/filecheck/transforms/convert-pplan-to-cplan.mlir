@@ -13,7 +13,7 @@
 // values they read/write and the !cplan.timepoint of each dependency; queues and slots list timepoints.
 
 // LIST:      cplan.plan attributes {binder = "list-schedule", target = "virtual-queue@1", deployment = "deployment:n0,n1", evidence = "roofline@r1", risk = "accept-fallback", source = "sha256:{{[0-9a-f]+}}"} {
-// LIST-NEXT:   cplan.device {id = "n0", capacity = {device = 1073741824 : i64, host = 1073741824 : i64, link = 1073741824 : i64}, engines = {queue.copy = 1 : i64, queue.compute = 1 : i64}}
+// LIST-NEXT:   cplan.device {id = "n0", capacity = {device = 1073741824 : i64, host = 1073741824 : i64, link = 1073741824 : i64}, engines = {queue.compute = 1 : i64, queue.copy = 1 : i64}}
 // LIST:        cplan.link {id = "link.n0.n1", src = "n0", dst = "n1", capacity = 1073741824 : i64}
 // LIST:        %[[RECV:[0-9]+]] = cplan.command "cmd.prefill.s0.recv.e0" (%{{[0-9]+}}) -> (%{{[0-9]+}}) cost direct by roofline {task = "prefill.s0.recv.e0"
 // LIST:        %[[NORM:[0-9]+]] = cplan.command "cmd.prefill.s0.b0.rms_norm.attn_norm" (%{{[0-9]+}}, %{{[0-9]+}}) -> (%{{[0-9]+}}) after(%{{[0-9]+}})

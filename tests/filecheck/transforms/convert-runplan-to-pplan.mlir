@@ -69,7 +69,7 @@
 // PIPE:       pplan.plan
 // PIPE:       pplan.task recv(%{{[0-9]+}}) -> "input" at "edge:e0" bytes [16, 16] {pplan.candidates = [#pplan.candidate<"vq.recv", "queue.copy", 0>], pplan.costs = [#pplan.cost<"vq.recv", {{.*}} s, roofline, direct, conf 0.5>]} : !pplan.buffer<4xi32>
 // PIPE:       pplan.task matmul({{.*}}) -> "blk.3.q_proj" at "blk.3.attn_q" work [1, 64, 64] {pplan.candidates = [#pplan.candidate<"vq.matmul", "queue.compute", 0>], pplan.costs = [#pplan.cost<"vq.matmul", 8.448{{[0-9]*}}e-07 s, roofline, direct, conf 0.5>]} : !pplan.buffer<1x64xf32>
-// PIPE:       pplan.deployment_binding @deployment {devices = [{id = "n0"{{.*}}}], stage_devices = ["n0", "n1"], topology = "chain"}
+// PIPE:       pplan.deployment_binding @deployment {devices = [{{{.*}}id = "n0"{{.*}}}], stage_devices = ["n0", "n1"], topology = "chain"}
 // PIPE:       pplan.target_binding @target {{{.*}}target = "virtual-queue"{{.*}}plugin_revision = "virtual-queue@1"}
 // PIPE:       pplan.candidates {plan = @{{.*}}, target = "virtual-queue", portable_digest = "{{[0-9a-f]+}}", selected = 1 : i64}
 // PIPE:       pplan.evidence_policy @policy {providers = ["roofline"], uncertainty_budget = 1.000000e+00 : f64, fallback = "allow", max_age_s = 0 : i64, revision = "r1"}

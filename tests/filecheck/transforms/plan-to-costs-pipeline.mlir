@@ -17,14 +17,14 @@
 
 // CHECK:      pplan.plan
 // CHECK:      pplan.task matmul({{.*}}) -> "blk.3.q_proj" at "blk.3.attn_q" work [1, 64, 64] {pplan.candidates = [#pplan.candidate<"vq.matmul", "queue.compute", 0>], pplan.costs = [#pplan.cost<"vq.matmul", 8.448{{[0-9]*}}e-07 s, roofline, direct, conf 0.5>]}
-// CHECK:      pplan.deployment_binding @deployment {devices = [{id = "local0", memory_bytes = {{[0-9]+}} : i64, reserved_bytes = {{[0-9]+}} : i64, flops_per_s = 1.000000e+11 : f64, bandwidth_bytes_per_s = 2.000000e+10 : f64, link_bandwidth_bytes_per_s = 2.000000e+10 : f64}, {id = "local1", {{.*}}}], stage_devices = ["local0", "local1"], topology = "chain"}
+// CHECK:      pplan.deployment_binding @deployment {devices = [{bandwidth_bytes_per_s = 2.000000e+10 : f64, flops_per_s = 1.000000e+11 : f64, id = "local0", link_bandwidth_bytes_per_s = 2.000000e+10 : f64, memory_bytes = {{[0-9]+}} : i64, reserved_bytes = {{[0-9]+}} : i64}, {{{.*}}, id = "local1", {{.*}}}], stage_devices = ["local0", "local1"], topology = "chain"}
 // CHECK:      pplan.target_binding @target {{{.*}}target = "virtual-queue"
 // CHECK:      pplan.candidates {{{.*}}target = "virtual-queue"
 // CHECK:      pplan.evidence_policy @policy {providers = ["roofline"]
 // CHECK:      pplan.costed_view {
 
 // PROBE:      pplan.task matmul({{.*}}) -> "blk.3.q_proj" at "blk.3.attn_q" work [1, 64, 64] {pplan.candidates = [#pplan.candidate<"vq.matmul", "queue.compute", 0>], pplan.costs = [#pplan.cost<"vq.matmul", {{.*}} s, roofline, direct,
-// PROBE:      pplan.deployment_binding @deployment {devices = [{id = "local0", memory_bytes = {{[0-9]+}} : i64, reserved_bytes = {{[0-9]+}} : i64, flops_per_s = {{[0-9.]+e\+[0-9]+}} : f64, bandwidth_bytes_per_s = {{[0-9.]+e\+[0-9]+}} : f64, link_bandwidth_bytes_per_s = {{[0-9.]+e\+[0-9]+}} : f64}
+// PROBE:      pplan.deployment_binding @deployment {devices = [{bandwidth_bytes_per_s = {{[0-9.]+e\+[0-9]+}} : f64, flops_per_s = {{[0-9.]+e\+[0-9]+}} : f64, id = "local0", link_bandwidth_bytes_per_s = {{[0-9.]+e\+[0-9]+}} : f64, memory_bytes = {{[0-9]+}} : i64, reserved_bytes = {{[0-9]+}} : i64}
 
 // CACHE:      "bandwidth_bytes_per_s": {{[0-9.e+]+}},
 // CACHE-NEXT: "flops_per_s": {{[0-9.e+]+}},
