@@ -716,6 +716,16 @@ class _ChannelPull(RecvEndpoint):
         self._inbox.attach(chan, ack)
         return True
 
+    def close(self) -> None:
+        """Close the ack channel the driver wrote (Ray keeps pushing a channel to a reader on another Ray node
+        from a thread of the writer's process until it is closed)."""
+        ack = self._inbox._ack
+        if ack is not None and _self_actor() is None:
+            try:
+                ack.close()
+            except Exception:  # noqa: BLE001 - best effort: the producer's end may be gone
+                pass
+
     def recv(self, timeout: float | None = None) -> Frame | None:
         if self._peer.dead is not None:
             time.sleep(min(timeout or 0.0, 0.05))
