@@ -1,7 +1,7 @@
 """Ray hops over shared-memory channels next to actor calls (issue 14 item 3): per-hop latency and decode tok/s.
 
 Usage: ``python bench/ray_hops.py [--models stories260K,gemma3] [--stages 3] [--hops 400] [--tokens 64]
-[--repeat 3] [--transports auto,channel,actor] [--waits backoff,spin]``.
+[--repeat 3] [--rounds 3] [--transports auto,channel,actor] [--waits backoff,spin]``.
 
 It starts a local Ray cluster (``bench/_ray_cluster.py``) with ``--stages`` Ray nodes (1 CPU, 200 MB object
 store each) carrying the pool ids ``n0..n{k-1}``, the driver connected to ``n0``. Both transports of
@@ -15,6 +15,9 @@ once per ``--waits`` entry (how a channel read waits: ``backoff``, the default, 
   model) through the transport's own endpoints (``RayTransport.open_send`` / ``open_recv``) to an echo actor,
   which receives it and sends it back on a second edge; median of round trip / 2 over ``--hops`` frames
   after a warm-up, for an echo actor on the driver's Ray node (``same node``) and on another (``cross node``).
+  ``compiled graph`` is the reference: Ray's own Compiled Graph (``InputNode -> echo.bind(inp)``,
+  ``experimental_compile()``) passing the same array to an echo actor on the same Ray node. Each of ``--rounds``
+  rounds measures every variant once (interleaved); the table gives the median of the rounds' medians.
 - **wait CPU**: CPU-s/s of the echo actor's process while it waits on its inbound edge with nothing sent, and of
   the driver waiting on the return edge (1 s each): what a waiting read takes from the computing stages.
 - **decode**: the model over ``--stages`` stage actors on ``n0..n{k-1}`` (greedy, one thread per stage),
@@ -46,6 +49,7 @@ from decode import MODEL, PROMPT  # noqa: E402
 
 MB = 1024 * 1024
 TRANSPORTS = ("auto", "channel", "actor")
+CG = "compiled graph"
 WAITS = ("backoff", "spin")
 
 
@@ -168,6 +172,62 @@ def bench_hop(mode: str, wait: str, ray_node: str, node_id: str, n_embd: int, n:
             "consumer_wait_cpu_s_per_s": echo_idle, "driver_wait_cpu_s_per_s": driver_idle}
 
 
+class CgEcho:
+    """The echo of Ray's own Compiled Graph reference: one DAG node, an actor method returning its input. An empty
+    array makes it sleep 1 s first (the driver-wait probe)."""
+
+    def echo(self, x):
+        if x.size == 0:
+            time.sleep(1.0)
+        return x
+
+    def idle_cpu(self, seconds: float) -> float:
+        """CPU-s/s of this actor's process while its compiled-graph loop waits on its input with nothing sent."""
+        t0 = time.process_time()
+        time.sleep(seconds)
+        return (time.process_time() - t0) / seconds
+
+
+def bench_compiled_graph(ray_node: str, n_embd: int, n: int) -> dict:
+    """Ray's own Compiled Graph as the reference (``InputNode -> CgEcho.echo``, ``experimental_compile()``): median
+    one-way hop (round trip / 2) of the same [1, n_embd] f32 array to an echo actor on ``ray_node`` and back, and
+    the wait CPU-s/s of the echo actor and of the driver (as :func:`bench_hop`)."""
+    import ray
+    from ray.dag import InputNode
+    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+    echo = ray.remote(CgEcho).options(num_cpus=0, scheduling_strategy=NodeAffinitySchedulingStrategy(
+        ray_node, soft=False)).remote()
+    ray.get(echo.__ray_ready__.remote())
+    with InputNode() as inp:
+        dag = echo.echo.bind(inp)
+    cdag = dag.experimental_compile()
+    try:
+        x = np.random.default_rng(0).standard_normal((1, n_embd)).astype(np.float32)
+
+        def once() -> float:
+            t0 = time.perf_counter()
+            y = ray.get(cdag.execute(x), timeout=30.0)
+            dt = time.perf_counter() - t0
+            assert y.shape == x.shape
+            return dt / 2
+
+        for _ in range(100):
+            once()
+        hops = sorted(once() for _ in range(n))
+        echo_idle = ray.get(echo.idle_cpu.remote(1.0))
+        ref = cdag.execute(np.zeros(0, np.float32))
+        t0, w0 = time.process_time(), time.perf_counter()
+        ray.get(ref, timeout=30.0)
+        driver_idle = (time.process_time() - t0) / (time.perf_counter() - w0)
+    finally:
+        cdag.teardown()
+        ray.kill(echo)
+    return {"median_us": statistics.median(hops) * 1e6, "p90_us": hops[int(0.9 * len(hops))] * 1e6,
+            "min_us": hops[0] * 1e6, "n": n, "payload_bytes": int(x.nbytes),
+            "consumer_wait_cpu_s_per_s": echo_idle, "driver_wait_cpu_s_per_s": driver_idle}
+
+
 def bench_decode(mode: str, wait: str, model: Path, nodes: list[str], prompt_ids: list[int], tokens: int,
                  repeat: int) -> dict:
     """Decode tok/s of ``model`` over one stage actor per node with the ``mode`` transport and ``wait``
@@ -193,6 +253,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--hops", type=int, default=400)
     ap.add_argument("--tokens", type=int, default=64)
     ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--rounds", type=int, default=3, help="hop measurements: rounds over all variants")
     ap.add_argument("--transports", default=",".join(TRANSPORTS))
     ap.add_argument("--waits", default=",".join(WAITS), help="channel read waits to compare (channel transport)")
     ap.add_argument("--out", type=Path, default=HERE / "results" / "ray_hops.json")
@@ -206,6 +267,7 @@ def main(argv: list[str] | None = None) -> int:
     modes = [m if m != "channel" else f"channel/{w}" for m, w in variants]
     models = {"stories260K": MODEL, "gemma3": None}
     nodes = [f"n{i}" for i in range(args.stages)]
+    hop_labels = [CG, *modes]
     hops: list[dict] = []
     decode: list[dict] = []
     with ray_cluster(nodes, object_store_mb=200) as info:
@@ -214,33 +276,46 @@ def main(argv: list[str] | None = None) -> int:
             model = models[name] or gemma3_model()
             n_embd = read_model_facts(model).embedding_length
             prompt_ids = SPMTokenizer.from_gguf(model).encode(PROMPT)
-            for where, node in (("same node", nodes[0]), ("cross node", nodes[-1])):
-                for label, (mode, wait) in zip(modes, variants, strict=True):
-                    h = bench_hop(mode, wait, ids[node], node, n_embd, args.hops)
-                    hops.append({"model": name, "transport": label, "where": where, "to_node": node,
-                                 "load_avg": os.getloadavg(), **h})
+            for rnd in range(args.rounds):  # every variant once per round, so load drifts hit all alike
+                for where, node in (("same node", nodes[0]), ("cross node", nodes[-1])):
+                    for label, (mode, wait) in [(CG, ("", "")), *zip(modes, variants, strict=True)]:
+                        h = (bench_compiled_graph(ids[node], n_embd, args.hops) if label == CG
+                             else bench_hop(mode, wait, ids[node], node, n_embd, args.hops))
+                        hops.append({"model": name, "transport": label, "where": where, "to_node": node,
+                                     "round": rnd, "load_avg": os.getloadavg(), **h})
             for label, (mode, wait) in zip(modes, variants, strict=True):
                 d = bench_decode(mode, wait, model, nodes, prompt_ids, args.tokens, args.repeat)
                 decode.append({"model": name, "transport": label, "stages": args.stages,
                                "load_avg": os.getloadavg(), **d})
 
-    print("| model | hop | payload B | " + " | ".join(f"{m} median us (p90)" for m in modes) + " |")
-    print("|---|---|---|" + "---|" * len(modes))
-    for name in dict.fromkeys(h["model"] for h in hops):
-        for where in ("same node", "cross node"):
-            row = {h["transport"]: h for h in hops if h["model"] == name and h["where"] == where}
-            pay = next(iter(row.values()))["payload_bytes"]
-            print(f"| {name} | {where} | {pay} | " + " | ".join(
-                f"{row[m]['median_us']:.0f} ({row[m]['p90_us']:.0f})" for m in modes) + " |")
+    def summary(name: str, where: str) -> dict[str, dict]:
+        """Per variant: the median over rounds of each round's figures (and the rounds' medians)."""
+        out = {}
+        for m in hop_labels:
+            rs = [h for h in hops if h["model"] == name and h["where"] == where and h["transport"] == m]
+            out[m] = {k: statistics.median(r[k] for r in rs) for k in
+                      ("median_us", "p90_us", "consumer_wait_cpu_s_per_s", "driver_wait_cpu_s_per_s")}
+            out[m].update(payload_bytes=rs[0]["payload_bytes"], round_medians_us=[r["median_us"] for r in rs])
+        return out
+
+    summaries = [{"model": name, "where": where, "transports": summary(name, where)}
+                 for name in dict.fromkeys(h["model"] for h in hops) for where in ("same node", "cross node")]
+    print(f"hop: median over {args.rounds} round(s) of each round's median of {args.hops} hops (one-way, round "
+          f"trip / 2); '{CG}' is Ray's own Compiled Graph (InputNode -> echo actor method) on the same cluster")
+    print("| model | hop | payload B | " + " | ".join(f"{m} median us (p90)" for m in hop_labels) + " |")
+    print("|---|---|---|" + "---|" * len(hop_labels))
+    for s in summaries:
+        row = s["transports"]
+        print(f"| {s['model']} | {s['where']} | {row[CG]['payload_bytes']} | " + " | ".join(
+            f"{row[m]['median_us']:.0f} ({row[m]['p90_us']:.0f})" for m in hop_labels) + " |")
     print()
-    print("| model | hop | " + " | ".join(f"{m} wait CPU-s/s (consumer, driver)" for m in modes) + " |")
-    print("|---|---|" + "---|" * len(modes))
-    for name in dict.fromkeys(h["model"] for h in hops):
-        for where in ("same node", "cross node"):
-            row = {h["transport"]: h for h in hops if h["model"] == name and h["where"] == where}
-            print(f"| {name} | {where} | " + " | ".join(
-                f"{row[m]['consumer_wait_cpu_s_per_s']:.2f}, {row[m]['driver_wait_cpu_s_per_s']:.2f}" for m in modes)
-                + " |")
+    print("| model | hop | " + " | ".join(f"{m} wait CPU-s/s (consumer, driver)" for m in hop_labels) + " |")
+    print("|---|---|" + "---|" * len(hop_labels))
+    for s in summaries:
+        row = s["transports"]
+        print(f"| {s['model']} | {s['where']} | " + " | ".join(
+            f"{row[m]['consumer_wait_cpu_s_per_s']:.2f}, {row[m]['driver_wait_cpu_s_per_s']:.2f}"
+            for m in hop_labels) + " |")
     print()
     print("| model | stages | " + " | ".join(f"{m} decode tok/s" for m in modes) + " | same ids |")
     print("|---|---|" + "---|" * len(modes) + "---|")
@@ -252,7 +327,7 @@ def main(argv: list[str] | None = None) -> int:
     doc = {"command": "python bench/ray_hops.py " + " ".join(argv if argv is not None else sys.argv[1:]),
            "machine": {"python": sys.version.split()[0], "platform": platform.platform(), "cpus": os.cpu_count()},
            "cluster": {"nodes": nodes, "cpus_per_node": 1, "object_store_mb_per_node": 200},
-           "hops": hops, "decode": decode}
+           "hop_summary": summaries, "hops": hops, "decode": decode}
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(doc, indent=1) + "\n")
     print(f"wrote {args.out}")

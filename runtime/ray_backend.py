@@ -43,8 +43,10 @@ Ray's ``MutableObjectProvider::PollWriterClosure``, which keeps a core busy even
   and the producer writes only while ``sent - acked < slots`` (a full edge makes ``send`` return False after
   ``timeout``, like a full ring). The credits make the bound exact across Ray nodes too, where a channel
   holds more frames than its buffers (Ray's push to the reader's node). Ray's own blocking read polls the
-  channel (``sched_yield``) and takes a core's share while it waits, so a read waits by non-blocking reads
-  between growing sleeps instead (``ray_wait="backoff"``, the default; :data:`WAITS`).
+  channel (``sched_yield``) and takes a core's share while it waits, so by default (``ray_wait="backoff"``;
+  :data:`WAITS`) a read whose writer is on its Ray node blocks on the channel's doorbell, a POSIX semaphore the
+  writer posts per write (:class:`_Chan`), and one from another Ray node waits by non-blocking reads between
+  growing sleeps. A DATA frame goes down a channel as bytes (:func:`_encode`), not pickled.
 - ``actor``: the producer pushes each Frame as a Ray object
   with an actor call (``push``, numbered: the inbox admits frames in producer order, since a threaded actor
   may start concurrent calls out of order) to the consumer's inbox. The call returns only when the consumer
@@ -72,10 +74,14 @@ When Ray is already initialised in the process (tests, notebooks) it is used as 
 
 from __future__ import annotations
 
+import _multiprocessing
 import collections
+import copy
+import itertools
 import os
 import queue
 import re
+import struct
 import threading
 import time
 import uuid
@@ -88,15 +94,18 @@ from pipeplan.errors import RunPlanRejection
 from pipeplan.plan_types import ProvisionStage
 from pipeplan.runtime.backends import Backend, BackendError, WorkerOptions
 from pipeplan.runtime.events import Event
+from pipeplan.runtime.shm_ring import RingSemaphore
 from pipeplan.runtime.stage import FaultInjection
 from pipeplan.runtime.transport import (
     DATA,
+    NUMPY_DTYPES,
     ORCHESTRATOR_NODE,
     EdgeRoute,
     EndpointError,
     Frame,
     QueueSend,
     RecvEndpoint,
+    Segment,
     SendEndpoint,
     Transport,
     check_object,
@@ -146,15 +155,19 @@ ACK_BYTES = 1000
 ACK_WRITE_S = 1.0
 """Seconds a consumer waits to write an ack (it never has to: the credit count keeps a buffer free)."""
 WAITS = ("backoff", "spin")
-"""How a channel read waits for a frame: ``backoff`` (the default: non-blocking reads between sleeps that grow
-from :data:`BACKOFF_FIRST_S` to :data:`BACKOFF_MAX_S`) or ``spin`` (Ray's own blocking read, which polls the
-channel with ``sched_yield`` and takes a core's share while it waits)."""
+"""How a channel read waits for a frame: ``backoff`` (the default: without spinning; on the doorbell of a channel
+written on the reader's Ray node, else by non-blocking reads between sleeps that grow from :data:`BACKOFF_FIRST_S`
+to :data:`BACKOFF_MAX_S`) or ``spin`` (Ray's own blocking read, which polls the channel with ``sched_yield`` and
+takes a core's share while it waits)."""
 WAIT_ENV = "PIPEPLAN_RAY_WAIT"
 """Environment variable choosing the channel wait of a :class:`RayBackend` built without one (``backoff``)."""
 BACKOFF_FIRST_S = 50e-6
 """First sleep of a backoff wait (seconds); each further sleep doubles, up to :data:`BACKOFF_MAX_S`."""
 BACKOFF_MAX_S = 1e-3
 """Longest sleep of a backoff wait (seconds): the most a frame that arrives during a long wait waits extra."""
+BELL_SLICE_S = 0.05
+"""Longest a doorbell wait blocks before it reads the channel itself (a broken channel, a value whose post is
+late; :class:`_Chan`)."""
 
 
 class RayUnavailableError(BackendError):
@@ -413,13 +426,22 @@ def _ray_channel_types() -> tuple[Any, Any]:
     return BufferedSharedMemoryChannel, SharedMemoryType
 
 
-def _new_channel(writer: Any, reader: Any, reader_node: str, buffers: int, nbytes: int) -> Any:
+def _new_channel(writer: Any, reader: Any, reader_node: str, buffers: int, nbytes: int,
+                 wait: str = "backoff") -> _Chan:
     """A Ray shared-memory channel written by ``writer`` (an actor handle; None: the driver) and read by
-    ``reader`` on Ray node ``reader_node``, with ``buffers`` buffers of ``nbytes`` bytes. Must be built in
-    the writer's process (Ray's rule)."""
+    ``reader`` on Ray node ``reader_node``, with ``buffers`` buffers of ``nbytes`` bytes, and a doorbell when
+    the reader is on this Ray node and reads wait by ``backoff`` (:class:`_Chan`). Must be built in the
+    writer's process (Ray's rule)."""
     buffered, shm_type = _ray_channel_types()
-    return buffered(writer, [(reader, reader_node)], max(1, buffers),
+    chan = buffered(writer, [(reader, reader_node)], max(1, buffers),
                     shm_type(buffer_size_bytes=max(ACK_BYTES, int(nbytes))))
+    bell = None
+    if wait == "backoff" and reader_node == _node_id_of_self():
+        try:
+            bell = RingSemaphore(0, track=False)
+        except OSError:  # no POSIX semaphores here: the reader polls
+            bell = None
+    return _Chan(chan, bell)
 
 
 def _self_actor() -> Any:
@@ -466,6 +488,107 @@ def _channel_read(chan: Any, timeout: float | None, wait: str) -> Any:
         nap = min(2 * nap, BACKOFF_MAX_S)
 
 
+class _Chan:
+    """A Ray shared-memory channel plus, where its reader runs on the writer's Ray node, a doorbell: a named POSIX
+    semaphore (:class:`~pipeplan.runtime.shm_ring.RingSemaphore`, not tracked) that the writer posts once per
+    value written. A reader blocks on it (no CPU while it waits, woken by the post) instead of polling between
+    sleeps; every :data:`BELL_SLICE_S` it reads the channel itself, so a broken channel still raises. Pickles with
+    the bell's name: the process that unpickles it (the reader's) opens the bell and removes the name."""
+
+    def __init__(self, chan: Any, bell: RingSemaphore | None):
+        self.chan, self.bell = chan, bell
+
+    def __reduce__(self):
+        return (_open_chan, (self.chan, None if self.bell is None else self.bell.name))
+
+    def copy(self) -> _Chan:
+        """A copy with its own copy of the Ray channel (which keeps its buffer position) and the same bell."""
+        return _Chan(copy.copy(self.chan), self.bell)
+
+    def write(self, value: Any, timeout: float | None) -> None:
+        self.chan.write(value, timeout=timeout)
+        if self.bell is not None:
+            try:
+                self.bell.release()
+            except (ValueError, OSError):  # count at its maximum (a reader that never opened it): it polls
+                pass
+
+    def read(self, timeout: float | None, wait: str) -> Any:
+        """The next value within ``timeout`` s (None: forever); see :func:`_channel_read` for ``wait`` and the
+        errors."""
+        if self.bell is None:
+            return _channel_read(self.chan, timeout, wait)
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while True:
+            left = _left(deadline)
+            nap = BELL_SLICE_S if left is None else min(left, BELL_SLICE_S)
+            rung = self.bell.acquire(True, nap)
+            try:
+                return self.chan.read(timeout=0)
+            except RayChannelTimeoutError:  # unrung, or the post of a value already read unrung
+                if not rung and left is not None and left <= nap:
+                    raise
+
+    def close(self) -> None:
+        try:
+            self.chan.close()
+        finally:
+            if self.bell is not None:
+                self.bell.unlink()
+
+
+def _open_chan(chan: Any, bell_name: str | None) -> _Chan:
+    bell = None
+    if bell_name is not None:
+        try:
+            bell = RingSemaphore(0, name=bell_name)
+            _multiprocessing.sem_unlink(bell_name)
+        except OSError:  # gone (another copy took it) or not openable: this reader polls
+            pass
+    return _Chan(chan, bell)
+
+
+_WIRE = struct.Struct("<qqqBBH")
+"""Header of a DATA frame on a channel: seq_id, position, slot, dtype code, ndim, number of segments."""
+_WIRE_DTYPES = tuple(NUMPY_DTYPES.values())
+_WIRE_CODES = {dt: i for i, dt in enumerate(_WIRE_DTYPES)}
+
+
+def _encode(frame: Frame) -> Frame | bytes:
+    """What a channel carries for ``frame``: a DATA frame without sampler as bytes (:data:`_WIRE`, the shape, the
+    segment table as int64 rows, then the array), which Ray writes into the buffer as they are; any other frame
+    as itself, pickled by Ray."""
+    a = frame.array
+    code = None if a is None else _WIRE_CODES.get(a.dtype)
+    if frame.op != DATA or a is None or code is None or frame.sampler is not None or a.ndim > 255:
+        return frame
+    segs = frame.segments or ()
+    return b"".join((_WIRE.pack(frame.seq_id, frame.position, frame.slot, code, a.ndim, len(segs)),
+                     struct.pack(f"<{a.ndim}q", *a.shape),
+                     struct.pack(f"<{4 * len(segs)}q", *itertools.chain.from_iterable(segs)),
+                     np.ascontiguousarray(a).data))
+
+
+def _decode(value: Any) -> Frame:
+    """The Frame a channel read returned (:func:`_encode`), with its own writable array."""
+    if not isinstance(value, bytes):
+        return _owned(value)
+    seq_id, position, slot, code, ndim, n_seg = _WIRE.unpack_from(value)
+    off = _WIRE.size
+    shape = struct.unpack_from(f"<{ndim}q", value, off)
+    off += 8 * ndim
+    segments = None
+    if n_seg:
+        rows = struct.unpack_from(f"<{4 * n_seg}q", value, off)
+        segments = tuple(Segment(*rows[i:i + 4]) for i in range(0, 4 * n_seg, 4))
+        off += 32 * n_seg
+    count = 1
+    for d in shape:
+        count *= d
+    array = np.frombuffer(value, _WIRE_DTYPES[code], count, off).reshape(shape).copy()
+    return Frame(DATA, seq_id, position, array, None, slot, segments)
+
+
 def _owned(frame: Frame) -> Frame:
     """``frame`` with its own copy of the DATA array. A value read from a channel maps the channel's buffer
     (read-only), and Ray frees that buffer for the next write only once the read value is dropped, so the
@@ -499,7 +622,7 @@ class _Credits:
         if self.ack is None and not self._ack_ready.wait(timeout):
             return False
         try:
-            self.acked = max(self.acked, int(_channel_read(self.ack, timeout, self.wait)))
+            self.acked = max(self.acked, int.from_bytes(self.ack.read(timeout, self.wait), "little"))
         except RayChannelTimeoutError:
             return False
         return True
@@ -540,7 +663,7 @@ class _ChannelInbox:
     def accept(self, chan: Any, ack_reader: Any, ack_node: str) -> Any:
         """Attach the producer's ``chan`` and build the ack channel (written here, read by ``ack_reader`` on
         ``ack_node``); returns the ack channel for the producer. Actor side."""
-        ack = _new_channel(_self_actor(), ack_reader, ack_node, self.slots + 1, ACK_BYTES)
+        ack = _new_channel(_self_actor(), ack_reader, ack_node, self.slots + 1, ACK_BYTES, self.wait)
         self.attach(chan, ack)
         return ack
 
@@ -549,7 +672,7 @@ class _ChannelInbox:
         if not self._ready.wait(timeout):
             return None
         try:
-            frame = _owned(_channel_read(self._chan, timeout, self.wait))
+            frame = _decode(self._chan.read(timeout, self.wait))
         except RayChannelTimeoutError:
             return None
         self.taken += 1
@@ -557,7 +680,7 @@ class _ChannelInbox:
         # `slots` in flight) and the ack channel has slots + 1 buffers; it fails only when the producer's
         # end is gone, and the frame is still this consumer's
         try:
-            self._ack.write(self.taken, timeout=ACK_WRITE_S)
+            self._ack.write(self.taken.to_bytes(8, "little"), timeout=ACK_WRITE_S)
         except RayChannelError:
             pass
         return frame
@@ -572,12 +695,10 @@ class _OutChannel:
         self.credits: _Credits | None = None
         self._ready = threading.Event()
 
-    def publish(self, chan: Any, credits: _Credits) -> None:
+    def publish(self, chan: _Chan, credits: _Credits) -> None:
         """Publish ``chan`` before its first write: the driver gets a copy taken now, since a Ray buffered
         channel pickles its write position and its reader must start at buffer 0."""
-        import copy
-
-        self.chan, self.credits = copy.copy(chan), credits
+        self.chan, self.credits = chan.copy(), credits
         self._ready.set()
 
     def wait(self, timeout: float) -> Any:
@@ -619,12 +740,12 @@ class _ChannelSend(SendEndpoint):
                     raise EndpointError(f"edge {self.edge_id!r} to the orchestrator is sent from the actor that holds "
                                         f"it, not from this process", where=self.edge_id)
                 proxy = self._tr._proxy_handle()
-                chan = _new_channel(me, proxy, _node_of(proxy), self.slots, size)
+                chan = _new_channel(me, proxy, _node_of(proxy), self.slots, size, self._tr.wait)
                 holder.publish(chan, self._credits)  # the driver fetches it and hands back the ack channel
             else:
                 assert self._peer is not None
                 consumer = self._peer.get()
-                chan = _new_channel(me, consumer, _node_of(consumer), self.slots, size)
+                chan = _new_channel(me, consumer, _node_of(consumer), self.slots, size, self._tr.wait)
                 ack_reader = me if me is not None else self._tr._proxy_handle()
                 ack = ray.get(consumer.accept_channel.remote(self.edge_id, chan, ack_reader,
                                                              _node_id_of_self()), timeout=RESOLVE_TIMEOUT_S)
@@ -653,7 +774,7 @@ class _ChannelSend(SendEndpoint):
             self.connect()
             if not self._credits.wait_free(deadline):
                 return False
-            self._chan.write(frame, timeout=_left(deadline))
+            self._chan.write(_encode(frame), timeout=_left(deadline))
         except RayChannelTimeoutError:
             return False
         except (RayActorError, RayChannelError) as e:
@@ -711,10 +832,20 @@ class _ChannelPull(RecvEndpoint):
         chan = ray.get(producer.out_channel.remote(self.edge_id, wait), timeout=wait + RESOLVE_TIMEOUT_S)
         if chan is None:
             return False
-        ack = _new_channel(None, producer, _node_of(producer), self._inbox.slots + 1, ACK_BYTES)
+        ack = _new_channel(None, producer, _node_of(producer), self._inbox.slots + 1, ACK_BYTES, self._inbox.wait)
         ray.get(producer.accept_ack.remote(self.edge_id, ack), timeout=RESOLVE_TIMEOUT_S)
         self._inbox.attach(chan, ack)
         return True
+
+    def close(self) -> None:
+        """Close the ack channel the driver wrote (Ray keeps pushing a channel to a reader on another Ray node
+        from a thread of the writer's process until it is closed)."""
+        ack = self._inbox._ack
+        if ack is not None and _self_actor() is None:
+            try:
+                ack.close()
+            except Exception:  # noqa: BLE001 - best effort: the producer's end may be gone
+                pass
 
     def recv(self, timeout: float | None = None) -> Frame | None:
         if self._peer.dead is not None:

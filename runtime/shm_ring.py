@@ -188,13 +188,15 @@ class RingSemaphore:
     after its creator so that a leftover is attributable (:func:`remove_orphans`), unlinked explicitly by
     its owner (:meth:`unlink`), and picklable by name at any time (the other side reopens it by name).
     The owner registers it with the multiprocessing resource tracker, which unlinks it if the owner
-    dies without doing so.
+    dies without doing so (``track=False``: not registered, e.g. in a Ray actor, where the tracker would be
+    one more process; then only :func:`remove_orphans` removes a leftover).
     """
 
     _KIND = 1  # _multiprocessing's SEMAPHORE kind (0 is RECURSIVE_MUTEX)
 
-    def __init__(self, value: int, *, name: str | None = None):
+    def __init__(self, value: int, *, name: str | None = None, track: bool = True):
         self.owner = name is None
+        self._tracked = self.owner and track
         maxvalue = _multiprocessing.SemLock.SEM_VALUE_MAX
         if name is None:
             for _ in range(16):
@@ -206,7 +208,8 @@ class RingSemaphore:
                     continue
             else:  # pragma: no cover - 16 collisions of 48 random bits
                 raise FileExistsError("cannot find a free semaphore name")
-            resource_tracker.register(name, "semaphore")
+            if self._tracked:
+                resource_tracker.register(name, "semaphore")
         else:
             self._sl = _multiprocessing.SemLock._rebuild(0, self._KIND, maxvalue, name)
         self.name = name
@@ -229,7 +232,8 @@ class RingSemaphore:
             _multiprocessing.sem_unlink(self.name)
         except FileNotFoundError:
             pass
-        resource_tracker.unregister(self.name, "semaphore")
+        if self._tracked:
+            resource_tracker.unregister(self.name, "semaphore")
 
     def __reduce__(self):
         return (_open_semaphore, (self.name,))

@@ -311,6 +311,27 @@ def test_owned_frame_keeps_every_field():
     assert _owned(r) == r
 
 
+def test_channel_wire_keeps_every_field():
+    """Issue 14 item 3: a DATA frame crosses a channel as bytes (``_encode``; no pickling) and comes back (``_decode``)
+    with every field as sent (segments, slot, dtype, shape; a non-contiguous array is sent by value) and a writable
+    array; frames with a sampler (RESET) travel as themselves."""
+    from pipeplan.runtime.ray_backend import _decode, _encode
+    from pipeplan.runtime.transport import RESET, SamplerParams, Segment
+
+    frames = [Frame(DATA, 7, 5, np.arange(8, dtype=np.float32).reshape(2, 4), None, 3),
+              Frame(DATA, 2, 0, np.array([5, 6, 7], np.int32), None, 1, (Segment(2, 1, 0, 1), Segment(9, 3, 40, 2))),
+              Frame(DATA, 1, 3, np.arange(12, dtype=np.float16).reshape(3, 4)[:, 1:3], None, 0)]
+    for f in frames:
+        wire = _encode(f)
+        assert isinstance(wire, bytes)
+        g = _decode(wire)
+        assert type(g) is Frame and g.array.flags.writeable and g.array.dtype == f.array.dtype
+        assert np.array_equal(g.array, f.array)
+        assert all(getattr(g, k) == getattr(f, k) for k in Frame._fields if k != "array")
+    r = Frame(RESET, 8, 0, None, SamplerParams(0.5, 3, 0.9, 11), 2)
+    assert _encode(r) is r and _decode(r) == r
+
+
 def test_unknown_ray_wait_is_bad_backend(monkeypatch):
     """Issue 14 item 3 (CPU of waiting reads): a channel read waits by ``backoff`` (default) or ``spin``; any other
     name, from the argument or from $PIPEPLAN_RAY_WAIT, is BackendError (bad_backend) naming it, before Ray is
@@ -451,18 +472,19 @@ class _HeldSink:
         return self.got
 
 
-@pytest.mark.parametrize("mode", ["channel", "actor"])
-def test_back_pressure_at_most_slots_in_flight(cluster, mode):
+@pytest.mark.parametrize(("mode", "sink_on"), [("channel", "n1"), ("channel", "n0"), ("actor", "n1")])
+def test_back_pressure_at_most_slots_in_flight(cluster, mode, sink_on):
     """RP-OS-1 (RingSpec enforced by the transport), issue 8 item 2, issue 14 item 3: a producer resolving its consumer by
     (node_id, edge_id) through the RayTransport registry keeps at most RingSpec.slots objects in flight, over
-    shared-memory channels and over actor calls: with a consumer that takes nothing, send #slots+1 times out;
+    shared-memory channels (to another Ray node, and to the driver's own Ray node, where reads wait on a doorbell)
+    and over actor calls: with a consumer that takes nothing, send #slots+1 times out;
     one taken object frees exactly one slot. An object larger than max_extent is ObjectTooLargeError, never sent."""
     slots = 2
     spec = ObjectSpec("activation", "f32", 4, (4, 8), "row_major", 64, 4 * 8 * 4)
     route = EdgeRoute("act.x", "activation", "n0", "n1", spec, RingSpec(slots, 128))
-    scope = RunScope(ray.get_runtime_context().namespace, f"pipeplan/test-{mode}/{os.getpid()}")
+    scope = RunScope(ray.get_runtime_context().namespace, f"pipeplan/test-{mode}-{sink_on}/{os.getpid()}")
     name = f"{scope.prefix}/sink"
-    sink = _HeldSink.options(name=name, scheduling_strategy=_on(cluster["n1"])).remote(slots)
+    sink = _HeldSink.options(name=name, scheduling_strategy=_on(cluster[sink_on])).remote(slots)
     tr = RayTransport({"act.x": route}, scope, {("n1", "act.x"): name}, mode=mode)
     try:
         with pytest.raises(EndpointError):
@@ -516,17 +538,18 @@ class _InboxConsumer:
         return out
 
 
-@pytest.mark.parametrize("mode", ["channel", "actor"])
-def test_edge_keeps_producer_order(cluster, mode):
+@pytest.mark.parametrize(("mode", "consumer_on"), [("channel", "n2"), ("channel", "n0"), ("actor", "n2")])
+def test_edge_keeps_producer_order(cluster, mode, consumer_on):
     """Issue 8 item 2 (edges keep order): frames on one edge reach the consumer in the order the producer sent them, over
-    shared-memory channels and over actor calls, even though the consumer actor runs several push calls at once (a
-    RESET overtaking a DATA frame would corrupt a sequence)."""
+    shared-memory channels (to another Ray node, and on the driver's Ray node with a doorbell) and over actor calls,
+    even though the consumer actor runs several push calls at once (a RESET overtaking a DATA frame would corrupt a
+    sequence). A channel's doorbell leaves no name in /dev/shm once its reader holds it."""
     slots, count = 4, 120
     spec = ObjectSpec("activation", "f32", 4, (4, 8), "row_major", 64, 4 * 8 * 4)
     route = EdgeRoute("act.o", "activation", "n0", "n2", spec, RingSpec(slots, 128))
-    scope = RunScope(ray.get_runtime_context().namespace, f"pipeplan/test-order-{mode}/{os.getpid()}")
+    scope = RunScope(ray.get_runtime_context().namespace, f"pipeplan/test-order-{mode}-{consumer_on}/{os.getpid()}")
     name = f"{scope.prefix}/consumer"
-    consumer = _InboxConsumer.options(name=name, scheduling_strategy=_on(cluster["n2"])).remote(slots)
+    consumer = _InboxConsumer.options(name=name, scheduling_strategy=_on(cluster[consumer_on])).remote(slots)
     ray.get(consumer.__ray_ready__.remote(), timeout=120)  # actor start-up is not what this test times
     tr = RayTransport({"act.o": route}, scope, {("n2", "act.o"): name}, mode=mode)
     try:
@@ -537,6 +560,8 @@ def test_edge_keeps_producer_order(cluster, mode):
             assert tx.send(Frame(DATA, 1, i, x), timeout=60.0)
             assert tx.in_flight <= slots
         assert ray.get(got, timeout=60) == list(range(count))
+        if os.path.isdir("/dev/shm"):
+            assert not [n for n in os.listdir("/dev/shm") if n.startswith(f"sem.pipeplan-{os.getpid()}-")]
     finally:
         tr.close()
         ray.kill(consumer)
