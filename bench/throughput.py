@@ -11,7 +11,9 @@ argument: ``--micro-batches`` or, by default, the runtime's choice,
 :func:`~pipeplan.analysis.concurrency.choose_micro_batches` on the package, so a row shows what a user gets; ray: one actor per stage on a local ``--ray-nodes``-node Ray cluster, ``bench/_ray_cluster.py``,
 stage i on node ``local<i>``), runs N greedy requests at once (``--prompt-tokens`` ids, ``--decode-tokens`` generated ids each,
 prompts differ) ``--repeat`` times, keeps the best, and predicts the same run
-(:func:`pipeplan.analysis.concurrency.predict_concurrent` on the package, the same M).
+(:func:`pipeplan.analysis.concurrency.predict_concurrent` on the package, the same M). For Ray the prediction
+takes the hops measured on the cluster first (one activation row over the default transport, to an actor on the
+driver's Ray node and on another: :func:`measure_ray_hops`, :func:`ray_hop_costs`) in place of the local ring's.
 
 Figures per row (``agg_tok_s`` and ``predicted_agg_tok_s`` by the same estimator,
 :func:`~pipeplan.analysis.concurrency.throughput_summary`: the decode rate over the middle half of the
@@ -39,6 +41,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
 import inspect
 import io
 import json
@@ -95,14 +98,43 @@ def calibrated(model: Path, stages: int, seq_len: int, prompt_len: int, cache: s
     return got
 
 
+def ray_hop_costs(costs: Any, hops: dict[str, float]) -> Any:
+    """``costs`` (StageCosts) with the hops of the Ray run measured on the cluster: stage i on Ray node
+    ``local<i>``, the driver on ``local0``. The hop into stage i > 0 crosses Ray nodes (``hops["cross"]``
+    seconds); the hop into stage 0 is the token loop, the last stage to the driver (``same`` for one stage,
+    else ``cross``) plus the driver to stage 0 (``same``). A measured hop includes the wake-up of the blocked
+    reader, so the calibrated wake-up term is left out."""
+    import dataclasses
+
+    n = costs.stages
+    hop = tuple((hops["same"] if n == 1 else hops["cross"]) + hops["same"] if i == 0 else hops["cross"]
+                for i in range(n))
+    return dataclasses.replace(costs, decode_hop_s=hop, prefill_hop_s=hop, wake_s=0.0)
+
+
+def measure_ray_hops(ids: dict[str, str], n_embd: int, n: int = 200) -> dict[str, float]:
+    """Median one-way hop seconds of one activation row over the Ray backend's default (``auto``) transport:
+    ``same`` to an actor on the driver's Ray node (``local0``), ``cross`` to one on ``local1`` (bench/ray_hops.py's
+    :func:`bench_hop`)."""
+    from ray_hops import bench_hop
+
+    out = {"same": bench_hop("auto", "backoff", ids["local0"], "local0", n_embd, n)["median_us"] * 1e-6}
+    out["cross"] = (bench_hop("auto", "backoff", ids["local1"], "local1", n_embd, n)["median_us"] * 1e-6
+                    if "local1" in ids else out["same"])
+    return out
+
+
 def measure(model: Path, stages: int, parallel: int, backend: str, *, prompt_tokens: int, decode_tokens: int,
-            repeat: int, evidence: Any, micro_batches: int | None = None, cache: str | None = None) -> dict:
+            repeat: int, evidence: Any, micro_batches: int | None = None, cache: str | None = None,
+            ray_hops: dict[str, float] | None = None) -> dict:
     """One configuration: plan, compile with ``evidence``, run ``parallel`` requests ``repeat`` times on a fresh
-    ``Pipeline`` (best kept), predict it; the row (module docstring)."""
+    ``Pipeline`` (best kept), predict it (for Ray, with the hops ``ray_hops`` measured on the cluster:
+    :func:`ray_hop_costs`); the row (module docstring)."""
     from pipeplan.analysis.concurrency import (
         choose_micro_batches,
         default_micro_batches,
         predict_concurrent,
+        stage_costs,
         throughput_summary,
     )
     from pipeplan.dialects.runplan_build import project_provisions
@@ -138,8 +170,14 @@ def measure(model: Path, stages: int, parallel: int, backend: str, *, prompt_tok
             if best is None or f["agg_tok_s"] > best["agg_tok_s"]:
                 best = f
     assert best is not None
-    p = predict_concurrent(compiled.package, parallel, prompt_tokens, decode_tokens, prefill_rows=prompt_tokens,
+    source: Any = compiled.package
+    if ray_hops is not None:
+        source = ray_hop_costs(stage_costs(compiled.package, prefill_rows=prompt_tokens), ray_hops)
+    p = predict_concurrent(source, parallel, prompt_tokens, decode_tokens, prefill_rows=prompt_tokens,
                            micro_batches=m)
+    if ray_hops is not None:
+        p = dataclasses.replace(p, evidence=f"{p.evidence} + Ray hops measured (same node "
+                                            f"{ray_hops['same'] * 1e6:.0f} us, cross node {ray_hops['cross'] * 1e6:.0f} us)")
     return {"stages": stages, "parallel": parallel, "micro_batches": m, "backend": backend, **best,
             "micro_batch_choice": None if choice is None else choice.to_json(),
             "predicted_agg_tok_s": p.aggregate_tok_s, "predicted_p50_ms": 1e3 * p.per_token_p50_s,
@@ -197,13 +235,18 @@ def main(argv: list[str] | None = None) -> int:
     load_before = os.getloadavg()
     rows: list[dict] = []
     evidence_lines = {}
+    ray_hops: dict[str, float] | None = None
     with contextlib.ExitStack() as stack:
         if a.backend == "ray":
             if max(stages) > a.ray_nodes:
                 ap.error(f"--stages {a.stages} needs at most --ray-nodes {a.ray_nodes} stages (one per node)")
             from _ray_cluster import ray_cluster
+            from pipeplan.frontend.gguf_facts import read_model_facts
 
-            stack.enter_context(ray_cluster([f"local{i}" for i in range(a.ray_nodes)]))
+            info = stack.enter_context(ray_cluster([f"local{i}" for i in range(a.ray_nodes)]))
+            ray_hops = measure_ray_hops(info["ids"], read_model_facts(model).embedding_length)
+            print(f"Ray hops (auto transport, one activation row): same node {ray_hops['same'] * 1e6:.0f} us, "
+                  f"cross node {ray_hops['cross'] * 1e6:.0f} us", file=sys.stderr, flush=True)
         for s in stages:
             ev = calibrated(model, s, max(64, a.prompt_tokens + a.decode_tokens + 8), a.prompt_tokens, a.cache_dir,
                             a.recalibrate)
@@ -211,7 +254,8 @@ def main(argv: list[str] | None = None) -> int:
             print(f"S={s}: {ev.message}", file=sys.stderr, flush=True)
             for n in parallel:
                 r = measure(model, s, n, a.backend, prompt_tokens=a.prompt_tokens, decode_tokens=a.decode_tokens,
-                            repeat=a.repeat, evidence=ev, micro_batches=a.micro_batches, cache=a.cache_dir)
+                            repeat=a.repeat, evidence=ev, micro_batches=a.micro_batches, cache=a.cache_dir,
+                            ray_hops=ray_hops)
                 rows.append(r)
                 print(f"  S={s} N={n}: measured {r['agg_tok_s']:.1f} tok/s, predicted "
                       f"{r['predicted_agg_tok_s']:.1f} ({r['error']:+.1%})", file=sys.stderr, flush=True)
@@ -238,7 +282,7 @@ def main(argv: list[str] | None = None) -> int:
     out = Path(a.out) if a.out else HERE / "results" / name
     out.parent.mkdir(parents=True, exist_ok=True)
     doc = {"format": "pipeplan-throughput/1", "model": str(model), "backend": a.backend,
-           "ray_nodes": a.ray_nodes if a.backend == "ray" else None, "target": "cpu",
+           "ray_nodes": a.ray_nodes if a.backend == "ray" else None, "ray_hops_s": ray_hops, "target": "cpu",
            "threads_per_stage": 1, "cores": cores, "prompt_tokens": a.prompt_tokens, "decode_tokens": a.decode_tokens,
            "repeat": a.repeat, "machine": platform.machine(), "load_avg_before": load_before,
            "load_avg_after": os.getloadavg(), "evidence": evidence_lines,
