@@ -268,7 +268,7 @@ def measured_timeline(program: TMachineStageProgram, traces: Mapping[int, Sequen
     from pipeplan.runtime.tmachine_interp import instructions
 
     prog = program.parse()
-    info = {o.id.data: (o.id.data, o.cmd.data, s.device.data, s.engine.data, "", o.lineage.data)
+    info = {o.id.data: (o.id.data, o.cmd.data, s.device.data, s.engine.data, "", o.lineage_text)
             for s, ops in instructions(prog) for o in ops}
     digests = {"machine": f"sha256:{hashlib.sha256(program.text.encode()).hexdigest()}",
                "concrete": prog.concrete.data}
