@@ -14,8 +14,9 @@ and writes a directory:
   task -> candidate -> concrete command -> machine instruction) and command id -> instruction id;
 * ``tmachine.mlir`` — only for a ``cuda-triton`` target: the ``tmachine.program`` lowered from the same
   concrete plan (``convert-cplan-to-triton`` with the package's model ABI; ``interpret``: launch
-  configurations for Triton's CPU interpreter, recorded in the manifest's ``tmachine``), what
-  ``pipeplan replay --target cuda`` runs through the tmachine interpreter;
+  configurations for Triton's CPU interpreter, recorded in the manifest's ``tmachine`` with the program's
+  ``revision``), what ``pipeplan replay --target cuda`` runs through the tmachine interpreter (only a program of
+  the runtime's own revision: an older package is refused, to be recompiled);
 * ``predicted.timeline.json`` — the TimelineBundle of the simulation (prefill chunks + K decode
   tokens) with the projection summary, published with concrete/evidence/policy digests;
 * ``manifest.json`` — target and deployment identity, portable/concrete/machine digests, plugin and
@@ -54,6 +55,7 @@ from pipeplan.dialects.bindings import TargetBindingOp
 from pipeplan.dialects.cplan import CommandOp, DeviceOp, LinkOp
 from pipeplan.dialects.pplan import PlanOp as PPlanOp
 from pipeplan.dialects.runplan_build import plan_node_pool, single_plan
+from pipeplan.dialects.triton_machine import REVISION as TMACHINE_REVISION
 from pipeplan.dialects.vmachine import ENGINE_REVISION, KernelOp
 from pipeplan.errors import PipeplanError
 from pipeplan.files.atomic import OutputPathError, check_output_file, current_umask, write_file_atomic
@@ -271,7 +273,7 @@ def build_package_files(module, runplan, *, target: str, decode_tokens: int = 16
     tmachine: dict[str, Any] = {}
     if target.startswith(TMACHINE_TARGET):
         files[TMACHINE_FILE] = _tmachine_text(module, plan_op, abi, interpret)
-        tmachine = {"tmachine": {"file": TMACHINE_FILE, "interpret": bool(interpret)}}
+        tmachine = {"tmachine": {"file": TMACHINE_FILE, "interpret": bool(interpret), "revision": TMACHINE_REVISION}}
     stages = []
     for st in low.program.body.block.ops:
         if st.name == "vmachine.stage":

@@ -34,10 +34,13 @@ String ids stay properties of the defining ops; :func:`buffer_id`, :func:`token_
   - ``tmachine.view``: a command that is a view, not a kernel (``last_row``; operands: source, target);
   - ``tmachine.copy``: a copy-engine transfer (edge ``send``/``recv``) of ``bytes`` from one buffer to another.
 
-Every instruction carries ``id``, ``cmd`` (the concrete command it lowers), ``step`` (optional: the
-plan step it belongs to, ``prefill``/``decode``; absent, it runs in every step) and ``lineage`` (the
-concrete command's lineage path, so a diagnostic reaches model op -> stage/block -> portable task ->
-candidate -> command -> instruction, AB-D-1).
+Every instruction carries ``id``, ``step`` (optional, a :class:`StepAttr` printed bare after the operands:
+the plan step it runs in, ``prefill``/``decode``; absent, it runs in every step) and the provenance of the
+concrete command it lowers, as ``cplan.command`` states it: ``cmd`` (the command id), ``task`` (its portable
+task), ``impl`` (its candidate) and ``lineage`` (its ``#cplan.lineage``: step, stage, block, model op, edge),
+so a diagnostic reaches model op -> stage/block -> portable task -> candidate -> command -> instruction
+(AB-D-1; :attr:`lineage_text <_Instruction.lineage_text>` spells that path). A ``step`` is the step of its
+lineage.
 """
 
 from __future__ import annotations
@@ -46,9 +49,11 @@ from collections.abc import Sequence
 from typing import ClassVar
 
 from pipeplan.dialects.carriers import PropsInAttrDict
+from pipeplan.dialects.cplan import LineageAttr
 from pipeplan.dialects.diagnostics import IRVerifyError, PipeplanOp, value_name
 from pipeplan.dialects.graph import cycle_members, stable_topo_order
 from pipeplan.dialects.lifetimes import LIFETIMES, Lifetime, enum_interner  # noqa: F401  (LIFETIMES re-exported)
+from pipeplan.dialects.steps import STEPS, Step  # noqa: F401  (STEPS re-exported)
 from xdsl.dialects.builtin import (
     DenseArrayBase,
     DictionaryAttr,
@@ -82,8 +87,9 @@ from xdsl.irdl import (
 from xdsl.traits import HasParent, NoTerminator
 from xdsl.utils.exceptions import VerifyException
 
-REVISION = "pipeplan-tmachine/2"
-"""Revision of this MachineIR and its lowering (2: SSA buffers and tokens)."""
+REVISION = "pipeplan-tmachine/3"
+"""Revision of this MachineIR and its lowering (2: SSA buffers and tokens; 3: ``step`` a :class:`StepAttr`,
+the command's provenance as ``task``/``impl`` and a typed ``#cplan.lineage``)."""
 
 
 @irdl_attr_definition
@@ -134,13 +140,14 @@ class ProgramOp(PipeplanOp):
     """A Triton machine program: the lowering of one concrete plan.
 
     ```mlir
-    tmachine.program attributes {target = "cuda-triton@1", concrete = "sha256:00", revision = "pipeplan-tmachine/2"} {
+    tmachine.program attributes {target = "cuda-triton@1", concrete = "sha256:00", revision = "pipeplan-tmachine/3"} {
       %x = tmachine.buffer "b0" transient {device = "n0", dtype = "f32", shape = array<i64: 4, 64>, origin = "prefill:h0"}
       %w = tmachine.buffer "w0" weight {device = "n0", dtype = "f32", shape = array<i64: 64>, origin = "blk.0.attn_norm.weight"}
       %y = tmachine.buffer "b1" transient {device = "n0", dtype = "f32", shape = array<i64: 4, 64>, origin = "prefill:blk.0.attn_in"}
       tmachine.stream attributes {device = "n0", engine = "cuda.stream"} {
-        tmachine.launch "i.c0" "rmsnorm:_rms_norm_kernel" (%x, %w, %y) {cmd = "c0", grid = array<i64: 4, 1, 1>,
-          meta = {BLOCK_D = 64 : i64}, scalars = {D = 64 : i64}, autotune = false, lineage = "blk.0.attn_norm -> c0"}
+        tmachine.launch "i.c0" "rmsnorm:_rms_norm_kernel" (%x, %w, %y) step prefill {cmd = "c0",
+          grid = array<i64: 4, 1, 1>, meta = {BLOCK_D = 64 : i64}, scalars = {D = 64 : i64}, autotune = false,
+          task = "t0", impl = "triton.rms_norm", lineage = #cplan.lineage<prefill, stage 0, block 0, "blk.0.attn_norm">}
       }
     }
     ```
@@ -186,6 +193,18 @@ class LifetimeAttr(EnumAttribute[Lifetime], SpacedOpaqueSyntaxAttribute):
 lifetime_attr = enum_interner(LifetimeAttr)
 """lifetime name -> the (interned) :class:`LifetimeAttr`; ValueError for a name that is not a
 :class:`~pipeplan.dialects.lifetimes.Lifetime`."""
+
+
+@irdl_attr_definition
+class StepAttr(EnumAttribute[Step], SpacedOpaqueSyntaxAttribute):
+    """``#tmachine<step decode>``: the plan step (:class:`~pipeplan.dialects.steps.Step`) an instruction runs in
+    (printed bare in its syntax: ``step decode``)."""
+
+    name = "tmachine.step"
+
+
+step_attr = enum_interner(StepAttr)
+"""step name -> the (interned) :class:`StepAttr`; ValueError for a name that is not a step."""
 
 
 @irdl_op_definition
@@ -249,7 +268,8 @@ class StreamOp(PipeplanOp):
 
     ```mlir
     tmachine.stream attributes {device = "n0", engine = "cuda.copy"} {
-      tmachine.copy "i.c9" %e0 -> %b0 signal %done.c9 {cmd = "c9", bytes = 16 : i64, lineage = "edge:e0"}
+      tmachine.copy "i.c9" %e0 -> %b0 signal %done.c9 step decode {cmd = "c9", bytes = 16 : i64, task = "t9",
+        impl = "triton.recv", lineage = #cplan.lineage<decode, stage 1, "edge:e0", edge "e0">}
     }
     ```
     """
@@ -270,9 +290,30 @@ class StreamOp(PipeplanOp):
 
 
 class _Instruction(PropsInAttrDict):
-    """Common accessors of the instructions: the buffers they use, the commands they wait for."""
+    """Common accessors of the instructions: the buffers they use, the commands they wait for, their step and
+    lineage path."""
 
     irdl_options = (ParsePropInAttrDict(), AttrSizedOperandSegments(as_property=True))
+
+    @property
+    def step_name(self) -> str | None:
+        """The step it runs in (None: every step)."""
+        step = self.step  # type: ignore[attr-defined]
+        return None if step is None else str(step.data.value)
+
+    @property
+    def lineage_text(self) -> str:
+        """``model op <op> -> stage <s>[ block <b>] (<step>) -> task @<task> -> candidate <impl> -> concrete
+        command <cmd>``: the diagnostic path of the command it lowers (AB-D-1)."""
+        lin: LineageAttr = self.lineage  # type: ignore[attr-defined]
+        return f"{lin.text(self.task.data, self.impl.data)} -> concrete command {self.cmd.data}"  # type: ignore[attr-defined]
+
+    def verify_step(self) -> None:
+        """A ``step``, when given, is the step of its lineage. Raises VerifyException."""
+        step, lin = self.step_name, self.lineage  # type: ignore[attr-defined]
+        if step is not None and step != lin.step:
+            raise VerifyException(f"{ABI_INVARIANT}: instruction '{self.id.data}' runs in step '{step}' but "  # type: ignore[attr-defined]
+                                  f"lowers a command of step '{lin.step}' (its lineage)")
 
     def buffers(self) -> Sequence[SSAValue]:
         """The ``!tmachine.buffer`` operands, in operand order."""
@@ -303,10 +344,10 @@ class LaunchOp(_Instruction):
     order, ``waits`` the tokens of other streams' instructions to wait for, ``signal`` the token it completes.
 
     ```mlir
-    tmachine.launch "i.c1" "gemv:_gemv_kernel" (%x, %w, %y) waits(%done.c0) {cmd = "c1",
+    tmachine.launch "i.c1" "gemv:_gemv_kernel" (%x, %w, %y) waits(%done.c0) step prefill {cmd = "c1",
       grid = array<i64: 4, 1, 1>, meta = {BLOCK_K = 256 : i64, BLOCK_M = 1 : i64, BLOCK_N = 16 : i64, FMT = 3 : i64,
-      USE_DOT = 0 : i64}, scalars = {K = 64 : i64, M = 1 : i64, N = 64 : i64}, autotune = true,
-      lineage = "blk.0.attn_q -> c1"}
+      USE_DOT = 0 : i64}, scalars = {K = 64 : i64, M = 1 : i64, N = 64 : i64}, autotune = true, task = "t1",
+      impl = "triton.matmul", lineage = #cplan.lineage<prefill, stage 0, block 0, "blk.0.attn_q">}
     ```
     """
 
@@ -322,15 +363,19 @@ class LaunchOp(_Instruction):
     meta = prop_def(DictionaryAttr)
     scalars = prop_def(DictionaryAttr)
     autotune = prop_def(IntegerAttr)
-    step = opt_prop_def(StringAttr)
-    lineage = prop_def(StringAttr)
+    step = opt_prop_def(StepAttr)
+    task = prop_def(StringAttr)
+    impl = prop_def(StringAttr)
+    lineage = prop_def(LineageAttr)
     traits = traits_def(HasParent(StreamOp))
-    assembly_format = ("$id $kernel ` ` `(` $args `)` (`waits` `(` $waits^ `)`)? (`signal` $signal^)? attr-dict")
+    assembly_format = ("$id $kernel ` ` `(` $args `)` (`waits` `(` $waits^ `)`)? (`signal` $signal^)? "
+                       "(`step` $step^)? attr-dict")
 
     def buffers(self) -> Sequence[SSAValue]:
         return self.args
 
     def verify_(self) -> None:
+        self.verify_step()
         name = self.id.data
         grid = self.grid.get_values()
         if len(grid) != 3 or any(not isinstance(g, int) or g < 1 for g in grid):
@@ -350,7 +395,8 @@ class ViewOp(_Instruction):
     """A command that is a view of buffer ``source`` into ``target``, not a kernel (``last_row``).
 
     ```mlir
-    tmachine.view "i.c5" "last_row" %b3 -> %b4 {cmd = "c5", lineage = "h_last"}
+    tmachine.view "i.c5" "last_row" %b3 -> %b4 step decode {cmd = "c5", task = "t5", impl = "triton.last_row",
+      lineage = #cplan.lineage<decode, stage 1, "h_last">}
     ```
     """
 
@@ -362,15 +408,19 @@ class ViewOp(_Instruction):
     waits = var_operand_def(TokenType)
     signal = opt_operand_def(TokenType)
     cmd = prop_def(StringAttr)
-    step = opt_prop_def(StringAttr)
-    lineage = prop_def(StringAttr)
+    step = opt_prop_def(StepAttr)
+    task = prop_def(StringAttr)
+    impl = prop_def(StringAttr)
+    lineage = prop_def(LineageAttr)
     traits = traits_def(HasParent(StreamOp))
-    assembly_format = ("$id $kind $source `->` $target (`waits` `(` $waits^ `)`)? (`signal` $signal^)? attr-dict")
+    assembly_format = ("$id $kind $source `->` $target (`waits` `(` $waits^ `)`)? (`signal` $signal^)? "
+                       "(`step` $step^)? attr-dict")
 
     def buffers(self) -> Sequence[SSAValue]:
         return (self.source, self.target)
 
     def verify_(self) -> None:
+        self.verify_step()
         if self.kind.data not in ("last_row",):
             raise VerifyException(f"view '{self.id.data}': unknown view kind '{self.kind.data}'")
 
@@ -381,7 +431,8 @@ class CopyOp(_Instruction):
     ``src``/``dst``: their ids).
 
     ```mlir
-    tmachine.copy "i.c9" %e0 -> %b0 signal %done.c9 {cmd = "c9", bytes = 16 : i64, lineage = "edge:e0"}
+    tmachine.copy "i.c9" %e0 -> %b0 signal %done.c9 step decode {cmd = "c9", bytes = 16 : i64, task = "t9",
+      impl = "triton.recv", lineage = #cplan.lineage<decode, stage 1, "edge:e0", edge "e0">}
     ```
     """
 
@@ -393,10 +444,13 @@ class CopyOp(_Instruction):
     signal = opt_operand_def(TokenType)
     cmd = prop_def(StringAttr)
     bytes = prop_def(IntegerAttr)
-    step = opt_prop_def(StringAttr)
-    lineage = prop_def(StringAttr)
+    step = opt_prop_def(StepAttr)
+    task = prop_def(StringAttr)
+    impl = prop_def(StringAttr)
+    lineage = prop_def(LineageAttr)
     traits = traits_def(HasParent(StreamOp))
-    assembly_format = ("$id $source `->` $target (`waits` `(` $waits^ `)`)? (`signal` $signal^)? attr-dict")
+    assembly_format = ("$id $source `->` $target (`waits` `(` $waits^ `)`)? (`signal` $signal^)? "
+                       "(`step` $step^)? attr-dict")
 
     def buffers(self) -> Sequence[SSAValue]:
         return (self.source, self.target)
@@ -410,14 +464,12 @@ class CopyOp(_Instruction):
         return StringAttr(buffer_id(self.target))
 
     def verify_(self) -> None:
+        self.verify_step()
         if self.bytes.value.data < 0:
             raise VerifyException(f"copy '{self.id.data}': bytes must be >= 0")
 
 
 INSTRUCTIONS = (LaunchOp, ViewOp, CopyOp)
-
-STEPS = ("prefill", "decode")
-"""The plan steps an instruction's ``step`` may name (absent: every step)."""
 
 ABI_INVARIANT = "[AB-M-1] a machine program must respect its launch ABI and stream order"
 """Prefix of the on-parse messages of the tmachine verifiers (contract ID and invariant)."""
@@ -425,11 +477,10 @@ ABI_INVARIANT = "[AB-M-1] a machine program must respect its launch ABI and stre
 
 def check_streams(program: ProgramOp) -> None:
     """Whole-program checks of a ``tmachine.program`` whose ops passed their own verifiers, from its SSA
-    structure: buffer, token and instruction ids unique; an instruction's ``step``, when present, one of
-    :data:`STEPS`; every buffer operand is a ``tmachine.buffer`` of this program with a non-empty id, every
-    token operand a ``tmachine.token`` of this program; each token is signalled by one instruction, and an
-    instruction waits only for tokens signalled in another stream; stream order plus waits is acyclic (no
-    deadlock). Raises IRVerifyError at the offending instruction (or buffer/token op)."""
+    structure: buffer, token and instruction ids unique; every buffer operand is a ``tmachine.buffer`` of this
+    program with a non-empty id, every token operand a ``tmachine.token`` of this program; each token is signalled
+    by one instruction, and an instruction waits only for tokens signalled in another stream; stream order plus
+    waits is acyclic (no deadlock). Raises IRVerifyError at the offending instruction (or buffer/token op)."""
     top = [o for b in program.body.blocks for o in b.ops]
     for kind in (BufferOp, TokenOp):
         ids: set[str] = set()
@@ -450,9 +501,6 @@ def check_streams(program: ProgramOp) -> None:
                 raise IRVerifyError(f"{ABI_INVARIANT}: duplicate instruction id '{iid}'", op=o)
             iids.add(iid)
             stream_of[o] = si
-            if o.step is not None and o.step.data not in STEPS:
-                raise IRVerifyError(f"{ABI_INVARIANT}: instruction '{iid}' belongs to step '{o.step.data}', "
-                                    f"not one of {', '.join(STEPS)}", op=o)
             for v in o.buffers():
                 if v.owner not in mine:
                     raise IRVerifyError(f"{ABI_INVARIANT}: instruction '{iid}' names buffer '{buffer_id(v)}', which "
@@ -500,8 +548,8 @@ def _streams(program: ProgramOp) -> list[StreamOp]:
 
 
 Tmachine = Dialect("tmachine", [ProgramOp, BufferOp, TokenOp, StreamOp, LaunchOp, ViewOp, CopyOp],
-                   [BufferType, TokenType, LifetimeAttr])
+                   [BufferType, TokenType, LifetimeAttr, StepAttr])
 
 __all__ = ["ABI_INVARIANT", "BufferOp", "BufferType", "CopyOp", "LIFETIMES", "INSTRUCTIONS", "LaunchOp", "LifetimeAttr", "ProgramOp",
-           "REVISION", "STEPS", "StreamOp", "TokenOp", "TokenType", "Tmachine", "ViewOp", "buffer_id", "check_streams",
-           "signaller", "token_id"]
+           "REVISION", "STEPS", "StepAttr", "StreamOp", "TokenOp", "TokenType", "Tmachine", "ViewOp", "buffer_id", "check_streams",
+           "signaller", "step_attr", "token_id"]

@@ -46,6 +46,7 @@ from pipeplan.compiler.replay_package import (
 )
 from pipeplan.dialects.runplan import verify_runplan
 from pipeplan.dialects.runplan_build import build_runplan_module
+from pipeplan.dialects.triton_machine import REVISION as TMACHINE_REVISION
 from pipeplan.dialects.vmachine import (
     ENGINE_REVISION,
     BufferOp,
@@ -234,12 +235,17 @@ def tmachine_stages(pkg: Package, trace: str | None = None) -> dict[int, TMachin
     tmachine interpreter. ``trace`` None: ``$PIPEPLAN_TMACHINE_TRACE``.
 
     Raises ReplayError ``unsupported_program`` (the package holds no tmachine program: compiled for
-    another target), ``invalid_runtime_config`` (two stages on one device: a stage runs its device's
+    another target; or one of another tmachine revision than this runtime's, its manifest says), ``invalid_runtime_config`` (two stages on one device: a stage runs its device's
     streams); PipeplanError(``tmachine:parse``) for a program that does not parse or verify."""
     if TMACHINE_FILE not in pkg.manifest.get("files", {}):
         target = pkg.manifest.get("target", {}).get("name", "?")
         raise ReplayError(f"{pkg.path}: the package was compiled for target '{target}' and holds no tmachine program "
                           f"(--target cuda replays {TMACHINE_FILE}: compile with --target cuda-triton)",
+                          code="unsupported_program", where=TMACHINE_FILE)
+    got = pkg.manifest.get("tmachine", {}).get("revision")
+    if got != TMACHINE_REVISION:
+        raise ReplayError(f"{pkg.path}: its tmachine program is revision '{got or 'unstated'}', this runtime runs "
+                          f"'{TMACHINE_REVISION}' (recompile the package with --target cuda-triton)",
                           code="unsupported_program", where=TMACHINE_FILE)
     path = pkg.path / TMACHINE_FILE
     text = path.read_text(encoding="utf-8")

@@ -132,7 +132,7 @@ def instructions(program: ProgramOp) -> list[tuple[StreamOp, list[LaunchOp | Vie
 
 def step_of(op: LaunchOp | ViewOp | CopyOp) -> str | None:
     """The ``step`` an instruction belongs to (None: every step)."""
-    return op.step.data if op.step is not None else None
+    return op.step_name
 
 
 class TMachineInterpreter:

@@ -110,7 +110,8 @@ class TMachineStageProgram:
     def parse(self) -> ProgramOp:
         """The verified ``tmachine.program`` of :attr:`text`, parsed once per process (the stages of an
         in-process run and the compiling orchestrator share it: read it, never change it). Raises
-        PipeplanError(``tmachine:parse``)."""
+        PipeplanError(``tmachine:parse``): the text does not parse or verify, or its ``revision`` is not this
+        dialect's :data:`~pipeplan.dialects.triton_machine.REVISION`."""
         key = hashlib.sha256(self.text.encode()).hexdigest()
         with _PARSE_LOCK:
             prog = _PARSED.get(key)
@@ -123,7 +124,7 @@ class TMachineStageProgram:
 
     def _parse(self) -> ProgramOp:
         from pipeplan.api import parse_module, register_pipeplan
-        from pipeplan.dialects.triton_machine import ProgramOp
+        from pipeplan.dialects.triton_machine import REVISION, ProgramOp
         from xdsl.context import Context
 
         try:
@@ -137,6 +138,9 @@ class TMachineStageProgram:
             raise PipeplanError(f"{self.source}: holds {len(progs)} tmachine.program ops, expected 1",
                                 code="tmachine:parse", where=self.source)
         prog = progs[0]
+        if prog.revision.data != REVISION:
+            raise PipeplanError(f"{self.source}: the tmachine program is revision '{prog.revision.data}', this "
+                                f"runtime runs '{REVISION}' (recompile it)", code="tmachine:parse", where=self.source)
         prog.detach()
         return prog
 
@@ -268,7 +272,7 @@ def measured_timeline(program: TMachineStageProgram, traces: Mapping[int, Sequen
     from pipeplan.runtime.tmachine_interp import instructions
 
     prog = program.parse()
-    info = {o.id.data: (o.id.data, o.cmd.data, s.device.data, s.engine.data, "", o.lineage.data)
+    info = {o.id.data: (o.id.data, o.cmd.data, s.device.data, s.engine.data, "", o.lineage_text)
             for s, ops in instructions(prog) for o in ops}
     digests = {"machine": f"sha256:{hashlib.sha256(program.text.encode()).hexdigest()}",
                "concrete": prog.concrete.data}

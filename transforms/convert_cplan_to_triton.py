@@ -7,7 +7,8 @@ give each command's exact shape and dtypes, the portable buffers the KV-cache / 
 
 Each concrete allocation becomes one ``tmachine.buffer`` (its id, device and lifetime; dtype, shape and
 origin of the portable buffer it holds), and each concrete command one instruction in its queue's
-``tmachine.stream``, in queue order, tagged with its portable task's ``step``; a command that a command of
+``tmachine.stream``, in queue order, tagged with its portable task's ``step`` (``#tmachine<step ...>``) and
+carrying the command's provenance verbatim (``cmd``, ``task``, ``impl``, its ``#cplan.lineage``); a command that a command of
 another queue depends on signals a program-level ``tmachine.token``, which that command's instruction waits
 for. Two phases: :func:`place_commands` builds the skeleton (buffers, tokens, streams holding the placed
 ``cplan.command`` ops in queue order), then the :class:`LowerCommand` ``RewritePattern``, driven by a
@@ -79,6 +80,7 @@ from pipeplan.dialects.triton_machine import (
     TokenType,
     ViewOp,
     lifetime_attr,
+    step_attr,
 )
 from pipeplan.dialects.triton_machine import BufferOp as MachineBufferOp
 from pipeplan.dialects.vmachine import AbiOp
@@ -157,11 +159,15 @@ class Sync:
             raise _Reject(f"buffer {aid!r}, which is not an allocation of the plan")
         return v
 
-    def build(self, cls: type[LaunchOp | ViewOp | CopyOp], buffers: Sequence[SSAValue],
+    def build(self, cls: type[LaunchOp | ViewOp | CopyOp], cmd: CommandOp, buffers: Sequence[SSAValue],
               props: dict[str, Attribute]) -> Operation:
-        """The instruction ``cls`` over ``buffers`` (launch: its args; view/copy: source, target)."""
+        """The instruction ``cls`` lowering ``cmd`` over ``buffers`` (launch: its args; view/copy: source,
+        target): ``props`` plus its id ``i.<cmd>``, its step and the command's provenance (``cmd``, ``task``,
+        ``impl``, ``lineage``)."""
+        props = {"id": StringAttr(f"i.{cmd.id.data}"), **props, "cmd": cmd.id, "task": cmd.task, "impl": cmd.impl,
+                 "lineage": cmd.lineage}
         if self.step is not None:
-            props["step"] = StringAttr(self.step)
+            props["step"] = step_attr(self.step)
         sync = [list(self.waits), self.signal]
         operands = [list(buffers), *sync] if cls is LaunchOp else [*buffers, *sync]
         return cls.build(operands=operands, properties=props)
@@ -170,12 +176,11 @@ class Sync:
 def _launch(cmd: CommandOp, kernel: str, grid: tuple[int, ...], meta: dict, args: list[str], scalars: dict,
             sync: Sync, autotune: bool = False) -> Operation:
     g = list(grid) + [1] * (3 - len(grid))
-    return sync.build(LaunchOp, [sync.buf(a) for a in args], {
-        "id": StringAttr(f"i.{cmd.id.data}"), "kernel": StringAttr(kernel), "cmd": cmd.id,
-        "grid": DenseArrayBase.from_list(i64, g), "meta": DictionaryAttr({k: scalar_attr(v) for k, v in sorted(meta.items())}),
+    return sync.build(LaunchOp, cmd, [sync.buf(a) for a in args], {
+        "kernel": StringAttr(kernel), "grid": DenseArrayBase.from_list(i64, g),
+        "meta": DictionaryAttr({k: scalar_attr(v) for k, v in sorted(meta.items())}),
         "scalars": DictionaryAttr({k: scalar_attr(v) for k, v in sorted(scalars.items())}),
-        "autotune": IntegerAttr(int(autotune), i1),
-        "lineage": StringAttr(f"{cmd.lineage_text} -> concrete command {cmd.id.data}")})
+        "autotune": IntegerAttr(int(autotune), i1)})
 
 
 class KernelAttrs:
@@ -383,11 +388,8 @@ def lower_command(cmd: CommandOp, task: TaskOp, bufs: Mapping[str, BufferInfo], 
                 raise _Reject(f"{impl} reading {len(reads)} and writing {len(writes)} buffers (one each)")
             ends = [sync.buf(reads[0]), sync.buf(writes[0])]
             if impl == "triton.last_row":
-                return sync.build(ViewOp, ends, {"id": StringAttr(f"i.{cid}"), "kind": StringAttr("last_row"),
-                                                      "cmd": cmd.id, "lineage": StringAttr(where)})
-            return sync.build(CopyOp, ends, {"id": StringAttr(f"i.{cid}"), "cmd": cmd.id,
-                                                  "bytes": IntegerAttr(min(sizes[reads[0]], sizes[writes[0]]), i64),
-                                                  "lineage": StringAttr(where)})
+                return sync.build(ViewOp, cmd, ends, {"kind": StringAttr("last_row")})
+            return sync.build(CopyOp, cmd, ends, {"bytes": IntegerAttr(min(sizes[reads[0]], sizes[writes[0]]), i64)})
         if impl.split(".", 1)[1].removesuffix("_tc") != task.op.data:
             raise _Reject(f"implementation {impl} for op {task.op.data}")
         return _lower_kernel(cmd, task, bufs, attrs, sync, interpret)

@@ -38,7 +38,6 @@ each pass; an observer that raises is reported as a failed observation, never pr
 from __future__ import annotations
 
 import dataclasses
-import re
 from abc import ABC, abstractmethod
 from collections import Counter
 from collections.abc import Callable, Iterable
@@ -74,7 +73,6 @@ PASS_BOUNDARIES: dict[str, str] = {
 SHOWN_FINDINGS = 3
 """Findings shown in an observation's one-line text (all of them are in its JSON)."""
 
-_TASK_REF = re.compile(r"task @(\S+)")
 
 
 @dataclass(frozen=True)
@@ -467,8 +465,8 @@ class AbiLegality(Observer):
     :data:`~pipeplan.dialects.vmachine.KERNEL_ABI` signature and every instruction reads buffers that are
     declared, bound or written before it (:func:`~pipeplan.dialects.vmachine.check_program`, which stops
     at the first problem). ``tmachine.program``: :func:`~pipeplan.dialects.triton_machine.check_streams`;
-    with the portable source in the module, each launch/view's buffer args are its task's reads then
-    writes (count checked), and each read is a weight/kv/edge buffer or written by an instruction ordered
+    with the portable source in the module, each launch/view's buffer args are its task's (its ``task``)
+    reads then writes (count checked), and each read is a weight/kv/edge buffer or written by an instruction ordered
     before it (stream order + waits)."""
 
     name = "abi-legality"
@@ -526,10 +524,10 @@ class AbiLegality(Observer):
         reads_of: list[list[str]] = []
         writer: dict[str, list[int]] = {}
         for i, o in enumerate(flat):
-            m = _TASK_REF.search(o.lineage.data)
-            task = tasks.get(m.group(1)) if m else None
+            task = tasks.get(o.task.data)
             if task is None:
-                findings.append(f"instruction '{o.id.data}': lineage names no portable task")
+                findings.append(f"instruction '{o.id.data}' lowers task @{o.task.data}, which the portable plan "
+                                "does not hold")
                 reads_of.append([])
                 continue
             reads, writes = task.reads(), task.writes()
@@ -548,7 +546,7 @@ class AbiLegality(Observer):
             for a in reads_of[i]:
                 if not any((anc[i] >> w) & 1 for w in writer.get(a, [])):
                     findings.append(f"instruction '{o.id.data}' reads buffer '{a}' that no instruction ordered "
-                                    f"before it writes ({o.lineage.data})")
+                                    f"before it writes ({o.lineage_text})")
         return findings
 
 

@@ -297,7 +297,8 @@ def test_replay_cuda_executes_the_packaged_tmachine_program(cache, replay_packag
     pkg, _ = replay_packages
     case = expected_cases[0]
     manifest = json.loads((pkg / "manifest.json").read_text())
-    assert manifest["tmachine"] == {"file": "tmachine.mlir", "interpret": True} and "tmachine.mlir" in manifest["files"]
+    assert manifest["tmachine"] == {"file": "tmachine.mlir", "interpret": True, "revision": "pipeplan-tmachine/3"}
+    assert "tmachine.mlir" in manifest["files"]
     assert manifest["target"]["name"] == "cuda-triton"
     trace = tmp_path / "trace"
     trace.mkdir()
@@ -330,6 +331,38 @@ def test_replay_cuda_needs_a_tmachine_package(cache, replay_packages, stories_pa
     rc, out, err = _cli(["replay", str(vq), "--model", str(stories_path), "--prompt", "Hi", "--target", "cuda",
                          "--backend", "inproc", "--max-tokens", "1"], tmp_path)
     assert rc == 2 and out == "" and err.startswith("error[unsupported_program]: ") and "cuda-triton" in err
+
+
+def test_replay_cuda_refuses_an_older_tmachine_revision(cache, replay_packages, stories_path, tmp_path):
+    """Issue 13 item 2: a cuda-triton package whose manifest states another tmachine revision (or none: written
+    before the revision was recorded) is ``error[unsupported_program]`` naming both revisions (exit 2, before any
+    stage runs), not a program misread; a program text of another revision is refused on parse
+    (``tmachine:parse``)."""
+    import shutil
+
+    from pipeplan.compiler.replay_package import MANIFEST, SELF_DIGEST_KEY, manifest_self_digest
+    from pipeplan.dialects.triton_machine import REVISION
+    from pipeplan.errors import PipeplanError
+
+    pkg, _ = replay_packages
+    for old in ("pipeplan-tmachine/2", None):
+        d = tmp_path / f"old-{old is None}"
+        shutil.copytree(pkg, d)
+        manifest = json.loads((d / MANIFEST).read_text())
+        if old is None:
+            del manifest["tmachine"]["revision"]
+        else:
+            manifest["tmachine"]["revision"] = old
+        manifest[SELF_DIGEST_KEY] = manifest_self_digest(manifest)
+        (d / MANIFEST).write_text(json.dumps(manifest))
+        rc, out, err = _cli(["replay", str(d), "--model", str(stories_path), "--prompt", "Hi", "--target", "cuda",
+                             "--backend", "inproc", "--max-tokens", "1"], tmp_path)
+        assert rc == 2 and out == "" and err.startswith("error[unsupported_program]: ")
+        assert f"revision '{old or 'unstated'}', this runtime runs '{REVISION}'" in err
+    text = (pkg / "tmachine.mlir").read_text().replace(f'revision = "{REVISION}"', 'revision = "pipeplan-tmachine/2"')
+    with pytest.raises(PipeplanError, match="revision 'pipeplan-tmachine/2'") as e:
+        TMachineStageProgram(text, "n0", source="old").parse()
+    assert e.value.code == "tmachine:parse"
 
 
 def test_cuda_package_rebuilds_identically_and_detects_tampering(cache, replay_packages, tmp_path):

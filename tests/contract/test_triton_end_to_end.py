@@ -140,7 +140,8 @@ def test_lowering_one_launch_per_command_in_queue_order(cuda_plans):
     kernels = {o.kernel.data.rsplit(":", 1)[1] for o in launches}
     assert kernels == {"_gather_kernel", "_rms_norm_kernel", "_gemv_kernel", "_rope_kernel", "_kv_write_kernel",
                        "_attention_kernel", "_binary_kernel", "_argmax_kernel"}
-    assert all(o.lineage.data.endswith(f"-> concrete command {o.cmd.data}") for o in launches)
+    cmds = {c.id.data: c for c in plan.ops_of(CommandOp)}
+    assert all(o.lineage_text == f"{cmds[o.cmd.data].lineage_text} -> concrete command {o.cmd.data}" for o in launches)
 
 
 def _set_task(pplan, name, dtypes):
@@ -251,7 +252,7 @@ def test_lowering_q4k_matmuls_launch_the_q4k_kernel(q4k_module):
         assert set(meta) == {"FMT", "USE_DOT", "BLOCK_M", "BLOCK_N", "NSB"} and meta["FMT"] == 0 and k % 256 == 0
         assert list(op.grid.get_values()) == [-(-n // meta["BLOCK_N"]), -(-t // meta["BLOCK_M"]), 1]
         assert {key: a.value.data for key, a in op.scalars.data.items()} == {"M": t, "N": n, "K": k}
-        assert bool(op.autotune.value.data) and op.lineage.data.endswith(f"-> concrete command {cid}")
+        assert bool(op.autotune.value.data) and op.lineage_text.endswith(f"-> concrete command {cid}")
     down = launches["cmd.decode.s0.b1.matmul.ffn_down"]
     assert {key: a.value.data for key, a in down.meta.data.items()} == {"FMT": 0, "USE_DOT": 0, "BLOCK_M": 1,
                                                                         "BLOCK_N": 16, "NSB": 1}
@@ -323,7 +324,8 @@ def test_tmachine_launch_verifier(bad, msg):
     text = ('tmachine.program attributes {target = "cuda-triton@1", concrete = "sha256:00", revision = "r"} {\n'
             ' tmachine.stream attributes {device = "n0", engine = "cuda.stream"} {\n'
             f'  tmachine.launch "i" {props["kernel"]} () {{cmd = "c", grid = {props["grid"]}, meta = {{}}, '
-            f'scalars = {props["scalars"]}, autotune = false, lineage = "l"}}\n }}\n}}')
+            f'scalars = {props["scalars"]}, autotune = false, task = "decode.s0.t", impl = "triton.rms_norm", '
+            'lineage = #cplan.lineage<decode, stage 0, "m">}\n }\n}')
     with pytest.raises(VerifyException, match=msg.replace("$", r"\$").replace("(", r"\(")):
         _parse(text).verify()
 

@@ -311,7 +311,20 @@ def test_abi_legality_tmachine_names_arg_count_and_unwritten_read(stages):
     obs = AbiLegality().observe(m)
     assert not obs.ok
     assert any(f"instruction '{a.id.data}'" in f and "buffer args" in f for f in obs.findings)
-    assert any(f"instruction '{b.id.data}' reads buffer '{tmachine.buffer_id(late)}'" in f for f in obs.findings)
+    assert any(f"instruction '{b.id.data}' reads buffer '{tmachine.buffer_id(late)}'" in f
+               and f.endswith(f"-> concrete command {b.cmd.data})") for f in obs.findings)
+
+
+def test_abi_legality_tmachine_names_instruction_of_unknown_task(stages):
+    """AB-D-1: an instruction's ``task`` (the typed provenance, not its lineage text) links it to its portable
+    task; one the portable plan does not hold is a finding naming the instruction and the task (the buffers it
+    writes then count as unwritten for the instructions after it)."""
+    m = stages["tmachine"].clone()
+    a = _ops(m, tmachine.LaunchOp)[2]
+    a.properties["task"] = StringAttr("decode.s9.nowhere")
+    obs = AbiLegality().observe(m)
+    assert not obs.ok and obs.findings[0] == (f"instruction '{a.id.data}' lowers task @decode.s9.nowhere, which "
+                                              "the portable plan does not hold")
 
 
 # --------------------------------------------------------------------------- registry and hook

@@ -171,7 +171,8 @@ def test_tmachine_launch_points_at_launch(change, needle):
             '  %t = tmachine.token "done.c9"\n'
             '  tmachine.stream attributes {device = "n0", engine = "cuda.stream"} {\n'
             f'    tmachine.launch "i.c1" "m:f" (%x, %y) {props["waits"]} {{cmd = "c1", grid = {props["grid"]}, '
-            'meta = {}, scalars = {}, autotune = false, lineage = "l"}\n'
+            'meta = {}, scalars = {}, autotune = false, task = "decode.s0.t", impl = "triton.rms_norm", '
+            'lineage = #cplan.lineage<decode, stage 0, "m">}\n'
             '  }\n}\n')
     e = _rejects(text, "t.mlir")
     assert e.invariant == "AB-M-1" and needle in e.message and isinstance(e.op, triton_machine.LaunchOp)

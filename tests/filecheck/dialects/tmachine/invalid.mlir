@@ -1,14 +1,15 @@
 // RUN: %verify-located --parsing-diagnostics | filecheck %s
 // Every tmachine verifier message, one case each: the op verifiers (program target and body, buffer
-// lifetime and shape, the launch ABI of one launch, view kind, copy size) and the whole-program checks AB-M-1
+// lifetime and shape, an instruction's step (a #tmachine<step ...> enum: an unknown one is a parse error; the
+// step of its lineage), the launch ABI of one launch, view kind, copy size) and the whole-program checks AB-M-1
 // that tmachine.program's verifier runs on parse from the SSA structure (buffers and tokens before the streams;
-// unique buffer, token and instruction ids; known steps; buffer and token operands declared by the program, buffer
-// ids non-empty; each token signalled once; waits on tokens signalled by another stream; no deadlock). Each case is
+// unique buffer, token and instruction ids; buffer and token operands declared by the program, buffer ids
+// non-empty; each token signalled once; waits on tokens signalled by another stream; no deadlock). Each case is
 // the sound program of ops.mlir with one change; the CHECK lines below the offending op show the message, its
 // location and that op's text, never the whole module.
 
 // program: a target that is not cuda-triton
-tmachine.program attributes {target = "virtual-queue@1", concrete = "sha256:00", revision = "pipeplan-tmachine/2"} {
+tmachine.program attributes {target = "virtual-queue@1", concrete = "sha256:00", revision = "pipeplan-tmachine/3"} {
 // CHECK:      invalid.mlir:[[# @LINE - 1]]:1: error: tmachine.program targets 'virtual-queue@1', expected a cuda-triton target
 // CHECK-NEXT: {{^}}  tmachine.program attributes {target = "virtual-queue@1",
   %e0 = tmachine.buffer "e0" edge {device = "n0", dtype = "i32", shape = array<i64: 64>, origin = "edge e0 (token_in)"}
@@ -18,18 +19,18 @@ tmachine.program attributes {target = "virtual-queue@1", concrete = "sha256:00",
   %b2 = tmachine.buffer "b2" transient {device = "n0", dtype = "f32", shape = array<i64: 1, 64>, origin = "prefill:h_last"}
   %done.c0 = tmachine.token "done.c0"
   tmachine.stream attributes {device = "n0", engine = "cuda.copy"} {
-    tmachine.copy "i.c0" %e0 -> %b0 signal %done.c0 {cmd = "c0", bytes = 16 : i64, step = "prefill", lineage = "edge:e0"}
+    tmachine.copy "i.c0" %e0 -> %b0 signal %done.c0 step prefill {cmd = "c0", bytes = 16 : i64, task = "prefill.s0.recv.e0", impl = "triton.recv", lineage = #cplan.lineage<prefill, stage 0, "edge:e0", edge "e0">}
   }
   tmachine.stream attributes {device = "n0", engine = "cuda.stream"} {
-    tmachine.launch "i.c1" "gemv:_gemv_kernel" (%b0, %w, %b1) waits(%done.c0) {cmd = "c1", grid = array<i64: 4, 1, 1>, meta = {FMT = 3 : i64, BLOCK_M = 1 : i64}, scalars = {N = 64 : i64, K = 64 : i64, start_pos = "$start_pos"}, autotune = true, lineage = "blk.0.attn_q -> c1"}
-    tmachine.view "i.c2" "last_row" %b1 -> %b2 {cmd = "c2", lineage = "h_last"}
+    tmachine.launch "i.c1" "gemv:_gemv_kernel" (%b0, %w, %b1) waits(%done.c0) {cmd = "c1", grid = array<i64: 4, 1, 1>, meta = {FMT = 3 : i64, BLOCK_M = 1 : i64}, scalars = {N = 64 : i64, K = 64 : i64, start_pos = "$start_pos"}, autotune = true, task = "prefill.s0.b0.matmul.attn_q", impl = "triton.matmul", lineage = #cplan.lineage<prefill, stage 0, block 0, "blk.0.attn_q">}
+    tmachine.view "i.c2" "last_row" %b1 -> %b2 {cmd = "c2", task = "prefill.s0.last_row.h_last", impl = "triton.last_row", lineage = #cplan.lineage<prefill, stage 0, "h_last">}
   }
 }
 
 // -----
 
 // program: an op that is neither buffer, token nor stream
-tmachine.program attributes {target = "cuda-triton@1", concrete = "sha256:00", revision = "pipeplan-tmachine/2"} {
+tmachine.program attributes {target = "cuda-triton@1", concrete = "sha256:00", revision = "pipeplan-tmachine/3"} {
   %e0 = tmachine.buffer "e0" edge {device = "n0", dtype = "i32", shape = array<i64: 64>, origin = "edge e0 (token_in)"}
   %b0 = tmachine.buffer "b0" transient {device = "n0", dtype = "i32", shape = array<i64: 4>, origin = "prefill:input"}
   %w = tmachine.buffer "w" weight {device = "n0", dtype = "f32", shape = array<i64: 64, 64>, origin = "blk.0.attn_q.weight"}
@@ -41,18 +42,18 @@ tmachine.program attributes {target = "cuda-triton@1", concrete = "sha256:00", r
   // CHECK-NEXT: {{^}}  builtin.module {
   }
   tmachine.stream attributes {device = "n0", engine = "cuda.copy"} {
-    tmachine.copy "i.c0" %e0 -> %b0 signal %done.c0 {cmd = "c0", bytes = 16 : i64, step = "prefill", lineage = "edge:e0"}
+    tmachine.copy "i.c0" %e0 -> %b0 signal %done.c0 step prefill {cmd = "c0", bytes = 16 : i64, task = "prefill.s0.recv.e0", impl = "triton.recv", lineage = #cplan.lineage<prefill, stage 0, "edge:e0", edge "e0">}
   }
   tmachine.stream attributes {device = "n0", engine = "cuda.stream"} {
-    tmachine.launch "i.c1" "gemv:_gemv_kernel" (%b0, %w, %b1) waits(%done.c0) {cmd = "c1", grid = array<i64: 4, 1, 1>, meta = {FMT = 3 : i64, BLOCK_M = 1 : i64}, scalars = {N = 64 : i64, K = 64 : i64, start_pos = "$start_pos"}, autotune = true, lineage = "blk.0.attn_q -> c1"}
-    tmachine.view "i.c2" "last_row" %b1 -> %b2 {cmd = "c2", lineage = "h_last"}
+    tmachine.launch "i.c1" "gemv:_gemv_kernel" (%b0, %w, %b1) waits(%done.c0) {cmd = "c1", grid = array<i64: 4, 1, 1>, meta = {FMT = 3 : i64, BLOCK_M = 1 : i64}, scalars = {N = 64 : i64, K = 64 : i64, start_pos = "$start_pos"}, autotune = true, task = "prefill.s0.b0.matmul.attn_q", impl = "triton.matmul", lineage = #cplan.lineage<prefill, stage 0, block 0, "blk.0.attn_q">}
+    tmachine.view "i.c2" "last_row" %b1 -> %b2 {cmd = "c2", task = "prefill.s0.last_row.h_last", impl = "triton.last_row", lineage = #cplan.lineage<prefill, stage 0, "h_last">}
   }
 }
 
 // -----
 
 // program: a buffer declared after a stream (it would not dominate that stream's uses)
-tmachine.program attributes {target = "cuda-triton@1", concrete = "sha256:00", revision = "pipeplan-tmachine/2"} {
+tmachine.program attributes {target = "cuda-triton@1", concrete = "sha256:00", revision = "pipeplan-tmachine/3"} {
   %e0 = tmachine.buffer "e0" edge {device = "n0", dtype = "i32", shape = array<i64: 64>, origin = "edge e0 (token_in)"}
   %b0 = tmachine.buffer "b0" transient {device = "n0", dtype = "i32", shape = array<i64: 4>, origin = "prefill:input"}
   %w = tmachine.buffer "w" weight {device = "n0", dtype = "f32", shape = array<i64: 64, 64>, origin = "blk.0.attn_q.weight"}
@@ -60,21 +61,21 @@ tmachine.program attributes {target = "cuda-triton@1", concrete = "sha256:00", r
   %b2 = tmachine.buffer "b2" transient {device = "n0", dtype = "f32", shape = array<i64: 1, 64>, origin = "prefill:h_last"}
   %done.c0 = tmachine.token "done.c0"
   tmachine.stream attributes {device = "n0", engine = "cuda.copy"} {
-    tmachine.copy "i.c0" %e0 -> %b0 signal %done.c0 {cmd = "c0", bytes = 16 : i64, step = "prefill", lineage = "edge:e0"}
+    tmachine.copy "i.c0" %e0 -> %b0 signal %done.c0 step prefill {cmd = "c0", bytes = 16 : i64, task = "prefill.s0.recv.e0", impl = "triton.recv", lineage = #cplan.lineage<prefill, stage 0, "edge:e0", edge "e0">}
   }
   %late = tmachine.buffer "late" transient {device = "n0", dtype = "f32", shape = array<i64: 1>, origin = "prefill:x"}
   // CHECK:      invalid.mlir:[[# @LINE - 1]]:3: error: 'tmachine.buffer' after a tmachine.stream (buffers and tokens come before the streams that use them)
   // CHECK-NEXT: {{^}}  %late = tmachine.buffer "late"
   tmachine.stream attributes {device = "n0", engine = "cuda.stream"} {
-    tmachine.launch "i.c1" "gemv:_gemv_kernel" (%b0, %w, %b1) waits(%done.c0) {cmd = "c1", grid = array<i64: 4, 1, 1>, meta = {FMT = 3 : i64, BLOCK_M = 1 : i64}, scalars = {N = 64 : i64, K = 64 : i64, start_pos = "$start_pos"}, autotune = true, lineage = "blk.0.attn_q -> c1"}
-    tmachine.view "i.c2" "last_row" %b1 -> %b2 {cmd = "c2", lineage = "h_last"}
+    tmachine.launch "i.c1" "gemv:_gemv_kernel" (%b0, %w, %b1) waits(%done.c0) {cmd = "c1", grid = array<i64: 4, 1, 1>, meta = {FMT = 3 : i64, BLOCK_M = 1 : i64}, scalars = {N = 64 : i64, K = 64 : i64, start_pos = "$start_pos"}, autotune = true, task = "prefill.s0.b0.matmul.attn_q", impl = "triton.matmul", lineage = #cplan.lineage<prefill, stage 0, block 0, "blk.0.attn_q">}
+    tmachine.view "i.c2" "last_row" %b1 -> %b2 {cmd = "c2", task = "prefill.s0.last_row.h_last", impl = "triton.last_row", lineage = #cplan.lineage<prefill, stage 0, "h_last">}
   }
 }
 
 // -----
 
 // program: two streams of one engine
-tmachine.program attributes {target = "cuda-triton@1", concrete = "sha256:00", revision = "pipeplan-tmachine/2"} {
+tmachine.program attributes {target = "cuda-triton@1", concrete = "sha256:00", revision = "pipeplan-tmachine/3"} {
   %e0 = tmachine.buffer "e0" edge {device = "n0", dtype = "i32", shape = array<i64: 64>, origin = "edge e0 (token_in)"}
   %b0 = tmachine.buffer "b0" transient {device = "n0", dtype = "i32", shape = array<i64: 4>, origin = "prefill:input"}
   %w = tmachine.buffer "w" weight {device = "n0", dtype = "f32", shape = array<i64: 64, 64>, origin = "blk.0.attn_q.weight"}
@@ -84,20 +85,20 @@ tmachine.program attributes {target = "cuda-triton@1", concrete = "sha256:00", r
   tmachine.stream attributes {engine = "cuda.stream", device = "n0"} {
   }
   tmachine.stream attributes {device = "n0", engine = "cuda.copy"} {
-    tmachine.copy "i.c0" %e0 -> %b0 signal %done.c0 {cmd = "c0", bytes = 16 : i64, step = "prefill", lineage = "edge:e0"}
+    tmachine.copy "i.c0" %e0 -> %b0 signal %done.c0 step prefill {cmd = "c0", bytes = 16 : i64, task = "prefill.s0.recv.e0", impl = "triton.recv", lineage = #cplan.lineage<prefill, stage 0, "edge:e0", edge "e0">}
   }
   tmachine.stream attributes {device = "n0", engine = "cuda.stream"} {
   // CHECK:      invalid.mlir:[[# @LINE - 1]]:3: error: stream n0/cuda.stream appears twice
   // CHECK-NEXT: {{^}}  tmachine.stream attributes {device = "n0", engine = "cuda.stream"} {
-    tmachine.launch "i.c1" "gemv:_gemv_kernel" (%b0, %w, %b1) waits(%done.c0) {cmd = "c1", grid = array<i64: 4, 1, 1>, meta = {FMT = 3 : i64, BLOCK_M = 1 : i64}, scalars = {N = 64 : i64, K = 64 : i64, start_pos = "$start_pos"}, autotune = true, lineage = "blk.0.attn_q -> c1"}
-    tmachine.view "i.c2" "last_row" %b1 -> %b2 {cmd = "c2", lineage = "h_last"}
+    tmachine.launch "i.c1" "gemv:_gemv_kernel" (%b0, %w, %b1) waits(%done.c0) {cmd = "c1", grid = array<i64: 4, 1, 1>, meta = {FMT = 3 : i64, BLOCK_M = 1 : i64}, scalars = {N = 64 : i64, K = 64 : i64, start_pos = "$start_pos"}, autotune = true, task = "prefill.s0.b0.matmul.attn_q", impl = "triton.matmul", lineage = #cplan.lineage<prefill, stage 0, block 0, "blk.0.attn_q">}
+    tmachine.view "i.c2" "last_row" %b1 -> %b2 {cmd = "c2", task = "prefill.s0.last_row.h_last", impl = "triton.last_row", lineage = #cplan.lineage<prefill, stage 0, "h_last">}
   }
 }
 
 // -----
 
 // buffer: unknown lifetime
-tmachine.program attributes {target = "cuda-triton@1", concrete = "sha256:00", revision = "pipeplan-tmachine/2"} {
+tmachine.program attributes {target = "cuda-triton@1", concrete = "sha256:00", revision = "pipeplan-tmachine/3"} {
   %e0 = tmachine.buffer "e0" edge {device = "n0", dtype = "i32", shape = array<i64: 64>, origin = "edge e0 (token_in)"}
   %b0 = tmachine.buffer "b0" transient {device = "n0", dtype = "i32", shape = array<i64: 4>, origin = "prefill:input"}
   %w = tmachine.buffer "w" weight {device = "n0", dtype = "f32", shape = array<i64: 64, 64>, origin = "blk.0.attn_q.weight"}
@@ -108,18 +109,18 @@ tmachine.program attributes {target = "cuda-triton@1", concrete = "sha256:00", r
   // CHECK:      Expected `weight`, `kv`, `transient`, or `edge`.
   %done.c0 = tmachine.token "done.c0"
   tmachine.stream attributes {device = "n0", engine = "cuda.copy"} {
-    tmachine.copy "i.c0" %e0 -> %b0 signal %done.c0 {cmd = "c0", bytes = 16 : i64, step = "prefill", lineage = "edge:e0"}
+    tmachine.copy "i.c0" %e0 -> %b0 signal %done.c0 step prefill {cmd = "c0", bytes = 16 : i64, task = "prefill.s0.recv.e0", impl = "triton.recv", lineage = #cplan.lineage<prefill, stage 0, "edge:e0", edge "e0">}
   }
   tmachine.stream attributes {device = "n0", engine = "cuda.stream"} {
-    tmachine.launch "i.c1" "gemv:_gemv_kernel" (%b0, %w, %b1) waits(%done.c0) {cmd = "c1", grid = array<i64: 4, 1, 1>, meta = {FMT = 3 : i64, BLOCK_M = 1 : i64}, scalars = {N = 64 : i64, K = 64 : i64, start_pos = "$start_pos"}, autotune = true, lineage = "blk.0.attn_q -> c1"}
-    tmachine.view "i.c2" "last_row" %b1 -> %b2 {cmd = "c2", lineage = "h_last"}
+    tmachine.launch "i.c1" "gemv:_gemv_kernel" (%b0, %w, %b1) waits(%done.c0) {cmd = "c1", grid = array<i64: 4, 1, 1>, meta = {FMT = 3 : i64, BLOCK_M = 1 : i64}, scalars = {N = 64 : i64, K = 64 : i64, start_pos = "$start_pos"}, autotune = true, task = "prefill.s0.b0.matmul.attn_q", impl = "triton.matmul", lineage = #cplan.lineage<prefill, stage 0, block 0, "blk.0.attn_q">}
+    tmachine.view "i.c2" "last_row" %b1 -> %b2 {cmd = "c2", task = "prefill.s0.last_row.h_last", impl = "triton.last_row", lineage = #cplan.lineage<prefill, stage 0, "h_last">}
   }
 }
 
 // -----
 
 // buffer: a negative dimension
-tmachine.program attributes {target = "cuda-triton@1", concrete = "sha256:00", revision = "pipeplan-tmachine/2"} {
+tmachine.program attributes {target = "cuda-triton@1", concrete = "sha256:00", revision = "pipeplan-tmachine/3"} {
   %e0 = tmachine.buffer "e0" edge {device = "n0", dtype = "i32", shape = array<i64: 64>, origin = "edge e0 (token_in)"}
   %b0 = tmachine.buffer "b0" transient {device = "n0", dtype = "i32", shape = array<i64: 4>, origin = "prefill:input"}
   %w = tmachine.buffer "w" weight {device = "n0", dtype = "f32", shape = array<i64: 64, 64>, origin = "blk.0.attn_q.weight"}
@@ -129,18 +130,18 @@ tmachine.program attributes {target = "cuda-triton@1", concrete = "sha256:00", r
   // CHECK-NEXT: {{^}}  %b2 = tmachine.buffer "b2" transient {device = "n0", dtype = "f32",
   %done.c0 = tmachine.token "done.c0"
   tmachine.stream attributes {device = "n0", engine = "cuda.copy"} {
-    tmachine.copy "i.c0" %e0 -> %b0 signal %done.c0 {cmd = "c0", bytes = 16 : i64, step = "prefill", lineage = "edge:e0"}
+    tmachine.copy "i.c0" %e0 -> %b0 signal %done.c0 step prefill {cmd = "c0", bytes = 16 : i64, task = "prefill.s0.recv.e0", impl = "triton.recv", lineage = #cplan.lineage<prefill, stage 0, "edge:e0", edge "e0">}
   }
   tmachine.stream attributes {device = "n0", engine = "cuda.stream"} {
-    tmachine.launch "i.c1" "gemv:_gemv_kernel" (%b0, %w, %b1) waits(%done.c0) {cmd = "c1", grid = array<i64: 4, 1, 1>, meta = {FMT = 3 : i64, BLOCK_M = 1 : i64}, scalars = {N = 64 : i64, K = 64 : i64, start_pos = "$start_pos"}, autotune = true, lineage = "blk.0.attn_q -> c1"}
-    tmachine.view "i.c2" "last_row" %b1 -> %b2 {cmd = "c2", lineage = "h_last"}
+    tmachine.launch "i.c1" "gemv:_gemv_kernel" (%b0, %w, %b1) waits(%done.c0) {cmd = "c1", grid = array<i64: 4, 1, 1>, meta = {FMT = 3 : i64, BLOCK_M = 1 : i64}, scalars = {N = 64 : i64, K = 64 : i64, start_pos = "$start_pos"}, autotune = true, task = "prefill.s0.b0.matmul.attn_q", impl = "triton.matmul", lineage = #cplan.lineage<prefill, stage 0, block 0, "blk.0.attn_q">}
+    tmachine.view "i.c2" "last_row" %b1 -> %b2 {cmd = "c2", task = "prefill.s0.last_row.h_last", impl = "triton.last_row", lineage = #cplan.lineage<prefill, stage 0, "h_last">}
   }
 }
 
 // -----
 
 // stream: an op that is not an instruction
-tmachine.program attributes {target = "cuda-triton@1", concrete = "sha256:00", revision = "pipeplan-tmachine/2"} {
+tmachine.program attributes {target = "cuda-triton@1", concrete = "sha256:00", revision = "pipeplan-tmachine/3"} {
   %e0 = tmachine.buffer "e0" edge {device = "n0", dtype = "i32", shape = array<i64: 64>, origin = "edge e0 (token_in)"}
   %b0 = tmachine.buffer "b0" transient {device = "n0", dtype = "i32", shape = array<i64: 4>, origin = "prefill:input"}
   %w = tmachine.buffer "w" weight {device = "n0", dtype = "f32", shape = array<i64: 64, 64>, origin = "blk.0.attn_q.weight"}
@@ -148,22 +149,22 @@ tmachine.program attributes {target = "cuda-triton@1", concrete = "sha256:00", r
   %b2 = tmachine.buffer "b2" transient {device = "n0", dtype = "f32", shape = array<i64: 1, 64>, origin = "prefill:h_last"}
   %done.c0 = tmachine.token "done.c0"
   tmachine.stream attributes {device = "n0", engine = "cuda.copy"} {
-    tmachine.copy "i.c0" %e0 -> %b0 signal %done.c0 {cmd = "c0", bytes = 16 : i64, step = "prefill", lineage = "edge:e0"}
+    tmachine.copy "i.c0" %e0 -> %b0 signal %done.c0 step prefill {cmd = "c0", bytes = 16 : i64, task = "prefill.s0.recv.e0", impl = "triton.recv", lineage = #cplan.lineage<prefill, stage 0, "edge:e0", edge "e0">}
     builtin.module {
     // CHECK:      invalid.mlir:[[# @LINE - 1]]:5: error: unexpected op 'builtin.module' in a tmachine.stream
     // CHECK-NEXT: {{^}}  builtin.module {
     }
   }
   tmachine.stream attributes {device = "n0", engine = "cuda.stream"} {
-    tmachine.launch "i.c1" "gemv:_gemv_kernel" (%b0, %w, %b1) waits(%done.c0) {cmd = "c1", grid = array<i64: 4, 1, 1>, meta = {FMT = 3 : i64, BLOCK_M = 1 : i64}, scalars = {N = 64 : i64, K = 64 : i64, start_pos = "$start_pos"}, autotune = true, lineage = "blk.0.attn_q -> c1"}
-    tmachine.view "i.c2" "last_row" %b1 -> %b2 {cmd = "c2", lineage = "h_last"}
+    tmachine.launch "i.c1" "gemv:_gemv_kernel" (%b0, %w, %b1) waits(%done.c0) {cmd = "c1", grid = array<i64: 4, 1, 1>, meta = {FMT = 3 : i64, BLOCK_M = 1 : i64}, scalars = {N = 64 : i64, K = 64 : i64, start_pos = "$start_pos"}, autotune = true, task = "prefill.s0.b0.matmul.attn_q", impl = "triton.matmul", lineage = #cplan.lineage<prefill, stage 0, block 0, "blk.0.attn_q">}
+    tmachine.view "i.c2" "last_row" %b1 -> %b2 {cmd = "c2", task = "prefill.s0.last_row.h_last", impl = "triton.last_row", lineage = #cplan.lineage<prefill, stage 0, "h_last">}
   }
 }
 
 // -----
 
 // launch: a grid that is not 3 positive integers
-tmachine.program attributes {target = "cuda-triton@1", concrete = "sha256:00", revision = "pipeplan-tmachine/2"} {
+tmachine.program attributes {target = "cuda-triton@1", concrete = "sha256:00", revision = "pipeplan-tmachine/3"} {
   %e0 = tmachine.buffer "e0" edge {device = "n0", dtype = "i32", shape = array<i64: 64>, origin = "edge e0 (token_in)"}
   %b0 = tmachine.buffer "b0" transient {device = "n0", dtype = "i32", shape = array<i64: 4>, origin = "prefill:input"}
   %w = tmachine.buffer "w" weight {device = "n0", dtype = "f32", shape = array<i64: 64, 64>, origin = "blk.0.attn_q.weight"}
@@ -171,20 +172,20 @@ tmachine.program attributes {target = "cuda-triton@1", concrete = "sha256:00", r
   %b2 = tmachine.buffer "b2" transient {device = "n0", dtype = "f32", shape = array<i64: 1, 64>, origin = "prefill:h_last"}
   %done.c0 = tmachine.token "done.c0"
   tmachine.stream attributes {device = "n0", engine = "cuda.copy"} {
-    tmachine.copy "i.c0" %e0 -> %b0 signal %done.c0 {cmd = "c0", bytes = 16 : i64, step = "prefill", lineage = "edge:e0"}
+    tmachine.copy "i.c0" %e0 -> %b0 signal %done.c0 step prefill {cmd = "c0", bytes = 16 : i64, task = "prefill.s0.recv.e0", impl = "triton.recv", lineage = #cplan.lineage<prefill, stage 0, "edge:e0", edge "e0">}
   }
   tmachine.stream attributes {device = "n0", engine = "cuda.stream"} {
-    tmachine.launch "i.c1" "gemv:_gemv_kernel" (%b0, %w, %b1) waits(%done.c0) {cmd = "c1", grid = array<i64: 4, 0, 1>, meta = {FMT = 3 : i64, BLOCK_M = 1 : i64}, scalars = {N = 64 : i64, K = 64 : i64, start_pos = "$start_pos"}, autotune = true, lineage = "blk.0.attn_q -> c1"}
+    tmachine.launch "i.c1" "gemv:_gemv_kernel" (%b0, %w, %b1) waits(%done.c0) {cmd = "c1", grid = array<i64: 4, 0, 1>, meta = {FMT = 3 : i64, BLOCK_M = 1 : i64}, scalars = {N = 64 : i64, K = 64 : i64, start_pos = "$start_pos"}, autotune = true, task = "prefill.s0.b0.matmul.attn_q", impl = "triton.matmul", lineage = #cplan.lineage<prefill, stage 0, block 0, "blk.0.attn_q">}
     // CHECK:      invalid.mlir:[[# @LINE - 1]]:5: error: [AB-M-1] a machine program must respect its launch ABI and stream order: launch 'i.c1': grid must be 3 positive integers, got [4, 0, 1]
     // CHECK-NEXT: {{^}}  tmachine.launch "i.c1" "gemv:_gemv_kernel"
-    tmachine.view "i.c2" "last_row" %b1 -> %b2 {cmd = "c2", lineage = "h_last"}
+    tmachine.view "i.c2" "last_row" %b1 -> %b2 {cmd = "c2", task = "prefill.s0.last_row.h_last", impl = "triton.last_row", lineage = #cplan.lineage<prefill, stage 0, "h_last">}
   }
 }
 
 // -----
 
 // launch: a kernel that is not module:function
-tmachine.program attributes {target = "cuda-triton@1", concrete = "sha256:00", revision = "pipeplan-tmachine/2"} {
+tmachine.program attributes {target = "cuda-triton@1", concrete = "sha256:00", revision = "pipeplan-tmachine/3"} {
   %e0 = tmachine.buffer "e0" edge {device = "n0", dtype = "i32", shape = array<i64: 64>, origin = "edge e0 (token_in)"}
   %b0 = tmachine.buffer "b0" transient {device = "n0", dtype = "i32", shape = array<i64: 4>, origin = "prefill:input"}
   %w = tmachine.buffer "w" weight {device = "n0", dtype = "f32", shape = array<i64: 64, 64>, origin = "blk.0.attn_q.weight"}
@@ -192,20 +193,20 @@ tmachine.program attributes {target = "cuda-triton@1", concrete = "sha256:00", r
   %b2 = tmachine.buffer "b2" transient {device = "n0", dtype = "f32", shape = array<i64: 1, 64>, origin = "prefill:h_last"}
   %done.c0 = tmachine.token "done.c0"
   tmachine.stream attributes {device = "n0", engine = "cuda.copy"} {
-    tmachine.copy "i.c0" %e0 -> %b0 signal %done.c0 {cmd = "c0", bytes = 16 : i64, step = "prefill", lineage = "edge:e0"}
+    tmachine.copy "i.c0" %e0 -> %b0 signal %done.c0 step prefill {cmd = "c0", bytes = 16 : i64, task = "prefill.s0.recv.e0", impl = "triton.recv", lineage = #cplan.lineage<prefill, stage 0, "edge:e0", edge "e0">}
   }
   tmachine.stream attributes {device = "n0", engine = "cuda.stream"} {
-    tmachine.launch "i.c1" "gemv_kernel" (%b0, %w, %b1) waits(%done.c0) {cmd = "c1", grid = array<i64: 4, 1, 1>, meta = {FMT = 3 : i64, BLOCK_M = 1 : i64}, scalars = {N = 64 : i64, K = 64 : i64, start_pos = "$start_pos"}, autotune = true, lineage = "blk.0.attn_q -> c1"}
+    tmachine.launch "i.c1" "gemv_kernel" (%b0, %w, %b1) waits(%done.c0) {cmd = "c1", grid = array<i64: 4, 1, 1>, meta = {FMT = 3 : i64, BLOCK_M = 1 : i64}, scalars = {N = 64 : i64, K = 64 : i64, start_pos = "$start_pos"}, autotune = true, task = "prefill.s0.b0.matmul.attn_q", impl = "triton.matmul", lineage = #cplan.lineage<prefill, stage 0, block 0, "blk.0.attn_q">}
     // CHECK:      invalid.mlir:[[# @LINE - 1]]:5: error: [AB-M-1] a machine program must respect its launch ABI and stream order: launch 'i.c1': kernel 'gemv_kernel' is not 'module:function'
     // CHECK-NEXT: {{^}}  tmachine.launch "i.c1" "gemv_kernel"
-    tmachine.view "i.c2" "last_row" %b1 -> %b2 {cmd = "c2", lineage = "h_last"}
+    tmachine.view "i.c2" "last_row" %b1 -> %b2 {cmd = "c2", task = "prefill.s0.last_row.h_last", impl = "triton.last_row", lineage = #cplan.lineage<prefill, stage 0, "h_last">}
   }
 }
 
 // -----
 
 // launch: a meta-parameter that is not an integer
-tmachine.program attributes {target = "cuda-triton@1", concrete = "sha256:00", revision = "pipeplan-tmachine/2"} {
+tmachine.program attributes {target = "cuda-triton@1", concrete = "sha256:00", revision = "pipeplan-tmachine/3"} {
   %e0 = tmachine.buffer "e0" edge {device = "n0", dtype = "i32", shape = array<i64: 64>, origin = "edge e0 (token_in)"}
   %b0 = tmachine.buffer "b0" transient {device = "n0", dtype = "i32", shape = array<i64: 4>, origin = "prefill:input"}
   %w = tmachine.buffer "w" weight {device = "n0", dtype = "f32", shape = array<i64: 64, 64>, origin = "blk.0.attn_q.weight"}
@@ -213,20 +214,20 @@ tmachine.program attributes {target = "cuda-triton@1", concrete = "sha256:00", r
   %b2 = tmachine.buffer "b2" transient {device = "n0", dtype = "f32", shape = array<i64: 1, 64>, origin = "prefill:h_last"}
   %done.c0 = tmachine.token "done.c0"
   tmachine.stream attributes {device = "n0", engine = "cuda.copy"} {
-    tmachine.copy "i.c0" %e0 -> %b0 signal %done.c0 {cmd = "c0", bytes = 16 : i64, step = "prefill", lineage = "edge:e0"}
+    tmachine.copy "i.c0" %e0 -> %b0 signal %done.c0 step prefill {cmd = "c0", bytes = 16 : i64, task = "prefill.s0.recv.e0", impl = "triton.recv", lineage = #cplan.lineage<prefill, stage 0, "edge:e0", edge "e0">}
   }
   tmachine.stream attributes {device = "n0", engine = "cuda.stream"} {
-    tmachine.launch "i.c1" "gemv:_gemv_kernel" (%b0, %w, %b1) waits(%done.c0) {cmd = "c1", grid = array<i64: 4, 1, 1>, meta = {FMT = "q4_k", BLOCK_M = 1 : i64}, scalars = {N = 64 : i64, K = 64 : i64, start_pos = "$start_pos"}, autotune = true, lineage = "blk.0.attn_q -> c1"}
+    tmachine.launch "i.c1" "gemv:_gemv_kernel" (%b0, %w, %b1) waits(%done.c0) {cmd = "c1", grid = array<i64: 4, 1, 1>, meta = {FMT = "q4_k", BLOCK_M = 1 : i64}, scalars = {N = 64 : i64, K = 64 : i64, start_pos = "$start_pos"}, autotune = true, task = "prefill.s0.b0.matmul.attn_q", impl = "triton.matmul", lineage = #cplan.lineage<prefill, stage 0, block 0, "blk.0.attn_q">}
     // CHECK:      invalid.mlir:[[# @LINE - 1]]:5: error: [AB-M-1] a machine program must respect its launch ABI and stream order: launch 'i.c1': meta-parameter 'FMT' must be an integer, got "q4_k"
     // CHECK-NEXT: {{^}}  tmachine.launch "i.c1" "gemv:_gemv_kernel"
-    tmachine.view "i.c2" "last_row" %b1 -> %b2 {cmd = "c2", lineage = "h_last"}
+    tmachine.view "i.c2" "last_row" %b1 -> %b2 {cmd = "c2", task = "prefill.s0.last_row.h_last", impl = "triton.last_row", lineage = #cplan.lineage<prefill, stage 0, "h_last">}
   }
 }
 
 // -----
 
 // launch: a scalar that is neither a number nor a $runtime name
-tmachine.program attributes {target = "cuda-triton@1", concrete = "sha256:00", revision = "pipeplan-tmachine/2"} {
+tmachine.program attributes {target = "cuda-triton@1", concrete = "sha256:00", revision = "pipeplan-tmachine/3"} {
   %e0 = tmachine.buffer "e0" edge {device = "n0", dtype = "i32", shape = array<i64: 64>, origin = "edge e0 (token_in)"}
   %b0 = tmachine.buffer "b0" transient {device = "n0", dtype = "i32", shape = array<i64: 4>, origin = "prefill:input"}
   %w = tmachine.buffer "w" weight {device = "n0", dtype = "f32", shape = array<i64: 64, 64>, origin = "blk.0.attn_q.weight"}
@@ -234,20 +235,20 @@ tmachine.program attributes {target = "cuda-triton@1", concrete = "sha256:00", r
   %b2 = tmachine.buffer "b2" transient {device = "n0", dtype = "f32", shape = array<i64: 1, 64>, origin = "prefill:h_last"}
   %done.c0 = tmachine.token "done.c0"
   tmachine.stream attributes {device = "n0", engine = "cuda.copy"} {
-    tmachine.copy "i.c0" %e0 -> %b0 signal %done.c0 {cmd = "c0", bytes = 16 : i64, step = "prefill", lineage = "edge:e0"}
+    tmachine.copy "i.c0" %e0 -> %b0 signal %done.c0 step prefill {cmd = "c0", bytes = 16 : i64, task = "prefill.s0.recv.e0", impl = "triton.recv", lineage = #cplan.lineage<prefill, stage 0, "edge:e0", edge "e0">}
   }
   tmachine.stream attributes {device = "n0", engine = "cuda.stream"} {
-    tmachine.launch "i.c1" "gemv:_gemv_kernel" (%b0, %w, %b1) waits(%done.c0) {cmd = "c1", grid = array<i64: 4, 1, 1>, meta = {FMT = 3 : i64, BLOCK_M = 1 : i64}, scalars = {N = 64 : i64, K = 64 : i64, start_pos = "start_pos"}, autotune = true, lineage = "blk.0.attn_q -> c1"}
+    tmachine.launch "i.c1" "gemv:_gemv_kernel" (%b0, %w, %b1) waits(%done.c0) {cmd = "c1", grid = array<i64: 4, 1, 1>, meta = {FMT = 3 : i64, BLOCK_M = 1 : i64}, scalars = {N = 64 : i64, K = 64 : i64, start_pos = "start_pos"}, autotune = true, task = "prefill.s0.b0.matmul.attn_q", impl = "triton.matmul", lineage = #cplan.lineage<prefill, stage 0, block 0, "blk.0.attn_q">}
     // CHECK:      invalid.mlir:[[# @LINE - 1]]:5: error: [AB-M-1] a machine program must respect its launch ABI and stream order: launch 'i.c1': scalar 'start_pos' must be a number or a '$runtime' name, got "start_pos"
     // CHECK-NEXT: {{^}}  tmachine.launch "i.c1" "gemv:_gemv_kernel"
-    tmachine.view "i.c2" "last_row" %b1 -> %b2 {cmd = "c2", lineage = "h_last"}
+    tmachine.view "i.c2" "last_row" %b1 -> %b2 {cmd = "c2", task = "prefill.s0.last_row.h_last", impl = "triton.last_row", lineage = #cplan.lineage<prefill, stage 0, "h_last">}
   }
 }
 
 // -----
 
 // view: unknown view kind
-tmachine.program attributes {target = "cuda-triton@1", concrete = "sha256:00", revision = "pipeplan-tmachine/2"} {
+tmachine.program attributes {target = "cuda-triton@1", concrete = "sha256:00", revision = "pipeplan-tmachine/3"} {
   %e0 = tmachine.buffer "e0" edge {device = "n0", dtype = "i32", shape = array<i64: 64>, origin = "edge e0 (token_in)"}
   %b0 = tmachine.buffer "b0" transient {device = "n0", dtype = "i32", shape = array<i64: 4>, origin = "prefill:input"}
   %w = tmachine.buffer "w" weight {device = "n0", dtype = "f32", shape = array<i64: 64, 64>, origin = "blk.0.attn_q.weight"}
@@ -255,11 +256,11 @@ tmachine.program attributes {target = "cuda-triton@1", concrete = "sha256:00", r
   %b2 = tmachine.buffer "b2" transient {device = "n0", dtype = "f32", shape = array<i64: 1, 64>, origin = "prefill:h_last"}
   %done.c0 = tmachine.token "done.c0"
   tmachine.stream attributes {device = "n0", engine = "cuda.copy"} {
-    tmachine.copy "i.c0" %e0 -> %b0 signal %done.c0 {cmd = "c0", bytes = 16 : i64, step = "prefill", lineage = "edge:e0"}
+    tmachine.copy "i.c0" %e0 -> %b0 signal %done.c0 step prefill {cmd = "c0", bytes = 16 : i64, task = "prefill.s0.recv.e0", impl = "triton.recv", lineage = #cplan.lineage<prefill, stage 0, "edge:e0", edge "e0">}
   }
   tmachine.stream attributes {device = "n0", engine = "cuda.stream"} {
-    tmachine.launch "i.c1" "gemv:_gemv_kernel" (%b0, %w, %b1) waits(%done.c0) {cmd = "c1", grid = array<i64: 4, 1, 1>, meta = {FMT = 3 : i64, BLOCK_M = 1 : i64}, scalars = {N = 64 : i64, K = 64 : i64, start_pos = "$start_pos"}, autotune = true, lineage = "blk.0.attn_q -> c1"}
-    tmachine.view "i.c2" "first_row" %b1 -> %b2 {cmd = "c2", lineage = "h_last"}
+    tmachine.launch "i.c1" "gemv:_gemv_kernel" (%b0, %w, %b1) waits(%done.c0) {cmd = "c1", grid = array<i64: 4, 1, 1>, meta = {FMT = 3 : i64, BLOCK_M = 1 : i64}, scalars = {N = 64 : i64, K = 64 : i64, start_pos = "$start_pos"}, autotune = true, task = "prefill.s0.b0.matmul.attn_q", impl = "triton.matmul", lineage = #cplan.lineage<prefill, stage 0, block 0, "blk.0.attn_q">}
+    tmachine.view "i.c2" "first_row" %b1 -> %b2 {cmd = "c2", task = "prefill.s0.last_row.h_last", impl = "triton.last_row", lineage = #cplan.lineage<prefill, stage 0, "h_last">}
     // CHECK:      invalid.mlir:[[# @LINE - 1]]:5: error: view 'i.c2': unknown view kind 'first_row'
     // CHECK-NEXT: {{^}}  tmachine.view "i.c2" "first_row" %b1 -> %b2
   }
@@ -268,7 +269,7 @@ tmachine.program attributes {target = "cuda-triton@1", concrete = "sha256:00", r
 // -----
 
 // copy: negative bytes
-tmachine.program attributes {target = "cuda-triton@1", concrete = "sha256:00", revision = "pipeplan-tmachine/2"} {
+tmachine.program attributes {target = "cuda-triton@1", concrete = "sha256:00", revision = "pipeplan-tmachine/3"} {
   %e0 = tmachine.buffer "e0" edge {device = "n0", dtype = "i32", shape = array<i64: 64>, origin = "edge e0 (token_in)"}
   %b0 = tmachine.buffer "b0" transient {device = "n0", dtype = "i32", shape = array<i64: 4>, origin = "prefill:input"}
   %w = tmachine.buffer "w" weight {device = "n0", dtype = "f32", shape = array<i64: 64, 64>, origin = "blk.0.attn_q.weight"}
@@ -276,20 +277,20 @@ tmachine.program attributes {target = "cuda-triton@1", concrete = "sha256:00", r
   %b2 = tmachine.buffer "b2" transient {device = "n0", dtype = "f32", shape = array<i64: 1, 64>, origin = "prefill:h_last"}
   %done.c0 = tmachine.token "done.c0"
   tmachine.stream attributes {device = "n0", engine = "cuda.copy"} {
-    tmachine.copy "i.c0" %e0 -> %b0 signal %done.c0 {cmd = "c0", bytes = -1 : i64, step = "prefill", lineage = "edge:e0"}
+    tmachine.copy "i.c0" %e0 -> %b0 signal %done.c0 step prefill {cmd = "c0", bytes = -1 : i64, task = "prefill.s0.recv.e0", impl = "triton.recv", lineage = #cplan.lineage<prefill, stage 0, "edge:e0", edge "e0">}
     // CHECK:      invalid.mlir:[[# @LINE - 1]]:5: error: copy 'i.c0': bytes must be >= 0
     // CHECK-NEXT: {{^}}  tmachine.copy "i.c0" %e0 -> %b0 signal %done.c0
   }
   tmachine.stream attributes {device = "n0", engine = "cuda.stream"} {
-    tmachine.launch "i.c1" "gemv:_gemv_kernel" (%b0, %w, %b1) waits(%done.c0) {cmd = "c1", grid = array<i64: 4, 1, 1>, meta = {FMT = 3 : i64, BLOCK_M = 1 : i64}, scalars = {N = 64 : i64, K = 64 : i64, start_pos = "$start_pos"}, autotune = true, lineage = "blk.0.attn_q -> c1"}
-    tmachine.view "i.c2" "last_row" %b1 -> %b2 {cmd = "c2", lineage = "h_last"}
+    tmachine.launch "i.c1" "gemv:_gemv_kernel" (%b0, %w, %b1) waits(%done.c0) {cmd = "c1", grid = array<i64: 4, 1, 1>, meta = {FMT = 3 : i64, BLOCK_M = 1 : i64}, scalars = {N = 64 : i64, K = 64 : i64, start_pos = "$start_pos"}, autotune = true, task = "prefill.s0.b0.matmul.attn_q", impl = "triton.matmul", lineage = #cplan.lineage<prefill, stage 0, block 0, "blk.0.attn_q">}
+    tmachine.view "i.c2" "last_row" %b1 -> %b2 {cmd = "c2", task = "prefill.s0.last_row.h_last", impl = "triton.last_row", lineage = #cplan.lineage<prefill, stage 0, "h_last">}
   }
 }
 
 // -----
 
 // program: two buffers with one id
-tmachine.program attributes {target = "cuda-triton@1", concrete = "sha256:00", revision = "pipeplan-tmachine/2"} {
+tmachine.program attributes {target = "cuda-triton@1", concrete = "sha256:00", revision = "pipeplan-tmachine/3"} {
   %e0 = tmachine.buffer "e0" edge {device = "n0", dtype = "i32", shape = array<i64: 64>, origin = "edge e0 (token_in)"}
   %b0 = tmachine.buffer "b0" transient {device = "n0", dtype = "i32", shape = array<i64: 4>, origin = "prefill:input"}
   %w = tmachine.buffer "w" weight {device = "n0", dtype = "f32", shape = array<i64: 64, 64>, origin = "blk.0.attn_q.weight"}
@@ -299,18 +300,18 @@ tmachine.program attributes {target = "cuda-triton@1", concrete = "sha256:00", r
   // CHECK-NEXT: {{^}}  %b2 = tmachine.buffer "b1"
   %done.c0 = tmachine.token "done.c0"
   tmachine.stream attributes {device = "n0", engine = "cuda.copy"} {
-    tmachine.copy "i.c0" %e0 -> %b0 signal %done.c0 {cmd = "c0", bytes = 16 : i64, step = "prefill", lineage = "edge:e0"}
+    tmachine.copy "i.c0" %e0 -> %b0 signal %done.c0 step prefill {cmd = "c0", bytes = 16 : i64, task = "prefill.s0.recv.e0", impl = "triton.recv", lineage = #cplan.lineage<prefill, stage 0, "edge:e0", edge "e0">}
   }
   tmachine.stream attributes {device = "n0", engine = "cuda.stream"} {
-    tmachine.launch "i.c1" "gemv:_gemv_kernel" (%b0, %w, %b1) waits(%done.c0) {cmd = "c1", grid = array<i64: 4, 1, 1>, meta = {FMT = 3 : i64, BLOCK_M = 1 : i64}, scalars = {N = 64 : i64, K = 64 : i64, start_pos = "$start_pos"}, autotune = true, lineage = "blk.0.attn_q -> c1"}
-    tmachine.view "i.c2" "last_row" %b1 -> %b2 {cmd = "c2", lineage = "h_last"}
+    tmachine.launch "i.c1" "gemv:_gemv_kernel" (%b0, %w, %b1) waits(%done.c0) {cmd = "c1", grid = array<i64: 4, 1, 1>, meta = {FMT = 3 : i64, BLOCK_M = 1 : i64}, scalars = {N = 64 : i64, K = 64 : i64, start_pos = "$start_pos"}, autotune = true, task = "prefill.s0.b0.matmul.attn_q", impl = "triton.matmul", lineage = #cplan.lineage<prefill, stage 0, block 0, "blk.0.attn_q">}
+    tmachine.view "i.c2" "last_row" %b1 -> %b2 {cmd = "c2", task = "prefill.s0.last_row.h_last", impl = "triton.last_row", lineage = #cplan.lineage<prefill, stage 0, "h_last">}
   }
 }
 
 // -----
 
 // program: two tokens with one id
-tmachine.program attributes {target = "cuda-triton@1", concrete = "sha256:00", revision = "pipeplan-tmachine/2"} {
+tmachine.program attributes {target = "cuda-triton@1", concrete = "sha256:00", revision = "pipeplan-tmachine/3"} {
   %e0 = tmachine.buffer "e0" edge {device = "n0", dtype = "i32", shape = array<i64: 64>, origin = "edge e0 (token_in)"}
   %b0 = tmachine.buffer "b0" transient {device = "n0", dtype = "i32", shape = array<i64: 4>, origin = "prefill:input"}
   %w = tmachine.buffer "w" weight {device = "n0", dtype = "f32", shape = array<i64: 64, 64>, origin = "blk.0.attn_q.weight"}
@@ -321,18 +322,18 @@ tmachine.program attributes {target = "cuda-triton@1", concrete = "sha256:00", r
   // CHECK:      invalid.mlir:[[# @LINE - 1]]:3: error: [AB-M-1] a machine program must respect its launch ABI and stream order: duplicate token id 'done.c0'
   // CHECK-NEXT: {{^}}  %done.c1 = tmachine.token "done.c0"
   tmachine.stream attributes {device = "n0", engine = "cuda.copy"} {
-    tmachine.copy "i.c0" %e0 -> %b0 signal %done.c0 {cmd = "c0", bytes = 16 : i64, step = "prefill", lineage = "edge:e0"}
+    tmachine.copy "i.c0" %e0 -> %b0 signal %done.c0 step prefill {cmd = "c0", bytes = 16 : i64, task = "prefill.s0.recv.e0", impl = "triton.recv", lineage = #cplan.lineage<prefill, stage 0, "edge:e0", edge "e0">}
   }
   tmachine.stream attributes {device = "n0", engine = "cuda.stream"} {
-    tmachine.launch "i.c1" "gemv:_gemv_kernel" (%b0, %w, %b1) waits(%done.c0) {cmd = "c1", grid = array<i64: 4, 1, 1>, meta = {FMT = 3 : i64, BLOCK_M = 1 : i64}, scalars = {N = 64 : i64, K = 64 : i64, start_pos = "$start_pos"}, autotune = true, lineage = "blk.0.attn_q -> c1"}
-    tmachine.view "i.c2" "last_row" %b1 -> %b2 {cmd = "c2", lineage = "h_last"}
+    tmachine.launch "i.c1" "gemv:_gemv_kernel" (%b0, %w, %b1) waits(%done.c0) {cmd = "c1", grid = array<i64: 4, 1, 1>, meta = {FMT = 3 : i64, BLOCK_M = 1 : i64}, scalars = {N = 64 : i64, K = 64 : i64, start_pos = "$start_pos"}, autotune = true, task = "prefill.s0.b0.matmul.attn_q", impl = "triton.matmul", lineage = #cplan.lineage<prefill, stage 0, block 0, "blk.0.attn_q">}
+    tmachine.view "i.c2" "last_row" %b1 -> %b2 {cmd = "c2", task = "prefill.s0.last_row.h_last", impl = "triton.last_row", lineage = #cplan.lineage<prefill, stage 0, "h_last">}
   }
 }
 
 // -----
 
 // program: two instructions with one id
-tmachine.program attributes {target = "cuda-triton@1", concrete = "sha256:00", revision = "pipeplan-tmachine/2"} {
+tmachine.program attributes {target = "cuda-triton@1", concrete = "sha256:00", revision = "pipeplan-tmachine/3"} {
   %e0 = tmachine.buffer "e0" edge {device = "n0", dtype = "i32", shape = array<i64: 64>, origin = "edge e0 (token_in)"}
   %b0 = tmachine.buffer "b0" transient {device = "n0", dtype = "i32", shape = array<i64: 4>, origin = "prefill:input"}
   %w = tmachine.buffer "w" weight {device = "n0", dtype = "f32", shape = array<i64: 64, 64>, origin = "blk.0.attn_q.weight"}
@@ -340,11 +341,11 @@ tmachine.program attributes {target = "cuda-triton@1", concrete = "sha256:00", r
   %b2 = tmachine.buffer "b2" transient {device = "n0", dtype = "f32", shape = array<i64: 1, 64>, origin = "prefill:h_last"}
   %done.c0 = tmachine.token "done.c0"
   tmachine.stream attributes {device = "n0", engine = "cuda.copy"} {
-    tmachine.copy "i.c0" %e0 -> %b0 signal %done.c0 {cmd = "c0", bytes = 16 : i64, step = "prefill", lineage = "edge:e0"}
+    tmachine.copy "i.c0" %e0 -> %b0 signal %done.c0 step prefill {cmd = "c0", bytes = 16 : i64, task = "prefill.s0.recv.e0", impl = "triton.recv", lineage = #cplan.lineage<prefill, stage 0, "edge:e0", edge "e0">}
   }
   tmachine.stream attributes {device = "n0", engine = "cuda.stream"} {
-    tmachine.launch "i.c1" "gemv:_gemv_kernel" (%b0, %w, %b1) waits(%done.c0) {cmd = "c1", grid = array<i64: 4, 1, 1>, meta = {FMT = 3 : i64, BLOCK_M = 1 : i64}, scalars = {N = 64 : i64, K = 64 : i64, start_pos = "$start_pos"}, autotune = true, lineage = "blk.0.attn_q -> c1"}
-    tmachine.view "i.c1" "last_row" %b1 -> %b2 {cmd = "c2", lineage = "h_last"}
+    tmachine.launch "i.c1" "gemv:_gemv_kernel" (%b0, %w, %b1) waits(%done.c0) {cmd = "c1", grid = array<i64: 4, 1, 1>, meta = {FMT = 3 : i64, BLOCK_M = 1 : i64}, scalars = {N = 64 : i64, K = 64 : i64, start_pos = "$start_pos"}, autotune = true, task = "prefill.s0.b0.matmul.attn_q", impl = "triton.matmul", lineage = #cplan.lineage<prefill, stage 0, block 0, "blk.0.attn_q">}
+    tmachine.view "i.c1" "last_row" %b1 -> %b2 {cmd = "c2", task = "prefill.s0.last_row.h_last", impl = "triton.last_row", lineage = #cplan.lineage<prefill, stage 0, "h_last">}
     // CHECK:      invalid.mlir:[[# @LINE - 1]]:5: error: [AB-M-1] a machine program must respect its launch ABI and stream order: duplicate instruction id 'i.c1'
     // CHECK-NEXT: {{^}}  tmachine.view "i.c1" "last_row"
   }
@@ -352,8 +353,8 @@ tmachine.program attributes {target = "cuda-triton@1", concrete = "sha256:00", r
 
 // -----
 
-// instruction: a step that is not prefill or decode
-tmachine.program attributes {target = "cuda-triton@1", concrete = "sha256:00", revision = "pipeplan-tmachine/2"} {
+// instruction: a step that is not prefill or decode (a parse error: the step is a #tmachine<step ...> enum)
+tmachine.program attributes {target = "cuda-triton@1", concrete = "sha256:00", revision = "pipeplan-tmachine/3"} {
   %e0 = tmachine.buffer "e0" edge {device = "n0", dtype = "i32", shape = array<i64: 64>, origin = "edge e0 (token_in)"}
   %b0 = tmachine.buffer "b0" transient {device = "n0", dtype = "i32", shape = array<i64: 4>, origin = "prefill:input"}
   %w = tmachine.buffer "w" weight {device = "n0", dtype = "f32", shape = array<i64: 64, 64>, origin = "blk.0.attn_q.weight"}
@@ -361,20 +362,42 @@ tmachine.program attributes {target = "cuda-triton@1", concrete = "sha256:00", r
   %b2 = tmachine.buffer "b2" transient {device = "n0", dtype = "f32", shape = array<i64: 1, 64>, origin = "prefill:h_last"}
   %done.c0 = tmachine.token "done.c0"
   tmachine.stream attributes {device = "n0", engine = "cuda.copy"} {
-    tmachine.copy "i.c0" %e0 -> %b0 signal %done.c0 {cmd = "c0", bytes = 16 : i64, step = "warmup", lineage = "edge:e0"}
-    // CHECK:      invalid.mlir:[[# @LINE - 1]]:5: error: [AB-M-1] a machine program must respect its launch ABI and stream order: instruction 'i.c0' belongs to step 'warmup', not one of prefill, decode
-    // CHECK-NEXT: {{^}}  tmachine.copy "i.c0" %e0 -> %b0
+    tmachine.copy "i.c0" %e0 -> %b0 signal %done.c0 step warmup {cmd = "c0", bytes = 16 : i64, task = "prefill.s0.recv.e0", impl = "triton.recv", lineage = #cplan.lineage<prefill, stage 0, "edge:e0", edge "e0">}
+    // CHECK:      invalid.mlir:[[# @LINE - 1]]:58
+    // CHECK-NEXT: {{^}}  tmachine.copy "i.c0" %e0 -> %b0 signal %done.c0 step warmup {cmd = "c0",
+    // CHECK:      Expected `prefill`, or `decode`.
   }
   tmachine.stream attributes {device = "n0", engine = "cuda.stream"} {
-    tmachine.launch "i.c1" "gemv:_gemv_kernel" (%b0, %w, %b1) waits(%done.c0) {cmd = "c1", grid = array<i64: 4, 1, 1>, meta = {FMT = 3 : i64, BLOCK_M = 1 : i64}, scalars = {N = 64 : i64, K = 64 : i64, start_pos = "$start_pos"}, autotune = true, lineage = "blk.0.attn_q -> c1"}
-    tmachine.view "i.c2" "last_row" %b1 -> %b2 {cmd = "c2", lineage = "h_last"}
+    tmachine.launch "i.c1" "gemv:_gemv_kernel" (%b0, %w, %b1) waits(%done.c0) {cmd = "c1", grid = array<i64: 4, 1, 1>, meta = {FMT = 3 : i64, BLOCK_M = 1 : i64}, scalars = {N = 64 : i64, K = 64 : i64, start_pos = "$start_pos"}, autotune = true, task = "prefill.s0.b0.matmul.attn_q", impl = "triton.matmul", lineage = #cplan.lineage<prefill, stage 0, block 0, "blk.0.attn_q">}
+    tmachine.view "i.c2" "last_row" %b1 -> %b2 {cmd = "c2", task = "prefill.s0.last_row.h_last", impl = "triton.last_row", lineage = #cplan.lineage<prefill, stage 0, "h_last">}
+  }
+}
+
+// -----
+
+// instruction: a step other than its lineage's (the step of the command it lowers)
+tmachine.program attributes {target = "cuda-triton@1", concrete = "sha256:00", revision = "pipeplan-tmachine/3"} {
+  %e0 = tmachine.buffer "e0" edge {device = "n0", dtype = "i32", shape = array<i64: 64>, origin = "edge e0 (token_in)"}
+  %b0 = tmachine.buffer "b0" transient {device = "n0", dtype = "i32", shape = array<i64: 4>, origin = "prefill:input"}
+  %w = tmachine.buffer "w" weight {device = "n0", dtype = "f32", shape = array<i64: 64, 64>, origin = "blk.0.attn_q.weight"}
+  %b1 = tmachine.buffer "b1" transient {device = "n0", dtype = "f32", shape = array<i64: 4, 64>, origin = "prefill:q"}
+  %b2 = tmachine.buffer "b2" transient {device = "n0", dtype = "f32", shape = array<i64: 1, 64>, origin = "prefill:h_last"}
+  %done.c0 = tmachine.token "done.c0"
+  tmachine.stream attributes {device = "n0", engine = "cuda.copy"} {
+    tmachine.copy "i.c0" %e0 -> %b0 signal %done.c0 step decode {cmd = "c0", bytes = 16 : i64, task = "prefill.s0.recv.e0", impl = "triton.recv", lineage = #cplan.lineage<prefill, stage 0, "edge:e0", edge "e0">}
+    // CHECK:      invalid.mlir:[[# @LINE - 1]]:5: error: [AB-M-1] a machine program must respect its launch ABI and stream order: instruction 'i.c0' runs in step 'decode' but lowers a command of step 'prefill' (its lineage)
+    // CHECK-NEXT: {{^}}  tmachine.copy "i.c0" %e0 -> %b0 signal %done.c0 step decode {cmd = "c0",
+  }
+  tmachine.stream attributes {device = "n0", engine = "cuda.stream"} {
+    tmachine.launch "i.c1" "gemv:_gemv_kernel" (%b0, %w, %b1) waits(%done.c0) {cmd = "c1", grid = array<i64: 4, 1, 1>, meta = {FMT = 3 : i64, BLOCK_M = 1 : i64}, scalars = {N = 64 : i64, K = 64 : i64, start_pos = "$start_pos"}, autotune = true, task = "prefill.s0.b0.matmul.attn_q", impl = "triton.matmul", lineage = #cplan.lineage<prefill, stage 0, block 0, "blk.0.attn_q">}
+    tmachine.view "i.c2" "last_row" %b1 -> %b2 {cmd = "c2", task = "prefill.s0.last_row.h_last", impl = "triton.last_row", lineage = #cplan.lineage<prefill, stage 0, "h_last">}
   }
 }
 
 // -----
 
 // instruction: a buffer argument whose buffer has an empty id
-tmachine.program attributes {target = "cuda-triton@1", concrete = "sha256:00", revision = "pipeplan-tmachine/2"} {
+tmachine.program attributes {target = "cuda-triton@1", concrete = "sha256:00", revision = "pipeplan-tmachine/3"} {
   %e0 = tmachine.buffer "e0" edge {device = "n0", dtype = "i32", shape = array<i64: 64>, origin = "edge e0 (token_in)"}
   %b0 = tmachine.buffer "b0" transient {device = "n0", dtype = "i32", shape = array<i64: 4>, origin = "prefill:input"}
   %w = tmachine.buffer "" weight {device = "n0", dtype = "f32", shape = array<i64: 64, 64>, origin = "blk.0.attn_q.weight"}
@@ -382,13 +405,13 @@ tmachine.program attributes {target = "cuda-triton@1", concrete = "sha256:00", r
   %b2 = tmachine.buffer "b2" transient {device = "n0", dtype = "f32", shape = array<i64: 1, 64>, origin = "prefill:h_last"}
   %done.c0 = tmachine.token "done.c0"
   tmachine.stream attributes {device = "n0", engine = "cuda.copy"} {
-    tmachine.copy "i.c0" %e0 -> %b0 signal %done.c0 {cmd = "c0", bytes = 16 : i64, step = "prefill", lineage = "edge:e0"}
+    tmachine.copy "i.c0" %e0 -> %b0 signal %done.c0 step prefill {cmd = "c0", bytes = 16 : i64, task = "prefill.s0.recv.e0", impl = "triton.recv", lineage = #cplan.lineage<prefill, stage 0, "edge:e0", edge "e0">}
   }
   tmachine.stream attributes {device = "n0", engine = "cuda.stream"} {
-    tmachine.launch "i.c1" "gemv:_gemv_kernel" (%b0, %w, %b1) waits(%done.c0) {cmd = "c1", grid = array<i64: 4, 1, 1>, meta = {FMT = 3 : i64, BLOCK_M = 1 : i64}, scalars = {N = 64 : i64, K = 64 : i64, start_pos = "$start_pos"}, autotune = true, lineage = "blk.0.attn_q -> c1"}
+    tmachine.launch "i.c1" "gemv:_gemv_kernel" (%b0, %w, %b1) waits(%done.c0) {cmd = "c1", grid = array<i64: 4, 1, 1>, meta = {FMT = 3 : i64, BLOCK_M = 1 : i64}, scalars = {N = 64 : i64, K = 64 : i64, start_pos = "$start_pos"}, autotune = true, task = "prefill.s0.b0.matmul.attn_q", impl = "triton.matmul", lineage = #cplan.lineage<prefill, stage 0, block 0, "blk.0.attn_q">}
     // CHECK:      invalid.mlir:[[# @LINE - 1]]:5: error: [AB-M-1] a machine program must respect its launch ABI and stream order: instruction 'i.c1' has an empty buffer argument
     // CHECK-NEXT: {{^}}  tmachine.launch "i.c1" "gemv:_gemv_kernel"
-    tmachine.view "i.c2" "last_row" %b1 -> %b2 {cmd = "c2", lineage = "h_last"}
+    tmachine.view "i.c2" "last_row" %b1 -> %b2 {cmd = "c2", task = "prefill.s0.last_row.h_last", impl = "triton.last_row", lineage = #cplan.lineage<prefill, stage 0, "h_last">}
   }
 }
 
@@ -396,7 +419,7 @@ tmachine.program attributes {target = "cuda-triton@1", concrete = "sha256:00", r
 
 // instruction: a buffer value defined outside the program
 %w.ghost = builtin.unrealized_conversion_cast to !tmachine.buffer
-tmachine.program attributes {target = "cuda-triton@1", concrete = "sha256:00", revision = "pipeplan-tmachine/2"} {
+tmachine.program attributes {target = "cuda-triton@1", concrete = "sha256:00", revision = "pipeplan-tmachine/3"} {
   %e0 = tmachine.buffer "e0" edge {device = "n0", dtype = "i32", shape = array<i64: 64>, origin = "edge e0 (token_in)"}
   %b0 = tmachine.buffer "b0" transient {device = "n0", dtype = "i32", shape = array<i64: 4>, origin = "prefill:input"}
   %w = tmachine.buffer "w" weight {device = "n0", dtype = "f32", shape = array<i64: 64, 64>, origin = "blk.0.attn_q.weight"}
@@ -404,13 +427,13 @@ tmachine.program attributes {target = "cuda-triton@1", concrete = "sha256:00", r
   %b2 = tmachine.buffer "b2" transient {device = "n0", dtype = "f32", shape = array<i64: 1, 64>, origin = "prefill:h_last"}
   %done.c0 = tmachine.token "done.c0"
   tmachine.stream attributes {device = "n0", engine = "cuda.copy"} {
-    tmachine.copy "i.c0" %e0 -> %b0 signal %done.c0 {cmd = "c0", bytes = 16 : i64, step = "prefill", lineage = "edge:e0"}
+    tmachine.copy "i.c0" %e0 -> %b0 signal %done.c0 step prefill {cmd = "c0", bytes = 16 : i64, task = "prefill.s0.recv.e0", impl = "triton.recv", lineage = #cplan.lineage<prefill, stage 0, "edge:e0", edge "e0">}
   }
   tmachine.stream attributes {device = "n0", engine = "cuda.stream"} {
-    tmachine.launch "i.c1" "gemv:_gemv_kernel" (%b0, %w.ghost, %b1) waits(%done.c0) {cmd = "c1", grid = array<i64: 4, 1, 1>, meta = {FMT = 3 : i64, BLOCK_M = 1 : i64}, scalars = {N = 64 : i64, K = 64 : i64, start_pos = "$start_pos"}, autotune = true, lineage = "blk.0.attn_q -> c1"}
+    tmachine.launch "i.c1" "gemv:_gemv_kernel" (%b0, %w.ghost, %b1) waits(%done.c0) {cmd = "c1", grid = array<i64: 4, 1, 1>, meta = {FMT = 3 : i64, BLOCK_M = 1 : i64}, scalars = {N = 64 : i64, K = 64 : i64, start_pos = "$start_pos"}, autotune = true, task = "prefill.s0.b0.matmul.attn_q", impl = "triton.matmul", lineage = #cplan.lineage<prefill, stage 0, block 0, "blk.0.attn_q">}
     // CHECK:      invalid.mlir:[[# @LINE - 1]]:5: error: [AB-M-1] a machine program must respect its launch ABI and stream order: instruction 'i.c1' names buffer '%w.ghost', which the program does not declare
     // CHECK-NEXT: {{^}}  tmachine.launch "i.c1" "gemv:_gemv_kernel" (%b0, %w.ghost, %b1)
-    tmachine.view "i.c2" "last_row" %b1 -> %b2 {cmd = "c2", lineage = "h_last"}
+    tmachine.view "i.c2" "last_row" %b1 -> %b2 {cmd = "c2", task = "prefill.s0.last_row.h_last", impl = "triton.last_row", lineage = #cplan.lineage<prefill, stage 0, "h_last">}
   }
 }
 
@@ -418,7 +441,7 @@ tmachine.program attributes {target = "cuda-triton@1", concrete = "sha256:00", r
 
 // instruction: a token value defined outside the program
 %done.ghost = builtin.unrealized_conversion_cast to !tmachine.token
-tmachine.program attributes {target = "cuda-triton@1", concrete = "sha256:00", revision = "pipeplan-tmachine/2"} {
+tmachine.program attributes {target = "cuda-triton@1", concrete = "sha256:00", revision = "pipeplan-tmachine/3"} {
   %e0 = tmachine.buffer "e0" edge {device = "n0", dtype = "i32", shape = array<i64: 64>, origin = "edge e0 (token_in)"}
   %b0 = tmachine.buffer "b0" transient {device = "n0", dtype = "i32", shape = array<i64: 4>, origin = "prefill:input"}
   %w = tmachine.buffer "w" weight {device = "n0", dtype = "f32", shape = array<i64: 64, 64>, origin = "blk.0.attn_q.weight"}
@@ -426,20 +449,20 @@ tmachine.program attributes {target = "cuda-triton@1", concrete = "sha256:00", r
   %b2 = tmachine.buffer "b2" transient {device = "n0", dtype = "f32", shape = array<i64: 1, 64>, origin = "prefill:h_last"}
   %done.c0 = tmachine.token "done.c0"
   tmachine.stream attributes {device = "n0", engine = "cuda.copy"} {
-    tmachine.copy "i.c0" %e0 -> %b0 signal %done.c0 {cmd = "c0", bytes = 16 : i64, step = "prefill", lineage = "edge:e0"}
+    tmachine.copy "i.c0" %e0 -> %b0 signal %done.c0 step prefill {cmd = "c0", bytes = 16 : i64, task = "prefill.s0.recv.e0", impl = "triton.recv", lineage = #cplan.lineage<prefill, stage 0, "edge:e0", edge "e0">}
   }
   tmachine.stream attributes {device = "n0", engine = "cuda.stream"} {
-    tmachine.launch "i.c1" "gemv:_gemv_kernel" (%b0, %w, %b1) waits(%done.ghost) {cmd = "c1", grid = array<i64: 4, 1, 1>, meta = {FMT = 3 : i64, BLOCK_M = 1 : i64}, scalars = {N = 64 : i64, K = 64 : i64, start_pos = "$start_pos"}, autotune = true, lineage = "blk.0.attn_q -> c1"}
+    tmachine.launch "i.c1" "gemv:_gemv_kernel" (%b0, %w, %b1) waits(%done.ghost) {cmd = "c1", grid = array<i64: 4, 1, 1>, meta = {FMT = 3 : i64, BLOCK_M = 1 : i64}, scalars = {N = 64 : i64, K = 64 : i64, start_pos = "$start_pos"}, autotune = true, task = "prefill.s0.b0.matmul.attn_q", impl = "triton.matmul", lineage = #cplan.lineage<prefill, stage 0, block 0, "blk.0.attn_q">}
     // CHECK:      invalid.mlir:[[# @LINE - 1]]:5: error: [AB-M-1] a machine program must respect its launch ABI and stream order: instruction 'i.c1' uses token '%done.ghost', which the program does not declare
     // CHECK-NEXT: {{^}}  tmachine.launch "i.c1" "gemv:_gemv_kernel"
-    tmachine.view "i.c2" "last_row" %b1 -> %b2 {cmd = "c2", lineage = "h_last"}
+    tmachine.view "i.c2" "last_row" %b1 -> %b2 {cmd = "c2", task = "prefill.s0.last_row.h_last", impl = "triton.last_row", lineage = #cplan.lineage<prefill, stage 0, "h_last">}
   }
 }
 
 // -----
 
 // token: signalled by two instructions
-tmachine.program attributes {target = "cuda-triton@1", concrete = "sha256:00", revision = "pipeplan-tmachine/2"} {
+tmachine.program attributes {target = "cuda-triton@1", concrete = "sha256:00", revision = "pipeplan-tmachine/3"} {
   %e0 = tmachine.buffer "e0" edge {device = "n0", dtype = "i32", shape = array<i64: 64>, origin = "edge e0 (token_in)"}
   %b0 = tmachine.buffer "b0" transient {device = "n0", dtype = "i32", shape = array<i64: 4>, origin = "prefill:input"}
   %w = tmachine.buffer "w" weight {device = "n0", dtype = "f32", shape = array<i64: 64, 64>, origin = "blk.0.attn_q.weight"}
@@ -447,11 +470,11 @@ tmachine.program attributes {target = "cuda-triton@1", concrete = "sha256:00", r
   %b2 = tmachine.buffer "b2" transient {device = "n0", dtype = "f32", shape = array<i64: 1, 64>, origin = "prefill:h_last"}
   %done.c0 = tmachine.token "done.c0"
   tmachine.stream attributes {device = "n0", engine = "cuda.copy"} {
-    tmachine.copy "i.c0" %e0 -> %b0 signal %done.c0 {cmd = "c0", bytes = 16 : i64, step = "prefill", lineage = "edge:e0"}
+    tmachine.copy "i.c0" %e0 -> %b0 signal %done.c0 step prefill {cmd = "c0", bytes = 16 : i64, task = "prefill.s0.recv.e0", impl = "triton.recv", lineage = #cplan.lineage<prefill, stage 0, "edge:e0", edge "e0">}
   }
   tmachine.stream attributes {device = "n0", engine = "cuda.stream"} {
-    tmachine.launch "i.c1" "gemv:_gemv_kernel" (%b0, %w, %b1) waits(%done.c0) {cmd = "c1", grid = array<i64: 4, 1, 1>, meta = {FMT = 3 : i64, BLOCK_M = 1 : i64}, scalars = {N = 64 : i64, K = 64 : i64, start_pos = "$start_pos"}, autotune = true, lineage = "blk.0.attn_q -> c1"}
-    tmachine.view "i.c2" "last_row" %b1 -> %b2 signal %done.c0 {cmd = "c2", lineage = "h_last"}
+    tmachine.launch "i.c1" "gemv:_gemv_kernel" (%b0, %w, %b1) waits(%done.c0) {cmd = "c1", grid = array<i64: 4, 1, 1>, meta = {FMT = 3 : i64, BLOCK_M = 1 : i64}, scalars = {N = 64 : i64, K = 64 : i64, start_pos = "$start_pos"}, autotune = true, task = "prefill.s0.b0.matmul.attn_q", impl = "triton.matmul", lineage = #cplan.lineage<prefill, stage 0, block 0, "blk.0.attn_q">}
+    tmachine.view "i.c2" "last_row" %b1 -> %b2 signal %done.c0 {cmd = "c2", task = "prefill.s0.last_row.h_last", impl = "triton.last_row", lineage = #cplan.lineage<prefill, stage 0, "h_last">}
     // CHECK:      invalid.mlir:[[# @LINE - 1]]:5: error: [AB-M-1] a machine program must respect its launch ABI and stream order: token 'done.c0' is signalled by instruction 'i.c0' and by 'i.c2'
     // CHECK-NEXT: {{^}}  tmachine.view "i.c2" "last_row" %b1 -> %b2 signal %done.c0
   }
@@ -460,7 +483,7 @@ tmachine.program attributes {target = "cuda-triton@1", concrete = "sha256:00", r
 // -----
 
 // wait: a token no instruction signals
-tmachine.program attributes {target = "cuda-triton@1", concrete = "sha256:00", revision = "pipeplan-tmachine/2"} {
+tmachine.program attributes {target = "cuda-triton@1", concrete = "sha256:00", revision = "pipeplan-tmachine/3"} {
   %e0 = tmachine.buffer "e0" edge {device = "n0", dtype = "i32", shape = array<i64: 64>, origin = "edge e0 (token_in)"}
   %b0 = tmachine.buffer "b0" transient {device = "n0", dtype = "i32", shape = array<i64: 4>, origin = "prefill:input"}
   %w = tmachine.buffer "w" weight {device = "n0", dtype = "f32", shape = array<i64: 64, 64>, origin = "blk.0.attn_q.weight"}
@@ -468,20 +491,20 @@ tmachine.program attributes {target = "cuda-triton@1", concrete = "sha256:00", r
   %b2 = tmachine.buffer "b2" transient {device = "n0", dtype = "f32", shape = array<i64: 1, 64>, origin = "prefill:h_last"}
   %done.c0 = tmachine.token "done.c0"
   tmachine.stream attributes {device = "n0", engine = "cuda.copy"} {
-    tmachine.copy "i.c0" %e0 -> %b0 {cmd = "c0", bytes = 16 : i64, step = "prefill", lineage = "edge:e0"}
+    tmachine.copy "i.c0" %e0 -> %b0 step prefill {cmd = "c0", bytes = 16 : i64, task = "prefill.s0.recv.e0", impl = "triton.recv", lineage = #cplan.lineage<prefill, stage 0, "edge:e0", edge "e0">}
   }
   tmachine.stream attributes {device = "n0", engine = "cuda.stream"} {
-    tmachine.launch "i.c1" "gemv:_gemv_kernel" (%b0, %w, %b1) waits(%done.c0) {cmd = "c1", grid = array<i64: 4, 1, 1>, meta = {FMT = 3 : i64, BLOCK_M = 1 : i64}, scalars = {N = 64 : i64, K = 64 : i64, start_pos = "$start_pos"}, autotune = true, lineage = "blk.0.attn_q -> c1"}
+    tmachine.launch "i.c1" "gemv:_gemv_kernel" (%b0, %w, %b1) waits(%done.c0) {cmd = "c1", grid = array<i64: 4, 1, 1>, meta = {FMT = 3 : i64, BLOCK_M = 1 : i64}, scalars = {N = 64 : i64, K = 64 : i64, start_pos = "$start_pos"}, autotune = true, task = "prefill.s0.b0.matmul.attn_q", impl = "triton.matmul", lineage = #cplan.lineage<prefill, stage 0, block 0, "blk.0.attn_q">}
     // CHECK:      invalid.mlir:[[# @LINE - 1]]:5: error: [AB-M-1] a machine program must respect its launch ABI and stream order: instruction 'i.c1' waits for token 'done.c0' that no instruction of the program signals
     // CHECK-NEXT: {{^}}  tmachine.launch "i.c1" "gemv:_gemv_kernel"
-    tmachine.view "i.c2" "last_row" %b1 -> %b2 {cmd = "c2", lineage = "h_last"}
+    tmachine.view "i.c2" "last_row" %b1 -> %b2 {cmd = "c2", task = "prefill.s0.last_row.h_last", impl = "triton.last_row", lineage = #cplan.lineage<prefill, stage 0, "h_last">}
   }
 }
 
 // -----
 
 // wait: a token of its own stream
-tmachine.program attributes {target = "cuda-triton@1", concrete = "sha256:00", revision = "pipeplan-tmachine/2"} {
+tmachine.program attributes {target = "cuda-triton@1", concrete = "sha256:00", revision = "pipeplan-tmachine/3"} {
   %e0 = tmachine.buffer "e0" edge {device = "n0", dtype = "i32", shape = array<i64: 64>, origin = "edge e0 (token_in)"}
   %b0 = tmachine.buffer "b0" transient {device = "n0", dtype = "i32", shape = array<i64: 4>, origin = "prefill:input"}
   %w = tmachine.buffer "w" weight {device = "n0", dtype = "f32", shape = array<i64: 64, 64>, origin = "blk.0.attn_q.weight"}
@@ -490,11 +513,11 @@ tmachine.program attributes {target = "cuda-triton@1", concrete = "sha256:00", r
   %done.c0 = tmachine.token "done.c0"
   %done.c1 = tmachine.token "done.c1"
   tmachine.stream attributes {device = "n0", engine = "cuda.copy"} {
-    tmachine.copy "i.c0" %e0 -> %b0 signal %done.c0 {cmd = "c0", bytes = 16 : i64, step = "prefill", lineage = "edge:e0"}
+    tmachine.copy "i.c0" %e0 -> %b0 signal %done.c0 step prefill {cmd = "c0", bytes = 16 : i64, task = "prefill.s0.recv.e0", impl = "triton.recv", lineage = #cplan.lineage<prefill, stage 0, "edge:e0", edge "e0">}
   }
   tmachine.stream attributes {device = "n0", engine = "cuda.stream"} {
-    tmachine.launch "i.c1" "gemv:_gemv_kernel" (%b0, %w, %b1) signal %done.c1 {cmd = "c1", grid = array<i64: 4, 1, 1>, meta = {FMT = 3 : i64, BLOCK_M = 1 : i64}, scalars = {N = 64 : i64, K = 64 : i64, start_pos = "$start_pos"}, autotune = true, lineage = "blk.0.attn_q -> c1"}
-    tmachine.view "i.c2" "last_row" %b1 -> %b2 waits(%done.c1) {cmd = "c2", lineage = "h_last"}
+    tmachine.launch "i.c1" "gemv:_gemv_kernel" (%b0, %w, %b1) signal %done.c1 {cmd = "c1", grid = array<i64: 4, 1, 1>, meta = {FMT = 3 : i64, BLOCK_M = 1 : i64}, scalars = {N = 64 : i64, K = 64 : i64, start_pos = "$start_pos"}, autotune = true, task = "prefill.s0.b0.matmul.attn_q", impl = "triton.matmul", lineage = #cplan.lineage<prefill, stage 0, block 0, "blk.0.attn_q">}
+    tmachine.view "i.c2" "last_row" %b1 -> %b2 waits(%done.c1) {cmd = "c2", task = "prefill.s0.last_row.h_last", impl = "triton.last_row", lineage = #cplan.lineage<prefill, stage 0, "h_last">}
     // CHECK:      invalid.mlir:[[# @LINE - 1]]:5: error: [AB-M-1] a machine program must respect its launch ABI and stream order: instruction 'i.c2' waits for token 'done.c1' signalled by 'i.c1' of its own stream (stream order already orders them)
     // CHECK-NEXT: {{^}}  tmachine.view "i.c2" "last_row" %b1 -> %b2 waits(%done.c1)
   }
@@ -503,7 +526,7 @@ tmachine.program attributes {target = "cuda-triton@1", concrete = "sha256:00", r
 // -----
 
 // program: stream order and waits deadlock
-tmachine.program attributes {target = "cuda-triton@1", concrete = "sha256:00", revision = "pipeplan-tmachine/2"} {
+tmachine.program attributes {target = "cuda-triton@1", concrete = "sha256:00", revision = "pipeplan-tmachine/3"} {
   %e0 = tmachine.buffer "e0" edge {device = "n0", dtype = "i32", shape = array<i64: 64>, origin = "edge e0 (token_in)"}
   %b0 = tmachine.buffer "b0" transient {device = "n0", dtype = "i32", shape = array<i64: 4>, origin = "prefill:input"}
   %w = tmachine.buffer "w" weight {device = "n0", dtype = "f32", shape = array<i64: 64, 64>, origin = "blk.0.attn_q.weight"}
@@ -512,12 +535,12 @@ tmachine.program attributes {target = "cuda-triton@1", concrete = "sha256:00", r
   %done.c0 = tmachine.token "done.c0"
   %done.c2 = tmachine.token "done.c2"
   tmachine.stream attributes {device = "n0", engine = "cuda.copy"} {
-    tmachine.copy "i.c0" %e0 -> %b0 waits(%done.c2) signal %done.c0 {cmd = "c0", bytes = 16 : i64, step = "prefill", lineage = "edge:e0"}
+    tmachine.copy "i.c0" %e0 -> %b0 waits(%done.c2) signal %done.c0 step prefill {cmd = "c0", bytes = 16 : i64, task = "prefill.s0.recv.e0", impl = "triton.recv", lineage = #cplan.lineage<prefill, stage 0, "edge:e0", edge "e0">}
     // CHECK:      invalid.mlir:[[# @LINE - 1]]:5: error: [AB-M-1] a machine program must respect its launch ABI and stream order: stream order and waits deadlock at instruction 'i.c0'
     // CHECK-NEXT: {{^}}  tmachine.copy "i.c0" %e0 -> %b0 waits(%done.c2)
   }
   tmachine.stream attributes {device = "n0", engine = "cuda.stream"} {
-    tmachine.launch "i.c1" "gemv:_gemv_kernel" (%b0, %w, %b1) waits(%done.c0) {cmd = "c1", grid = array<i64: 4, 1, 1>, meta = {FMT = 3 : i64, BLOCK_M = 1 : i64}, scalars = {N = 64 : i64, K = 64 : i64, start_pos = "$start_pos"}, autotune = true, lineage = "blk.0.attn_q -> c1"}
-    tmachine.view "i.c2" "last_row" %b1 -> %b2 signal %done.c2 {cmd = "c2", lineage = "h_last"}
+    tmachine.launch "i.c1" "gemv:_gemv_kernel" (%b0, %w, %b1) waits(%done.c0) {cmd = "c1", grid = array<i64: 4, 1, 1>, meta = {FMT = 3 : i64, BLOCK_M = 1 : i64}, scalars = {N = 64 : i64, K = 64 : i64, start_pos = "$start_pos"}, autotune = true, task = "prefill.s0.b0.matmul.attn_q", impl = "triton.matmul", lineage = #cplan.lineage<prefill, stage 0, block 0, "blk.0.attn_q">}
+    tmachine.view "i.c2" "last_row" %b1 -> %b2 signal %done.c2 {cmd = "c2", task = "prefill.s0.last_row.h_last", impl = "triton.last_row", lineage = #cplan.lineage<prefill, stage 0, "h_last">}
   }
 }
