@@ -76,15 +76,27 @@ def exits_on_interrupt(main: Callable[..., int]) -> Callable[..., int]:
         try:
             with interrupts_raise():
                 return main(*args, **kwargs)
-        except Interrupted as e:
+        except BaseException as e:
             if not had_host:
                 stop_stage_host()
-            print(f"error[interrupted]: interrupted by {signal.Signals(e.signum).name}; every stage was stopped and "
+            it = interrupt_of(e)
+            if it is None:
+                raise
+            print(f"error[interrupted]: interrupted by {signal.Signals(it.signum).name}; every stage was stopped and "
                   f"its shared memory released", file=sys.stderr)
-            return e.exit_status
-        except BaseException:
-            if not had_host:
-                stop_stage_host()
-            raise
+            return it.exit_status
 
     return wrapper
+
+
+def interrupt_of(e: BaseException) -> Interrupted | None:
+    """The :class:`Interrupted` ``e`` is, or the one it was raised from or while handling (a signal that
+    arrived inside an import or a library call that wraps what it catches, e.g. a ``RuntimeError``)."""
+    seen: set[int] = set()
+    x: BaseException | None = e
+    while x is not None and id(x) not in seen:
+        if isinstance(x, Interrupted):
+            return x
+        seen.add(id(x))
+        x = x.__cause__ or x.__context__
+    return None

@@ -166,6 +166,35 @@ def test_interrupted_command_prints_one_line_and_exits_128_plus_signal(capsys):
     assert command(signal.SIGINT) == 130
 
 
+def test_interrupt_wrapped_by_a_library_is_still_one_line(capsys):
+    """A signal that lands inside code which wraps what it catches (SIGTERM during an import raised
+    ``RuntimeError`` from ``Interrupted``: a CI flake printed a traceback) is still one ``error[interrupted]``
+    line and 128 + signal; an unrelated exception still propagates."""
+    from pipeplan.runtime.interrupts import exits_on_interrupt
+
+    @exits_on_interrupt
+    def command(sig):
+        try:
+            os.kill(os.getpid(), sig)
+            time.sleep(5)
+        except KeyboardInterrupt as e:
+            raise RuntimeError("class creation failed") from e
+        return 0
+
+    @exits_on_interrupt
+    def failing():
+        try:
+            raise ValueError("not a signal")
+        except ValueError as e:
+            raise RuntimeError("wrapped") from e
+
+    assert command(signal.SIGTERM) == 143
+    err = capsys.readouterr().err.splitlines()
+    assert len(err) == 1 and err[0].startswith("error[interrupted]: interrupted by SIGTERM")
+    with pytest.raises(RuntimeError, match="wrapped"):
+        failing()
+
+
 @pytest.mark.parametrize("value", ["0", "-1", "nan", "inf", "soon"])
 def test_bad_liveness_limit_is_a_typed_error(monkeypatch, value):
     """$PIPEPLAN_LIVENESS_S (or liveness_s) must be a finite number of seconds > 0: anything else is
