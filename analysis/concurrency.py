@@ -32,7 +32,9 @@ on C < S cores are slowed by S / C; two stages computing at once on two cores ea
 processes streaming weights from one memory do). Micro-batching
 (``micro_batches`` M, default ``min(N, S)``; the runtime's M is :func:`best_micro_batches`): at most M frames in flight; a decode frame carries the ready
 decoding sequences, first ready first, up to ``ceil(N / M)`` rows and costs :meth:`StageCosts.frame_cost` at its rows (``rows_s``: calibrated at :data:`BATCH_ROWS`); a prefill
-chunk of a new sequence travels as its own frame and counts as one of the M. M = N with no runtime term is
+chunk of a new sequence travels as its own frame and counts as one of the M. A decode row at KV position p
+costs :meth:`StageCosts.kv_extra` more than at the calibrated position (attention reads p + 1 cached rows;
+``kv_row_s``: the per-row kernels measured at the positions ``kv_pos``). M = N with no runtime term is
 the model above exactly. ``pipeplan calibrate`` (target cpu) measures ``rows_s`` and fits ``frame_s = orch_s``, ``contention``
 and ``wake_s`` on the local pipeline (:func:`pipeplan.tools.calibrate.measure_loop`);
 :func:`with_runtime_terms` reads them for a package compiled with that calibration.
@@ -103,12 +105,26 @@ class StageCosts:
     cores: int | None = None
     rows_s: tuple[tuple[float, ...], ...] = ()
     contention: float = 0.0
+    kv_pos: tuple[int, ...] = ()
+    kv_row_s: tuple[tuple[float, ...], ...] = ()
+    kv_ref_pos: float = 0.0
 
     @property
     def runtime_terms(self) -> bool:
         """Whether any term of the runtime model is set (``frame_s``, ``orch_s``, ``wake_s``, ``cores``,
-        ``contention``)."""
-        return bool(self.frame_s or self.orch_s or self.wake_s or self.contention or self.cores is not None)
+        ``contention``, the KV-position table ``kv_pos``)."""
+        return bool(self.frame_s or self.orch_s or self.wake_s or self.contention or self.cores is not None
+                    or self.kv_pos)
+
+    def kv_extra(self, stage: int, pos: int) -> float:
+        """Seconds one decode row at KV position ``pos`` costs stage ``stage`` more than a row at ``kv_ref_pos``
+        (where ``decode_s`` / ``rows_s`` were measured): ``kv_row_s[stage]`` (the per-row kernels' seconds at
+        the positions ``kv_pos``) interpolated linearly at ``pos`` minus at ``kv_ref_pos``, flat outside the
+        table; 0 without a table. Negative below ``kv_ref_pos``."""
+        if not self.kv_pos:
+            return 0.0
+        ys = self.kv_row_s[stage]
+        return _interp(self.kv_pos, ys, float(pos)) - _interp(self.kv_pos, ys, self.kv_ref_pos)
 
     def frame_cost(self, stage: int, rows: int) -> float:
         """Seconds of stage ``stage``'s work for a decode frame of ``rows`` rows (one row per sequence):
@@ -165,6 +181,17 @@ class StageCosts:
                                        or self.cores < 1):
             raise ConcurrencyError(f"stage costs: cores must be an integer >= 1 or None, got {self.cores!r}",
                                    code="invalid_request", where="cores")
+        kv_ok = (len(self.kv_row_s) == s and len(self.kv_pos) >= 1
+                 and all(isinstance(p, int) and not isinstance(p, bool) and p >= 0 for p in self.kv_pos)
+                 and list(self.kv_pos) == sorted(set(self.kv_pos))
+                 and all(len(r) == len(self.kv_pos) and all(isinstance(x, int | float) and math.isfinite(x) and x >= 0
+                                                            for x in r) for r in self.kv_row_s)
+                 and isinstance(self.kv_ref_pos, int | float) and math.isfinite(self.kv_ref_pos)
+                 and self.kv_ref_pos >= 0)
+        if (self.kv_pos or self.kv_row_s) and not kv_ok:
+            raise ConcurrencyError(f"stage costs: kv_pos must be ascending distinct positions >= 0 and kv_row_s hold, "
+                                   f"per stage ({s}), one finite number of seconds >= 0 per position; kv_ref_pos a "
+                                   f"position >= 0", code="invalid_request", where="kv_row_s")
         if self.rows_s and (len(self.rows_s) != s or any(
                 not 1 <= len(r) <= len(BATCH_ROWS)
                 or any(not isinstance(x, int | float) or not math.isfinite(x) or x < 0 for x in r)
@@ -210,6 +237,17 @@ class ConcurrentPrediction:
         d.pop("token_times")
         d["stage_utilisation"] = list(self.stage_utilisation)
         return d
+
+
+def _interp(xs: Sequence[int], ys: Sequence[float], x: float) -> float:
+    """``ys`` at ``x`` by linear interpolation over the ascending ``xs``, flat outside them."""
+    if x <= xs[0]:
+        return float(ys[0])
+    for i in range(1, len(xs)):
+        if x <= xs[i]:
+            f = (x - xs[i - 1]) / (xs[i] - xs[i - 1])
+            return float(ys[i - 1] + f * (ys[i] - ys[i - 1]))
+    return float(ys[-1])
 
 
 def _percentile(xs: Sequence[float], q: float) -> float:
@@ -421,7 +459,7 @@ def simulate_frames(costs: StageCosts, n_sequences: int, prompt_tokens: int, dec
     done_frames = [0] * n_sequences  # frames of each sequence that came back
     tokens: list[list[float]] = [[] for _ in range(n_sequences)]
     busy = [0.0] * s_count
-    frames: list[tuple[bool, tuple[int, ...]]] = []  # (prefill, sequences)
+    frames: list[tuple[bool, tuple[int, ...], tuple[int, ...]]] = []  # (prefill, sequences, decode KV positions)
     queue: list[collections.deque[int]] = [collections.deque() for _ in range(s_count + 1)]
     taken = [False] * (s_count + 1)  # a frame is waking up or running on the server
     active: dict[int, list[float]] = {}  # server -> [remaining work, frame, wall start]
@@ -432,10 +470,13 @@ def simulate_frames(costs: StageCosts, n_sequences: int, prompt_tokens: int, dec
     ARRIVE, START, ADMIT = 0, 1, 2
 
     def work(server: int, f: int) -> float:
-        prefill, seqs = frames[f]
+        prefill, seqs, pos = frames[f]
         if server == orch:
             return costs.orch_s
-        return costs.frame_s + (costs.prefill_s[server] if prefill else costs.frame_cost(server, len(seqs)))
+        if prefill:
+            return costs.frame_s + costs.prefill_s[server]
+        step = costs.frame_cost(server, len(seqs)) + sum(costs.kv_extra(server, p) for p in pos)
+        return costs.frame_s + max(0.0, step)
 
     def hop(server: int, f: int) -> float:
         return (costs.prefill_hop_s if frames[f][0] else costs.decode_hop_s)[server]
@@ -457,7 +498,9 @@ def simulate_frames(costs: StageCosts, n_sequences: int, prompt_tokens: int, dec
                 seqs = [x for x in ready if done_frames[x] >= chunks][:per_frame]
                 for x in seqs:
                     ready.remove(x)
-            frames.append((done_frames[seqs[0]] < chunks, tuple(seqs)))
+            prefill = done_frames[seqs[0]] < chunks
+            frames.append((prefill, tuple(seqs),
+                           () if prefill else tuple(prompt_tokens + done_frames[x] - chunks for x in seqs)))
             in_flight += 1
             f = len(frames) - 1
             heapq.heappush(ev, (t + hop(0, f), next(order), ARRIVE, 0, f))
@@ -637,7 +680,8 @@ def runtime_section(table: Mapping[str, Any], stages: int) -> dict[str, Any]:
 
 def with_runtime_terms(costs: StageCosts, evidence: str) -> StageCosts:
     """``costs`` with the runtime terms of the first ``measured:TABLE`` provider of ``evidence`` (a package's
-    evidence identity) for its stage count: ``rows_s`` from ``frame_rows_s``, ``frame_s`` / ``orch_s`` /
+    evidence identity) for its stage count: ``rows_s`` from ``frame_rows_s``, ``kv_pos`` / ``kv_row_s`` /
+    ``kv_ref_pos`` from the same names, ``frame_s`` / ``orch_s`` /
     ``wake_s`` / ``cores`` / ``contention`` (0 when absent) from ``loop``. Unchanged when the table is unreadable or has no such section (the
     costs then predict the pipeline without its runtime; ``evidence`` says which was used)."""
     path = next((p[len("measured:"):] for p in evidence.split(",") if p.startswith("measured:")), None)
@@ -654,6 +698,15 @@ def with_runtime_terms(costs: StageCosts, evidence: str) -> StageCosts:
             and list(sec.get("frame_rows", []))[:len(rows[0])] == list(BATCH_ROWS[:len(rows[0])])):
         try:
             cand = dataclasses.replace(out, rows_s=tuple(tuple(float(x) for x in r) for r in rows))
+            cand.check()
+            out = cand
+        except (TypeError, ValueError, ConcurrencyError):
+            pass
+    if isinstance(sec.get("kv_pos"), list) and isinstance(sec.get("kv_row_s"), list):
+        try:
+            cand = dataclasses.replace(out, kv_pos=tuple(int(p) for p in sec["kv_pos"]),
+                                       kv_row_s=tuple(tuple(float(x) for x in r) for r in sec["kv_row_s"]),
+                                       kv_ref_pos=float(sec.get("kv_ref_pos", 0.0)))
             cand.check()
             out = cand
         except (TypeError, ValueError, ConcurrencyError):

@@ -622,6 +622,8 @@ def measure_cpu(plan_module, model: str | Path, *, pool: str | Path | None = Non
             pos += 1
     frame_rows = _measure_frame_rows(stages, exs_rows=rows, klog=klog, argmax=argmax, samples=samples,
                                      cmd_task=cmd_task, key_of=key_of, repeats=max(7, 2 * repeats), np=np)
+    kv_pos = kv_positions(prompt_len, tokens, L)
+    kv_rows = _measure_kv_rows(stages, kv_pos, klog=klog, repeats=max(7, 2 * repeats), np=np)
     # transfers: the ring hops of the plan's frame sizes
     transfer = {key_of(t): t for t in tasks.values() if t.op.data in ("send", "recv")}
     hops = measure_hops(sorted({int(t.nbytes_read + t.nbytes_written) // 2 or 1
@@ -651,7 +653,9 @@ def measure_cpu(plan_module, model: str | Path, *, pool: str | Path | None = Non
                        "prompts": list(prompts), "statistic": "10%-trimmed mean of the charged seconds; hops: "
                        "median round trip / 2 of the local shared-memory rings"},
             "transport": {"kind": "shm_ring", "hops": hops},
-            "runtime": {str(n): {"frame_rows": list(BATCH_ROWS[:len(frame_rows[0])]), "frame_rows_s": frame_rows}},
+            "runtime": {str(n): {"frame_rows": list(BATCH_ROWS[:len(frame_rows[0])]), "frame_rows_s": frame_rows,
+                                 "kv_pos": kv_pos, "kv_row_s": kv_rows,
+                                 "kv_ref_pos": prompt_len + (tokens - 1) / 2}},
             "entries": sorted(entries, key=lambda e: e["key"])}
 
 
@@ -715,6 +719,51 @@ def _measure_frame_rows(stages: Sequence[Any], *, exs_rows: int, klog: list[Any]
             row.append(max(total, statistics.median(xs) + r * per_row) if xs else total * r)
         out.append(row)
     return out
+
+
+def kv_positions(prompt_len: int, tokens: int, max_seq_len: int) -> list[int]:
+    """KV positions :func:`_measure_kv_rows` measures: the calibrated decode positions' first and one past their
+    last (``prompt_len``, ``prompt_len + tokens``), then powers of two up to the last position
+    ``max_seq_len - 1`` (included), at most 10."""
+    last = max(0, max_seq_len - 1)
+    pos = {min(prompt_len, last), min(prompt_len + tokens, last), last}
+    p = 1
+    while p < last:
+        if p > prompt_len + tokens:
+            pos.add(p)
+        p *= 2
+    out = sorted(pos)
+    while len(out) > 10:  # thin the middle, keep both ends
+        out.pop(len(out) // 2)
+    return out
+
+
+def _measure_kv_rows(stages: Sequence[Any], positions: Sequence[int], *, klog: list[Any], repeats: int,
+                     np: Any) -> list[list[float]]:
+    """Per stage, the seconds of the ``attention`` kernels of one decode row at each KV position of
+    ``positions`` (the decode step run stage after stage at that position, the kernels charged as
+    :func:`measure_cpu` charges them; median of ``repeats`` runs after one warm-up). The KV cache rows
+    written there are scratch (calibration only)."""
+    clock = time.perf_counter
+    got_s: list[list[list[float]]] = [[[] for _ in positions] for _ in stages]
+    for rep in range(repeats + 1):
+        for j, pos in enumerate(positions):
+            x: Any = np.asarray([1 + (7 * j) % 13], dtype=np.int64)
+            for s, (_steps, exs, last) in enumerate(stages):
+                ex = exs["decode"]
+                k0 = len(klog)
+                ex.n_past = pos
+                t0 = clock()
+                y = ex.forward(x, pos, last_only=last)
+                prev, secs = t0, 0.0
+                for name, _, end in klog[k0:]:
+                    if name == "attention":
+                        secs += end - prev
+                    prev = end
+                if rep:
+                    got_s[s][j].append(secs)
+                x = y if last else np.array(y, copy=True)
+    return [[statistics.median(xs) for xs in per] for per in got_s]
 
 
 LOOP_TOKENS = 24

@@ -13,7 +13,8 @@ shared-memory ring hop per frame size (:func:`pipeplan.tools.calibrate.measure_c
 reference`` replays the package with the torch kernels and charges every command of the measured
 timeline (:func:`pipeplan.tools.calibrate.measure_runtime`). Either way: one entry per EstimateRequest
 key (``op|dtypes|shape``) of the plan, kernels and hops. The cpu target also records, under
-``runtime.<S>``, each stage's decode frame cost at 1/2/4/8 rows (``frame_rows_s``) and, unless
+``runtime.<S>``, each stage's decode frame cost at 1/2/4/8 rows (``frame_rows_s``), a decode row's
+attention at KV positions from the calibrated ones to the last (``kv_pos``, ``kv_row_s``, ``kv_ref_pos``) and, unless
 ``--no-loop``, the runtime's own costs measured on the local pipeline of the plan
 (:func:`pipeplan.tools.calibrate.measure_loop`: 1 and 2 S + 1 sequences; the fitted wake-up and per-frame
 terms of :mod:`pipeplan.analysis.concurrency`). The table (``pipeplan-kernel-timings/1``) goes to

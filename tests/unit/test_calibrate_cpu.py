@@ -162,7 +162,7 @@ def test_compare_a_throughput_measurement(cpu_pkg, tmp_path, capsys):
 
 def test_calibration_records_batched_frames_and_the_pipeline_loop(cpu_calibrated):
     """AB-C-2: the cpu calibration of 2 stages also holds, per stage, a decode frame's cost at 1, 2, 4, 8
-    rows (never below one row's) and the runtime's own terms fitted on the local pipeline of the plan
+    rows (never below one row's), a decode row's attention at KV positions up to the last, and the runtime's own terms fitted on the local pipeline of the plan
     (1 and 2 S + 1 = 5 sequences measured, on this machine's cores)."""
     from pipeplan.runtime.backends import usable_cores
 
@@ -172,6 +172,10 @@ def test_calibration_records_batched_frames_and_the_pipeline_loop(cpu_calibrated
     assert len(sec["frame_rows_s"]) == 2
     for row in sec["frame_rows_s"]:
         assert len(row) == 4 and row[0] > 0 and all(x >= row[0] for x in row)
+    # attention per decode row at KV positions from the calibrated ones (8 .. 8 + 2) to the last (31)
+    assert sec["kv_pos"] == [8, 10, 16, 31] and sec["kv_ref_pos"] == 8.5
+    assert len(sec["kv_row_s"]) == 2 and all(len(r) == 4 and min(r) > 0 for r in sec["kv_row_s"])
+    assert sum(r[-1] for r in sec["kv_row_s"]) > sum(r[0] for r in sec["kv_row_s"])
     loop = sec["loop"]
     assert loop["sequences"] == 5 and loop["cores"] == usable_cores()
     assert loop["rate_one_tok_s"] > 0 and loop["rate_busy_tok_s"] > 0
@@ -195,6 +199,7 @@ def test_readme_flow_compile_parallel_then_compare_a_bench_document(cpu_calibrat
     loop = doc["runtime"]["2"]["loop"]
     assert (costs.frame_s, costs.wake_s, costs.cores) == (loop["frame_s"], loop["wake_s"], loop["cores"])
     assert costs.rows_s == tuple(tuple(r) for r in doc["runtime"]["2"]["frame_rows_s"])
+    assert costs.kv_pos == tuple(doc["runtime"]["2"]["kv_pos"]) and costs.kv_ref_pos == 8.5
     want = predict_concurrent(pkg, 4, 8, 32, micro_batches=2)
     rows = [{"n_sequences": 4, "stages": 2, "micro_batches": 2, "aggregate_tok_s": want.aggregate_tok_s / 1.1,
              "p50_s": want.per_token_p50_s, "p99_s": want.per_token_p99_s, "prompt_tokens": 8, "decode_tokens": 32},

@@ -351,3 +351,53 @@ def test_spinning_consumers_pay_no_wake_up():
     assert wide.token_times == wide_free.token_times  # 8 cores: the consumers spin, wake_s never counts
     with pytest.raises(ValueError):
         consumers_spin(0, 1, 2)
+
+
+def test_a_decode_row_costs_more_at_a_later_kv_position():
+    """AB-T-2: with a KV-position table (``kv_row_s`` at ``kv_pos``, calibrated at ``kv_ref_pos``) a decode row
+    at position p costs the table at p minus the table at the reference more (linear between the measured
+    positions, flat outside); one sequence's token gaps then grow by exactly that, and the N-sequence rate
+    of a long decode falls below the short one's."""
+    import dataclasses
+
+    t = 1e-3
+    base = StageCosts((t,), (0.0,), (t,), (0.0,), prefill_rows=4)
+    kv = dataclasses.replace(base, kv_pos=(4, 104, 1004), kv_row_s=((1e-4, 2.1e-3, 3.1e-3),), kv_ref_pos=4.0)
+    assert kv.kv_extra(0, 4) == 0.0 and kv.kv_extra(0, 0) == 0.0
+    assert kv.kv_extra(0, 54) == pytest.approx(1e-3) and kv.kv_extra(0, 554) == pytest.approx(2.5e-3)
+    assert kv.kv_extra(0, 5000) == pytest.approx(3e-3)
+    below = dataclasses.replace(kv, kv_ref_pos=54.0)
+    assert below.kv_extra(0, 4) == pytest.approx(-1e-3)
+    one = predict_concurrent(kv, 1, 4, 40)
+    gaps = [b - a for a, b in zip(one.token_times[0], one.token_times[0][1:], strict=False)]
+    # token k + 1 comes out of the decode frame of token k, fed at position 4 + k
+    assert gaps == pytest.approx([t + 2e-5 * k for k in range(39)], rel=1e-9)
+    plain = dataclasses.replace(base, frame_s=0.0, cores=None)
+    assert predict_concurrent(plain, 1, 4, 40).per_token_p50_s == pytest.approx(t)
+    short, long = (predict_concurrent(kv, 4, 4, d).aggregate_tok_s for d in (8, 400))
+    assert long < 0.5 * short
+
+
+def test_kv_position_tables_are_checked_and_read_from_the_calibration(tmp_path):
+    """A KV-position table out of shape is ConcurrencyError(invalid_request) at ``kv_row_s``; a calibration's
+    ``runtime.<S>`` section gives the table to a package's costs (with_runtime_terms), a malformed one is
+    left out."""
+    import dataclasses
+
+    from pipeplan.analysis.concurrency import with_runtime_terms
+
+    base = StageCosts.uniform(2, 1e-3)
+    for bad in (dict(kv_pos=(8, 4), kv_row_s=((1.0, 2.0),) * 2), dict(kv_pos=(4,), kv_row_s=((1.0,),)),
+                dict(kv_pos=(4, 8), kv_row_s=((1.0, -2.0),) * 2), dict(kv_row_s=((1.0,),) * 2),
+                dict(kv_pos=(4,), kv_row_s=((1.0,),) * 2, kv_ref_pos=math.nan)):
+        with pytest.raises(ConcurrencyError) as ei:
+            predict_concurrent(dataclasses.replace(base, **bad), 2, 1, 4)
+        assert ei.value.code == "invalid_request" and ei.value.where == "kv_row_s"
+    table = tmp_path / "t.json"
+    sec = {"kv_pos": [8, 16, 64], "kv_row_s": [[1e-5, 2e-5, 8e-5], [1e-5, 1e-5, 1e-5]], "kv_ref_pos": 11.5}
+    table.write_text(json.dumps({"runtime": {"2": sec}}))
+    got = with_runtime_terms(base, f"measured:{table},roofline")
+    assert got.kv_pos == (8, 16, 64) and got.kv_row_s[0] == (1e-5, 2e-5, 8e-5) and got.kv_ref_pos == 11.5
+    sec["kv_row_s"] = [[1e-5, 2e-5]]
+    table.write_text(json.dumps({"runtime": {"2": sec}}))
+    assert with_runtime_terms(base, f"measured:{table}").kv_pos == ()
