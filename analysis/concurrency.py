@@ -34,7 +34,7 @@ processes streaming weights from one memory do). Micro-batching
 decoding sequences, first ready first, up to ``ceil(N / M)`` rows and costs :meth:`StageCosts.frame_cost` at its rows (``rows_s``: calibrated at :data:`BATCH_ROWS`); a prefill
 chunk of a new sequence travels as its own frame and counts as one of the M. A decode row at KV position p
 costs :meth:`StageCosts.kv_extra` more than at the calibrated position (attention reads p + 1 cached rows;
-``kv_row_s``: the per-row kernels measured at the positions ``kv_pos``). M = N with no runtime term is
+``kv_row_s``: one row's attention measured at the positions ``kv_pos``). M = N with no runtime term is
 the model above exactly. ``pipeplan calibrate`` (target cpu) measures ``rows_s`` and fits ``frame_s = orch_s``, ``contention``
 and ``wake_s`` on the local pipeline (:func:`pipeplan.tools.calibrate.measure_loop`);
 :func:`with_runtime_terms` reads them for a package compiled with that calibration.
@@ -118,7 +118,7 @@ class StageCosts:
 
     def kv_extra(self, stage: int, pos: int) -> float:
         """Seconds one decode row at KV position ``pos`` costs stage ``stage`` more than a row at ``kv_ref_pos``
-        (where ``decode_s`` / ``rows_s`` were measured): ``kv_row_s[stage]`` (the per-row kernels' seconds at
+        (where ``decode_s`` / ``rows_s`` were measured): ``kv_row_s[stage]`` (one decode row's attention seconds at
         the positions ``kv_pos``) interpolated linearly at ``pos`` minus at ``kv_ref_pos``, flat outside the
         table; 0 without a table. Negative below ``kv_ref_pos``."""
         if not self.kv_pos:
