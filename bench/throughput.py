@@ -20,6 +20,8 @@ Figures per row (``agg_tok_s`` and ``predicted_agg_tok_s`` by the same estimator
 sequences):
 
 * ``agg_tok_s`` / ``predicted_agg_tok_s`` / ``error``: measured, predicted, (predicted - measured) / measured;
+  ``predicted_no_kv_agg_tok_s`` / ``error_no_kv``: the same prediction without the calibration's KV-position
+  term (:meth:`~pipeplan.analysis.concurrency.StageCosts.kv_extra`), to show what it changes;
 * ``window_tok_s``: tokens every sequence received while all N decode (last first token -> first last token)
   over that window;
 * ``overall_tok_s``: all generated tokens over the makespan; ``p50_ms`` / ``p99_ms``: per-token latency;
@@ -175,6 +177,9 @@ def measure(model: Path, stages: int, parallel: int, backend: str, *, prompt_tok
         source = ray_hop_costs(stage_costs(compiled.package, prefill_rows=prompt_tokens), ray_hops)
     p = predict_concurrent(source, parallel, prompt_tokens, decode_tokens, prefill_rows=prompt_tokens,
                            micro_batches=m)
+    costs = stage_costs(source, prefill_rows=prompt_tokens)
+    flat = (predict_concurrent(dataclasses.replace(costs, kv_pos=(), kv_row_s=()), parallel, prompt_tokens,
+                               decode_tokens, micro_batches=m).aggregate_tok_s if costs.kv_pos else None)
     if ray_hops is not None:
         p = dataclasses.replace(p, evidence=f"{p.evidence} + Ray hops measured (same node "
                                             f"{ray_hops['same'] * 1e6:.0f} us, cross node {ray_hops['cross'] * 1e6:.0f} us)")
@@ -182,6 +187,8 @@ def measure(model: Path, stages: int, parallel: int, backend: str, *, prompt_tok
             "micro_batch_choice": None if choice is None else choice.to_json(),
             "predicted_agg_tok_s": p.aggregate_tok_s, "predicted_p50_ms": 1e3 * p.per_token_p50_s,
             "error": (p.aggregate_tok_s - best["agg_tok_s"]) / best["agg_tok_s"] if best["agg_tok_s"] else None,
+            "predicted_no_kv_agg_tok_s": flat,
+            "error_no_kv": (flat - best["agg_tok_s"]) / best["agg_tok_s"] if flat and best["agg_tok_s"] else None,
             "evidence": p.evidence, "package": str(compiled.package),
             # pipeplan-throughput/1 fields (pipeplan compare)
             "n_sequences": parallel, "aggregate_tok_s": best["agg_tok_s"], "p50_s": best["p50_ms"] / 1e3,
@@ -276,6 +283,10 @@ def main(argv: list[str] | None = None) -> int:
     if errs:
         print(f"prediction error of aggregate tok/s: max {max(errs):.1%}, mean {sum(errs) / len(errs):.1%} "
               f"over {len(errs)} rows")
+    flat = [abs(r["error_no_kv"]) for r in rows if r.get("error_no_kv") is not None]
+    if flat:
+        print(f"  without the KV-position term (every decode row at the calibrated position): max {max(flat):.1%}, "
+              f"mean {sum(flat) / len(flat):.1%} over {len(flat)} rows")
     for s, line in evidence_lines.items():
         print(f"S={s}: {line}")
     name = "throughput.json" if a.model == "stories" else f"throughput-{Path(str(model)).stem if a.model not in MODELS else a.model}.json"
