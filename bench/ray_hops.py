@@ -48,7 +48,7 @@ from _ray_cluster import compiled_stages, ray_cluster  # noqa: E402
 from decode import MODEL, PROMPT  # noqa: E402
 
 MB = 1024 * 1024
-TRANSPORTS = ("auto", "channel", "actor")
+TRANSPORTS = ("auto", "channel", "socket", "actor")
 CG = "compiled graph"
 WAITS = ("backoff", "spin")
 
@@ -66,15 +66,18 @@ class Echo:
     in either mode; a thread sends every frame received on ``in`` back on ``out``."""
 
     def __init__(self, transport, node_id: str):
-        from pipeplan.runtime.ray_backend import _ChannelInbox, _Inbox, _OutChannel
+        from pipeplan.runtime.ray_backend import _ChannelInbox, _Inbox, _Listener, _OutChannel, _SocketInbox
 
         self.tr, self.node_id = transport, node_id
         slots = transport.routes["in"].ring_spec.slots
         self._inbox, self._chan_inbox, self._out_chan = _Inbox(), _ChannelInbox(slots, transport.wait), _OutChannel()
+        self._sock_inbox, self._out_sock = _SocketInbox(), _Listener()
         self._outbox: queue.Queue = queue.Queue(maxsize=slots)
         self._stop = threading.Event()
-        transport.attach("in", self._chan_inbox if transport.edge_mode("in") == "channel" else self._inbox)
-        transport.attach("out", self._out_chan if transport.edge_mode("out") == "channel" else self._outbox)
+        transport.attach("in", {"channel": self._chan_inbox, "socket": self._sock_inbox}.get(
+            transport.edge_mode("in"), self._inbox))
+        transport.attach("out", {"channel": self._out_chan, "socket": self._out_sock}.get(
+            transport.edge_mode("out"), self._outbox))
         threading.Thread(target=self._loop, daemon=True).start()
 
     def _loop(self) -> None:
@@ -107,6 +110,12 @@ class Echo:
 
     def accept_channel(self, edge_id, chan, ack_reader, ack_node):
         return self._chan_inbox.accept(chan, ack_reader, ack_node)
+
+    def socket_address(self, edge_id):
+        return self._sock_inbox.address()
+
+    def out_socket_address(self, edge_id):
+        return self._out_sock.address()
 
     def out_channel(self, edge_id, wait_s):
         return self._out_chan.wait(wait_s)
