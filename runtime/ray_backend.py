@@ -890,9 +890,10 @@ class _StreamBroken(Exception):
 
 class _Stream:
     """One connected TCP stream of a socket edge (``TCP_NODELAY``): whole frames from producer to consumer, and
-    the consumer's cumulative taken-count (:data:`_ACK`) back per frame taken. A read waits in ``poll`` (no CPU)
-    and then reads the whole message; a send writes the whole message (it waits only while a frame larger than the
-    socket buffers is being read by its consumer). Raises :class:`_StreamBroken` when the other end is gone."""
+    the consumer's cumulative taken-count (:data:`_ACK`) back per frame taken. A read waits in ``poll`` (no CPU),
+    then takes what has arrived into a buffer (one ``recv`` for a small frame) until the message is whole; a send
+    writes the whole message (it waits only while a frame larger than the socket buffers is being read by its
+    consumer). Raises :class:`_StreamBroken` when the other end is gone."""
 
     def __init__(self, sock: socket.socket):
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
@@ -900,6 +901,8 @@ class _Stream:
         self.sock = sock
         self._poll = select.poll()
         self._poll.register(sock, select.POLLIN)
+        self._buf = bytearray()
+        self._pos = 0
         self._acks = bytearray()
         self._lock = threading.Lock()
         self.acked = 0
@@ -907,18 +910,25 @@ class _Stream:
     def _readable(self, timeout: float | None) -> bool:
         return bool(self._poll.poll(None if timeout is None else max(0, int(timeout * 1000 + 0.999))))
 
-    def _read_exact(self, n: int) -> bytearray:
-        buf = bytearray(n)
-        view, got = memoryview(buf), 0
+    def _fill(self, need: int) -> None:
+        """Read until ``need`` unread bytes are buffered."""
+        if self._pos and (self._pos == len(self._buf) or self._pos > 1 << 20):
+            del self._buf[:self._pos]
+            self._pos = 0
         try:
-            while got < n:
-                k = self.sock.recv_into(view[got:])
-                if k == 0:
+            while len(self._buf) - self._pos < need:
+                chunk = self.sock.recv(max(1 << 16, need - (len(self._buf) - self._pos)))
+                if not chunk:
                     raise _StreamBroken("connection closed by the producer")
-                got += k
+                self._buf += chunk
         except OSError as e:
             raise _StreamBroken(f"{type(e).__name__}: {e}") from None
-        return buf
+
+    def _take(self, n: int) -> bytearray:
+        self._fill(n)
+        out = self._buf[self._pos:self._pos + n]
+        self._pos += n
+        return out
 
     def write_frame(self, frame: Frame) -> None:
         wire = _encode(frame)
@@ -930,10 +940,10 @@ class _Stream:
 
     def read_frame(self, timeout: float | None) -> Frame | None:
         """The next frame, or None when none starts within ``timeout`` s (None: forever)."""
-        if not self._readable(timeout):
+        if len(self._buf) == self._pos and not self._readable(timeout):
             return None
-        n, kind = _MSG.unpack(self._read_exact(_MSG.size))
-        body = self._read_exact(n)
+        n, kind = _MSG.unpack(self._take(_MSG.size))
+        body = self._take(n)
         return _decode(body) if kind == 0 else pickle.loads(body)
 
     def write_ack(self, taken: int) -> None:
@@ -1099,8 +1109,7 @@ class _SocketSend(SendEndpoint):
                 return False
             stream = self._stream
             assert stream is not None
-            stream.read_acks(0)
-            while self.sent - stream.acked >= self.slots:
+            while self.sent - stream.acked >= self.slots:  # acks are read only when the credits run out
                 left = _left(deadline)
                 if left is not None and left <= 0:
                     return False
