@@ -22,7 +22,8 @@ once per ``--waits`` entry (how a channel read waits: ``backoff``, the default, 
 - **relay chain**: the loop of a token through ``--stages`` stages without their work: driver -> a relay actor
   on each of ``n0..n{k-1}`` -> driver, each relay passing the frame on as it arrives (:func:`bench_chain`; Compiled
   Graph: ``InputNode -> relay0.echo -> ... -> relay{k-1}.echo``). Per edge: round trip / (k + 1); relay: a relay's
-  median time from its receive's return to its send's return (what a stage pays per frame besides its work).
+  median time from its receive's return to its send's return; relay CPU: the CPU a relay's process uses per frame
+  (every thread; what a stage pays per frame besides its work).
 - **wait CPU**: CPU-s/s of the echo actor's process while it waits on its inbound edge with nothing sent, and of
   the driver waiting on the return edge (1 s each): what a waiting read takes from the computing stages.
 - **decode**: the model over ``--stages`` stage actors on ``n0..n{k-1}`` (greedy, one thread per stage),
@@ -100,6 +101,10 @@ class Echo:
                 while not tx.send(f, timeout=0.05) and not self._stop.is_set():
                     pass
                 self._turn.append(time.perf_counter() - t0)
+
+    def cpu(self) -> float:
+        """CPU seconds this actor's process has used (every thread: the relay's, Ray's)."""
+        return time.process_time()
 
     def turnaround(self, skip: int) -> float:
         """Median seconds from a receive's return to its send's return, over the frames after the first ``skip``."""
@@ -204,8 +209,9 @@ def bench_chain(mode: str, wait: str, ids: dict[str, str], nodes: list[str], n_e
     ``nodes[i]``, Ray node ``ids[nodes[i]]``) and the last one back to the driver, every edge over ``mode``'s
     endpoints (``auto``: as a run places them). Returns the median round trip over ``n`` frames after a
     warm-up (``loop_us``: what a token's loop through S stages pays besides the stages' work), its share per
-    edge (``per_hop_us``: loop / (S + 1) edges) and the relays' median receive-return -> send-return
-    (``turnaround_us``)."""
+    edge (``per_hop_us``: loop / (S + 1) edges), the relays' median receive-return -> send-return
+    (``turnaround_us``), and the CPU per frame of a relay's process (``relay_cpu_us``: median over relays) and of
+    the driver's (``driver_cpu_us``), every thread counted, over the timed frames."""
     import ray
     from pipeplan.plan_types import ObjectSpec, RingSpec
     from pipeplan.runtime.ray_backend import RayTransport, RunScope, edge_transports, start_driver_proxy
@@ -245,7 +251,11 @@ def bench_chain(mode: str, wait: str, ids: dict[str, str], nodes: list[str], n_e
 
         for i in range(warm):
             once(i)
+        cpu0, d0 = ray.get([r.cpu.remote() for r in relays]), time.process_time()
         loops = sorted(once(warm + i) for i in range(n))
+        driver_cpu = (time.process_time() - d0) / n
+        relay_cpu = statistics.median(b - a for a, b in zip(cpu0, ray.get([r.cpu.remote() for r in relays]),
+                                                             strict=True)) / n
         turn = statistics.median(ray.get([r.turnaround.remote(warm) for r in relays]))
     finally:
         ray.get([r.stop.remote() for r in relays])
@@ -256,7 +266,8 @@ def bench_chain(mode: str, wait: str, ids: dict[str, str], nodes: list[str], n_e
             ray.kill(proxy)
     loop = statistics.median(loops)
     return {"loop_us": loop * 1e6, "loop_p90_us": loops[int(0.9 * len(loops))] * 1e6, "per_hop_us": loop * 1e6 / (k + 1),
-            "turnaround_us": turn * 1e6, "relays": k, "n": n, "payload_bytes": int(x.nbytes)}
+            "turnaround_us": turn * 1e6, "relay_cpu_us": relay_cpu * 1e6, "driver_cpu_us": driver_cpu * 1e6,
+            "relays": k, "n": n, "payload_bytes": int(x.nbytes)}
 
 
 def bench_compiled_chain(ids: dict[str, str], nodes: list[str], n_embd: int, n: int) -> dict:
@@ -442,7 +453,8 @@ def main(argv: list[str] | None = None) -> int:
     print(f"relay chain: driver -> {args.stages} relay actors on {', '.join(nodes)} -> driver ({args.stages + 1} edges); "
           f"per edge: median over rounds of (median round trip / {args.stages + 1}); relay: receive-return -> "
           f"send-return")
-    print("| model | relays | " + " | ".join(f"{m} per edge us (loop us, relay us)" for m in hop_labels) + " |")
+    print("| model | relays | " + " | ".join(f"{m} per edge us (loop us, relay us, relay CPU us)" for m in hop_labels)
+          + " |")
     print("|---|---|" + "---|" * len(hop_labels))
     chain_summary = []
     for name in dict.fromkeys(c["model"] for c in chains):
@@ -452,11 +464,14 @@ def main(argv: list[str] | None = None) -> int:
             row[m] = {"per_hop_us": statistics.median(r["per_hop_us"] for r in rs),
                       "loop_us": statistics.median(r["loop_us"] for r in rs),
                       "turnaround_us": None if m == CG else statistics.median(r["turnaround_us"] for r in rs),
+                      "relay_cpu_us": None if m == CG else statistics.median(r["relay_cpu_us"] for r in rs),
+                      "driver_cpu_us": None if m == CG else statistics.median(r["driver_cpu_us"] for r in rs),
                       "round_loops_us": [r["loop_us"] for r in rs]}
         chain_summary.append({"model": name, "relays": args.stages, "transports": row})
         print(f"| {name} | {args.stages} | " + " | ".join(
             f"{row[m]['per_hop_us']:.0f} ({row[m]['loop_us']:.0f}"
-            + ("" if row[m]["turnaround_us"] is None else f", {row[m]['turnaround_us']:.0f}") + ")"
+            + ("" if row[m]["turnaround_us"] is None else
+               f", {row[m]['turnaround_us']:.0f}, {row[m]['relay_cpu_us']:.0f}") + ")"
             for m in hop_labels) + " |")
     print()
     print("| model | hop | " + " | ".join(f"{m} wait CPU-s/s (consumer, driver)" for m in hop_labels) + " |")
