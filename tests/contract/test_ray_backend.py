@@ -718,3 +718,83 @@ def test_unreachable_address_fails_fast_for_api_users():
     assert e.value.code == "ray_unavailable" and f"127.0.0.1:{port}" in e.value.message
     probe_ray_address("auto")  # not HOST:PORT: left to ray.init
     probe_ray_address(None)
+
+
+# --------------------------------------------------------------------------- socket edges
+def _tcp_pair():
+    import socket
+
+    srv = socket.create_server(("127.0.0.1", 0))
+    a = socket.create_connection(srv.getsockname()[:2])
+    b, _ = srv.accept()
+    srv.close()
+    return a, b
+
+
+def test_socket_stream_keeps_every_field_and_counts_acks():
+    """Issue 14 item 3 (socket edges): a stream carries frames whole and in order with every field as sent (DATA as
+    raw bytes: segments, slot, dtype, shape, a frame larger than the socket buffers; RESET with its sampler and
+    SHUTDOWN pickled), a read that finds nothing within its timeout takes nothing, the consumer's acks reach the
+    producer as its cumulative taken count, and a closed end is ``_StreamBroken`` (never a partial frame)."""
+    from pipeplan.runtime.ray_backend import _Stream, _StreamBroken
+    from pipeplan.runtime.transport import SHUTDOWN
+
+    a, b = _tcp_pair()
+    tx, rx = _Stream(a), _Stream(b)
+    frames = [Frame(DATA, 7, 5, np.arange(8, dtype=np.float32).reshape(2, 4), None, 3),
+              Frame(RESET, 8, 0, None, SamplerParams(0.5, 3, 0.9, 11), 2),
+              Frame(DATA, 2, 0, np.array([5, 6, 7], np.int32), None, 1, (Segment(2, 1, 0, 1), Segment(9, 3, 40, 2))),
+              Frame(DATA, 1, 9, np.random.default_rng(0).standard_normal((512, 640)).astype(np.float32), None, 0),
+              Frame(SHUTDOWN)]
+    writer = threading.Thread(target=lambda: [tx.write_frame(f) for f in frames])
+    writer.start()
+    got = [rx.read_frame(10.0) for _ in frames]
+    writer.join(10.0)
+    for f, g in zip(frames, got, strict=True):
+        assert type(g) is Frame and all(getattr(g, k) == getattr(f, k) for k in Frame._fields if k != "array")
+        assert (f.array is None and g.array is None) or (np.array_equal(g.array, f.array) and
+                                                         g.array.dtype == f.array.dtype and g.array.flags.writeable)
+    t0 = time.monotonic()
+    assert rx.read_frame(0.1) is None and time.monotonic() - t0 >= 0.09
+    rx.write_ack(1)
+    rx.write_ack(2)
+    deadline = time.monotonic() + 5.0
+    while tx.acked < 2 and time.monotonic() < deadline:
+        tx.read_acks(0.5)
+    assert tx.acked == 2
+    a.close()
+    with pytest.raises(_StreamBroken):
+        rx.read_frame(5.0)
+    b.close()
+
+
+@ray.remote(num_cpus=0)
+class _NoListener:
+    """A consumer whose socket edge address has nothing listening on it."""
+
+    def socket_address(self, edge_id):
+        import socket
+
+        s = socket.create_server(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+        s.close()
+        return "127.0.0.1", port
+
+
+def test_unreachable_socket_edge_is_endpoint_error(cluster):
+    """Issue 14 item 3: a socket edge whose consumer's address accepts no connection is an EndpointError naming the
+    edge and the way out (``PIPEPLAN_RAY_TRANSPORT=actor``), not a hang or a traceback from the socket layer."""
+    spec = ObjectSpec("activation", "f32", 4, (4, 8), "row_major", 64, 4 * 8 * 4)
+    route = EdgeRoute("act.u", "activation", "n0", "n1", spec, RingSpec(2, 128))
+    scope = RunScope(ray.get_runtime_context().namespace, f"pipeplan/test-unreachable/{os.getpid()}")
+    name = f"{scope.prefix}/sink"
+    sink = _NoListener.options(name=name, scheduling_strategy=_on(cluster["n1"])).remote()
+    tr = RayTransport({"act.u": route}, scope, {("n1", "act.u"): name}, mode="socket")
+    try:
+        tx = tr.open_send("n1", "act.u")
+        with pytest.raises(EndpointError) as ei:
+            tx.send(Frame(DATA, 1, 0, np.ones((1, 8), np.float32)), timeout=5.0)
+        assert ei.value.where == "act.u" and "PIPEPLAN_RAY_TRANSPORT=actor" in ei.value.message
+    finally:
+        tr.close()
+        ray.kill(sink)
