@@ -1,13 +1,15 @@
-"""Ray hops over shared-memory channels next to actor calls (issue 14 item 3): per-hop latency and decode tok/s.
+"""Ray hops over the Ray backend's transports next to Ray's Compiled Graph (issue 14 item 3): per-hop latency, a
+relay chain, decode tok/s.
 
 Usage: ``python bench/ray_hops.py [--models stories260K,gemma3] [--stages 3] [--hops 400] [--tokens 64]
-[--repeat 3] [--rounds 3] [--transports auto,channel,actor] [--waits backoff,spin]``.
+[--repeat 3] [--rounds 3] [--transports auto,channel,socket,actor] [--waits backoff,spin]``.
 
 It starts a local Ray cluster (``bench/_ray_cluster.py``) with ``--stages`` Ray nodes (1 CPU, 200 MB object
-store each) carrying the pool ids ``n0..n{k-1}``, the driver connected to ``n0``. Both transports of
-:class:`pipeplan.runtime.ray_backend.RayBackend` run on the same cluster: ``auto`` (the default: a channel within a
-Ray node, actor calls between Ray nodes), ``channel`` (Ray shared-memory channels on every edge) and ``actor`` (one
-actor call per frame on every edge, the transport before issue 14; ``PIPEPLAN_RAY_TRANSPORT``); the channel transport
+store each) carrying the pool ids ``n0..n{k-1}``, the driver connected to ``n0``. The transports of
+:class:`pipeplan.runtime.ray_backend.RayBackend` run on the same cluster (``PIPEPLAN_RAY_TRANSPORT``): ``auto`` (the
+default: a channel within a Ray node, a TCP stream between Ray nodes), ``channel`` (Ray shared-memory channels on
+every edge), ``socket`` (a TCP stream on every edge) and ``actor`` (one actor call per frame on every edge, the
+transport before issue 14); the channel transport
 once per ``--waits`` entry (how a channel read waits: ``backoff``, the default, or ``spin``, Ray's own blocking read;
 ``PIPEPLAN_RAY_WAIT``). Every decode runs the compiled stage programs on the CPU kernels, as ``pipeplan run`` does.
 
