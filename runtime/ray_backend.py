@@ -1109,11 +1109,13 @@ class _SocketSend(SendEndpoint):
                 return False
             stream = self._stream
             assert stream is not None
-            while self.sent - stream.acked >= self.slots:  # acks are read only when the credits run out
-                left = _left(deadline)
-                if left is not None and left <= 0:
-                    return False
-                stream.read_acks(left)
+            if self.sent - stream.acked >= self.slots:  # acks are read only when the credits run out
+                stream.read_acks(0)  # those that arrived, even with no time to wait (timeout=0)
+                while self.sent - stream.acked >= self.slots:
+                    left = _left(deadline)
+                    if left is not None and left <= 0:
+                        return False
+                    stream.read_acks(left)
             stream.write_frame(frame)
         except _StreamBroken as e:
             self._broken(e)

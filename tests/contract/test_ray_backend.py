@@ -495,7 +495,8 @@ def test_back_pressure_at_most_slots_in_flight(cluster, mode, sink_on):
     shared-memory channels (to another Ray node, and to the driver's own Ray node, where reads wait on a doorbell),
     over a TCP stream to another Ray node and over actor calls: with a consumer that takes nothing, send #slots+1
     times out (a stream holds more bytes than that in its socket buffers: the consumer's acks are the bound);
-    one taken object frees exactly one slot. An object larger than max_extent is ObjectTooLargeError, never sent."""
+    one taken object frees exactly one slot, which a send with no time to wait (``timeout=0``, as the orchestrator
+    sends) takes too. An object larger than max_extent is ObjectTooLargeError, never sent."""
     slots = 2
     spec = ObjectSpec("activation", "f32", 4, (4, 8), "row_major", 64, 4 * 8 * 4)
     route = EdgeRoute("act.x", "activation", "n0", "n1", spec, RingSpec(slots, 128))
@@ -516,7 +517,10 @@ def test_back_pressure_at_most_slots_in_flight(cluster, mode, sink_on):
         assert time.monotonic() - t0 >= 0.25
         assert tx.in_flight == slots
         ray.get(sink.release.remote(1))
-        assert tx.send(frame, timeout=5.0) is True
+        deadline = time.monotonic() + 5.0
+        while not tx.send(frame, timeout=0):  # a zero timeout still takes the credit the consumer gave back
+            assert time.monotonic() < deadline, "the freed slot never reached a zero-timeout send"
+            time.sleep(0.01)
         assert tx.send(frame, timeout=0.2) is False
         with pytest.raises(ObjectTooLargeError):
             tx.send(Frame(DATA, 1, 0, np.ones((5, 8), np.float32)), timeout=1.0)
@@ -798,3 +802,21 @@ def test_unreachable_socket_edge_is_endpoint_error(cluster):
     finally:
         tr.close()
         ray.kill(sink)
+
+
+def test_socket_transport_on_every_edge(cluster, facts, expected_cases):
+    """Issue 14 item 3: with ``ray_transport="socket"`` every edge, the driver's token-in and token-out included, is a
+    TCP stream; one request gives EXPECTED's greedy ids and two concurrent ones (the orchestrator sends with a zero
+    timeout while frames are in flight) each give their single-request ids; close leaves no actor alive."""
+    backend = RayBackend(ray_transport="socket")
+    with Pipeline(_provisions(facts, NODES, parallel=2), backend=backend, kernels=CPU, num_threads=1,
+                  parallel=2) as pipe:
+        assert set(backend.edge_modes.values()) == {"socket"}
+        case = expected_cases[0]
+        assert pipe.generate_ids(case["prompt_ids"], len(case["greedy_ids"]))[0] == case["greedy_ids"]
+        reqs = [GenRequest([1, 403, 407], 12), GenRequest([1, 300, 301, 302], 9)]
+        single = [pipe.generate_concurrent([r])[0].ids for r in reqs]
+        assert [g.ids for g in pipe.generate_concurrent(reqs)] == single
+        kinds = {type(e).__name__ for e in backend.transport.endpoints.values()}
+        assert kinds == {"_SocketSend", "_SocketPull"}
+    assert backend.live_actor_names() == []
