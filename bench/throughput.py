@@ -117,12 +117,15 @@ def ray_hop_costs(costs: Any, loop: dict[str, float]) -> Any:
 
 
 def measure_ray_loop(ids: dict[str, str], n_embd: int, stages: int, n: int = 300) -> dict[str, float]:
-    """The relay chain of ``stages`` stages over the Ray backend's default (``auto``) transport, one activation
-    row, ``n`` frames (bench/ray_hops.py's :func:`bench_chain`): ``{"loop_s", "turnaround_s", "relay_cpu_s",
-    "driver_cpu_s"}`` in seconds (medians; CPU per frame)."""
+    """The relay chain of ``stages`` stages over the transport and channel wait the run's ``RayBackend()`` takes
+    (``$PIPEPLAN_RAY_TRANSPORT``, default ``auto``; ``$PIPEPLAN_RAY_WAIT``), one activation row, ``n`` frames
+    (bench/ray_hops.py's :func:`bench_chain`): ``{"loop_s", "turnaround_s", "relay_cpu_s", "driver_cpu_s"}`` in
+    seconds (medians; CPU per frame)."""
+    from pipeplan.runtime.ray_backend import RayBackend
     from ray_hops import bench_chain
 
-    c = bench_chain("auto", "backoff", ids, [f"local{i}" for i in range(stages)], n_embd, n)
+    b = RayBackend()
+    c = bench_chain(b.ray_transport, b.ray_wait, ids, [f"local{i}" for i in range(stages)], n_embd, n)
     return {"loop_s": c["loop_us"] * 1e-6, "turnaround_s": c["turnaround_us"] * 1e-6,
             "relay_cpu_s": c["relay_cpu_us"] * 1e-6, "driver_cpu_s": c["driver_cpu_us"] * 1e-6}
 
@@ -252,7 +255,8 @@ def main(argv: list[str] | None = None) -> int:
         for s in stages:
             if a.backend == "ray":
                 ray_loops[s] = measure_ray_loop(info["ids"], read_model_facts(model).embedding_length, s)
-                print(f"Ray loop (auto transport, one activation row, {s} relays): "
+                print(f"Ray loop ({os.environ.get('PIPEPLAN_RAY_TRANSPORT') or 'auto'} transport, one activation row, "
+                      f"{s} relays): "
                       f"{ray_loops[s]['loop_s'] * 1e6:.0f} us, relay {ray_loops[s]['turnaround_s'] * 1e6:.0f} us, relay cpu "
                       f"{ray_loops[s]['relay_cpu_s'] * 1e6:.0f} us, driver cpu {ray_loops[s]['driver_cpu_s'] * 1e6:.0f} us",
                       file=sys.stderr, flush=True)
