@@ -1,13 +1,15 @@
-"""Ray hops over shared-memory channels next to actor calls (issue 14 item 3): per-hop latency and decode tok/s.
+"""Ray hops over the Ray backend's transports next to Ray's Compiled Graph (issue 14 item 3): per-hop latency, a
+relay chain, decode tok/s.
 
 Usage: ``python bench/ray_hops.py [--models stories260K,gemma3] [--stages 3] [--hops 400] [--tokens 64]
-[--repeat 3] [--rounds 3] [--transports auto,channel,actor] [--waits backoff,spin]``.
+[--repeat 3] [--rounds 3] [--transports auto,channel,socket,actor] [--waits backoff,spin]``.
 
 It starts a local Ray cluster (``bench/_ray_cluster.py``) with ``--stages`` Ray nodes (1 CPU, 200 MB object
-store each) carrying the pool ids ``n0..n{k-1}``, the driver connected to ``n0``. Both transports of
-:class:`pipeplan.runtime.ray_backend.RayBackend` run on the same cluster: ``auto`` (the default: a channel within a
-Ray node, actor calls between Ray nodes), ``channel`` (Ray shared-memory channels on every edge) and ``actor`` (one
-actor call per frame on every edge, the transport before issue 14; ``PIPEPLAN_RAY_TRANSPORT``); the channel transport
+store each) carrying the pool ids ``n0..n{k-1}``, the driver connected to ``n0``. The transports of
+:class:`pipeplan.runtime.ray_backend.RayBackend` run on the same cluster (``PIPEPLAN_RAY_TRANSPORT``): ``auto`` (the
+default: a channel within a Ray node, a TCP stream between Ray nodes), ``channel`` (Ray shared-memory channels on
+every edge), ``socket`` (a TCP stream on every edge) and ``actor`` (one actor call per frame on every edge, the
+transport before issue 14); the channel transport
 once per ``--waits`` entry (how a channel read waits: ``backoff``, the default, or ``spin``, Ray's own blocking read;
 ``PIPEPLAN_RAY_WAIT``). Every decode runs the compiled stage programs on the CPU kernels, as ``pipeplan run`` does.
 
@@ -16,8 +18,14 @@ once per ``--waits`` entry (how a channel read waits: ``backoff``, the default, 
   which receives it and sends it back on a second edge; median of round trip / 2 over ``--hops`` frames
   after a warm-up, for an echo actor on the driver's Ray node (``same node``) and on another (``cross node``).
   ``compiled graph`` is the reference: Ray's own Compiled Graph (``InputNode -> echo.bind(inp)``,
-  ``experimental_compile()``) passing the same array to an echo actor on the same Ray node. Each of ``--rounds``
-  rounds measures every variant once (interleaved); the table gives the median of the rounds' medians.
+  ``experimental_compile()``) passing the same array to an echo actor on the same Ray node and on the other one.
+  Each of ``--rounds`` rounds measures every variant once (interleaved); the table gives the median of the rounds'
+  medians.
+- **relay chain**: the loop of a token through ``--stages`` stages without their work: driver -> a relay actor
+  on each of ``n0..n{k-1}`` -> driver, each relay passing the frame on as it arrives (:func:`bench_chain`; Compiled
+  Graph: ``InputNode -> relay0.echo -> ... -> relay{k-1}.echo``). Per edge: round trip / (k + 1); relay: a relay's
+  median time from its receive's return to its send's return; relay CPU: the CPU a relay's process uses per frame
+  (every thread; what a stage pays per frame besides its work).
 - **wait CPU**: CPU-s/s of the echo actor's process while it waits on its inbound edge with nothing sent, and of
   the driver waiting on the return edge (1 s each): what a waiting read takes from the computing stages.
 - **decode**: the model over ``--stages`` stage actors on ``n0..n{k-1}`` (greedy, one thread per stage),
@@ -48,7 +56,7 @@ from _ray_cluster import compiled_stages, ray_cluster  # noqa: E402
 from decode import MODEL, PROMPT  # noqa: E402
 
 MB = 1024 * 1024
-TRANSPORTS = ("auto", "channel", "actor")
+TRANSPORTS = ("auto", "channel", "socket", "actor")
 CG = "compiled graph"
 WAITS = ("backoff", "spin")
 
@@ -62,29 +70,47 @@ def gemma3_model() -> Path:
 
 
 class Echo:
-    """An actor holding edge ``in`` (consumer) and edge ``out`` (producer, to the driver) of a RayTransport
-    in either mode; a thread sends every frame received on ``in`` back on ``out``."""
+    """An actor holding edge ``inbound`` (consumer) and edge ``outbound`` (producer, to node ``consumer``: the driver
+    or the next relay) of a RayTransport in any mode; a thread sends every frame received on ``inbound`` on
+    ``outbound`` and keeps the seconds from each receive's return to its send's return (``turnaround``)."""
 
-    def __init__(self, transport, node_id: str):
-        from pipeplan.runtime.ray_backend import _ChannelInbox, _Inbox, _OutChannel
+    def __init__(self, transport, node_id: str, inbound: str = "in", outbound: str = "out",
+                 consumer: str = "orchestrator"):
+        from pipeplan.runtime.ray_backend import _ChannelInbox, _Inbox, _Listener, _OutChannel, _SocketInbox
 
         self.tr, self.node_id = transport, node_id
-        slots = transport.routes["in"].ring_spec.slots
+        self.inbound, self.outbound, self.consumer = inbound, outbound, consumer
+        self._turn: list[float] = []
+        slots = transport.routes[inbound].ring_spec.slots
         self._inbox, self._chan_inbox, self._out_chan = _Inbox(), _ChannelInbox(slots, transport.wait), _OutChannel()
+        self._sock_inbox, self._out_sock = _SocketInbox(), _Listener()
         self._outbox: queue.Queue = queue.Queue(maxsize=slots)
         self._stop = threading.Event()
-        transport.attach("in", self._chan_inbox if transport.edge_mode("in") == "channel" else self._inbox)
-        transport.attach("out", self._out_chan if transport.edge_mode("out") == "channel" else self._outbox)
+        transport.attach(inbound, {"channel": self._chan_inbox, "socket": self._sock_inbox}.get(
+            transport.edge_mode(inbound), self._inbox))
+        if consumer == "orchestrator":
+            transport.attach(outbound, {"channel": self._out_chan, "socket": self._out_sock}.get(
+                transport.edge_mode(outbound), self._outbox))
         threading.Thread(target=self._loop, daemon=True).start()
 
     def _loop(self) -> None:
-        rx = self.tr.open_recv(self.node_id, "in")
-        tx = self.tr.open_send("orchestrator", "out")
+        rx = self.tr.open_recv(self.node_id, self.inbound)
+        tx = self.tr.open_send(self.consumer, self.outbound)
         while not self._stop.is_set():
             f = rx.recv(timeout=0.05)
             if f is not None:
+                t0 = time.perf_counter()
                 while not tx.send(f, timeout=0.05) and not self._stop.is_set():
                     pass
+                self._turn.append(time.perf_counter() - t0)
+
+    def cpu(self) -> float:
+        """CPU seconds this actor's process has used (every thread: the relay's, Ray's)."""
+        return time.process_time()
+
+    def turnaround(self, skip: int) -> float:
+        """Median seconds from a receive's return to its send's return, over the frames after the first ``skip``."""
+        return statistics.median(self._turn[skip:]) if len(self._turn) > skip else 0.0
 
     def stop(self) -> None:
         self._stop.set()
@@ -107,6 +133,12 @@ class Echo:
 
     def accept_channel(self, edge_id, chan, ack_reader, ack_node):
         return self._chan_inbox.accept(chan, ack_reader, ack_node)
+
+    def socket_address(self, edge_id):
+        return self._sock_inbox.address()
+
+    def out_socket_address(self, edge_id):
+        return self._out_sock.address()
 
     def out_channel(self, edge_id, wait_s):
         return self._out_chan.wait(wait_s)
@@ -170,6 +202,112 @@ def bench_hop(mode: str, wait: str, ray_node: str, node_id: str, n_embd: int, n:
     return {"median_us": statistics.median(hops) * 1e6, "p90_us": hops[int(0.9 * len(hops))] * 1e6,
             "min_us": hops[0] * 1e6, "n": n, "payload_bytes": int(x.nbytes),
             "consumer_wait_cpu_s_per_s": echo_idle, "driver_wait_cpu_s_per_s": driver_idle}
+
+
+def bench_chain(mode: str, wait: str, ids: dict[str, str], nodes: list[str], n_embd: int, n: int,
+                rows: int = 1) -> dict:
+    """A frame through a relay chain laid out as a pipeline of ``len(nodes)`` stages: the driver sends a
+    [rows, n_embd] f32 DATA Frame to a relay actor on ``nodes[0]``, each relay passes it to the next (on
+    ``nodes[i]``, Ray node ``ids[nodes[i]]``) and the last one back to the driver, every edge over ``mode``'s
+    endpoints (``auto``: as a run places them). Returns the median round trip over ``n`` frames after a
+    warm-up (``loop_us``: what a token's loop through S stages pays besides the stages' work), its share per
+    edge (``per_hop_us``: loop / (S + 1) edges), the relays' median receive-return -> send-return
+    (``turnaround_us``), and the CPU per frame of a relay's process (``relay_cpu_us``: median over relays) and of
+    the driver's (``driver_cpu_us``), every thread counted, over the timed frames."""
+    import ray
+    from pipeplan.plan_types import ObjectSpec, RingSpec
+    from pipeplan.runtime.ray_backend import RayTransport, RunScope, edge_transports, start_driver_proxy
+    from pipeplan.runtime.transport import DATA, EdgeRoute, Frame
+    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+    k = len(nodes)
+    spec = ObjectSpec("activation", "f32", 4, (256, n_embd), "row_major", 64, 256 * n_embd * 4)
+    rs = RingSpec(2, spec.max_extent)
+    ends = ["orchestrator", *nodes, "orchestrator"]
+    routes = {f"e{i}": EdgeRoute(f"e{i}", "activation", ends[i], ends[i + 1], spec, rs) for i in range(k + 1)}
+    scope = RunScope(ray.get_runtime_context().namespace, f"pipeplan/bench-chain/{os.getpid()}/{mode}/{k}")
+    names = [f"{scope.prefix}/relay{i}" for i in range(k)]
+    holders = {(nodes[i], f"e{i}"): names[i] for i in range(k)}
+    holders[("orchestrator", f"e{k}")] = names[-1]
+    edge_modes = edge_transports(routes, {"orchestrator": ray.get_runtime_context().get_node_id(),
+                                          **{m: ids[m] for m in nodes}}, mode)
+    proxy_name = f"{scope.prefix}/driver" if "channel" in edge_modes.values() else None
+    proxy = start_driver_proxy(proxy_name, scope.namespace) if proxy_name else None
+    tr = RayTransport(routes, scope, holders, mode=mode, proxy=proxy_name, wait=wait, edge_modes=edge_modes)
+    relays = [ray.remote(Echo).options(name=names[i], num_cpus=0, max_concurrency=8, scheduling_strategy=
+                                       NodeAffinitySchedulingStrategy(ids[nodes[i]], soft=False)).remote(
+        tr, nodes[i], f"e{i}", f"e{i + 1}", ends[i + 2]) for i in range(k)]
+    warm = 100
+    try:
+        tx, rx = tr.open_send(nodes[0], "e0"), tr.open_recv("orchestrator", f"e{k}")
+        x = np.random.default_rng(0).standard_normal((rows, n_embd)).astype(np.float32)
+
+        def once(i: int) -> float:
+            t0 = time.perf_counter()
+            assert tx.send(Frame(DATA, 0, i, x), timeout=60.0)
+            f = None
+            while f is None:
+                f = rx.recv(timeout=60.0)
+            assert f.position == i
+            return time.perf_counter() - t0
+
+        for i in range(warm):
+            once(i)
+        cpu0, d0 = ray.get([r.cpu.remote() for r in relays]), time.process_time()
+        loops = sorted(once(warm + i) for i in range(n))
+        driver_cpu = (time.process_time() - d0) / n
+        relay_cpu = statistics.median(b - a for a, b in zip(cpu0, ray.get([r.cpu.remote() for r in relays]),
+                                                             strict=True)) / n
+        turn = statistics.median(ray.get([r.turnaround.remote(warm) for r in relays]))
+    finally:
+        ray.get([r.stop.remote() for r in relays])
+        tr.close()
+        for r in relays:
+            ray.kill(r)
+        if proxy is not None:
+            ray.kill(proxy)
+    loop = statistics.median(loops)
+    return {"loop_us": loop * 1e6, "loop_p90_us": loops[int(0.9 * len(loops))] * 1e6, "per_hop_us": loop * 1e6 / (k + 1),
+            "turnaround_us": turn * 1e6, "relay_cpu_us": relay_cpu * 1e6, "driver_cpu_us": driver_cpu * 1e6,
+            "relays": k, "n": n, "payload_bytes": int(x.nbytes)}
+
+
+def bench_compiled_chain(ids: dict[str, str], nodes: list[str], n_embd: int, n: int) -> dict:
+    """Ray's Compiled Graph through the same chain (``InputNode -> relay0.echo -> ... -> relay{S-1}.echo``, relay i
+    on ``nodes[i]``, ``experimental_compile()``): median round trip of a [1, n_embd] f32 array (as
+    :func:`bench_chain`, without a turnaround)."""
+    import ray
+    from ray.dag import InputNode
+    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+    relays = [ray.remote(CgEcho).options(num_cpus=0, scheduling_strategy=NodeAffinitySchedulingStrategy(
+        ids[m], soft=False)).remote() for m in nodes]
+    ray.get([r.__ray_ready__.remote() for r in relays])
+    with InputNode() as inp:
+        node = inp
+        for r in relays:
+            node = r.echo.bind(node)
+    cdag = node.experimental_compile()
+    try:
+        x = np.random.default_rng(0).standard_normal((1, n_embd)).astype(np.float32)
+
+        def once() -> float:
+            t0 = time.perf_counter()
+            y = ray.get(cdag.execute(x), timeout=60.0)
+            assert y.shape == x.shape
+            return time.perf_counter() - t0
+
+        for _ in range(100):
+            once()
+        loops = sorted(once() for _ in range(n))
+    finally:
+        cdag.teardown()
+        for r in relays:
+            ray.kill(r)
+    loop = statistics.median(loops)
+    return {"loop_us": loop * 1e6, "loop_p90_us": loops[int(0.9 * len(loops))] * 1e6,
+            "per_hop_us": loop * 1e6 / (len(nodes) + 1), "turnaround_us": None, "relays": len(nodes), "n": n,
+            "payload_bytes": int(x.nbytes)}
 
 
 class CgEcho:
@@ -269,6 +407,7 @@ def main(argv: list[str] | None = None) -> int:
     nodes = [f"n{i}" for i in range(args.stages)]
     hop_labels = [CG, *modes]
     hops: list[dict] = []
+    chains: list[dict] = []
     decode: list[dict] = []
     with ray_cluster(nodes, object_store_mb=200) as info:
         ids = info["ids"]
@@ -283,6 +422,10 @@ def main(argv: list[str] | None = None) -> int:
                              else bench_hop(mode, wait, ids[node], node, n_embd, args.hops))
                         hops.append({"model": name, "transport": label, "where": where, "to_node": node,
                                      "round": rnd, "load_avg": os.getloadavg(), **h})
+                for label, (mode, wait) in [(CG, ("", "")), *zip(modes, variants, strict=True)]:
+                    c = (bench_compiled_chain(ids, nodes, n_embd, args.hops) if label == CG
+                         else bench_chain(mode, wait, ids, nodes, n_embd, args.hops))
+                    chains.append({"model": name, "transport": label, "round": rnd, "load_avg": os.getloadavg(), **c})
             for label, (mode, wait) in zip(modes, variants, strict=True):
                 d = bench_decode(mode, wait, model, nodes, prompt_ids, args.tokens, args.repeat)
                 decode.append({"model": name, "transport": label, "stages": args.stages,
@@ -309,6 +452,30 @@ def main(argv: list[str] | None = None) -> int:
         print(f"| {s['model']} | {s['where']} | {row[CG]['payload_bytes']} | " + " | ".join(
             f"{row[m]['median_us']:.0f} ({row[m]['p90_us']:.0f})" for m in hop_labels) + " |")
     print()
+    print(f"relay chain: driver -> {args.stages} relay actors on {', '.join(nodes)} -> driver ({args.stages + 1} edges); "
+          f"per edge: median over rounds of (median round trip / {args.stages + 1}); relay: receive-return -> "
+          f"send-return")
+    print("| model | relays | " + " | ".join(f"{m} per edge us (loop us, relay us, relay CPU us)" for m in hop_labels)
+          + " |")
+    print("|---|---|" + "---|" * len(hop_labels))
+    chain_summary = []
+    for name in dict.fromkeys(c["model"] for c in chains):
+        row = {}
+        for m in hop_labels:
+            rs = [c for c in chains if c["model"] == name and c["transport"] == m]
+            row[m] = {"per_hop_us": statistics.median(r["per_hop_us"] for r in rs),
+                      "loop_us": statistics.median(r["loop_us"] for r in rs),
+                      "turnaround_us": None if m == CG else statistics.median(r["turnaround_us"] for r in rs),
+                      "relay_cpu_us": None if m == CG else statistics.median(r["relay_cpu_us"] for r in rs),
+                      "driver_cpu_us": None if m == CG else statistics.median(r["driver_cpu_us"] for r in rs),
+                      "round_loops_us": [r["loop_us"] for r in rs]}
+        chain_summary.append({"model": name, "relays": args.stages, "transports": row})
+        print(f"| {name} | {args.stages} | " + " | ".join(
+            f"{row[m]['per_hop_us']:.0f} ({row[m]['loop_us']:.0f}"
+            + ("" if row[m]["turnaround_us"] is None else
+               f", {row[m]['turnaround_us']:.0f}, {row[m]['relay_cpu_us']:.0f}") + ")"
+            for m in hop_labels) + " |")
+    print()
     print("| model | hop | " + " | ".join(f"{m} wait CPU-s/s (consumer, driver)" for m in hop_labels) + " |")
     print("|---|---|" + "---|" * len(hop_labels))
     for s in summaries:
@@ -327,7 +494,7 @@ def main(argv: list[str] | None = None) -> int:
     doc = {"command": "python bench/ray_hops.py " + " ".join(argv if argv is not None else sys.argv[1:]),
            "machine": {"python": sys.version.split()[0], "platform": platform.platform(), "cpus": os.cpu_count()},
            "cluster": {"nodes": nodes, "cpus_per_node": 1, "object_store_mb_per_node": 200},
-           "hop_summary": summaries, "hops": hops, "decode": decode}
+           "hop_summary": summaries, "chain_summary": chain_summary, "hops": hops, "chains": chains, "decode": decode}
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(doc, indent=1) + "\n")
     print(f"wrote {args.out}")

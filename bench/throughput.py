@@ -12,8 +12,12 @@ argument: ``--micro-batches`` or, by default, the runtime's choice,
 stage i on node ``local<i>``), runs N greedy requests at once (``--prompt-tokens`` ids, ``--decode-tokens`` generated ids each,
 prompts differ) ``--repeat`` times, keeps the best, and predicts the same run
 (:func:`pipeplan.analysis.concurrency.predict_concurrent` on the package, the same M). For Ray the prediction
-takes the hops measured on the cluster first (one activation row over the default transport, to an actor on the
-driver's Ray node and on another: :func:`measure_ray_hops`, :func:`ray_hop_costs`) in place of the local ring's.
+takes what the runtime pays around its stages on the cluster, measured per stage count S before its rows
+(:func:`measure_ray_loop`): one activation row looped driver -> S relay actors placed as the stages (``local<i>``,
+the default transport on every edge) -> driver, each relay passing the frame on as it arrives. Its round trip is
+the loop; the CPU each relay's process and the driver's use per frame (every thread, Ray's included) is charged as
+stage and orchestrator work (the simulator shares the cores among them), and the rest of the loop is the hops'
+transit, in place of the local ring's hops and wake-up (:func:`ray_hop_costs`).
 
 Figures per row (``agg_tok_s`` and ``predicted_agg_tok_s`` by the same estimator,
 :func:`~pipeplan.analysis.concurrency.throughput_summary`: the decode rate over the middle half of the
@@ -100,37 +104,39 @@ def calibrated(model: Path, stages: int, seq_len: int, prompt_len: int, cache: s
     return got
 
 
-def ray_hop_costs(costs: Any, hops: dict[str, float]) -> Any:
-    """``costs`` (StageCosts) with the hops of the Ray run measured on the cluster: stage i on Ray node
-    ``local<i>``, the driver on ``local0``. The hop into stage i > 0 crosses Ray nodes (``hops["cross"]``
-    seconds); the hop into stage 0 is the token loop, the last stage to the driver (``same`` for one stage,
-    else ``cross``) plus the driver to stage 0 (``same``). A measured hop includes the wake-up of the blocked
-    reader, so the calibrated wake-up term is left out."""
-    import dataclasses
-
+def ray_hop_costs(costs: Any, loop: dict[str, float]) -> Any:
+    """``costs`` (StageCosts) with what the Ray run pays around its stages, measured on the cluster for its stage
+    count (:func:`measure_ray_loop`): every stage frame costs ``relay_cpu_s`` more CPU (a relay process's CPU per
+    frame: receive, ack and send over the Ray transport, and Ray's own threads) and every returning frame costs the
+    orchestrator ``driver_cpu_s`` more (the driver's CPU per loop); what the loop takes beyond that CPU,
+    ``loop_s - S relay_cpu_s - driver_cpu_s`` (at least 0), is the transit, spread evenly over the S hops. A
+    measured loop includes the wake-up of every blocked reader, so the calibrated wake-up term is left out."""
     n = costs.stages
-    hop = tuple((hops["same"] if n == 1 else hops["cross"]) + hops["same"] if i == 0 else hops["cross"]
-                for i in range(n))
-    return dataclasses.replace(costs, decode_hop_s=hop, prefill_hop_s=hop, wake_s=0.0)
+    transit = max(0.0, loop["loop_s"] - n * loop["relay_cpu_s"] - loop["driver_cpu_s"])
+    hop = (transit / n,) * n
+    return dataclasses.replace(costs, decode_hop_s=hop, prefill_hop_s=hop, wake_s=0.0,
+                               frame_s=costs.frame_s + loop["relay_cpu_s"], orch_s=costs.orch_s + loop["driver_cpu_s"])
 
 
-def measure_ray_hops(ids: dict[str, str], n_embd: int, n: int = 200) -> dict[str, float]:
-    """Median one-way hop seconds of one activation row over the Ray backend's default (``auto``) transport:
-    ``same`` to an actor on the driver's Ray node (``local0``), ``cross`` to one on ``local1`` (bench/ray_hops.py's
-    :func:`bench_hop`)."""
-    from ray_hops import bench_hop
+def measure_ray_loop(ids: dict[str, str], n_embd: int, stages: int, n: int = 300) -> dict[str, float]:
+    """The relay chain of ``stages`` stages over the transport and channel wait the run's ``RayBackend()`` takes
+    (``$PIPEPLAN_RAY_TRANSPORT``, default ``auto``; ``$PIPEPLAN_RAY_WAIT``), one activation row, ``n`` frames
+    (bench/ray_hops.py's :func:`bench_chain`): ``{"loop_s", "turnaround_s", "relay_cpu_s", "driver_cpu_s"}`` in
+    seconds (medians; CPU per frame)."""
+    from pipeplan.runtime.ray_backend import RayBackend
+    from ray_hops import bench_chain
 
-    out = {"same": bench_hop("auto", "backoff", ids["local0"], "local0", n_embd, n)["median_us"] * 1e-6}
-    out["cross"] = (bench_hop("auto", "backoff", ids["local1"], "local1", n_embd, n)["median_us"] * 1e-6
-                    if "local1" in ids else out["same"])
-    return out
+    b = RayBackend()
+    c = bench_chain(b.ray_transport, b.ray_wait, ids, [f"local{i}" for i in range(stages)], n_embd, n)
+    return {"loop_s": c["loop_us"] * 1e-6, "turnaround_s": c["turnaround_us"] * 1e-6,
+            "relay_cpu_s": c["relay_cpu_us"] * 1e-6, "driver_cpu_s": c["driver_cpu_us"] * 1e-6}
 
 
 def measure(model: Path, stages: int, parallel: int, backend: str, *, prompt_tokens: int, decode_tokens: int,
             repeat: int, evidence: Any, micro_batches: int | None = None, cache: str | None = None,
-            ray_hops: dict[str, float] | None = None) -> dict:
+            ray_loop: dict[str, float] | None = None) -> dict:
     """One configuration: plan, compile with ``evidence``, run ``parallel`` requests ``repeat`` times on a fresh
-    ``Pipeline`` (best kept), predict it (for Ray, with the hops ``ray_hops`` measured on the cluster:
+    ``Pipeline`` (best kept), predict it (for Ray, with the relay chain ``ray_loop`` measured on the cluster:
     :func:`ray_hop_costs`); the row (module docstring)."""
     from pipeplan.analysis.concurrency import (
         choose_micro_batches,
@@ -173,16 +179,18 @@ def measure(model: Path, stages: int, parallel: int, backend: str, *, prompt_tok
                 best = f
     assert best is not None
     source: Any = compiled.package
-    if ray_hops is not None:
-        source = ray_hop_costs(stage_costs(compiled.package, prefill_rows=prompt_tokens), ray_hops)
+    if ray_loop is not None:
+        source = ray_hop_costs(stage_costs(compiled.package, prefill_rows=prompt_tokens), ray_loop)
     p = predict_concurrent(source, parallel, prompt_tokens, decode_tokens, prefill_rows=prompt_tokens,
                            micro_batches=m)
     costs = stage_costs(source, prefill_rows=prompt_tokens)
     flat = (predict_concurrent(dataclasses.replace(costs, kv_pos=(), kv_row_s=()), parallel, prompt_tokens,
                                decode_tokens, micro_batches=m).aggregate_tok_s if costs.kv_pos else None)
-    if ray_hops is not None:
-        p = dataclasses.replace(p, evidence=f"{p.evidence} + Ray hops measured (same node "
-                                            f"{ray_hops['same'] * 1e6:.0f} us, cross node {ray_hops['cross'] * 1e6:.0f} us)")
+    if ray_loop is not None:
+        p = dataclasses.replace(p, evidence=f"{p.evidence} + Ray loop measured ({stages} relays: loop "
+                                            f"{ray_loop['loop_s'] * 1e6:.0f} us, CPU per frame relay "
+                                            f"{ray_loop['relay_cpu_s'] * 1e6:.0f} us, driver "
+                                            f"{ray_loop['driver_cpu_s'] * 1e6:.0f} us)")
     return {"stages": stages, "parallel": parallel, "micro_batches": m, "backend": backend, **best,
             "micro_batch_choice": None if choice is None else choice.to_json(),
             "predicted_agg_tok_s": p.aggregate_tok_s, "predicted_p50_ms": 1e3 * p.per_token_p50_s,
@@ -242,7 +250,7 @@ def main(argv: list[str] | None = None) -> int:
     load_before = os.getloadavg()
     rows: list[dict] = []
     evidence_lines = {}
-    ray_hops: dict[str, float] | None = None
+    ray_loops: dict[int, dict[str, float]] = {}
     with contextlib.ExitStack() as stack:
         if a.backend == "ray":
             if max(stages) > a.ray_nodes:
@@ -251,10 +259,14 @@ def main(argv: list[str] | None = None) -> int:
             from pipeplan.frontend.gguf_facts import read_model_facts
 
             info = stack.enter_context(ray_cluster([f"local{i}" for i in range(a.ray_nodes)]))
-            ray_hops = measure_ray_hops(info["ids"], read_model_facts(model).embedding_length)
-            print(f"Ray hops (auto transport, one activation row): same node {ray_hops['same'] * 1e6:.0f} us, "
-                  f"cross node {ray_hops['cross'] * 1e6:.0f} us", file=sys.stderr, flush=True)
         for s in stages:
+            if a.backend == "ray":
+                ray_loops[s] = measure_ray_loop(info["ids"], read_model_facts(model).embedding_length, s)
+                print(f"Ray loop ({os.environ.get('PIPEPLAN_RAY_TRANSPORT') or 'auto'} transport, one activation row, "
+                      f"{s} relays): "
+                      f"{ray_loops[s]['loop_s'] * 1e6:.0f} us, relay {ray_loops[s]['turnaround_s'] * 1e6:.0f} us, relay cpu "
+                      f"{ray_loops[s]['relay_cpu_s'] * 1e6:.0f} us, driver cpu {ray_loops[s]['driver_cpu_s'] * 1e6:.0f} us",
+                      file=sys.stderr, flush=True)
             ev = calibrated(model, s, max(64, a.prompt_tokens + a.decode_tokens + 8), a.prompt_tokens, a.cache_dir,
                             a.recalibrate)
             evidence_lines[str(s)] = ev.message
@@ -262,7 +274,7 @@ def main(argv: list[str] | None = None) -> int:
             for n in parallel:
                 r = measure(model, s, n, a.backend, prompt_tokens=a.prompt_tokens, decode_tokens=a.decode_tokens,
                             repeat=a.repeat, evidence=ev, micro_batches=a.micro_batches, cache=a.cache_dir,
-                            ray_hops=ray_hops)
+                            ray_loop=ray_loops.get(s))
                 rows.append(r)
                 print(f"  S={s} N={n}: measured {r['agg_tok_s']:.1f} tok/s, predicted "
                       f"{r['predicted_agg_tok_s']:.1f} ({r['error']:+.1%})", file=sys.stderr, flush=True)
@@ -293,7 +305,7 @@ def main(argv: list[str] | None = None) -> int:
     out = Path(a.out) if a.out else HERE / "results" / name
     out.parent.mkdir(parents=True, exist_ok=True)
     doc = {"format": "pipeplan-throughput/1", "model": str(model), "backend": a.backend,
-           "ray_nodes": a.ray_nodes if a.backend == "ray" else None, "ray_hops_s": ray_hops, "target": "cpu",
+           "ray_nodes": a.ray_nodes if a.backend == "ray" else None, "ray_loops_s": {str(k): v for k, v in ray_loops.items()} or None, "target": "cpu",
            "threads_per_stage": 1, "cores": cores, "prompt_tokens": a.prompt_tokens, "decode_tokens": a.decode_tokens,
            "repeat": a.repeat, "machine": platform.machine(), "load_avg_before": load_before,
            "load_avg_after": os.getloadavg(), "evidence": evidence_lines,

@@ -24,12 +24,12 @@ Ray scheduler, so placement never waits on CPU accounting).
 the actor that holds that edge's buffer; the handle is then looked up by name
 (``ray.get_actor``). No actor address or handle is ever in a ProvisionStage (RP-PP-5/6).
 
-Frames cross an edge by one of two transports, chosen per edge (:data:`TRANSPORTS`;
+Frames cross an edge by one of three transports, chosen per edge (:data:`TRANSPORTS`;
 ``RayBackend(ray_transport=...)`` or ``$PIPEPLAN_RAY_TRANSPORT``): ``auto`` (the default) carries an edge whose
-producer and consumer run on the same Ray node over a channel and an edge between Ray nodes by actor calls
+producer and consumer run on the same Ray node over a channel and an edge between Ray nodes over a TCP stream
 (a channel with a reader on another Ray node is pushed there by a thread per channel in the writer's process,
-Ray's ``MutableObjectProvider::PollWriterClosure``, which keeps a core busy even while the edge is idle);
-``channel`` or ``actor`` force one transport on every edge (:func:`edge_transports`).
+Ray's ``MutableObjectProvider::PollWriterClosure``, which keeps a core busy even while the edge is idle, and its
+reader polls); ``channel``, ``socket`` or ``actor`` force one transport on every edge (:func:`edge_transports`).
 
 - ``channel`` (issue 14 item 3): Ray's shared-memory channels
   (``ray.experimental.channel.BufferedSharedMemoryChannel``, what Ray Compiled Graphs move data with;
@@ -47,6 +47,15 @@ Ray's ``MutableObjectProvider::PollWriterClosure``, which keeps a core busy even
   :data:`WAITS`) a read whose writer is on its Ray node blocks on the channel's doorbell, a POSIX semaphore the
   writer posts per write (:class:`_Chan`), and one from another Ray node waits by non-blocking reads between
   growing sleeps. A DATA frame goes down a channel as bytes (:func:`_encode`), not pickled.
+- ``socket``: one TCP stream per edge (``TCP_NODELAY``) between the two processes. The actor the registry names
+  for the edge listens on its Ray node's address (:class:`_Listener`; ``socket_address`` /
+  ``out_socket_address`` return it) and the other end connects: a producer stage when it connects its edges, the
+  driver at its first send or receive. Frames go whole, a DATA frame as :func:`_encode` bytes and any other
+  pickled (:class:`_Stream`); a read waits in ``poll`` (no CPU while the edge is idle). Back-pressure is by
+  credits as for channels: the consumer writes its cumulative taken count back on the stream per frame taken
+  and the producer writes only while ``sent - acked < slots``. The nodes must reach each other's ports (Ray's
+  own workers need that too); where they cannot, connecting is an EndpointError that names
+  ``PIPEPLAN_RAY_TRANSPORT=actor``.
 - ``actor``: the producer pushes each Frame as a Ray object
   with an actor call (``push``, numbered: the inbox admits frames in producer order, since a threaded actor
   may start concurrent calls out of order) to the consumer's inbox. The call returns only when the consumer
@@ -79,8 +88,11 @@ import collections
 import copy
 import itertools
 import os
+import pickle
 import queue
 import re
+import select
+import socket
 import struct
 import threading
 import time
@@ -140,11 +152,11 @@ RESOLVE_TIMEOUT_S = 30.0
 """Seconds an endpoint keeps retrying ``ray.get_actor`` for a peer that is still being created."""
 KILL_WAIT_S = 10.0
 """Seconds :meth:`RayBackend.stop` waits for Ray to report every killed actor dead."""
-TRANSPORTS = ("auto", "channel", "actor")
-"""How frames cross the edges of a run: ``auto`` (the default: per edge, a channel within a Ray node and actor
-calls between Ray nodes; :func:`edge_transports`), ``channel`` (Ray shared-memory channels on every edge) or
-``actor`` (one actor call per frame on every edge)."""
-EDGE_TRANSPORTS = ("channel", "actor")
+TRANSPORTS = ("auto", "channel", "socket", "actor")
+"""How frames cross the edges of a run: ``auto`` (the default: per edge, a channel within a Ray node and a TCP
+stream between Ray nodes; :func:`edge_transports`), ``channel`` (Ray shared-memory channels on every edge),
+``socket`` (a TCP stream on every edge) or ``actor`` (one actor call per frame on every edge)."""
+EDGE_TRANSPORTS = ("channel", "socket", "actor")
 """The transport of one edge."""
 TRANSPORT_ENV = "PIPEPLAN_RAY_TRANSPORT"
 """Environment variable choosing the transport of a :class:`RayBackend` built without one (``auto``)."""
@@ -571,7 +583,7 @@ def _encode(frame: Frame) -> Frame | bytes:
 
 def _decode(value: Any) -> Frame:
     """The Frame a channel read returned (:func:`_encode`), with its own writable array."""
-    if not isinstance(value, bytes):
+    if not isinstance(value, bytes | bytearray):
         return _owned(value)
     seq_id, position, slot, code, ndim, n_seg = _WIRE.unpack_from(value)
     off = _WIRE.size
@@ -864,6 +876,323 @@ class _ChannelPull(RecvEndpoint):
             return None
 
 
+# --------------------------------------------------------------------------- TCP streams between Ray nodes
+_MSG = struct.Struct("<QB")
+"""Header of a message on a socket edge: body bytes, kind (0: a DATA frame as :func:`_encode` bytes, 1: a pickled
+Frame)."""
+_ACK = struct.Struct("<q")
+"""An ack on a socket edge: the consumer's cumulative count of frames taken."""
+
+
+class _StreamBroken(Exception):
+    """The other end of a socket edge closed or reset the connection."""
+
+
+class _Stream:
+    """One connected TCP stream of a socket edge (``TCP_NODELAY``): whole frames from producer to consumer, and
+    the consumer's cumulative taken-count (:data:`_ACK`) back per frame taken. A read waits in ``poll`` (no CPU),
+    then takes what has arrived into a buffer (one ``recv`` for a small frame) until the message is whole; a send
+    writes the whole message (it waits only while a frame larger than the socket buffers is being read by its
+    consumer). Raises :class:`_StreamBroken` when the other end is gone."""
+
+    def __init__(self, sock: socket.socket):
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        sock.setblocking(True)
+        self.sock = sock
+        self._poll = select.poll()
+        self._poll.register(sock, select.POLLIN)
+        self._buf = bytearray()
+        self._pos = 0
+        self._acks = bytearray()
+        self._lock = threading.Lock()
+        self.acked = 0
+
+    def _readable(self, timeout: float | None) -> bool:
+        return bool(self._poll.poll(None if timeout is None else max(0, int(timeout * 1000 + 0.999))))
+
+    def _fill(self, need: int) -> None:
+        """Read until ``need`` unread bytes are buffered."""
+        if self._pos and (self._pos == len(self._buf) or self._pos > 1 << 20):
+            del self._buf[:self._pos]
+            self._pos = 0
+        try:
+            while len(self._buf) - self._pos < need:
+                chunk = self.sock.recv(max(1 << 16, need - (len(self._buf) - self._pos)))
+                if not chunk:
+                    raise _StreamBroken("connection closed by the producer")
+                self._buf += chunk
+        except OSError as e:
+            raise _StreamBroken(f"{type(e).__name__}: {e}") from None
+
+    def _take(self, n: int) -> bytearray:
+        self._fill(n)
+        out = self._buf[self._pos:self._pos + n]
+        self._pos += n
+        return out
+
+    def write_frame(self, frame: Frame) -> None:
+        wire = _encode(frame)
+        body, kind = (wire, 0) if isinstance(wire, bytes) else (pickle.dumps(wire, 5), 1)
+        try:
+            self.sock.sendall(_MSG.pack(len(body), kind) + body, socket.MSG_NOSIGNAL)
+        except OSError as e:
+            raise _StreamBroken(f"{type(e).__name__}: {e}") from None
+
+    def read_frame(self, timeout: float | None) -> Frame | None:
+        """The next frame, or None when none starts within ``timeout`` s (None: forever)."""
+        if len(self._buf) == self._pos and not self._readable(timeout):
+            return None
+        n, kind = _MSG.unpack(self._take(_MSG.size))
+        body = self._take(n)
+        return _decode(body) if kind == 0 else pickle.loads(body)
+
+    def write_ack(self, taken: int) -> None:
+        try:
+            self.sock.sendall(_ACK.pack(taken), socket.MSG_NOSIGNAL)
+        except OSError as e:
+            raise _StreamBroken(f"{type(e).__name__}: {e}") from None
+
+    def read_acks(self, timeout: float | None) -> None:
+        """Take the acks that arrived (waiting up to ``timeout`` s for one when none has: 0 never waits) into
+        :attr:`acked`."""
+        with self._lock:
+            if timeout != 0 and not self._readable(timeout):
+                return
+            try:
+                chunk = self.sock.recv(65536, socket.MSG_DONTWAIT)
+            except (BlockingIOError, InterruptedError):
+                return
+            except OSError as e:
+                raise _StreamBroken(f"{type(e).__name__}: {e}") from None
+            if not chunk:
+                raise _StreamBroken("connection closed by the consumer")
+            self._acks += chunk
+            whole = len(self._acks) // _ACK.size * _ACK.size
+            if whole:
+                self.acked = max(self.acked, _ACK.unpack_from(self._acks, whole - _ACK.size)[0])
+                del self._acks[:whole]
+
+    def close(self) -> None:
+        try:
+            self.sock.close()
+        except OSError:
+            pass
+
+
+class _Listener:
+    """The end of a socket edge held by the actor the registry names for it (the consumer of a stage-consumed edge,
+    the producer of one the orchestrator consumes): a TCP listener on this Ray node's address (``address``, built
+    on first call) that takes the one connection the other end makes."""
+
+    def __init__(self):
+        self._srv: socket.socket | None = None
+        self._lock = threading.Lock()
+        self._ready = threading.Event()
+        self.stream: _Stream | None = None
+
+    def address(self) -> tuple[str, int]:
+        """``(host, port)`` the other end connects to. Actor side."""
+        with self._lock:
+            if self._srv is None:
+                host = ray.util.get_node_ip_address()
+                self._srv = socket.create_server((host, 0), family=socket.AF_INET6 if ":" in host else socket.AF_INET)
+                threading.Thread(target=self._accept, args=(self._srv,), name="pipeplan-edge-accept",
+                                 daemon=True).start()
+            host, port = self._srv.getsockname()[:2]
+            return str(host), int(port)
+
+    def _accept(self, srv: socket.socket) -> None:
+        try:
+            sock, _ = srv.accept()
+        except OSError:
+            return
+        finally:
+            srv.close()
+        self.stream = _Stream(sock)
+        self._ready.set()
+
+    def wait(self, timeout: float | None) -> _Stream | None:
+        """The connected stream (None when the other end has not connected within ``timeout`` s)."""
+        return self.stream if self._ready.wait(timeout) else None
+
+
+class _SocketInbox(_Listener):
+    """Consumer side of a socket edge in a stage actor: frames read from the stream, one ack written per frame
+    taken."""
+
+    def __init__(self):
+        super().__init__()
+        self.taken = 0
+
+    def get(self, timeout: float | None) -> Frame | None:
+        """Take the next frame (None after ``timeout`` s). Raises _StreamBroken when the producer is gone."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        stream = self.wait(timeout)
+        if stream is None:
+            return None
+        frame = stream.read_frame(_left(deadline))
+        if frame is None:
+            return None
+        self.taken += 1
+        try:
+            stream.write_ack(self.taken)
+        except _StreamBroken:  # the producer is gone; the frame is still this consumer's
+            pass
+        return frame
+
+
+def _connect_stream(peer: _Peer, method: str, edge_id: str, timeout: float) -> _Stream:
+    """Connect to the listener of ``edge_id`` in the actor ``peer`` (its ``method`` returns the address). Raises
+    RayActorError / GetTimeoutError (actor) or EndpointError (no connection)."""
+    host, port = ray.get(getattr(peer.get(), method).remote(edge_id), timeout=timeout)
+    try:
+        sock = socket.create_connection((host, port), timeout=timeout)
+    except OSError as e:
+        raise EndpointError(f"cannot connect socket edge {edge_id!r} to {host}:{port} ({type(e).__name__}: {e}); "
+                            f"a cluster whose nodes cannot reach each other's ports runs with "
+                            f"{TRANSPORT_ENV}=actor", where=edge_id) from None
+    return _Stream(sock)
+
+
+class _SocketSend(SendEndpoint):
+    """Producer side of a socket edge: each Frame is written whole on a TCP stream to the consumer, at most
+    ``RingSpec.slots`` frames not yet taken (credits from the consumer's acks). To a stage: connects to the
+    consumer actor's listener (a stage when it connects its edges, the driver at its first send); to the
+    orchestrator: the stream the driver connected to this actor's listener. A broken stream or dead consumer makes
+    ``send`` return False (the backend attributes the fault to the dead stage)."""
+
+    def __init__(self, route: EdgeRoute, transport: RayTransport, consumer_node_id: str):
+        self.edge_id, self.object_spec, self.ring_spec = route.edge_id, route.object_spec, route.ring_spec
+        self.slots = max(1, route.ring_spec.slots)
+        self._tr = transport
+        self._peer = None if consumer_node_id == ORCHESTRATOR_NODE else transport._peer(consumer_node_id, route.edge_id)
+        self._stream: _Stream | None = None
+        self.sent = 0
+        self.dead: str | None = None
+
+    def connect(self, timeout: float | None = RESOLVE_TIMEOUT_S) -> bool:
+        """Connect (to the orchestrator: wait up to ``timeout`` s for the driver to connect; False if it has not).
+        Raises EndpointError when the consumer cannot be reached."""
+        if self._stream is not None:
+            return True
+        if self._peer is None:
+            holder = self._tr._local.get(self.edge_id)
+            if not isinstance(holder, _Listener):
+                raise EndpointError(f"edge {self.edge_id!r} to the orchestrator is sent from the actor that holds it, "
+                                    f"not from this process", where=self.edge_id)
+            self._stream = holder.wait(timeout)
+            return self._stream is not None
+        try:
+            self._stream = _connect_stream(self._peer, "socket_address", self.edge_id, RESOLVE_TIMEOUT_S)
+        except (RayActorError, GetTimeoutError) as e:
+            raise EndpointError(f"cannot connect socket edge {self.edge_id!r}: {type(e).__name__}: {_first_line(e)}",
+                                where=self.edge_id) from None
+        return True
+
+    def _broken(self, e: BaseException) -> None:
+        self.dead = _first_line(e)
+        if self._peer is not None:
+            self._peer.dead = self.dead
+
+    def send(self, frame: Frame, timeout: float | None = None) -> bool:
+        if frame.op == DATA:
+            assert frame.array is not None
+            check_object(self.edge_id, self.object_spec, self.ring_spec, frame.array)
+            check_segments(self.edge_id, frame)
+        if self.dead is not None or (self._peer is not None and self._peer.dead is not None):
+            if timeout:
+                time.sleep(min(timeout, 0.05))
+            return False
+        deadline = None if timeout is None else time.monotonic() + timeout
+        try:
+            if not self.connect(timeout):
+                return False
+            stream = self._stream
+            assert stream is not None
+            if self.sent - stream.acked >= self.slots:  # acks are read only when the credits run out
+                stream.read_acks(0)  # those that arrived, even with no time to wait (timeout=0)
+                while self.sent - stream.acked >= self.slots:
+                    left = _left(deadline)
+                    if left is not None and left <= 0:
+                        return False
+                    stream.read_acks(left)
+            stream.write_frame(frame)
+        except _StreamBroken as e:
+            self._broken(e)
+            return False
+        self.sent += 1
+        return True
+
+    @property
+    def in_flight(self) -> int:
+        """Frames sent and not yet known to be taken by the consumer (<= ``slots``)."""
+        if self._stream is not None:
+            try:
+                self._stream.read_acks(0)
+            except _StreamBroken:
+                pass
+            return self.sent - self._stream.acked
+        return 0
+
+    def close(self) -> None:
+        if self._stream is not None and _self_actor() is None:
+            self._stream.close()
+
+
+class _SocketRecv(RecvEndpoint):
+    """Consumer side of a socket edge in a stage actor (:class:`_SocketInbox`)."""
+
+    def __init__(self, edge_id: str, inbox: _SocketInbox):
+        self.edge_id, self._inbox = edge_id, inbox
+
+    @property
+    def received(self) -> int:
+        return self._inbox.taken
+
+    def recv(self, timeout: float | None = None) -> Frame | None:
+        try:
+            return self._inbox.get(timeout)
+        except _StreamBroken:  # the producer is gone: the backend reports the dead stage
+            time.sleep(min(timeout or 0.0, 0.05))
+            return None
+
+
+class _SocketPull(RecvEndpoint):
+    """Driver side of an orchestrator-consumed socket edge: connects once to the producer actor's listener
+    (``out_socket_address``), then reads frames and writes acks like :class:`_SocketInbox`."""
+
+    def __init__(self, route: EdgeRoute, peer: _Peer):
+        self.edge_id, self._peer = route.edge_id, peer
+        self._inbox = _SocketInbox()
+
+    @property
+    def received(self) -> int:
+        return self._inbox.taken
+
+    def recv(self, timeout: float | None = None) -> Frame | None:
+        if self._peer.dead is not None:
+            time.sleep(min(timeout or 0.0, 0.05))
+            return None
+        try:
+            if self._inbox.stream is None:
+                self._inbox.stream = _connect_stream(self._peer, "out_socket_address", self.edge_id,
+                                                     RESOLVE_TIMEOUT_S)
+                self._inbox._ready.set()
+            return self._inbox.get(timeout)
+        except RayActorError as e:
+            self._peer.dead = _first_line(e)
+            return None
+        except _StreamBroken as e:
+            self._peer.dead = _first_line(e)
+            return None
+        except GetTimeoutError:
+            return None
+
+    def close(self) -> None:
+        if self._inbox.stream is not None:
+            self._inbox.stream.close()
+
+
 @dataclass(frozen=True)
 class RunScope:
     """The identity of one started run on Ray: the namespace its actors live in and the name prefix
@@ -958,6 +1287,12 @@ class RayTransport(Transport):
 
     def open_send(self, consumer_node_id: str, edge_id: str) -> SendEndpoint:
         r = self._route(consumer_node_id, edge_id)
+        if self.edge_mode(edge_id) == "socket":
+            sk = _SocketSend(r, self, consumer_node_id)
+            if _self_actor() is not None and consumer_node_id != ORCHESTRATOR_NODE:  # as a channel: connect now
+                sk.connect()
+            self.endpoints[(consumer_node_id, edge_id, "send")] = sk
+            return sk
         if self.edge_mode(edge_id) == "channel":
             ch = _ChannelSend(r, self, consumer_node_id)
             if _self_actor() is not None:  # a stage connects its edge now; the driver at its first send
@@ -977,16 +1312,20 @@ class RayTransport(Transport):
 
     def open_recv(self, node_id: str, edge_id: str) -> RecvEndpoint:
         r = self._route(node_id, edge_id)
-        channel = self.edge_mode(edge_id) == "channel"
+        mode = self.edge_mode(edge_id)
+        channel = mode == "channel"
         ep: RecvEndpoint
         if node_id == ORCHESTRATOR_NODE:
             peer = self._peer(node_id, edge_id)
-            ep = _ChannelPull(r, peer, self.wait) if channel else _PullRecv(edge_id, peer)
+            ep = (_ChannelPull(r, peer, self.wait) if channel else _SocketPull(r, peer) if mode == "socket"
+                  else _PullRecv(edge_id, peer))
         else:
             inbox = self._local.get(edge_id)
             if isinstance(inbox, _ChannelInbox) and channel:
                 ep = _ChannelRecv(edge_id, inbox)
-            elif isinstance(inbox, _Inbox) and not channel:
+            elif isinstance(inbox, _SocketInbox) and mode == "socket":
+                ep = _SocketRecv(edge_id, inbox)
+            elif isinstance(inbox, _Inbox) and mode == "actor":
                 ep = _InboxRecv(edge_id, inbox)
             else:
                 raise EndpointError(f"edge {edge_id!r} is received on node {node_id!r} by its stage actor, "
@@ -1021,16 +1360,16 @@ def build_registry(provisions: Sequence[ProvisionStage], scope: RunScope) -> dic
 
 
 def edge_transports(routes: Mapping[str, EdgeRoute], ray_node_of: Mapping[str, str], mode: str) -> dict[str, str]:
-    """The transport of each edge of a run (``edge id -> "channel" | "actor"``): ``mode`` itself for ``channel``
-    or ``actor``; for ``auto``, ``channel`` where the producer's and the consumer's Ray nodes are the same
-    (``ray_node_of``: plan node id, or ``"orchestrator"``, -> Ray node id) and ``actor`` otherwise. Raises
+    """The transport of each edge of a run (``edge id -> "channel" | "socket" | "actor"``): ``mode`` itself unless
+    ``auto``; for ``auto``, ``channel`` where the producer's and the consumer's Ray nodes are the same
+    (``ray_node_of``: plan node id, or ``"orchestrator"``, -> Ray node id) and ``socket`` otherwise. Raises
     BackendError for an unknown mode."""
     if mode not in TRANSPORTS:
         raise BackendError(f"unknown Ray transport {mode!r} (expected one of {', '.join(TRANSPORTS)})",
                            where="ray_transport")
     if mode != "auto":
         return {e: mode for e in routes}
-    return {e: "channel" if ray_node_of[r.producer_node] == ray_node_of[r.consumer_node] else "actor"
+    return {e: "channel" if ray_node_of[r.producer_node] == ray_node_of[r.consumer_node] else "socket"
             for e, r in routes.items()}
 
 
@@ -1091,10 +1430,14 @@ class StageActor:
         self._outbox: queue.Queue = queue.Queue(maxsize=max(1, provision.outbound.ring_spec.slots))
         self._chan_inbox = _ChannelInbox(provision.inbound.ring_spec.slots, transport.wait)
         self._out_chan = _OutChannel()
+        self._sock_inbox = _SocketInbox()
+        self._out_sock = _Listener()
         inbound, outbound = provision.inbound.edge_id, provision.outbound.edge_id
-        transport.attach(inbound, self._chan_inbox if transport.edge_mode(inbound) == "channel" else self._inbox)
+        transport.attach(inbound, {"channel": self._chan_inbox, "socket": self._sock_inbox}.get(
+            transport.edge_mode(inbound), self._inbox))
         if provision.outbound.peer_node_id == ORCHESTRATOR_NODE:
-            transport.attach(outbound, self._out_chan if transport.edge_mode(outbound) == "channel" else self._outbox)
+            transport.attach(outbound, {"channel": self._out_chan, "socket": self._out_sock}.get(
+                transport.edge_mode(outbound), self._outbox))
         self.transport = transport
         num_threads = options.num_threads if options.num_threads is not None else 1
         self.worker = StageWorker(provision, self._emit, fault_injection=fault_injection, kernels=options.kernels,
@@ -1155,6 +1498,19 @@ class StageActor:
                                 where=edge_id)
         return self._chan_inbox.accept(chan, ack_reader, ack_node)
 
+    def socket_address(self, edge_id: str) -> tuple[str, int]:
+        """``(host, port)`` of the listener of the inbound socket edge (the producer connects to it)."""
+        if edge_id != self.p.inbound.edge_id:
+            raise EndpointError(f"stage {self.p.stage} on {self.p.node_id} does not consume edge {edge_id!r}",
+                                where=edge_id)
+        return self._sock_inbox.address()
+
+    def out_socket_address(self, edge_id: str) -> tuple[str, int]:
+        """``(host, port)`` of the listener of the orchestrator-consumed outbound socket edge (the driver
+        connects to it)."""
+        self._check_out(edge_id)
+        return self._out_sock.address()
+
     def _check_out(self, edge_id: str) -> None:
         if edge_id != self.p.outbound.edge_id or self.p.outbound.peer_node_id != ORCHESTRATOR_NODE:
             raise EndpointError(f"stage {self.p.stage} holds no outbound channel for edge {edge_id!r}", where=edge_id)
@@ -1194,8 +1550,8 @@ class RayBackend(Backend):
         init_kwargs: extra ``ray.init`` keyword arguments for a connection/instance this backend
             starts (e.g. ``_temp_dir``, ``object_store_memory``, ``include_dashboard``).
         max_concurrency: threads per stage actor (must exceed the inbound ring's ``slots`` + 3).
-        ray_transport: ``"auto"`` (per edge: a Ray shared-memory channel within a Ray node, an actor call per
-            frame between Ray nodes), ``"channel"`` or ``"actor"`` (that transport on every edge); None:
+        ray_transport: ``"auto"`` (per edge: a Ray shared-memory channel within a Ray node, a TCP stream between
+            Ray nodes), ``"channel"``, ``"socket"`` or ``"actor"`` (that transport on every edge); None:
             ``$PIPEPLAN_RAY_TRANSPORT``, else ``"auto"``. Unknown: BackendError (``bad_backend``).
         ray_wait: how a channel read waits (:data:`WAITS`): ``"backoff"`` or ``"spin"``; None:
             ``$PIPEPLAN_RAY_WAIT``, else ``"backoff"``. Unknown: BackendError (``bad_backend``).

@@ -34,7 +34,16 @@ from pipeplan.runtime.ray_backend import (  # noqa: E402
     resolve_nodes,
 )
 from pipeplan.runtime.stage import FaultInjection  # noqa: E402
-from pipeplan.runtime.transport import DATA, EdgeRoute, EndpointError, Frame, ObjectTooLargeError  # noqa: E402
+from pipeplan.runtime.transport import (  # noqa: E402
+    DATA,
+    RESET,
+    EdgeRoute,
+    EndpointError,
+    Frame,
+    ObjectTooLargeError,
+    SamplerParams,
+    Segment,
+)
 
 MB = 1024 * 1024
 NODES = ("n0", "n1", "n2")
@@ -116,7 +125,7 @@ def test_exact_tokens_on_planned_nodes(cluster, provisions, expected_cases, monk
     worker niceness 15); WeightsReady < StageReady per stage;
     edges were resolved by (node_id, edge_id) through the run's registry and, by default (issue 14 item 3, ``auto``),
     carried over a Ray shared-memory channel where both ends run on one Ray node (the driver's token-in edge to the
-    stage on the head node n0) and by actor calls between Ray nodes (n0 -> n1 -> n2 -> driver), with at most
+    stage on the head node n0) and over TCP streams between Ray nodes (n0 -> n1 -> n2 -> driver), with at most
     RingSpec.slots frames in flight; close leaves no actor alive. (Channels on every edge: ``concurrent_pipe``.)"""
     from pipeplan.runtime.backends import InprocBackend
 
@@ -135,22 +144,22 @@ def test_exact_tokens_on_planned_nodes(cluster, provisions, expected_cases, monk
         assert all(w["niceness"] == mine if os.geteuid() == 0 else w["niceness"] >= mine for w in where.values())
         assert backend.ray_transport == "auto" and backend.transport.mode == "auto"
         first, last = provisions[0], provisions[-1]
-        assert backend.edge_modes == {first.inbound.edge_id: "channel", first.outbound.edge_id: "actor",
-                                      provisions[1].outbound.edge_id: "actor", last.outbound.edge_id: "actor"}
+        assert backend.edge_modes == {first.inbound.edge_id: "channel", first.outbound.edge_id: "socket",
+                                      provisions[1].outbound.edge_id: "socket", last.outbound.edge_id: "socket"}
         for case in expected_cases:
             out, timings = pipe.generate_ids(case["prompt_ids"], len(case["greedy_ids"]))
             assert out == case["greedy_ids"] == inproc[case["prompt"]], case["prompt"]
             assert timings["decode_tok_s"] > 0
         kinds = {s: ray.get(a.__ray_call__.remote(_endpoint_kinds)) for s, a in backend.actors.items()}
-        assert kinds == {0: ["_ChannelRecv", "_PushSend"], 1: ["_InboxRecv", "_PushSend"],
-                         2: ["_InboxRecv", "_OutboxSend"]}, kinds
+        assert kinds == {0: ["_ChannelRecv", "_SocketSend"], 1: ["_SocketRecv", "_SocketSend"],
+                         2: ["_SocketRecv", "_SocketSend"]}, kinds
         # the driver's endpoints were resolved through the registry by (node_id, edge_id)
         tx = backend.transport.endpoints[(first.node_id, first.inbound.edge_id, "send")]
         rx = backend.transport.endpoints[("orchestrator", last.outbound.edge_id, "recv")]
         n_tokens, n_cases = sum(len(c["greedy_ids"]) for c in expected_cases), len(expected_cases)
         # per sequence: RESET + prompt + one frame per decoded token in; RESET + one token per step out
         assert tx.sent == n_cases + n_tokens and rx.received == n_cases + n_tokens
-        assert (type(tx).__name__, type(rx).__name__) == ("_ChannelSend", "_PullRecv")
+        assert (type(tx).__name__, type(rx).__name__) == ("_ChannelSend", "_SocketPull")
         assert 0 <= tx.in_flight <= first.inbound.ring_spec.slots
         events = pipe.events
     for p in provisions:
@@ -189,8 +198,8 @@ def test_unknown_ray_transport_is_bad_backend(monkeypatch):
 
 def test_edge_transports_choose_channels_within_a_ray_node():
     """Issue 14 item 3: ``auto`` carries an edge over a channel exactly when its producer and consumer (the
-    orchestrator: the driver's Ray node) are on one Ray node, else by actor calls; ``channel``/``actor`` force one
-    transport on every edge; an unknown mode is BackendError naming it."""
+    orchestrator: the driver's Ray node) are on one Ray node, else over a TCP stream; ``channel``/``socket``/``actor``
+    force one transport on every edge; an unknown mode is BackendError naming it."""
     from pipeplan.runtime.backends import BackendError
     from pipeplan.runtime.ray_backend import edge_transports
 
@@ -202,8 +211,9 @@ def test_edge_transports_choose_channels_within_a_ray_node():
     routes = {"e0": route("e0", "orchestrator", "n0"), "e1": route("e1", "n0", "n1"),
               "e2": route("e2", "n1", "n2"), "e3": route("e3", "n2", "orchestrator")}
     where = {"orchestrator": "R0", "n0": "R0", "n1": "R1", "n2": "R1"}
-    assert edge_transports(routes, where, "auto") == {"e0": "channel", "e1": "actor", "e2": "channel", "e3": "actor"}
+    assert edge_transports(routes, where, "auto") == {"e0": "channel", "e1": "socket", "e2": "channel", "e3": "socket"}
     assert set(edge_transports(routes, where, "channel").values()) == {"channel"}
+    assert set(edge_transports(routes, where, "socket").values()) == {"socket"}
     assert set(edge_transports(routes, where, "actor").values()) == {"actor"}
     with pytest.raises(BackendError) as ei:
         edge_transports(routes, where, "rdma")
@@ -442,15 +452,19 @@ class _HeldSink:
     stage inbox takes frames). Channel transport: it reads ``n`` frames from the channel on ``release(n)``."""
 
     def __init__(self, slots):
-        from pipeplan.runtime.ray_backend import _ChannelInbox
+        from pipeplan.runtime.ray_backend import _ChannelInbox, _SocketInbox
 
         self.cond = threading.Condition()
         self.released = 0
         self.got = 0
         self.chan_inbox = _ChannelInbox(slots)
+        self.sock_inbox = _SocketInbox()
 
     def accept_channel(self, edge_id, chan, ack_reader, ack_node):
         return self.chan_inbox.accept(chan, ack_reader, ack_node)
+
+    def socket_address(self, edge_id):
+        return self.sock_inbox.address()
 
     def push(self, edge_id, n, frame):
         with self.cond:
@@ -463,22 +477,26 @@ class _HeldSink:
         with self.cond:
             self.released += n
             self.cond.notify_all()
-        if self.chan_inbox.attached:
+        box = self.chan_inbox if self.chan_inbox.attached else self.sock_inbox if self.sock_inbox.stream else None
+        if box is not None:
             for _ in range(n):
-                if self.chan_inbox.get(5.0) is not None:
+                if box.get(5.0) is not None:
                     self.got += 1
 
     def count(self):
         return self.got
 
 
-@pytest.mark.parametrize(("mode", "sink_on"), [("channel", "n1"), ("channel", "n0"), ("actor", "n1")])
+@pytest.mark.parametrize(("mode", "sink_on"), [("channel", "n1"), ("channel", "n0"), ("socket", "n1"),
+                                               ("actor", "n1")])
 def test_back_pressure_at_most_slots_in_flight(cluster, mode, sink_on):
     """RP-OS-1 (RingSpec enforced by the transport), issue 8 item 2, issue 14 item 3: a producer resolving its consumer by
     (node_id, edge_id) through the RayTransport registry keeps at most RingSpec.slots objects in flight, over
-    shared-memory channels (to another Ray node, and to the driver's own Ray node, where reads wait on a doorbell)
-    and over actor calls: with a consumer that takes nothing, send #slots+1 times out;
-    one taken object frees exactly one slot. An object larger than max_extent is ObjectTooLargeError, never sent."""
+    shared-memory channels (to another Ray node, and to the driver's own Ray node, where reads wait on a doorbell),
+    over a TCP stream to another Ray node and over actor calls: with a consumer that takes nothing, send #slots+1
+    times out (a stream holds more bytes than that in its socket buffers: the consumer's acks are the bound);
+    one taken object frees exactly one slot, which a send with no time to wait (``timeout=0``, as the orchestrator
+    sends) takes too. An object larger than max_extent is ObjectTooLargeError, never sent."""
     slots = 2
     spec = ObjectSpec("activation", "f32", 4, (4, 8), "row_major", 64, 4 * 8 * 4)
     route = EdgeRoute("act.x", "activation", "n0", "n1", spec, RingSpec(slots, 128))
@@ -499,7 +517,10 @@ def test_back_pressure_at_most_slots_in_flight(cluster, mode, sink_on):
         assert time.monotonic() - t0 >= 0.25
         assert tx.in_flight == slots
         ray.get(sink.release.remote(1))
-        assert tx.send(frame, timeout=5.0) is True
+        deadline = time.monotonic() + 5.0
+        while not tx.send(frame, timeout=0):  # a zero timeout still takes the credit the consumer gave back
+            assert time.monotonic() < deadline, "the freed slot never reached a zero-timeout send"
+            time.sleep(0.01)
         assert tx.send(frame, timeout=0.2) is False
         with pytest.raises(ObjectTooLargeError):
             tx.send(Frame(DATA, 1, 0, np.ones((5, 8), np.float32)), timeout=1.0)
@@ -515,10 +536,14 @@ class _InboxConsumer:
     """A consumer with the backend's own inbox (what a stage actor receives into), draining it slowly."""
 
     def __init__(self, slots):
-        from pipeplan.runtime.ray_backend import _ChannelInbox, _Inbox
+        from pipeplan.runtime.ray_backend import _ChannelInbox, _Inbox, _SocketInbox
 
         self.inbox, self.stop = _Inbox(), threading.Event()
         self.chan_inbox = _ChannelInbox(slots)
+        self.sock_inbox = _SocketInbox()
+
+    def socket_address(self, edge_id):
+        return self.sock_inbox.address()
 
     def push(self, edge_id, n, frame):
         return self.inbox.put(n, frame, self.stop)
@@ -526,24 +551,27 @@ class _InboxConsumer:
     def accept_channel(self, edge_id, chan, ack_reader, ack_node):
         return self.chan_inbox.accept(chan, ack_reader, ack_node)
 
-    def drain(self, count, channel):
-        box = self.chan_inbox if channel else self.inbox
+    def drain(self, count, mode):
+        box = {"channel": self.chan_inbox, "socket": self.sock_inbox}.get(mode, self.inbox)
         out = []
         while len(out) < count:
             f = box.get(30.0)
             if f is None:
                 break
-            out.append(f.position)
+            out.append(f)
             time.sleep(0.001)
         return out
 
 
-@pytest.mark.parametrize(("mode", "consumer_on"), [("channel", "n2"), ("channel", "n0"), ("actor", "n2")])
+@pytest.mark.parametrize(("mode", "consumer_on"), [("channel", "n2"), ("channel", "n0"), ("socket", "n2"),
+                                                   ("actor", "n2")])
 def test_edge_keeps_producer_order(cluster, mode, consumer_on):
     """Issue 8 item 2 (edges keep order): frames on one edge reach the consumer in the order the producer sent them, over
-    shared-memory channels (to another Ray node, and on the driver's Ray node with a doorbell) and over actor calls,
-    even though the consumer actor runs several push calls at once (a RESET overtaking a DATA frame would corrupt a
-    sequence). A channel's doorbell leaves no name in /dev/shm once its reader holds it."""
+    shared-memory channels (to another Ray node, and on the driver's Ray node with a doorbell), over a TCP stream to
+    another Ray node and over actor calls, even though the consumer actor runs several push calls at once (a RESET
+    overtaking a DATA frame would corrupt a sequence); every frame arrives with every field as sent (control frames
+    between DATA frames, slots, segments). A channel's doorbell leaves no name in /dev/shm once its reader holds
+    it."""
     slots, count = 4, 120
     spec = ObjectSpec("activation", "f32", 4, (4, 8), "row_major", 64, 4 * 8 * 4)
     route = EdgeRoute("act.o", "activation", "n0", "n2", spec, RingSpec(slots, 128))
@@ -554,12 +582,24 @@ def test_edge_keeps_producer_order(cluster, mode, consumer_on):
     tr = RayTransport({"act.o": route}, scope, {("n2", "act.o"): name}, mode=mode)
     try:
         tx = tr.open_send("n2", "act.o")
-        got = consumer.drain.remote(count, mode == "channel")
-        x = np.zeros((1, 8), np.float32)
+        got = consumer.drain.remote(count, mode)
+        sent = []
         for i in range(count):
-            assert tx.send(Frame(DATA, 1, i, x), timeout=60.0)
+            if i % 10 == 9:  # control frames travel in order with the DATA frames
+                f = Frame(RESET, i, i, None, SamplerParams(0.5, 3, 0.9, i), i % 4)
+            else:
+                x = np.full((1 + i % 3, 8), i, np.float32)
+                f = Frame(DATA, i, i, x, None, i % 4, (Segment(i, i % 4, i, 1), Segment(i + 1, 3, 0, x.shape[0] - 1))
+                          if x.shape[0] > 1 else None)
+            sent.append(f)
+            assert tx.send(f, timeout=60.0)
             assert tx.in_flight <= slots
-        assert ray.get(got, timeout=60) == list(range(count))
+        frames = ray.get(got, timeout=60)
+        assert [f.position for f in frames] == list(range(count))
+        for f, g in zip(sent, frames, strict=True):
+            assert type(g) is Frame and all(getattr(g, k) == getattr(f, k) for k in Frame._fields if k != "array")
+            assert (f.array is None and g.array is None) or (np.array_equal(g.array, f.array)
+                                                             and g.array.dtype == f.array.dtype)
         if os.path.isdir("/dev/shm"):
             assert not [n for n in os.listdir("/dev/shm") if n.startswith(f"sem.pipeplan-{os.getpid()}-")]
     finally:
@@ -682,3 +722,101 @@ def test_unreachable_address_fails_fast_for_api_users():
     assert e.value.code == "ray_unavailable" and f"127.0.0.1:{port}" in e.value.message
     probe_ray_address("auto")  # not HOST:PORT: left to ray.init
     probe_ray_address(None)
+
+
+# --------------------------------------------------------------------------- socket edges
+def _tcp_pair():
+    import socket
+
+    srv = socket.create_server(("127.0.0.1", 0))
+    a = socket.create_connection(srv.getsockname()[:2])
+    b, _ = srv.accept()
+    srv.close()
+    return a, b
+
+
+def test_socket_stream_keeps_every_field_and_counts_acks():
+    """Issue 14 item 3 (socket edges): a stream carries frames whole and in order with every field as sent (DATA as
+    raw bytes: segments, slot, dtype, shape, a frame larger than the socket buffers; RESET with its sampler and
+    SHUTDOWN pickled), a read that finds nothing within its timeout takes nothing, the consumer's acks reach the
+    producer as its cumulative taken count, and a closed end is ``_StreamBroken`` (never a partial frame)."""
+    from pipeplan.runtime.ray_backend import _Stream, _StreamBroken
+    from pipeplan.runtime.transport import SHUTDOWN
+
+    a, b = _tcp_pair()
+    tx, rx = _Stream(a), _Stream(b)
+    frames = [Frame(DATA, 7, 5, np.arange(8, dtype=np.float32).reshape(2, 4), None, 3),
+              Frame(RESET, 8, 0, None, SamplerParams(0.5, 3, 0.9, 11), 2),
+              Frame(DATA, 2, 0, np.array([5, 6, 7], np.int32), None, 1, (Segment(2, 1, 0, 1), Segment(9, 3, 40, 2))),
+              Frame(DATA, 1, 9, np.random.default_rng(0).standard_normal((512, 640)).astype(np.float32), None, 0),
+              Frame(SHUTDOWN)]
+    writer = threading.Thread(target=lambda: [tx.write_frame(f) for f in frames])
+    writer.start()
+    got = [rx.read_frame(10.0) for _ in frames]
+    writer.join(10.0)
+    for f, g in zip(frames, got, strict=True):
+        assert type(g) is Frame and all(getattr(g, k) == getattr(f, k) for k in Frame._fields if k != "array")
+        assert (f.array is None and g.array is None) or (np.array_equal(g.array, f.array) and
+                                                         g.array.dtype == f.array.dtype and g.array.flags.writeable)
+    t0 = time.monotonic()
+    assert rx.read_frame(0.1) is None and time.monotonic() - t0 >= 0.09
+    rx.write_ack(1)
+    rx.write_ack(2)
+    deadline = time.monotonic() + 5.0
+    while tx.acked < 2 and time.monotonic() < deadline:
+        tx.read_acks(0.5)
+    assert tx.acked == 2
+    a.close()
+    with pytest.raises(_StreamBroken):
+        rx.read_frame(5.0)
+    b.close()
+
+
+@ray.remote(num_cpus=0)
+class _NoListener:
+    """A consumer whose socket edge address has nothing listening on it."""
+
+    def socket_address(self, edge_id):
+        import socket
+
+        s = socket.create_server(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+        s.close()
+        return "127.0.0.1", port
+
+
+def test_unreachable_socket_edge_is_endpoint_error(cluster):
+    """Issue 14 item 3: a socket edge whose consumer's address accepts no connection is an EndpointError naming the
+    edge and the way out (``PIPEPLAN_RAY_TRANSPORT=actor``), not a hang or a traceback from the socket layer."""
+    spec = ObjectSpec("activation", "f32", 4, (4, 8), "row_major", 64, 4 * 8 * 4)
+    route = EdgeRoute("act.u", "activation", "n0", "n1", spec, RingSpec(2, 128))
+    scope = RunScope(ray.get_runtime_context().namespace, f"pipeplan/test-unreachable/{os.getpid()}")
+    name = f"{scope.prefix}/sink"
+    sink = _NoListener.options(name=name, scheduling_strategy=_on(cluster["n1"])).remote()
+    tr = RayTransport({"act.u": route}, scope, {("n1", "act.u"): name}, mode="socket")
+    try:
+        tx = tr.open_send("n1", "act.u")
+        with pytest.raises(EndpointError) as ei:
+            tx.send(Frame(DATA, 1, 0, np.ones((1, 8), np.float32)), timeout=5.0)
+        assert ei.value.where == "act.u" and "PIPEPLAN_RAY_TRANSPORT=actor" in ei.value.message
+    finally:
+        tr.close()
+        ray.kill(sink)
+
+
+def test_socket_transport_on_every_edge(cluster, facts, expected_cases):
+    """Issue 14 item 3: with ``ray_transport="socket"`` every edge, the driver's token-in and token-out included, is a
+    TCP stream; one request gives EXPECTED's greedy ids and two concurrent ones (the orchestrator sends with a zero
+    timeout while frames are in flight) each give their single-request ids; close leaves no actor alive."""
+    backend = RayBackend(ray_transport="socket")
+    with Pipeline(_provisions(facts, NODES, parallel=2), backend=backend, kernels=CPU, num_threads=1,
+                  parallel=2) as pipe:
+        assert set(backend.edge_modes.values()) == {"socket"}
+        case = expected_cases[0]
+        assert pipe.generate_ids(case["prompt_ids"], len(case["greedy_ids"]))[0] == case["greedy_ids"]
+        reqs = [GenRequest([1, 403, 407], 12), GenRequest([1, 300, 301, 302], 9)]
+        single = [pipe.generate_concurrent([r])[0].ids for r in reqs]
+        assert [g.ids for g in pipe.generate_concurrent(reqs)] == single
+        kinds = {type(e).__name__ for e in backend.transport.endpoints.values()}
+        assert kinds == {"_SocketSend", "_SocketPull"}
+    assert backend.live_actor_names() == []
