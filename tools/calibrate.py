@@ -564,6 +564,10 @@ def measure_cpu(plan_module, model: str | Path, *, pool: str | Path | None = Non
 
             exs[name] = StageExecutor(hp, list(sp.calls), weights, L, timed.module, num_threads=threads,
                                       allocate=allocate)
+        rows_max = max(r for r in BATCH_ROWS if r == 1 or r <= _prefill_rows(steps))
+        if rows_max > 1 and "decode" in steps:  # the runtime's batched decode frames: one slot per row
+            exs[BATCHED] = StageExecutor(hp, list(steps["decode"].calls), weights, L, timed.module,
+                                         num_threads=threads, slots=rows_max)
         stages.append((steps, exs, last))
     cmd_task = {}  # instruction id -> task of its command
     for steps in programs.values():
@@ -621,7 +625,8 @@ def measure_cpu(plan_module, model: str | Path, *, pool: str | Path | None = Non
             t = run_instance("decode", [t], pos, keep)
             pos += 1
     frame_rows = _measure_frame_rows(stages, exs_rows=rows, klog=klog, argmax=argmax, samples=samples,
-                                     cmd_task=cmd_task, key_of=key_of, repeats=max(7, 2 * repeats), np=np)
+                                     cmd_task=cmd_task, key_of=key_of, repeats=max(7, 2 * repeats), np=np,
+                                     position=min(L - 1, round(prompt_len + (tokens - 1) / 2)))
     kv_pos = kv_positions(prompt_len, tokens, L)
     kv_rows = _measure_kv_rows(stages, kv_pos, klog=klog, repeats=max(7, 2 * repeats), np=np)
     # transfers: the ring hops of the plan's frame sizes
@@ -659,19 +664,25 @@ def measure_cpu(plan_module, model: str | Path, *, pool: str | Path | None = Non
             "entries": sorted(entries, key=lambda e: e["key"])}
 
 
-PER_ROW_KERNELS = frozenset({"rope", "kv_cache_write", "attention", "argmax"})
-"""Kernels whose work in a decode frame of r sequences is r times their one-row work (each row attends to its
-own sequence's KV cache); every other kernel runs once over the frame's r rows."""
+BATCHED = "decode.batched"
+"""Key of a stage's batched-decode executor in :func:`measure_cpu` (the decode step bound with one KV slot per
+row of the largest batched frame)."""
+
+
+def _prefill_rows(steps: Mapping[str, Any]) -> int:
+    """Rows of a stage's prefill step (1 without one)."""
+    return int(steps["prefill"].rows) if "prefill" in steps else 1
 
 
 def _measure_frame_rows(stages: Sequence[Any], *, exs_rows: int, klog: list[Any], argmax: Any,
                         samples: Mapping[str, list[float]], cmd_task: Mapping[str, Any], key_of: Any, repeats: int,
-                        np: Any) -> list[list[float]]:
+                        np: Any, position: int) -> list[list[float]]:
     """Per stage, the seconds of a decode frame of r rows for r in :data:`BATCH_ROWS` up to the prefill step's
-    rows: r = 1 the decode step's calibrated kernels (trimmed means of ``samples``); r > 1 the prefill step
-    bound to the same kernels run on r rows at position 0 (every row's output kept, as a batched frame),
-    charged as :func:`measure_cpu` charges a step (median of ``repeats`` runs after one warm-up), with the
-    :data:`PER_ROW_KERNELS` replaced by r times their decode-step cost (and r samples on the last stage)."""
+    rows: r = 1 the decode step's calibrated kernels (trimmed means of ``samples``); r > 1 a micro-batched
+    frame as the runtime runs it (:meth:`~pipeplan.runtime.program.StageExecutor.forward_segments` of the
+    decode step over r one-row segments in r KV slots, every one at ``position``), its kernels charged as
+    :func:`measure_cpu` charges a step (median of ``repeats`` runs after one warm-up), plus r samples on the
+    last stage."""
     out = []
     clock = time.perf_counter
     rows_list = [r for r in BATCH_ROWS if r == 1 or r <= exs_rows]
@@ -680,43 +691,32 @@ def _measure_frame_rows(stages: Sequence[Any], *, exs_rows: int, klog: list[Any]
     for rep in range(repeats + 1):  # the first round warms the steps up and is not kept
         for r in rows_list[1:]:
             x: Any = x0[:r]
-            for s, (steps, exs, last) in enumerate(stages):
-                if "prefill" not in steps:
-                    x = np.zeros((r, 1), dtype=np.float32) if s else x
+            for s, (_steps, exs, last) in enumerate(stages):
+                ex = exs.get(BATCHED)
+                if ex is None:
                     continue
-                ex = exs["prefill"]
+                for k in range(r):
+                    ex.n_pasts[k] = position
                 k0 = len(klog)
-                ex.n_past = 0
                 t0 = clock()
-                y = ex.forward(x, 0, last_only=False)
+                y = ex.forward_segments(x, [(k, position, 1) for k in range(r)], last_only=last)
                 t1 = clock()
-                got = klog[k0:]
-                prev, secs = t0, 0.0
-                for j, (name, _, end) in enumerate(got):
-                    tail = t1 - end if j == len(got) - 1 else 0.0
-                    if name not in PER_ROW_KERNELS:
-                        secs += end - prev + tail
-                    prev = end
-                if rep:
-                    per_stage_rows[s][r].append(secs)
+                if rep and klog[k0:]:
+                    per_stage_rows[s][r].append(t1 - t0)
                 x = y if last else np.array(y, copy=True)
     for s, (steps, _exs, _last) in enumerate(stages):
         dec = steps["decode"]
-        per_row = total = 0.0
+        total = sample = 0.0
         for k in dec.kernels:
-            v = _trimmed_mean(list(samples[key_of(cmd_task[k.id.data])]))
-            total += v
-            if k.kernel.data in PER_ROW_KERNELS:
-                per_row += v
+            total += _trimmed_mean(list(samples[key_of(cmd_task[k.id.data])]))
         for o in dec.order:
             if o.__class__.__name__ == "SampleOp":
-                v = _trimmed_mean(list(samples[key_of(cmd_task[o.id.data])]))
-                total += v
-                per_row += v
+                sample = _trimmed_mean(list(samples[key_of(cmd_task[o.id.data])]))
+        total += sample
         row = [total]
         for r in rows_list[1:]:
             xs = per_stage_rows[s][r]
-            row.append(max(total, statistics.median(xs) + r * per_row) if xs else total * r)
+            row.append(max(total, statistics.median(xs) + r * sample) if xs else total * r)
         out.append(row)
     return out
 
