@@ -37,6 +37,7 @@ Prints a table and writes ``bench/results/ray_hops.json``.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import platform
@@ -272,38 +273,51 @@ def bench_chain(mode: str, wait: str, ids: dict[str, str], nodes: list[str], n_e
             "relays": k, "n": n, "payload_bytes": int(x.nbytes)}
 
 
-def bench_compiled_chain(ids: dict[str, str], nodes: list[str], n_embd: int, n: int) -> dict:
-    """Ray's Compiled Graph through the same chain (``InputNode -> relay0.echo -> ... -> relay{S-1}.echo``, relay i
-    on ``nodes[i]``, ``experimental_compile()``): median round trip of a [1, n_embd] f32 array (as
-    :func:`bench_chain`, without a turnaround)."""
+@contextlib.contextmanager
+def compiled_chain(ray_nodes: list[str]):
+    """Ray's Compiled Graph ``InputNode -> relay0.echo -> ... -> relay{k-1}.echo`` with relay i a :class:`CgEcho`
+    on Ray node ``ray_nodes[i]`` (``experimental_compile()``); yields ``(compiled dag, relays)``, torn down after."""
     import ray
     from ray.dag import InputNode
     from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
     relays = [ray.remote(CgEcho).options(num_cpus=0, scheduling_strategy=NodeAffinitySchedulingStrategy(
-        ids[m], soft=False)).remote() for m in nodes]
+        node, soft=False)).remote() for node in ray_nodes]
     ray.get([r.__ray_ready__.remote() for r in relays])
     with InputNode() as inp:
-        node = inp
+        dag = inp
         for r in relays:
-            node = r.echo.bind(node)
-    cdag = node.experimental_compile()
+            dag = r.echo.bind(dag)
+    cdag = dag.experimental_compile()
     try:
-        x = np.random.default_rng(0).standard_normal((1, n_embd)).astype(np.float32)
-
-        def once() -> float:
-            t0 = time.perf_counter()
-            y = ray.get(cdag.execute(x), timeout=60.0)
-            assert y.shape == x.shape
-            return time.perf_counter() - t0
-
-        for _ in range(100):
-            once()
-        loops = sorted(once() for _ in range(n))
+        yield cdag, relays
     finally:
         cdag.teardown()
         for r in relays:
             ray.kill(r)
+
+
+def round_trips(cdag, x: np.ndarray, n: int, timeout: float) -> list[float]:
+    """Sorted seconds of ``n`` executions of ``cdag`` on ``x`` (after 100 warm-up executions)."""
+    import ray
+
+    def once() -> float:
+        t0 = time.perf_counter()
+        y = ray.get(cdag.execute(x), timeout=timeout)
+        assert y.shape == x.shape
+        return time.perf_counter() - t0
+
+    for _ in range(100):
+        once()
+    return sorted(once() for _ in range(n))
+
+
+def bench_compiled_chain(ids: dict[str, str], nodes: list[str], n_embd: int, n: int) -> dict:
+    """Ray's Compiled Graph through the same chain (:func:`compiled_chain`, relay i on ``nodes[i]``): median
+    round trip of a [1, n_embd] f32 array (as :func:`bench_chain`, without a turnaround)."""
+    x = np.random.default_rng(0).standard_normal((1, n_embd)).astype(np.float32)
+    with compiled_chain([ids[m] for m in nodes]) as (cdag, _):
+        loops = round_trips(cdag, x, n, 60.0)
     loop = statistics.median(loops)
     return {"loop_us": loop * 1e6, "loop_p90_us": loops[int(0.9 * len(loops))] * 1e6,
             "per_hop_us": loop * 1e6 / (len(nodes) + 1), "turnaround_us": None, "relays": len(nodes), "n": n,
@@ -327,40 +341,19 @@ class CgEcho:
 
 
 def bench_compiled_graph(ray_node: str, n_embd: int, n: int) -> dict:
-    """Ray's own Compiled Graph as the reference (``InputNode -> CgEcho.echo``, ``experimental_compile()``): median
-    one-way hop (round trip / 2) of the same [1, n_embd] f32 array to an echo actor on ``ray_node`` and back, and
-    the wait CPU-s/s of the echo actor and of the driver (as :func:`bench_hop`)."""
+    """Ray's own Compiled Graph as the reference (:func:`compiled_chain` of one echo actor on ``ray_node``):
+    median one-way hop (round trip / 2) of the same [1, n_embd] f32 array there and back, and the wait CPU-s/s
+    of the echo actor and of the driver (as :func:`bench_hop`)."""
     import ray
-    from ray.dag import InputNode
-    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
-    echo = ray.remote(CgEcho).options(num_cpus=0, scheduling_strategy=NodeAffinitySchedulingStrategy(
-        ray_node, soft=False)).remote()
-    ray.get(echo.__ray_ready__.remote())
-    with InputNode() as inp:
-        dag = echo.echo.bind(inp)
-    cdag = dag.experimental_compile()
-    try:
-        x = np.random.default_rng(0).standard_normal((1, n_embd)).astype(np.float32)
-
-        def once() -> float:
-            t0 = time.perf_counter()
-            y = ray.get(cdag.execute(x), timeout=30.0)
-            dt = time.perf_counter() - t0
-            assert y.shape == x.shape
-            return dt / 2
-
-        for _ in range(100):
-            once()
-        hops = sorted(once() for _ in range(n))
+    x = np.random.default_rng(0).standard_normal((1, n_embd)).astype(np.float32)
+    with compiled_chain([ray_node]) as (cdag, (echo,)):
+        hops = [t / 2 for t in round_trips(cdag, x, n, 30.0)]
         echo_idle = ray.get(echo.idle_cpu.remote(1.0))
         ref = cdag.execute(np.zeros(0, np.float32))
         t0, w0 = time.process_time(), time.perf_counter()
         ray.get(ref, timeout=30.0)
         driver_idle = (time.process_time() - t0) / (time.perf_counter() - w0)
-    finally:
-        cdag.teardown()
-        ray.kill(echo)
     return {"median_us": statistics.median(hops) * 1e6, "p90_us": hops[int(0.9 * len(hops))] * 1e6,
             "min_us": hops[0] * 1e6, "n": n, "payload_bytes": int(x.nbytes),
             "consumer_wait_cpu_s_per_s": echo_idle, "driver_wait_cpu_s_per_s": driver_idle}

@@ -717,7 +717,37 @@ class _OutChannel:
         return self.chan if self._ready.wait(timeout) else None
 
 
-class _ChannelSend(SendEndpoint):
+class _PeerSend(SendEndpoint):
+    """What a channel and a socket edge's producer share: the route's specs, the consumer's peer (None: the
+    orchestrator), the first broken call's line in ``dead`` (told to the peer), and the checks before a send."""
+
+    def __init__(self, route: EdgeRoute, transport: RayTransport, consumer_node_id: str):
+        self.edge_id, self.object_spec, self.ring_spec = route.edge_id, route.object_spec, route.ring_spec
+        self.slots = max(1, route.ring_spec.slots)
+        self._tr = transport
+        self._peer = None if consumer_node_id == ORCHESTRATOR_NODE else transport._peer(consumer_node_id, route.edge_id)
+        self.dead: str | None = None
+
+    def _broken(self, e: BaseException) -> None:
+        self.dead = _first_line(e)
+        if self._peer is not None:
+            self._peer.dead = self.dead
+
+    def _may_send(self, frame: Frame, timeout: float | None) -> bool:
+        """Check a DATA frame against the edge's specs (EndpointError); False (after at most 50 ms of
+        ``timeout``) when the edge or its consumer is dead."""
+        if frame.op == DATA:
+            assert frame.array is not None
+            check_object(self.edge_id, self.object_spec, self.ring_spec, frame.array)
+            check_segments(self.edge_id, frame)
+        if self.dead is not None or (self._peer is not None and self._peer.dead is not None):
+            if timeout:
+                time.sleep(min(timeout, 0.05))
+            return False
+        return True
+
+
+class _ChannelSend(_PeerSend):
     """Producer side of a channel edge: each Frame is written whole into a Ray shared-memory channel
     (``RingSpec.slots`` buffers of ``slot_bytes`` + :data:`CHANNEL_OVERHEAD_BYTES`), at most ``slots``
     frames not yet taken by the consumer (:class:`_Credits`). In a stage actor the channel is built when
@@ -725,14 +755,10 @@ class _ChannelSend(SendEndpoint):
     return False (the backend attributes the fault to the dead stage)."""
 
     def __init__(self, route: EdgeRoute, transport: RayTransport, consumer_node_id: str):
-        self.edge_id, self.object_spec, self.ring_spec = route.edge_id, route.object_spec, route.ring_spec
-        self.slots = max(1, route.ring_spec.slots)
-        self._tr = transport
+        super().__init__(route, transport, consumer_node_id)
         self._consumer = consumer_node_id
-        self._peer = None if consumer_node_id == ORCHESTRATOR_NODE else transport._peer(consumer_node_id, route.edge_id)
         self._credits = _Credits(self.slots, transport.wait)
         self._chan: Any = None
-        self.dead: str | None = None
 
     @property
     def sent(self) -> int:
@@ -767,19 +793,8 @@ class _ChannelSend(SendEndpoint):
                                 f"{type(e).__name__}: {_first_line(e)}", where=self.edge_id) from None
         self._chan = chan
 
-    def _broken(self, e: BaseException) -> None:
-        self.dead = _first_line(e)
-        if self._peer is not None:
-            self._peer.dead = self.dead
-
     def send(self, frame: Frame, timeout: float | None = None) -> bool:
-        if frame.op == DATA:
-            assert frame.array is not None
-            check_object(self.edge_id, self.object_spec, self.ring_spec, frame.array)
-            check_segments(self.edge_id, frame)
-        if self.dead is not None or (self._peer is not None and self._peer.dead is not None):
-            if timeout:
-                time.sleep(min(timeout, 0.05))
+        if not self._may_send(frame, timeout):
             return False
         deadline = None if timeout is None else time.monotonic() + timeout
         try:
@@ -1054,7 +1069,7 @@ def _connect_stream(peer: _Peer, method: str, edge_id: str, timeout: float) -> _
     return _Stream(sock)
 
 
-class _SocketSend(SendEndpoint):
+class _SocketSend(_PeerSend):
     """Producer side of a socket edge: each Frame is written whole on a TCP stream to the consumer, at most
     ``RingSpec.slots`` frames not yet taken (credits from the consumer's acks). To a stage: connects to the
     consumer actor's listener (a stage when it connects its edges, the driver at its first send); to the
@@ -1062,13 +1077,9 @@ class _SocketSend(SendEndpoint):
     ``send`` return False (the backend attributes the fault to the dead stage)."""
 
     def __init__(self, route: EdgeRoute, transport: RayTransport, consumer_node_id: str):
-        self.edge_id, self.object_spec, self.ring_spec = route.edge_id, route.object_spec, route.ring_spec
-        self.slots = max(1, route.ring_spec.slots)
-        self._tr = transport
-        self._peer = None if consumer_node_id == ORCHESTRATOR_NODE else transport._peer(consumer_node_id, route.edge_id)
+        super().__init__(route, transport, consumer_node_id)
         self._stream: _Stream | None = None
         self.sent = 0
-        self.dead: str | None = None
 
     def connect(self, timeout: float | None = RESOLVE_TIMEOUT_S) -> bool:
         """Connect (to the orchestrator: wait up to ``timeout`` s for the driver to connect; False if it has not).
@@ -1089,19 +1100,8 @@ class _SocketSend(SendEndpoint):
                                 where=self.edge_id) from None
         return True
 
-    def _broken(self, e: BaseException) -> None:
-        self.dead = _first_line(e)
-        if self._peer is not None:
-            self._peer.dead = self.dead
-
     def send(self, frame: Frame, timeout: float | None = None) -> bool:
-        if frame.op == DATA:
-            assert frame.array is not None
-            check_object(self.edge_id, self.object_spec, self.ring_spec, frame.array)
-            check_segments(self.edge_id, frame)
-        if self.dead is not None or (self._peer is not None and self._peer.dead is not None):
-            if timeout:
-                time.sleep(min(timeout, 0.05))
+        if not self._may_send(frame, timeout):
             return False
         deadline = None if timeout is None else time.monotonic() + timeout
         try:
