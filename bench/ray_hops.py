@@ -150,6 +150,20 @@ class Echo:
         return True
 
 
+def loop_seconds(tx, rx, x: np.ndarray, i: int, timeout: float) -> float:
+    """Seconds from sending DATA frame ``i`` of ``x`` on ``tx`` until a frame comes back on ``rx`` (it must be
+    frame ``i``)."""
+    from pipeplan.runtime.transport import DATA, Frame
+
+    t0 = time.perf_counter()
+    assert tx.send(Frame(DATA, 0, i, x), timeout=timeout)
+    f = None
+    while f is None:
+        f = rx.recv(timeout=timeout)
+    assert f.position == i
+    return time.perf_counter() - t0
+
+
 def bench_hop(mode: str, wait: str, ray_node: str, node_id: str, n_embd: int, n: int) -> dict:
     """Median one-way hop (round trip / 2) of a [1, n_embd] f32 DATA Frame through ``mode``'s endpoints
     (``wait``: the channel read's wait), and the CPU-s/s of a waiting consumer (the echo actor) and of the
@@ -157,7 +171,7 @@ def bench_hop(mode: str, wait: str, ray_node: str, node_id: str, n_embd: int, n:
     import ray
     from pipeplan.plan_types import ObjectSpec, RingSpec
     from pipeplan.runtime.ray_backend import RayTransport, RunScope, edge_transports, start_driver_proxy
-    from pipeplan.runtime.transport import DATA, EdgeRoute, Frame
+    from pipeplan.runtime.transport import EdgeRoute
     from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
     spec = ObjectSpec("activation", "f32", 4, (256, n_embd), "row_major", 64, 256 * n_embd * 4)
@@ -179,13 +193,7 @@ def bench_hop(mode: str, wait: str, ray_node: str, node_id: str, n_embd: int, n:
         x = np.random.default_rng(0).standard_normal((1, n_embd)).astype(np.float32)
 
         def once(i: int) -> float:
-            t0 = time.perf_counter()
-            assert tx.send(Frame(DATA, 0, i, x), timeout=30.0)
-            f = None
-            while f is None:
-                f = rx.recv(timeout=30.0)
-            assert f.position == i
-            return (time.perf_counter() - t0) / 2
+            return loop_seconds(tx, rx, x, i, 30.0) / 2
 
         for i in range(100):
             once(i)
@@ -218,7 +226,7 @@ def bench_chain(mode: str, wait: str, ids: dict[str, str], nodes: list[str], n_e
     import ray
     from pipeplan.plan_types import ObjectSpec, RingSpec
     from pipeplan.runtime.ray_backend import RayTransport, RunScope, edge_transports, start_driver_proxy
-    from pipeplan.runtime.transport import DATA, EdgeRoute, Frame
+    from pipeplan.runtime.transport import EdgeRoute
     from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
     k = len(nodes)
@@ -244,13 +252,7 @@ def bench_chain(mode: str, wait: str, ids: dict[str, str], nodes: list[str], n_e
         x = np.random.default_rng(0).standard_normal((rows, n_embd)).astype(np.float32)
 
         def once(i: int) -> float:
-            t0 = time.perf_counter()
-            assert tx.send(Frame(DATA, 0, i, x), timeout=60.0)
-            f = None
-            while f is None:
-                f = rx.recv(timeout=60.0)
-            assert f.position == i
-            return time.perf_counter() - t0
+            return loop_seconds(tx, rx, x, i, 60.0)
 
         for i in range(warm):
             once(i)

@@ -824,10 +824,13 @@ class _ChannelSend(_PeerSend):
                 pass
 
 
-class _ChannelRecv(RecvEndpoint):
-    """Consumer side of a channel edge in a stage actor (:class:`_ChannelInbox`)."""
+class _TakenRecv(RecvEndpoint):
+    """Consumer side of an edge whose frames an inbox in a stage actor takes (``inbox.get``, ``inbox.taken``);
+    an exception of ``broken`` (the producer's end is gone) is no frame: the backend reports the dead stage."""
 
-    def __init__(self, edge_id: str, inbox: _ChannelInbox):
+    broken: tuple[type[BaseException], ...] = ()
+
+    def __init__(self, edge_id: str, inbox: Any):
         self.edge_id, self._inbox = edge_id, inbox
 
     @property
@@ -837,9 +840,15 @@ class _ChannelRecv(RecvEndpoint):
     def recv(self, timeout: float | None = None) -> Frame | None:
         try:
             return self._inbox.get(timeout)
-        except RayChannelError:  # the producer's end is gone: the backend reports the dead stage
+        except self.broken:
             time.sleep(min(timeout or 0.0, 0.05))
             return None
+
+
+class _ChannelRecv(_TakenRecv):
+    """Consumer side of a channel edge in a stage actor (:class:`_ChannelInbox`)."""
+
+    broken = (RayChannelError,)
 
 
 class _ChannelPull(RecvEndpoint):
@@ -1139,22 +1148,10 @@ class _SocketSend(_PeerSend):
             self._stream.close()
 
 
-class _SocketRecv(RecvEndpoint):
+class _SocketRecv(_TakenRecv):
     """Consumer side of a socket edge in a stage actor (:class:`_SocketInbox`)."""
 
-    def __init__(self, edge_id: str, inbox: _SocketInbox):
-        self.edge_id, self._inbox = edge_id, inbox
-
-    @property
-    def received(self) -> int:
-        return self._inbox.taken
-
-    def recv(self, timeout: float | None = None) -> Frame | None:
-        try:
-            return self._inbox.get(timeout)
-        except _StreamBroken:  # the producer is gone: the backend reports the dead stage
-            time.sleep(min(timeout or 0.0, 0.05))
-            return None
+    broken = (_StreamBroken,)
 
 
 class _SocketPull(RecvEndpoint):
