@@ -542,6 +542,8 @@ def measure_cpu(plan_module, model: str | Path, *, pool: str | Path | None = Non
     L = int(abi["max_seq_len"])
     timed = _TimedKernels(cpu)
     klog = timed.log
+    rows = programs[0]["prefill"].rows if "prefill" in programs[0] else 1
+    batch_rows = [r for r in BATCH_ROWS if r == 1 or r <= rows]  # decode frames calibrated: 1 .. the prefill rows
     stages = []
     for s in sorted(programs):
         steps = programs[s]
@@ -564,10 +566,9 @@ def measure_cpu(plan_module, model: str | Path, *, pool: str | Path | None = Non
 
             exs[name] = StageExecutor(hp, list(sp.calls), weights, L, timed.module, num_threads=threads,
                                       allocate=allocate)
-        rows_max = max(r for r in BATCH_ROWS if r == 1 or r <= _prefill_rows(steps))
-        if rows_max > 1 and "decode" in steps:  # the runtime's batched decode frames: one slot per row
+        if len(batch_rows) > 1 and "decode" in steps:  # the runtime's batched decode frames: one slot per row
             exs[BATCHED] = StageExecutor(hp, list(steps["decode"].calls), weights, L, timed.module,
-                                         num_threads=threads, slots=rows_max)
+                                         num_threads=threads, slots=batch_rows[-1])
         stages.append((steps, exs, last))
     cmd_task = {}  # instruction id -> task of its command
     for steps in programs.values():
@@ -611,7 +612,6 @@ def measure_cpu(plan_module, model: str | Path, *, pool: str | Path | None = Non
         return token
 
     tok = SPMTokenizer.from_gguf(model)
-    rows = programs[0]["prefill"].rows if "prefill" in programs[0] else 1
     steps0 = programs[0]
     for r, prompt in enumerate((prompts[0], *[p for p in prompts for _ in range(repeats)])):
         keep = r > 0
@@ -624,9 +624,9 @@ def measure_cpu(plan_module, model: str | Path, *, pool: str | Path | None = Non
         for _ in range(tokens):
             t = run_instance("decode", [t], pos, keep)
             pos += 1
-    frame_rows = _measure_frame_rows(stages, exs_rows=rows, klog=klog, argmax=argmax, samples=samples,
-                                     cmd_task=cmd_task, key_of=key_of, repeats=max(7, 2 * repeats), np=np,
-                                     position=min(L - 1, round(prompt_len + (tokens - 1) / 2)))
+    ref_pos = prompt_len + (tokens - 1) / 2  # the mean KV position of the calibrated decode steps
+    frame_rows = _measure_frame_rows(stages, batch_rows, samples=samples, cmd_task=cmd_task, key_of=key_of,
+                                     repeats=max(7, 2 * repeats), np=np, position=min(L - 1, round(ref_pos)))
     kv_pos = kv_positions(prompt_len, tokens, L)
     kv_rows = _measure_kv_rows(stages, kv_pos, klog=klog, repeats=max(7, 2 * repeats), np=np)
     # transfers: the ring hops of the plan's frame sizes
@@ -660,7 +660,7 @@ def measure_cpu(plan_module, model: str | Path, *, pool: str | Path | None = Non
             "transport": {"kind": "shm_ring", "hops": hops},
             "runtime": {str(n): {"frame_rows": list(BATCH_ROWS[:len(frame_rows[0])]), "frame_rows_s": frame_rows,
                                  "kv_pos": kv_pos, "kv_row_s": kv_rows,
-                                 "kv_ref_pos": prompt_len + (tokens - 1) / 2}},
+                                 "kv_ref_pos": ref_pos}},
             "entries": sorted(entries, key=lambda e: e["key"])}
 
 
@@ -669,23 +669,16 @@ BATCHED = "decode.batched"
 row of the largest batched frame)."""
 
 
-def _prefill_rows(steps: Mapping[str, Any]) -> int:
-    """Rows of a stage's prefill step (1 without one)."""
-    return int(steps["prefill"].rows) if "prefill" in steps else 1
-
-
-def _measure_frame_rows(stages: Sequence[Any], *, exs_rows: int, klog: list[Any], argmax: Any,
-                        samples: Mapping[str, list[float]], cmd_task: Mapping[str, Any], key_of: Any, repeats: int,
-                        np: Any, position: int) -> list[list[float]]:
-    """Per stage, the seconds of a decode frame of r rows for r in :data:`BATCH_ROWS` up to the prefill step's
-    rows: r = 1 the decode step's calibrated kernels (trimmed means of ``samples``); r > 1 a micro-batched
+def _measure_frame_rows(stages: Sequence[Any], rows_list: Sequence[int], *, samples: Mapping[str, list[float]],
+                        cmd_task: Mapping[str, Any], key_of: Any, repeats: int, np: Any,
+                        position: int) -> list[list[float]]:
+    """Per stage, the seconds of a decode frame of r rows for r in ``rows_list`` (1 first): r = 1 the decode step's calibrated kernels (trimmed means of ``samples``); r > 1 a micro-batched
     frame as the runtime runs it (:meth:`~pipeplan.runtime.program.StageExecutor.forward_segments` of the
     decode step over r one-row segments in r KV slots, every one at ``position``), its kernels charged as
     :func:`measure_cpu` charges a step (median of ``repeats`` runs after one warm-up), plus r samples on the
     last stage."""
     out = []
     clock = time.perf_counter
-    rows_list = [r for r in BATCH_ROWS if r == 1 or r <= exs_rows]
     x0 = np.asarray([1 + (7 * j) % 13 for j in range(max(rows_list))], dtype=np.int64)
     per_stage_rows: list[dict[int, list[float]]] = [{r: [] for r in rows_list[1:]} for _ in stages]
     for rep in range(repeats + 1):  # the first round warms the steps up and is not kept
@@ -697,12 +690,10 @@ def _measure_frame_rows(stages: Sequence[Any], *, exs_rows: int, klog: list[Any]
                     continue
                 for k in range(r):
                     ex.n_pasts[k] = position
-                k0 = len(klog)
                 t0 = clock()
                 y = ex.forward_segments(x, [(k, position, 1) for k in range(r)], last_only=last)
-                t1 = clock()
-                if rep and klog[k0:]:
-                    per_stage_rows[s][r].append(t1 - t0)
+                if rep:
+                    per_stage_rows[s][r].append(clock() - t0)
                 x = y if last else np.array(y, copy=True)
     for s, (steps, _exs, _last) in enumerate(stages):
         dec = steps["decode"]
