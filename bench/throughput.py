@@ -178,12 +178,10 @@ def measure(model: Path, stages: int, parallel: int, backend: str, *, prompt_tok
             if best is None or f["agg_tok_s"] > best["agg_tok_s"]:
                 best = f
     assert best is not None
-    source: Any = compiled.package
+    costs = stage_costs(compiled.package, prefill_rows=prompt_tokens)  # the package's, with its evidence
     if ray_loop is not None:
-        source = ray_hop_costs(stage_costs(compiled.package, prefill_rows=prompt_tokens), ray_loop)
-    p = predict_concurrent(source, parallel, prompt_tokens, decode_tokens, prefill_rows=prompt_tokens,
-                           micro_batches=m)
-    costs = stage_costs(source, prefill_rows=prompt_tokens)
+        costs = ray_hop_costs(costs, ray_loop)
+    p = predict_concurrent(costs, parallel, prompt_tokens, decode_tokens, micro_batches=m)
     flat = (predict_concurrent(dataclasses.replace(costs, kv_pos=(), kv_row_s=()), parallel, prompt_tokens,
                                decode_tokens, micro_batches=m).aggregate_tok_s if costs.kv_pos else None)
     if ray_loop is not None:
@@ -259,9 +257,10 @@ def main(argv: list[str] | None = None) -> int:
             from pipeplan.frontend.gguf_facts import read_model_facts
 
             info = stack.enter_context(ray_cluster([f"local{i}" for i in range(a.ray_nodes)]))
+            n_embd = read_model_facts(model).embedding_length
         for s in stages:
             if a.backend == "ray":
-                ray_loops[s] = measure_ray_loop(info["ids"], read_model_facts(model).embedding_length, s)
+                ray_loops[s] = measure_ray_loop(info["ids"], n_embd, s)
                 print(f"Ray loop ({os.environ.get('PIPEPLAN_RAY_TRANSPORT') or 'auto'} transport, one activation row, "
                       f"{s} relays): "
                       f"{ray_loops[s]['loop_s'] * 1e6:.0f} us, relay {ray_loops[s]['turnaround_s'] * 1e6:.0f} us, relay cpu "

@@ -87,6 +87,7 @@ import _multiprocessing
 import collections
 import copy
 import itertools
+import math
 import os
 import pickle
 import queue
@@ -594,10 +595,7 @@ def _decode(value: Any) -> Frame:
         rows = struct.unpack_from(f"<{4 * n_seg}q", value, off)
         segments = tuple(Segment(*rows[i:i + 4]) for i in range(0, 4 * n_seg, 4))
         off += 32 * n_seg
-    count = 1
-    for d in shape:
-        count *= d
-    array = np.frombuffer(value, _WIRE_DTYPES[code], count, off).reshape(shape).copy()
+    array = np.frombuffer(value, _WIRE_DTYPES[code], math.prod(shape), off).reshape(shape).copy()
     return Frame(DATA, seq_id, position, array, None, slot, segments)
 
 
@@ -1032,7 +1030,11 @@ class _Listener:
             return
         finally:
             srv.close()
-        self.stream = _Stream(sock)
+        self.adopt(_Stream(sock))
+
+    def adopt(self, stream: _Stream) -> None:
+        """Take ``stream`` as this end's connection (accepted here, or connected by this end)."""
+        self.stream = stream
         self._ready.set()
 
     def wait(self, timeout: float | None) -> _Stream | None:
@@ -1172,14 +1174,9 @@ class _SocketPull(RecvEndpoint):
             return None
         try:
             if self._inbox.stream is None:
-                self._inbox.stream = _connect_stream(self._peer, "out_socket_address", self.edge_id,
-                                                     RESOLVE_TIMEOUT_S)
-                self._inbox._ready.set()
+                self._inbox.adopt(_connect_stream(self._peer, "out_socket_address", self.edge_id, RESOLVE_TIMEOUT_S))
             return self._inbox.get(timeout)
-        except RayActorError as e:
-            self._peer.dead = _first_line(e)
-            return None
-        except _StreamBroken as e:
+        except (RayActorError, _StreamBroken) as e:
             self._peer.dead = _first_line(e)
             return None
         except GetTimeoutError:
