@@ -38,6 +38,7 @@ from xdsl.dialects.builtin import (
 )
 from xdsl.ir import Attribute, Block, Operation, Region, SSAValue
 from xdsl.irdl import IRDLOperation
+from xdsl.parser import MLIRTokenKind
 from xdsl.printer import Printer
 from xdsl.traits import NoTerminator
 from xdsl.utils.exceptions import PassFailedException, VerifyException
@@ -485,9 +486,13 @@ def gc_paused() -> Iterator[None]:
 
 def parse_located(ctx: Context, text: str | bytes, name: str = "<input>", *, line_offset: int = 0,
                   allow_implicit_module: bool = True):
-    """Parse ``text`` into a ``builtin.module`` (not verified) whose ops carry their source locations."""
+    """Parse ``text`` into a ``builtin.module`` (not verified) whose ops carry their source locations. Text with no
+    op (empty, or only comments) is an empty module when the module may be implicit, as in ``mlir-opt``."""
     with gc_paused():  # thousands of acyclic ops: no cyclic-GC scans while they are built
-        return LocatingParser(ctx, text, name, line_offset).parse_module(allow_implicit_module)
+        parser = LocatingParser(ctx, text, name, line_offset)
+        if allow_implicit_module and parser._current_token.kind == MLIRTokenKind.EOF:
+            return ModuleOp([])
+        return parser.parse_module(allow_implicit_module)
 
 
 __all__ = ["IRVerifyError", "LocatingParser", "OP_TEXT_LIMIT", "OpPassError", "PipeplanOp", "contract_id",

@@ -246,11 +246,13 @@ def check_pipeline(spec: str, available: dict[str, Callable[[], type[ModulePass]
 
 # --------------------------------------------------------------------------- input and output
 def read_input(path: str | None) -> bytes:
-    """The bytes of the input file (stdin when None), checked to be UTF-8 text.
+    """The bytes of the input file (stdin when None or ``-``, as in ``mlir-opt``), checked to be UTF-8 text.
 
     Raises: OptError ``file_not_found`` / ``bad_input_path`` (a directory, FIFO, device) / ``unreadable``
     (:func:`pipeplan.files.paths.check_input_file`, before any open), ``input_not_text`` (with the offset
     of the first invalid byte)."""
+    if path == "-":
+        path = None
     name = path if path is not None else "<stdin>"
     if path is None:
         data = sys.stdin.buffer.read()
@@ -389,7 +391,7 @@ class PipeplanOptMain(xDSLOptMain):
 
     def get_input_stream(self) -> tuple[IO[bytes], str]:
         data = read_input(self.args.input_file)
-        if self.args.input_file is None:
+        if self.args.input_file in (None, "-"):
             return io.BytesIO(data), "mlir"
         ext = os.path.splitext(self.args.input_file)[1].lstrip(".")
         if ext not in self.available_frontends:

@@ -128,6 +128,21 @@ def test_hostile_inputs_are_one_line(capsys, hostile_inputs, name, flags, code, 
     assert out == ""
 
 
+def test_text_without_an_op_is_an_empty_module_and_dash_is_stdin(capsys, tmp_path, monkeypatch):
+    """As ``mlir-opt``: a file that is empty or holds only comments is an empty module (exit 0, the module
+    printed, passes and --observe run on it), and ``-`` names stdin."""
+    import io
+
+    (tmp_path / "empty.mlir").write_text("")
+    (tmp_path / "comments.mlir").write_text("\n// nothing but a comment\n")
+    for name, flags in (("empty.mlir", []), ("comments.mlir", ["-p", "runplan-verify", "--observe"])):
+        rc, out, err = _opt(capsys, [tmp_path / name, *flags])
+        assert rc == 0 and err == "" and out.split() == ["builtin.module", "{", "}"], (name, out, err)
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(b"builtin.module {}\n")))
+    rc, out, err = _opt(capsys, ["-"])
+    assert rc == 0 and err == "" and out.split() == ["builtin.module", "{", "}"], (out, err)
+
+
 def test_bad_command_line_flag_is_one_line(capsys, runplan):
     """An unknown flag is one `error[invalid_argument]` line (exit status 2, as `pipeplan`); --help works."""
     rc, out, err = _opt(capsys, [runplan[0], "--no-such-flag"])
