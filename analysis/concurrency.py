@@ -147,6 +147,17 @@ class StageCosts:
         slope = max(0.0, (self.prefill_s[stage] - d) / (self.prefill_rows - 1))
         return d + (rows - 1) * slope
 
+    def scaled(self, k: float) -> StageCosts:
+        """These costs with every stage's work (``decode_s``, ``prefill_s``, ``rows_s``, ``kv_row_s``) times ``k``
+        (the loop's ``work_scale``: the pipeline ran its kernels ``k`` times as long as they were calibrated);
+        hops and runtime terms unchanged."""
+        if k == 1.0:
+            return self
+        return dataclasses.replace(
+            self, decode_s=tuple(k * x for x in self.decode_s), prefill_s=tuple(k * x for x in self.prefill_s),
+            rows_s=tuple(tuple(k * x for x in r) for r in self.rows_s),
+            kv_row_s=tuple(tuple(k * x for x in r) for r in self.kv_row_s))
+
     @property
     def stages(self) -> int:
         """Number of stages S."""
@@ -682,7 +693,8 @@ def with_runtime_terms(costs: StageCosts, evidence: str) -> StageCosts:
     """``costs`` with the runtime terms of the first ``measured:TABLE`` provider of ``evidence`` (a package's
     evidence identity) for its stage count: ``rows_s`` from ``frame_rows_s``, ``kv_pos`` / ``kv_row_s`` /
     ``kv_ref_pos`` from the same names, ``frame_s`` / ``orch_s`` /
-    ``wake_s`` / ``cores`` / ``contention`` (0 when absent) from ``loop``. Unchanged when the table is unreadable or has no such section (the
+    ``wake_s`` / ``cores`` / ``contention`` (0 when absent) from ``loop``, every stage's work times its ``work_scale``
+    (1 when absent; :meth:`StageCosts.scaled`). Unchanged when the table is unreadable or has no such section (the
     costs then predict the pipeline without its runtime; ``evidence`` says which was used)."""
     path = next((p[len("measured:"):] for p in evidence.split(",") if p.startswith("measured:")), None)
     if path is None:
@@ -714,7 +726,10 @@ def with_runtime_terms(costs: StageCosts, evidence: str) -> StageCosts:
     loop = sec.get("loop")
     if isinstance(loop, Mapping):
         try:
-            cand = dataclasses.replace(out, frame_s=float(loop["frame_s"]), orch_s=float(loop["orch_s"]),
+            scale = float(loop.get("work_scale", 1.0))
+            if not math.isfinite(scale) or scale <= 0:
+                raise ValueError("work_scale")
+            cand = dataclasses.replace(out.scaled(scale), frame_s=float(loop["frame_s"]), orch_s=float(loop["orch_s"]),
                                        wake_s=float(loop["wake_s"]), cores=int(loop["cores"]),
                                        contention=float(loop.get("contention", 0.0)))
             cand.check()

@@ -11,7 +11,12 @@ argument: ``--micro-batches`` or, by default, the runtime's choice,
 :func:`~pipeplan.analysis.concurrency.choose_micro_batches` on the package, so a row shows what a user gets; ray: one actor per stage on a local ``--ray-nodes``-node Ray cluster, ``bench/_ray_cluster.py``,
 stage i on node ``local<i>``), runs N greedy requests at once (``--prompt-tokens`` ids, ``--decode-tokens`` generated ids each,
 prompts differ) ``--repeat`` times, keeps the best, and predicts the same run
-(:func:`pipeplan.analysis.concurrency.predict_concurrent` on the package, the same M). For Ray the prediction
+(:func:`pipeplan.analysis.concurrency.predict_concurrent` on the package, the same M). With ``--rounds R`` > 1 the
+whole sequence (per stage count: calibration, then its rows) runs R times, the calibration remade each round so
+that every prediction is paired with a measurement made minutes after it; a row then gives the median
+measured rate and the median prediction over the rounds (:func:`combine_rounds`), and the spread of the
+measured rate between rounds (on a shared machine whose speed drifts, the same run differs by 10-20% minutes
+apart). For Ray the prediction
 takes what the runtime pays around its stages on the cluster, measured per stage count S before its rows
 (:func:`measure_ray_loop`): one activation row looped driver -> S relay actors placed as the stages (``local<i>``,
 the default transport on every edge) -> driver, each relay passing the frame on as it arrives. Its round trip is
@@ -29,13 +34,15 @@ sequences):
 * ``window_tok_s``: tokens every sequence received while all N decode (last first token -> first last token)
   over that window;
 * ``overall_tok_s``: all generated tokens over the makespan; ``p50_ms`` / ``p99_ms``: per-token latency;
+* ``calibration_rate_one_tok_s`` (local, N = 1 rows): the calibration's own one-sequence rate of the same stage
+  count (:func:`calibration_rate_one`); the table's "repeatability" line compares it with the row's measured rate;
 * ``x_base``: ``agg_tok_s`` over the 1-stage, 1-request figure (issue 14's target: >= 0.8 x min(S, cores) for
   N >= S on a model whose step is >= 5 ms).
 
 Usage::
 
     python bench/throughput.py [--model stories|gemma|PATH.gguf] [--stages 1,2,3] [--parallel 1,2,4,8]
-                               [--prompt-tokens 8] [--decode-tokens 32] [--repeat 2]
+                               [--prompt-tokens 8] [--decode-tokens 32] [--repeat 2] [--rounds 1]
                                [--backend local|inproc|ray] [--ray-nodes 3] [--micro-batches M] [--cache-dir DIR] [--recalibrate] [--out PATH]
 
 Prints a table and writes a ``pipeplan-throughput/1`` document (``pipeplan compare PKG`` reads it; default
@@ -102,6 +109,18 @@ def calibrated(model: Path, stages: int, seq_len: int, prompt_len: int, cache: s
         if got is None:
             raise SystemExit(f"pipeplan {' '.join(argv)} wrote no usable calibration")
     return got
+
+
+def calibration_rate_one(evidence: Any, stages: int) -> float | None:
+    """The one-sequence aggregate tok/s the calibration ``evidence`` measured on the local pipeline of ``stages``
+    stages (``runtime.<S>.loop.rate_one_tok_s``; None without one): the N = 1 row's own configuration, measured
+    minutes before it, which shows how far two measurements of one run differ on this machine."""
+    from pipeplan.analysis.concurrency import runtime_section
+    from pipeplan.tools.calibrate import read_table
+
+    table = read_table(evidence.path) if evidence.path is not None else None
+    loop = runtime_section(table, stages).get("loop") if table is not None else None
+    return float(loop["rate_one_tok_s"]) if isinstance(loop, dict) and "rate_one_tok_s" in loop else None
 
 
 def ray_hop_costs(costs: Any, loop: dict[str, float]) -> Any:
@@ -201,6 +220,31 @@ def measure(model: Path, stages: int, parallel: int, backend: str, *, prompt_tok
             "p99_s": best["p99_ms"] / 1e3, "prompt_tokens": prompt_tokens, "decode_tokens": decode_tokens}
 
 
+def combine_rounds(rows: list[dict]) -> dict:
+    """One configuration's row over its rounds (each a :func:`measure` row, calibrated just before it): the round
+    whose measured ``agg_tok_s`` is the median (lower median for an even count) gives the measured figures;
+    ``predicted_agg_tok_s`` / ``predicted_no_kv_agg_tok_s`` are the medians of the rounds' predictions and
+    ``error`` / ``error_no_kv`` compare them with that measured figure; ``rounds_agg_tok_s``,
+    ``rounds_predicted_agg_tok_s`` and ``rounds_error`` list every round's, ``measured_spread`` is (max - min) /
+    median of the measured rates."""
+    import statistics
+
+    order = sorted(rows, key=lambda r: r["agg_tok_s"])
+    out = dict(order[(len(order) - 1) // 2])
+    meas = out["agg_tok_s"]
+    pred = statistics.median(r["predicted_agg_tok_s"] for r in rows)
+    flat = [r["predicted_no_kv_agg_tok_s"] for r in rows if r.get("predicted_no_kv_agg_tok_s")]
+    out["predicted_agg_tok_s"] = pred
+    out["error"] = (pred - meas) / meas if meas else None
+    out["predicted_no_kv_agg_tok_s"] = statistics.median(flat) if flat else None
+    out["error_no_kv"] = (out["predicted_no_kv_agg_tok_s"] - meas) / meas if flat and meas else None
+    out["rounds_agg_tok_s"] = [r["agg_tok_s"] for r in rows]
+    out["rounds_predicted_agg_tok_s"] = [r["predicted_agg_tok_s"] for r in rows]
+    out["rounds_error"] = [r["error"] for r in rows]
+    out["measured_spread"] = (order[-1]["agg_tok_s"] - order[0]["agg_tok_s"]) / meas if meas else 0.0
+    return out
+
+
 def _percentile(xs: list[float], q: float) -> float:
     if not xs:
         return 0.0
@@ -231,7 +275,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--parallel", default="1,2,4,8")
     ap.add_argument("--prompt-tokens", type=int, default=8)
     ap.add_argument("--decode-tokens", type=int, default=32)
-    ap.add_argument("--repeat", type=int, default=2)
+    ap.add_argument("--repeat", type=int, default=2, help="timed runs per row and round (the best is kept)")
+    ap.add_argument("--rounds", type=int, default=1,
+                    help="rounds of calibration then every row of each stage count (a row: medians over the rounds)")
     ap.add_argument("--backend", default="local", choices=("local", "inproc", "ray"))
     ap.add_argument("--ray-nodes", type=int, default=3,
                     help="ray: Ray nodes of the local cluster (bench/_ray_cluster.py), stage i on node local<i>")
@@ -248,7 +294,7 @@ def main(argv: list[str] | None = None) -> int:
     load_before = os.getloadavg()
     rows: list[dict] = []
     evidence_lines = {}
-    ray_loops: dict[int, dict[str, float]] = {}
+    ray_loops: dict[int, list[dict[str, float]]] = {}
     with contextlib.ExitStack() as stack:
         if a.backend == "ray":
             if max(stages) > a.ray_nodes:
@@ -258,25 +304,30 @@ def main(argv: list[str] | None = None) -> int:
 
             info = stack.enter_context(ray_cluster([f"local{i}" for i in range(a.ray_nodes)]))
             n_embd = read_model_facts(model).embedding_length
-        for s in stages:
-            if a.backend == "ray":
-                ray_loops[s] = measure_ray_loop(info["ids"], n_embd, s)
-                print(f"Ray loop ({os.environ.get('PIPEPLAN_RAY_TRANSPORT') or 'auto'} transport, one activation row, "
-                      f"{s} relays): "
-                      f"{ray_loops[s]['loop_s'] * 1e6:.0f} us, relay {ray_loops[s]['turnaround_s'] * 1e6:.0f} us, relay cpu "
-                      f"{ray_loops[s]['relay_cpu_s'] * 1e6:.0f} us, driver cpu {ray_loops[s]['driver_cpu_s'] * 1e6:.0f} us",
-                      file=sys.stderr, flush=True)
-            ev = calibrated(model, s, max(64, a.prompt_tokens + a.decode_tokens + 8), a.prompt_tokens, a.cache_dir,
-                            a.recalibrate)
-            evidence_lines[str(s)] = ev.message
-            print(f"S={s}: {ev.message}", file=sys.stderr, flush=True)
-            for n in parallel:
-                r = measure(model, s, n, a.backend, prompt_tokens=a.prompt_tokens, decode_tokens=a.decode_tokens,
-                            repeat=a.repeat, evidence=ev, micro_batches=a.micro_batches, cache=a.cache_dir,
-                            ray_loop=ray_loops.get(s))
-                rows.append(r)
-                print(f"  S={s} N={n}: measured {r['agg_tok_s']:.1f} tok/s, predicted "
-                      f"{r['predicted_agg_tok_s']:.1f} ({r['error']:+.1%})", file=sys.stderr, flush=True)
+        by_config: dict[tuple[int, int], list[dict]] = {}
+        for rnd in range(a.rounds):
+            for s in stages:
+                if a.backend == "ray":
+                    loop = measure_ray_loop(info["ids"], n_embd, s)
+                    ray_loops.setdefault(s, []).append(loop)
+                    print(f"Ray loop ({os.environ.get('PIPEPLAN_RAY_TRANSPORT') or 'auto'} transport, one activation "
+                          f"row, {s} relays): {loop['loop_s'] * 1e6:.0f} us, relay {loop['turnaround_s'] * 1e6:.0f} us, "
+                          f"relay cpu {loop['relay_cpu_s'] * 1e6:.0f} us, driver cpu {loop['driver_cpu_s'] * 1e6:.0f} us",
+                          file=sys.stderr, flush=True)
+                ev = calibrated(model, s, max(64, a.prompt_tokens + a.decode_tokens + 8), a.prompt_tokens,
+                                a.cache_dir, a.recalibrate or rnd > 0)
+                evidence_lines[str(s)] = ev.message
+                print(f"round {rnd + 1}/{a.rounds} S={s}: {ev.message}", file=sys.stderr, flush=True)
+                for n in parallel:
+                    r = measure(model, s, n, a.backend, prompt_tokens=a.prompt_tokens, decode_tokens=a.decode_tokens,
+                                repeat=a.repeat, evidence=ev, micro_batches=a.micro_batches, cache=a.cache_dir,
+                                ray_loop=ray_loops[s][-1] if a.backend == "ray" else None)
+                    if n == 1 and a.backend == "local":
+                        r["calibration_rate_one_tok_s"] = calibration_rate_one(ev, s)
+                    by_config.setdefault((s, n), []).append(r)
+                    print(f"  S={s} N={n}: measured {r['agg_tok_s']:.1f} tok/s, predicted "
+                          f"{r['predicted_agg_tok_s']:.1f} ({r['error']:+.1%})", file=sys.stderr, flush=True)
+        rows = [combine_rounds(rs) for rs in by_config.values()]
     base = next((r["agg_tok_s"] for r in rows if r["stages"] == 1 and r["parallel"] == 1), None)
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
     print(f"{'S':>2} {'N':>3} {'M':>3} {'agg tok/s':>10} {'predicted':>10} {'error':>7} {'window':>8} {'overall':>8} "
@@ -298,13 +349,23 @@ def main(argv: list[str] | None = None) -> int:
     if flat:
         print(f"  without the KV-position term (every decode row at the calibrated position): max {max(flat):.1%}, "
               f"mean {sum(flat) / len(flat):.1%} over {len(flat)} rows")
+    if a.rounds > 1:
+        spread = [r["measured_spread"] for r in rows]
+        print(f"  over {a.rounds} rounds (a row: median measured, median predicted): measured tok/s of one row "
+              f"spread by up to {max(spread):.1%} (mean {sum(spread) / len(spread):.1%}) between rounds")
+    again = [(r["calibration_rate_one_tok_s"] - m) / m for rs in by_config.values() for r in rs
+             if r.get("calibration_rate_one_tok_s") and (m := r["agg_tok_s"])]
+    if again:
+        print(f"  repeatability: the calibration's one-sequence loop and the N = 1 row (the same run, minutes apart) "
+              f"differ by up to {max(map(abs, again)):.1%} (mean {sum(map(abs, again)) / len(again):.1%}) over "
+              f"{len(again)} pairs")
     for s, line in evidence_lines.items():
         print(f"S={s}: {line}")
     name = "throughput.json" if a.model == "stories" else f"throughput-{Path(str(model)).stem if a.model not in MODELS else a.model}.json"
     out = Path(a.out) if a.out else HERE / "results" / name
     out.parent.mkdir(parents=True, exist_ok=True)
     doc = {"format": "pipeplan-throughput/1", "model": str(model), "backend": a.backend,
-           "ray_nodes": a.ray_nodes if a.backend == "ray" else None, "ray_loops_s": {str(k): v for k, v in ray_loops.items()} or None, "target": "cpu",
+           "ray_nodes": a.ray_nodes if a.backend == "ray" else None, "ray_loops_s": {str(k): v for k, v in ray_loops.items()} or None, "rounds": a.rounds, "target": "cpu",
            "threads_per_stage": 1, "cores": cores, "prompt_tokens": a.prompt_tokens, "decode_tokens": a.decode_tokens,
            "repeat": a.repeat, "machine": platform.machine(), "load_avg_before": load_before,
            "load_avg_after": os.getloadavg(), "evidence": evidence_lines,

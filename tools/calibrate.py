@@ -672,17 +672,19 @@ row of the largest batched frame)."""
 def _measure_frame_rows(stages: Sequence[Any], rows_list: Sequence[int], *, samples: Mapping[str, list[float]],
                         cmd_task: Mapping[str, Any], key_of: Any, repeats: int, np: Any,
                         position: int) -> list[list[float]]:
-    """Per stage, the seconds of a decode frame of r rows for r in ``rows_list`` (1 first): r = 1 the decode step's calibrated kernels (trimmed means of ``samples``); r > 1 a micro-batched
-    frame as the runtime runs it (:meth:`~pipeplan.runtime.program.StageExecutor.forward_segments` of the
-    decode step over r one-row segments in r KV slots, every one at ``position``), its kernels charged as
-    :func:`measure_cpu` charges a step (median of ``repeats`` runs after one warm-up), plus r samples on the
-    last stage."""
-    out = []
+    """Per stage, the seconds of a decode frame of r rows for r in ``rows_list`` (1 first). r = 1: the decode
+    step's calibrated kernels (trimmed means of ``samples``, sampling included). r > 1: that step's kernels times
+    the ratio of a micro-batched frame as the runtime runs it
+    (:meth:`~pipeplan.runtime.program.StageExecutor.forward_segments` of the decode step over r one-row segments
+    in r KV slots, every one at ``position``) to the same frame of one row, the two timed back to back (median
+    over ``repeats`` rounds after a warm-up round, so a slower or faster patch of the machine moves both), plus
+    r samples on the last stage; never below the frame of fewer rows."""
     clock = time.perf_counter
     x0 = np.asarray([1 + (7 * j) % 13 for j in range(max(rows_list))], dtype=np.int64)
-    per_stage_rows: list[dict[int, list[float]]] = [{r: [] for r in rows_list[1:]} for _ in stages]
+    ratios: list[dict[int, list[float]]] = [{r: [] for r in rows_list[1:]} for _ in stages]
     for rep in range(repeats + 1):  # the first round warms the steps up and is not kept
-        for r in rows_list[1:]:
+        secs: list[dict[int, float]] = [{} for _ in stages]
+        for r in rows_list:
             x: Any = x0[:r]
             for s, (_steps, exs, last) in enumerate(stages):
                 ex = exs.get(BATCHED)
@@ -692,22 +694,23 @@ def _measure_frame_rows(stages: Sequence[Any], rows_list: Sequence[int], *, samp
                     ex.n_pasts[k] = position
                 t0 = clock()
                 y = ex.forward_segments(x, [(k, position, 1) for k in range(r)], last_only=last)
-                if rep:
-                    per_stage_rows[s][r].append(clock() - t0)
+                secs[s][r] = clock() - t0
                 x = y if last else np.array(y, copy=True)
+        if rep:
+            for s, got in enumerate(secs):
+                for r in rows_list[1:]:
+                    if got.get(rows_list[0], 0.0) > 0 and r in got:
+                        ratios[s][r].append(got[r] / got[rows_list[0]])
+    out = []
     for s, (steps, _exs, _last) in enumerate(stages):
         dec = steps["decode"]
-        total = sample = 0.0
-        for k in dec.kernels:
-            total += _trimmed_mean(list(samples[key_of(cmd_task[k.id.data])]))
-        for o in dec.order:
-            if o.__class__.__name__ == "SampleOp":
-                sample = _trimmed_mean(list(samples[key_of(cmd_task[o.id.data])]))
-        total += sample
-        row = [total]
+        kernels = sum(_trimmed_mean(list(samples[key_of(cmd_task[k.id.data])])) for k in dec.kernels)
+        sample = sum(_trimmed_mean(list(samples[key_of(cmd_task[o.id.data])]))
+                     for o in dec.order if o.__class__.__name__ == "SampleOp")
+        row = [kernels + sample]
         for r in rows_list[1:]:
-            xs = per_stage_rows[s][r]
-            row.append(max(total, statistics.median(xs) + r * sample) if xs else total * r)
+            xs = ratios[s][r]
+            row.append(max(row[-1], kernels * statistics.median(xs) + r * sample if xs else row[0] * r))
         out.append(row)
     return out
 
@@ -787,17 +790,26 @@ CONTENTION_MAX = 4.0
 """Largest memory contention :func:`fit_runtime_terms` fits (each of two computing stages 5x slower)."""
 
 
-def _with_terms(costs: Any, cores: int, frame_s: float, wake_s: float, contention: float) -> Any:
-    """``costs`` with the runtime terms the loop fits (``orch_s = frame_s``) on ``cores`` cores."""
-    return replace(costs, frame_s=frame_s, orch_s=frame_s, wake_s=wake_s, cores=cores, contention=contention)
+def _with_terms(costs: Any, cores: int, frame_s: float, wake_s: float, contention: float,
+                work_scale: float = 1.0) -> Any:
+    """``costs`` with the runtime terms the loop fits (``orch_s = frame_s``) on ``cores`` cores, every stage's
+    work times ``work_scale``."""
+    return replace(costs.scaled(work_scale), frame_s=frame_s, orch_s=frame_s, wake_s=wake_s, cores=cores,
+                   contention=contention)
 
 
 def fit_runtime_terms(costs: Any, rate_one: float, rate_busy: float, n_busy: int, prompt_len: int, tokens: int,
                       cores: int) -> dict[str, float]:
-    """``{"wake_s", "frame_s", "contention"}`` of the runtime model (:mod:`pipeplan.analysis.concurrency`,
+    """``{"wake_s", "frame_s", "contention", "work_scale"}`` of the runtime model (:mod:`pipeplan.analysis.concurrency`,
     "Runtime model") that make :func:`~pipeplan.analysis.concurrency.predict_concurrent` of ``costs``
     (``cores`` cores, ``orch_s = frame_s``) give the measured aggregate rates of 1 sequence (one frame in
     flight, as ``pipeplan run``) and of ``n_busy`` sequences (the runtime's default micro-batches ``min(N, S)``).
+
+    The one-sequence cycle ``1 / rate_one`` is the sum of the stages' work and hops plus the runtime's per-frame
+    terms. Where it is shorter than the work and hops alone (the kernels ran faster in the pipeline than when they
+    were timed one by one: the machine's speed drifts), the work is scaled to fit it (``work_scale`` < 1,
+    :meth:`~pipeplan.analysis.concurrency.StageCosts.scaled`) and the per-frame terms are 0; else ``work_scale``
+    is 1.
 
     When the one-sequence run's ring consumers spin (:func:`~pipeplan.analysis.concurrency.consumers_spin`:
     two cores or more) it pays no wake-up and runs one stage at a time: ``frame_s`` from its cycle, then the
@@ -808,7 +820,11 @@ def fit_runtime_terms(costs: Any, rate_one: float, rate_busy: float, n_busy: int
     from pipeplan.analysis.concurrency import consumers_spin, default_micro_batches, predict_concurrent
 
     s = costs.stages
-    base = sum(costs.decode_s) + sum(costs.decode_hop_s)
+    hops, work = sum(costs.decode_hop_s), sum(costs.decode_s)
+    cycle = 1.0 / rate_one if rate_one > 0 else hops + work
+    scale = max(0.05, (cycle - hops) / work) if work > 0 and cycle < hops + work else 1.0
+    costs = costs.scaled(scale)
+    base = hops + sum(costs.decode_s)
     m_busy = default_micro_batches(n_busy, s)
 
     def rate(f: float, w: float, c: float = 0.0) -> float:
@@ -816,25 +832,26 @@ def fit_runtime_terms(costs: Any, rate_one: float, rate_busy: float, n_busy: int
                                   micro_batches=m_busy).aggregate_tok_s
 
     def solve(fn: Callable[[float], float], top: float) -> float:
-        """The x in [0, top] where the decreasing ``fn(x)`` meets ``rate_busy`` (0 when fn(0) is at or below it)."""
+        """The x in [0, top] where the decreasing ``fn(x)`` meets ``rate_busy`` (0 when fn(0) is at or below it,
+        or when x does not move fn: e.g. contention with one stage and one frame in flight)."""
         lo, hi = 0.0, top
-        if fn(lo) <= rate_busy:
+        f0 = fn(lo)
+        if f0 <= rate_busy or abs(f0 - fn(hi)) <= 1e-9 * f0:
             return 0.0
         for _ in range(40):
             mid = (lo + hi) / 2
             lo, hi = (mid, hi) if fn(mid) > rate_busy else (lo, mid)
         return (lo + hi) / 2
 
-    cycle = 1.0 / rate_one if rate_one > 0 else base
     if consumers_spin(s, 1, cores):
         frame = max(0.0, (cycle - base) / (s + 1))
         contention = solve(functools.partial(rate, frame, 0.0), CONTENTION_MAX)
-        return {"wake_s": 0.0, "frame_s": frame, "contention": contention}
+        return {"wake_s": 0.0, "frame_s": frame, "contention": contention, "work_scale": scale}
     frame = wake = 0.0
     for _ in range(3):
         wake = max(0.0, (cycle - base - (s + 1) * frame) / (s + 1))
         frame = solve(functools.partial(rate, w=wake), max(base, 1e-6))
-    return {"wake_s": wake, "frame_s": frame, "contention": 0.0}
+    return {"wake_s": wake, "frame_s": frame, "contention": 0.0, "work_scale": scale}
 
 
 def measure_loop(plan_module, package: str | Path, *, prompt_len: int = 8, tokens: int = LOOP_TOKENS,
@@ -845,7 +862,7 @@ def measure_loop(plan_module, package: str | Path, *, prompt_len: int = 8, token
     :func:`fit_runtime_terms` derives from them for the package's costs (its predicted timeline, the
     calibrated kernels and hops). The plan must carry ``parallel >= loop_sequences(S)``.
     Returns ``{"sequences", "tokens", "rate_one_tok_s", "rate_busy_tok_s", "cores", "wake_s", "frame_s", "orch_s",
-    "contention", "fit_residual"}``; ``fit_residual`` is the largest relative error of the fitted model on the two measured rates
+    "contention", "work_scale", "fit_residual"}``; ``fit_residual`` is the largest relative error of the fitted model on the two measured rates
     (large when the busy run was not faster than one sequence: a loaded machine).
     Raises StageFault / RunRequestError from the pipeline."""
     from pipeplan.analysis.concurrency import predict_concurrent, stage_costs
@@ -868,9 +885,9 @@ def measure_loop(plan_module, package: str | Path, *, prompt_len: int = 8, token
     one, busy = rates
     cores = usable_cores()
     terms = fit_runtime_terms(costs, one, busy, n_busy, prompt_len, tokens, cores)
-    fitted = _with_terms(costs, cores, terms["frame_s"], terms["wake_s"], terms["contention"])
+    fitted = _with_terms(costs, cores, terms["frame_s"], terms["wake_s"], terms["contention"], terms["work_scale"])
     back = [predict_concurrent(fitted, n, prompt_len, tokens).aggregate_tok_s for n in (1, n_busy)]
     residual = max(abs(b - m) / m for b, m in zip(back, (one, busy), strict=True) if m > 0) if one > 0 else 1.0
     return {"sequences": n_busy, "tokens": tokens, "rate_one_tok_s": one, "rate_busy_tok_s": busy, "cores": cores,
             "wake_s": terms["wake_s"], "frame_s": terms["frame_s"], "orch_s": terms["frame_s"],
-            "contention": terms["contention"], "fit_residual": residual}
+            "contention": terms["contention"], "work_scale": terms["work_scale"], "fit_residual": residual}

@@ -16,8 +16,8 @@ key (``op|dtypes|shape``) of the plan, kernels and hops. The cpu target also rec
 ``runtime.<S>``, each stage's decode frame cost at 1/2/4/8 rows (``frame_rows_s``), a decode row's
 attention at KV positions from the calibrated ones to the last (``kv_pos``, ``kv_row_s``, ``kv_ref_pos``) and, unless
 ``--no-loop``, the runtime's own costs measured on the local pipeline of the plan
-(:func:`pipeplan.tools.calibrate.measure_loop`: 1 and 2 S + 1 sequences; the fitted wake-up and per-frame
-terms of :mod:`pipeplan.analysis.concurrency`). The table (``pipeplan-kernel-timings/1``) goes to
+(:func:`pipeplan.tools.calibrate.measure_loop`: 1 and 2 S + 1 sequences; the fitted wake-up, per-frame,
+contention and work-scale terms of :mod:`pipeplan.analysis.concurrency`). The table (``pipeplan-kernel-timings/1``) goes to
 ``<cache>/calibration/<key>.json`` (key: machine fingerprint + model sha256), merged with the keys
 already there (``--force``: replaced), written atomically. Prints a table and the path (``--json``:
 the document). ``pipeplan compile``, ``run``, ``replay`` and ``plan`` then use it by default.
@@ -143,8 +143,8 @@ def main(args: argparse.Namespace) -> int:
     if loop:
         print(f"pipeline loop: 1 sequence {loop['rate_one_tok_s']:.1f} tok/s, {loop['sequences']} sequences "
               f"{loop['rate_busy_tok_s']:.1f} tok/s on {loop['cores']} cores -> wake {loop['wake_s'] * 1e6:.1f} us, "
-              f"per frame {loop['frame_s'] * 1e6:.1f} us, contention {loop['contention']:.2f} "
-              f"(fit residual {loop['fit_residual']:.0%})")
+              f"per frame {loop['frame_s'] * 1e6:.1f} us, contention {loop['contention']:.2f}, work x "
+              f"{loop.get('work_scale', 1.0):.2f} (fit residual {loop['fit_residual']:.0%})")
         if loop["fit_residual"] > 0.1:
             print(f"warning: the runtime terms reproduce the measured pipeline rates only within "
                   f"{loop['fit_residual']:.0%} (a busy machine?): calibrate again when it is idle", file=sys.stderr)

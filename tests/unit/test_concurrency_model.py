@@ -18,6 +18,7 @@ from pipeplan.analysis.concurrency import (
     simulate_sequences,
     steady_state_tok_s,
     throughput_summary,
+    with_runtime_terms,
 )
 
 
@@ -310,6 +311,40 @@ def test_fitted_runtime_terms_reproduce_their_rates():
         back = dataclasses.replace(c, frame_s=got["frame_s"], orch_s=got["frame_s"], wake_s=got["wake_s"],
                                    cores=cores, contention=got["contention"])
         assert predict_concurrent(back, 7, 8, 24).aggregate_tok_s == pytest.approx(busy, rel=0.01)
+        assert got["work_scale"] == 1.0
+
+
+def test_a_pipeline_faster_than_its_timed_kernels_scales_the_work(tmp_path):
+    """AB-C-2: where the one-sequence pipeline ran faster than the calibrated work and hops allow (the machine's
+    speed drifted between the kernel timings and the loop), the fit scales every stage's work to it (no negative
+    per-frame term) and the scaled costs give both measured rates back; a package's costs read the scale from
+    the loop section."""
+    import dataclasses
+
+    from pipeplan.tools.calibrate import fit_runtime_terms
+
+    c = dataclasses.replace(StageCosts((4e-4, 3e-4, 2.5e-4), (1e-4, 5e-5, 5e-5), (8e-4, 6e-4, 5e-4),
+                                       (1e-4, 5e-5, 5e-5)), rows_s=((4e-4, 6e-4), (3e-4, 5e-4), (2.5e-4, 4e-4)))
+    true = dataclasses.replace(c.scaled(0.8), cores=2, contention=0.3)
+    assert true.decode_s[0] == pytest.approx(3.2e-4) and true.rows_s[1][1] == pytest.approx(4e-4)
+    assert true.decode_hop_s == c.decode_hop_s
+    one = predict_concurrent(true, 1, 8, 24).aggregate_tok_s
+    busy = predict_concurrent(true, 7, 8, 24).aggregate_tok_s
+    got = fit_runtime_terms(c, one, busy, 7, 8, 24, 2)
+    assert got["work_scale"] == pytest.approx(0.8, rel=0.02) and got["frame_s"] == pytest.approx(0.0, abs=1e-9)
+    assert got["contention"] == pytest.approx(0.3, rel=0.05)
+    one_stage = StageCosts((1e-3,), (1e-4,), (2e-3,), (1e-4,))  # one frame in flight: contention moves nothing
+    slow = predict_concurrent(one_stage, 3, 8, 24).aggregate_tok_s * 0.8
+    assert fit_runtime_terms(one_stage, 1 / 1.1e-3, slow, 3, 8, 24, 2)["contention"] == 0.0
+    table = tmp_path / "cal.json"
+    loop = {"frame_s": 0.0, "orch_s": 0.0, "wake_s": 0.0, "cores": 2, "contention": 0.3, "work_scale": 0.8}
+    table.write_text(json.dumps({"runtime": {"3": {"frame_rows": [1, 2], "frame_rows_s": [list(r) for r in c.rows_s],
+                                                   "loop": loop}}}))
+    read = with_runtime_terms(c, f"measured:{table}")
+    assert read.decode_s == pytest.approx(true.decode_s) and read.rows_s[2] == pytest.approx(true.rows_s[2])
+    assert predict_concurrent(read, 7, 8, 24).aggregate_tok_s == pytest.approx(busy, rel=1e-9)
+    table.write_text(json.dumps({"runtime": {"3": {"loop": {**loop, "work_scale": -1.0}}}}))
+    assert with_runtime_terms(c, f"measured:{table}").decode_s == c.decode_s  # an invalid scale is not applied
 
 
 def test_contention_slows_stages_computing_at_once():
