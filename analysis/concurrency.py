@@ -158,6 +158,13 @@ class StageCosts:
             rows_s=tuple(tuple(k * x for x in r) for r in self.rows_s),
             kv_row_s=tuple(tuple(k * x for x in r) for r in self.kv_row_s))
 
+    def terms_line(self) -> str:
+        """The runtime terms in one line (``pipeplan compile --parallel``, ``pipeplan compare``)."""
+        if not self.runtime_terms:
+            return "no runtime terms (the calibration has no pipeline loop for this stage count)"
+        return (f"runtime terms: frame {self.frame_s * 1e6:.1f} us, orchestrator {self.orch_s * 1e6:.1f} us, wake "
+                f"{self.wake_s * 1e6:.1f} us, contention {self.contention:.2f}, {self.cores} cores")
+
     @property
     def stages(self) -> int:
         """Number of stages S."""

@@ -22,6 +22,16 @@ VOCAB_ONLY = MODELS / "parser-inputs" / "ggml-vocab-llama-spm.gguf"
 TINY_RANDOM = MODELS / "parser-inputs" / "llama-2-tiny-random.gguf"
 
 
+def bench_module(name: str):
+    """The benchmark script ``bench/<name>.py`` loaded as a module (the bench folder is not a package)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(f"bench_{name}", REPO / "bench" / f"{name}.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
 @pytest.fixture(scope="session", autouse=True)
 def package_cache(tmp_path_factory) -> Path:
     """``$PIPEPLAN_CACHE`` for the session (unless set): a library ``Pipeline`` without ``programs=`` compiles

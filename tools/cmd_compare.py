@@ -138,9 +138,7 @@ def _compare_throughput(pkg: Path, args: argparse.Namespace) -> int:
         print(json.dumps({"evidence": costs.evidence, "runtime_terms": costs.runtime_terms, "rows": out,
                           "skipped_rows": skipped}, sort_keys=True))
         return 0
-    terms = (f"runtime terms: frame {costs.frame_s * 1e6:.1f} us, orchestrator {costs.orch_s * 1e6:.1f} us, wake "
-             f"{costs.wake_s * 1e6:.1f} us, {costs.cores} cores" if costs.runtime_terms else
-             "no runtime terms: the calibration has no pipeline loop for this stage count")
+    terms = costs.terms_line()
     print(f"throughput: predicted (evidence {costs.evidence}; {terms}) vs measured ({args.measured}"
           f"{f'; {skipped} rows of other stage counts skipped' if skipped else ''})")
     print(f"  {'N':>3s} {'stages':>6s} {'pred tok/s':>10s} {'meas tok/s':>10s} {'error':>7s} {'pred p50 ms':>11s} "

@@ -137,9 +137,7 @@ def print_concurrent(pkg, parallel: int, prompt_tokens: int, decode_tokens: int,
 
     costs = stage_costs(pkg)
     batches = runtime_batches()
-    terms = (f"runtime terms: frame {costs.frame_s * 1e6:.1f} us, orchestrator {costs.orch_s * 1e6:.1f} us, wake "
-             f"{costs.wake_s * 1e6:.1f} us, {costs.cores} cores" if costs.runtime_terms else
-             "no runtime terms (the evidence has no pipeline loop for this stage count)")
+    terms = costs.terms_line()
     print(f"predicted for concurrent sequences ({prompt_tokens} prompt + {decode_tokens} generated tokens each; "
           f"evidence: {evidence}; {terms}):")
     print(f"  {'N':>3s} {'aggregate tok/s':>15s} {'p50 ms/token':>12s} {'p99 ms/token':>12s} {'request s':>10s} "

@@ -4,22 +4,18 @@ calibration package, and the replay's measured timeline that they are charged fr
 from __future__ import annotations
 
 import gc
-import importlib.util
 import json
 from collections import defaultdict
 
 import pytest
 from pipeplan.analysis.evidence import MeasuredTable
 
-from tests.conftest import REPO
+from tests.conftest import bench_module
 
 
 @pytest.fixture(scope="session")
 def mk():
-    spec = importlib.util.spec_from_file_location("measure_kernels", REPO / "bench" / "measure_kernels.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return bench_module("measure_kernels")
 
 
 @pytest.fixture(scope="session")

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import subprocess
 import sys
@@ -37,7 +36,7 @@ from xdsl.context import Context
 from xdsl.dialects.builtin import ModuleOp, StringAttr
 from xdsl.utils.exceptions import PassFailedException
 
-from tests.conftest import REPO, STORIES
+from tests.conftest import REPO, STORIES, bench_module
 
 POOL = NodePool(tuple(NodeSpec(f"n{i}", 8 * 10**9, 2.0e10, 1.0e11, 1.0e9) for i in range(2)))
 PROMPT = 4
@@ -72,9 +71,7 @@ def base2(spec2) -> ModuleOp:
 def measured_table(tmp_path_factory, base2, facts):
     """A measured table of our reference kernels for every compute key of the plan but one:
     the decode-step attn_q matmul shape ``1x64x64`` is left out on purpose."""
-    spec = importlib.util.spec_from_file_location("measure_kernels", REPO / "bench" / "measure_kernels.py")
-    mk = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mk)
+    mk = bench_module("measure_kernels")
     from pipeplan.runtime.program import LlamaHParams
 
     table = mk.measure_plan(find_plan(base2), LlamaHParams.from_facts(facts), L, repeats=3, warmup=1,
