@@ -123,8 +123,10 @@ class StageCosts:
         table; 0 without a table. Negative below ``kv_ref_pos``."""
         if not self.kv_pos:
             return 0.0
-        ys = self.kv_row_s[stage]
-        return _interp(self.kv_pos, ys, float(pos)) - _interp(self.kv_pos, ys, self.kv_ref_pos)
+        import numpy as np
+
+        at = np.interp((float(pos), self.kv_ref_pos), self.kv_pos, self.kv_row_s[stage])
+        return float(at[0] - at[1])
 
     def frame_cost(self, stage: int, rows: int) -> float:
         """Seconds of stage ``stage``'s work for a decode frame of ``rows`` rows (one row per sequence):
@@ -255,17 +257,6 @@ class ConcurrentPrediction:
         d.pop("token_times")
         d["stage_utilisation"] = list(self.stage_utilisation)
         return d
-
-
-def _interp(xs: Sequence[int], ys: Sequence[float], x: float) -> float:
-    """``ys`` at ``x`` by linear interpolation over the ascending ``xs``, flat outside them."""
-    if x <= xs[0]:
-        return float(ys[0])
-    for i in range(1, len(xs)):
-        if x <= xs[i]:
-            f = (x - xs[i - 1]) / (xs[i] - xs[i - 1])
-            return float(ys[i - 1] + f * (ys[i] - ys[i - 1]))
-    return float(ys[-1])
 
 
 def _percentile(xs: Sequence[float], q: float) -> float:

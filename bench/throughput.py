@@ -35,7 +35,8 @@ sequences):
   over that window;
 * ``overall_tok_s``: all generated tokens over the makespan; ``p50_ms`` / ``p99_ms``: per-token latency;
 * ``calibration_rate_one_tok_s`` (local, N = 1 rows): the calibration's own one-sequence rate of the same stage
-  count (:func:`calibration_rate_one`); the table's "repeatability" line compares it with the row's measured rate;
+  count (its pipeline loop's ``rate_one_tok_s``: the row's own configuration, measured minutes before it); the
+  table's "repeatability" line compares it with the row's measured rate;
 * ``x_base``: ``agg_tok_s`` over the 1-stage, 1-request figure (issue 14's target: >= 0.8 x min(S, cores) for
   N >= S on a model whose step is >= 5 ms).
 
@@ -78,9 +79,12 @@ def pipeline_micro_batches() -> bool:
     return "micro_batches" in inspect.signature(Pipeline).parameters
 
 
-def calibrated(model: Path, stages: int, seq_len: int, prompt_len: int, cache: str | None, recalibrate: bool) -> Any:
-    """The cpu calibration of ``model`` for ``stages`` stages (an ``EvidenceChoice``), made first with
-    ``pipeplan calibrate`` when the cache has none for this stage count (or ``recalibrate``)."""
+def calibrated(model: Path, stages: int, seq_len: int, prompt_len: int, cache: str | None,
+               recalibrate: bool) -> tuple[Any, dict[str, Any]]:
+    """The cpu calibration of ``model`` for ``stages`` stages (an ``EvidenceChoice``) and its pipeline loop
+    (``runtime.<S>.loop``: the terms and the measured rates, ``rate_one_tok_s`` the one-sequence rate of this stage
+    count), made first with ``pipeplan calibrate`` when the cache has none for this stage count (or
+    ``recalibrate``)."""
     from pipeplan.analysis.concurrency import runtime_section
     from pipeplan.frontend.gguf_facts import read_model_facts
     from pipeplan.tools import cli
@@ -88,10 +92,11 @@ def calibrated(model: Path, stages: int, seq_len: int, prompt_len: int, cache: s
 
     files = list(read_model_facts(model).files)
 
-    def choice() -> Any:
+    def choice() -> tuple[Any, dict[str, Any]] | None:
         c = select_evidence(None, files, target="cpu", cache_dir=cache)
         table = read_table(c.path) if c.path is not None else None
-        return c if table is not None and runtime_section(table, stages).get("loop") else None
+        loop = runtime_section(table, stages).get("loop") if table is not None else None
+        return (c, loop) if isinstance(loop, dict) and loop else None
 
     got = None if recalibrate else choice()
     if got is None:
@@ -109,18 +114,6 @@ def calibrated(model: Path, stages: int, seq_len: int, prompt_len: int, cache: s
         if got is None:
             raise SystemExit(f"pipeplan {' '.join(argv)} wrote no usable calibration")
     return got
-
-
-def calibration_rate_one(evidence: Any, stages: int) -> float | None:
-    """The one-sequence aggregate tok/s the calibration ``evidence`` measured on the local pipeline of ``stages``
-    stages (``runtime.<S>.loop.rate_one_tok_s``; None without one): the N = 1 row's own configuration, measured
-    minutes before it, which shows how far two measurements of one run differ on this machine."""
-    from pipeplan.analysis.concurrency import runtime_section
-    from pipeplan.tools.calibrate import read_table
-
-    table = read_table(evidence.path) if evidence.path is not None else None
-    loop = runtime_section(table, stages).get("loop") if table is not None else None
-    return float(loop["rate_one_tok_s"]) if isinstance(loop, dict) and "rate_one_tok_s" in loop else None
 
 
 def ray_hop_costs(costs: Any, loop: dict[str, float]) -> Any:
@@ -314,7 +307,7 @@ def main(argv: list[str] | None = None) -> int:
                           f"row, {s} relays): {loop['loop_s'] * 1e6:.0f} us, relay {loop['turnaround_s'] * 1e6:.0f} us, "
                           f"relay cpu {loop['relay_cpu_s'] * 1e6:.0f} us, driver cpu {loop['driver_cpu_s'] * 1e6:.0f} us",
                           file=sys.stderr, flush=True)
-                ev = calibrated(model, s, max(64, a.prompt_tokens + a.decode_tokens + 8), a.prompt_tokens,
+                ev, cal_loop = calibrated(model, s, max(64, a.prompt_tokens + a.decode_tokens + 8), a.prompt_tokens,
                                 a.cache_dir, a.recalibrate or rnd > 0)
                 evidence_lines[str(s)] = ev.message
                 print(f"round {rnd + 1}/{a.rounds} S={s}: {ev.message}", file=sys.stderr, flush=True)
@@ -323,7 +316,7 @@ def main(argv: list[str] | None = None) -> int:
                                 repeat=a.repeat, evidence=ev, micro_batches=a.micro_batches, cache=a.cache_dir,
                                 ray_loop=ray_loops[s][-1] if a.backend == "ray" else None)
                     if n == 1 and a.backend == "local":
-                        r["calibration_rate_one_tok_s"] = calibration_rate_one(ev, s)
+                        r["calibration_rate_one_tok_s"] = cal_loop.get("rate_one_tok_s")
                     by_config.setdefault((s, n), []).append(r)
                     print(f"  S={s} N={n}: measured {r['agg_tok_s']:.1f} tok/s, predicted "
                           f"{r['predicted_agg_tok_s']:.1f} ({r['error']:+.1%})", file=sys.stderr, flush=True)

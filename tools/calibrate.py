@@ -454,14 +454,12 @@ def measure_hops(frame_bytes: Sequence[int], *, round_trips: int = HOP_ROUND_TRI
 def hop_seconds(hops: Sequence[Mapping[str, Any]], nbytes: int) -> tuple[float, float]:
     """``(hop_s, send_s)`` of a frame of ``nbytes`` from :func:`measure_hops` rows: the row of that size, else
     linear interpolation between the two nearest sizes (the nearest one outside the measured range)."""
+    import numpy as np
+
     rows = sorted(hops, key=lambda r: r["bytes"])
-    lo = max((r for r in rows if r["bytes"] <= nbytes), key=lambda r: r["bytes"], default=rows[0])
-    hi = min((r for r in rows if r["bytes"] >= nbytes), key=lambda r: r["bytes"], default=rows[-1])
-    if hi["bytes"] == lo["bytes"]:
-        return float(lo["hop_s"]), float(lo["send_s"])
-    f = (nbytes - lo["bytes"]) / (hi["bytes"] - lo["bytes"])
-    return (float(lo["hop_s"] + f * (hi["hop_s"] - lo["hop_s"])),
-            float(lo["send_s"] + f * (hi["send_s"] - lo["send_s"])))
+    xs = [r["bytes"] for r in rows]
+    return (float(np.interp(nbytes, xs, [r["hop_s"] for r in rows])),
+            float(np.interp(nbytes, xs, [r["send_s"] for r in rows])))
 
 
 class _TimedKernels:
