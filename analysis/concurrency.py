@@ -160,12 +160,35 @@ class StageCosts:
             rows_s=tuple(tuple(k * x for x in r) for r in self.rows_s),
             kv_row_s=tuple(tuple(k * x for x in r) for r in self.kv_row_s))
 
+    def with_ray_loop(self, loop: Mapping[str, Any]) -> StageCosts:
+        """These costs with what a Ray run pays around its stages instead of the local ring's hops and wake-up,
+        from its relay chain measured on the cluster (``loop``: :func:`pipeplan.runtime.ray_chain.measure_chain`'s
+        ``loop_s``, ``relay_cpu_s``, ``driver_cpu_s``, seconds): every stage frame costs ``relay_cpu_s`` more CPU (a
+        relay process's CPU per frame: receive, ack and send over the Ray transport, and Ray's own threads), every
+        returning frame costs the orchestrator ``driver_cpu_s`` more, and what the loop takes beyond that CPU,
+        ``loop_s - S relay_cpu_s - driver_cpu_s`` (at least 0), is the transit, spread evenly over the S hops. A
+        measured loop includes the wake-up of every blocked reader, so the wake-up term is left out. Raises
+        ConcurrencyError(invalid_request) for a missing, negative or non-finite figure."""
+        vals = {}
+        for name in ("loop_s", "relay_cpu_s", "driver_cpu_s"):
+            x = loop.get(name) if isinstance(loop, Mapping) else None
+            if isinstance(x, bool) or not isinstance(x, int | float) or not math.isfinite(x) or x < 0:
+                raise ConcurrencyError(f"Ray loop: {name} = {x!r} is not a finite number of seconds >= 0",
+                                       code="invalid_request", where=name)
+            vals[name] = float(x)
+        n = self.stages
+        transit = max(0.0, vals["loop_s"] - n * vals["relay_cpu_s"] - vals["driver_cpu_s"])
+        hop = (transit / n,) * n
+        return dataclasses.replace(self, decode_hop_s=hop, prefill_hop_s=hop, wake_s=0.0,
+                                   frame_s=self.frame_s + vals["relay_cpu_s"], orch_s=self.orch_s + vals["driver_cpu_s"])
+
     def terms_line(self) -> str:
         """The runtime terms in one line (``pipeplan compile --parallel``, ``pipeplan compare``)."""
         if not self.runtime_terms:
             return "no runtime terms (the calibration has no pipeline loop for this stage count)"
         return (f"runtime terms: frame {self.frame_s * 1e6:.1f} us, orchestrator {self.orch_s * 1e6:.1f} us, wake "
-                f"{self.wake_s * 1e6:.1f} us, contention {self.contention:.2f}, {self.cores} cores")
+                f"{self.wake_s * 1e6:.1f} us, contention {self.contention:.2f}, "
+                f"{f'{self.cores} cores' if self.cores else 'cores not calibrated'}")
 
     @property
     def stages(self) -> int:
@@ -569,7 +592,7 @@ def simulate_frames(costs: StageCosts, n_sequences: int, prompt_tokens: int, dec
 def predict_concurrent(source: Any, n_sequences: int, prompt_tokens: int, decode_tokens: int, *,
                        evidence: str | None = None, prefill_rows: int | None = None,
                        arrivals: Sequence[float] | None = None, micro_batches: int | None = None,
-                       cores: int | None = None) -> ConcurrentPrediction:
+                       cores: int | None = None, backend: str = "local") -> ConcurrentPrediction:
     """Predicted figures of ``n_sequences`` concurrent requests of ``prompt_tokens`` prompt tokens and
     ``decode_tokens`` generated tokens each (module docstring).
 
@@ -580,9 +603,10 @@ def predict_concurrent(source: Any, n_sequences: int, prompt_tokens: int, decode
     costs' own). ``prefill_rows``: rows of a prefill frame (default: the package's prefill step, else 8 as
     ``pipeplan compile``). ``micro_batches``: most frames in flight (None: ``min(N, S)``, the runtime's
     M when it knows no costs, else it takes :func:`choose_micro_batches`; N: one frame per sequence). ``cores``: replaces the costs' core count.
+    ``backend``: the runtime predicted for a package (``ray``: its calibration's relay chain, :func:`with_runtime_terms`).
     Raises ConcurrencyError, SimulationError, PackageError / TimelineError for an unreadable package.
     """
-    costs = stage_costs(source, prefill_rows=prefill_rows)
+    costs = stage_costs(source, prefill_rows=prefill_rows, backend=backend)
     if evidence is not None:
         costs = dataclasses.replace(costs, evidence=evidence)
     if cores is not None:
@@ -687,20 +711,22 @@ def runtime_section(table: Mapping[str, Any], stages: int) -> dict[str, Any]:
     return dict(got) if isinstance(got, Mapping) else {}
 
 
-def with_runtime_terms(costs: StageCosts, evidence: str) -> StageCosts:
+def with_runtime_terms(costs: StageCosts, evidence: str, backend: str = "local") -> StageCosts:
     """``costs`` with the runtime terms of the first ``measured:TABLE`` provider of ``evidence`` (a package's
     evidence identity) for its stage count: ``rows_s`` from ``frame_rows_s``, ``kv_pos`` / ``kv_row_s`` /
     ``kv_ref_pos`` from the same names, ``frame_s`` / ``orch_s`` /
     ``wake_s`` / ``cores`` / ``contention`` (0 when absent) from ``loop``, every stage's work times its ``work_scale``
     (1 when absent; :meth:`StageCosts.scaled`). Unchanged when the table is unreadable or has no such section (the
-    costs then predict the pipeline without its runtime; ``evidence`` says which was used)."""
+    costs then predict the pipeline without its runtime; ``evidence`` says which was used). ``backend="ray"``: the
+    hops of the relay chain ``ray_loop`` (``pipeplan calibrate --backend ray``; :meth:`StageCosts.with_ray_loop`),
+    the evidence naming it, or saying the table has none (the local pipeline's hops are then predicted)."""
     path = next((p[len("measured:"):] for p in evidence.split(",") if p.startswith("measured:")), None)
     if path is None:
-        return costs
+        return _ray_terms(costs, {}, backend)
     try:
         table = json.loads(Path(path).read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, ValueError):
-        return costs
+        return _ray_terms(costs, {}, backend)
     sec = runtime_section(table, costs.stages)
     out = costs
     rows = sec.get("frame_rows_s")
@@ -734,11 +760,32 @@ def with_runtime_terms(costs: StageCosts, evidence: str) -> StageCosts:
             out = cand
         except (KeyError, TypeError, ValueError, ConcurrencyError):
             pass
-    return out
+    return _ray_terms(out, sec, backend)
 
 
-def stage_costs(source: Any, *, prefill_rows: int | None = None) -> StageCosts:
-    """StageCosts of ``source`` (see :func:`predict_concurrent`). Raises ConcurrencyError(invalid_request)
+def _ray_terms(costs: StageCosts, sec: Mapping[str, Any], backend: str) -> StageCosts:
+    """``costs`` for ``backend``: unchanged unless ``ray``; for ``ray``, with the relay chain ``sec["ray_loop"]``
+    (a calibration's runtime section) and an evidence naming it, or an evidence saying there is none."""
+    if backend != "ray":
+        return costs
+    loop = sec.get("ray_loop")
+    if isinstance(loop, Mapping):
+        try:
+            out = costs.with_ray_loop(loop)
+            out.check()
+            return dataclasses.replace(out, evidence=(
+                f"{costs.evidence} + Ray loop calibrated ({costs.stages} relays, {loop.get('transport', '?')} "
+                f"transport: loop {float(loop['loop_s']) * 1e6:.0f} us, CPU per frame relay "
+                f"{float(loop['relay_cpu_s']) * 1e6:.0f} us, driver {float(loop['driver_cpu_s']) * 1e6:.0f} us)"))
+        except (TypeError, ValueError, ConcurrencyError):
+            pass
+    return dataclasses.replace(costs, evidence=f"{costs.evidence} + no Ray loop calibrated for {costs.stages} "
+                                               f"stages (local hops; pipeplan calibrate --backend ray)")
+
+
+def stage_costs(source: Any, *, prefill_rows: int | None = None, backend: str = "local") -> StageCosts:
+    """StageCosts of ``source`` (see :func:`predict_concurrent`); a package's with the runtime terms of its
+    calibration for ``backend`` (:func:`with_runtime_terms`). Raises ConcurrencyError(invalid_request)
     for anything else; TimelineError / PackageError for an unreadable package."""
     from pipeplan.analysis.simulate import ExecModel, build_model
     from pipeplan.dialects.cplan import PlanOp
@@ -764,7 +811,7 @@ def stage_costs(source: Any, *, prefill_rows: int | None = None) -> StageCosts:
             ident = ""
         rows = prefill_rows or _package_prefill_rows(pkg)
         costs = costs_from_bundle(bundle.to_json(), prefill_rows=rows, evidence=ident)
-        return with_runtime_terms(costs, ident)
+        return with_runtime_terms(costs, ident, backend)
     raise ConcurrencyError(f"cannot take stage costs from {type(source).__name__} {str(source)[:80]!r}: give "
                            f"StageCosts, an ExecModel, a cplan.plan op or a package directory", code="invalid_request")
 

@@ -41,10 +41,8 @@ import contextlib
 import json
 import os
 import platform
-import queue
 import statistics
 import sys
-import threading
 import time
 from pathlib import Path
 
@@ -55,6 +53,8 @@ REPO = HERE.parent
 sys.path.insert(0, str(HERE))
 from _ray_cluster import compiled_stages, ray_cluster  # noqa: E402
 from decode import MODEL, PROMPT  # noqa: E402
+from pipeplan.runtime.ray_chain import Relay as Echo  # noqa: E402
+from pipeplan.runtime.ray_chain import loop_seconds, measure_chain  # noqa: E402
 
 MB = 1024 * 1024
 TRANSPORTS = ("auto", "channel", "socket", "actor")
@@ -68,100 +68,6 @@ def gemma3_model() -> Path:
     from tests.conftest import gemma3_file
 
     return gemma3_file()
-
-
-class Echo:
-    """An actor holding edge ``inbound`` (consumer) and edge ``outbound`` (producer, to node ``consumer``: the driver
-    or the next relay) of a RayTransport in any mode; a thread sends every frame received on ``inbound`` on
-    ``outbound`` and keeps the seconds from each receive's return to its send's return (``turnaround``)."""
-
-    def __init__(self, transport, node_id: str, inbound: str = "in", outbound: str = "out",
-                 consumer: str = "orchestrator"):
-        from pipeplan.runtime.ray_backend import _ChannelInbox, _Inbox, _Listener, _OutChannel, _SocketInbox
-
-        self.tr, self.node_id = transport, node_id
-        self.inbound, self.outbound, self.consumer = inbound, outbound, consumer
-        self._turn: list[float] = []
-        slots = transport.routes[inbound].ring_spec.slots
-        self._inbox, self._chan_inbox, self._out_chan = _Inbox(), _ChannelInbox(slots, transport.wait), _OutChannel()
-        self._sock_inbox, self._out_sock = _SocketInbox(), _Listener()
-        self._outbox: queue.Queue = queue.Queue(maxsize=slots)
-        self._stop = threading.Event()
-        transport.attach(inbound, {"channel": self._chan_inbox, "socket": self._sock_inbox}.get(
-            transport.edge_mode(inbound), self._inbox))
-        if consumer == "orchestrator":
-            transport.attach(outbound, {"channel": self._out_chan, "socket": self._out_sock}.get(
-                transport.edge_mode(outbound), self._outbox))
-        threading.Thread(target=self._loop, daemon=True).start()
-
-    def _loop(self) -> None:
-        rx = self.tr.open_recv(self.node_id, self.inbound)
-        tx = self.tr.open_send(self.consumer, self.outbound)
-        while not self._stop.is_set():
-            f = rx.recv(timeout=0.05)
-            if f is not None:
-                t0 = time.perf_counter()
-                while not tx.send(f, timeout=0.05) and not self._stop.is_set():
-                    pass
-                self._turn.append(time.perf_counter() - t0)
-
-    def cpu(self) -> float:
-        """CPU seconds this actor's process has used (every thread: the relay's, Ray's)."""
-        return time.process_time()
-
-    def turnaround(self, skip: int) -> float:
-        """Median seconds from a receive's return to its send's return, over the frames after the first ``skip``."""
-        return statistics.median(self._turn[skip:]) if len(self._turn) > skip else 0.0
-
-    def stop(self) -> None:
-        self._stop.set()
-
-    def idle_cpu(self, seconds: float) -> float:
-        """CPU seconds per second this actor's process uses while its loop waits on ``in`` with nothing sent."""
-        t0 = time.process_time()
-        time.sleep(seconds)
-        return (time.process_time() - t0) / seconds
-
-    # the stage actor's edge methods (StageActor's, for edges "in" / "out")
-    def push(self, edge_id, n, frame):
-        return self._inbox.put(n, frame, self._stop)
-
-    def pull(self, edge_id, wait_s):
-        try:
-            return self._outbox.get(timeout=wait_s)
-        except queue.Empty:
-            return None
-
-    def accept_channel(self, edge_id, chan, ack_reader, ack_node):
-        return self._chan_inbox.accept(chan, ack_reader, ack_node)
-
-    def socket_address(self, edge_id):
-        return self._sock_inbox.address()
-
-    def out_socket_address(self, edge_id):
-        return self._out_sock.address()
-
-    def out_channel(self, edge_id, wait_s):
-        return self._out_chan.wait(wait_s)
-
-    def accept_ack(self, edge_id, ack):
-        assert self._out_chan.credits is not None
-        self._out_chan.credits.set_ack(ack)
-        return True
-
-
-def loop_seconds(tx, rx, x: np.ndarray, i: int, timeout: float) -> float:
-    """Seconds from sending DATA frame ``i`` of ``x`` on ``tx`` until a frame comes back on ``rx`` (it must be
-    frame ``i``)."""
-    from pipeplan.runtime.transport import DATA, Frame
-
-    t0 = time.perf_counter()
-    assert tx.send(Frame(DATA, 0, i, x), timeout=timeout)
-    f = None
-    while f is None:
-        f = rx.recv(timeout=timeout)
-    assert f.position == i
-    return time.perf_counter() - t0
 
 
 def bench_hop(mode: str, wait: str, ray_node: str, node_id: str, n_embd: int, n: int) -> dict:
@@ -215,64 +121,16 @@ def bench_hop(mode: str, wait: str, ray_node: str, node_id: str, n_embd: int, n:
 
 def bench_chain(mode: str, wait: str, ids: dict[str, str], nodes: list[str], n_embd: int, n: int,
                 rows: int = 1) -> dict:
-    """A frame through a relay chain laid out as a pipeline of ``len(nodes)`` stages: the driver sends a
-    [rows, n_embd] f32 DATA Frame to a relay actor on ``nodes[0]``, each relay passes it to the next (on
-    ``nodes[i]``, Ray node ``ids[nodes[i]]``) and the last one back to the driver, every edge over ``mode``'s
-    endpoints (``auto``: as a run places them). Returns the median round trip over ``n`` frames after a
-    warm-up (``loop_us``: what a token's loop through S stages pays besides the stages' work), its share per
-    edge (``per_hop_us``: loop / (S + 1) edges), the relays' median receive-return -> send-return
-    (``turnaround_us``), and the CPU per frame of a relay's process (``relay_cpu_us``: median over relays) and of
-    the driver's (``driver_cpu_us``), every thread counted, over the timed frames."""
-    import ray
-    from pipeplan.plan_types import ObjectSpec, RingSpec
-    from pipeplan.runtime.ray_backend import RayTransport, RunScope, edge_transports, start_driver_proxy
-    from pipeplan.runtime.transport import EdgeRoute
-    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
-
-    k = len(nodes)
-    spec = ObjectSpec("activation", "f32", 4, (256, n_embd), "row_major", 64, 256 * n_embd * 4)
-    rs = RingSpec(2, spec.max_extent)
-    ends = ["orchestrator", *nodes, "orchestrator"]
-    routes = {f"e{i}": EdgeRoute(f"e{i}", "activation", ends[i], ends[i + 1], spec, rs) for i in range(k + 1)}
-    scope = RunScope(ray.get_runtime_context().namespace, f"pipeplan/bench-chain/{os.getpid()}/{mode}/{k}")
-    names = [f"{scope.prefix}/relay{i}" for i in range(k)]
-    holders = {(nodes[i], f"e{i}"): names[i] for i in range(k)}
-    holders[("orchestrator", f"e{k}")] = names[-1]
-    edge_modes = edge_transports(routes, {"orchestrator": ray.get_runtime_context().get_node_id(),
-                                          **{m: ids[m] for m in nodes}}, mode)
-    proxy_name = f"{scope.prefix}/driver" if "channel" in edge_modes.values() else None
-    proxy = start_driver_proxy(proxy_name, scope.namespace) if proxy_name else None
-    tr = RayTransport(routes, scope, holders, mode=mode, proxy=proxy_name, wait=wait, edge_modes=edge_modes)
-    relays = [ray.remote(Echo).options(name=names[i], num_cpus=0, max_concurrency=8, scheduling_strategy=
-                                       NodeAffinitySchedulingStrategy(ids[nodes[i]], soft=False)).remote(
-        tr, nodes[i], f"e{i}", f"e{i + 1}", ends[i + 2]) for i in range(k)]
-    warm = 100
-    try:
-        tx, rx = tr.open_send(nodes[0], "e0"), tr.open_recv("orchestrator", f"e{k}")
-        x = np.random.default_rng(0).standard_normal((rows, n_embd)).astype(np.float32)
-
-        def once(i: int) -> float:
-            return loop_seconds(tx, rx, x, i, 60.0)
-
-        for i in range(warm):
-            once(i)
-        cpu0, d0 = ray.get([r.cpu.remote() for r in relays]), time.process_time()
-        loops = sorted(once(warm + i) for i in range(n))
-        driver_cpu = (time.process_time() - d0) / n
-        relay_cpu = statistics.median(b - a for a, b in zip(cpu0, ray.get([r.cpu.remote() for r in relays]),
-                                                             strict=True)) / n
-        turn = statistics.median(ray.get([r.turnaround.remote(warm) for r in relays]))
-    finally:
-        ray.get([r.stop.remote() for r in relays])
-        tr.close()
-        for r in relays:
-            ray.kill(r)
-        if proxy is not None:
-            ray.kill(proxy)
-    loop = statistics.median(loops)
-    return {"loop_us": loop * 1e6, "loop_p90_us": loops[int(0.9 * len(loops))] * 1e6, "per_hop_us": loop * 1e6 / (k + 1),
-            "turnaround_us": turn * 1e6, "relay_cpu_us": relay_cpu * 1e6, "driver_cpu_us": driver_cpu * 1e6,
-            "relays": k, "n": n, "payload_bytes": int(x.nbytes)}
+    """A frame through a relay chain laid out as a pipeline of ``len(nodes)`` stages
+    (:func:`pipeplan.runtime.ray_chain.measure_chain`, what ``pipeplan calibrate --backend ray`` caches), in us:
+    ``loop_us`` (median round trip), ``loop_p90_us``, its share per edge (``per_hop_us``: loop / (S + 1) edges), the
+    relays' median receive-return -> send-return (``turnaround_us``), the CPU per frame of a relay's process
+    (``relay_cpu_us``) and of the driver's (``driver_cpu_us``)."""
+    c = measure_chain(ids, nodes, n_embd, mode=mode, wait=wait, frames=n, rows=rows, tag="bench-chain")
+    k = c["relays"]
+    return {"loop_us": c["loop_s"] * 1e6, "loop_p90_us": c["loop_p90_s"] * 1e6, "per_hop_us": c["loop_s"] * 1e6 / (k + 1),
+            "turnaround_us": c["turnaround_s"] * 1e6, "relay_cpu_us": c["relay_cpu_s"] * 1e6,
+            "driver_cpu_us": c["driver_cpu_s"] * 1e6, "relays": k, "n": n, "payload_bytes": c["payload_bytes"]}
 
 
 @contextlib.contextmanager

@@ -16,13 +16,12 @@ whole sequence (per stage count: calibration, then its rows) runs R times, the c
 that every prediction is paired with a measurement made minutes after it; a row then gives the median
 measured rate and the median prediction over the rounds (:func:`combine_rounds`), and the spread of the
 measured rate between rounds (on a shared machine whose speed drifts, the same run differs by 10-20% minutes
-apart). For Ray the prediction
-takes what the runtime pays around its stages on the cluster, measured per stage count S before its rows
-(:func:`measure_ray_loop`): one activation row looped driver -> S relay actors placed as the stages (``local<i>``,
-the default transport on every edge) -> driver, each relay passing the frame on as it arrives. Its round trip is
-the loop; the CPU each relay's process and the driver's use per frame (every thread, Ray's included) is charged as
-stage and orchestrator work (the simulator shares the cores among them), and the rest of the loop is the hops'
-transit, in place of the local ring's hops and wake-up (:func:`ray_hop_costs`).
+apart). For Ray the calibration is ``pipeplan calibrate --backend ray`` on the bench's cluster: it also
+measures what the runtime pays around its stages there (``runtime.<S>.ray_loop``,
+:func:`pipeplan.runtime.ray_chain.measure_chain`): one activation row looped driver -> S relay actors placed as the
+stages (``local<i>``, the run's transport on every edge) -> driver. The prediction takes it in place of the local
+ring's hops and wake-up (``stage_costs(package, backend="ray")``,
+:meth:`~pipeplan.analysis.concurrency.StageCosts.with_ray_loop`), as ``pipeplan compare`` does for a Ray row.
 
 Figures per row (``agg_tok_s`` and ``predicted_agg_tok_s`` by the same estimator,
 :func:`~pipeplan.analysis.concurrency.throughput_summary`: the decode rate over the middle half of the
@@ -80,11 +79,11 @@ def pipeline_micro_batches() -> bool:
 
 
 def calibrated(model: Path, stages: int, seq_len: int, prompt_len: int, cache: str | None,
-               recalibrate: bool) -> tuple[Any, dict[str, Any]]:
-    """The cpu calibration of ``model`` for ``stages`` stages (an ``EvidenceChoice``) and its pipeline loop
-    (``runtime.<S>.loop``: the terms and the measured rates, ``rate_one_tok_s`` the one-sequence rate of this stage
-    count), made first with ``pipeplan calibrate`` when the cache has none for this stage count (or
-    ``recalibrate``)."""
+               recalibrate: bool, backend: str = "local") -> tuple[Any, dict[str, Any]]:
+    """The cpu calibration of ``model`` for ``stages`` stages (an ``EvidenceChoice``) and its runtime section
+    (``runtime.<S>``: ``loop`` has the terms and the measured rates, ``rate_one_tok_s`` the one-sequence rate of this
+    stage count; ``ray_loop`` the relay chain on Ray), made first with ``pipeplan calibrate`` (``--backend ray`` for
+    ``backend`` ray, on the connected cluster) when the cache has none for this stage count (or ``recalibrate``)."""
     from pipeplan.analysis.concurrency import runtime_section
     from pipeplan.frontend.gguf_facts import read_model_facts
     from pipeplan.tools import cli
@@ -95,20 +94,22 @@ def calibrated(model: Path, stages: int, seq_len: int, prompt_len: int, cache: s
     def choice() -> tuple[Any, dict[str, Any]] | None:
         c = select_evidence(None, files, target="cpu", cache_dir=cache)
         table = read_table(c.path) if c.path is not None else None
-        loop = runtime_section(table, stages).get("loop") if table is not None else None
-        return (c, loop) if isinstance(loop, dict) and loop else None
+        sec = runtime_section(table, stages) if table is not None else {}
+        ok = isinstance(sec.get("loop"), dict) and (backend != "ray" or isinstance(sec.get("ray_loop"), dict))
+        return (c, sec) if ok else None
 
     got = None if recalibrate else choice()
     if got is None:
         argv = ["calibrate", str(model), "--stages", str(stages), "--max-seq-len", str(seq_len), "--prompt-len",
                 str(prompt_len)]
         argv += ["--cache-dir", cache] if cache else []
+        argv += ["--backend", "ray"] if backend == "ray" else []
         out, err = io.StringIO(), io.StringIO()
         with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
             rc = cli.main(argv)
         if rc != 0:
             raise SystemExit(f"pipeplan {' '.join(argv)}: exit {rc}: {err.getvalue().strip()}")
-        print("  " + " | ".join(x for x in out.getvalue().splitlines() if x.startswith("pipeline loop")),
+        print("  " + " | ".join(x for x in out.getvalue().splitlines() if x.startswith(("pipeline loop", "Ray loop"))),
               file=sys.stderr)
         got = choice()
         if got is None:
@@ -116,40 +117,11 @@ def calibrated(model: Path, stages: int, seq_len: int, prompt_len: int, cache: s
     return got
 
 
-def ray_hop_costs(costs: Any, loop: dict[str, float]) -> Any:
-    """``costs`` (StageCosts) with what the Ray run pays around its stages, measured on the cluster for its stage
-    count (:func:`measure_ray_loop`): every stage frame costs ``relay_cpu_s`` more CPU (a relay process's CPU per
-    frame: receive, ack and send over the Ray transport, and Ray's own threads) and every returning frame costs the
-    orchestrator ``driver_cpu_s`` more (the driver's CPU per loop); what the loop takes beyond that CPU,
-    ``loop_s - S relay_cpu_s - driver_cpu_s`` (at least 0), is the transit, spread evenly over the S hops. A
-    measured loop includes the wake-up of every blocked reader, so the calibrated wake-up term is left out."""
-    n = costs.stages
-    transit = max(0.0, loop["loop_s"] - n * loop["relay_cpu_s"] - loop["driver_cpu_s"])
-    hop = (transit / n,) * n
-    return dataclasses.replace(costs, decode_hop_s=hop, prefill_hop_s=hop, wake_s=0.0,
-                               frame_s=costs.frame_s + loop["relay_cpu_s"], orch_s=costs.orch_s + loop["driver_cpu_s"])
-
-
-def measure_ray_loop(ids: dict[str, str], n_embd: int, stages: int, n: int = 300) -> dict[str, float]:
-    """The relay chain of ``stages`` stages over the transport and channel wait the run's ``RayBackend()`` takes
-    (``$PIPEPLAN_RAY_TRANSPORT``, default ``auto``; ``$PIPEPLAN_RAY_WAIT``), one activation row, ``n`` frames
-    (bench/ray_hops.py's :func:`bench_chain`): ``{"loop_s", "turnaround_s", "relay_cpu_s", "driver_cpu_s"}`` in
-    seconds (medians; CPU per frame)."""
-    from pipeplan.runtime.ray_backend import RayBackend
-    from ray_hops import bench_chain
-
-    b = RayBackend()
-    c = bench_chain(b.ray_transport, b.ray_wait, ids, [f"local{i}" for i in range(stages)], n_embd, n)
-    return {"loop_s": c["loop_us"] * 1e-6, "turnaround_s": c["turnaround_us"] * 1e-6,
-            "relay_cpu_s": c["relay_cpu_us"] * 1e-6, "driver_cpu_s": c["driver_cpu_us"] * 1e-6}
-
-
 def measure(model: Path, stages: int, parallel: int, backend: str, *, prompt_tokens: int, decode_tokens: int,
-            repeat: int, evidence: Any, micro_batches: int | None = None, cache: str | None = None,
-            ray_loop: dict[str, float] | None = None) -> dict:
+            repeat: int, evidence: Any, micro_batches: int | None = None, cache: str | None = None) -> dict:
     """One configuration: plan, compile with ``evidence``, run ``parallel`` requests ``repeat`` times on a fresh
-    ``Pipeline`` (best kept), predict it (for Ray, with the relay chain ``ray_loop`` measured on the cluster:
-    :func:`ray_hop_costs`); the row (module docstring)."""
+    ``Pipeline`` (best kept), predict it (for Ray, with the calibration's relay chain on the cluster:
+    ``stage_costs(package, backend="ray")``); the row (module docstring)."""
     from pipeplan.analysis.concurrency import (
         choose_micro_batches,
         default_micro_batches,
@@ -190,17 +162,11 @@ def measure(model: Path, stages: int, parallel: int, backend: str, *, prompt_tok
             if best is None or f["agg_tok_s"] > best["agg_tok_s"]:
                 best = f
     assert best is not None
-    costs = stage_costs(compiled.package, prefill_rows=prompt_tokens)  # the package's, with its evidence
-    if ray_loop is not None:
-        costs = ray_hop_costs(costs, ray_loop)
+    # the package's, with its evidence (for Ray: its calibration's relay chain in place of the local hops)
+    costs = stage_costs(compiled.package, prefill_rows=prompt_tokens, backend="ray" if backend == "ray" else "local")
     p = predict_concurrent(costs, parallel, prompt_tokens, decode_tokens, micro_batches=m)
     flat = (predict_concurrent(dataclasses.replace(costs, kv_pos=(), kv_row_s=()), parallel, prompt_tokens,
                                decode_tokens, micro_batches=m).aggregate_tok_s if costs.kv_pos else None)
-    if ray_loop is not None:
-        p = dataclasses.replace(p, evidence=f"{p.evidence} + Ray loop measured ({stages} relays: loop "
-                                            f"{ray_loop['loop_s'] * 1e6:.0f} us, CPU per frame relay "
-                                            f"{ray_loop['relay_cpu_s'] * 1e6:.0f} us, driver "
-                                            f"{ray_loop['driver_cpu_s'] * 1e6:.0f} us)")
     return {"stages": stages, "parallel": parallel, "micro_batches": m, "backend": backend, **best,
             "micro_batch_choice": None if choice is None else choice.to_json(),
             "predicted_agg_tok_s": p.aggregate_tok_s, "predicted_p50_ms": 1e3 * p.per_token_p50_s,
@@ -293,30 +259,22 @@ def main(argv: list[str] | None = None) -> int:
             if max(stages) > a.ray_nodes:
                 ap.error(f"--stages {a.stages} needs at most --ray-nodes {a.ray_nodes} stages (one per node)")
             from _ray_cluster import ray_cluster
-            from pipeplan.frontend.gguf_facts import read_model_facts
 
-            info = stack.enter_context(ray_cluster([f"local{i}" for i in range(a.ray_nodes)]))
-            n_embd = read_model_facts(model).embedding_length
+            stack.enter_context(ray_cluster([f"local{i}" for i in range(a.ray_nodes)]))
         by_config: dict[tuple[int, int], list[dict]] = {}
         for rnd in range(a.rounds):
             for s in stages:
+                ev, sec = calibrated(model, s, max(64, a.prompt_tokens + a.decode_tokens + 8), a.prompt_tokens,
+                                     a.cache_dir, a.recalibrate or rnd > 0, a.backend)
                 if a.backend == "ray":
-                    loop = measure_ray_loop(info["ids"], n_embd, s)
-                    ray_loops.setdefault(s, []).append(loop)
-                    print(f"Ray loop ({os.environ.get('PIPEPLAN_RAY_TRANSPORT') or 'auto'} transport, one activation "
-                          f"row, {s} relays): {loop['loop_s'] * 1e6:.0f} us, relay {loop['turnaround_s'] * 1e6:.0f} us, "
-                          f"relay cpu {loop['relay_cpu_s'] * 1e6:.0f} us, driver cpu {loop['driver_cpu_s'] * 1e6:.0f} us",
-                          file=sys.stderr, flush=True)
-                ev, cal_loop = calibrated(model, s, max(64, a.prompt_tokens + a.decode_tokens + 8), a.prompt_tokens,
-                                a.cache_dir, a.recalibrate or rnd > 0)
+                    ray_loops.setdefault(s, []).append(sec["ray_loop"])
                 evidence_lines[str(s)] = ev.message
                 print(f"round {rnd + 1}/{a.rounds} S={s}: {ev.message}", file=sys.stderr, flush=True)
                 for n in parallel:
                     r = measure(model, s, n, a.backend, prompt_tokens=a.prompt_tokens, decode_tokens=a.decode_tokens,
-                                repeat=a.repeat, evidence=ev, micro_batches=a.micro_batches, cache=a.cache_dir,
-                                ray_loop=ray_loops[s][-1] if a.backend == "ray" else None)
+                                repeat=a.repeat, evidence=ev, micro_batches=a.micro_batches, cache=a.cache_dir)
                     if n == 1 and a.backend == "local":
-                        r["calibration_rate_one_tok_s"] = cal_loop.get("rate_one_tok_s")
+                        r["calibration_rate_one_tok_s"] = sec["loop"].get("rate_one_tok_s")
                     by_config.setdefault((s, n), []).append(r)
                     print(f"  S={s} N={n}: measured {r['agg_tok_s']:.1f} tok/s, predicted "
                           f"{r['predicted_agg_tok_s']:.1f} ({r['error']:+.1%})", file=sys.stderr, flush=True)
@@ -358,7 +316,7 @@ def main(argv: list[str] | None = None) -> int:
     out = Path(a.out) if a.out else HERE / "results" / name
     out.parent.mkdir(parents=True, exist_ok=True)
     doc = {"format": "pipeplan-throughput/1", "model": str(model), "backend": a.backend,
-           "ray_nodes": a.ray_nodes if a.backend == "ray" else None, "ray_loops_s": {str(k): v for k, v in ray_loops.items()} or None, "rounds": a.rounds, "target": "cpu",
+           "ray_nodes": a.ray_nodes if a.backend == "ray" else None, "ray_loops": {str(k): v for k, v in ray_loops.items()} or None, "rounds": a.rounds, "target": "cpu",
            "threads_per_stage": 1, "cores": cores, "prompt_tokens": a.prompt_tokens, "decode_tokens": a.decode_tokens,
            "repeat": a.repeat, "machine": platform.machine(), "load_avg_before": load_before,
            "load_avg_after": os.getloadavg(), "evidence": evidence_lines,

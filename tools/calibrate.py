@@ -243,8 +243,9 @@ def measure_runtime(plan_module, model: str | Path, *, pool: str | Path | None =
 
 
 def merge_tables(old: Mapping[str, Any] | None, new: Mapping[str, Any]) -> dict[str, Any]:
-    """``new`` with the entries of ``old`` whose keys ``new`` lacks (keys of other plans stay), and the
-    ``runtime`` sections of ``old``'s other stage counts."""
+    """``new`` with the entries of ``old`` whose keys ``new`` lacks (keys of other plans stay), the
+    ``runtime`` sections of ``old``'s other stage counts, and ``old``'s Ray loop of a stage count whose new section
+    has none (a local calibration keeps the ``--backend ray`` measurement)."""
     out = dict(new)
     if old is None:
         return out
@@ -253,7 +254,12 @@ def merge_tables(old: Mapping[str, Any] | None, new: Mapping[str, Any]) -> dict[
     out["entries"] = sorted([*new["entries"], *extra], key=lambda e: e["key"])
     runtime = old.get("runtime")
     if isinstance(runtime, dict) and runtime:
-        out["runtime"] = {**runtime, **(new.get("runtime") or {})}
+        fresh = dict(new.get("runtime") or {})
+        for s, sec in fresh.items():
+            was = runtime.get(s)
+            if isinstance(sec, dict) and "ray_loop" not in sec and isinstance(was, dict) and "ray_loop" in was:
+                fresh[s] = {**sec, "ray_loop": was["ray_loop"]}
+        out["runtime"] = {**runtime, **fresh}
     return out
 
 
@@ -889,3 +895,26 @@ def measure_loop(plan_module, package: str | Path, *, prompt_len: int = 8, token
     return {"sequences": n_busy, "tokens": tokens, "rate_one_tok_s": one, "rate_busy_tok_s": busy, "cores": cores,
             "wake_s": terms["wake_s"], "frame_s": terms["frame_s"], "orch_s": terms["frame_s"],
             "contention": terms["contention"], "work_scale": terms["work_scale"], "fit_residual": residual}
+
+
+def measure_ray_loop(plan_module, *, address: str | None = None, frames: int | None = None) -> dict[str, Any]:
+    """The relay chain of the plan's stages on Ray (:func:`pipeplan.runtime.ray_chain.measure_chain`): each stage's
+    plan node id resolved to its Ray node as ``pipeplan run --backend ray`` does (``address``: a running cluster;
+    None: the Ray already connected in this process, else an embedded local instance carrying every node id), the
+    run's transport and channel wait (``$PIPEPLAN_RAY_TRANSPORT``, ``$PIPEPLAN_RAY_WAIT``), one activation row of
+    the model. Returns its figures in seconds (``loop_s``, ``relay_cpu_s``, ``driver_cpu_s``, ...). Every actor is
+    gone, and an embedded instance shut down, when it returns. Raises RayUnavailableError, RunPlanRejection
+    (``unknown_node`` / ``ambiguous_node``), BackendError, TimeoutError."""
+    from pipeplan.dialects.runplan_build import project_provisions, single_plan
+    from pipeplan.runtime.ray_backend import make_ray_backend
+    from pipeplan.runtime.ray_chain import CHAIN_FRAMES, measure_chain
+
+    provisions = sorted(project_provisions(plan_module), key=lambda p: p.stage)
+    n_embd = int(single_plan(plan_module).facts().embedding_length)
+    backend = make_ray_backend(address)
+    try:
+        ids = backend.check_placement(provisions)
+        return measure_chain(ids, [p.node_id for p in provisions], n_embd, mode=backend.ray_transport,
+                             wait=backend.ray_wait, frames=frames or CHAIN_FRAMES, tag="calibrate-chain")
+    finally:
+        backend.stop()

@@ -4,7 +4,7 @@ Usage::
 
     pipeplan calibrate MODEL.gguf [--stages S] [--nodes POOL.toml] [--target cpu|reference] [--threads T]
                        [--prompt-len 8] [--max-seq-len L] [--tokens 16] [--repeats 1] [--round-trips 200]
-                       [--cache-dir DIR] [--no-loop] [--force] [--json]
+                       [--cache-dir DIR] [--no-loop] [--backend local|ray] [--ray-address ADDR] [--force] [--json]
 
 Plans the model as ``pipeplan plan`` does (``--stages`` local nodes with this machine's peaks, or
 ``--nodes``), compiles it and times it on calibration prompts: ``--target cpu`` (default) binds the
@@ -17,7 +17,11 @@ key (``op|dtypes|shape``) of the plan, kernels and hops. The cpu target also rec
 attention at KV positions from the calibrated ones to the last (``kv_pos``, ``kv_row_s``, ``kv_ref_pos``) and, unless
 ``--no-loop``, the runtime's own costs measured on the local pipeline of the plan
 (:func:`pipeplan.tools.calibrate.measure_loop`: 1 and 2 S + 1 sequences; the fitted wake-up, per-frame,
-contention and work-scale terms of :mod:`pipeplan.analysis.concurrency`). The table (``pipeplan-kernel-timings/1``) goes to
+contention and work-scale terms of :mod:`pipeplan.analysis.concurrency`). ``--backend ray`` also measures, under
+``runtime.<S>.ray_loop``, the relay chain of the plan's stages on Ray (``--ray-address`` a running cluster, else an
+embedded local instance; each stage on the Ray node carrying its node id, as ``pipeplan run --backend ray``;
+:func:`pipeplan.tools.calibrate.measure_ray_loop`): what a token's loop pays around the stages' work there, which
+``pipeplan compare`` uses for rows measured on Ray. The table (``pipeplan-kernel-timings/1``) goes to
 ``<cache>/calibration/<key>.json`` (key: machine fingerprint + model sha256), merged with the keys
 already there (``--force``: replaced), written atomically. Prints a table and the path (``--json``:
 the document). ``pipeplan compile``, ``run``, ``replay`` and ``plan`` then use it by default.
@@ -55,6 +59,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--cache-dir", metavar="DIR", help="cache directory (default $PIPEPLAN_CACHE or ~/.cache/pipeplan)")
     p.add_argument("--no-loop", action="store_true",
                    help="cpu target: skip the pipeline run that measures the runtime's own costs (wake-up, per-frame)")
+    p.add_argument("--backend", default="local", choices=("local", "ray"),
+                   help="ray: also measure the relay chain of the plan's stages on Ray (default local)")
+    p.add_argument("--ray-address", default=None, metavar="ADDR",
+                   help="Ray cluster to measure on (--backend ray; default: an embedded local Ray instance)")
     p.add_argument("--force", action="store_true", help="replace the cached table instead of merging into it")
     p.add_argument("--json", action="store_true", help="print the written document as JSON")
 
@@ -78,7 +86,7 @@ def main(args: argparse.Namespace) -> int:
         write_calibration,
     )
     from pipeplan.tools.cmd_plan import DEFAULT_MAX_SEQ_LEN_CAP
-    from pipeplan.tools.generation import check_cache_dir
+    from pipeplan.tools.generation import OptionError, check_cache_dir
 
     check_input_file(args.model, "GGUF file", GGUFError)
     if args.target not in TARGETS:
@@ -89,6 +97,8 @@ def main(args: argparse.Namespace) -> int:
         if getattr(args, name) < 1:
             raise CalibrationError(f"--{name.replace('_', '-')} must be >= 1, got {getattr(args, name)}",
                                    code="invalid_request", where=name)
+    if args.ray_address and args.backend != "ray":
+        raise OptionError("--ray-address needs --backend ray", where="backend")
     if args.cache_dir is not None:
         check_cache_dir(args.cache_dir)
     from pipeplan.runtime.weights_source import cache_root
@@ -128,6 +138,11 @@ def main(args: argparse.Namespace) -> int:
     table["method"].update({"stages": args.stages, "max_seq_len": max_seq_len})
     if args.target == "cpu" and not args.no_loop:
         table["runtime"][str(args.stages)]["loop"] = _loop(module, table, args, max_seq_len)
+    if args.backend == "ray":
+        from pipeplan.tools.calibrate import measure_ray_loop
+
+        table.setdefault("runtime", {}).setdefault(str(args.stages), {})["ray_loop"] = measure_ray_loop(
+            module, address=args.ray_address)
     doc = write_calibration(path, table, machine, model, force=args.force)
     elapsed = time.perf_counter() - t0
     if args.json:
@@ -148,6 +163,11 @@ def main(args: argparse.Namespace) -> int:
         if loop["fit_residual"] > 0.1:
             print(f"warning: the runtime terms reproduce the measured pipeline rates only within "
                   f"{loop['fit_residual']:.0%} (a busy machine?): calibrate again when it is idle", file=sys.stderr)
+    ray_loop = table.get("runtime", {}).get(str(args.stages), {}).get("ray_loop")
+    if ray_loop:
+        edges = ", ".join(f"{e} {m}" for e, m in ray_loop["edges"].items())
+        print(f"Ray loop ({ray_loop['relays']} relays; {edges}): {ray_loop['loop_s'] * 1e6:.1f} us, CPU per frame "
+              f"relay {ray_loop['relay_cpu_s'] * 1e6:.1f} us, driver {ray_loop['driver_cpu_s'] * 1e6:.1f} us")
     for h in table.get("transport", {}).get("hops", []):
         print(f"ring hop {h['bytes']:>8d} B: {h['hop_s'] * 1e6:8.1f} us (send call {h['send_s'] * 1e6:.1f} us, "
               f"{h['round_trips']} round trips)")

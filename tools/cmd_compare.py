@@ -16,7 +16,8 @@ MEASURED may instead be a throughput measurement (``pipeplan-throughput/1``: ``{
 package: each row is predicted for its N (:func:`~pipeplan.analysis.concurrency.predict_concurrent`, prompt
 tokens default the package's prefill rows, decode tokens 64) and printed next to the measurement with the
 relative error of aggregate tok/s, p50 and p99, with the runtime terms of the calibration the package was
-compiled with; a row's ``micro_batches`` (absent: one frame per sequence) is the M predicted. Rows of other
+compiled with (a row whose ``backend`` is ``ray``: with the calibration's Ray relay chain, ``pipeplan calibrate
+--backend ray``, the evidence line saying whether it had one); a row's ``micro_batches`` (absent: one frame per sequence) is the M predicted. Rows of other
 stage counts than the package's are skipped (and counted); none of its stage count is
 ``error[stage_mismatch]``. A timeline whose times are not finite numbers (``NaN``, ``Infinity``) is
 ``error[non_finite]`` naming the event: no correspondence level is reported for it.
@@ -113,21 +114,26 @@ def _compare_throughput(pkg: Path, args: argparse.Namespace) -> int:
     if not pkg.is_dir():
         raise ConcurrencyError(f"{pkg}: a throughput measurement is compared with a package directory (its costs)",
                                code="bad_package", where=str(pkg))
-    costs = stage_costs(pkg)
+    by_backend = {"local": stage_costs(pkg)}
+    for m in rows:
+        if m.backend == "ray" and "ray" not in by_backend:
+            by_backend["ray"] = stage_costs(pkg, backend="ray")
+    costs = by_backend["local"]
     mine = [m for m in rows if m.stages == costs.stages]
     if not mine:
         raise ConcurrencyError(f"{args.measured}: no row was measured on the package's {costs.stages} stages "
                                f"(rows of {sorted({m.stages for m in rows})})", code="stage_mismatch", where="stages")
     out = []
     for m in mine:
-        pr = predict_concurrent(costs, m.n_sequences, m.prompt_tokens or costs.prefill_rows,
+        mc = by_backend.get(m.backend, costs)
+        pr = predict_concurrent(mc, m.n_sequences, m.prompt_tokens or costs.prefill_rows,
                                 m.decode_tokens or DEFAULT_DECODE_TOKENS, micro_batches=m.micro_batches or m.n_sequences)
 
         def err(a: float, b: float) -> float | None:
             return abs(a - b) / b if b > 0 else None
 
         out.append({"n_sequences": m.n_sequences, "stages": m.stages, "backend": m.backend,
-                    "micro_batches": pr.micro_batches,
+                    "micro_batches": pr.micro_batches, "evidence": mc.evidence,
                     "predicted": {"aggregate_tok_s": pr.aggregate_tok_s, "p50_s": pr.per_token_p50_s,
                                   "p99_s": pr.per_token_p99_s},
                     "measured": {"aggregate_tok_s": m.aggregate_tok_s, "p50_s": m.p50_s, "p99_s": m.p99_s},
@@ -141,6 +147,8 @@ def _compare_throughput(pkg: Path, args: argparse.Namespace) -> int:
     terms = costs.terms_line()
     print(f"throughput: predicted (evidence {costs.evidence}; {terms}) vs measured ({args.measured}"
           f"{f'; {skipped} rows of other stage counts skipped' if skipped else ''})")
+    if "ray" in by_backend and any(m.backend == "ray" for m in mine):
+        print(f"  rows measured on Ray: evidence {by_backend['ray'].evidence}; {by_backend['ray'].terms_line()}")
     print(f"  {'N':>3s} {'stages':>6s} {'pred tok/s':>10s} {'meas tok/s':>10s} {'error':>7s} {'pred p50 ms':>11s} "
           f"{'meas p50 ms':>11s} {'error':>7s} {'pred p99 ms':>11s} {'meas p99 ms':>11s} {'error':>7s}")
 

@@ -691,6 +691,44 @@ def test_cli_run_ray_on_cluster(cluster, stories_path, expected_cases, tmp_path,
     assert _live_actors() == []
 
 
+def test_cli_calibrate_ray_caches_the_relay_chain(cluster, stories_path, tmp_path, capsys, monkeypatch):
+    """Issue 14 item 4, AB-C-2: `pipeplan calibrate --backend ray --nodes POOL --stages 3` (Ray connected: the
+    module's 3-node cluster) measures the relay chain of the plan's stages on the Ray nodes carrying their node ids
+    and caches it under ``runtime.3.ray_loop``: the driver's edge to n0 a channel, every edge between Ray nodes a
+    TCP stream (auto), finite positive figures, no actor left; `pipeplan compare` then predicts a row measured on
+    Ray with it and says so, and a row measured locally without it."""
+    import json
+    import math
+
+    from pipeplan.tools.cli import main
+
+    monkeypatch.delenv("PIPEPLAN_RAY_TRANSPORT", raising=False)
+    pool, cache = _pool(tmp_path, NODES), str(tmp_path / "cache")
+    rc = main(["calibrate", str(stories_path), "--nodes", pool, "--stages", "3", "--backend", "ray", "--no-loop",
+               "--cache-dir", cache, "--json"])
+    out, err = capsys.readouterr()
+    assert rc == 0, err
+    loop = json.loads(out)["runtime"]["3"]["ray_loop"]
+    assert loop["edges"] == {"e0": "channel", "e1": "socket", "e2": "socket", "e3": "socket"}
+    assert loop["placement"] == {n: cluster[n] for n in NODES} and loop["relays"] == 3 and loop["transport"] == "auto"
+    for k in ("loop_s", "relay_cpu_s", "driver_cpu_s", "turnaround_s"):
+        assert math.isfinite(loop[k]) and loop[k] > 0, k
+    assert loop["loop_s"] >= loop["turnaround_s"]
+    assert _live_actors() == []
+    plan, pkg = tmp_path / "plan.mlir", tmp_path / "pkg"
+    assert main(["plan", str(stories_path), "--nodes", pool, "--stages", "3", "-o", str(plan)]) == 0
+    assert main(["compile", str(plan), "--nodes", pool, "--cache-dir", cache, "-o", str(pkg)]) == 0
+    rows = [{"n_sequences": 1, "stages": 3, "aggregate_tok_s": 500.0, "p50_s": 2e-3, "p99_s": 3e-3, "backend": b}
+            for b in ("ray", "local")]
+    (tmp_path / "t.json").write_text(json.dumps({"format": "pipeplan-throughput/1", "rows": rows}))
+    capsys.readouterr()
+    assert main(["compare", str(pkg), str(tmp_path / "t.json"), "--json"]) == 0
+    got = json.loads(capsys.readouterr().out)["rows"]
+    assert "Ray loop calibrated (3 relays, auto transport" in got[0]["evidence"]
+    assert "Ray loop" not in got[1]["evidence"]
+    assert got[0]["predicted"]["aggregate_tok_s"] != got[1]["predicted"]["aggregate_tok_s"]
+
+
 def test_cli_run_ray_unknown_node_exits_2(cluster, stories_path, tmp_path, capsys):
     """RP-AR-1: `pipeplan run --backend ray` with a pool node id no live Ray node carries exits 2 with
     error[unknown_node] naming it, before any actor is created."""

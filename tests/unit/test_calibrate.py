@@ -208,3 +208,30 @@ def test_run_timeline_says_and_records_the_evidence(calibrated, stories_path, tm
     assert ev["kind"] == "calibrated" and ev["path"] == str(path)
     meta = json.loads(tl.read_text())["meta"]
     assert meta["evidence"]["providers"] == [f"measured:{path}", "roofline"]
+
+
+def test_a_local_calibration_keeps_the_ray_loop(tmp_path, stories_path):
+    """Issue 14 item 4: calibrating again without ``--backend ray`` renews a stage count's loop and keeps the relay
+    chain ``--backend ray`` measured for it (other stage counts stay too); ``--force`` replaces the table."""
+    path = tmp_path / "calibration" / "k.json"
+    machine, model = machine_fingerprint("cpu", 1), model_fingerprint([stories_path])
+    entry = {"key": "add|f32,f32,f32|1x64", "op": "add", "seconds": 1e-6, "flops": 64, "bytes": 768, "samples": 1}
+    ray = {"loop_s": 7e-4, "relay_cpu_s": 1e-4, "driver_cpu_s": 1e-4}
+    first = {"format": TABLE_FORMAT, "created_unix": 1.0, "entries": [entry],
+             "runtime": {"2": {"loop": {"frame_s": 1e-5}, "ray_loop": ray}, "3": {"loop": {"frame_s": 3e-5}}}}
+    write_calibration(path, first, machine, model)
+    again = {**first, "runtime": {"2": {"loop": {"frame_s": 2e-5}}}}
+    doc = write_calibration(path, again, machine, model)
+    assert doc["runtime"]["2"] == {"loop": {"frame_s": 2e-5}, "ray_loop": ray}
+    assert doc["runtime"]["3"] == {"loop": {"frame_s": 3e-5}}
+    doc = write_calibration(path, again, machine, model, force=True)
+    assert doc["runtime"] == {"2": {"loop": {"frame_s": 2e-5}}}
+
+
+def test_ray_address_needs_the_ray_backend(stories_path, tmp_path, capsys):
+    """``calibrate --ray-address`` without ``--backend ray`` is one error line, exit 2, before any measuring."""
+    cache = tmp_path / "c"
+    assert cli.main(["calibrate", str(stories_path), "--cache-dir", str(cache), "--ray-address", "127.0.0.1:1"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("error[") and "--ray-address needs --backend ray" in err[0]
+    assert not cache.exists()

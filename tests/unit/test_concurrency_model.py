@@ -436,3 +436,38 @@ def test_kv_position_tables_are_checked_and_read_from_the_calibration(tmp_path):
     sec["kv_row_s"] = [[1e-5, 2e-5]]
     table.write_text(json.dumps({"runtime": {"2": sec}}))
     assert with_runtime_terms(base, f"measured:{table}").kv_pos == ()
+
+
+def test_a_ray_loop_replaces_the_local_hops(tmp_path):
+    """AB-C-2, AB-C-3 (issue 14 item 4): a package predicted for Ray takes its calibration's relay chain
+    (``runtime.<S>.ray_loop``): the relays' CPU per frame is stage work, the driver's is orchestrator work, the rest
+    of the loop is transit spread over the S hops, no wake-up; the evidence names it. A calibration without one
+    leaves the local terms and says so; a malformed loop is not applied."""
+    import dataclasses
+
+    c = dataclasses.replace(StageCosts((4e-4, 3e-4, 2.5e-4), (1e-4, 5e-5, 5e-5), (8e-4, 6e-4, 5e-4),
+                                       (1e-4, 5e-5, 5e-5), evidence="measured:T"), frame_s=2e-5, orch_s=1e-5,
+                            wake_s=3e-5, cores=2)
+    ray = {"loop_s": 7e-4, "relay_cpu_s": 1e-4, "driver_cpu_s": 1e-4}
+    got = c.with_ray_loop(ray)
+    assert got.decode_hop_s == pytest.approx((1e-4,) * 3) and got.prefill_hop_s == got.decode_hop_s
+    assert got.frame_s == pytest.approx(1.2e-4) and got.orch_s == pytest.approx(1.1e-4) and got.wake_s == 0.0
+    assert got.decode_s == c.decode_s and got.cores == 2
+    assert c.with_ray_loop({**ray, "loop_s": 1e-4}).decode_hop_s == (0.0,) * 3  # CPU above the loop: no transit
+    one = predict_concurrent(got, 1, 8, 24).aggregate_tok_s
+    assert one < predict_concurrent(c, 1, 8, 24).aggregate_tok_s  # a slower loop than the ring predicts slower
+    for bad in ({**ray, "loop_s": -1.0}, {**ray, "relay_cpu_s": math.nan}, {"loop_s": 1e-3}, {**ray, "loop_s": True}):
+        with pytest.raises(ConcurrencyError) as e:
+            c.with_ray_loop(bad)
+        assert e.value.code == "invalid_request"
+    table = tmp_path / "cal.json"
+    table.write_text(json.dumps({"runtime": {"3": {"ray_loop": {**ray, "transport": "auto"}}}}))
+    read = with_runtime_terms(c, f"measured:{table},roofline", "ray")
+    assert read.decode_hop_s == got.decode_hop_s and read.frame_s == got.frame_s
+    assert "Ray loop calibrated (3 relays, auto transport: loop 700 us" in read.evidence
+    assert with_runtime_terms(c, f"measured:{table}") == c  # the local backend ignores it
+    table.write_text(json.dumps({"runtime": {"3": {"ray_loop": {**ray, "loop_s": "fast"}}}}))
+    none = with_runtime_terms(c, f"measured:{table}", "ray")
+    assert none.decode_hop_s == c.decode_hop_s and "no Ray loop calibrated for 3 stages" in none.evidence
+    table.write_text(json.dumps({"runtime": {}}))
+    assert "no Ray loop calibrated" in with_runtime_terms(c, f"measured:{table}", "ray").evidence
