@@ -447,17 +447,17 @@ def best_micro_batches(costs: Any, n_sequences: int, prompt_tokens: int, decode_
 
 
 def choose_micro_batches(package: str | Path | StageCosts, n_sequences: int, *,
-                         prefill_rows: int | None = None) -> MicroBatchChoice | None:
+                         prefill_rows: int | None = None, backend: str = "local") -> MicroBatchChoice | None:
     """The runtime's M for ``n_sequences`` on a compiled package directory (or its StageCosts, already read):
     :func:`best_micro_batches` of its stage costs (:func:`stage_costs`, the evidence it was compiled with) for
     a prompt of one prefill frame and :data:`CHOICE_DECODE_TOKENS` generated tokens per sequence (the
     steady-state decode rate, which the choice maximises, hardly depends on them). None when ``n_sequences``
     is 1 or the package's costs are not readable (e.g. a ``cuda-triton`` program file): the caller keeps
-    ``min(N, S)``."""
+    ``min(N, S)``. ``backend``: the runtime the package runs on (``ray``: its calibration's relay chain)."""
     if n_sequences <= 1 or not (isinstance(package, StageCosts) or Path(package).is_dir()):
         return None
     try:
-        costs = stage_costs(package, prefill_rows=prefill_rows)
+        costs = stage_costs(package, prefill_rows=prefill_rows, backend=backend)
         return best_micro_batches(costs, n_sequences, costs.prefill_rows, CHOICE_DECODE_TOKENS)
     except (PipeplanError, OSError, ValueError):
         return None

@@ -142,7 +142,7 @@ def measure(model: Path, stages: int, parallel: int, backend: str, *, prompt_tok
                                            parallel=parallel), pool, stages)
     compiled = compile_for_run(module, text, cache_dir=cache, evidence=evidence.providers, prompt_len=prompt_tokens)
     batching = pipeline_micro_batches()
-    choice = None if micro_batches or not batching else choose_micro_batches(compiled.package, parallel)
+    choice = None if micro_batches or not batching else choose_micro_batches(compiled.package, parallel, backend=backend)
     m = (micro_batches or (choice.micro_batches if choice is not None else default_micro_batches(parallel, stages))
          if batching else parallel)
     extra: dict[str, Any] = {"micro_batches": m} if batching else {}

@@ -267,7 +267,7 @@ class Pipeline:
         self.options = dataclasses.replace(self.options, programs=programs)
         self.prefill_rows = self._rows(programs)
         if self._micro_batches_given is None and self.parallel > 1:
-            choice = choose_micro_batches(run.package, self.parallel)
+            choice = choose_micro_batches(run.package, self.parallel, backend=self.backend.name)
             if choice is not None:
                 self.micro_batch_choice = choice
                 self._set_micro_batches(choice.micro_batches)

@@ -159,7 +159,7 @@ def pick_micro_batches(args: argparse.Namespace, package) -> dict | None:
 
     if args.parallel <= 1 or args.micro_batches is not None:
         return None
-    choice = choose_micro_batches(package, args.parallel)
+    choice = choose_micro_batches(package, args.parallel, backend=getattr(args, "backend", "local"))
     if choice is None:
         return None
     args.micro_batches = choice.micro_batches

@@ -727,6 +727,10 @@ def test_cli_calibrate_ray_caches_the_relay_chain(cluster, stories_path, tmp_pat
     assert "Ray loop calibrated (3 relays, auto transport" in got[0]["evidence"]
     assert "Ray loop" not in got[1]["evidence"]
     assert got[0]["predicted"]["aggregate_tok_s"] != got[1]["predicted"]["aggregate_tok_s"]
+    from pipeplan.analysis.concurrency import choose_micro_batches
+
+    choice = choose_micro_batches(pkg, 3, backend="ray")  # the runtime's M on Ray (Pipeline, serve) takes it too
+    assert choice is not None and all("Ray loop calibrated" in p.evidence for p in choice.predictions)
 
 
 def test_cli_run_ray_unknown_node_exits_2(cluster, stories_path, tmp_path, capsys):
