@@ -719,7 +719,8 @@ def with_runtime_terms(costs: StageCosts, evidence: str, backend: str = "local")
     (1 when absent; :meth:`StageCosts.scaled`). Unchanged when the table is unreadable or has no such section (the
     costs then predict the pipeline without its runtime; ``evidence`` says which was used). ``backend="ray"``: the
     hops of the relay chain ``ray_loop`` (``pipeplan calibrate --backend ray``; :meth:`StageCosts.with_ray_loop`),
-    the evidence naming it, or saying the table has none (the local pipeline's hops are then predicted)."""
+    the evidence naming it, or saying the table has none (the local pipeline's hops are then predicted); with the
+    ``terms`` fitted on the Ray pipeline (``ray_loop.terms``) in place of the local ``loop``'s when present."""
     path = next((p[len("measured:"):] for p in evidence.split(",") if p.startswith("measured:")), None)
     if path is None:
         return _ray_terms(costs, {}, backend)
@@ -747,25 +748,46 @@ def with_runtime_terms(costs: StageCosts, evidence: str, backend: str = "local")
             out = cand
         except (TypeError, ValueError, ConcurrencyError):
             pass
+    ray = sec.get("ray_loop") if backend == "ray" else None
+    if isinstance(ray, Mapping) and isinstance(ray.get("terms"), Mapping):
+        try:  # the loop fitted on Ray actors over the chain's hops replaces the local one
+            cand = _loop_terms(out.with_ray_loop(ray), ray["terms"])
+            return dataclasses.replace(cand, evidence=_ray_evidence(cand, ray, True))
+        except (KeyError, TypeError, ValueError, ConcurrencyError):
+            pass
     loop = sec.get("loop")
     if isinstance(loop, Mapping):
         try:
-            scale = float(loop.get("work_scale", 1.0))
-            if not math.isfinite(scale) or scale <= 0:
-                raise ValueError("work_scale")
-            cand = dataclasses.replace(out.scaled(scale), frame_s=float(loop["frame_s"]), orch_s=float(loop["orch_s"]),
-                                       wake_s=float(loop["wake_s"]), cores=int(loop["cores"]),
-                                       contention=float(loop.get("contention", 0.0)))
-            cand.check()
-            out = cand
+            out = _loop_terms(out, loop)
         except (KeyError, TypeError, ValueError, ConcurrencyError):
             pass
     return _ray_terms(out, sec, backend)
 
 
+def _loop_terms(costs: StageCosts, loop: Mapping[str, Any]) -> StageCosts:
+    """``costs`` with a fitted loop's terms (``work_scale``, ``frame_s``, ``orch_s``, ``wake_s``, ``cores``,
+    ``contention``). Raises KeyError, TypeError, ValueError, ConcurrencyError for a malformed loop."""
+    scale = float(loop.get("work_scale", 1.0))
+    if not math.isfinite(scale) or scale <= 0:
+        raise ValueError("work_scale")
+    cand = dataclasses.replace(costs.scaled(scale), frame_s=float(loop["frame_s"]), orch_s=float(loop["orch_s"]),
+                               wake_s=float(loop["wake_s"]), cores=int(loop["cores"]),
+                               contention=float(loop.get("contention", 0.0)))
+    cand.check()
+    return cand
+
+
+def _ray_evidence(costs: StageCosts, loop: Mapping[str, Any], fitted: bool) -> str:
+    return (f"{costs.evidence} + Ray loop calibrated ({costs.stages} relays, {loop.get('transport', '?')} "
+            f"transport: loop {float(loop['loop_s']) * 1e6:.0f} us, CPU per frame relay "
+            f"{float(loop['relay_cpu_s']) * 1e6:.0f} us, driver {float(loop['driver_cpu_s']) * 1e6:.0f} us"
+            f"{'; runtime terms fitted on Ray' if fitted else ''})")
+
+
 def _ray_terms(costs: StageCosts, sec: Mapping[str, Any], backend: str) -> StageCosts:
     """``costs`` for ``backend``: unchanged unless ``ray``; for ``ray``, with the relay chain ``sec["ray_loop"]``
-    (a calibration's runtime section) and an evidence naming it, or an evidence saying there is none."""
+    (a calibration's runtime section) over the local loop's terms and an evidence naming it, or an evidence saying
+    there is none."""
     if backend != "ray":
         return costs
     loop = sec.get("ray_loop")
@@ -773,10 +795,7 @@ def _ray_terms(costs: StageCosts, sec: Mapping[str, Any], backend: str) -> Stage
         try:
             out = costs.with_ray_loop(loop)
             out.check()
-            return dataclasses.replace(out, evidence=(
-                f"{costs.evidence} + Ray loop calibrated ({costs.stages} relays, {loop.get('transport', '?')} "
-                f"transport: loop {float(loop['loop_s']) * 1e6:.0f} us, CPU per frame relay "
-                f"{float(loop['relay_cpu_s']) * 1e6:.0f} us, driver {float(loop['driver_cpu_s']) * 1e6:.0f} us)"))
+            return dataclasses.replace(out, evidence=_ray_evidence(costs, loop, False))
         except (TypeError, ValueError, ConcurrencyError):
             pass
     return dataclasses.replace(costs, evidence=f"{costs.evidence} + no Ray loop calibrated for {costs.stages} "

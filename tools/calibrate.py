@@ -24,6 +24,7 @@ and the key) and ``"method"``.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import hashlib
 import json
@@ -33,7 +34,7 @@ import statistics
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -859,12 +860,14 @@ def fit_runtime_terms(costs: Any, rate_one: float, rate_busy: float, n_busy: int
 
 
 def measure_loop(plan_module, package: str | Path, *, prompt_len: int = 8, tokens: int = LOOP_TOKENS,
-                 repeats: int = 4, threads: int = 1) -> dict[str, Any]:
+                 repeats: int = 4, threads: int = 1, backend: str = "local") -> dict[str, Any]:
     """The runtime's own costs, measured on the plan's local pipeline (one process per stage, ``threads``
     threads each, the cpu kernels, the package's stage programs): aggregate decode tok/s of 1 sequence and of
     :func:`loop_sequences` sequences (``tokens`` each; best of ``repeats``), and the runtime terms
     :func:`fit_runtime_terms` derives from them for the package's costs (its predicted timeline, the
-    calibrated kernels and hops). The plan must carry ``parallel >= loop_sequences(S)``.
+    calibrated kernels and hops). The plan must carry ``parallel >= loop_sequences(S)``. ``backend="ray"``: the
+    same on Ray actors (the Ray connected in this process, :func:`ray_session`), the costs with the relay chain of
+    the package's calibration in place of the ring hops (``stage_costs(package, backend="ray")``).
     Returns ``{"sequences", "tokens", "rate_one_tok_s", "rate_busy_tok_s", "cores", "wake_s", "frame_s", "orch_s",
     "contention", "work_scale", "fit_residual"}``; ``fit_residual`` is the largest relative error of the fitted model on the two measured rates
     (large when the busy run was not faster than one sequence: a loaded machine).
@@ -875,13 +878,13 @@ def measure_loop(plan_module, package: str | Path, *, prompt_len: int = 8, token
     from pipeplan.runtime.compiled import load_compiled_stages_fast
     from pipeplan.runtime.orchestrator import GenRequest, Pipeline
 
-    costs = stage_costs(package, prefill_rows=prompt_len)
+    costs = stage_costs(package, prefill_rows=prompt_len, backend=backend)
     n_busy = loop_sequences(costs.stages)
     vocab = int(single_plan(plan_module).facts().vocab_size)
     programs = load_compiled_stages_fast(package)
     rates = []
     for n in (1, n_busy):  # a pipeline each: its frames in flight set the rings' spin (as `run` and `serve`)
-        with Pipeline(project_provisions(plan_module), backend="local", programs=programs,
+        with Pipeline(project_provisions(plan_module), backend=backend, programs=programs,
                       kernels="pipeplan.runtime.kernels.cpu", num_threads=threads, parallel=n) as pipe:
             # first touch of weights, caches and every KV slot and position the timed runs use
             pipe.generate_concurrent([GenRequest([1, 2], prompt_len + tokens - 2) for _ in range(n)])
@@ -897,24 +900,34 @@ def measure_loop(plan_module, package: str | Path, *, prompt_len: int = 8, token
             "contention": terms["contention"], "work_scale": terms["work_scale"], "fit_residual": residual}
 
 
-def measure_ray_loop(plan_module, *, address: str | None = None, frames: int | None = None) -> dict[str, Any]:
-    """The relay chain of the plan's stages on Ray (:func:`pipeplan.runtime.ray_chain.measure_chain`): each stage's
-    plan node id resolved to its Ray node as ``pipeplan run --backend ray`` does (``address``: a running cluster;
-    None: the Ray already connected in this process, else an embedded local instance carrying every node id), the
-    run's transport and channel wait (``$PIPEPLAN_RAY_TRANSPORT``, ``$PIPEPLAN_RAY_WAIT``), one activation row of
-    the model. Returns its figures in seconds (``loop_s``, ``relay_cpu_s``, ``driver_cpu_s``, ...). Every actor is
-    gone, and an embedded instance shut down, when it returns. Raises RayUnavailableError, RunPlanRejection
-    (``unknown_node`` / ``ambiguous_node``), BackendError, TimeoutError."""
-    from pipeplan.dialects.runplan_build import project_provisions, single_plan
+@contextlib.contextmanager
+def ray_session(plan_module, address: str | None = None) -> Iterator[dict[str, str]]:
+    """Ray connected for the plan's stages while the block runs, as ``pipeplan run --backend ray`` connects
+    (``address``: a running cluster; None: the Ray already connected in this process, else an embedded local
+    instance carrying every node id, shut down afterwards). Yields ``{plan node id: Ray node id}`` of every stage.
+    Raises RayUnavailableError, RunPlanRejection (``unknown_node`` / ``ambiguous_node``)."""
+    from pipeplan.dialects.runplan_build import project_provisions
     from pipeplan.runtime.ray_backend import make_ray_backend
+
+    backend = make_ray_backend(address)
+    try:
+        yield backend.check_placement(sorted(project_provisions(plan_module), key=lambda p: p.stage))
+    finally:
+        backend.stop()
+
+
+def measure_ray_loop(plan_module, ids: Mapping[str, str], *, frames: int | None = None) -> dict[str, Any]:
+    """The relay chain of the plan's stages on the connected Ray (:func:`pipeplan.runtime.ray_chain.measure_chain`;
+    ``ids``: :func:`ray_session`'s placement), over the run's transport and channel wait
+    (``$PIPEPLAN_RAY_TRANSPORT``, ``$PIPEPLAN_RAY_WAIT``), one activation row of the model. Returns its figures in
+    seconds (``loop_s``, ``relay_cpu_s``, ``driver_cpu_s``, ...); every actor is gone when it returns. Raises
+    BackendError, TimeoutError."""
+    from pipeplan.dialects.runplan_build import project_provisions, single_plan
+    from pipeplan.runtime.ray_backend import RayBackend
     from pipeplan.runtime.ray_chain import CHAIN_FRAMES, measure_chain
 
     provisions = sorted(project_provisions(plan_module), key=lambda p: p.stage)
     n_embd = int(single_plan(plan_module).facts().embedding_length)
-    backend = make_ray_backend(address)
-    try:
-        ids = backend.check_placement(provisions)
-        return measure_chain(ids, [p.node_id for p in provisions], n_embd, mode=backend.ray_transport,
-                             wait=backend.ray_wait, frames=frames or CHAIN_FRAMES, tag="calibrate-chain")
-    finally:
-        backend.stop()
+    conf = RayBackend()  # the run's transport and wait, from the environment
+    return measure_chain(ids, [p.node_id for p in provisions], n_embd, mode=conf.ray_transport, wait=conf.ray_wait,
+                         frames=frames or CHAIN_FRAMES, tag="calibrate-chain")

@@ -20,8 +20,9 @@ attention at KV positions from the calibrated ones to the last (``kv_pos``, ``kv
 contention and work-scale terms of :mod:`pipeplan.analysis.concurrency`). ``--backend ray`` also measures, under
 ``runtime.<S>.ray_loop``, the relay chain of the plan's stages on Ray (``--ray-address`` a running cluster, else an
 embedded local instance; each stage on the Ray node carrying its node id, as ``pipeplan run --backend ray``;
-:func:`pipeplan.tools.calibrate.measure_ray_loop`): what a token's loop pays around the stages' work there, which
-``pipeplan compare`` uses for rows measured on Ray. The table (``pipeplan-kernel-timings/1``) goes to
+:func:`pipeplan.tools.calibrate.measure_ray_loop`): what a token's loop pays around the stages' work there, and
+(unless ``--no-loop``) its ``terms``: the pipeline loop measured again on Ray actors and fitted with that chain for
+hops, which ``pipeplan compare`` and the runtime's micro-batch choice use for runs on Ray. The table (``pipeplan-kernel-timings/1``) goes to
 ``<cache>/calibration/<key>.json`` (key: machine fingerprint + model sha256), merged with the keys
 already there (``--force``: replaced), written atomically. Prints a table and the path (``--json``:
 the document). ``pipeplan compile``, ``run``, ``replay`` and ``plan`` then use it by default.
@@ -136,13 +137,8 @@ def main(args: argparse.Namespace) -> int:
         table = measure_runtime(module, args.model, pool=args.nodes, prompt_len=args.prompt_len, tokens=args.tokens,
                                 repeats=args.repeats, threads=args.threads)
     table["method"].update({"stages": args.stages, "max_seq_len": max_seq_len})
-    if args.target == "cpu" and not args.no_loop:
-        table["runtime"][str(args.stages)]["loop"] = _loop(module, table, args, max_seq_len)
-    if args.backend == "ray":
-        from pipeplan.tools.calibrate import measure_ray_loop
-
-        table.setdefault("runtime", {}).setdefault(str(args.stages), {})["ray_loop"] = measure_ray_loop(
-            module, address=args.ray_address)
+    if (args.target == "cpu" and not args.no_loop) or args.backend == "ray":
+        _loops(module, table, args, max_seq_len)
     doc = write_calibration(path, table, machine, model, force=args.force)
     elapsed = time.perf_counter() - t0
     if args.json:
@@ -168,6 +164,11 @@ def main(args: argparse.Namespace) -> int:
         edges = ", ".join(f"{e} {m}" for e, m in ray_loop["edges"].items())
         print(f"Ray loop ({ray_loop['relays']} relays; {edges}): {ray_loop['loop_s'] * 1e6:.1f} us, CPU per frame "
               f"relay {ray_loop['relay_cpu_s'] * 1e6:.1f} us, driver {ray_loop['driver_cpu_s'] * 1e6:.1f} us")
+        t = ray_loop.get("terms")
+        if t:
+            print(f"Ray pipeline loop: 1 sequence {t['rate_one_tok_s']:.1f} tok/s, {t['sequences']} sequences "
+                  f"{t['rate_busy_tok_s']:.1f} tok/s -> per frame {t['frame_s'] * 1e6:.1f} us, contention "
+                  f"{t['contention']:.2f}, work x {t['work_scale']:.2f} (fit residual {t['fit_residual']:.0%})")
     for h in table.get("transport", {}).get("hops", []):
         print(f"ring hop {h['bytes']:>8d} B: {h['hop_s'] * 1e6:8.1f} us (send call {h['send_s'] * 1e6:.1f} us, "
               f"{h['round_trips']} round trips)")
@@ -177,22 +178,40 @@ def main(args: argparse.Namespace) -> int:
     return 0
 
 
-def _loop(module: Any, table: dict[str, Any], args: argparse.Namespace, max_seq_len: int) -> dict[str, Any]:
-    """:func:`pipeplan.tools.calibrate.measure_loop` on a package compiled with the fresh ``table`` (a private
-    temporary directory, removed afterwards)."""
+def _loops(module: Any, table: dict[str, Any], args: argparse.Namespace, max_seq_len: int) -> None:
+    """The runtime's own costs into ``table["runtime"][S]``: ``loop`` (cpu target, unless ``--no-loop``:
+    :func:`pipeplan.tools.calibrate.measure_loop` on the local pipeline of a package compiled with the fresh
+    ``table``, in a private temporary directory removed afterwards), then for ``--backend ray``, with Ray connected
+    (:func:`~pipeplan.tools.calibrate.ray_session`), ``ray_loop`` (the relay chain,
+    :func:`~pipeplan.tools.calibrate.measure_ray_loop`) and, with the loop, its ``terms``: the same loop measured on
+    Ray actors and fitted to the package's costs with that chain for hops."""
     import shutil
     import tempfile
     from pathlib import Path
 
     from pipeplan.compiler.replay_package import compile_plan_to_package
-    from pipeplan.tools.calibrate import LOOP_TOKENS, measure_loop
+    from pipeplan.tools.calibrate import LOOP_TOKENS, measure_loop, measure_ray_loop, ray_session
 
+    sec = table.setdefault("runtime", {}).setdefault(str(args.stages), {})
+    loop = args.target == "cpu" and not args.no_loop
     work = Path(tempfile.mkdtemp(prefix="pipeplan-calibrate-loop-"))
     try:
-        (work / "table.json").write_text(json.dumps(table))
-        pkg = compile_plan_to_package(module, "virtual-queue", [f"measured:{work / 'table.json'}", "roofline"],
-                                      work / "pkg", pool=args.nodes, prompt_len=args.prompt_len, decode_tokens=1)
-        return measure_loop(module, pkg, prompt_len=args.prompt_len, threads=args.threads,
-                            tokens=min(max(8, args.tokens + 8), LOOP_TOKENS, max_seq_len - args.prompt_len - 1))
+        def measure(backend: str) -> dict[str, Any]:
+            return measure_loop(module, pkg, prompt_len=args.prompt_len, threads=args.threads, backend=backend,
+                                tokens=min(max(8, args.tokens + 8), LOOP_TOKENS, max_seq_len - args.prompt_len - 1))
+
+        if loop:
+            (work / "table.json").write_text(json.dumps(table))
+            pkg = compile_plan_to_package(module, "virtual-queue", [f"measured:{work / 'table.json'}", "roofline"],
+                                          work / "pkg", pool=args.nodes, prompt_len=args.prompt_len, decode_tokens=1)
+            local = measure("local")
+        if args.backend == "ray":
+            with ray_session(module, args.ray_address) as ids:
+                sec["ray_loop"] = measure_ray_loop(module, ids)
+                if loop:
+                    (work / "table.json").write_text(json.dumps(table))  # the package's costs now read the chain
+                    sec["ray_loop"]["terms"] = measure("ray")
+        if loop:
+            sec["loop"] = local
     finally:
         shutil.rmtree(work, ignore_errors=True)

@@ -696,7 +696,8 @@ def test_cli_calibrate_ray_caches_the_relay_chain(cluster, stories_path, tmp_pat
     module's 3-node cluster) measures the relay chain of the plan's stages on the Ray nodes carrying their node ids
     and caches it under ``runtime.3.ray_loop``: the driver's edge to n0 a channel, every edge between Ray nodes a
     TCP stream (auto), finite positive figures, no actor left; `pipeplan compare` then predicts a row measured on
-    Ray with it and says so, and a row measured locally without it."""
+    Ray with it and the runtime terms fitted on the Ray pipeline (``terms``: its 1- and 7-sequence rates), and says
+    so, and a row measured locally without them."""
     import json
     import math
 
@@ -704,8 +705,8 @@ def test_cli_calibrate_ray_caches_the_relay_chain(cluster, stories_path, tmp_pat
 
     monkeypatch.delenv("PIPEPLAN_RAY_TRANSPORT", raising=False)
     pool, cache = _pool(tmp_path, NODES), str(tmp_path / "cache")
-    rc = main(["calibrate", str(stories_path), "--nodes", pool, "--stages", "3", "--backend", "ray", "--no-loop",
-               "--cache-dir", cache, "--json"])
+    rc = main(["calibrate", str(stories_path), "--nodes", pool, "--stages", "3", "--backend", "ray",
+               "--cache-dir", cache, "--json", "--tokens", "8"])
     out, err = capsys.readouterr()
     assert rc == 0, err
     loop = json.loads(out)["runtime"]["3"]["ray_loop"]
@@ -714,6 +715,9 @@ def test_cli_calibrate_ray_caches_the_relay_chain(cluster, stories_path, tmp_pat
     for k in ("loop_s", "relay_cpu_s", "driver_cpu_s", "turnaround_s"):
         assert math.isfinite(loop[k]) and loop[k] > 0, k
     assert loop["loop_s"] >= loop["turnaround_s"]
+    terms, local = loop["terms"], json.loads(out)["runtime"]["3"]["loop"]  # the pipeline loop on Ray and locally
+    assert terms["sequences"] == local["sequences"] == 7 and terms["rate_busy_tok_s"] > terms["rate_one_tok_s"] > 0
+    assert terms["fit_residual"] < 0.5 and terms["rate_one_tok_s"] != local["rate_one_tok_s"]
     assert _live_actors() == []
     plan, pkg = tmp_path / "plan.mlir", tmp_path / "pkg"
     assert main(["plan", str(stories_path), "--nodes", pool, "--stages", "3", "-o", str(plan)]) == 0
@@ -725,6 +729,7 @@ def test_cli_calibrate_ray_caches_the_relay_chain(cluster, stories_path, tmp_pat
     assert main(["compare", str(pkg), str(tmp_path / "t.json"), "--json"]) == 0
     got = json.loads(capsys.readouterr().out)["rows"]
     assert "Ray loop calibrated (3 relays, auto transport" in got[0]["evidence"]
+    assert "runtime terms fitted on Ray" in got[0]["evidence"]
     assert "Ray loop" not in got[1]["evidence"]
     assert got[0]["predicted"]["aggregate_tok_s"] != got[1]["predicted"]["aggregate_tok_s"]
     from pipeplan.analysis.concurrency import choose_micro_batches

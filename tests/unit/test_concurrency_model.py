@@ -466,6 +466,16 @@ def test_a_ray_loop_replaces_the_local_hops(tmp_path):
     assert read.decode_hop_s == got.decode_hop_s and read.frame_s == got.frame_s
     assert "Ray loop calibrated (3 relays, auto transport: loop 700 us" in read.evidence
     assert with_runtime_terms(c, f"measured:{table}") == c  # the local backend ignores it
+    loop = {"frame_s": 2e-5, "orch_s": 2e-5, "wake_s": 0.0, "cores": 2, "contention": 0.1}
+    terms = {"frame_s": 3e-4, "orch_s": 3e-4, "wake_s": 0.0, "cores": 2, "contention": 0.2, "work_scale": 0.9}
+    table.write_text(json.dumps({"runtime": {"3": {"loop": loop, "ray_loop": {**ray, "terms": terms}}}}))
+    fit = with_runtime_terms(c, f"measured:{table}", "ray")  # the terms fitted on the Ray pipeline win
+    assert fit.frame_s == 3e-4 and fit.contention == 0.2 and fit.decode_s == pytest.approx(c.scaled(0.9).decode_s)
+    assert fit.decode_hop_s == got.decode_hop_s and "runtime terms fitted on Ray" in fit.evidence
+    assert with_runtime_terms(c, f"measured:{table}").frame_s == 2e-5  # the local loop for the local backend
+    table.write_text(json.dumps({"runtime": {"3": {"loop": loop, "ray_loop": {**ray, "terms": {"frame_s": -1}}}}}))
+    bad = with_runtime_terms(c, f"measured:{table}", "ray")  # malformed terms: the chain over the local loop
+    assert bad.frame_s == pytest.approx(2e-5 + 1e-4) and "fitted on Ray" not in bad.evidence
     table.write_text(json.dumps({"runtime": {"3": {"ray_loop": {**ray, "loop_s": "fast"}}}}))
     none = with_runtime_terms(c, f"measured:{table}", "ray")
     assert none.decode_hop_s == c.decode_hop_s and "no Ray loop calibrated for 3 stages" in none.evidence
