@@ -100,6 +100,11 @@ def main(args: argparse.Namespace) -> int:
                                    code="invalid_request", where=name)
     if args.ray_address and args.backend != "ray":
         raise OptionError("--ray-address needs --backend ray", where="backend")
+    if args.backend == "ray":  # before any measuring: no ray package, or nothing listening at --ray-address
+        from pipeplan.runtime.ray_backend import make_ray_backend, probe_ray_address
+
+        make_ray_backend(args.ray_address)
+        probe_ray_address(args.ray_address)
     if args.cache_dir is not None:
         check_cache_dir(args.cache_dir)
     from pipeplan.runtime.weights_source import cache_root
