@@ -571,7 +571,10 @@ def simulate_frames(costs: StageCosts, n_sequences: int, prompt_tokens: int, dec
             r[0] -= (t - now) * rate
         now = t
         if t_done <= t_ev:
-            for server in sorted(sv for sv, r in active.items() if r[0] <= 1e-15):
+            # the server with the least work left finishes now (its remainder may be a rounding residue that no
+            # longer moves ``now``), and with it every server within rounding of zero
+            low, lim = min(active, key=lambda sv: active[sv][0]), 1e-12 * max(1.0, now)
+            for server in sorted(sv for sv, r in active.items() if r[0] <= lim or sv == low):
                 finish(server, int(active[server][1]), now)
             continue
         _, _, kind, server, x = heapq.heappop(ev)
@@ -778,7 +781,8 @@ def _loop_terms(costs: StageCosts, loop: Mapping[str, Any]) -> StageCosts:
 
 
 def _ray_evidence(costs: StageCosts, loop: Mapping[str, Any], fitted: bool) -> str:
-    return (f"{costs.evidence} + Ray loop calibrated ({costs.stages} relays, {loop.get('transport', '?')} "
+    mode = loop.get("transport")
+    return (f"{costs.evidence} + Ray loop calibrated ({costs.stages} relays, {mode if isinstance(mode, str) else '?'} "
             f"transport: loop {float(loop['loop_s']) * 1e6:.0f} us, CPU per frame relay "
             f"{float(loop['relay_cpu_s']) * 1e6:.0f} us, driver {float(loop['driver_cpu_s']) * 1e6:.0f} us"
             f"{'; runtime terms fitted on Ray' if fitted else ''})")

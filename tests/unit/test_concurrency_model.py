@@ -481,3 +481,13 @@ def test_a_ray_loop_replaces_the_local_hops(tmp_path):
     assert none.decode_hop_s == c.decode_hop_s and "no Ray loop calibrated for 3 stages" in none.evidence
     table.write_text(json.dumps({"runtime": {}}))
     assert "no Ray loop calibrated" in with_runtime_terms(c, f"measured:{table}", "ray").evidence
+
+
+@pytest.mark.parametrize("step", [1e-3, 0.3, 0.5, 10.0])
+def test_the_frame_simulation_ends_and_is_scale_free(step):
+    """AB-T-2: the event simulation of frames ends for any time scale (a server's remaining work that rounding
+    leaves too small to move the clock still finishes: with 0.3 s stages it looped forever) and scaling every cost
+    by k divides the rates by k."""
+    ref = predict_concurrent(StageCosts.uniform(2, 1e-3, 1e-6), 4, 8, 64, micro_batches=2).aggregate_tok_s
+    got = predict_concurrent(StageCosts.uniform(2, step, step / 1000), 4, 8, 64, micro_batches=2).aggregate_tok_s
+    assert got * step == pytest.approx(ref * 1e-3, rel=1e-9)
