@@ -858,11 +858,16 @@ class ThroughputMeasurement:
     micro_batches: int | None = None
 
 
+THROUGHPUT_BACKENDS = ("", "local", "inproc", "ray")
+"""A measured row's ``backend`` (any case; ``""``: not said, predicted as local)."""
+
+
 def read_throughput(path: str | Path) -> list[ThroughputMeasurement]:
     """The measured rows of a throughput document: ``{"format": "pipeplan-throughput/1", "rows": [row, ...]}``,
     a bare list of rows, or one row object (fields: :class:`ThroughputMeasurement`).
 
-    Raises ConcurrencyError(bad_throughput) naming the file and the row/field that is missing or wrong;
+    Raises ConcurrencyError(bad_throughput) naming the file and the row/field that is missing or wrong (a
+    ``backend`` not in :data:`THROUGHPUT_BACKENDS`);
     ConcurrencyError(file_not_found | bad_input_path | unreadable) for a path that is not a readable file.
     """
     from pipeplan.files.paths import check_input_file
@@ -903,7 +908,12 @@ def read_throughput(path: str | Path) -> list[ThroughputMeasurement]:
                                        f"{'integer >= 1' if kind is int else 'number >= 0'}",
                                        code="bad_throughput", where=name)
             vals[name] = kind(num)
-        out.append(ThroughputMeasurement(**vals, backend=str(r.get("backend", ""))))
+        backend = r.get("backend", "")
+        if not isinstance(backend, str) or backend.strip().lower() not in THROUGHPUT_BACKENDS:
+            raise ConcurrencyError(f"{path}: row {i}: backend = {backend!r} is not one of "
+                                   f"{', '.join(repr(b) for b in THROUGHPUT_BACKENDS)}", code="bad_throughput",
+                                   where="backend")
+        out.append(ThroughputMeasurement(**vals, backend=backend.strip().lower()))
     return out
 
 

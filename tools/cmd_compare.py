@@ -149,7 +149,7 @@ def _compare_throughput(pkg: Path, args: argparse.Namespace) -> int:
           f"{f'; {skipped} rows of other stage counts skipped' if skipped else ''})")
     if "ray" in by_backend and any(m.backend == "ray" for m in mine):
         print(f"  rows measured on Ray: evidence {by_backend['ray'].evidence}; {by_backend['ray'].terms_line()}")
-    print(f"  {'N':>3s} {'stages':>6s} {'pred tok/s':>10s} {'meas tok/s':>10s} {'error':>7s} {'pred p50 ms':>11s} "
+    print(f"  {'N':>3s} {'stages':>6s} {'backend':>7s} {'pred tok/s':>10s} {'meas tok/s':>10s} {'error':>7s} {'pred p50 ms':>11s} "
           f"{'meas p50 ms':>11s} {'error':>7s} {'pred p99 ms':>11s} {'meas p99 ms':>11s} {'error':>7s}")
 
     def pct(x: float | None) -> str:
@@ -157,7 +157,7 @@ def _compare_throughput(pkg: Path, args: argparse.Namespace) -> int:
 
     for r in out:
         a, b, e = r["predicted"], r["measured"], r["error"]
-        print(f"  {r['n_sequences']:3d} {r['stages']:6d} {a['aggregate_tok_s']:10.1f} {b['aggregate_tok_s']:10.1f} "
+        print(f"  {r['n_sequences']:3d} {r['stages']:6d} {r['backend'] or 'local':>7s} {a['aggregate_tok_s']:10.1f} {b['aggregate_tok_s']:10.1f} "
               f"{pct(e['aggregate_tok_s'])} {a['p50_s'] * 1e3:11.3f} {b['p50_s'] * 1e3:11.3f} {pct(e['p50_s'])} "
               f"{a['p99_s'] * 1e3:11.3f} {b['p99_s'] * 1e3:11.3f} {pct(e['p99_s'])}")
     return 0

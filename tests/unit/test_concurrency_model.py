@@ -491,3 +491,17 @@ def test_the_frame_simulation_ends_and_is_scale_free(step):
     ref = predict_concurrent(StageCosts.uniform(2, 1e-3, 1e-6), 4, 8, 64, micro_batches=2).aggregate_tok_s
     got = predict_concurrent(StageCosts.uniform(2, step, step / 1000), 4, 8, 64, micro_batches=2).aggregate_tok_s
     assert got * step == pytest.approx(ref * 1e-3, rel=1e-9)
+
+
+@pytest.mark.parametrize("backend", [5, None, ["ray"], "slurm", True])
+def test_a_throughput_row_names_a_known_backend(tmp_path, backend):
+    """A measured row's ``backend`` is a known runtime (any case, spaces around ignored) or absent; anything else is
+    ConcurrencyError(bad_throughput) naming the row and field, never a silent local prediction."""
+    row = {"n_sequences": 2, "stages": 1, "aggregate_tok_s": 10.0, "p50_s": 0.1, "p99_s": 0.2}
+    path = tmp_path / "t.json"
+    path.write_text(json.dumps({"rows": [row, {**row, "backend": " RAY "}]}))
+    assert [m.backend for m in read_throughput(path)] == ["", "ray"]
+    path.write_text(json.dumps({"rows": [row, {**row, "backend": backend}]}))
+    with pytest.raises(ConcurrencyError) as e:
+        read_throughput(path)
+    assert e.value.code == "bad_throughput" and e.value.where == "backend" and "row 1" in str(e.value)
