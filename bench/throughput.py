@@ -109,7 +109,7 @@ def calibrated(model: Path, stages: int, seq_len: int, prompt_len: int, cache: s
             rc = cli.main(argv)
         if rc != 0:
             raise SystemExit(f"pipeplan {' '.join(argv)}: exit {rc}: {err.getvalue().strip()}")
-        print("  " + " | ".join(x for x in out.getvalue().splitlines() if x.startswith(("pipeline loop", "Ray loop"))),
+        print("  " + " | ".join(x for x in out.getvalue().splitlines() if x.startswith(("pipeline loop", "Ray loop", "Ray pipeline loop"))),
               file=sys.stderr)
         got = choice()
         if got is None:
@@ -163,7 +163,7 @@ def measure(model: Path, stages: int, parallel: int, backend: str, *, prompt_tok
                 best = f
     assert best is not None
     # the package's, with its evidence (for Ray: its calibration's relay chain in place of the local hops)
-    costs = stage_costs(compiled.package, prefill_rows=prompt_tokens, backend="ray" if backend == "ray" else "local")
+    costs = stage_costs(compiled.package, prefill_rows=prompt_tokens, backend=backend)
     p = predict_concurrent(costs, parallel, prompt_tokens, decode_tokens, micro_batches=m)
     flat = (predict_concurrent(dataclasses.replace(costs, kv_pos=(), kv_row_s=()), parallel, prompt_tokens,
                                decode_tokens, micro_batches=m).aggregate_tok_s if costs.kv_pos else None)

@@ -157,10 +157,7 @@ def main(args: argparse.Namespace) -> int:
         print(f"{e['key']:56s} {e['seconds']:11.3e} {e.get('samples', 0):8d}{mark}")
     loop = table.get("runtime", {}).get(str(args.stages), {}).get("loop")
     if loop:
-        print(f"pipeline loop: 1 sequence {loop['rate_one_tok_s']:.1f} tok/s, {loop['sequences']} sequences "
-              f"{loop['rate_busy_tok_s']:.1f} tok/s on {loop['cores']} cores -> wake {loop['wake_s'] * 1e6:.1f} us, "
-              f"per frame {loop['frame_s'] * 1e6:.1f} us, contention {loop['contention']:.2f}, work x "
-              f"{loop.get('work_scale', 1.0):.2f} (fit residual {loop['fit_residual']:.0%})")
+        print(f"pipeline loop: {_loop_line(loop)}")
         if loop["fit_residual"] > 0.1:
             print(f"warning: the runtime terms reproduce the measured pipeline rates only within "
                   f"{loop['fit_residual']:.0%} (a busy machine?): calibrate again when it is idle", file=sys.stderr)
@@ -169,11 +166,8 @@ def main(args: argparse.Namespace) -> int:
         edges = ", ".join(f"{e} {m}" for e, m in ray_loop["edges"].items())
         print(f"Ray loop ({ray_loop['relays']} relays; {edges}): {ray_loop['loop_s'] * 1e6:.1f} us, CPU per frame "
               f"relay {ray_loop['relay_cpu_s'] * 1e6:.1f} us, driver {ray_loop['driver_cpu_s'] * 1e6:.1f} us")
-        t = ray_loop.get("terms")
-        if t:
-            print(f"Ray pipeline loop: 1 sequence {t['rate_one_tok_s']:.1f} tok/s, {t['sequences']} sequences "
-                  f"{t['rate_busy_tok_s']:.1f} tok/s -> per frame {t['frame_s'] * 1e6:.1f} us, contention "
-                  f"{t['contention']:.2f}, work x {t['work_scale']:.2f} (fit residual {t['fit_residual']:.0%})")
+        if ray_loop.get("terms"):
+            print(f"Ray pipeline loop: {_loop_line(ray_loop['terms'])}")
     for h in table.get("transport", {}).get("hops", []):
         print(f"ring hop {h['bytes']:>8d} B: {h['hop_s'] * 1e6:8.1f} us (send call {h['send_s'] * 1e6:.1f} us, "
               f"{h['round_trips']} round trips)")
@@ -181,6 +175,15 @@ def main(args: argparse.Namespace) -> int:
           f"target {args.target}, {args.threads} thread{'s' if args.threads > 1 else ''}) in {elapsed:.1f} s -> {path}",
           file=sys.stderr)
     return 0
+
+
+def _loop_line(loop: dict[str, Any]) -> str:
+    """A fitted pipeline loop (:func:`pipeplan.tools.calibrate.measure_loop`) in one line: its measured rates and
+    terms."""
+    return (f"1 sequence {loop['rate_one_tok_s']:.1f} tok/s, {loop['sequences']} sequences "
+            f"{loop['rate_busy_tok_s']:.1f} tok/s on {loop['cores']} cores -> wake {loop['wake_s'] * 1e6:.1f} us, "
+            f"per frame {loop['frame_s'] * 1e6:.1f} us, contention {loop['contention']:.2f}, work x "
+            f"{loop.get('work_scale', 1.0):.2f} (fit residual {loop['fit_residual']:.0%})")
 
 
 def _loops(module: Any, table: dict[str, Any], args: argparse.Namespace, max_seq_len: int) -> None:
