@@ -242,3 +242,17 @@ def test_ray_address_needs_the_ray_backend(stories_path, tmp_path, capsys):
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith("error[ray_unavailable]: ") and "127.0.0.1:1" in err[0]
     assert not cache.exists()
+
+
+@pytest.mark.parametrize("name", ["pipeline loop", "Ray pipeline loop"])
+def test_a_loose_loop_fit_warns(name, capsys):
+    """AB-C-2: calibrate warns on stderr when a pipeline loop's runtime terms (local, or fitted on Ray) reproduce
+    its measured rates only loosely (residual above FIT_WARN, or not a number), and is silent on a tight fit."""
+    from pipeplan.tools.cmd_calibrate import FIT_WARN, _warn_loose_fit
+
+    assert not _warn_loose_fit(name, {"fit_residual": FIT_WARN / 2})
+    assert capsys.readouterr().err == ""
+    for residual, shown in ((0.85, "85%"), (float("nan"), "nan%")):
+        assert _warn_loose_fit(name, {"fit_residual": residual})
+        err = capsys.readouterr().err
+        assert err.startswith(f"warning: the {name}'s runtime terms") and shown in err and "when it is idle" in err
