@@ -71,8 +71,9 @@ outstanding call per actor) and hands them to the orchestrator in order, so per 
 ``WeightsReady`` precedes ``StageReady``. An actor that dies (killed, node lost, process crash)
 makes its pending calls fail with a Ray actor error: :meth:`RayBackend.dead_stage` reports it and
 the orchestrator raises ``StageFault(kind="runtime")``. :meth:`RayBackend.stop` asks every worker to
-stop, then ``ray.kill``-s every actor of the run and waits until Ray reports each one dead, so no
-actor is left behind. Actors are owned by the driver (not detached): if the driver process dies,
+stop, then every actor of the run to exit (:func:`end_actors`: one that does not within
+:data:`END_WAIT_S` is ``ray.kill``-ed) and waits until Ray reports each one dead, so no actor, and no
+semaphore of its channels, is left behind. Actors are owned by the driver (not detached): if the driver process dies,
 Ray reclaims them too.
 
 **Connecting.** ``RayBackend(address=...)`` connects to a running cluster (``ray.init(address)``);
@@ -214,6 +215,50 @@ def probe_ray_address(address: str | None) -> None:
         raise RayUnavailableError(f"cannot connect to Ray at {address}: nothing accepts connections on {host}:{port} "
                                   f"({e.strerror or type(e).__name__}); start the cluster (`ray start --head`) or "
                                   f"leave out --ray-address for an embedded instance", where=address) from None
+
+
+END_WAIT_S = 2.0
+"""Longest :func:`end_actors` waits for actors to exit by themselves before it kills them."""
+
+
+def end_actors(actors: Sequence[Any], wait_s: float = END_WAIT_S) -> int:
+    """End ``actors`` (Ray actor handles; None entries skipped): ask each to exit (``__ray_terminate__``, queued
+    behind its running calls) and wait up to ``wait_s`` s, then ``ray.kill`` every one that has not answered.
+    An actor that exits by itself unlinks the POSIX semaphores of the Ray channels it registered
+    (``sem.hdr*`` / ``sem.obj*`` in /dev/shm); a killed one leaves them behind. Returns how many were killed."""
+    live = [a for a in actors if a is not None]
+    refs = []
+    for a in live:
+        try:
+            refs.append(a.__ray_terminate__.remote())
+        except Exception:  # noqa: BLE001 - already gone: the kill below is a no-op
+            refs.append(None)
+    pending = [r for r in refs if r is not None]
+    done: set[Any] = set()
+    if pending and wait_s > 0:
+        try:
+            done = set(ray.wait(pending, num_returns=len(pending), timeout=wait_s)[0])
+        except Exception:  # noqa: BLE001 - best effort: the kills below are what guarantee the end
+            done = set()
+    killed = 0
+    for a, r in zip(live, refs, strict=True):
+        if r is not None and r in done:
+            continue
+        try:
+            ray.kill(a, no_restart=True)
+            killed += 1
+        except Exception:  # noqa: BLE001 - already gone
+            pass
+    return killed
+
+
+def _actor_state(handle: Any) -> str:
+    """The GCS state of the actor ``handle`` names (``ALIVE``, ``DEAD``, ...; ``""`` when the table does not
+    answer)."""
+    try:
+        return str((ray._private.state.actors(actor_id=handle._actor_id.hex()) or {}).get("State", ""))
+    except Exception:  # noqa: BLE001 - a GCS table that does not answer: not known dead
+        return ""
 
 
 def _require_ray() -> None:
@@ -1333,10 +1378,7 @@ class RayTransport(Transport):
         for ep in list(self.endpoints.values()):
             ep.close()
         if self._own_proxy is not None:
-            try:
-                ray.kill(self._own_proxy, no_restart=True)
-            except Exception:  # noqa: BLE001 - already gone
-                pass
+            end_actors([self._own_proxy])
             self._own_proxy = None
 
 
@@ -1747,18 +1789,20 @@ class RayBackend(Backend):
             return False
 
     def live_actor_names(self) -> list[str]:
-        """Names of this run's actors Ray still answers for (empty after :meth:`stop`)."""
+        """Names of this run's actors Ray still answers for and does not report dead (empty after :meth:`stop`;
+        an actor that exited by itself keeps its name while a handle to it lives, in state DEAD)."""
         out = []
         for name in [*self.names.values(), *([self.proxy_name] if self.proxy_name else [])]:
             try:
-                ray.get_actor(name, namespace=self.transport.scope.namespace)
-                out.append(name)
+                handle = ray.get_actor(name, namespace=self.transport.scope.namespace)
             except ValueError:
-                pass
+                continue
+            if _actor_state(handle) != "DEAD":
+                out.append(name)
         return out
 
     def stop(self, grace_s: float = 2.0) -> None:
-        """Stop every worker (``grace_s`` s to end cleanly), ``ray.kill`` every actor of the run and wait
+        """Stop every worker (``grace_s`` s to end cleanly), end every actor of the run (:func:`end_actors`) and wait
         (up to :data:`KILL_WAIT_S`) until Ray reports each one dead; shut down an embedded Ray instance.
         Idempotent."""
         if self._stopped:
@@ -1774,11 +1818,7 @@ class RayBackend(Backend):
                     ray.wait(joins, num_returns=len(joins), timeout=grace_s + 1.0)
                 except Exception:  # noqa: BLE001 - best effort: the kill below is what guarantees cleanup
                     pass
-            for a in [*self.actors.values(), *([self.proxy] if self.proxy is not None else [])]:
-                try:
-                    ray.kill(a, no_restart=True)
-                except Exception:  # noqa: BLE001 - already gone
-                    pass
+            end_actors([*self.actors.values(), self.proxy])
             if self.transport is not None:
                 self.transport.close()
             self._wait_dead(KILL_WAIT_S)
@@ -1806,4 +1846,5 @@ def make_ray_backend(address: str | None = None, **kwargs: Any) -> RayBackend:
 
 
 __all__ = ["NODE_LABEL", "RAY_PROBE_TIMEOUT_S", "RESOURCE_PREFIX", "RayBackend", "RayTransport", "RayUnavailableError", "RunScope", "probe_ray_address",
+           "END_WAIT_S", "end_actors",
            "StageActor", "build_registry", "carried_node_ids", "make_ray_backend", "node_resource", "resolve_nodes"]

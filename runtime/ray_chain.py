@@ -137,12 +137,18 @@ def measure_chain(ids: Mapping[str, str], nodes: Sequence[str], n_embd: int, *, 
     ``loop_p90_s``, ``turnaround_s`` (a relay's median receive-return -> send-return), ``relay_cpu_s`` (CPU per frame
     of a relay's process, every thread, median over relays), ``driver_cpu_s`` (the driver's); and ``relays``,
     ``frames``, ``payload_bytes``, ``transport`` (``mode``), ``edges`` (edge -> transport), ``placement``
-    (plan node id -> Ray node id). Every actor it starts is killed before it returns. Raises BackendError
+    (plan node id -> Ray node id). Every actor it starts has ended before it returns (:func:`~pipeplan.runtime.ray_backend.end_actors`). Raises BackendError
     (unknown mode), TimeoutError when a frame does not come back within 60 s.
     """
     import ray
     from pipeplan.plan_types import ObjectSpec, RingSpec
-    from pipeplan.runtime.ray_backend import RayTransport, RunScope, edge_transports, start_driver_proxy
+    from pipeplan.runtime.ray_backend import (
+        RayTransport,
+        RunScope,
+        edge_transports,
+        end_actors,
+        start_driver_proxy,
+    )
     from pipeplan.runtime.transport import ORCHESTRATOR_NODE, EdgeRoute
     from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
@@ -181,8 +187,7 @@ def measure_chain(ids: Mapping[str, str], nodes: Sequence[str], n_embd: int, *, 
         except Exception:  # noqa: BLE001 - the kills below are what guarantee cleanup
             pass
         tr.close()
-        for a in [*relays, *([proxy] if proxy is not None else [])]:
-            ray.kill(a, no_restart=True)
+        end_actors([*relays, proxy])
     return {"loop_s": statistics.median(loops), "loop_p90_s": loops[int(0.9 * len(loops))], "turnaround_s": turn,
             "relay_cpu_s": relay_cpu, "driver_cpu_s": driver_cpu, "relays": k, "frames": frames,
             "payload_bytes": int(x.nbytes), "transport": mode, "edges": dict(edge_modes), "placement": placement}

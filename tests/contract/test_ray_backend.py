@@ -631,16 +631,25 @@ import json, sys
 import ray
 from pipeplan.tools.cli import main
 model, prompt = sys.argv[1], sys.argv[2]
+raylets, shutdown = [], ray.shutdown
+def _shutdown(*a, **k):  # the embedded instance's raylet pids, which name its channels' semaphores
+    node = ray._private.worker._global_node
+    raylets.extend(p.process.pid for p in (node.all_processes.get("raylet", []) if node is not None else []))
+    return shutdown(*a, **k)
+ray.shutdown = _shutdown
 rc = main(["run", model, "--prompt", prompt, "--stages", "2", "--backend", "ray", "--max-seq-len", "64",
            "--max-tokens", "10", "--json"])
-print(json.dumps({"rc": rc, "up_after": ray.is_initialized()}))
+print(json.dumps({"rc": rc, "up_after": ray.is_initialized(), "raylets": raylets}))
 '''
 
 
 def test_embedded_local_instance(stories_path, expected_cases, tmp_path):
     """Issue 8 item 1: `pipeplan run --backend ray` with no --ray-address and no Ray connected starts an embedded
     local Ray instance whose node carries every plan node id (local0, local1), runs the compiled stage programs
-    as actors there, generates the EXPECTED tokens, and shuts the instance down."""
+    as actors there, generates the EXPECTED tokens, and shuts the instance down, leaving none of its channels'
+    POSIX semaphores (``/dev/shm/sem.hdr<raylet pid>-*``, ``sem.obj...``: the actors exit rather than being killed,
+    :func:`~pipeplan.runtime.ray_backend.end_actors`)."""
+    import glob
     import json
     import subprocess
     import sys
@@ -657,8 +666,10 @@ def test_embedded_local_instance(stories_path, expected_cases, tmp_path):
     lines = proc.stdout.strip().splitlines()
     status = json.loads(lines[-1])
     doc = json.loads("\n".join(lines[:-1]))
-    assert status == {"rc": 0, "up_after": False}
+    assert status["rc"] == 0 and status["up_after"] is False and len(status["raylets"]) == 1
     assert doc["backend"] == "ray" and doc["token_ids"] == case["greedy_ids"][:10]
+    left = [p for r in status["raylets"] for k in ("hdr", "obj") for p in glob.glob(f"/dev/shm/sem.{k}{r}-*")]
+    assert left == []
     assert sorted({e["node_id"] for e in doc["events"]}) == ["local0", "local1"]
 
 
