@@ -176,9 +176,24 @@ class _Attached:
 
 def _attach(name: str) -> shared_memory.SharedMemory | _Attached:
     """Map an existing segment: directly from /dev/shm where it is (Linux), else through SharedMemory."""
-    if SHM_DIR.is_dir():
-        return _Attached(name)
-    return shared_memory.SharedMemory(name=name)  # pragma: no cover - no /dev/shm
+    try:
+        if SHM_DIR.is_dir():
+            return _Attached(name)
+        return shared_memory.SharedMemory(name=name)  # pragma: no cover - no /dev/shm
+    except FileNotFoundError:
+        _end_if_starting()
+        raise
+
+
+def _end_if_starting() -> None:
+    """In a process multiprocessing is still starting (unpickling what its parent sent), a segment or semaphore
+    that is gone was removed by the parent's cleanup (it was interrupted): end this process quietly
+    (SystemExit, exit status 1; its parent no longer waits for it) rather than print a traceback on the
+    user's terminal. Elsewhere, return (the caller raises)."""
+    import multiprocessing
+
+    if getattr(multiprocessing.current_process(), "_inheriting", False):
+        raise SystemExit(1)
 
 
 class RingSemaphore:
@@ -240,7 +255,11 @@ class RingSemaphore:
 
 
 def _open_semaphore(name: str) -> RingSemaphore:
-    return RingSemaphore(0, name=name)
+    try:
+        return RingSemaphore(0, name=name)
+    except FileNotFoundError:
+        _end_if_starting()
+        raise
 
 
 def _creator_alive(pid: int) -> bool:

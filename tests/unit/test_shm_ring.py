@@ -350,3 +350,23 @@ def test_ring_spin_travels_with_the_pickled_transport():
         assert {r.spin_s for r in t.rings.values()} == {SPIN_S}  # default: the long spin
     finally:
         t.unlink()
+
+
+def test_a_child_whose_parent_cleaned_up_ends_quietly(monkeypatch):
+    """Interrupts: a process multiprocessing is still starting whose ring segment or semaphore the parent
+    already removed (an interrupt's cleanup raced the start) ends with SystemExit(1), which the forkserver
+    does not print as a traceback; anywhere else the same name is FileNotFoundError."""
+    import multiprocessing
+
+    from pipeplan.runtime import shm_ring
+
+    gone = f"pipeplan-{os.getpid()}-gone-{os.urandom(4).hex()}"
+    with pytest.raises(FileNotFoundError):
+        shm_ring._open_semaphore("/" + gone)
+    with pytest.raises(FileNotFoundError):
+        shm_ring._attach(gone)
+    monkeypatch.setattr(multiprocessing.current_process(), "_inheriting", True, raising=False)
+    for opener, name in ((shm_ring._open_semaphore, "/" + gone), (shm_ring._attach, gone)):
+        with pytest.raises(SystemExit) as e:
+            opener(name)
+        assert e.value.code == 1
