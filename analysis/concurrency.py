@@ -791,7 +791,7 @@ def _ray_evidence(costs: StageCosts, loop: Mapping[str, Any], fitted: bool) -> s
 def _ray_terms(costs: StageCosts, sec: Mapping[str, Any], backend: str) -> StageCosts:
     """``costs`` for ``backend``: unchanged unless ``ray``; for ``ray``, with the relay chain ``sec["ray_loop"]``
     (a calibration's runtime section) over the local loop's terms and an evidence naming it, or an evidence saying
-    there is none."""
+    there is none, or that the one there is unusable (malformed figures)."""
     if backend != "ray":
         return costs
     loop = sec.get("ray_loop")
@@ -800,8 +800,10 @@ def _ray_terms(costs: StageCosts, sec: Mapping[str, Any], backend: str) -> Stage
             out = costs.with_ray_loop(loop)
             out.check()
             return dataclasses.replace(out, evidence=_ray_evidence(costs, loop, False))
-        except (TypeError, ValueError, ConcurrencyError):
-            pass
+        except (KeyError, TypeError, ValueError, ConcurrencyError):
+            return dataclasses.replace(costs, evidence=f"{costs.evidence} + the Ray loop calibrated for "
+                                                       f"{costs.stages} stages is unusable (local hops; pipeplan "
+                                                       f"calibrate --backend ray --force)")
     return dataclasses.replace(costs, evidence=f"{costs.evidence} + no Ray loop calibrated for {costs.stages} "
                                                f"stages (local hops; pipeplan calibrate --backend ray)")
 

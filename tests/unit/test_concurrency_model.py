@@ -442,7 +442,7 @@ def test_a_ray_loop_replaces_the_local_hops(tmp_path):
     """AB-C-2, AB-C-3 (issue 14 item 4): a package predicted for Ray takes its calibration's relay chain
     (``runtime.<S>.ray_loop``): the relays' CPU per frame is stage work, the driver's is orchestrator work, the rest
     of the loop is transit spread over the S hops, no wake-up; the evidence names it. A calibration without one
-    leaves the local terms and says so; a malformed loop is not applied."""
+    leaves the local terms and says so; a malformed loop is not applied, and the evidence says it is unusable."""
     import dataclasses
 
     c = dataclasses.replace(StageCosts((4e-4, 3e-4, 2.5e-4), (1e-4, 5e-5, 5e-5), (8e-4, 6e-4, 5e-4),
@@ -476,9 +476,10 @@ def test_a_ray_loop_replaces_the_local_hops(tmp_path):
     table.write_text(json.dumps({"runtime": {"3": {"loop": loop, "ray_loop": {**ray, "terms": {"frame_s": -1}}}}}))
     bad = with_runtime_terms(c, f"measured:{table}", "ray")  # malformed terms: the chain over the local loop
     assert bad.frame_s == pytest.approx(2e-5 + 1e-4) and "fitted on Ray" not in bad.evidence
-    table.write_text(json.dumps({"runtime": {"3": {"ray_loop": {**ray, "loop_s": "fast"}}}}))
-    none = with_runtime_terms(c, f"measured:{table}", "ray")
-    assert none.decode_hop_s == c.decode_hop_s and "no Ray loop calibrated for 3 stages" in none.evidence
+    for broken in ({**ray, "loop_s": "fast"}, {"loop_s": 1e-3, "transport": "auto"}):
+        table.write_text(json.dumps({"runtime": {"3": {"ray_loop": broken}}}))
+        none = with_runtime_terms(c, f"measured:{table}", "ray")  # a malformed chain: local hops, and said so
+        assert none.decode_hop_s == c.decode_hop_s and "Ray loop calibrated for 3 stages is unusable" in none.evidence
     table.write_text(json.dumps({"runtime": {}}))
     assert "no Ray loop calibrated" in with_runtime_terms(c, f"measured:{table}", "ray").evidence
 
