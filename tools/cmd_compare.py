@@ -19,7 +19,8 @@ relative error of aggregate tok/s, p50 and p99, with the runtime terms of the ca
 compiled with (a row whose ``backend`` is ``ray``: with the calibration's Ray relay chain, ``pipeplan calibrate
 --backend ray``, the evidence line saying whether it had one); a row's ``micro_batches`` (absent: one frame per sequence) is the M predicted. Rows of other
 stage counts than the package's are skipped (and counted); none of its stage count is
-``error[stage_mismatch]``. A timeline whose times are not finite numbers (``NaN``, ``Infinity``) is
+``error[stage_mismatch]``. A row that generates more than :data:`ROW_TOKENS_MAX` tokens in all is
+``error[bad_throughput]`` (compare simulates every token). A timeline whose times are not finite numbers (``NaN``, ``Infinity``) is
 ``error[non_finite]`` naming the event: no correspondence level is reported for it.
 """
 
@@ -28,6 +29,7 @@ from __future__ import annotations
 import argparse
 import json
 from pathlib import Path
+from typing import Any
 
 HELP = "compare a predicted and a measured timeline: correspondence level, per-command and per-token error"
 
@@ -82,6 +84,23 @@ def main(args: argparse.Namespace) -> int:
 DEFAULT_DECODE_TOKENS = 64
 """Generated tokens per request predicted for a throughput row without ``decode_tokens``."""
 
+ROW_TOKENS_MAX = 1 << 20
+"""Most generated tokens (``n_sequences * decode_tokens``) of one throughput row compare simulates (a few
+seconds per row)."""
+
+
+def _check_row_sizes(rows: list[Any], path: str) -> None:
+    """Each row must be one compare simulates in bounded time: at most :data:`ROW_TOKENS_MAX` generated tokens
+    (``n_sequences * decode_tokens``). Raises ConcurrencyError(bad_throughput) naming the row."""
+    from pipeplan.analysis.concurrency import ConcurrencyError
+
+    for i, m in enumerate(rows):
+        decode = m.decode_tokens or DEFAULT_DECODE_TOKENS
+        if m.n_sequences * decode > ROW_TOKENS_MAX:
+            raise ConcurrencyError(f"{path}: row {i}: n_sequences * decode_tokens = {m.n_sequences} * {decode} is "
+                                   f"more than the {ROW_TOKENS_MAX} generated tokens compare simulates per row",
+                                   code="bad_throughput", where="n_sequences")
+
 
 def _is_throughput(path: str) -> bool:
     """Whether ``path`` holds a throughput measurement (its ``format``, or rows with ``n_sequences``). A path
@@ -123,6 +142,7 @@ def _compare_throughput(pkg: Path, args: argparse.Namespace) -> int:
     if not mine:
         raise ConcurrencyError(f"{args.measured}: no row was measured on the package's {costs.stages} stages "
                                f"(rows of {sorted({m.stages for m in rows})})", code="stage_mismatch", where="stages")
+    _check_row_sizes(rows, args.measured)
     out = []
     for m in mine:
         mc = by_backend.get(m.backend, costs)

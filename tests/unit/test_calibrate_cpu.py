@@ -219,3 +219,22 @@ def test_readme_flow_compile_parallel_then_compare_a_bench_document(cpu_calibrat
     assert cli.main(["compare", str(pkg), str(f)]) == 0
     text = capsys.readouterr().out
     assert "1 rows of other stage counts skipped" in text and " 10.0%" in text
+
+
+@pytest.mark.parametrize("row, shown", [({"n_sequences": 1, "decode_tokens": 10 ** 9}, "1 * 1000000000"),
+                                        ({"n_sequences": 100000}, "100000 * 64")])
+def test_compare_rejects_a_row_too_large_to_simulate(cpu_pkg, tmp_path, capsys, row, shown):
+    """AB-T-2: a throughput row that would generate more than ROW_TOKENS_MAX tokens (decode_tokens 1e9, or
+    100000 sequences of the default 64 tokens) is error[bad_throughput] naming the row, at once, not a
+    simulation of minutes."""
+    from pipeplan.tools.cmd_compare import ROW_TOKENS_MAX
+
+    rows = [{"n_sequences": 2, "stages": 2, "aggregate_tok_s": 100.0, "p50_s": 0.01, "p99_s": 0.02},
+            {"stages": 2, "aggregate_tok_s": 100.0, "p50_s": 0.01, "p99_s": 0.02, **row}]
+    f = tmp_path / "tp.json"
+    f.write_text(json.dumps({"format": "pipeplan-throughput/1", "rows": rows}))
+    capsys.readouterr()
+    assert cli.main(["compare", str(cpu_pkg[0]), str(f)]) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and err.startswith("error[bad_throughput]: ") and "row 1" in err and shown in err
+    assert str(ROW_TOKENS_MAX) in err
