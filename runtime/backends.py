@@ -502,6 +502,13 @@ class LocalBackend(Backend):
                 self.control.unlink()
 
 
+def check_ray_address(backend: str, ray_address: str | None) -> None:
+    """``--ray-address`` (not None) goes with the ``ray`` backend only: the same check for ``run``, ``replay``,
+    ``serve`` and ``calibrate``. Raises BackendError (``bad_backend``, where ``ray_address``)."""
+    if ray_address is not None and backend != "ray":
+        raise BackendError(f"--ray-address needs --backend ray (the backend is {backend!r})", where="ray_address")
+
+
 def make_backend(name: str, *, ray_address: str | None = None, ray_init: Mapping[str, Any] | None = None) -> Backend:
     """A fresh backend by name: ``"local"``, ``"inproc"`` or ``"ray"``.
 
@@ -509,8 +516,7 @@ def make_backend(name: str, *, ray_address: str | None = None, ray_init: Mapping
     this process, else an embedded local instance carrying every node id of the plan); ``ray_init``:
     extra ``ray.init`` keyword arguments (e.g. ``_temp_dir``). Raises BackendError for another name
     (or ``ray_address`` given to a non-ray backend), RayUnavailableError when ``ray`` is missing."""
-    if name != "ray" and ray_address is not None:
-        raise BackendError(f"--ray-address only applies to the ray backend, not {name!r}", where="ray_address")
+    check_ray_address(name, ray_address)
     if name == "local":
         return LocalBackend()
     if name == "inproc":

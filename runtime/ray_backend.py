@@ -194,19 +194,25 @@ class RayUnavailableError(BackendError):
 RAY_PROBE_TIMEOUT_S = 3.0
 """Seconds a TCP probe of a ``HOST:PORT`` Ray address may take before it counts as unreachable."""
 
+RAY_ADDRESS_FORMS = "HOST:PORT, ray://HOST:PORT, auto, local"
+"""The Ray addresses ``--ray-address`` takes (as ``ray.init``)."""
+
 _RAY_HOST_PORT = re.compile(r"^(?:ray://)?\[?([^\]/]+?)\]?:(\d{1,5})$")
 
 
 def probe_ray_address(address: str | None) -> None:
     """Fail fast on a ``--ray-address`` HOST:PORT (or ``ray://HOST:PORT``) that accepts no TCP connection
     within :data:`RAY_PROBE_TIMEOUT_S`: ``ray.init`` itself retries an unreachable GCS for minutes
-    (20 tries of ~36 s in Ray 2.60), which a user sees as a hang. ``auto``/``local`` and other forms are
-    left to Ray (which fails quickly on them). Raises RayUnavailableError (``ray_unavailable``, exit 2)."""
+    (20 tries of ~36 s in Ray 2.60), which a user sees as a hang. ``auto`` and ``local`` are left to Ray; any
+    other form (what ``ray.init`` takes: :data:`RAY_ADDRESS_FORMS`), or a port outside 1..65535, is an error
+    here, before any work. Raises RayUnavailableError (``ray_unavailable``, exit 2)."""
     import socket
 
-    m = _RAY_HOST_PORT.match(address or "")
-    if m is None:
+    if address is None or address in ("auto", "local"):
         return
+    m = _RAY_HOST_PORT.match(address)
+    if m is None or not 1 <= int(m.group(2)) <= 65535:
+        raise RayUnavailableError(f"--ray-address {address!r} is not one of {RAY_ADDRESS_FORMS}", where=address)
     host, port = m.group(1), int(m.group(2))
     try:
         with socket.create_connection((host, port), timeout=RAY_PROBE_TIMEOUT_S):
@@ -259,6 +265,65 @@ def _actor_state(handle: Any) -> str:
         return str((ray._private.state.actors(actor_id=handle._actor_id.hex()) or {}).get("State", ""))
     except Exception:  # noqa: BLE001 - a GCS table that does not answer: not known dead
         return ""
+
+
+SHM_DIR = "/dev/shm"
+"""Where POSIX named semaphores show as files (``sem.<name>``; Linux)."""
+
+
+def embedded_raylet_pids() -> list[int]:
+    """Process ids of the raylets of the Ray instance this process started (``ray.init`` without an address);
+    empty when it connected to a cluster or Ray does not say."""
+    try:
+        node = ray._private.worker._global_node
+        return [int(p.process.pid) for p in node.all_processes.get("raylet", [])] if node is not None else []
+    except Exception:  # noqa: BLE001 - a Ray whose internals differ: nothing to sweep
+        return []
+
+
+def unlink_channel_semaphores(raylets: Sequence[int], wait_s: float = 5.0) -> int:
+    """Unlink the POSIX semaphores of Ray shared-memory channels (``/dev/shm/sem.hdr<raylet pid>-<n>``,
+    ``sem.obj...``: Ray names them after the object store's raylet) of ``raylets`` that have exited (waited for
+    up to ``wait_s`` s): Ray unlinks them only when a process that registered the channel exits cleanly, so a
+    killed worker or a driver that ends without it leaves them behind, and with their raylet gone no process
+    can use them. Semaphores of a raylet still running are kept. Returns how many were unlinked."""
+    if not raylets or not os.path.isdir(SHM_DIR):
+        return 0
+    end = time.monotonic() + wait_s
+    gone = []
+    for pid in raylets:
+        while _alive(pid) and time.monotonic() < end:
+            time.sleep(0.05)
+        if not _alive(pid):
+            gone.append(pid)
+    if not gone:
+        return 0
+    names = re.compile(rf"^sem\.(?:hdr|obj)(?:{'|'.join(str(p) for p in gone)})-\d+$")
+    n = 0
+    for f in os.listdir(SHM_DIR):
+        if names.match(f):
+            try:
+                _multiprocessing.sem_unlink("/" + f[len("sem."):])
+                n += 1
+            except OSError:  # unlinked meanwhile
+                pass
+    return n
+
+
+def _alive(pid: int) -> bool:
+    """Whether process ``pid`` exists and is not a zombie."""
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as f:
+            return f.read().rsplit(")", 1)[-1].split()[0] != "Z"
+    except OSError:
+        pass
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:  # exists, not ours to signal
+        return True
+    return True
 
 
 def _require_ray() -> None:
@@ -1803,7 +1868,8 @@ class RayBackend(Backend):
 
     def stop(self, grace_s: float = 2.0) -> None:
         """Stop every worker (``grace_s`` s to end cleanly), end every actor of the run (:func:`end_actors`) and wait
-        (up to :data:`KILL_WAIT_S`) until Ray reports each one dead; shut down an embedded Ray instance.
+        (up to :data:`KILL_WAIT_S`) until Ray reports each one dead; shut down an embedded Ray instance and unlink
+        the semaphores of its channels (:func:`unlink_channel_semaphores`).
         Idempotent."""
         if self._stopped:
             return
@@ -1824,8 +1890,10 @@ class RayBackend(Backend):
             self._wait_dead(KILL_WAIT_S)
         finally:
             if self._owns_ray and ray is not None and ray.is_initialized():
+                raylets = embedded_raylet_pids()
                 ray.shutdown()
                 self._owns_ray = False
+                unlink_channel_semaphores(raylets)
 
     def _wait_dead(self, timeout: float) -> bool:
         """Wait until no actor of the run is still registered under its name (Ray frees the name of a
@@ -1846,5 +1914,5 @@ def make_ray_backend(address: str | None = None, **kwargs: Any) -> RayBackend:
 
 
 __all__ = ["NODE_LABEL", "RAY_PROBE_TIMEOUT_S", "RESOURCE_PREFIX", "RayBackend", "RayTransport", "RayUnavailableError", "RunScope", "probe_ray_address",
-           "END_WAIT_S", "end_actors",
+           "END_WAIT_S", "end_actors", "embedded_raylet_pids", "unlink_channel_semaphores",
            "StageActor", "build_registry", "carried_node_ids", "make_ray_backend", "node_resource", "resolve_nodes"]

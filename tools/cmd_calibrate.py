@@ -72,6 +72,7 @@ def main(args: argparse.Namespace) -> int:
     """Calibrate (module docstring). Raises typed PipeplanErrors (exit 2 via the CLI)."""
     from pipeplan.errors import GGUFError, RunPlanRejection
     from pipeplan.files.paths import check_input_file
+    from pipeplan.runtime.backends import check_ray_address
     from pipeplan.runtime.limits import check_thread_count
     from pipeplan.tools.calibrate import (
         MODEL_SHA_MEMO,
@@ -87,7 +88,7 @@ def main(args: argparse.Namespace) -> int:
         write_calibration,
     )
     from pipeplan.tools.cmd_plan import DEFAULT_MAX_SEQ_LEN_CAP
-    from pipeplan.tools.generation import OptionError, check_cache_dir
+    from pipeplan.tools.generation import check_cache_dir
 
     check_input_file(args.model, "GGUF file", GGUFError)
     if args.target not in TARGETS:
@@ -98,8 +99,7 @@ def main(args: argparse.Namespace) -> int:
         if getattr(args, name) < 1:
             raise CalibrationError(f"--{name.replace('_', '-')} must be >= 1, got {getattr(args, name)}",
                                    code="invalid_request", where=name)
-    if args.ray_address and args.backend != "ray":
-        raise OptionError("--ray-address needs --backend ray", where="backend")
+    check_ray_address(args.backend, args.ray_address)
     if args.backend == "ray":  # before any measuring: no ray package, or nothing listening at --ray-address
         from pipeplan.runtime.ray_backend import make_ray_backend, probe_ray_address
 

@@ -104,11 +104,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def _check_options(args: argparse.Namespace):
     """Option checks before any work; returns the fault injection (or None). Raises RunPlanRejection
-    (invalid_request / invalid_runtime_config), LimitError, FaultInjectionError, OptionError."""
+    (invalid_request / invalid_runtime_config), LimitError, FaultInjectionError, BackendError (--ray-address without --backend ray)."""
     from pipeplan.errors import RunPlanRejection
+    from pipeplan.runtime.backends import check_ray_address
     from pipeplan.runtime.limits import check_thread_count
     from pipeplan.runtime.stage import FaultInjection
-    from pipeplan.tools.generation import OptionError, check_cache_dir
+    from pipeplan.tools.generation import check_cache_dir
 
     if not 0 <= args.port <= 65535:
         raise RunPlanRejection(f"--port must be in [0, 65535], got {args.port}", code="invalid_request", where="port")
@@ -130,8 +131,7 @@ def _check_options(args: argparse.Namespace):
         raise RunPlanRejection("--alias must not be empty", code="invalid_request", where="alias")
     if args.threads is not None:
         check_thread_count(args.threads)
-    if args.ray_address and args.backend != "ray":
-        raise OptionError("--ray-address needs --backend ray", where="backend")
+    check_ray_address(args.backend, args.ray_address)
     check_cache_dir(args.cache_dir)
     return FaultInjection.parse(args.inject_fault) if args.inject_fault else FaultInjection.from_env()
 

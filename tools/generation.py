@@ -45,7 +45,7 @@ DEFAULT_MAX_TOKENS = 40
 
 
 class OptionError(PipeplanError):
-    """Options that do not go together (code ``bad_option``), e.g. ``--ray-address`` without ``--backend ray``."""
+    """Options that do not go together (code ``bad_option``), e.g. a replay's ``--max-seq-len`` that is not its package's."""
 
     code = "bad_option"
 

@@ -767,7 +767,8 @@ def test_cli_run_ray_unknown_node_exits_2(cluster, stories_path, tmp_path, capsy
 
 def test_unreachable_address_fails_fast_for_api_users():
     """An unreachable HOST:PORT Ray address is a typed RayUnavailableError within the probe timeout, for API users
-    too (RayBackend._connect probes before ray.init, whose own retries take minutes); other forms are left to Ray."""
+    too (RayBackend._connect probes before ray.init, whose own retries take minutes); ``auto`` and ``local`` are left
+    to Ray, and an address of no form ray.init takes is the same error at once."""
     import socket
     import time
 
@@ -782,7 +783,12 @@ def test_unreachable_address_fails_fast_for_api_users():
     assert time.monotonic() - t0 <= RAY_PROBE_TIMEOUT_S + 1.0
     assert e.value.code == "ray_unavailable" and f"127.0.0.1:{port}" in e.value.message
     probe_ray_address("auto")  # not HOST:PORT: left to ray.init
+    probe_ray_address("local")
     probe_ray_address(None)
+    for bad in ("foo", "127.0.0.1", "http://127.0.0.1:6379", "127.0.0.1:0", "127.0.0.1:70000", ""):
+        with pytest.raises(RayUnavailableError) as e:  # not a form ray.init takes: at once, no probe
+            probe_ray_address(bad)
+        assert e.value.code == "ray_unavailable" and repr(bad) in e.value.message and "HOST:PORT" in e.value.message
 
 
 # --------------------------------------------------------------------------- socket edges

@@ -534,6 +534,19 @@ def test_startup_errors_are_one_line_exit_2(tmp_path, capsys):
     assert err.startswith(f"error[bind_failed]: cannot listen on 127.0.0.1:{port}:") and err.count("\n") == 1
 
 
+@pytest.mark.parametrize(("argv", "code", "message"), [
+    (["--ray-address", "127.0.0.1:1"], "bad_backend", "--ray-address needs --backend ray (the backend is 'local')"),
+    (["--backend", "ray", "--ray-address", "not-an-address"], "ray_unavailable", "--ray-address 'not-an-address'"),
+], ids=["address-without-ray", "malformed-address"])
+def test_serve_ray_address_checked_first(tmp_path, capsys, argv, code, message):
+    """Issue 14 items 2-3: serve's --ray-address without --backend ray is error[bad_backend], as run, replay and
+    calibrate say it; with it, an address of no form ray.init takes is error[ray_unavailable]; one line, exit 2,
+    before the model is read or a port bound."""
+    assert cli_main(["serve", str(STORIES), *argv, "--port", "0", "--cache-dir", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"error[{code}]: {message}") and err.count("\n") == 1
+
+
 @pytest.mark.parametrize(("option", "value", "message"), [
     ("--queue", "-1", "--queue must be in [0, 4096], got -1"),
     ("--queue", "4097", "--queue must be in [0, 4096], got 4097"),

@@ -229,19 +229,21 @@ def test_a_local_calibration_keeps_the_ray_loop(tmp_path, stories_path):
 
 
 def test_ray_address_needs_the_ray_backend(stories_path, tmp_path, capsys):
-    """``calibrate --ray-address`` without ``--backend ray`` is one error line, exit 2, before any measuring; with
-    it, an address nobody listens on is ``error[ray_unavailable]`` before any measuring."""
+    """``calibrate --ray-address`` without ``--backend ray`` is ``error[bad_backend]`` (as ``run``, ``replay`` and
+    ``serve``), one line, exit 2, before any measuring; with it, an address nobody listens on, or one of no form
+    ray.init takes, is ``error[ray_unavailable]`` before any measuring."""
     cache = tmp_path / "c"
     assert cli.main(["calibrate", str(stories_path), "--cache-dir", str(cache), "--ray-address", "127.0.0.1:1"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1 and err[0].startswith("error[") and "--ray-address needs --backend ray" in err[0]
+    assert len(err) == 1 and err[0].startswith("error[bad_backend]") and "--ray-address needs --backend ray" in err[0]
     assert not cache.exists()
-    # nothing listening: ray_unavailable before any measuring, no table
-    assert cli.main(["calibrate", str(stories_path), "--cache-dir", str(cache), "--backend", "ray",
-                     "--ray-address", "127.0.0.1:1"]) == 2
-    err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1 and err[0].startswith("error[ray_unavailable]: ") and "127.0.0.1:1" in err[0]
-    assert not cache.exists()
+    # nothing listening, or no address form ray.init takes: ray_unavailable before any measuring, no table
+    for addr in ("127.0.0.1:1", "not-an-address"):
+        assert cli.main(["calibrate", str(stories_path), "--cache-dir", str(cache), "--backend", "ray",
+                         "--ray-address", addr]) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and err[0].startswith("error[ray_unavailable]: ") and addr in err[0]
+        assert not cache.exists()
 
 
 @pytest.mark.parametrize("name", ["pipeline loop", "Ray pipeline loop"])
