@@ -74,8 +74,12 @@ def cluster():
         ray.init(address=c.address, log_to_driver=False)
         yield ids
     finally:
+        from pipeplan.runtime.ray_backend import unlink_channel_semaphores
+
+        raylets = [p.process.pid for n in c.list_all_nodes() for p in n.all_processes.get("raylet", [])]
         ray.shutdown()
         c.shutdown()
+        unlink_channel_semaphores(raylets)  # what the killed-actor tests leave behind
         for k, v in saved.items():
             if v is None:
                 os.environ.pop(k, None)
