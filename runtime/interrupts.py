@@ -61,6 +61,33 @@ def interrupts_raise() -> Iterator[None]:
             signal.signal(s, h if h is not None else signal.SIG_DFL)
 
 
+@contextlib.contextmanager
+def interrupts_deferred() -> Iterator[None]:
+    """Within the block (a start-up that must not be cut in half, e.g. ``ray.init`` starting the processes of an
+    embedded Ray instance, which an interrupt there leaves orphaned), SIGINT and SIGTERM are recorded, not
+    acted on. On exit the handlers in place before the block are put back, whatever the block installed (Ray
+    installs its own SIGTERM handler, which exits without any cleanup), and a recorded signal is then delivered
+    to them (re-raised with ``signal.raise_signal``). Outside the main thread this is a no-op."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    old = {s: signal.getsignal(s) for s in SIGNALS}
+    got: list[int] = []
+
+    def record(signum: int, frame: Any) -> None:
+        got.append(signum)
+
+    for s in SIGNALS:
+        signal.signal(s, record)
+    try:
+        yield
+    finally:
+        for s, h in old.items():
+            signal.signal(s, h if h is not None else signal.SIG_DFL)
+        if got:
+            signal.raise_signal(got[0])
+
+
 def exits_on_interrupt(main: Callable[..., int]) -> Callable[..., int]:
     """Decorate a command's ``main(args) -> int``: run it under :func:`interrupts_raise`; an interrupt (after
     the cleanup it unwound through) prints ``error[interrupted]: interrupted by SIGINT|SIGTERM ...`` on stderr

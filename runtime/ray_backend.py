@@ -86,6 +86,7 @@ from __future__ import annotations
 
 import _multiprocessing
 import collections
+import contextlib
 import copy
 import itertools
 import math
@@ -99,7 +100,7 @@ import struct
 import threading
 import time
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -324,6 +325,32 @@ def _alive(pid: int) -> bool:
     except OSError:  # exists, not ours to signal
         return True
     return True
+
+
+@contextlib.contextmanager
+def _driver_signals_kept() -> Iterator[None]:
+    """Around ``ray.init`` in this (driver) process: SIGINT and SIGTERM are deferred until it returns
+    (:func:`~pipeplan.runtime.interrupts.interrupts_deferred`: an interrupted start-up leaves Ray processes
+    orphaned), and Ray installs none of its own handlers for them: neither its Python SIGTERM handler
+    (``sys.exit`` without any cleanup) nor its C++ failure signal handler in the driver (which dumps a stack
+    and aborts on SIGTERM). The command's own handlers (``error[interrupted]``, stages stopped, 130 / 143) stay
+    in place. Ray's workers are not affected."""
+    from pipeplan.runtime.interrupts import interrupts_deferred
+
+    utils, consts = ray._private.utils, ray._private.ray_constants
+    saved = (getattr(utils, "set_sigterm_handler", None), getattr(consts, "RAY_DISABLE_FAILURE_SIGNAL_HANDLER", None))
+    try:
+        if saved[0] is not None:
+            utils.set_sigterm_handler = lambda handler: None
+        if saved[1] is not None:
+            consts.RAY_DISABLE_FAILURE_SIGNAL_HANDLER = True
+        with interrupts_deferred():
+            yield
+    finally:
+        if saved[0] is not None:
+            utils.set_sigterm_handler = saved[0]
+        if saved[1] is not None:
+            consts.RAY_DISABLE_FAILURE_SIGNAL_HANDLER = saved[1]
 
 
 def _require_ray() -> None:
@@ -1717,7 +1744,8 @@ class RayBackend(Backend):
             kw["namespace"] = self.namespace
         kw.update(self.init_kwargs)
         try:
-            ray.init(**kw)
+            with _driver_signals_kept():
+                ray.init(**kw)
         except Exception as e:  # ConnectionError, RuntimeError, ValueError from ray.init
             self._owns_ray = False
             what = f"connect to Ray at {self.address}" if self.address else "start an embedded Ray instance"

@@ -38,6 +38,8 @@ import sys
 import time
 from typing import Any
 
+from pipeplan.runtime.interrupts import exits_on_interrupt
+
 HELP = "measure this machine's task costs for a model's plan and cache them (evidence for compile/run)"
 
 
@@ -68,6 +70,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--json", action="store_true", help="print the written document as JSON")
 
 
+@exits_on_interrupt  # SIGINT / SIGTERM: measuring processes and Ray stopped, one error[interrupted] line, 130 / 143
 def main(args: argparse.Namespace) -> int:
     """Calibrate (module docstring). Raises typed PipeplanErrors (exit 2 via the CLI)."""
     from pipeplan.errors import GGUFError, RunPlanRejection

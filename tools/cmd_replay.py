@@ -34,6 +34,7 @@ import argparse
 import json
 import sys
 
+from pipeplan.runtime.interrupts import exits_on_interrupt
 from pipeplan.tools.generation import OptionError, add_generation_arguments
 
 HELP = "replay a compiled package on a GGUF model (same options and output as pipeplan run)"
@@ -52,6 +53,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_generation_arguments(parser)
 
 
+@exits_on_interrupt  # SIGINT / SIGTERM: stages stopped, segments unlinked, one error[interrupted] line, 130 / 143
 def main(args: argparse.Namespace) -> int:
     """Replay and print the result. Raises typed PipeplanErrors (exit 2 via the CLI, 3 for StageFault)."""
     from pipeplan.errors import GGUFError

@@ -227,3 +227,31 @@ def test_failed_command_stops_the_stage_host_it_started(tmp_path):
                        env=dict(os.environ, PIPEPLAN_CACHE=str(tmp_path)))
     assert p.stdout.split() == ["2", "None"], p.stderr
     assert p.stderr.startswith("error[") and len(p.stderr.strip().splitlines()) == 1
+
+
+def test_interrupts_deferred_keeps_the_command_handlers():
+    """Interrupts around a start-up that must not be cut in half (``ray.init``): a SIGTERM inside the block is
+    held until it ends; the handlers in place before come back even though the block installed its own (as
+    Ray installs a SIGTERM handler that exits without cleanup), and the held signal then reaches them."""
+    import os
+    import signal
+
+    from pipeplan.runtime.interrupts import Interrupted, interrupts_deferred, interrupts_raise
+
+    def foreign(signum, frame):  # what ray.init installs
+        raise AssertionError("the block's own handler ran")
+
+    reached = []
+    with interrupts_raise():
+        mine = signal.getsignal(signal.SIGTERM)
+        with pytest.raises(Interrupted) as e:
+            with interrupts_deferred():
+                os.kill(os.getpid(), signal.SIGTERM)
+                reached.append("after the signal")
+                signal.signal(signal.SIGTERM, foreign)
+        assert e.value.signum == signal.SIGTERM and reached == ["after the signal"]
+    with interrupts_raise():
+        with interrupts_deferred():
+            signal.signal(signal.SIGTERM, foreign)
+        assert signal.getsignal(signal.SIGTERM) is not foreign  # nothing held: handlers back, nothing raised
+    assert mine is not foreign
