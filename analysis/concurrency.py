@@ -877,8 +877,9 @@ def read_throughput(path: str | Path) -> list[ThroughputMeasurement]:
     check_input_file(str(path), "throughput measurement", ConcurrencyError)
     try:
         doc = json.loads(Path(path).read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, ValueError) as e:
-        raise ConcurrencyError(f"{path}: not a JSON document ({e})", code="bad_throughput", where=str(path)) from None
+    except (OSError, UnicodeDecodeError, ValueError, RecursionError) as e:
+        raise ConcurrencyError(f"{path}: not a JSON document ({type(e).__name__}: {str(e)[:200]})",
+                               code="bad_throughput", where=str(path)) from None
     if isinstance(doc, dict) and "rows" in doc:
         if doc.get("format", THROUGHPUT_FORMAT) != THROUGHPUT_FORMAT:
             raise ConcurrencyError(f"{path}: format {doc.get('format')!r} is not {THROUGHPUT_FORMAT}",

@@ -207,7 +207,7 @@ class TimelineBundle:
         p = check_input_file(path, "timeline", TimelineError)
         try:
             doc = json.loads(p.read_text(encoding="utf-8"))  # NaN/Infinity literals: rejected by from_json
-        except (OSError, ValueError) as e:
+        except (OSError, ValueError, RecursionError) as e:
             raise TimelineError(f"{path}: cannot read timeline: {e}", where=str(path)) from None
         return cls.from_json(doc, str(path))
 

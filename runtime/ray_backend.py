@@ -216,12 +216,42 @@ def probe_ray_address(address: str | None) -> None:
         raise RayUnavailableError(f"--ray-address {address!r} is not one of {RAY_ADDRESS_FORMS}", where=address)
     host, port = m.group(1), int(m.group(2))
     try:
-        with socket.create_connection((host, port), timeout=RAY_PROBE_TIMEOUT_S):
-            pass
+        with socket.create_connection((host, port), timeout=RAY_PROBE_TIMEOUT_S) as conn:
+            answer = _h2_answer(conn)
     except OSError as e:
         raise RayUnavailableError(f"cannot connect to Ray at {address}: nothing accepts connections on {host}:{port} "
                                   f"({e.strerror or type(e).__name__}); start the cluster (`ray start --head`) or "
                                   f"leave out --ray-address for an embedded instance", where=address) from None
+    if answer is not None and not answer:
+        raise RayUnavailableError(f"cannot connect to Ray at {address}: {host}:{port} accepts connections but does "
+                                  f"not answer as a Ray cluster (its GCS speaks gRPC over HTTP/2); check the port "
+                                  f"(`ray status` on the head node prints the address)", where=address)
+
+
+_H2_PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + bytes([0, 0, 0, 4, 0, 0, 0, 0, 0])
+"""The HTTP/2 client connection preface and an empty SETTINGS frame (RFC 9113 3.4, 6.5)."""
+
+
+def _h2_answer(conn: Any) -> bool | None:
+    """Whether the server on ``conn`` answers an HTTP/2 connection preface with a SETTINGS frame, as a gRPC server
+    (Ray's GCS, a Ray Client server) does, within :data:`RAY_PROBE_TIMEOUT_S`; None when that cannot be told (the
+    send failed)."""
+    try:
+        conn.sendall(_H2_PREFACE)
+    except OSError:
+        return None
+    data = b""
+    end = time.monotonic() + RAY_PROBE_TIMEOUT_S
+    while len(data) < 9 and time.monotonic() < end:
+        conn.settimeout(max(0.01, end - time.monotonic()))
+        try:
+            chunk = conn.recv(9 - len(data))
+        except OSError:  # a timeout too
+            break
+        if not chunk:
+            break
+        data += chunk
+    return len(data) == 9 and data[3] == 4
 
 
 END_WAIT_S = 2.0
@@ -1673,7 +1703,8 @@ class RayBackend(Backend):
 
     Args:
         address: Ray cluster address for ``ray.init(address=...)`` (``"auto"`` works); None: use the
-            Ray already initialised in this process, else start an embedded local instance.
+            Ray already initialised in this process, else start an embedded local instance; ``"local"``: an
+            embedded local instance (unless Ray is already initialised in this process).
         namespace: Ray namespace for a connection this backend opens (None: Ray's default).
         init_kwargs: extra ``ray.init`` keyword arguments for a connection/instance this backend
             starts (e.g. ``_temp_dir``, ``object_store_memory``, ``include_dashboard``).
@@ -1733,9 +1764,11 @@ class RayBackend(Backend):
         if ray.is_initialized():
             return
         kw: dict[str, Any] = {"include_dashboard": False, "log_to_driver": False}
-        if self.address is None:
+        if self.address is None or self.address == "local":  # an embedded instance ("local": even with RAY_ADDRESS)
             kw["resources"] = {node_resource(n): 1.0 for n in dict.fromkeys(p.node_id for p in provisions)}
             kw["num_cpus"] = max(1, len(provisions))
+            if self.address == "local":
+                kw["address"] = "local"
             self._owns_ray = True
         else:
             probe_ray_address(self.address)

@@ -19,8 +19,8 @@ relative error of aggregate tok/s, p50 and p99, with the runtime terms of the ca
 compiled with (a row whose ``backend`` is ``ray``: with the calibration's Ray relay chain, ``pipeplan calibrate
 --backend ray``, the evidence line saying whether it had one); a row's ``micro_batches`` (absent: one frame per sequence) is the M predicted. Rows of other
 stage counts than the package's are skipped (and counted); none of its stage count is
-``error[stage_mismatch]``. A row that generates more than :data:`ROW_TOKENS_MAX` tokens in all is
-``error[bad_throughput]`` (compare simulates every token). A timeline whose times are not finite numbers (``NaN``, ``Infinity``) is
+``error[stage_mismatch]``. A row of more than :data:`ROW_TOKENS_MAX` tokens in all (prompt and generated, every
+sequence) is ``error[bad_throughput]`` (compare simulates every token). A timeline whose times are not finite numbers (``NaN``, ``Infinity``) is
 ``error[non_finite]`` naming the event: no correspondence level is reported for it.
 """
 
@@ -84,27 +84,29 @@ def main(args: argparse.Namespace) -> int:
 DEFAULT_DECODE_TOKENS = 64
 """Generated tokens per request predicted for a throughput row without ``decode_tokens``."""
 
-ROW_TOKENS_MAX = 1 << 20
-"""Most generated tokens (``n_sequences * decode_tokens``) of one throughput row compare simulates (a few
-seconds per row)."""
+ROW_TOKENS_MAX = 1 << 17
+"""Most tokens (``n_sequences * (prompt_tokens + decode_tokens)``) of one throughput row compare simulates (at
+most about 10 s per row with runtime terms on this 2-core machine)."""
 
 
-def _check_row_sizes(rows: list[Any], path: str) -> None:
-    """Each row must be one compare simulates in bounded time: at most :data:`ROW_TOKENS_MAX` generated tokens
-    (``n_sequences * decode_tokens``). Raises ConcurrencyError(bad_throughput) naming the row."""
+def _check_row_sizes(rows: list[Any], path: str, prefill_rows: int) -> None:
+    """Each row must be one compare simulates in bounded time: at most :data:`ROW_TOKENS_MAX` tokens
+    (``n_sequences * (prompt_tokens + decode_tokens)``). Raises ConcurrencyError(bad_throughput) naming the row."""
     from pipeplan.analysis.concurrency import ConcurrencyError
 
     for i, m in enumerate(rows):
-        decode = m.decode_tokens or DEFAULT_DECODE_TOKENS
-        if m.n_sequences * decode > ROW_TOKENS_MAX:
-            raise ConcurrencyError(f"{path}: row {i}: n_sequences * decode_tokens = {m.n_sequences} * {decode} is "
-                                   f"more than the {ROW_TOKENS_MAX} generated tokens compare simulates per row",
-                                   code="bad_throughput", where="n_sequences")
+        prompt, decode = m.prompt_tokens or prefill_rows, m.decode_tokens or DEFAULT_DECODE_TOKENS
+        if m.n_sequences * (prompt + decode) > ROW_TOKENS_MAX:
+            raise ConcurrencyError(f"{path}: row {i}: n_sequences * (prompt_tokens + decode_tokens) = {m.n_sequences}"
+                                   f" * ({prompt} + {decode}) is more than the {ROW_TOKENS_MAX} tokens compare "
+                                   f"simulates per row", code="bad_throughput", where="n_sequences")
 
 
 def _is_throughput(path: str) -> bool:
-    """Whether ``path`` holds a throughput measurement (its ``format``, or rows with ``n_sequences``). A path
-    that is not a readable regular file (a FIFO is never opened) is not one: the timeline reader names it."""
+    """Whether ``path`` holds a throughput measurement, or an attempt at one that :func:`read_throughput` should
+    reject as such: its ``format``, ``rows`` or ``n_sequences``, or a JSON list (a timeline bundle is an
+    object). A path that is not a readable regular file (a FIFO is never opened) is not one: the timeline reader
+    names it."""
     from pipeplan.analysis.concurrency import THROUGHPUT_FORMAT
     from pipeplan.errors import PipeplanError
     from pipeplan.files.paths import check_input_file
@@ -112,12 +114,16 @@ def _is_throughput(path: str) -> bool:
     try:
         check_input_file(path, "measured timeline")
         with open(path, encoding="utf-8") as f:
-            doc = json.loads(f.read(1 << 22))
-    except (OSError, UnicodeDecodeError, ValueError, PipeplanError):
+            text = f.read()
+    except (OSError, UnicodeDecodeError, PipeplanError):
         return False
-    if isinstance(doc, dict) and (doc.get("format") == THROUGHPUT_FORMAT or "n_sequences" in doc):
-        return True
-    return isinstance(doc, list) and bool(doc) and isinstance(doc[0], dict) and "n_sequences" in doc[0]
+    try:
+        doc = json.loads(text)
+    except (ValueError, RecursionError):  # not JSON: a list, or one naming the format, is a throughput attempt
+        return text.lstrip().startswith("[") or f'"{THROUGHPUT_FORMAT}"' in text[:4096]
+    if isinstance(doc, dict):
+        return doc.get("format") == THROUGHPUT_FORMAT or "n_sequences" in doc or "rows" in doc
+    return isinstance(doc, list)  # a timeline bundle is an object; a bare list can only be rows
 
 
 def _compare_throughput(pkg: Path, args: argparse.Namespace) -> int:
@@ -142,7 +148,7 @@ def _compare_throughput(pkg: Path, args: argparse.Namespace) -> int:
     if not mine:
         raise ConcurrencyError(f"{args.measured}: no row was measured on the package's {costs.stages} stages "
                                f"(rows of {sorted({m.stages for m in rows})})", code="stage_mismatch", where="stages")
-    _check_row_sizes(rows, args.measured)
+    _check_row_sizes(rows, args.measured, costs.prefill_rows)
     out = []
     for m in mine:
         mc = by_backend.get(m.backend, costs)

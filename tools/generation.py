@@ -159,8 +159,10 @@ def check_fault_stage(fi: Any, n_stages: int) -> None:
 def make_backend(args: argparse.Namespace):
     """The Backend for ``--backend``/``--ray-address`` (``direct``: inproc), made before any work so that bad
     backend options fail first; an unreachable HOST:PORT fails fast. Raises BackendError / RayUnavailableError."""
+    from pipeplan.runtime.backends import check_ray_address
     from pipeplan.runtime.backends import make_backend as make
 
+    check_ray_address(args.backend, args.ray_address)  # names the backend asked for (direct, not inproc)
     backend = make("inproc" if args.backend == "direct" else args.backend, ray_address=args.ray_address)
     if args.backend == "ray":
         from pipeplan.runtime.ray_backend import probe_ray_address

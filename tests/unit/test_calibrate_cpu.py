@@ -221,11 +221,13 @@ def test_readme_flow_compile_parallel_then_compare_a_bench_document(cpu_calibrat
     assert "1 rows of other stage counts skipped" in text and " 10.0%" in text
 
 
-@pytest.mark.parametrize("row, shown", [({"n_sequences": 1, "decode_tokens": 10 ** 9}, "1 * 1000000000"),
-                                        ({"n_sequences": 100000}, "100000 * 64")])
+@pytest.mark.parametrize("row, shown", [({"n_sequences": 1, "decode_tokens": 10 ** 9}, "1 * (8 + 1000000000)"),
+                                        ({"n_sequences": 100000}, "100000 * (8 + 64)"),
+                                        ({"n_sequences": 1, "prompt_tokens": 10 ** 8, "decode_tokens": 4},
+                                         "1 * (100000000 + 4)")])
 def test_compare_rejects_a_row_too_large_to_simulate(cpu_pkg, tmp_path, capsys, row, shown):
-    """AB-T-2: a throughput row that would generate more than ROW_TOKENS_MAX tokens (decode_tokens 1e9, or
-    100000 sequences of the default 64 tokens) is error[bad_throughput] naming the row, at once, not a
+    """AB-T-2: a throughput row of more than ROW_TOKENS_MAX tokens in all (decode_tokens 1e9, 100000 sequences of
+    the default 64 tokens, a prompt of 1e8 tokens) is error[bad_throughput] naming the row, at once, not a
     simulation of minutes."""
     from pipeplan.tools.cmd_compare import ROW_TOKENS_MAX
 
@@ -238,3 +240,33 @@ def test_compare_rejects_a_row_too_large_to_simulate(cpu_pkg, tmp_path, capsys, 
     out, err = capsys.readouterr()
     assert out == "" and err.startswith("error[bad_throughput]: ") and "row 1" in err and shown in err
     assert str(ROW_TOKENS_MAX) in err
+
+
+@pytest.mark.parametrize("text, code", [
+    ("[]", "bad_throughput"), ("[{}]", "bad_throughput"), ("[null]", "bad_throughput"),
+    ("[" * 100000 + "]" * 100000, "bad_throughput"),
+    ('{"format": "pipeplan-throughput/1", "rows": ' + "[" * 100000 + "]" * 100000 + "}", "bad_throughput"),
+    ("{" + '"a": ' * 50000 + "1" + "}" * 50000, "bad_timeline"),
+], ids=["empty-list", "empty-row", "null-row", "deep-list", "deep-rows", "deep-object"])
+def test_compare_names_a_bad_measurement_in_one_line(cpu_pkg, tmp_path, capsys, text, code):
+    """AB-T-2: a JSON list is read as throughput rows (a timeline bundle is an object), so a bad one is
+    error[bad_throughput]; JSON nested too deep to parse is one error line (bad_throughput when it is a list or
+    names the throughput format, else bad_timeline), never a RecursionError traceback."""
+    f = tmp_path / "m.json"
+    f.write_text(text)
+    capsys.readouterr()
+    assert cli.main(["compare", str(cpu_pkg[0]), str(f)]) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and err.startswith(f"error[{code}]: ") and err.count("\n") == 1
+
+
+def test_compare_reads_a_large_throughput_document(cpu_pkg, tmp_path, capsys):
+    """AB-T-2: a throughput document of several MiB (here padded with spaces to 6 MiB) is read as one, not
+    misread as a timeline because only its head was parsed."""
+    row = {"n_sequences": 2, "stages": 2, "aggregate_tok_s": 100.0, "p50_s": 0.01, "p99_s": 0.02}
+    f = tmp_path / "big.json"
+    f.write_text('{"format": "pipeplan-throughput/1", "rows": [' + json.dumps(row) + " " * (6 << 20) + "]}")
+    capsys.readouterr()
+    assert cli.main(["compare", str(cpu_pkg[0]), str(f), "--json"]) == 0
+    (got,) = json.loads(capsys.readouterr().out)["rows"]
+    assert got["n_sequences"] == 2 and got["measured"]["aggregate_tok_s"] == 100.0

@@ -147,6 +147,14 @@ def test_cli_bad_input_exits_2(capsys, argv, code):
     assert time.monotonic() - t0 < 15 and mp.active_children() == []
 
 
+def test_cli_ray_address_names_the_backend_asked_for(capsys):
+    """``--ray-address`` with ``--backend direct`` is error[bad_backend] naming 'direct' (the backend the user
+    gave, not the inproc one it runs on)."""
+    rc, out, err = _run(capsys, [str(STORIES), "--prompt", "Hi", "--backend", "direct", "--ray-address", "1.2.3.4:5"])
+    assert rc == 2 and out == "" and err.startswith("error[bad_backend]: --ray-address needs --backend ray (the "
+                                                    "backend is 'direct')") and err.count("\n") == 1, err
+
+
 def test_cli_pool_without_peaks_is_a_compile_diagnostic(capsys, tmp_path):
     """AB-G-4: a --nodes pool without the peaks the roofline evidence needs is a compile diagnostic (exit 2,
     one line), never a silent default; no stage starts."""
