@@ -36,29 +36,38 @@ class Interrupted(KeyboardInterrupt):
 
 
 @contextlib.contextmanager
+def _handled_by(handler: Callable[[int, Any], None]) -> Iterator[bool]:
+    """Within the block SIGINT and SIGTERM go to ``handler``; on exit the handlers in place before are put back,
+    whatever the block installed. Yields False (and changes nothing) outside the main thread, where Python
+    delivers no signal."""
+    if threading.current_thread() is not threading.main_thread():
+        yield False
+        return
+    old = {s: signal.getsignal(s) for s in SIGNALS}
+    for s in SIGNALS:
+        signal.signal(s, handler)
+    try:
+        yield True
+    finally:
+        for s, h in old.items():
+            signal.signal(s, h if h is not None else signal.SIG_DFL)
+
+
+@contextlib.contextmanager
 def interrupts_raise() -> Iterator[None]:
     """Within the block, SIGINT and SIGTERM raise :class:`Interrupted` in the main thread.
 
     The first signal raises; later ones are ignored until the block is left, so the cleanup the first one
     triggers is not cut short (it is bounded: stages that do not stop are killed). The previous handlers
     are restored on exit. Outside the main thread this is a no-op (Python delivers signals there only)."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    old = {s: signal.getsignal(s) for s in SIGNALS}
 
     def handler(signum: int, frame: Any) -> None:
         for s in SIGNALS:
             signal.signal(s, signal.SIG_IGN)
         raise Interrupted(signum)
 
-    for s in SIGNALS:
-        signal.signal(s, handler)
-    try:
+    with _handled_by(handler):
         yield
-    finally:
-        for s, h in old.items():
-            signal.signal(s, h if h is not None else signal.SIG_DFL)
 
 
 @contextlib.contextmanager
@@ -68,22 +77,11 @@ def interrupts_deferred() -> Iterator[None]:
     acted on. On exit the handlers in place before the block are put back, whatever the block installed (Ray
     installs its own SIGTERM handler, which exits without any cleanup), and a recorded signal is then delivered
     to them (re-raised with ``signal.raise_signal``). Outside the main thread this is a no-op."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    old = {s: signal.getsignal(s) for s in SIGNALS}
     got: list[int] = []
-
-    def record(signum: int, frame: Any) -> None:
-        got.append(signum)
-
-    for s in SIGNALS:
-        signal.signal(s, record)
     try:
-        yield
+        with _handled_by(lambda signum, frame: got.append(signum)):
+            yield
     finally:
-        for s, h in old.items():
-            signal.signal(s, h if h is not None else signal.SIG_DFL)
         if got:
             signal.raise_signal(got[0])
 
