@@ -107,9 +107,9 @@ from typing import Any
 import numpy as np
 from pipeplan.errors import RunPlanRejection
 from pipeplan.plan_types import ProvisionStage
-from pipeplan.runtime.backends import Backend, BackendError, WorkerOptions
+from pipeplan.runtime.backends import Backend, BackendError, WorkerOptions, _proc_state
 from pipeplan.runtime.events import Event
-from pipeplan.runtime.shm_ring import RingSemaphore
+from pipeplan.runtime.shm_ring import SHM_DIR, RingSemaphore, _creator_alive
 from pipeplan.runtime.stage import FaultInjection
 from pipeplan.runtime.transport import (
     DATA,
@@ -298,10 +298,6 @@ def _actor_state(handle: Any) -> str:
         return ""
 
 
-SHM_DIR = "/dev/shm"
-"""Where POSIX named semaphores show as files (``sem.<name>``; Linux)."""
-
-
 def embedded_raylet_pids() -> list[int]:
     """Process ids of the raylets of the Ray instance this process started (``ray.init`` without an address);
     empty when it connected to a cluster or Ray does not say."""
@@ -342,19 +338,10 @@ def unlink_channel_semaphores(raylets: Sequence[int], wait_s: float = 5.0) -> in
 
 
 def _alive(pid: int) -> bool:
-    """Whether process ``pid`` exists and is not a zombie."""
-    try:
-        with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as f:
-            return f.read().rsplit(")", 1)[-1].split()[0] != "Z"
-    except OSError:
-        pass
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except OSError:  # exists, not ours to signal
-        return True
-    return True
+    """Whether process ``pid`` exists and is not a zombie (its /proc state where there is one, else ``kill(pid,
+    0)``)."""
+    state = _proc_state(pid)
+    return state != "Z" if state else _creator_alive(pid)
 
 
 @contextlib.contextmanager

@@ -8,7 +8,8 @@ import subprocess
 import sys
 
 import pytest
-from pipeplan.runtime.ray_backend import SHM_DIR, unlink_channel_semaphores
+from pipeplan.runtime.ray_backend import unlink_channel_semaphores
+from pipeplan.runtime.shm_ring import SHM_DIR
 
 pytestmark = pytest.mark.skipif(not os.path.isdir(SHM_DIR), reason="named semaphores are not files here")
 
